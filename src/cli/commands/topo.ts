@@ -1,0 +1,102 @@
+import { resolve } from 'node:path';
+import { resolveConfig } from '../../config/load.js';
+import { describeDrop, selectNodeLevels } from '../../groups/node-levels.js';
+import { readProcessAffinity } from '../../topology/affinity.js';
+import { discoverMachine } from '../../topology/discover.js';
+import { formatIndexList } from '../../topology/index-list.js';
+import { formatLocality, parseLocality } from '../../topology/locality-string.js';
+import { placeRanks } from '../../topology/placement.js';
+import { computeLocality } from '../../topology/process-locality.js';
+import { HARDWARE_LEVELS, type HardwareLevel } from '../../topology/types.js';
+import { parseCommandArgs } from '../args.js';
+import type { CliIo } from '../io.js';
+
+export const topoHelp = `topocoll topo — what this machine looks like to topocoll
+
+Usage: topocoll topo [--hwloc-xml FILE] [--config FILE] [--json]
+
+  --hwloc-xml FILE   describe this hwloc XML instead of discovering the machine
+  --config FILE      topocoll YAML (topology source, disabled levels)
+  --json             machine-readable output
+
+Shows the hardware levels with their unit counts, which would carry groups for one rank bound
+to each core (as "topocoll run" places ranks) and why the others are dropped, this process's
+PMIx locality string, whether it is bound, and the topology source used.
+`;
+
+export interface TopoReport {
+  source: string;
+  pus: number;
+  levels: { level: HardwareLevel; units: number; active: boolean; reason?: string }[];
+  process: { cpus: string; locality: string; localitySource: 'computed' | 'override'; bound: boolean };
+}
+
+export function topoCommand(argv: string[], io: CliIo): number {
+  const { values } = parseCommandArgs('topo', argv, {
+    'hwloc-xml': { type: 'string' },
+    config: { type: 'string' },
+    json: { type: 'boolean' },
+    help: { type: 'boolean' },
+  });
+  if (values.help) {
+    io.stdout(topoHelp);
+    return 0;
+  }
+  const report = topoReport(values['hwloc-xml'] === undefined ? undefined : resolve(io.cwd, values['hwloc-xml']), values.config === undefined ? undefined : resolve(io.cwd, values.config), io.env);
+  io.stdout(values.json ? JSON.stringify(report, null, 2) + '\n' : formatTopo(report));
+  return 0;
+}
+
+export function topoReport(hwlocXml: string | undefined, configPath: string | undefined, env: NodeJS.ProcessEnv): TopoReport {
+  const config = resolveConfig(configPath, env);
+  const machine = discoverMachine({
+    hwlocXml: hwlocXml ?? config.topology.hwlocXml ?? undefined,
+    env,
+    lstopo: config.topology.source !== 'sysfs',
+  });
+  const disabled = new Set(Object.entries(config.levels).filter(([, s]) => !s.enabled).map(([n]) => n));
+  const cores = machine.objects.core ?? machine.objects.pu ?? [];
+  // Judge the levels for the placement `topocoll run` uses: one rank bound to each core.
+  const placements = placeRanks(machine, { nodes: ['this'], ranksPerNode: cores.length, mapBy: 'core', bindTo: 'core' });
+  const selection = selectNodeLevels(
+    placements.map((p) => parseLocality(p.locality!)),
+    new Set(HARDWARE_LEVELS.filter((l) => !disabled.has(l))),
+  );
+  const ranks = placements.map((p) => p.rank);
+  const levels = HARDWARE_LEVELS.filter((l) => machine.objects[l] !== undefined).map((level) => {
+    const drop = selection.dropped.find((d) => d.level === level);
+    return {
+      level,
+      units: machine.objects[level]!.length,
+      active: drop === undefined,
+      ...(drop === undefined ? {} : { reason: describeDrop(level, drop.reason, ranks) }),
+    };
+  });
+  const cpus = readProcessAffinity();
+  const override = config.topology.locality ?? env.TOPOCOLL_LOCALITY;
+  const computed = computeLocality(machine, cpus);
+  return {
+    source: machine.source,
+    pus: machine.pus.length,
+    levels,
+    process: {
+      cpus: formatIndexList(cpus),
+      locality: override ?? formatLocality(computed.locality),
+      localitySource: override === undefined ? 'computed' : 'override',
+      bound: computed.bound,
+    },
+  };
+}
+
+function formatTopo(r: TopoReport): string {
+  const lines = [`topology source: ${r.source}`, `PUs: ${r.pus}`, '', 'level   units  groups (one rank bound to each core)'];
+  for (const l of r.levels) lines.push(`${l.level.padEnd(7)} ${String(l.units).padStart(5)}  ${l.active ? 'active' : `dropped: ${l.reason}`}`);
+  if (r.levels.every((l) => !l.active)) lines.push('        (no level inside the node adds a group here: the node level is the lowest)');
+  lines.push(
+    '',
+    `this process: cpus ${r.process.cpus}, ${r.process.bound ? 'bound' : 'not bound (may run on every PU of the node)'}`,
+    `locality (${r.process.localitySource}): ${r.process.locality}`,
+  );
+  if (!r.process.bound) lines.push('hint: unbound processes are grouped from the node level up; launch with "topocoll run --bind core" to use the levels inside the node.');
+  return lines.join('\n') + '\n';
+}

@@ -1,0 +1,62 @@
+import { resolve } from 'node:path';
+import { TopocollError } from '../errors.js';
+import type { RankPlacement } from '../groups/plan.js';
+import { readHwlocXmlFile } from '../topology/hwloc-xml.js';
+import { readLocalitiesFile } from '../topology/localities-file.js';
+import { expandHostlist } from '../topology/network/hostlist.js';
+import { placeRanks, type BindTo, type MapBy } from '../topology/placement.js';
+import { parseNonNegativeInt, requireOne } from './args.js';
+import type { CliIo } from './io.js';
+
+/** The options that describe a job's placement on a cluster of identical nodes. */
+export const placementOptions = {
+  'hwloc-xml': { type: 'string' },
+  nodes: { type: 'string' },
+  ppn: { type: 'string' },
+  'map-by': { type: 'string' },
+  'bind-to': { type: 'string' },
+} as const;
+
+export const placementUsage = `  --hwloc-xml FILE   the machine of every node (hwloc XML, v2 or v3)
+  --nodes HOSTLIST   node names, e.g. node[01-64]
+  --ppn N            ranks per node (at most the number of cores)
+  --map-by core|numa|socket
+                     local rank j → core j (core), or round-robin over units, next free
+                     core of the unit (numa, socket)
+  --bind-to core|socket|none
+                     what each rank may run on (default core)`;
+
+export interface PlacementValues {
+  'hwloc-xml'?: string;
+  nodes?: string;
+  ppn?: string;
+  'map-by'?: string;
+  'bind-to'?: string;
+}
+
+export function placementFromOptions(command: string, values: PlacementValues, io: CliIo): RankPlacement[] {
+  const missing = (['hwloc-xml', 'nodes', 'ppn', 'map-by'] as const).filter((k) => values[k] === undefined);
+  if (missing.length > 0) {
+    throw new TopocollError('EINVAL', `topocoll ${command}: missing ${missing.map((k) => `--${k}`).join(', ')}`, {
+      hint: 'Describe the job with --hwloc-xml, --nodes, --ppn and --map-by.',
+    });
+  }
+  const machine = readHwlocXmlFile(resolve(io.cwd, values['hwloc-xml']!));
+  const nodes = expandHostlist(values.nodes!);
+  const ranksPerNode = parseNonNegativeInt(command, 'ppn', values.ppn!);
+  const mapBy = requireOne<MapBy>(command, 'map-by', values['map-by'], ['core', 'numa', 'socket']);
+  const bindTo = requireOne<BindTo>(command, 'bind-to', values['bind-to'] ?? 'core', ['core', 'socket', 'none']);
+  return placeRanks(machine, { nodes, ranksPerNode, mapBy, bindTo });
+}
+
+/** `--localities FILE`, or the placement options; not both. */
+export function placementsFrom(command: string, values: PlacementValues & { localities?: string }, io: CliIo): RankPlacement[] {
+  const described = Object.keys(placementOptions).some((k) => values[k as keyof PlacementValues] !== undefined);
+  if (values.localities !== undefined) {
+    if (described) {
+      throw new TopocollError('EINVAL', `topocoll ${command}: give either --localities or the placement options, not both`);
+    }
+    return readLocalitiesFile(resolve(io.cwd, values.localities));
+  }
+  return placementFromOptions(command, values, io);
+}

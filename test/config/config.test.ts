@@ -1,0 +1,95 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_CONFIG_PATH, loadConfigFile, parseConfig, resolveConfig, validateConfig } from '../../src/config/load.js';
+import { TopocollError } from '../../src/errors.js';
+import { resolveNodeIdentity } from '../../src/topology/node-identity.js';
+
+function configError(text: string): TopocollError {
+  try {
+    parseConfig(text, 'my.yaml');
+  } catch (e) {
+    expect(e).toBeInstanceOf(TopocollError);
+    expect((e as TopocollError).code).toBe('ECONFIG');
+    return e as TopocollError;
+  }
+  throw new Error('expected ECONFIG');
+}
+
+describe('configuration', () => {
+  it('the shipped default file validates and enables every level', () => {
+    const config = loadConfigFile(DEFAULT_CONFIG_PATH);
+    expect(Object.values(config.levels).every((l) => l.enabled)).toBe(true);
+    expect(config.network).toEqual({ source: 'auto', file: null });
+    expect(config.node.identity).toBe('auto');
+    expect(config.topology.source).toBe('auto');
+  });
+
+  it('fills defaults for an empty file', () => {
+    expect(parseConfig('', 'empty.yaml')).toEqual(validateConfig({}));
+  });
+
+  it('reads enabled flags and resolves file paths relative to the config file', () => {
+    const c = parseConfig('levels:\n  socket: { enabled: false }\nnetwork:\n  file: net.txt\n', '/etc/topocoll/c.yaml');
+    expect(c.levels.socket?.enabled).toBe(false);
+    expect(c.network.file).toBe('/etc/topocoll/net.txt');
+  });
+
+  it('names file, line, column and key of an unknown key', () => {
+    const e = configError('network:\n  source: auto\n  fiel: x.txt\n');
+    expect(e.file).toBe('my.yaml');
+    expect(e.line).toBe(3);
+    expect(e.column).toBe(3);
+    expect(e.message).toMatch(/^ECONFIG: my\.yaml:3:3: network\.fiel: unknown key "fiel"/);
+  });
+
+  it('names the position of a bad value', () => {
+    const e = configError('levels:\n  numa:\n    enabled: maybe\n');
+    expect([e.line, e.column]).toEqual([3, 14]);
+    expect(e.message).toMatch(/levels\.numa\.enabled/);
+    const source = configError('network:\n  source: infiniband\n');
+    expect([source.line, source.column]).toEqual([2, 11]);
+  });
+
+  it('rejects an unknown level name at the key', () => {
+    const e = configError('levels:\n  node: { enabled: true }\n  sockets: { enabled: false }\n');
+    expect([e.line, e.column]).toEqual([3, 3]);
+    expect(e.message).toMatch(/levels\.sockets/);
+  });
+
+  it('rejects disabling world', () => {
+    const e = configError('levels:\n  world:\n    enabled: false\n');
+    expect(e.line).toBe(3);
+    expect(e.message).toMatch(/world level cannot be disabled/);
+  });
+
+  it('reports YAML syntax errors and duplicate keys with their position', () => {
+    expect(configError('levels:\n  numa: { enabled: true\n').line).toBeGreaterThanOrEqual(2);
+    const dup = configError('node:\n  identity: auto\nnode:\n  identity: hostname\n');
+    expect(dup.line).toBe(3);
+  });
+
+  it('requires network.file when the source is file', () => {
+    expect(configError('network:\n  source: file\n').message).toMatch(/network\.file/);
+  });
+
+  it('takes TOPOCOLL_CONFIG when no path is given and reports a missing file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'topocoll-config-'));
+    const file = join(dir, 'c.yaml');
+    writeFileSync(file, 'node:\n  identity: name:n7\n');
+    expect(resolveConfig(undefined, { TOPOCOLL_CONFIG: file }).node.identity).toBe('name:n7');
+    expect(() => loadConfigFile(join(dir, 'missing.yaml'))).toThrow(/ECONFIG: .*missing\.yaml: cannot read/);
+  });
+});
+
+describe('node identity', () => {
+  it('defaults to the short host name, or SLURMD_NODENAME under Slurm', () => {
+    expect(resolveNodeIdentity('auto', {}, 'n01.cluster.example')).toBe('n01');
+    expect(resolveNodeIdentity('auto', { SLURMD_NODENAME: 'tux3' }, 'n01.cluster')).toBe('tux3');
+    expect(resolveNodeIdentity('hostname', {}, 'n01.cluster')).toBe('n01.cluster');
+    expect(resolveNodeIdentity('env:MY_NODE', { MY_NODE: 'x' }, 'h')).toBe('x');
+    expect(resolveNodeIdentity('name:fixed', {}, 'h')).toBe('fixed');
+    expect(() => resolveNodeIdentity('slurm', {}, 'h')).toThrow(/SLURMD_NODENAME is not set/);
+  });
+});
