@@ -10,7 +10,7 @@ export function parseCommandArgs<T extends NonNullable<ParseArgsConfig['options'
   argv: string[],
   options: T,
   allowPositionals = false,
-) {
+): ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: boolean; strict: true }>> {
   try {
     return parseArgs({ args: argv, options, allowPositionals, strict: true });
   } catch (cause) {

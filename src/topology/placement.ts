@@ -48,7 +48,11 @@ function coresOf(machine: MachineTopology): TopologyObject[] {
   return cores.filter((c) => c.pus.length > 0);
 }
 
-/** Local rank j → unit j mod units, next unused core there; full units pass to the next one. */
+/**
+ * Local rank j → unit j mod units, next unused core there; a unit with no free core (full,
+ * or a memory-only NUMA node) passes to the next unit in order. Cores are tracked machine-wide
+ * because two NUMA nodes can cover the same cores (DRAM and HBM behind one package).
+ */
 function mapRoundRobin(machine: MachineTopology, cores: TopologyObject[], mapBy: 'numa' | 'socket', ppn: number): TopologyObject[] {
   const units = machine.objects[mapBy] ?? [];
   if (units.length === 0) {
@@ -60,19 +64,21 @@ function mapRoundRobin(machine: MachineTopology, cores: TopologyObject[], mapBy:
     const unitPus = new Set(u.pus);
     return cores.filter((c) => c.pus.every((pu) => unitPus.has(pu)));
   });
-  const nextFree = units.map(() => 0);
+  const used = new Set<TopologyObject>();
   const out: TopologyObject[] = [];
   for (let j = 0; j < ppn; j++) {
-    let placed = false;
-    for (let step = 0; step < units.length && !placed; step++) {
-      const u = (j + step) % units.length;
-      const core = coresOfUnit[u]![nextFree[u]!];
-      if (core === undefined) continue;
-      nextFree[u]!++;
-      out.push(core);
-      placed = true;
+    let core: TopologyObject | undefined;
+    for (let step = 0; step < units.length && core === undefined; step++) {
+      core = coresOfUnit[(j + step) % units.length]!.find((c) => !used.has(c));
     }
-    if (!placed) throw new TopocollError('EINVAL', `--map-by ${mapBy}: no free core left for local rank ${j}`);
+    if (core === undefined) {
+      const inUnits = new Set(coresOfUnit.flat()).size;
+      throw new TopocollError('EINVAL', `--map-by ${mapBy}: no free core left for local rank ${j}: only ${inUnits} of the ${cores.length} cores lie in a ${mapBy} unit (${machine.source})`, {
+        hint: `Use --ppn ${inUnits} or less, or map by core.`,
+      });
+    }
+    used.add(core);
+    out.push(core);
   }
   return out;
 }

@@ -25,6 +25,8 @@ export interface NodeNetworkPath {
 export interface NetworkTopology {
   /** `simple:<file>`, `slurm-topology.conf:<file>` or `slurm-addr` — shown by the CLI. */
   source: string;
+  /** The file the description was read from (absent for `slurm-addr`), for error messages. */
+  file?: string;
   /** Number of switch levels K (the longest path); levels are `switch1` … `switchK`. */
   levels: number;
   /** Every node the source knows, by name. */

@@ -1,0 +1,134 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { TopocollError } from '../errors.js';
+import { formatIndexList, parseIndexList } from './index-list.js';
+import type { MachineTopology, ObjectKind, TopologyObject } from './types.js';
+
+/**
+ * The machine as Linux sysfs describes it, for hosts without hwloc. The objects get the
+ * logical numbering hwloc would give them on Linux — at every level, ordered by their lowest
+ * PU OS index — so locality strings computed from this agree with PMIx's.
+ */
+
+const NO_SYSFS_HINT = 'Give the machine as an hwloc XML file instead (lstopo-no-graphics --of xml --no-io > machine.xml).';
+
+/** Cache level (`cache/indexK/level`) of each kind that carries groups. */
+const CACHE_KIND: Readonly<Record<string, ObjectKind>> = { '1': 'l1', '2': 'l2', '3': 'l3' };
+
+/** Objects of one kind being collected, keyed by whatever identifies them in sysfs. */
+type Collector = Map<string, { osIndex?: number; pus: Set<number> }>;
+
+/**
+ * Reads `<root>/sys/devices/system/{cpu,node}`. `root` is `/` on a live system; tests point it
+ * at a fake tree. Only online CPUs are described; a machine without `node/` is one NUMA node.
+ */
+export function readSysfsTopology(root = '/'): MachineTopology {
+  const cpuDir = join(root, 'sys/devices/system/cpu');
+  const onlinePath = join(cpuDir, 'online');
+  const onlineText = readOptional(onlinePath);
+  if (onlineText === undefined) {
+    throw new TopocollError('ETOPOLOGY', 'cannot read the online CPUs: no such file', { file: onlinePath, hint: NO_SYSFS_HINT });
+  }
+  const online = parseIndexList(onlineText, { file: onlinePath });
+  if (online.length === 0) throw new TopocollError('ETOPOLOGY', 'no CPU is online', { file: onlinePath });
+  const isOnline = new Set(online);
+
+  const collectors: Partial<Record<ObjectKind, Collector>> = {};
+  const add = (kind: ObjectKind, key: string, pus: readonly number[], osIndex: number | undefined): void => {
+    const collector = (collectors[kind] ??= new Map());
+    let entry = collector.get(key);
+    if (entry === undefined) {
+      entry = osIndex === undefined ? { pus: new Set() } : { osIndex, pus: new Set() };
+      collector.set(key, entry);
+    }
+    for (const pu of pus) if (isOnline.has(pu)) entry.pus.add(pu);
+  };
+
+  for (const cpu of online) {
+    const dir = join(cpuDir, `cpu${cpu}`);
+    add('pu', `${cpu}`, [cpu], cpu);
+    const topo = join(dir, 'topology');
+    const packageId = readInteger(join(topo, 'physical_package_id'));
+    // -1 is what some kernels report when the package is unknown: the CPUs then share one.
+    if (packageId !== undefined) add('socket', `${packageId}`, [cpu], packageId >= 0 ? packageId : undefined);
+    const siblings = readList(join(topo, 'core_cpus_list')) ?? readList(join(topo, 'thread_siblings_list'));
+    if (siblings !== undefined) add('core', formatIndexList(siblings), siblings, readInteger(join(topo, 'core_id')));
+    for (const index of listDir(join(dir, 'cache'), /^index\d+$/)) {
+      const cache = join(dir, 'cache', index);
+      const kind = CACHE_KIND[readOptional(join(cache, 'level')) ?? ''];
+      // L1 is the data (or unified) cache; instruction caches never form groups.
+      if (kind === undefined || readOptional(join(cache, 'type')) === 'Instruction') continue;
+      const shared = readList(join(cache, 'shared_cpu_list')) ?? [cpu];
+      add(kind, formatIndexList(shared), shared, readInteger(join(cache, 'id')));
+    }
+  }
+
+  const nodeDir = join(root, 'sys/devices/system/node');
+  const nodes = listDir(nodeDir, /^node\d+$/);
+  if (nodes.length === 0) {
+    add('numa', '0', online, 0);
+  } else {
+    for (const node of nodes) {
+      const cpulistPath = join(nodeDir, node, 'cpulist');
+      const cpus = readList(cpulistPath);
+      if (cpus === undefined) throw new TopocollError('ETOPOLOGY', 'cannot read the CPUs of a NUMA node: no such file', { file: cpulistPath });
+      add('numa', node, cpus, Number(node.slice(4)));
+    }
+  }
+
+  const objects: Partial<Record<ObjectKind, TopologyObject[]>> = {};
+  for (const [kind, collector] of Object.entries(collectors) as [ObjectKind, Collector][]) {
+    objects[kind] = inLogicalOrder(collector);
+  }
+  return { source: 'sysfs', pus: online, objects };
+}
+
+/**
+ * hwloc sorts the children of every object by their first PU, so a level's logical order is
+ * the order of its objects' lowest PUs. NUMA nodes without CPUs hang off the machine root,
+ * which hwloc visits after the CPU-side tree: they come last, by OS index.
+ */
+function inLogicalOrder(collector: Collector): TopologyObject[] {
+  const entries = [...collector.values()].map(({ osIndex, pus }) => ({
+    osIndex,
+    pus: [...pus].sort((a, b) => a - b),
+  }));
+  const first = (pus: number[]): number => (pus.length === 0 ? Number.POSITIVE_INFINITY : pus[0]!);
+  entries.sort((a, b) => first(a.pus) - first(b.pus) || (a.osIndex ?? 0) - (b.osIndex ?? 0));
+  return entries.map(({ osIndex, pus }, logicalIndex) => (osIndex === undefined ? { logicalIndex, pus } : { logicalIndex, osIndex, pus }));
+}
+
+/** The trimmed contents of a sysfs file, or undefined when it does not exist. */
+function readOptional(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new TopocollError('ETOPOLOGY', `cannot read sysfs file: ${(e as Error).message}`, { file: path, cause: e });
+  }
+}
+
+function readList(path: string): number[] | undefined {
+  const text = readOptional(path);
+  return text === undefined ? undefined : parseIndexList(text, { file: path });
+}
+
+function readInteger(path: string): number | undefined {
+  const text = readOptional(path);
+  if (text === undefined) return undefined;
+  if (!/^-?\d{1,9}$/.test(text)) throw new TopocollError('ETOPOLOGY', `expected an integer, found "${text}"`, { file: path });
+  return Number(text);
+}
+
+/** Entries of a directory whose names match, in numeric order; none if it does not exist. */
+function listDir(path: string, pattern: RegExp): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw new TopocollError('ETOPOLOGY', `cannot list sysfs directory: ${(e as Error).message}`, { file: path, cause: e });
+  }
+  const number = (name: string): number => Number(/\d+$/.exec(name)![0]);
+  return names.filter((n) => pattern.test(n)).sort((a, b) => number(a) - number(b));
+}
