@@ -4,5 +4,39 @@
  */
 export { TopocollError, isTopocollError } from './errors.js';
 export type { TopocollErrorCode, ErrorLocation } from './errors.js';
+
+// Topology model and sources.
 export * from './topology/types.js';
-export type { NetworkTopology, NodeNetworkPath } from './topology/network/types.js';
+export { parseLocality, formatLocality, localityIndices } from './topology/locality-string.js';
+export { parseIndexList, formatIndexList, parseHwlocCpuset } from './topology/index-list.js';
+export { parseHwlocXml, readHwlocXmlFile } from './topology/hwloc-xml.js';
+export { readSysfsTopology } from './topology/sysfs.js';
+export { discoverMachine, type DiscoverOptions } from './topology/discover.js';
+export { readProcessAffinity, parseAffinityFromStatus } from './topology/affinity.js';
+export { computeLocality } from './topology/process-locality.js';
+export { placeRanks, type PlacementOptions, type MapBy, type BindTo } from './topology/placement.js';
+export { parseLocalitiesFile, formatLocalitiesFile, readLocalitiesFile } from './topology/localities-file.js';
+export { resolveNodeIdentity } from './topology/node-identity.js';
+
+// Network.
+export {
+  expandHostlist,
+  compressHostlist,
+  parseNetworkFile,
+  readNetworkFile,
+  parseSimpleNetworkFile,
+  parseSlurmTopologyConf,
+  parseSlurmTopologyAddress,
+  networkFromSlurmAddresses,
+  pathForNode,
+} from './topology/network/index.js';
+export type { NetworkTopology, NodeNetworkPath, SourceLine } from './topology/network/index.js';
+
+// Groups.
+export { planGroups, GroupPlan, type Group, type RankPlacement, type PlanOptions, type DroppedLevel } from './groups/plan.js';
+export { planToJson, type GroupPlanJson } from './groups/plan-json.js';
+export type { LevelName } from './groups/levels.js';
+
+// Configuration.
+export { parseConfig, loadConfigFile, resolveConfig, validateConfig, DEFAULT_CONFIG_PATH } from './config/load.js';
+export type { TopocollConfig, TopocollConfigInput } from './config/schema.js';

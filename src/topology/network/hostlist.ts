@@ -122,46 +122,49 @@ function fail(expr: string, problem: string, where: ErrorLocation, hint: string)
  * `n[01-02]`, `n8,n9,n10` → `n[8-10]`, but `n1,n02` stays two ranges).
  */
 export function compressHostlist(names: string[]): string {
-  const groups = new Map<string, { prefix: string; suffix: string; numbers: { value: number; digits: string }[] }>();
-  const seen = new Set<string>();
-  for (const name of names) {
-    if (seen.has(name)) continue;
-    seen.add(name);
-    const m = /^(.*?)(\d+)(\D*)$/.exec(name);
-    const key = m === null ? `literal\0${name}` : `ranged\0${m[1]}\0${m[3]}`;
-    let group = groups.get(key);
-    if (group === undefined) {
-      group = m === null ? { prefix: name, suffix: '', numbers: [] } : { prefix: m[1] as string, suffix: m[3] as string, numbers: [] };
-      groups.set(key, group);
+  const groups = new Map<string, { prefix: string; suffix: string; numbers: Numbered[] }>();
+  for (const name of new Set(names)) {
+    // At most 15 digits, so that the value is exact; a longer run leaves its head in the prefix.
+    const m = /^(.*?)(\d{1,15})(\D*)$/.exec(name);
+    if (m === null) {
+      groups.set(`literal\0${name}`, { prefix: name, suffix: '', numbers: [] });
+      continue;
     }
-    if (m !== null) group.numbers.push({ value: Number(m[2]), digits: m[2] as string });
+    const [, prefix = '', digits = '', suffix = ''] = m;
+    const key = `ranged\0${prefix}\0${suffix}`;
+    const group = groups.get(key) ?? { prefix, suffix, numbers: [] };
+    groups.set(key, group);
+    group.numbers.push({ value: Number(digits), digits });
   }
   const parts: string[] = [];
   for (const { prefix, suffix, numbers } of groups.values()) {
-    if (numbers.length === 0) {
-      parts.push(prefix);
+    const [only] = numbers;
+    if (numbers.length <= 1) {
+      parts.push(prefix + (only?.digits ?? '') + suffix);
       continue;
     }
-    if (numbers.length === 1) {
-      parts.push(prefix + (numbers[0] as { digits: string }).digits + suffix);
-      continue;
-    }
-    numbers.sort((a, b) => a.value - b.value || a.digits.length - b.digits.length);
-    const ranges: string[] = [];
-    let start = numbers[0] as { value: number; digits: string };
-    let end = start;
-    for (const n of numbers.slice(1)) {
-      const width = start.digits.length;
-      if (n.value === end.value + 1 && n.digits === String(n.value).padStart(width, '0')) {
-        end = n;
-        continue;
-      }
-      ranges.push(start === end ? start.digits : `${start.digits}-${end.digits}`);
-      start = n;
-      end = n;
-    }
-    ranges.push(start === end ? start.digits : `${start.digits}-${end.digits}`);
-    parts.push(`${prefix}[${ranges.join(',')}]${suffix}`);
+    parts.push(`${prefix}[${toRanges(numbers).join(',')}]${suffix}`);
   }
   return parts.join(',');
+}
+
+interface Numbered {
+  value: number;
+  digits: string;
+}
+
+/** Sorted `lo-hi` runs; a run extends while the next number, padded to the run's width, is spelled the same. */
+function toRanges(numbers: Numbered[]): string[] {
+  numbers.sort((a, b) => a.value - b.value || a.digits.length - b.digits.length);
+  const ranges: string[] = [];
+  for (let i = 0; i < numbers.length; ) {
+    const first = numbers[i] as Numbered;
+    let last = first;
+    for (let next = numbers[++i]; next !== undefined; next = numbers[++i]) {
+      if (next.value !== last.value + 1 || next.digits !== String(next.value).padStart(first.digits.length, '0')) break;
+      last = next;
+    }
+    ranges.push(first === last ? first.digits : `${first.digits}-${last.digits}`);
+  }
+  return ranges;
 }

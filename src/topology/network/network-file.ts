@@ -51,7 +51,7 @@ export function pathForNode(net: NetworkTopology, node: string, where: ErrorLoca
   const suggestion = similar === undefined ? '' : ` Did you mean ${similar}?`;
   throw new TopocollError('ETOPOLOGY', `node ${node} is not in ${net.file ?? net.source}`, {
     ...where,
-    file: where.file ?? net.file,
+    file: net.file ?? where.file,
     node,
     hint: `It knows ${shown}.${suggestion} Add the node, or change which name identifies a node (host name, short name, SLURMD_NODENAME).`,
   });

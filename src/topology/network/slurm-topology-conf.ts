@@ -43,7 +43,8 @@ interface ListField {
 
 interface SwitchDef {
   name: string;
-  at: ErrorLocation;
+  /** Where the statement starts. */
+  line: number;
   nodes?: ListField;
   children?: ListField;
 }
@@ -54,8 +55,9 @@ export function parseSlurmTopologyConf(text: string, file: string): NetworkTopol
     const def = toSwitchDef(statement, file);
     const earlier = defs.get(def.name);
     if (earlier !== undefined) {
-      throw new TopocollError('ETOPOLOGY', `switch ${def.name} is defined twice: on line ${earlier.at.line} and on line ${def.at.line}`, {
-        ...def.at,
+      throw new TopocollError('ETOPOLOGY', `switch ${def.name} is defined twice: on line ${earlier.line} and on line ${def.line}`, {
+        file,
+        line: def.line,
         hint: 'Switch names must be unique; merge the two statements or rename one.',
       });
     }
@@ -76,14 +78,14 @@ export function parseSlurmTopologyConf(text: string, file: string): NetworkTopol
       if (other !== undefined) {
         throw new TopocollError(
           'ETOPOLOGY',
-          `node ${node} is in leaf switch ${other.name} (line ${other.at.line}) and in leaf switch ${def.name} (line ${def.at.line})`,
+          `node ${node} is in leaf switch ${other.name} (line ${other.line}) and in leaf switch ${def.name} (line ${def.line})`,
           { ...def.nodes.at, node, hint: 'A node must sit under exactly one leaf switch: remove it from one Nodes= list.' },
         );
       }
       leafOf.set(node, def);
       const switches: (string | undefined)[] = new Array<string | undefined>(levelCount).fill(undefined);
       for (let s: string | undefined = def.name; s !== undefined; s = parents.get(s)) switches[levels.get(s) ?? 0] = s;
-      nodes.set(node, { node, switches, declaredAt: { file, line: def.at.line ?? 1 } });
+      nodes.set(node, { node, switches, declaredAt: { file, line: def.line } });
     }
   }
   if (nodes.size === 0) {
@@ -200,7 +202,7 @@ function toSwitchDef(statement: Statement, file: string): SwitchDef {
       hint: 'A switch is either a leaf (Nodes=) or a parent (Switches=); put the nodes under a separate leaf switch.',
     });
   }
-  const def: SwitchDef = { name: name.value, at: { file, line: start.line } };
+  const def: SwitchDef = { name: name.value, line: start.line as number };
   if (nodes !== undefined) def.nodes = { names: expandHostlist(nodes.value, nodes.at), at: nodes.at };
   if (children !== undefined) def.children = { names: [...new Set(expandHostlist(children.value, children.at))], at: children.at };
   return def;
@@ -229,8 +231,7 @@ function chooseParents(defs: Map<string, SwitchDef>, warnings: string[]): Map<st
     const first = [...parents].sort()[0] as string;
     chosen.set(child, first);
     if (parents.length > 1) {
-      const line = defs.get(child)?.at.line;
-      warnings.push(`switch ${child} (line ${line}) has ${parents.length} parents ${compressHostlist(parents)}; node paths go through ${first}`);
+      warnings.push(`switch ${child} (line ${defs.get(child)?.line}) has ${parents.length} parents ${compressHostlist(parents)}; node paths go through ${first}`);
     }
   }
   return chosen;
@@ -247,7 +248,7 @@ function computeLevels(defs: Map<string, SwitchDef>): Map<string, number> {
     const loopStart = stack.indexOf(name);
     if (loopStart >= 0) {
       const cycle = [...stack.slice(loopStart), name];
-      const path = cycle.map((s, i) => (i < cycle.length - 1 ? `${s} (line ${defs.get(s)?.at.line})` : s)).join(' -> ');
+      const path = cycle.map((s, i) => (i < cycle.length - 1 ? `${s} (line ${defs.get(s)?.line})` : s)).join(' -> ');
       throw new TopocollError('ETOPOLOGY', `switches form a cycle: ${path}`, {
         ...def.children?.at,
         hint: 'Switches= lists a switch’s children; a switch cannot be its own ancestor.',
