@@ -27,7 +27,9 @@ const LSTOPO_TIMEOUT_MS = 10_000;
 /**
  * Returns the machine, with `source` saying where it came from: `hwloc-xml:<path>`,
  * `HWLOC_XMLFILE:<path>`, `lstopo` or `sysfs`. A named XML file that cannot be read or parsed
- * is an error, never silently replaced by another source; an lstopo that cannot run is.
+ * is an error, never silently replaced by another source. An lstopo that is missing, fails or
+ * hangs is skipped; output it did print but that does not parse is an error, since falling
+ * back would hide a real incompatibility.
  */
 export function discoverMachine(options: DiscoverOptions = {}): MachineTopology {
   const env = options.env ?? process.env;

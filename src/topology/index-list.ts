@@ -12,7 +12,7 @@ import { TopocollError, type ErrorLocation } from '../errors.js';
  * 8192); the cap exists so that a corrupt `0-4000000000` from a file or a peer fails with a
  * message instead of exhausting memory while the range is expanded.
  */
-export const MAX_INDEX = (1 << 20) - 1;
+const MAX_INDEX = (1 << 20) - 1;
 
 const CHAR_0 = 0x30;
 const CHAR_9 = 0x39;

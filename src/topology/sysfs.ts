@@ -6,8 +6,8 @@ import type { MachineTopology, ObjectKind, TopologyObject } from './types.js';
 
 /**
  * The machine as Linux sysfs describes it, for hosts without hwloc. The objects get the
- * logical numbering hwloc would give them on Linux — at every level, ordered by their lowest
- * PU OS index — so locality strings computed from this agree with PMIx's.
+ * logical numbering hwloc would give them on Linux, so locality strings computed from this
+ * agree with PMIx's.
  */
 
 const NO_SYSFS_HINT = 'Give the machine as an hwloc XML file instead (lstopo-no-graphics --of xml --no-io > machine.xml).';
@@ -76,26 +76,76 @@ export function readSysfsTopology(root = '/'): MachineTopology {
     }
   }
 
-  const objects: Partial<Record<ObjectKind, TopologyObject[]>> = {};
-  for (const [kind, collector] of Object.entries(collectors) as [ObjectKind, Collector][]) {
-    objects[kind] = inLogicalOrder(collector);
-  }
-  return { source: 'sysfs', pus: online, objects };
+  return { source: 'sysfs', pus: online, objects: numberObjects(collectors) };
+}
+
+/** CPU-side kinds from the top of hwloc's tree down: each level nests in the ones above. */
+const TREE_ORDER: readonly ObjectKind[] = ['socket', 'l3', 'l2', 'l1', 'core', 'pu'];
+
+interface Collected {
+  osIndex?: number;
+  pus: number[];
+  /** Lowest PU of each enclosing object, top-down: the object's position in hwloc's tree. */
+  path: number[];
 }
 
 /**
- * hwloc sorts the children of every object by their first PU, so a level's logical order is
- * the order of its objects' lowest PUs. NUMA nodes without CPUs hang off the machine root,
- * which hwloc visits after the CPU-side tree: they come last, by OS index.
+ * Gives every object the logical index hwloc would. hwloc inserts objects by cpuset, keeps
+ * every object's children sorted by their lowest PU and numbers each level in depth-first
+ * order. Ordering a level by its objects' lowest PU alone is wrong wherever numbering
+ * interleaves (Intel hyper-threads: core 0 holds PUs 0 and 16, so PU 16 is logical PU 1);
+ * sorting by the path of lowest PUs from the root is the depth-first order.
  */
-function inLogicalOrder(collector: Collector): TopologyObject[] {
-  const entries = [...collector.values()].map(({ osIndex, pus }) => ({
-    osIndex,
-    pus: [...pus].sort((a, b) => a - b),
-  }));
-  const first = (pus: number[]): number => (pus.length === 0 ? Number.POSITIVE_INFINITY : pus[0]!);
-  entries.sort((a, b) => first(a.pus) - first(b.pus) || (a.osIndex ?? 0) - (b.osIndex ?? 0));
-  return entries.map(({ osIndex, pus }, logicalIndex) => (osIndex === undefined ? { logicalIndex, pus } : { logicalIndex, osIndex, pus }));
+function numberObjects(collectors: Partial<Record<ObjectKind, Collector>>): Partial<Record<ObjectKind, TopologyObject[]>> {
+  const collected: Partial<Record<ObjectKind, Collected[]>> = {};
+  for (const [kind, collector] of Object.entries(collectors) as [ObjectKind, Collector][]) {
+    collected[kind] = [...collector.values()].map(({ osIndex, pus }) => ({
+      ...(osIndex === undefined ? {} : { osIndex }),
+      pus: [...pus].sort((a, b) => a - b),
+      path: [],
+    }));
+  }
+  // For each CPU-side kind, which of its objects holds each PU.
+  const holder = new Map<ObjectKind, Map<number, Collected>>();
+  for (const kind of TREE_ORDER) {
+    const byPu = new Map<number, Collected>();
+    for (const object of collected[kind] ?? []) for (const pu of object.pus) byPu.set(pu, object);
+    holder.set(kind, byPu);
+  }
+  TREE_ORDER.forEach((kind, depth) => {
+    for (const object of collected[kind] ?? []) {
+      const first = object.pus[0]!;
+      object.path = TREE_ORDER.slice(0, depth).map((above) => holder.get(above)!.get(first)?.pus[0] ?? -1);
+      object.path.push(first);
+    }
+  });
+  // A NUMA node is a memory child of the deepest object whose PUs include all of its own;
+  // nodes without CPUs are memory children of the machine root.
+  for (const node of collected.numa ?? []) {
+    const first = node.pus[0];
+    for (const kind of TREE_ORDER) {
+      const container = first === undefined ? undefined : holder.get(kind)!.get(first);
+      if (container === undefined || !node.pus.every((pu) => holder.get(kind)!.get(pu) === container)) break;
+      node.path.push(container.pus[0]!);
+    }
+  }
+  const objects: Partial<Record<ObjectKind, TopologyObject[]>> = {};
+  for (const [kind, list] of Object.entries(collected) as [ObjectKind, Collected[]][]) {
+    list.sort((a, b) => comparePaths(a.path, b.path) || (a.osIndex ?? 0) - (b.osIndex ?? 0));
+    objects[kind] = list.map(({ osIndex, pus }, logicalIndex) => (osIndex === undefined ? { logicalIndex, pus } : { logicalIndex, osIndex, pus }));
+  }
+  return objects;
+}
+
+/**
+ * Depth-first order of two tree positions. When one path is a prefix of the other the deeper
+ * object comes first: hwloc visits an object's children before its memory children, so a NUMA
+ * node attached higher up is numbered after those attached below it.
+ */
+function comparePaths(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return b.length - a.length;
 }
 
 /** The trimmed contents of a sysfs file, or undefined when it does not exist. */

@@ -33,7 +33,11 @@ export const LOCALITY_CODES: readonly LocalityCode[] = ['SK', 'L3', 'L2', 'L1', 
 
 /** One object of a machine: a package, cache, core, PU or NUMA node. */
 export interface TopologyObject {
-  /** Logical index: position among objects of its kind in depth-first document order. */
+  /**
+   * Logical index, as hwloc numbers objects: depth-first order among objects of its kind —
+   * with NUMA nodes (memory children) numbered after the normal children of the same parent,
+   * although the XML writes them first.
+   */
   logicalIndex: number;
   /** OS index when the source gives one (`P#`), else undefined. */
   osIndex?: number;

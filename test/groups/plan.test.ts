@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { planGroups, type RankPlacement } from '../../src/groups/plan.js';
 import { planToJson } from '../../src/groups/plan-json.js';
 import { parseSimpleNetworkFile } from '../../src/topology/network/simple-file.js';
-import { isTopocollError } from '../../src/errors.js';
+import type { TopocollErrorCode } from '../../src/errors.js';
+import { thrown } from '../helpers/thrown.js';
 
 /**
  * Locality string of a rank bound to core `c` of a node with `sockets` × `coresPerSocket`
@@ -23,16 +24,8 @@ function byCore(nodes: string[], ppn: number, coresPerSocket: number): RankPlace
 const pad = (n: number) => String(n).padStart(2, '0');
 const range = (from: number, to: number, step = 1) => Array.from({ length: Math.floor((to - from) / step) + 1 }, (_, i) => from + i * step);
 
-function expectError(fn: () => unknown, code: string, text?: RegExp): void {
-  try {
-    fn();
-  } catch (e) {
-    expect(isTopocollError(e), String(e)).toBe(true);
-    expect((e as { code: string }).code).toBe(code);
-    if (text) expect((e as Error).message).toMatch(text);
-    return;
-  }
-  throw new Error('expected an error');
+function expectError(fn: () => unknown, code: TopocollErrorCode, text: RegExp): void {
+  expect(thrown(fn, code).message).toMatch(text);
 }
 
 describe('the seed example (S3): 64 nodes × 2 sockets × 18 cores, 16 nodes per leaf switch', () => {

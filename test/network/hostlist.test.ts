@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compressHostlist, expandHostlist } from '../../src/topology/network/hostlist.js';
-import { thrown } from './helpers.js';
+import { thrown } from '../helpers/thrown.js';
 
 describe('expandHostlist', () => {
   it('returns a token without brackets as a literal', () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { networkFromSlurmAddresses, parseNetworkFile, pathForNode, readNetworkFile } from '../../src/topology/network/index.js';
-import { thrown } from './helpers.js';
+import { thrown } from '../helpers/thrown.js';
 
 const example = (name: string) => fileURLToPath(new URL(`../../config/examples/${name}`, import.meta.url));
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseSimpleNetworkFile } from '../../src/topology/network/simple-file.js';
-import { thrown } from './helpers.js';
+import { thrown } from '../helpers/thrown.js';
 
 const EXAMPLE = new URL('../../config/examples/network-simple.txt', import.meta.url);
 

@@ -3,7 +3,8 @@ import { compressHostlist, expandHostlist } from '../../src/topology/network/hos
 import { networkFromSlurmAddresses, parseSlurmTopologyAddress } from '../../src/topology/network/slurm-address.js';
 import { parseSlurmTopologyConf } from '../../src/topology/network/slurm-topology-conf.js';
 import type { NodeNetworkPath } from '../../src/topology/network/types.js';
-import { BINARY_TREE_CONF, UNBALANCED_CONF, exampleFile, thrown } from './helpers.js';
+import { thrown } from '../helpers/thrown.js';
+import { BINARY_TREE_CONF, UNBALANCED_CONF, exampleFile } from '../helpers/network-examples.js';
 
 describe('parseSlurmTopologyAddress', () => {
   it('reads a tree address top-down into a bottom-up path', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseSlurmTopologyConf } from '../../src/topology/network/slurm-topology-conf.js';
-import { BINARY_TREE_CONF, UNBALANCED_CONF, exampleFile, thrown } from './helpers.js';
+import { thrown } from '../helpers/thrown.js';
+import { BINARY_TREE_CONF, UNBALANCED_CONF, exampleFile } from '../helpers/network-examples.js';
 
 const parse = (text: string) => parseSlurmTopologyConf(text, 'topology.conf');
 const switchesOf = (text: string, node: string) => parse(text).nodes.get(node)?.switches;

@@ -97,6 +97,6 @@ function formatTopo(r: TopoReport): string {
     `this process: cpus ${r.process.cpus}, ${r.process.bound ? 'bound' : 'not bound (may run on every PU of the node)'}`,
     `locality (${r.process.localitySource}): ${r.process.locality}`,
   );
-  if (!r.process.bound) lines.push('hint: unbound processes are grouped from the node level up; launch with "topocoll run --bind core" to use the levels inside the node.');
+  if (!r.process.bound) lines.push('hint: unbound processes are grouped from the node level up; bind each process to a core (mpirun --bind-to core, srun --cpu-bind=cores, taskset -c N) to use the levels inside the node.');
   return lines.join('\n') + '\n';
 }

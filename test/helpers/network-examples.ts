@@ -1,16 +1,4 @@
 import { readFileSync } from 'node:fs';
-import { TopocollError } from '../../src/errors.js';
-
-/** Runs `fn`, which must throw a TopocollError, and returns it for assertions. */
-export function thrown(fn: () => unknown): TopocollError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof TopocollError) return e;
-    throw e;
-  }
-  throw new Error('expected a TopocollError, but nothing was thrown');
-}
 
 /** The example files shipped in config/examples. */
 export function exampleFile(name: string): string {

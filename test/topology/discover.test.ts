@@ -1,0 +1,71 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { discoverMachine } from '../../src/topology/discover.js';
+import { readHwlocXmlFile } from '../../src/topology/hwloc-xml.js';
+import { sysfsFilesOf, tmpRoot, writeTree } from './fake-sysfs.js';
+import { thrown } from '../helpers/thrown.js';
+
+const fixture = (name: string): string => join(import.meta.dirname, '../fixtures/hwloc', name);
+const INTEL = fixture('32em64t-2n8c2t-pci-noio.xml');
+const AMD = fixture('16em64t-4s2c2t.xml');
+
+const roots: string[] = [];
+/** A sysfs tree of a small machine (the 8-PU synthetic fixture) that lstopo never sees. */
+function fakeSysfs(): string {
+  const root = writeTree(tmpRoot(), sysfsFilesOf(readHwlocXmlFile(fixture('synthetic-8pu-machine-numa-and-package-numa.xml'))));
+  roots.push(root);
+  return root;
+}
+afterEach(() => {
+  for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true });
+});
+
+const envWithout = (name: string): NodeJS.ProcessEnv => Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== name));
+
+describe('discoverMachine', () => {
+  it('uses an explicit hwloc XML file first, even when HWLOC_XMLFILE is set', () => {
+    const machine = discoverMachine({ hwlocXml: INTEL, env: { HWLOC_XMLFILE: AMD } });
+    expect(machine.source).toBe(`hwloc-xml:${INTEL}`);
+    expect(machine.objects.core).toHaveLength(16);
+  });
+
+  it('uses HWLOC_XMLFILE next and records it', () => {
+    const machine = discoverMachine({ env: { HWLOC_XMLFILE: AMD }, sysfsRoot: fakeSysfs() });
+    expect(machine.source).toBe(`HWLOC_XMLFILE:${AMD}`);
+    expect(machine.objects.socket).toHaveLength(4);
+  });
+
+  it('fails, naming the file, when HWLOC_XMLFILE points nowhere', () => {
+    const e = thrown(() => discoverMachine({ env: { HWLOC_XMLFILE: '/nonexistent/topo.xml' }, sysfsRoot: fakeSysfs() }));
+    expect(e.code).toBe('ETOPOLOGY');
+    expect(e.message).toContain('/nonexistent/topo.xml');
+  });
+
+  it('rejects an empty path', () => {
+    expect(thrown(() => discoverMachine({ hwlocXml: '' })).code).toBe('EINVAL');
+  });
+
+  it('runs lstopo-no-graphics next, in the given environment', () => {
+    // hwloc honours HWLOC_SYNTHETIC, so the result shows that lstopo ran with this environment.
+    const env = { ...envWithout('HWLOC_XMLFILE'), HWLOC_SYNTHETIC: 'pack:3 core:2 pu:2' };
+    const machine = discoverMachine({ env, sysfsRoot: fakeSysfs() });
+    expect(machine.source).toBe('lstopo');
+    expect(machine.objects.socket).toHaveLength(3);
+    expect(machine.objects.core).toHaveLength(6);
+    expect(machine.pus).toHaveLength(12);
+  });
+
+  it('falls back to sysfs when lstopo is not installed', () => {
+    const machine = discoverMachine({ env: { PATH: '/nonexistent' }, sysfsRoot: fakeSysfs() });
+    expect(machine.source).toBe('sysfs');
+    expect(machine.objects.socket).toHaveLength(2);
+    expect(machine.pus).toHaveLength(8);
+  });
+
+  it('reads sysfs directly when lstopo is turned off', () => {
+    const machine = discoverMachine({ env: { ...envWithout('HWLOC_XMLFILE'), HWLOC_SYNTHETIC: 'pack:3 core:2 pu:2' }, lstopo: false, sysfsRoot: fakeSysfs() });
+    expect(machine.source).toBe('sysfs');
+    expect(machine.objects.core).toHaveLength(4);
+  });
+});
