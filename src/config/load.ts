@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMap, isScalar, LineCounter, parseDocument, type Document, type Node as YamlNode } from 'yaml';
 import type { z } from 'zod';
 import { TopocollError } from '../errors.js';
 import { configSchema, type TopocollConfig, type TopocollConfigInput } from './schema.js';
+import { readTextFile } from '../util/read-text-file.js';
 
 /**
  * Loading and validating configuration. YAML errors and schema errors both become `ECONFIG`
@@ -37,13 +37,7 @@ export function parseConfig(text: string, file: string): TopocollConfig {
 }
 
 export function loadConfigFile(path: string): TopocollConfig {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (cause) {
-    throw new TopocollError('ECONFIG', `cannot read the configuration file: ${(cause as Error).message}`, { file: path, cause });
-  }
-  return parseConfig(text, path);
+  return parseConfig(readTextFile(path, 'ECONFIG', 'configuration file'), path);
 }
 
 /** Validates options given in code (no file, so no line numbers). */

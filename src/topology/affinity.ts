@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { TopocollError, type ErrorLocation } from '../errors.js';
 import { parseIndexList } from './index-list.js';
+import { readTextFile } from '../util/read-text-file.js';
 
 /**
  * The PUs this process may run on. Node.js has no `sched_getaffinity` binding
@@ -31,15 +31,6 @@ export function parseAffinityFromStatus(statusText: string, where: ErrorLocation
 
 /** The affinity of the calling process, from `/proc/self/status` (Linux only). */
 export function readProcessAffinity(): number[] {
-  let text: string;
-  try {
-    text = readFileSync(STATUS_PATH, 'utf8');
-  } catch (e) {
-    throw new TopocollError('ETOPOLOGY', `cannot read the process affinity: ${(e as Error).message}`, {
-      file: STATUS_PATH,
-      hint: 'Affinity is read from Linux procfs; on other systems give the locality explicitly (TOPOCOLL_LOCALITY).',
-      cause: e,
-    });
-  }
-  return parseAffinityFromStatus(text, { file: STATUS_PATH });
+  const hint = 'Affinity is read from Linux procfs; on other systems give the locality explicitly (TOPOCOLL_LOCALITY).';
+  return parseAffinityFromStatus(readTextFile(STATUS_PATH, 'ETOPOLOGY', 'process affinity', hint), { file: STATUS_PATH });
 }

@@ -17,8 +17,11 @@ export interface DiscoverOptions {
   env?: NodeJS.ProcessEnv;
   /** Root of the sysfs tree for the last-resort fallback; default `/`. */
   sysfsRoot?: string;
-  /** Whether to try `lstopo-no-graphics`; default true. */
-  lstopo?: boolean;
+  /**
+   * Which source to use: `auto` (default) tries them in order; `hwloc-xml` requires the file
+   * (or HWLOC_XMLFILE); `lstopo` requires lstopo to work; `sysfs` reads sysfs only.
+   */
+  source?: 'auto' | 'hwloc-xml' | 'lstopo' | 'sysfs';
 }
 
 /** lstopo takes well under a second even on large machines; a hung one must not stall startup. */
@@ -33,17 +36,29 @@ const LSTOPO_TIMEOUT_MS = 10_000;
  */
 export function discoverMachine(options: DiscoverOptions = {}): MachineTopology {
   const env = options.env ?? process.env;
-  if (options.hwlocXml !== undefined) {
-    if (options.hwlocXml === '') throw new TopocollError('EINVAL', 'the hwloc XML path is empty');
-    return readHwlocXmlFile(options.hwlocXml);
+  const source = options.source ?? 'auto';
+  if (source === 'sysfs') return readSysfsTopology(options.sysfsRoot ?? '/');
+  if (source !== 'lstopo') {
+    if (options.hwlocXml !== undefined) {
+      if (options.hwlocXml === '') throw new TopocollError('EINVAL', 'the hwloc XML path is empty');
+      return readHwlocXmlFile(options.hwlocXml);
+    }
+    const fromEnv = env.HWLOC_XMLFILE;
+    if (fromEnv !== undefined && fromEnv !== '') {
+      return { ...readHwlocXmlFile(fromEnv), source: `HWLOC_XMLFILE:${fromEnv}` };
+    }
+    if (source === 'hwloc-xml') {
+      throw new TopocollError('ECONFIG', 'the topology source is hwloc-xml but no file is given', {
+        hint: 'Set topology.hwlocXml in the configuration, or HWLOC_XMLFILE.',
+      });
+    }
   }
-  const fromEnv = env.HWLOC_XMLFILE;
-  if (fromEnv !== undefined && fromEnv !== '') {
-    return { ...readHwlocXmlFile(fromEnv), source: `HWLOC_XMLFILE:${fromEnv}` };
-  }
-  if (options.lstopo !== false) {
-    const xml = runLstopo(env);
-    if (xml !== undefined) return { ...parseHwlocXml(xml, 'lstopo-no-graphics output'), source: 'lstopo' };
+  const xml = runLstopo(env);
+  if (xml !== undefined) return { ...parseHwlocXml(xml, 'lstopo-no-graphics output'), source: 'lstopo' };
+  if (source === 'lstopo') {
+    throw new TopocollError('ETOPOLOGY', 'the topology source is lstopo but lstopo-no-graphics is not installed or failed', {
+      hint: 'Install hwloc (apt-get install hwloc), or use topology.source auto or sysfs.',
+    });
   }
   return readSysfsTopology(options.sysfsRoot ?? '/');
 }

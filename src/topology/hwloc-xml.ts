@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { TopocollError, type ErrorLocation } from '../errors.js';
 import { parseHwlocCpuset } from './index-list.js';
 import type { MachineTopology, ObjectKind, TopologyObject } from './types.js';
+import { readTextFile } from '../util/read-text-file.js';
 
 /**
  * Reads hwloc's XML export (`lstopo --of xml`, format versions 2.x and 3.x) into the topology
@@ -91,14 +91,7 @@ export function parseHwlocXml(xmlText: string, file: string): MachineTopology {
 
 /** Reads an hwloc XML file; a file that cannot be read is an ETOPOLOGY error naming it. */
 export function readHwlocXmlFile(path: string): MachineTopology {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    const reason = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message;
-    throw new TopocollError('ETOPOLOGY', `cannot read hwloc XML file: ${reason}`, { file: path, cause: e });
-  }
-  return parseHwlocXml(text, path);
+  return parseHwlocXml(readTextFile(path, 'ETOPOLOGY', 'hwloc XML file'), path);
 }
 
 function isElement(value: unknown): value is XmlElement {

@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { TopocollError } from '../errors.js';
 import type { RankPlacement } from '../groups/plan.js';
 import { parseLocality } from './locality-string.js';
+import { readTextFile } from '../util/read-text-file.js';
 
 /**
  * The localities file: where every rank of a job runs, one line per rank,
@@ -61,11 +61,5 @@ export function parseLocalitiesFile(text: string, file: string): RankPlacement[]
 }
 
 export function readLocalitiesFile(path: string): RankPlacement[] {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (cause) {
-    throw new TopocollError('ETOPOLOGY', `cannot read the localities file: ${(cause as Error).message}`, { file: path, cause });
-  }
-  return parseLocalitiesFile(text, path);
+  return parseLocalitiesFile(readTextFile(path, 'ETOPOLOGY', 'localities file'), path);
 }

@@ -52,7 +52,7 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
   const machine = discoverMachine({
     hwlocXml: hwlocXml ?? config.topology.hwlocXml ?? undefined,
     env,
-    lstopo: config.topology.source !== 'sysfs',
+    source: hwlocXml === undefined ? config.topology.source : 'hwloc-xml',
   });
   const disabled = new Set(Object.entries(config.levels).filter(([, s]) => !s.enabled).map(([n]) => n));
   const cores = machine.objects.core ?? machine.objects.pu ?? [];

@@ -3,12 +3,12 @@
  * not the file name, because sites name their copies of `topology.conf` freely and a simple file
  * can have any extension.
  */
-import { readFileSync } from 'node:fs';
 import { TopocollError, type ErrorLocation } from '../../errors.js';
 import { compressHostlist } from './hostlist.js';
 import { parseSimpleNetworkFile } from './simple-file.js';
 import { parseSlurmTopologyConf } from './slurm-topology-conf.js';
 import type { NetworkTopology, NodeNetworkPath } from './types.js';
+import { readTextFile } from '../../util/read-text-file.js';
 
 /** Slurm topology.conf when any statement starts with `SwitchName=` (any case), else simple. */
 export function parseNetworkFile(text: string, file: string): NetworkTopology {
@@ -17,18 +17,8 @@ export function parseNetworkFile(text: string, file: string): NetworkTopology {
 }
 
 export function readNetworkFile(path: string): NetworkTopology {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    const reason = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
-    throw new TopocollError('ETOPOLOGY', `cannot read network file ${path} (${reason})`, {
-      file: path,
-      hint: 'Check the path given to --network (or the network option of the config file) and its permissions.',
-      cause: e,
-    });
-  }
-  return parseNetworkFile(text, path);
+  const hint = 'Check the path given to --network (or network.file in the configuration) and its permissions.';
+  return parseNetworkFile(readTextFile(path, 'ETOPOLOGY', 'network file', hint), path);
 }
 
 /** A hint shows every known node when they compress to this many characters, else a few. */
