@@ -29,8 +29,9 @@ export {
   parseSlurmTopologyAddress,
   networkFromSlurmAddresses,
   pathForNode,
+  resolveNetworkSource,
 } from './topology/network/index.js';
-export type { NetworkTopology, NodeNetworkPath, SourceLine } from './topology/network/index.js';
+export type { NetworkTopology, NodeNetworkPath, SourceLine, LocalNetworkView } from './topology/network/index.js';
 
 // Groups.
 export { planGroups, GroupPlan, type Group, type RankPlacement, type PlanOptions, type DroppedLevel } from './groups/plan.js';

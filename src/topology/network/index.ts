@@ -5,3 +5,4 @@ export { parseSimpleNetworkFile } from './simple-file.js';
 export { parseSlurmTopologyConf } from './slurm-topology-conf.js';
 export { parseSlurmTopologyAddress, networkFromSlurmAddresses } from './slurm-address.js';
 export { parseNetworkFile, readNetworkFile, pathForNode } from './network-file.js';
+export { resolveNetworkSource, type LocalNetworkView } from './network-source.js';
