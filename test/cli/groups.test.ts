@@ -59,6 +59,15 @@ describe('topocoll groups', () => {
     expect(viaConfig.ranks[0]!.groups.map((g) => g.members)).toEqual([[0, 1, 2, 3], [0, 4]]);
   });
 
+  it('warns once per level and reason about levels that do not nest', async () => {
+    const lines = ['a', 'b'].flatMap((node, n) =>
+      ['SK0:L30:L20:L10:CR0:HT0:NM0', 'SK0:L31:L21:L11:CR1:HT1:NM0', 'SK1:L31:L22:L12:CR2:HT2:NM1', 'SK1:L32:L23:L13:CR3:HT3:NM1'].map((loc, j) => `${n * 4 + j} ${node} ${loc}`),
+    );
+    const r = await cli(['groups', '--localities', tmpFile('odd.loc', lines.join('\n'))]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('topocoll: warning: l3: its groups do not nest with those of numa — on a,b\n');
+  });
+
   it('rejects bad input with a code and a location', async () => {
     const dupe = tmpFile('dupe.loc', '0 a SK0\n1 a SK0\n1 a SK1\n');
     expect((await cli(['groups', '--localities', dupe])).stderr).toMatch(/ETOPOLOGY: .*dupe\.loc:3: rank 1 appears twice \(first on line 2\)/);

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { loadConfigFile } from '../../config/load.js';
 import { TopocollError } from '../../errors.js';
 import { planToJson } from '../../groups/plan-json.js';
-import { planGroups, type GroupPlan } from '../../groups/plan.js';
+import { planGroups, type DroppedLevel, type GroupPlan } from '../../groups/plan.js';
 import { compressHostlist } from '../../topology/network/hostlist.js';
 import { readNetworkFile } from '../../topology/network/network-file.js';
 import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
@@ -54,7 +54,9 @@ export function groupsCommand(argv: string[], io: CliIo): number {
     throw new TopocollError('EINVAL', `topocoll groups: --rank ${rank} is outside 0…${plan.size - 1}`);
   }
   for (const w of network?.warnings ?? []) io.stderr(`topocoll: warning: ${w}\n`);
-  for (const d of plan.dropped.filter((x) => x.warning)) io.stderr(`topocoll: warning: ${d.level} dropped on ${d.node}: ${d.reason}\n`);
+  for (const [reason, nodes] of dropsByReason(plan.dropped.filter((d) => d.warning))) {
+    io.stderr(`topocoll: warning: ${reason} — on ${compressHostlist(nodes)}\n`);
+  }
   if (values.json) {
     io.stdout(JSON.stringify(planToJson(plan)) + '\n');
   } else {
@@ -76,19 +78,24 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined): string 
     rows.push([level, String(groups.length), sizeText, abbreviate(leaders)]);
   }
   lines.push(...table(rows));
-  // Drops are the same on most nodes: one line per (level, reason) with the nodes compressed.
-  const byReason = new Map<string, string[]>();
-  for (const d of plan.dropped) {
-    const key = `${d.level}: ${d.reason}`;
-    let list = byReason.get(key);
-    if (list === undefined) byReason.set(key, (list = []));
-    list.push(d.node);
-  }
+  const byReason = dropsByReason(plan.dropped);
   if (byReason.size > 0) {
     lines.push('', 'dropped levels:');
     for (const [reason, dropNodes] of byReason) lines.push(`  ${reason} — on ${compressHostlist(dropNodes)}`);
   }
   return lines.join('\n') + '\n';
+}
+
+/** Drops are the same on most nodes: one entry per (level, reason) with its nodes. */
+function dropsByReason(dropped: readonly DroppedLevel[]): Map<string, string[]> {
+  const byReason = new Map<string, string[]>();
+  for (const d of dropped) {
+    const key = `${d.level}: ${d.reason}`;
+    let list = byReason.get(key);
+    if (list === undefined) byReason.set(key, (list = []));
+    list.push(d.node);
+  }
+  return byReason;
 }
 
 function formatChain(plan: GroupPlan, rank: number): string {
