@@ -1,0 +1,326 @@
+// Node-API surface of the addon: the NativeEngine class and a few process helpers. Only
+// src/native.ts loads this; every export is typed and documented there.
+#include <napi.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "engine.h"
+#include "errors.h"
+
+namespace topocoll {
+
+namespace {
+
+// Errors reach JavaScript as Error objects with a `code` property; src/native.ts turns them
+// into TopocollError.
+Napi::Error ToJsError(Napi::Env env, const std::string& code, const std::string& message) {
+  Napi::Error error = Napi::Error::New(env, message);
+  error.Set("code", Napi::String::New(env, code));
+  return error;
+}
+
+[[noreturn]] void ThrowJs(Napi::Env env, const std::string& code, const std::string& message) {
+  throw ToJsError(env, code, message);
+}
+
+// Raw bytes of a TypedArray / DataView / Buffer, or nullptr for null/undefined.
+void* BytesOf(const Napi::Value& value) {
+  if (value.IsNull() || value.IsUndefined()) return nullptr;
+  if (value.IsTypedArray()) {
+    auto ta = value.As<Napi::TypedArray>();
+    return static_cast<uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
+  }
+  if (value.IsDataView()) {
+    auto dv = value.As<Napi::DataView>();
+    return static_cast<uint8_t*>(dv.ArrayBuffer().Data()) + dv.ByteOffset();
+  }
+  throw Napi::TypeError::New(value.Env(), "expected a TypedArray, DataView or null");
+}
+
+std::vector<int> IntList(const Napi::Value& value) {
+  std::vector<int> out;
+  if (value.IsTypedArray()) {
+    auto ta = value.As<Napi::Int32Array>();
+    for (size_t i = 0; i < ta.ElementLength(); ++i) out.push_back(ta[i]);
+    return out;
+  }
+  auto arr = value.As<Napi::Array>();
+  for (uint32_t i = 0; i < arr.Length(); ++i) out.push_back(arr.Get(i).As<Napi::Number>().Int32Value());
+  return out;
+}
+
+// One queued Promise collective.
+struct Job {
+  CallArgs args;
+  Napi::Promise::Deferred deferred;
+  std::string error_code;
+  std::string error_message;
+  explicit Job(Napi::Env env) : deferred(Napi::Promise::Deferred::New(env)) {}
+};
+
+}  // namespace
+
+class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "NativeEngine",
+                       {
+                           InstanceMethod("listenTcp", &NativeEngine::ListenTcp),
+                           InstanceMethod("createSegment", &NativeEngine::CreateSegment),
+                           InstanceMethod("openSegment", &NativeEngine::OpenSegment),
+                           InstanceMethod("waitAllMappedAndUnlink", &NativeEngine::WaitAllMappedAndUnlink),
+                           InstanceMethod("connectTcp", &NativeEngine::ConnectTcp),
+                           InstanceMethod("start", &NativeEngine::Start),
+                           InstanceMethod("setPlan", &NativeEngine::SetPlan),
+                           InstanceMethod("run", &NativeEngine::Run),
+                           InstanceMethod("runAsync", &NativeEngine::RunAsync),
+                           InstanceMethod("close", &NativeEngine::Close),
+                           InstanceAccessor("segmentBytes", &NativeEngine::SegmentBytesGetter, nullptr),
+                       });
+  }
+
+  explicit NativeEngine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeEngine>(info) {
+    Napi::Env env = info.Env();
+    auto o = info[0].As<Napi::Object>();
+    EngineOptions options;
+    options.rank = o.Get("rank").As<Napi::Number>().Int32Value();
+    options.size = o.Get("size").As<Napi::Number>().Int32Value();
+    options.local_ranks = IntList(o.Get("localRanks"));
+    options.channel_bytes = static_cast<uint64_t>(o.Get("channelBytes").As<Napi::Number>().Int64Value());
+    options.oversubscribed = o.Get("oversubscribed").ToBoolean();
+    Guarded(env, [&] { engine_ = std::make_unique<Engine>(std::move(options)); });
+    // Completions of Promise collectives come back to the JS thread through this function.
+    tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),
+                                          "topocoll-progress", 0, 1);
+    tsfn_.Unref(env);
+    progress_ = std::thread([this] { ProgressLoop(); });
+  }
+
+  ~NativeEngine() override { Shutdown(); }
+
+ private:
+  template <typename F>
+  void Guarded(Napi::Env env, F&& f) {
+    try {
+      f();
+    } catch (const CollError& e) {
+      ThrowJs(env, e.code(), e.what());
+    }
+  }
+
+  Napi::Value ListenTcp(const Napi::CallbackInfo& info) {
+    int port = 0;
+    Guarded(info.Env(), [&] { port = engine_->ListenTcp(); });
+    return Napi::Number::New(info.Env(), port);
+  }
+
+  void CreateSegment(const Napi::CallbackInfo& info) {
+    Guarded(info.Env(), [&] { engine_->CreateSegment(info[0].As<Napi::String>()); });
+  }
+
+  void OpenSegment(const Napi::CallbackInfo& info) {
+    Guarded(info.Env(), [&] { engine_->OpenSegment(info[0].As<Napi::String>()); });
+  }
+
+  void WaitAllMappedAndUnlink(const Napi::CallbackInfo& info) {
+    Guarded(info.Env(), [&] {
+      engine_->WaitAllMappedAndUnlink(info[0].As<Napi::String>(), info[1].As<Napi::Number>().Int32Value());
+    });
+  }
+
+  void ConnectTcp(const Napi::CallbackInfo& info) {
+    std::string token = info[0].As<Napi::String>();
+    auto list = info[1].As<Napi::Array>();
+    std::vector<TcpPeer> peers;
+    for (uint32_t i = 0; i < list.Length(); ++i) {
+      auto p = list.Get(i).As<Napi::Object>();
+      peers.push_back({p.Get("rank").As<Napi::Number>().Int32Value(), p.Get("host").As<Napi::String>(),
+                       p.Get("port").As<Napi::Number>().Int32Value()});
+    }
+    const int timeout = info[2].As<Napi::Number>().Int32Value();
+    Guarded(info.Env(), [&] { engine_->ConnectTcp(token, peers, timeout); });
+  }
+
+  void Start(const Napi::CallbackInfo&) { engine_->Start(); }
+
+  void SetPlan(const Napi::CallbackInfo& info) {
+    const int id = info[0].As<Napi::Number>().Int32Value();
+    auto data = info[1].As<Napi::Int32Array>();
+    std::vector<Step> steps;
+    for (size_t i = 0; i + 4 <= data.ElementLength(); i += 4) {
+      steps.push_back({static_cast<StepKind>(data[i]), data[i + 1], data[i + 2]});
+    }
+    engine_->SetPlan(id, std::move(steps));
+  }
+
+  // run(collective, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash)
+  CallArgs ParseCall(const Napi::CallbackInfo& info) {
+    CallArgs a;
+    a.collective = static_cast<Collective>(info[0].As<Napi::Number>().Int32Value());
+    const int reduce_id = info[1].As<Napi::Number>().Int32Value();
+    const int bcast_id = info[2].As<Napi::Number>().Int32Value();
+    a.reduce = reduce_id >= 0 ? engine_->Plan(reduce_id) : nullptr;
+    a.bcast = bcast_id >= 0 ? engine_->Plan(bcast_id) : nullptr;
+    a.send = BytesOf(info[3]);
+    a.recv = BytesOf(info[4]);
+    a.count = static_cast<uint64_t>(info[5].As<Napi::Number>().Int64Value());
+    a.dtype = static_cast<Dtype>(info[6].As<Napi::Number>().Int32Value());
+    a.op = static_cast<ReduceOp>(info[7].As<Napi::Number>().Int32Value());
+    a.root = info[8].As<Napi::Number>().Int32Value();
+    a.plan_hash = info[9].As<Napi::Number>().Uint32Value();
+    const bool needs_reduce = a.collective != Collective::kBcast;
+    const bool needs_bcast = a.collective != Collective::kReduce;
+    if ((needs_reduce && a.reduce == nullptr) || (needs_bcast && a.bcast == nullptr)) {
+      ThrowJs(info.Env(), "EINVAL", "unknown schedule id");
+    }
+    return a;
+  }
+
+  void Run(const Napi::CallbackInfo& info) {
+    CallArgs args = ParseCall(info);
+    // Collectives run in call order: let queued Promise collectives finish first.
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+      busy_ = true;
+    }
+    std::string code, message;
+    try {
+      engine_->Run(args);
+    } catch (const CollError& e) {
+      code = e.code();
+      message = e.what();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
+    }
+    idle_.notify_all();
+    if (!code.empty()) ThrowJs(info.Env(), code, message);
+  }
+
+  Napi::Value RunAsync(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto job = std::make_unique<Job>(env);
+    job->args = ParseCall(info);
+    Napi::Promise promise = job->deferred.Promise();
+    if (pending_++ == 0) tsfn_.Ref(env);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(job.release());
+    }
+    wake_.notify_one();
+    return promise;
+  }
+
+  void ProgressLoop() {
+    for (;;) {
+      Job* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
+        if (stopping_ && queue_.empty()) return;
+        job = queue_.front();
+        queue_.pop_front();
+        busy_ = true;
+      }
+      try {
+        engine_->Run(job->args);
+      } catch (const CollError& e) {
+        job->error_code = e.code();
+        job->error_message = e.what();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        busy_ = false;
+      }
+      idle_.notify_all();
+      wake_.notify_one();
+      tsfn_.BlockingCall(job, [this](Napi::Env env, Napi::Function, Job* done) {
+        std::unique_ptr<Job> owned(done);
+        if (owned->error_code.empty()) owned->deferred.Resolve(env.Undefined());
+        else owned->deferred.Reject(ToJsError(env, owned->error_code, owned->error_message).Value());
+        if (--pending_ == 0) tsfn_.Unref(env);
+      });
+    }
+  }
+
+  void Close(const Napi::CallbackInfo&) { Shutdown(); }
+
+  void Shutdown() {
+    if (shut_down_) return;
+    shut_down_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (progress_.joinable()) progress_.join();
+    engine_->Close();
+    tsfn_.Release();
+  }
+
+  Napi::Value SegmentBytesGetter(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(engine_->segment_bytes()));
+  }
+
+  std::unique_ptr<Engine> engine_;
+  Napi::ThreadSafeFunction tsfn_;
+  std::thread progress_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::deque<Job*> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  bool shut_down_ = false;
+  int pending_ = 0;  // touched on the JS thread only
+};
+
+namespace {
+
+// Binds the calling thread (the main thread, which forks child processes) to `cpus`; children
+// spawned meanwhile inherit the mask. Returns the previous mask.
+Napi::Value SetThreadAffinity(const Napi::CallbackInfo& info) {
+  cpu_set_t previous, next;
+  CPU_ZERO(&previous);
+  CPU_ZERO(&next);
+  sched_getaffinity(0, sizeof previous, &previous);
+  for (int cpu : IntList(info[0])) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &next);
+  }
+  if (sched_setaffinity(0, sizeof next, &next) != 0) ThrowJs(info.Env(), "EINVAL", "sched_setaffinity: " + ErrnoText(errno));
+  Napi::Array out = Napi::Array::New(info.Env());
+  uint32_t n = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &previous)) out.Set(n++, Napi::Number::New(info.Env(), cpu));
+  }
+  return out;
+}
+
+Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
+  const size_t local_size = info[0].As<Napi::Number>().Uint32Value();
+  const uint64_t channel = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
+  return Napi::Number::New(info.Env(), static_cast<double>(Engine::SegmentBytes(local_size, channel)));
+}
+
+}  // namespace
+
+Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
+  exports.Set("NativeEngine", NativeEngine::Define(env));
+  exports.Set("setThreadAffinity", Napi::Function::New(env, SetThreadAffinity));
+  exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
+  return exports;
+}
+
+}  // namespace topocoll
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) { return topocoll::InitAddon(env, exports); }
+
+NODE_API_MODULE(topocoll_addon, Init)

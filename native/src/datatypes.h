@@ -1,0 +1,46 @@
+// Element types and reduction operators, numbered as in src/runtime/datatypes.ts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace topocoll {
+
+enum class Dtype : uint8_t {
+  kInt8 = 0,
+  kUint8 = 1,
+  kUint8Clamped = 2,
+  kInt16 = 3,
+  kUint16 = 4,
+  kInt32 = 5,
+  kUint32 = 6,
+  kFloat32 = 7,
+  kFloat64 = 8,
+  kInt64 = 9,
+  kUint64 = 10,
+  kCount = 11,
+};
+
+enum class ReduceOp : uint8_t {
+  kSum = 0,
+  kProd = 1,
+  kMin = 2,
+  kMax = 3,
+  kBand = 4,
+  kBor = 5,
+  kBxor = 6,
+  kLand = 7,
+  kLor = 8,
+  kCount = 9,
+};
+
+size_t DtypeSize(Dtype t);
+const char* DtypeName(Dtype t);
+const char* OpName(ReduceOp op);
+
+// dst[i] = dst[i] op src[i] for n elements; nullptr when the pair is not supported
+// (bitwise and logical operators on floating-point types).
+using ReduceFn = void (*)(void* dst, const void* src, size_t n);
+ReduceFn FindReduce(Dtype t, ReduceOp op);
+
+}  // namespace topocoll

@@ -1,0 +1,355 @@
+#include "engine.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "errors.h"
+
+namespace topocoll {
+
+namespace {
+
+constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL"};
+
+uint32_t AbortCodeIndex(const std::string& code) {
+  for (uint32_t i = 1; i < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]); ++i) {
+    if (code == kAbortCodes[i]) return i;
+  }
+  return 1;
+}
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+size_t ControlsBytes(size_t local_size) { return RoundUp(local_size * sizeof(RankControl), kPage); }
+size_t ChannelStride(uint64_t channel_bytes) { return kPage + channel_bytes; }
+
+}  // namespace
+
+// Runs between waits: stops the wait when the communicator was aborted (by this process's
+// watcher or by any other process of the node).
+class Engine::Guard : public WaitGuard {
+ public:
+  explicit Guard(Engine& engine) : engine_(engine) {}
+  void Check() override {
+    if (engine_.header_ != nullptr && engine_.header_->abort_code.load(std::memory_order_acquire) != 0) {
+      engine_.tcp_.ShutdownAll();
+      engine_.ThrowAborted();
+    }
+  }
+
+ private:
+  Engine& engine_;
+};
+
+Engine::Engine(EngineOptions options) : options_(std::move(options)) {
+  auto& locals = options_.local_ranks;
+  std::sort(locals.begin(), locals.end());
+  for (size_t i = 0; i < locals.size(); ++i) local_index_of_[locals[i]] = static_cast<int>(i);
+  auto it = local_index_of_.find(options_.rank);
+  if (it == local_index_of_.end()) throw CollError("EINVAL", "this rank is not among the local ranks");
+  local_index_ = it->second;
+  if (options_.oversubscribed) {
+    // Another process needs this core to make the condition true: give it up quickly.
+    policy_.spin_iterations = 64;
+    policy_.yield_for = std::chrono::microseconds(50);
+  }
+}
+
+Engine::~Engine() { Close(); }
+
+int Engine::ListenTcp() { return tcp_.Listen(); }
+
+size_t Engine::SegmentBytes(size_t local_size, uint64_t channel_bytes) {
+  const size_t channels = local_size * (local_size - 1);
+  return kPage + ControlsBytes(local_size) + channels * ChannelStride(channel_bytes);
+}
+
+void Engine::CreateSegment(const std::string& name) {
+  const size_t local_size = options_.local_ranks.size();
+  const size_t bytes = SegmentBytes(local_size, options_.channel_bytes);
+  segment_ = ShmSegment::Create(name, bytes);
+  auto* h = new (segment_.base()) SegmentHeader();
+  h->magic = kSegmentMagic;
+  h->version = kSegmentVersion;
+  h->local_size = static_cast<uint32_t>(local_size);
+  h->total_bytes = bytes;
+  h->channel_capacity = options_.channel_bytes;
+  InitViews();
+}
+
+void Engine::OpenSegment(const std::string& name) {
+  segment_ = ShmSegment::Open(name);
+  const auto* h = reinterpret_cast<const SegmentHeader*>(segment_.base());
+  if (h->magic != kSegmentMagic || h->version != kSegmentVersion || h->local_size != options_.local_ranks.size() ||
+      h->channel_capacity != options_.channel_bytes ||
+      h->total_bytes != SegmentBytes(options_.local_ranks.size(), options_.channel_bytes)) {
+    throw CollError("EINVAL", "shared segment " + name + " does not match this job's layout");
+  }
+  InitViews();
+}
+
+void Engine::InitViews() {
+  const size_t local_size = options_.local_ranks.size();
+  uint8_t* base = segment_.base();
+  header_ = reinterpret_cast<SegmentHeader*>(base);
+  auto* controls = reinterpret_cast<RankControl*>(base + kPage);
+  locals_.clear();
+  for (size_t i = 0; i < local_size; ++i) locals_.push_back({options_.local_ranks[i], &controls[i]});
+  uint8_t* channel_base = base + kPage + ControlsBytes(local_size);
+  const size_t stride = ChannelStride(options_.channel_bytes);
+  channels_.assign(local_size * local_size, ShmChannel());
+  size_t slot = 0;
+  for (size_t from = 0; from < local_size; ++from) {
+    for (size_t to = 0; to < local_size; ++to) {
+      if (from == to) continue;
+      uint8_t* block = channel_base + slot++ * stride;
+      channels_[from * local_size + to] =
+          ShmChannel(reinterpret_cast<ChannelControl*>(block), block + kPage, options_.channel_bytes,
+                     &controls[from].doorbell, &controls[to].doorbell);
+      // First touch: the writer of a channel places its pages on its own NUMA node.
+      if (from == static_cast<size_t>(local_index_)) std::memset(block + kPage, 0, options_.channel_bytes);
+    }
+  }
+  RankControl& mine = controls[local_index_];
+  mine.pid.store(getpid(), std::memory_order_relaxed);
+  mine.departed.store(0, std::memory_order_relaxed);
+  header_->mapped.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void Engine::WaitAllMappedAndUnlink(const std::string& name, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const uint32_t local_size = static_cast<uint32_t>(options_.local_ranks.size());
+  while (header_->mapped.load(std::memory_order_acquire) < local_size) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ShmSegment::Unlink(name);
+      throw CollError("ETIMEDOUT", "only " + std::to_string(header_->mapped.load()) + " of " +
+                                       std::to_string(local_size) + " local ranks mapped the shared segment within " +
+                                       std::to_string(timeout_ms) + " ms");
+    }
+    usleep(200);
+  }
+  // Everyone holds a mapping now: the name is no longer needed, and without it nothing can be
+  // left behind in /dev/shm whatever happens next.
+  ShmSegment::Unlink(name);
+}
+
+void Engine::ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms) {
+  Guard guard(*this);
+  tcp_.Establish(options_.rank, token, peers, timeout_ms, guard);
+}
+
+void Engine::Start() {
+  if (header_ == nullptr || watcher_.joinable()) return;
+  watcher_ = std::thread([this] { Watch(); });
+}
+
+void Engine::Watch() {
+  std::unique_lock<std::mutex> lock(watcher_mutex_);
+  while (!watcher_stop_) {
+    watcher_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    if (watcher_stop_) break;
+    if (header_->abort_code.load(std::memory_order_acquire) != 0) {
+      // Another process failed: close our sockets so the ranks of other nodes that wait on us
+      // learn it now, not at their next call.
+      tcp_.ShutdownAll();
+      break;
+    }
+    for (const LocalPeer& peer : locals_) {
+      if (peer.rank == options_.rank) continue;
+      const int pid = peer.control->pid.load(std::memory_order_relaxed);
+      if (pid <= 0 || peer.control->departed.load(std::memory_order_acquire) != 0) continue;
+      if (kill(pid, 0) != 0 && errno == ESRCH) {
+        Abort("EPEERLOST", "rank " + std::to_string(peer.rank) + " (pid " + std::to_string(pid) +
+                               ") on this node died");
+        break;
+      }
+    }
+  }
+}
+
+void Engine::Abort(const std::string& code, const std::string& message) {
+  if (header_ != nullptr) {
+    uint32_t expected = 0;
+    // The first failure wins; later ones are consequences of it.
+    if (header_->abort_code.compare_exchange_strong(expected, 0xffffffffU, std::memory_order_acq_rel)) {
+      std::string text = message.substr(0, sizeof(header_->abort_message) - 1);
+      std::memcpy(header_->abort_message, text.c_str(), text.size() + 1);
+      header_->abort_rank = options_.rank;
+      header_->abort_code.store(AbortCodeIndex(code), std::memory_order_release);
+    }
+    for (const LocalPeer& peer : locals_) {
+      peer.control->doorbell.bell.fetch_add(1, std::memory_order_seq_cst);
+      FutexWakeAll(peer.control->doorbell.bell);
+    }
+  }
+  tcp_.ShutdownAll();
+}
+
+void Engine::ThrowAborted() const {
+  uint32_t code = header_->abort_code.load(std::memory_order_acquire);
+  while (code == 0xffffffffU) code = header_->abort_code.load(std::memory_order_acquire);  // message being written
+  const char* name = code < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]) ? kAbortCodes[code] : "EPEERLOST";
+  throw CollError(name, "the communicator was aborted: rank " + std::to_string(header_->abort_rank) + ": " +
+                            std::string(header_->abort_message));
+}
+
+void Engine::SetPlan(int id, std::vector<Step> steps) { plans_[id] = std::move(steps); }
+
+const std::vector<Step>* Engine::Plan(int id) const {
+  auto it = plans_.find(id);
+  return it == plans_.end() ? nullptr : &it->second;
+}
+
+int Engine::LocalIndex(int rank) const {
+  auto it = local_index_of_.find(rank);
+  return it == local_index_of_.end() ? -1 : it->second;
+}
+
+uint8_t* Engine::Scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void Engine::Run(const CallArgs& args) {
+  if (closed_) throw CollError("ECLOSED", "the communicator is closed");
+  if (header_ != nullptr && header_->abort_code.load(std::memory_order_acquire) != 0) ThrowAborted();
+  ++seq_;
+  Guard guard(*this);
+  const size_t elem = DtypeSize(args.dtype);
+  const size_t bytes = static_cast<size_t>(args.count) * elem;
+  const bool reduces = args.collective == Collective::kReduce || args.collective == Collective::kAllreduce;
+  MsgHeader h{};
+  h.magic = kMsgMagic;
+  h.seq = seq_;
+  h.collective = static_cast<uint8_t>(args.collective);
+  h.dtype = static_cast<uint8_t>(args.dtype);
+  h.op = reduces ? static_cast<uint8_t>(args.op) : 0;
+  h.phase = 0;
+  h.root = args.root;
+  h.count = args.count;
+  h.plan_hash = args.plan_hash;
+  h.sender = options_.rank;
+  ReduceFn fn = reduces ? FindReduce(args.dtype, args.op) : nullptr;
+  if (reduces && fn == nullptr) throw CollError("EINVAL", "unsupported reduction");
+  try {
+    switch (args.collective) {
+      case Collective::kBcast:
+        Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, nullptr, elem, guard);
+        break;
+      case Collective::kReduce:
+        Transfer(*args.reduce, h, args.send, args.recv, bytes, true, fn, elem, guard);
+        break;
+      case Collective::kAllreduce:
+      case Collective::kBarrier:
+        // Reduce to rank 0, then broadcast from it: every rank ends with the same bits.
+        h.root = 0;
+        Transfer(*args.reduce, h, args.send, args.recv, bytes, true, fn, elem, guard);
+        h.phase = 1;
+        Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, nullptr, elem, guard);
+        break;
+    }
+  } catch (const CollError& e) {
+    // Whatever went wrong mid-collective leaves peers waiting: tell them.
+    Abort(e.code(), e.what());
+    throw;
+  }
+}
+
+void Engine::Transfer(const std::vector<Step>& steps, const MsgHeader& header, const void* send, void* recv,
+                      size_t bytes, bool reduce_phase, ReduceFn fn, size_t elem, Guard& guard) {
+  if (!reduce_phase) {
+    for (const Step& s : steps) {
+      if (s.kind == StepKind::kSend) SendTo(s.peer, header, recv, bytes, guard);
+      else RecvFrom(s.peer, header, recv, bytes, nullptr, elem, guard);
+    }
+    return;
+  }
+  const bool at_root = options_.rank == header.root;
+  void* acc = nullptr;
+  for (const Step& s : steps) {
+    if (s.kind == StepKind::kRecvReduce || s.kind == StepKind::kRecv) {
+      if (acc == nullptr) {
+        acc = at_root ? recv : Scratch(bytes);
+        if (acc != send && bytes > 0) std::memcpy(acc, send, bytes);
+      }
+      RecvFrom(s.peer, header, acc, bytes, fn, elem, guard);
+    } else {
+      SendTo(s.peer, header, acc != nullptr ? acc : send, bytes, guard);
+    }
+  }
+  if (at_root && acc == nullptr && recv != send && bytes > 0) std::memcpy(recv, send, bytes);
+}
+
+void Engine::SendTo(int peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard) {
+  const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
+  const int li = LocalIndex(peer);
+  if (li >= 0) {
+    const size_t local_size = locals_.size();
+    channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(li)].Send(slices, 2, policy_, guard);
+  } else {
+    tcp_.Send(peer, slices, 2, guard);
+  }
+}
+
+void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer) {
+  MsgHeader want = expected;
+  want.sender = peer;
+  const std::string mismatch = DescribeMismatch(want, got, peer);
+  if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+}
+
+void Engine::RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, ReduceFn fn, size_t elem,
+                      Guard& guard) {
+  MsgHeader got{};
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  const int li = LocalIndex(peer);
+  if (li >= 0) {
+    const size_t local_size = locals_.size();
+    ShmChannel& channel = channels_[static_cast<size_t>(li) * local_size + static_cast<size_t>(local_index_)];
+    channel.ReadExact(&got, sizeof got, policy_, guard);
+    CheckHeader(expected, got, peer);
+    if (fn != nullptr) {
+      channel.Consume(bytes, [&](const uint8_t* p, size_t len) { fn(out, p, len / elem); out += len; }, policy_, guard);
+    } else {
+      channel.Consume(bytes, [&](const uint8_t* p, size_t len) { std::memcpy(out, p, len); out += len; }, policy_, guard);
+    }
+    return;
+  }
+  tcp_.ReadExact(peer, &got, sizeof got, guard);
+  CheckHeader(expected, got, peer);
+  if (fn == nullptr) {
+    tcp_.ReadExact(peer, out, bytes, guard);
+    return;
+  }
+  constexpr size_t kStaging = 256 * 1024;  // a multiple of every element size
+  if (staging_.size() < kStaging) staging_.resize(kStaging);
+  for (size_t done = 0; done < bytes;) {
+    const size_t piece = std::min(kStaging, bytes - done);
+    tcp_.ReadExact(peer, staging_.data(), piece, guard);
+    fn(out + done, staging_.data(), piece / elem);
+    done += piece;
+  }
+}
+
+void Engine::Close() {
+  if (closed_) return;
+  closed_ = true;
+  if (header_ != nullptr) locals_[static_cast<size_t>(local_index_)].control->departed.store(1, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(watcher_mutex_);
+    watcher_stop_ = true;
+  }
+  watcher_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  tcp_.CloseAll();
+  header_ = nullptr;
+  locals_.clear();
+  channels_.clear();
+  segment_ = ShmSegment();
+}
+
+}  // namespace topocoll

@@ -1,0 +1,46 @@
+#include "message.h"
+
+#include "datatypes.h"
+
+namespace topocoll {
+
+const char* CollectiveName(Collective c) {
+  switch (c) {
+    case Collective::kBarrier: return "barrier";
+    case Collective::kBcast: return "bcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kAllreduce: return "allreduce";
+  }
+  return "unknown collective";
+}
+
+namespace {
+
+std::string Describe(const MsgHeader& h) {
+  std::string s = CollectiveName(static_cast<Collective>(h.collective));
+  s += "(count=" + std::to_string(h.count) + ", " + DtypeName(static_cast<Dtype>(h.dtype));
+  auto c = static_cast<Collective>(h.collective);
+  if (c == Collective::kReduce || c == Collective::kAllreduce) s += std::string(", ") + OpName(static_cast<ReduceOp>(h.op));
+  if (c == Collective::kReduce || c == Collective::kBcast) s += ", root=" + std::to_string(h.root);
+  s += ") as call #" + std::to_string(h.seq);
+  return s;
+}
+
+}  // namespace
+
+std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, int peer) {
+  if (got.magic != kMsgMagic) return "a corrupt message arrived from rank " + std::to_string(peer);
+  if (got.sender != peer) {
+    return "expected a message from rank " + std::to_string(peer) + " but got one from rank " + std::to_string(got.sender);
+  }
+  if (got.plan_hash != expected.plan_hash && got.seq == expected.seq) {
+    return "rank " + std::to_string(peer) + " planned with a different level configuration (configure() or setLevelEnabled() not called on every rank)";
+  }
+  if (got.seq != expected.seq || got.collective != expected.collective || got.dtype != expected.dtype ||
+      got.op != expected.op || got.root != expected.root || got.count != expected.count || got.phase != expected.phase) {
+    return "rank " + std::to_string(peer) + " called " + Describe(got) + " but this rank called " + Describe(expected);
+  }
+  return {};
+}
+
+}  // namespace topocoll

@@ -1,0 +1,34 @@
+// The header every point-to-point message starts with, on both transports. It lets a receiver
+// check that sender and receiver are in the same call of the same collective with the same
+// arguments — a mismatch becomes EMISMATCH instead of a hang or wrong data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace topocoll {
+
+constexpr uint32_t kMsgMagic = 0x5450434cU;  // "TPCL"
+
+enum class Collective : uint8_t { kBarrier = 1, kBcast = 2, kReduce = 3, kAllreduce = 4 };
+const char* CollectiveName(Collective c);
+
+struct MsgHeader {
+  uint32_t magic;
+  uint32_t seq;          // per-communicator call number (low 32 bits)
+  uint8_t collective;    // Collective
+  uint8_t dtype;         // Dtype
+  uint8_t op;            // ReduceOp (0 where there is none)
+  uint8_t phase;         // 0 = reduce / bcast alone, 1 = the bcast half of an allreduce
+  int32_t root;
+  uint64_t count;        // elements
+  uint32_t plan_hash;    // identifies the level configuration the sender planned with
+  int32_t sender;
+};
+static_assert(sizeof(MsgHeader) == 32, "the header is part of the wire format");
+
+// Empty when `got` is what the receiver expected from `peer`; else a description of the
+// difference for an EMISMATCH error.
+std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, int peer);
+
+}  // namespace topocoll

@@ -1,0 +1,235 @@
+#include "tcp_links.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "errors.h"
+
+namespace topocoll {
+
+namespace {
+
+constexpr int kSliceMs = 20;
+constexpr size_t kTokenBytes = 32;
+
+void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+void Tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // Large buffers let a sender run ahead of its receiver for mid-sized messages.
+  int bytes = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+// The hello a connecting rank sends: the token (padded) and its rank.
+struct Hello {
+  char token[kTokenBytes];
+  int32_t rank;
+};
+
+Hello MakeHello(const std::string& token, int rank) {
+  Hello h{};
+  std::memcpy(h.token, token.data(), token.size() < kTokenBytes ? token.size() : kTokenBytes);
+  h.rank = rank;
+  return h;
+}
+
+}  // namespace
+
+TcpLinks::~TcpLinks() { CloseAll(); }
+
+int TcpLinks::Listen() {
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) throw CollError("EINVAL", "cannot create a TCP socket: " + ErrnoText(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 1024) != 0) {
+    throw CollError("EINVAL", "cannot listen on a TCP port: " + ErrnoText(errno));
+  }
+  socklen_t len = sizeof addr;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  SetNonBlocking(listen_fd_);
+  return ntohs(addr.sin_port);
+}
+
+void TcpLinks::Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms,
+                         WaitGuard& guard) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto expired = [&] { return std::chrono::steady_clock::now() > deadline; };
+  const Hello mine = MakeHello(token, my_rank);
+  size_t expected_accepts = 0;
+  for (const TcpPeer& p : peers) {
+    if (p.rank > my_rank) {
+      ++expected_accepts;
+      continue;
+    }
+    // Connect (blocking connect with retries: the peer listens before anyone connects).
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(p.host.c_str(), std::to_string(p.port).c_str(), &hints, &res) != 0 || res == nullptr) {
+      throw CollError("EPEERLOST", "cannot resolve host " + p.host + " of rank " + std::to_string(p.rank));
+    }
+    int fd = -1;
+    for (;;) {
+      fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) break;
+      int err = errno;
+      close(fd);
+      fd = -1;
+      if (expired()) {
+        freeaddrinfo(res);
+        throw CollError("ETIMEDOUT", "cannot connect to rank " + std::to_string(p.rank) + " at " + p.host + ":" +
+                                         std::to_string(p.port) + ": " + ErrnoText(err));
+      }
+      guard.Check();
+      usleep(10000);
+    }
+    freeaddrinfo(res);
+    Tune(fd);
+    if (::send(fd, &mine, sizeof mine, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof mine)) {
+      close(fd);
+      throw CollError("EPEERLOST", "cannot greet rank " + std::to_string(p.rank) + ": " + ErrnoText(errno));
+    }
+    SetNonBlocking(fd);
+    fds_[p.rank] = fd;
+  }
+  // Accept the higher ranks; anything that does not greet with the token is dropped.
+  while (expected_accepts > 0) {
+    if (expired()) {
+      throw CollError("ETIMEDOUT", "waited " + std::to_string(timeout_ms) + " ms for " + std::to_string(expected_accepts) +
+                                       " higher rank(s) to connect");
+    }
+    pollfd pfd{listen_fd_, POLLIN, 0};
+    if (poll(&pfd, 1, kSliceMs) <= 0) {
+      guard.Check();
+      continue;
+    }
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    // The greeting arrives with the connection; wait a short while for it, never forever.
+    Hello hello{};
+    size_t got = 0;
+    const auto greet_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (got < sizeof hello && std::chrono::steady_clock::now() < greet_deadline) {
+      pollfd g{fd, POLLIN, 0};
+      if (poll(&g, 1, kSliceMs) <= 0) continue;
+      ssize_t r = recv(fd, reinterpret_cast<char*>(&hello) + got, sizeof hello - got, 0);
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    bool known = false;
+    for (const TcpPeer& p : peers) known = known || (p.rank == hello.rank && p.rank > my_rank);
+    if (got != sizeof hello || std::memcmp(hello.token, mine.token, kTokenBytes) != 0 || !known ||
+        fds_.count(hello.rank) != 0) {
+      close(fd);  // a stranger, a wrong token or a duplicate: no effect
+      continue;
+    }
+    Tune(fd);
+    SetNonBlocking(fd);
+    fds_[hello.rank] = fd;
+    --expected_accepts;
+  }
+}
+
+int TcpLinks::FdOf(int rank) const {
+  auto it = fds_.find(rank);
+  if (it == fds_.end()) throw CollError("EINVAL", "no connection to rank " + std::to_string(rank) + " (not in a shared group)");
+  return it->second;
+}
+
+void TcpLinks::WaitFd(int fd, short events, int rank, WaitGuard& guard) {
+  for (;;) {
+    pollfd pfd{fd, events, 0};
+    int r = poll(&pfd, 1, kSliceMs);
+    if (r > 0) {
+      if ((pfd.revents & (POLLERR | POLLNVAL)) != 0) {
+        throw CollError("EPEERLOST", "the connection to rank " + std::to_string(rank) + " failed");
+      }
+      return;  // readable, writable or hung up: the next recv/send tells which
+    }
+    guard.Check();
+  }
+}
+
+void TcpLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) {
+  const int fd = FdOf(rank);
+  iovec iov[4];
+  size_t n = 0;
+  for (size_t i = 0; i < count && n < 4; ++i) {
+    if (slices[i].size == 0) continue;
+    iov[n].iov_base = const_cast<void*>(slices[i].data);
+    iov[n].iov_len = slices[i].size;
+    ++n;
+  }
+  size_t first = 0;
+  while (first < n) {
+    msghdr msg{};
+    msg.msg_iov = iov + first;
+    msg.msg_iovlen = n - first;
+    ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        WaitFd(fd, POLLOUT, rank, guard);
+        continue;
+      }
+      if (errno == EINTR) continue;
+      throw CollError("EPEERLOST", "lost the connection to rank " + std::to_string(rank) + ": " + ErrnoText(errno));
+    }
+    size_t left = static_cast<size_t>(sent);
+    while (first < n && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (first < n) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+}
+
+void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
+  const int fd = FdOf(rank);
+  char* out = static_cast<char*>(dst);
+  while (n > 0) {
+    ssize_t r = recv(fd, out, n, 0);
+    if (r > 0) {
+      out += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) throw CollError("EPEERLOST", "rank " + std::to_string(rank) + " closed its connection (it exited or failed)");
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      WaitFd(fd, POLLIN, rank, guard);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    throw CollError("EPEERLOST", "lost the connection to rank " + std::to_string(rank) + ": " + ErrnoText(errno));
+  }
+}
+
+void TcpLinks::ShutdownAll() {
+  for (auto& [rank, fd] : fds_) shutdown(fd, SHUT_RDWR);
+}
+
+void TcpLinks::CloseAll() {
+  for (auto& [rank, fd] : fds_) close(fd);
+  fds_.clear();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+}  // namespace topocoll

@@ -1,0 +1,54 @@
+// TCP connections to the ranks of other nodes this rank shares a group with. Each connection
+// starts with the job token and the connecting rank, so a stranger that reaches the port is
+// dropped without effect. Sockets are non-blocking and every wait goes through poll() in short
+// slices, so aborts and dead peers are noticed while waiting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "shm_channel.h"
+#include "wait.h"
+
+namespace topocoll {
+
+struct TcpPeer {
+  int rank;
+  std::string host;
+  int port;
+};
+
+class TcpLinks {
+ public:
+  TcpLinks() = default;
+  TcpLinks(const TcpLinks&) = delete;
+  TcpLinks& operator=(const TcpLinks&) = delete;
+  ~TcpLinks();
+
+  // Opens the listening socket on an ephemeral port of every interface; returns the port.
+  int Listen();
+
+  // Connects to every peer with a lower rank and accepts every peer with a higher one.
+  void Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms,
+                 WaitGuard& guard);
+
+  bool Connected(int rank) const { return fds_.count(rank) != 0; }
+
+  void Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard);
+  void ReadExact(int rank, void* dst, size_t n, WaitGuard& guard);
+
+  // Shuts every connection down so that peers blocked on them see the failure at once.
+  void ShutdownAll();
+  void CloseAll();
+
+ private:
+  int FdOf(int rank) const;
+  void WaitFd(int fd, short events, int rank, WaitGuard& guard);
+
+  int listen_fd_ = -1;
+  std::unordered_map<int, int> fds_;
+};
+
+}  // namespace topocoll

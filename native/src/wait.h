@@ -1,0 +1,87 @@
+// Waiting for a condition another process will make true: spin briefly, then yield the CPU,
+// then sleep on a shared futex. The last stage matters when processes outnumber cores (8 ranks
+// on 2 cores is normal): a spinning waiter would steal the core its peer needs to make progress.
+#pragma once
+
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+namespace topocoll {
+
+// A per-process wake-up word in shared memory. Whoever makes a condition true that this
+// process may be sleeping on calls Ring(); the futex syscall is made only when the owner has
+// announced that it sleeps, so the fast path is one load.
+struct alignas(64) Doorbell {
+  std::atomic<uint32_t> bell{0};
+  std::atomic<uint32_t> sleeping{0};
+
+  void Ring();
+};
+
+// Checks made while waiting: aborts raised by other processes, dead peers, the deadline. Throws
+// CollError to end the wait.
+class WaitGuard {
+ public:
+  virtual ~WaitGuard() = default;
+  virtual void Check() = 0;
+};
+
+struct WaitPolicy {
+  // Iterations of a pause loop before yielding; small when oversubscribed.
+  uint32_t spin_iterations = 2000;
+  // How long to keep yielding before sleeping on the futex.
+  std::chrono::microseconds yield_for{200};
+  // Longest single futex sleep: the guard runs at least this often.
+  std::chrono::milliseconds sleep_slice{20};
+};
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Waits until ready() returns true. `mine` is the calling process's doorbell.
+template <typename Ready>
+void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuard& guard);
+
+// Sleeps on `word` while it equals `expected`, at most `timeout` (FUTEX_WAIT on a shared map).
+void FutexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::milliseconds timeout);
+void FutexWakeAll(std::atomic<uint32_t>& word);
+
+template <typename Ready>
+void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuard& guard) {
+  for (uint32_t i = 0; i < policy.spin_iterations; ++i) {
+    if (ready()) return;
+    CpuRelax();
+  }
+  const auto yield_until = std::chrono::steady_clock::now() + policy.yield_for;
+  uint32_t yields = 0;
+  while (std::chrono::steady_clock::now() < yield_until) {
+    if (ready()) return;
+    sched_yield();
+    if ((++yields & 255) == 0) guard.Check();
+  }
+  for (;;) {
+    // Announce the sleep before the last look, so a writer that publishes after this look sees
+    // the announcement and rings (both sides use sequentially consistent operations).
+    mine.sleeping.store(1, std::memory_order_seq_cst);
+    const uint32_t seen = mine.bell.load(std::memory_order_seq_cst);
+    if (ready()) {
+      mine.sleeping.store(0, std::memory_order_relaxed);
+      return;
+    }
+    FutexWait(mine.bell, seen, policy.sleep_slice);
+    mine.sleeping.store(0, std::memory_order_relaxed);
+    if (ready()) return;
+    guard.Check();
+  }
+}
+
+}  // namespace topocoll
