@@ -71,12 +71,31 @@ const topology = z
     }
   });
 
+const timeouts = z
+  .object({
+    /**
+     * Longest wait while processes find each other and connect (init), in milliseconds. Dead
+     * peers during collectives are detected as they die, not by this timeout.
+     */
+    initMs: z.number().int().min(100).default(30_000),
+  })
+  .strict();
+
+const shm = z
+  .object({
+    /** Bytes of shared memory per node for the channels between local ranks. */
+    budgetBytes: z.number().int().min(1 << 20).default(64 << 20),
+  })
+  .strict();
+
 export const configSchema = z
   .object({
     levels,
     network: network.default({ source: 'auto', file: null }),
     node: node.default({ identity: 'auto' }),
     topology: topology.default({ source: 'auto', hwlocXml: null, locality: null }),
+    timeouts: timeouts.default({ initMs: 30_000 }),
+    shm: shm.default({ budgetBytes: 64 << 20 }),
   })
   .strict();
 

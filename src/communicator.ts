@@ -1,0 +1,238 @@
+import { ScheduleCache } from './algorithms/hierarchical.js';
+import type { CollectiveKind } from './algorithms/schedule.js';
+import { TopocollError } from './errors.js';
+import type { GroupPlan } from './groups/plan.js';
+import { NativeCollective, type NativeCollectiveCode, type NativeEngine } from './native.js';
+import { datatypeOf, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray } from './runtime/datatypes.js';
+
+/** Pass as the send buffer to reduce in place: the receive buffer holds the input and the result. */
+export const IN_PLACE: unique symbol = Symbol('topocoll.IN_PLACE');
+export type InPlace = typeof IN_PLACE;
+
+export interface LevelInfo {
+  name: string;
+  enabled: boolean;
+  /** Size of this rank's group at the level (1 when it is in none there). */
+  groupSize: number;
+  isLeader: boolean;
+}
+
+/** @internal what init() hands the communicator */
+export interface CommunicatorParts {
+  engine: NativeEngine;
+  plan: GroupPlan;
+  rank: number;
+  node: string;
+  localRank: number;
+  localSize: number;
+  planHash: number;
+  /** Runs once at close(), after the engine closed (e.g. stops a rendezvous server). */
+  onClose?: () => void;
+}
+
+interface PlanIds {
+  reduce: number;
+  bcast: number;
+}
+
+/**
+ * A group of processes that run collectives together. Every rank must call the same
+ * collectives in the same order with matching arguments (MPI semantics); mismatches that can be
+ * detected raise EMISMATCH. `*Sync` methods run on the calling thread and block the event loop
+ * (fastest); the Promise twins run on the communicator's own native thread. Do not touch a
+ * buffer while a Promise collective that uses it is pending.
+ */
+export class Communicator {
+  readonly rank: number;
+  readonly size: number;
+  readonly node: string;
+  readonly localRank: number;
+  readonly localSize: number;
+
+  private readonly engine: NativeEngine;
+  private readonly plan: GroupPlan;
+  private readonly schedules: ScheduleCache;
+  private readonly planHash: number;
+  private readonly planIds = new Map<number, PlanIds>();
+  private readonly onClose?: () => void;
+  private nextPlanId = 0;
+  private closed = false;
+
+  /** @internal use init() */
+  constructor(parts: CommunicatorParts) {
+    this.engine = parts.engine;
+    this.plan = parts.plan;
+    this.rank = parts.rank;
+    this.size = parts.plan.size;
+    this.node = parts.node;
+    this.localRank = parts.localRank;
+    this.localSize = parts.localSize;
+    this.planHash = parts.planHash;
+    this.onClose = parts.onClose;
+    this.schedules = new ScheduleCache(parts.plan, parts.rank);
+  }
+
+  /** Every rank receives `buf` of rank `root`. */
+  bcastSync(buf: TypedArray, root = 0): void {
+    const type = this.prepare(buf, 'buf', root);
+    const ids = this.idsFor(root);
+    this.engine.run(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash);
+  }
+
+  bcast(buf: TypedArray, root = 0): Promise<void> {
+    return this.async(() => {
+      const type = this.prepare(buf, 'buf', root);
+      const ids = this.idsFor(root);
+      return this.engine.runAsync(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash);
+    }, buf);
+  }
+
+  /**
+   * Combines every rank's `send` element-wise with `op` into `recv` at `root`. At the root,
+   * `send` may be IN_PLACE (then `recv` is the input); elsewhere `recv` may be null.
+   */
+  reduceSync(send: TypedArray | InPlace, recv: TypedArray | null, op: ReduceOpName = 'sum', root = 0): void {
+    const c = this.prepareReduce(send, recv, op, root);
+    this.engine.run(NativeCollective.reduce, c.ids.reduce, -1, c.send, c.recv, c.count, c.type.code, c.op, root, this.planHash);
+  }
+
+  reduce(send: TypedArray | InPlace, recv: TypedArray | null, op: ReduceOpName = 'sum', root = 0): Promise<void> {
+    return this.async(() => {
+      const c = this.prepareReduce(send, recv, op, root);
+      return this.engine.runAsync(NativeCollective.reduce, c.ids.reduce, -1, c.send, c.recv, c.count, c.type.code, c.op, root, this.planHash);
+    }, send, recv);
+  }
+
+  /** Combines every rank's `send` with `op`; every rank receives the result in `recv`. */
+  allreduceSync(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName = 'sum'): void {
+    const c = this.prepareAllreduce(send, recv, op);
+    this.engine.run(NativeCollective.allreduce, c.ids.reduce, c.ids.bcast, c.send, recv, recv.length, c.type.code, c.op, 0, this.planHash);
+  }
+
+  allreduce(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName = 'sum'): Promise<void> {
+    return this.async(() => {
+      const c = this.prepareAllreduce(send, recv, op);
+      return this.engine.runAsync(NativeCollective.allreduce, c.ids.reduce, c.ids.bcast, c.send, recv, recv.length, c.type.code, c.op, 0, this.planHash);
+    }, send, recv);
+  }
+
+  /** Returns once every rank has entered the barrier. */
+  barrierSync(): void {
+    this.ensureOpen();
+    const ids = this.idsFor(0);
+    this.engine.run(NativeCollective.barrier, ids.reduce, ids.bcast, null, null, 0, 1, 0, 0, this.planHash);
+  }
+
+  barrier(): Promise<void> {
+    return this.async(() => {
+      this.ensureOpen();
+      const ids = this.idsFor(0);
+      return this.engine.runAsync(NativeCollective.barrier, ids.reduce, ids.bcast, null, null, 0, 1, 0, 0, this.planHash);
+    });
+  }
+
+  /** The levels of the plan, bottom-up, with this rank's place in each. */
+  levels(): LevelInfo[] {
+    const chain = this.plan.chain(this.rank);
+    return this.plan.levels.map((name) => {
+      const group = chain.find((g) => g.level === name);
+      return { name, enabled: true, groupSize: group?.members.length ?? 1, isLeader: group === undefined || group.leader === this.rank };
+    });
+  }
+
+  /** Releases shared memory, sockets and threads. Idempotent; collectives afterwards fail with ECLOSED. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.engine.close();
+    this.onClose?.();
+  }
+
+  // --- argument checks: everything is validated before anything is sent ---
+
+  private ensureOpen(): void {
+    if (this.closed) throw new TopocollError('ECLOSED', 'the communicator is closed', { rank: this.rank });
+  }
+
+  private checkRoot(root: number): void {
+    if (!Number.isInteger(root) || root < 0 || root >= this.size) {
+      throw new TopocollError('EINVAL', `root ${root} is not a rank of this communicator (0…${this.size - 1})`, { rank: this.rank });
+    }
+  }
+
+  private prepare(buf: unknown, what: string, root: number): Datatype {
+    this.ensureOpen();
+    this.checkRoot(root);
+    return datatypeOf(buf, what);
+  }
+
+  private prepareReduce(send: TypedArray | InPlace, recv: TypedArray | null, op: ReduceOpName, root: number) {
+    this.ensureOpen();
+    this.checkRoot(root);
+    const atRoot = this.rank === root;
+    if (atRoot && recv === null) throw new TopocollError('EINVAL', 'the root of a reduce needs a receive buffer', { rank: this.rank });
+    if (send === IN_PLACE && !atRoot) {
+      throw new TopocollError('EINVAL', 'IN_PLACE is only valid at the root of a reduce', { rank: this.rank, hint: 'Pass the input buffer as send on the other ranks.' });
+    }
+    const input = send === IN_PLACE ? recv! : send;
+    const type = datatypeOf(input, 'send');
+    if (atRoot || recv !== null) this.checkPair(input, recv!, type, send === IN_PLACE);
+    return { type, op: reduceOpCode(op, type), ids: this.idsFor(root), send: input, recv: atRoot ? recv : null, count: input.length };
+  }
+
+  private prepareAllreduce(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName) {
+    this.ensureOpen();
+    const type = datatypeOf(recv, 'recv');
+    const input = send === IN_PLACE ? recv : send;
+    this.checkPair(input, recv, type, send === IN_PLACE);
+    return { type, op: reduceOpCode(op, type), ids: this.idsFor(0), send: input };
+  }
+
+  /** Same type and length; distinct memory unless IN_PLACE (aliasing would corrupt the result). */
+  private checkPair(send: TypedArray, recv: TypedArray, type: Datatype, inPlace: boolean): void {
+    const recvType = datatypeOf(recv, 'recv');
+    const sendType = datatypeOf(send, 'send');
+    if (sendType !== recvType || sendType !== type) {
+      throw new TopocollError('EINVAL', `send is ${sendType.name} but recv is ${recvType.name}`, { rank: this.rank });
+    }
+    if (send.length !== recv.length) {
+      throw new TopocollError('EINVAL', `send has ${send.length} elements but recv has ${recv.length}`, { rank: this.rank });
+    }
+    if (!inPlace && send.buffer === recv.buffer && send.byteLength > 0) {
+      const a = send.byteOffset;
+      const b = recv.byteOffset;
+      if (a < b + recv.byteLength && b < a + send.byteLength) {
+        throw new TopocollError('EINVAL', 'send and recv overlap', { rank: this.rank, hint: 'Pass IN_PLACE as send to reduce in place.' });
+      }
+    }
+  }
+
+  /** Native ids of this root's schedules, registered on first use. */
+  private idsFor(root: number): PlanIds {
+    let ids = this.planIds.get(root);
+    if (ids === undefined) {
+      ids = { reduce: this.register('reduce', root), bcast: this.register('bcast', root) };
+      this.planIds.set(root, ids);
+    }
+    return ids;
+  }
+
+  private register(collective: CollectiveKind, root: number): number {
+    const id = this.nextPlanId++;
+    this.engine.setPlan(id, this.schedules.getEncoded(collective, root));
+    return id;
+  }
+
+  /** Argument errors reject the Promise instead of throwing; buffers stay referenced until it settles. */
+  private async(start: () => Promise<void>, ...keepAlive: unknown[]): Promise<void> {
+    let pending: Promise<void>;
+    try {
+      pending = start();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return pending.then(() => void keepAlive);
+  }
+}
+
+export type { ReduceOpName, TypedArray, NativeCollectiveCode };

@@ -1,0 +1,200 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TopocollError, type TopocollErrorCode } from './errors.js';
+
+/**
+ * The one typed wrapper over the C++ addon (native/src/addon.cc). Nothing else loads the
+ * addon. Native failures arrive as Errors with a `code`; every wrapper rethrows them as
+ * TopocollError so callers see one error type.
+ */
+
+/** Collective numbers of native/src/message.h. */
+export const NativeCollective = { barrier: 1, bcast: 2, reduce: 3, allreduce: 4 } as const;
+export type NativeCollectiveCode = (typeof NativeCollective)[keyof typeof NativeCollective];
+
+export interface NativeEngineOptions {
+  rank: number;
+  size: number;
+  /** Global ranks on this node (this rank included). */
+  localRanks: readonly number[];
+  /** Bytes of each one-way shared-memory channel; a power of two. */
+  channelBytes: number;
+  /** More processes on the node than cores: spin less before yielding. */
+  oversubscribed: boolean;
+}
+
+export interface TcpPeerAddress {
+  rank: number;
+  host: string;
+  port: number;
+}
+
+type BufferArg = ArrayBufferView | null;
+
+interface RawEngine {
+  listenTcp(): number;
+  createSegment(name: string): void;
+  openSegment(name: string): void;
+  waitAllMappedAndUnlink(name: string, timeoutMs: number): void;
+  connectTcp(token: string, peers: TcpPeerAddress[], timeoutMs: number): void;
+  start(): void;
+  setPlan(id: number, steps: Int32Array): void;
+  run(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): void;
+  runAsync(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): Promise<void>;
+  close(): void;
+  readonly segmentBytes: number;
+}
+
+interface RawAddon {
+  NativeEngine: new (options: NativeEngineOptions) => RawEngine;
+  setThreadAffinity(cpus: readonly number[]): number[];
+  segmentBytes(localSize: number, channelBytes: number): number;
+}
+
+let addon: RawAddon | undefined;
+
+/** Loads build/Release/topocoll.node (built by cmake-js on install) once. */
+function load(): RawAddon {
+  if (addon !== undefined) return addon;
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+  const candidates = ['build/Release/topocoll.node', 'build/Debug/topocoll.node'].map((p) => join(root, p));
+  const path = candidates.find((p) => existsSync(p));
+  if (path === undefined) {
+    throw new TopocollError('EINVAL', `the native addon is not built (looked for ${candidates.join(', ')})`, {
+      hint: 'Run "npm install" (or "npm run build:native") in the topocoll package; it needs cmake and a C++17 compiler.',
+    });
+  }
+  addon = createRequire(import.meta.url)(path) as RawAddon;
+  return addon;
+}
+
+function rethrow(e: unknown): never {
+  const code = (e as { code?: string }).code;
+  if (e instanceof Error && typeof code === 'string' && /^E[A-Z]+$/.test(code)) {
+    throw new TopocollError(code as TopocollErrorCode, e.message);
+  }
+  throw e;
+}
+
+/** The native side of one communicator: shared segment, TCP links, schedules, executor. */
+export class NativeEngine {
+  private readonly raw: RawEngine;
+
+  constructor(options: NativeEngineOptions) {
+    try {
+      this.raw = new (load().NativeEngine)(options);
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Opens a TCP listening socket on an ephemeral port of every interface; returns the port. */
+  listenTcp(): number {
+    try {
+      return this.raw.listenTcp();
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Node leader: creates the node's segment (O_EXCL, mode 0600) and maps it. */
+  createSegment(name: string): void {
+    try {
+      this.raw.createSegment(name);
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Other local ranks: maps the segment the leader created. */
+  openSegment(name: string): void {
+    try {
+      this.raw.openSegment(name);
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Node leader: waits until every local rank mapped the segment, then removes its name. */
+  waitAllMappedAndUnlink(name: string, timeoutMs: number): void {
+    try {
+      this.raw.waitAllMappedAndUnlink(name, timeoutMs);
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Connects to lower-ranked peers and accepts higher-ranked ones; each hello carries the token. */
+  connectTcp(token: string, peers: TcpPeerAddress[], timeoutMs: number): void {
+    try {
+      this.raw.connectTcp(token, peers, timeoutMs);
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Starts the watcher thread that turns a dead local peer into an abort. */
+  start(): void {
+    this.raw.start();
+  }
+
+  /** Registers a compiled schedule (`encodeSchedule`) under `id`. */
+  setPlan(id: number, steps: Int32Array): void {
+    this.raw.setPlan(id, steps);
+  }
+
+  /** Runs one collective on the calling thread. Plan ids are -1 where the collective has no such phase. */
+  run(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): void {
+    try {
+      this.raw.run(c, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash);
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** The same on the communicator's progress thread; collectives still run in call order. */
+  runAsync(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): Promise<void> {
+    try {
+      return this.raw.runAsync(c, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash).catch(rethrow);
+    } catch (e) {
+      return Promise.reject(toTopocollError(e));
+    }
+  }
+
+  /** Leaves on purpose (so peers do not take the exit for a crash) and frees everything. */
+  close(): void {
+    this.raw.close();
+  }
+
+  /** Bytes of the node's shared segment (0 when this rank is alone on its node). */
+  get segmentBytes(): number {
+    return this.raw.segmentBytes;
+  }
+}
+
+function toTopocollError(e: unknown): unknown {
+  try {
+    rethrow(e);
+  } catch (converted) {
+    return converted;
+  }
+}
+
+/**
+ * Binds the calling thread to `cpus` and returns its previous CPUs. The launcher binds its
+ * main thread around each spawn so the child starts (and stays) on its CPUs.
+ */
+export function setThreadAffinity(cpus: readonly number[]): number[] {
+  try {
+    return load().setThreadAffinity(cpus);
+  } catch (e) {
+    rethrow(e);
+  }
+}
+
+/** Bytes of a node segment for `localSize` ranks with channels of `channelBytes`. */
+export function segmentBytes(localSize: number, channelBytes: number): number {
+  return load().segmentBytes(localSize, channelBytes);
+}

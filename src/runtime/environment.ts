@@ -1,0 +1,107 @@
+import { createHash } from 'node:crypto';
+import { TopocollError } from '../errors.js';
+
+/**
+ * How this process was started, in the order of architecture §5: the `topocoll run` launcher,
+ * Open MPI, Slurm, the torchrun convention, else a world of one. Everything is read from the
+ * environment; nothing is contacted here.
+ */
+
+export type LauncherKind = 'topocoll' | 'openmpi' | 'slurm' | 'torchrun' | 'single';
+
+/** Where the rendezvous server is, or how to find it. */
+export type RendezvousPlan =
+  /** A known address (the launcher's server, or MASTER_ADDR:MASTER_PORT hosted by rank 0). */
+  | { kind: 'address'; host: string; port: number; token: string; hostedByRank0: boolean }
+  /** Rank 0 hosts on loopback and leaves its address in a private file named by the job key (one node only). */
+  | { kind: 'file'; jobKey: string }
+  | { kind: 'none' };
+
+export interface JobEnvironment {
+  launcher: LauncherKind;
+  rank: number;
+  size: number;
+  rendezvous: RendezvousPlan;
+  /** Node name forced by the launcher (emulated nodes), else undefined. */
+  nodeName?: string;
+  /** Configuration file, network file and timeout handed down by the launcher. */
+  configFile?: string;
+  networkFile?: string;
+  timeoutMs?: number;
+}
+
+export function detectEnvironment(env: NodeJS.ProcessEnv = process.env): JobEnvironment {
+  if (env.TOPOCOLL_RANK !== undefined) return fromLauncher(env);
+  if (env.OMPI_COMM_WORLD_RANK !== undefined) {
+    return fromRanks('openmpi', env, 'OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', env.PMIX_NAMESPACE ?? env.OMPI_MCA_ess_base_jobid);
+  }
+  if (env.SLURM_PROCID !== undefined && env.SLURM_NTASKS !== undefined) {
+    return fromRanks('slurm', env, 'SLURM_PROCID', 'SLURM_NTASKS', env.SLURM_JOB_ID && `${env.SLURM_JOB_ID}.${env.SLURM_STEP_ID ?? '0'}`);
+  }
+  if (env.RANK !== undefined && env.WORLD_SIZE !== undefined) return fromRanks('torchrun', env, 'RANK', 'WORLD_SIZE', undefined);
+  return { launcher: 'single', rank: 0, size: 1, rendezvous: { kind: 'none' } };
+}
+
+function fromLauncher(env: NodeJS.ProcessEnv): JobEnvironment {
+  const rank = intVar(env, 'TOPOCOLL_RANK');
+  const size = intVar(env, 'TOPOCOLL_SIZE');
+  const [host, port] = splitAddress(requireVar(env, 'TOPOCOLL_RENDEZVOUS'), 'TOPOCOLL_RENDEZVOUS');
+  return {
+    launcher: 'topocoll',
+    rank,
+    size,
+    rendezvous: { kind: 'address', host, port, token: requireVar(env, 'TOPOCOLL_TOKEN'), hostedByRank0: false },
+    nodeName: env.TOPOCOLL_NODE || undefined,
+    configFile: env.TOPOCOLL_CONFIG || undefined,
+    networkFile: env.TOPOCOLL_NETWORK || undefined,
+    timeoutMs: env.TOPOCOLL_TIMEOUT_MS ? intVar(env, 'TOPOCOLL_TIMEOUT_MS') : undefined,
+  };
+}
+
+function fromRanks(launcher: LauncherKind, env: NodeJS.ProcessEnv, rankVar: string, sizeVar: string, jobKey: string | undefined): JobEnvironment {
+  const rank = intVar(env, rankVar);
+  const size = intVar(env, sizeVar);
+  if (rank >= size) throw new TopocollError('ECONFIG', `${rankVar}=${rank} is not below ${sizeVar}=${size}`);
+  return { launcher, rank, size, rendezvous: rendezvousFor(env, jobKey, size), configFile: env.TOPOCOLL_CONFIG || undefined };
+}
+
+/**
+ * An explicit TOPOCOLL_RENDEZVOUS wins; else MASTER_ADDR/MASTER_PORT, where rank 0 hosts the
+ * server; else, for a job on one node, a private file keyed by the launcher's job id.
+ */
+function rendezvousFor(env: NodeJS.ProcessEnv, jobKey: string | undefined, size: number): RendezvousPlan {
+  if (size === 1) return { kind: 'none' };
+  if (env.TOPOCOLL_RENDEZVOUS) {
+    const [host, port] = splitAddress(env.TOPOCOLL_RENDEZVOUS, 'TOPOCOLL_RENDEZVOUS');
+    return { kind: 'address', host, port, token: requireVar(env, 'TOPOCOLL_TOKEN'), hostedByRank0: env.TOPOCOLL_RENDEZVOUS_HOST_RANK0 === '1' };
+  }
+  if (env.MASTER_ADDR && env.MASTER_PORT) {
+    const port = intVar(env, 'MASTER_PORT');
+    // Without TOPOCOLL_TOKEN every rank derives the same token from the job's address: it keeps
+    // strangers and other jobs out, though it is not a secret.
+    const token = env.TOPOCOLL_TOKEN || createHash('sha256').update(`topocoll:${env.MASTER_ADDR}:${port}:${size}`).digest('hex').slice(0, 32);
+    return { kind: 'address', host: env.MASTER_ADDR, port, token, hostedByRank0: true };
+  }
+  if (jobKey) return { kind: 'file', jobKey };
+  throw new TopocollError('ECONFIG', 'cannot find the other processes: no rendezvous address and no job id', {
+    hint: 'Set MASTER_ADDR and MASTER_PORT (rank 0 hosts the rendezvous there), or start the job with "topocoll run".',
+  });
+}
+
+function requireVar(env: NodeJS.ProcessEnv, name: string): string {
+  const v = env[name];
+  if (v === undefined || v === '') throw new TopocollError('ECONFIG', `${name} is not set`);
+  return v;
+}
+
+function intVar(env: NodeJS.ProcessEnv, name: string): number {
+  const v = requireVar(env, name);
+  if (!/^(0|[1-9][0-9]*)$/.test(v)) throw new TopocollError('ECONFIG', `${name}="${v}" is not a non-negative integer`);
+  return Number(v);
+}
+
+function splitAddress(text: string, name: string): [string, number] {
+  const m = /^(.*):(\d+)$/.exec(text);
+  if (!m || m[1] === '') throw new TopocollError('ECONFIG', `${name}="${text}" is not host:port`);
+  return [m[1]!.replace(/^\[(.*)\]$/, '$1'), Number(m[2])];
+}

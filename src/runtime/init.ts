@@ -1,0 +1,230 @@
+import { chmodSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus as osCpus, hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Communicator } from '../communicator.js';
+import { loadConfigFile, resolveConfig, validateConfig } from '../config/load.js';
+import type { TopocollConfig, TopocollConfigInput } from '../config/schema.js';
+import { TopocollError } from '../errors.js';
+import { planGroups, type GroupPlan, type RankPlacement } from '../groups/plan.js';
+import { NativeEngine } from '../native.js';
+import { readProcessAffinity } from '../topology/affinity.js';
+import { discoverMachine } from '../topology/discover.js';
+import { formatLocality } from '../topology/locality-string.js';
+import { networkFromSlurmAddresses } from '../topology/network/slurm-address.js';
+import { resolveNetworkSource } from '../topology/network/network-source.js';
+import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types.js';
+import { resolveNodeIdentity } from '../topology/node-identity.js';
+import { computeLocality } from '../topology/process-locality.js';
+import { detectEnvironment, type JobEnvironment } from './environment.js';
+import { allgather, barrier, createJobToken, RendezvousClient, RendezvousServer } from './rendezvous.js';
+
+export interface InitOptions {
+  /** A YAML file, or configuration given in code; default: TOPOCOLL_CONFIG, else the shipped defaults. */
+  config?: string | TopocollConfigInput;
+  /** Environment to detect the job from; default process.env. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** What every rank tells every other during init. */
+interface RankInfo {
+  node: string;
+  host: string;
+  locality: string;
+  slurmPath?: NodeNetworkPath;
+}
+
+/**
+ * Joins the job: finds the other processes through the rendezvous, exchanges node names and
+ * locality strings, builds the same groups and plans on every rank, maps the node's shared
+ * segment and connects to the ranks of other nodes it shares a group with.
+ */
+export async function init(options: InitOptions = {}): Promise<Communicator> {
+  const env = options.env ?? process.env;
+  const job = detectEnvironment(env);
+  const config = configFor(options.config, job, env);
+  const timeoutMs = job.timeoutMs ?? config.timeouts.initMs;
+  const node = job.nodeName ?? resolveNodeIdentity(config.node.identity, env);
+  const network = resolveNetworkSource(job.networkFile ? { source: 'file', file: job.networkFile } : config.network, env, node);
+  const locality = config.topology.locality ?? env.TOPOCOLL_LOCALITY ?? computedLocality(config, env);
+  const me: RankInfo = { node, host: hostname(), locality, ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}) };
+
+  const rdv = await connectRendezvous(job, timeoutMs);
+  try {
+    const infos = rdv ? (await allgather(rdv.client, 'init/info', job.rank, job.size, JSON.stringify(me), timeoutMs)).map((s) => JSON.parse(s) as RankInfo) : [me];
+    const placements: RankPlacement[] = infos.map((info, rank) => ({ rank, node: info.node, locality: info.locality }));
+    const net: NetworkTopology | undefined =
+      network.kind === 'file' ? network.network : network.kind === 'slurm' ? networkFromSlurmAddresses(infos.map((i) => i.slurmPath!)) : undefined;
+    const disabled = Object.entries(config.levels).filter(([, s]) => !s.enabled).map(([name]) => name);
+    const plan = planGroups(placements, { network: net, disabled });
+    warnIfUnbound(plan, job.rank, locality);
+
+    const localRanks = placements.filter((p) => p.node === node).map((p) => p.rank);
+    const localRank = localRanks.indexOf(job.rank);
+    const engine = new NativeEngine({
+      rank: job.rank,
+      size: job.size,
+      localRanks,
+      channelBytes: channelBytes(config.shm.budgetBytes, localRanks.length),
+      oversubscribed: localRanks.length > osCpus().length,
+    });
+    try {
+      if (rdv) await connectEngine(engine, rdv.client, rdv.token, job, plan, infos, localRanks, timeoutMs);
+      engine.start();
+      if (rdv) await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);
+    } catch (e) {
+      engine.close();
+      throw e;
+    }
+    const onClose = rdv ? releaseRendezvous(rdv, job) : undefined;
+    return new Communicator({ engine, plan, rank: job.rank, node, localRank, localSize: localRanks.length, planHash: planHash(plan), onClose });
+  } catch (e) {
+    await rdv?.client.close().catch(() => undefined);
+    await rdv?.server?.close().catch(() => undefined);
+    throw e;
+  }
+}
+
+function configFor(given: InitOptions['config'], job: JobEnvironment, env: NodeJS.ProcessEnv): TopocollConfig {
+  if (given !== undefined && typeof given !== 'string') return validateConfig(given, 'init({ config })');
+  if (typeof given === 'string') return loadConfigFile(given);
+  if (job.configFile !== undefined) return loadConfigFile(job.configFile);
+  return resolveConfig(undefined, env);
+}
+
+function computedLocality(config: TopocollConfig, env: NodeJS.ProcessEnv): string {
+  const machine = discoverMachine({ hwlocXml: config.topology.hwlocXml ?? undefined, env, source: config.topology.source });
+  return formatLocality(computeLocality(machine, readProcessAffinity()).locality);
+}
+
+/** Unbound processes cannot be placed below the node; say so once, with the fix. */
+function warnIfUnbound(plan: GroupPlan, rank: number, locality: string): void {
+  const node = plan.placements[rank]!.node;
+  const spans = plan.dropped.find((d) => d.node === node && /spans|no .* entry/.test(d.reason) && d.reason.startsWith(`rank ${rank} `));
+  if (spans !== undefined && rank === plan.placements.find((p) => p.node === node)!.rank) {
+    process.emitWarning(`topocoll: processes on ${node} are not bound to cores (${spans.reason}; locality ${locality || 'unknown'}), so only the node level and above are used. Bind them: topocoll run --bind core, mpirun --bind-to core, or srun --cpu-bind=cores.`);
+  }
+}
+
+/**
+ * Channels get an equal share of the node's budget: a power of two between 64 KiB and 4 MiB.
+ */
+export function channelBytes(budget: number, localSize: number): number {
+  if (localSize < 2) return 64 * 1024;
+  const share = budget / (localSize * (localSize - 1));
+  let bytes = 64 * 1024;
+  while (bytes * 2 <= share && bytes < 4 * 1024 * 1024) bytes *= 2;
+  return bytes;
+}
+
+interface Rendezvous {
+  client: RendezvousClient;
+  server?: RendezvousServer;
+  token: string;
+}
+
+async function connectRendezvous(job: JobEnvironment, timeoutMs: number): Promise<Rendezvous | undefined> {
+  const plan = job.rendezvous;
+  if (plan.kind === 'none' || job.size === 1) return undefined;
+  if (plan.kind === 'address') {
+    const server = plan.hostedByRank0 && job.rank === 0 ? await RendezvousServer.listen({ token: plan.token, host: '0.0.0.0', port: plan.port }) : undefined;
+    const client = await RendezvousClient.connect({ host: plan.host, port: plan.port, token: plan.token, rank: job.rank, timeoutMs });
+    return { client, server, token: plan.token };
+  }
+  // One node, no address: rank 0 hosts on loopback and leaves port and token in a private file.
+  const file = join(tmpdir(), `topocoll-${plan.jobKey.replace(/[^A-Za-z0-9_.-]/g, '_')}.rendezvous.json`);
+  if (job.rank === 0) {
+    const token = createJobToken();
+    const server = await RendezvousServer.listen({ token });
+    const tmp = `${file}.${process.pid}`;
+    writeFileSync(tmp, JSON.stringify({ port: server.address.port, token }), { mode: 0o600 });
+    chmodSync(tmp, 0o600);
+    renameSync(tmp, file);
+    const client = await RendezvousClient.connect({ host: '127.0.0.1', port: server.address.port, token, rank: 0, timeoutMs });
+    return { client, server, token };
+  }
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const { port, token } = JSON.parse(readFileSync(file, 'utf8')) as { port: number; token: string };
+      const client = await RendezvousClient.connect({ host: '127.0.0.1', port, token, rank: job.rank, timeoutMs: Math.max(1, deadline - Date.now()) });
+      return { client, token };
+    } catch (e) {
+      if (Date.now() > deadline) {
+        throw new TopocollError('ETIMEDOUT', `rank 0 did not publish the rendezvous in ${file} within ${timeoutMs} ms`, {
+          rank: job.rank,
+          cause: e,
+          hint: 'For jobs on several nodes set MASTER_ADDR and MASTER_PORT.',
+        });
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+}
+
+/** Shared segment per node, then TCP links between nodes. */
+async function connectEngine(
+  engine: NativeEngine,
+  client: RendezvousClient,
+  token: string,
+  job: JobEnvironment,
+  plan: GroupPlan,
+  infos: RankInfo[],
+  localRanks: number[],
+  timeoutMs: number,
+): Promise<void> {
+  const node = infos[job.rank]!.node;
+  const nodeIndex = [...new Set(infos.map((i) => i.node))].indexOf(node);
+  if (localRanks.length > 1) {
+    const name = `/topocoll-${token.slice(0, 16)}-${nodeIndex}`;
+    const leader = localRanks[0] === job.rank;
+    if (leader) {
+      engine.createSegment(name);
+      await client.put(`init/shm/${nodeIndex}`, name);
+    } else {
+      engine.openSegment(await client.get(`init/shm/${nodeIndex}`, timeoutMs));
+    }
+    if (leader) engine.waitAllMappedAndUnlink(name, timeoutMs);
+  }
+
+  // TCP only between ranks of different nodes that share a group.
+  const remote = new Set<number>();
+  for (const group of plan.chain(job.rank)) {
+    for (const m of group.members) if (infos[m]!.node !== node) remote.add(m);
+  }
+  const port = remote.size > 0 ? engine.listenTcp() : 0;
+  const ports = (await allgather(client, 'init/tcp', job.rank, job.size, String(port), timeoutMs)).map(Number);
+  if (remote.size === 0) return;
+  // All ranks on one machine (emulated nodes) talk over loopback.
+  const oneHost = infos.every((i) => i.host === infos[0]!.host);
+  const peers = [...remote].sort((a, b) => a - b).map((rank) => ({ rank, host: oneHost ? '127.0.0.1' : infos[rank]!.host, port: ports[rank]! }));
+  // The native connect blocks this thread; the peers it waits for run in other processes.
+  engine.connectTcp(token, peers, timeoutMs);
+}
+
+/** A plan's identity, carried by every message so differently configured ranks are caught. */
+function planHash(plan: GroupPlan): number {
+  let h = 0x811c9dc5;
+  for (const ch of plan.levels.join(',')) {
+    h ^= ch.charCodeAt(0);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h >>> 0;
+}
+
+/** Rank 0 keeps the server it hosts until every rank has said goodbye. */
+function releaseRendezvous(rdv: Rendezvous, job: JobEnvironment): () => void {
+  return () => {
+    const done = async () => {
+      if (rdv.server !== undefined) {
+        await barrier(rdv.client, 'close', job.rank, job.size, 60_000).catch(() => undefined);
+        await rdv.server.close();
+      } else {
+        await rdv.client.put(`close/${job.rank}`, '').catch(() => undefined);
+      }
+      await rdv.client.close();
+    };
+    void done().catch(() => undefined);
+  };
+}
+
+export { availableParallelism, unlinkSync };
