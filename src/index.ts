@@ -38,6 +38,11 @@ export { planGroups, GroupPlan, type Group, type RankPlacement, type PlanOptions
 export { planToJson, type GroupPlanJson } from './groups/plan-json.js';
 export type { LevelName } from './groups/levels.js';
 
+// Runtime.
+export { init, type InitOptions } from './runtime/init.js';
+export { Communicator, IN_PLACE, type InPlace, type LevelInfo } from './communicator.js';
+export type { ReduceOpName, TypedArray } from './runtime/datatypes.js';
+
 // Configuration.
 export { parseConfig, loadConfigFile, resolveConfig, validateConfig, DEFAULT_CONFIG_PATH } from './config/load.js';
 export type { TopocollConfig, TopocollConfigInput } from './config/schema.js';

@@ -1,6 +1,7 @@
 import { isTopocollError } from '../errors.js';
 import { groupsCommand, groupsHelp } from './commands/groups.js';
 import { localitiesCommand, localitiesHelp } from './commands/localities.js';
+import { runCommand, runHelp } from './commands/run.js';
 import { topoCommand, topoHelp } from './commands/topo.js';
 import type { CliIo } from './io.js';
 
@@ -10,6 +11,7 @@ const commands: Record<string, { run: Command; help: string }> = {
   topo: { run: topoCommand, help: topoHelp },
   localities: { run: localitiesCommand, help: localitiesHelp },
   groups: { run: groupsCommand, help: groupsHelp },
+  run: { run: runCommand, help: runHelp },
 };
 
 const usage = `topocoll — topology-aware collectives for Node.js
@@ -20,6 +22,7 @@ Commands:
   topo         this machine: hardware levels, which carry groups, this process's locality
   localities   where every rank of a described job runs (a localities file)
   groups       the per-level groups and leaders of a job, without running it
+  run          start a job of N processes on this machine (optionally as K emulated nodes)
 
 "topocoll <command> --help" shows a command's options.
 `;

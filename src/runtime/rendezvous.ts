@@ -239,7 +239,7 @@ export class RendezvousServer {
     if (this.closing === undefined) {
       this.closing = new Promise<void>((resolve) => {
         this.server.close(() => resolve());
-        for (const conn of this.conns) this.drop(conn);
+
       });
     }
     return this.closing;
@@ -289,7 +289,7 @@ export class RendezvousServer {
     }
     if (
       !isPlainObject(msg) ||
-      
+      Object.keys(msg).length !== 2 ||
       typeof msg.hello !== 'string' ||
       typeof msg.rank !== 'number' ||
       !Number.isSafeInteger(msg.rank) ||

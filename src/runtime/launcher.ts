@@ -1,0 +1,188 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, rmSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { TopocollError } from '../errors.js';
+import { setThreadAffinity } from '../native.js';
+import { discoverMachine } from '../topology/discover.js';
+import type { MachineTopology } from '../topology/types.js';
+import { createJobToken, RendezvousServer } from './rendezvous.js';
+
+/**
+ * `topocoll run`: starts N Node processes on this machine, binds them, hands each its part of
+ * the job through the environment, and supervises them like mpirun: output optionally tagged
+ * with the rank, SIGINT/SIGTERM forwarded, the first non-zero exit code returned, and the rest
+ * stopped when one fails — after a grace period in which the survivors can report the failure
+ * themselves (they get EPEERLOST).
+ */
+
+export type BindPolicy = 'core' | 'numa' | 'socket' | 'none';
+
+export interface LaunchOptions {
+  ranks: number;
+  bind: BindPolicy;
+  /** Emulated compute nodes (separate shared-memory domains, TCP between them); undefined = the real node. */
+  nodes?: number;
+  config?: string;
+  network?: string;
+  tagOutput: boolean;
+  /** Init and failure-report timeout handed to the ranks, in milliseconds. */
+  timeoutMs?: number;
+  script: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+}
+
+/** How long survivors get to notice a failure before they are stopped, beyond the timeout. */
+const GRACE_EXTRA_MS = 2_000;
+const DEFAULT_GRACE_MS = 10_000;
+const KILL_AFTER_TERM_MS = 2_000;
+
+export async function launch(options: LaunchOptions): Promise<number> {
+  const { ranks, nodes } = options;
+  if (!Number.isInteger(ranks) || ranks < 1) throw new TopocollError('EINVAL', `-n must be a positive integer, got ${ranks}`);
+  if (nodes !== undefined && (!Number.isInteger(nodes) || nodes < 1 || nodes > ranks)) {
+    throw new TopocollError('EINVAL', `--nodes must be between 1 and the number of ranks (${ranks}), got ${nodes}`);
+  }
+  const layout = nodeLayout(ranks, nodes ?? 1);
+  const cpuSets = options.bind === 'none' ? undefined : bindings(discoverMachine({ env: options.env }), options.bind, layout, options.stderr);
+
+  const token = createJobToken();
+  const server = await RendezvousServer.listen({ token });
+  const children: ChildProcess[] = [];
+  let firstFailure: number | undefined;
+  let stopTimer: NodeJS.Timeout | undefined;
+  const exited = new Set<number>();
+
+  const stopAll = (signal: NodeJS.Signals) => {
+    children.forEach((c, rank) => {
+      if (!exited.has(rank)) c.kill(signal);
+    });
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    firstFailure ??= signal === 'SIGINT' ? 130 : 143;
+    stopAll(signal);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  try {
+    const done = new Promise<void>((resolve) => {
+      for (let rank = 0; rank < ranks; rank++) {
+        const child = spawnRank(options, rank, layout, token, server.address.port, cpuSets?.[rank]);
+        children.push(child);
+        child.on('exit', (code, signal) => {
+          exited.add(rank);
+          const failed = code !== 0;
+          if (failed && firstFailure === undefined) {
+            firstFailure = code ?? 128 + signalNumber(signal);
+            const why = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+            options.stderr(`topocoll run: rank ${rank} ${why}; stopping the job\n`);
+            const grace = options.timeoutMs !== undefined ? options.timeoutMs + GRACE_EXTRA_MS : DEFAULT_GRACE_MS;
+            stopTimer = setTimeout(() => {
+              stopAll('SIGTERM');
+              stopTimer = setTimeout(() => stopAll('SIGKILL'), KILL_AFTER_TERM_MS);
+            }, grace);
+          }
+          if (exited.size === ranks) resolve();
+        });
+      }
+    });
+    await done;
+  } finally {
+    if (stopTimer) clearTimeout(stopTimer);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await server.close();
+    removeLeftoverSegments(token);
+  }
+  return firstFailure ?? 0;
+}
+
+interface NodeLayout {
+  /** Node index of each rank (blocks: node k holds consecutive ranks). */
+  nodeOf: number[];
+  /** Index of each rank among its node's ranks. */
+  localOf: number[];
+  localSizes: number[];
+}
+
+/** Ranks in blocks over the nodes; the first N mod K nodes get one rank more. */
+export function nodeLayout(ranks: number, nodes: number): NodeLayout {
+  const base = Math.floor(ranks / nodes);
+  const extra = ranks % nodes;
+  const nodeOf: number[] = [];
+  const localOf: number[] = [];
+  const localSizes: number[] = [];
+  for (let k = 0; k < nodes; k++) {
+    const count = base + (k < extra ? 1 : 0);
+    localSizes.push(count);
+    for (let j = 0; j < count; j++) {
+      nodeOf.push(k);
+      localOf.push(j);
+    }
+  }
+  return { nodeOf, localOf, localSizes };
+}
+
+/** The CPUs of each rank: its node-local index picks a core (or a NUMA node / package), wrapping around. */
+export function bindings(machine: MachineTopology, bind: Exclude<BindPolicy, 'none'>, layout: NodeLayout, warn: (t: string) => void): number[][] {
+  const kind = bind === 'core' ? 'core' : bind;
+  const units = (machine.objects[kind] ?? (kind === 'core' ? machine.objects.pu : undefined) ?? []).filter((u) => u.pus.length > 0);
+  if (units.length === 0) {
+    throw new TopocollError('EINVAL', `--bind ${bind}: this machine (${machine.source}) reports no ${kind} with CPUs`, { hint: 'Use --bind core or --bind none.' });
+  }
+  const most = Math.max(...layout.localSizes);
+  if (most > units.length) {
+    warn(`topocoll run: ${most} ranks per node on ${units.length} ${kind === 'core' ? 'cores' : `${kind} units`}: binding wraps around (local rank j → ${kind} j mod ${units.length})\n`);
+  }
+  return layout.localOf.map((j) => units[j % units.length]!.pus);
+}
+
+function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, token: string, port: number, cpus: number[] | undefined): ChildProcess {
+  const env: NodeJS.ProcessEnv = {
+    ...options.env,
+    TOPOCOLL_RANK: String(rank),
+    TOPOCOLL_SIZE: String(options.ranks),
+    TOPOCOLL_LOCAL_RANK: String(layout.localOf[rank]),
+    TOPOCOLL_LOCAL_SIZE: String(layout.localSizes[layout.nodeOf[rank]!]),
+    TOPOCOLL_RENDEZVOUS: `127.0.0.1:${port}`,
+    TOPOCOLL_TOKEN: token,
+  };
+  if (options.nodes !== undefined) env.TOPOCOLL_NODE = `node${layout.nodeOf[rank]}`;
+  if (options.config !== undefined) env.TOPOCOLL_CONFIG = options.config;
+  if (options.network !== undefined) env.TOPOCOLL_NETWORK = options.network;
+  if (options.timeoutMs !== undefined) env.TOPOCOLL_TIMEOUT_MS = String(options.timeoutMs);
+  const stdio = options.tagOutput ? (['ignore', 'pipe', 'pipe'] as const) : (['ignore', 'inherit', 'inherit'] as const);
+  // The child inherits the affinity of the thread that forks it: bind this thread for the spawn.
+  const previous = cpus !== undefined ? setThreadAffinity(cpus) : undefined;
+  let child: ChildProcess;
+  try {
+    child = spawn(process.execPath, [options.script, ...options.args], { env, stdio: [...stdio] });
+  } finally {
+    if (previous !== undefined) setThreadAffinity(previous);
+  }
+  if (options.tagOutput) {
+    const tag = `[${rank}] `;
+    createInterface({ input: child.stdout! }).on('line', (line) => options.stdout(`${tag}${line}\n`));
+    createInterface({ input: child.stderr! }).on('line', (line) => options.stderr(`${tag}${line}\n`));
+  }
+  child.on('error', (e) => options.stderr(`topocoll run: cannot start rank ${rank}: ${e.message}\n`));
+  return child;
+}
+
+/** Segments are unlinked once mapped; this catches a job killed before every rank mapped its node's. */
+function removeLeftoverSegments(token: string): void {
+  const prefix = `topocoll-${token.slice(0, 16)}-`;
+  try {
+    for (const name of readdirSync('/dev/shm')) if (name.startsWith(prefix)) rmSync(`/dev/shm/${name}`, { force: true });
+  } catch {
+    // no /dev/shm: nothing can be left there
+  }
+}
+
+function signalNumber(signal: NodeJS.Signals | null): number {
+  const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGSEGV: 11, SIGPIPE: 13, SIGTERM: 15 };
+  return (signal && numbers[signal]) || 1;
+}
