@@ -242,12 +242,14 @@ void Engine::Run(const CallArgs& args) {
         break;
       case Collective::kReduce:
         Transfer(*args.reduce, h, args.send, args.recv, bytes, true, fn, elem, guard);
+        if (options_.rank == args.root) NormalizeAlone(args, fn, bytes);
         break;
       case Collective::kAllreduce:
       case Collective::kBarrier:
         // Reduce to rank 0, then broadcast from it: every rank ends with the same bits.
         h.root = 0;
         Transfer(*args.reduce, h, args.send, args.recv, bytes, true, fn, elem, guard);
+        if (options_.rank == 0) NormalizeAlone(args, fn, bytes);
         h.phase = 1;
         Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, nullptr, elem, guard);
         break;
@@ -282,6 +284,16 @@ void Engine::Transfer(const std::vector<Step>& steps, const MsgHeader& header, c
     }
   }
   if (at_root && acc == nullptr && recv != send && bytes > 0) std::memcpy(recv, send, bytes);
+}
+
+void Engine::NormalizeAlone(const CallArgs& args, ReduceFn fn, size_t bytes) {
+  // Alone in the job, no operator was applied: logical operators still owe a 0/1 result, which
+  // combining the value with itself gives.
+  if (options_.size != 1 || bytes == 0) return;
+  if (args.op != ReduceOp::kLand && args.op != ReduceOp::kLor) return;
+  uint8_t* copy = Scratch(bytes);
+  std::memcpy(copy, args.recv, bytes);
+  fn(args.recv, copy, args.count);
 }
 
 void Engine::SendTo(int peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard) {

@@ -239,7 +239,7 @@ export class RendezvousServer {
     if (this.closing === undefined) {
       this.closing = new Promise<void>((resolve) => {
         this.server.close(() => resolve());
-
+        for (const conn of this.conns) this.drop(conn);
       });
     }
     return this.closing;
@@ -351,7 +351,7 @@ export class RendezvousServer {
             set = new Set();
             this.waiters.set(key, set);
           }
-          set.add(parked);
+
           conn.parked.add(parked);
         }
         return true;

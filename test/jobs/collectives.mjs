@@ -1,0 +1,174 @@
+// A rank of a multi-process test job (started by `topocoll run`): runs every collective with
+// every datatype, operator, root and size class, and checks each result against a reference
+// computed here from the inputs every rank would have — an independent recomputation, not the
+// library's own output. Prints one line `rank R ok N` or throws (non-zero exit).
+//
+// Arguments: [--big] also moves 1 MiB + 3 bytes; [--quick] fewer sizes.
+import { init, IN_PLACE } from 'topocoll';
+
+const args = new Set(process.argv.slice(2));
+const comm = await init();
+const { rank, size } = comm;
+let checks = 0;
+
+const TYPES = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array];
+const isBig = (T) => T === BigInt64Array || T === BigUint64Array;
+const isFloat = (T) => T === Float32Array || T === Float64Array;
+const OPS = ['sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor'];
+const opsFor = (T) => (isFloat(T) ? OPS.slice(0, 4) : OPS);
+const SIZES = args.has('--quick') ? [0, 1, 5] : [0, 1, 2, 3, 4, 7, 33, 1000];
+
+/** Input of rank r at index i for operator op: small values so every float result is exact. */
+function input(T, op, r, i) {
+  let v;
+  switch (op) {
+    case 'sum': v = ((r * 7 + i * 3) % 11) - (T.name.startsWith('Uint') || T === BigUint64Array ? 0 : 5); break;
+    case 'prod': v = 1 + ((r + i) % 2); break; // 1 or 2: 2^8 at most with 8 ranks
+    case 'min': case 'max': v = ((r * 31 + i * 17) % 100) - (T.name.startsWith('Uint') || T === BigUint64Array ? 0 : 50); break;
+    case 'land': case 'lor': v = (r + i) % 3 === 0 ? 0 : 1 + (i % 5); break;
+    default: v = (r * 37 + i * 11 + 5) & 0x7f; break;
+  }
+  return isBig(T) ? BigInt(v) : v;
+}
+
+function fill(T, op, r, n) {
+  const a = new T(n);
+  for (let i = 0; i < n; i++) a[i] = input(T, op, r, i);
+  return a;
+}
+
+/** The reduction of all ranks' inputs, computed in plain JS and stored into T (wrapping/clamping as T does). */
+function reference(T, op, n) {
+  const out = new T(n);
+  for (let i = 0; i < n; i++) {
+    const vals = [];
+    for (let r = 0; r < size; r++) vals.push(input(T, op, r, i));
+    const big = isBig(T);
+    const zero = big ? 0n : 0;
+    let acc;
+    switch (op) {
+      case 'sum': acc = vals.reduce((a, b) => a + b, zero); break;
+      case 'prod': acc = vals.reduce((a, b) => a * b, big ? 1n : 1); break;
+      case 'min': acc = vals.reduce((a, b) => (b < a ? b : a)); break;
+      case 'max': acc = vals.reduce((a, b) => (b > a ? b : a)); break;
+      case 'band': acc = vals.reduce((a, b) => a & b); break;
+      case 'bor': acc = vals.reduce((a, b) => a | b); break;
+      case 'bxor': acc = vals.reduce((a, b) => a ^ b); break;
+      case 'land': acc = vals.every((v) => v !== zero) ? 1 : 0; break;
+      case 'lor': acc = vals.some((v) => v !== zero) ? 1 : 0; break;
+    }
+    if (big && typeof acc === 'number') acc = BigInt(acc);
+    if (T === Uint8ClampedArray) acc = Math.min(255, acc);
+    if (T !== Uint8ClampedArray && !big && !isFloat(T)) {
+      // Integer types wrap modulo 2^bits, like the typed array's own conversion.
+      const tmp = new T(1);
+      tmp[0] = Number(acc);
+      acc = tmp[0];
+      out[i] = acc;
+      continue;
+    }
+    out[i] = acc;
+  }
+  return out;
+}
+
+function expectEqual(got, want, what) {
+  checks++;
+  if (got.length !== want.length) throw new Error(`${what}: length ${got.length}, expected ${want.length}`);
+  for (let i = 0; i < want.length; i++) {
+    if (got[i] !== want[i] && !(Number.isNaN(got[i]) && Number.isNaN(want[i]))) {
+      throw new Error(`${what}: element ${i} is ${got[i]}, expected ${want[i]}`);
+    }
+  }
+}
+
+const roots = Array.from({ length: size }, (_, r) => r);
+
+// Allreduce and reduce: every type × operator × size; roots rotate with the size.
+for (const T of TYPES) {
+  for (const op of opsFor(T)) {
+    for (const [k, n] of SIZES.entries()) {
+      const want = reference(T, op, n);
+      const mine = fill(T, op, rank, n);
+      const out = new T(n);
+      comm.allreduceSync(mine, out, op);
+      expectEqual(out, want, `allreduceSync ${T.name} ${op} n=${n}`);
+
+      const inPlace = fill(T, op, rank, n);
+      await comm.allreduce(IN_PLACE, inPlace, op);
+      expectEqual(inPlace, want, `allreduce IN_PLACE ${T.name} ${op} n=${n}`);
+
+      const root = roots[(k + TYPES.indexOf(T)) % size];
+      const result = rank === root ? new T(n) : null;
+      comm.reduceSync(mine, result, op, root);
+      if (rank === root) expectEqual(result, want, `reduceSync ${T.name} ${op} n=${n} root=${root}`);
+    }
+  }
+}
+
+// Reduce and bcast at every root, Sync and Promise.
+for (const root of roots) {
+  for (const n of [0, 1, 5, 1000]) {
+    const want = reference(Int32Array, 'sum', n);
+    const mine = fill(Int32Array, 'sum', rank, n);
+    if (rank === root) {
+      const inPlace = fill(Int32Array, 'sum', rank, n);
+      await comm.reduce(IN_PLACE, inPlace, 'sum', root);
+      expectEqual(inPlace, want, `reduce IN_PLACE n=${n} root=${root}`);
+    } else {
+      await comm.reduce(mine, null, 'sum', root);
+    }
+    const buf = new Float64Array(n);
+    if (rank === root) for (let i = 0; i < n; i++) buf[i] = root * 1000 + i + 0.5;
+    comm.bcastSync(buf, root);
+    expectEqual(buf, Float64Array.from({ length: n }, (_, i) => root * 1000 + i + 0.5), `bcastSync n=${n} root=${root}`);
+    const bytes = new Uint8Array(n + 3);
+    if (rank === root) for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7 + root) & 0xff;
+    await comm.bcast(bytes, root);
+    expectEqual(bytes, Uint8Array.from({ length: n + 3 }, (_, i) => (i * 7 + root) & 0xff), `bcast n=${n + 3} root=${root}`);
+  }
+}
+
+// Promise collectives issued back to back, awaited together: they must run in call order.
+{
+  const outs = [];
+  const pending = [];
+  for (let k = 0; k < 6; k++) {
+    const mine = Int32Array.from({ length: 64 }, (_, i) => rank * k + i);
+    const out = new Int32Array(64);
+    outs.push(out);
+    pending.push(k % 2 === 0 ? comm.allreduce(mine, out, 'sum') : comm.allreduce(mine, out, 'max'));
+  }
+  pending.push(comm.barrier());
+  await Promise.all(pending);
+  outs.forEach((out, k) => {
+    const want = Int32Array.from({ length: 64 }, (_, i) => (k % 2 === 0 ? (k * size * (size - 1)) / 2 + size * i : (size - 1) * k + i));
+    expectEqual(out, want, `pipelined allreduce #${k}`);
+  });
+  // A Sync call after queued Promise calls waits for them.
+  const p = comm.allreduce(Int32Array.of(rank), new Int32Array(1), 'sum');
+  const now = new Int32Array(1);
+  comm.allreduceSync(Int32Array.of(1), now, 'sum');
+  await p;
+  expectEqual(now, Int32Array.of(size), 'sync after async');
+}
+
+// Large messages: pipelined through the channels and sockets.
+if (args.has('--big')) {
+  const n = (1 << 20) + 3;
+  for (const root of [0, size - 1]) {
+    const buf = new Uint8Array(n);
+    if (rank === root) for (let i = 0; i < n; i++) buf[i] = (i * 13 + root) & 0xff;
+    comm.bcastSync(buf, root);
+    expectEqual(buf, Uint8Array.from({ length: n }, (_, i) => (i * 13 + root) & 0xff), `bcast 1 MiB + 3 root=${root}`);
+  }
+  const m = ((1 << 20) + 3) >> 2;
+  const big = Uint32Array.from({ length: m }, (_, i) => (i + rank) % 1000);
+  const out = new Uint32Array(m);
+  comm.allreduceSync(big, out, 'sum');
+  expectEqual(out, Uint32Array.from({ length: m }, (_, i) => { let s = 0; for (let r = 0; r < size; r++) s += (i + r) % 1000; return s; }), 'allreduce 1 MiB');
+}
+
+comm.barrierSync();
+console.log(`rank ${rank} ok ${checks}`);
+comm.close();
