@@ -30,19 +30,49 @@ size_t ChannelStride(uint64_t channel_bytes) { return kPage + channel_bytes; }
 }  // namespace
 
 // Runs between waits: stops the wait when the communicator was aborted (by this process's
-// watcher or by any other process of the node).
+// watcher or by any other process of the node), and — once a wait on one peer has lasted
+// kProbeAfter — checks that the peer is in the same collective: two ranks blocked on each other
+// in different collectives would otherwise wait forever.
 class Engine::Guard : public WaitGuard {
  public:
-  explicit Guard(Engine& engine) : engine_(engine) {}
+  Guard(Engine& engine, const MsgHeader& call) : engine_(engine), call_(call) {}
+
+  // Called before each transfer with the peer it may wait on.
+  void WaitingOn(int peer) {
+    peer_ = peer;
+    since_ = std::chrono::steady_clock::now();
+    probed_ = false;
+  }
+  void SetPhase(uint8_t phase) { call_.phase = phase; }
+
   void Check() override {
     if (engine_.header_ != nullptr && engine_.header_->abort_code.load(std::memory_order_acquire) != 0) {
       engine_.tcp_.ShutdownAll();
       engine_.ThrowAborted();
     }
+    if (probed_ || peer_ < 0 || std::chrono::steady_clock::now() - since_ < kProbeAfter) return;
+    probed_ = true;
+    const int li = engine_.LocalIndex(peer_);
+    if (li >= 0) {
+      MsgHeader theirs{};
+      if (engine_.ReadPublishedCall(li, &theirs)) {
+        const std::string mismatch = DescribeCallMismatch(call_, theirs, peer_);
+        if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+      }
+    } else {
+      MsgHeader probe = call_;
+      probe.magic = kProbeMagic;
+      engine_.tcp_.TrySend(peer_, &probe, sizeof probe);
+    }
   }
 
  private:
+  static constexpr std::chrono::milliseconds kProbeAfter{200};
   Engine& engine_;
+  MsgHeader call_;
+  int peer_ = -1;
+  std::chrono::steady_clock::time_point since_{};
+  bool probed_ = false;
 };
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
@@ -138,7 +168,7 @@ void Engine::WaitAllMappedAndUnlink(const std::string& name, int timeout_ms) {
 }
 
 void Engine::ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms) {
-  Guard guard(*this);
+  Guard guard(*this, MsgHeader{});
   tcp_.Establish(options_.rank, token, peers, timeout_ms, guard);
 }
 
@@ -218,7 +248,6 @@ void Engine::Run(const CallArgs& args) {
   if (closed_) throw CollError("ECLOSED", "the communicator is closed");
   if (header_ != nullptr && header_->abort_code.load(std::memory_order_acquire) != 0) ThrowAborted();
   ++seq_;
-  Guard guard(*this);
   const size_t elem = DtypeSize(args.dtype);
   const size_t bytes = static_cast<size_t>(args.count) * elem;
   const bool reduces = args.collective == Collective::kReduce || args.collective == Collective::kAllreduce;
@@ -235,6 +264,9 @@ void Engine::Run(const CallArgs& args) {
   h.sender = options_.rank;
   ReduceFn fn = reduces ? FindReduce(args.dtype, args.op) : nullptr;
   if (reduces && fn == nullptr) throw CollError("EINVAL", "unsupported reduction");
+  if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
+  PublishCall(h);
+  Guard guard(*this, h);
   try {
     switch (args.collective) {
       case Collective::kBcast:
@@ -247,10 +279,10 @@ void Engine::Run(const CallArgs& args) {
       case Collective::kAllreduce:
       case Collective::kBarrier:
         // Reduce to rank 0, then broadcast from it: every rank ends with the same bits.
-        h.root = 0;
         Transfer(*args.reduce, h, args.send, args.recv, bytes, true, fn, elem, guard);
         if (options_.rank == 0) NormalizeAlone(args, fn, bytes);
         h.phase = 1;
+        guard.SetPhase(1);
         Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, nullptr, elem, guard);
         break;
     }
@@ -286,6 +318,35 @@ void Engine::Transfer(const std::vector<Step>& steps, const MsgHeader& header, c
   if (at_root && acc == nullptr && recv != send && bytes > 0) std::memcpy(recv, send, bytes);
 }
 
+void Engine::PublishCall(const MsgHeader& call) {
+  if (header_ == nullptr) return;
+  RankControl& mine = *locals_[static_cast<size_t>(local_index_)].control;
+  uint64_t words[4];
+  std::memcpy(words, &call, sizeof words);
+  const uint32_t v = mine.call_version.load(std::memory_order_relaxed);
+  mine.call_version.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (int i = 0; i < 4; ++i) mine.call[i].store(words[i], std::memory_order_relaxed);
+  mine.call_version.store(v + 2, std::memory_order_release);
+}
+
+bool Engine::ReadPublishedCall(int local_index, MsgHeader* out) const {
+  const RankControl& peer = *locals_[static_cast<size_t>(local_index)].control;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const uint32_t before = peer.call_version.load(std::memory_order_acquire);
+    if (before == 0) return false;  // the peer has not called any collective yet
+    if ((before & 1) != 0) continue;
+    uint64_t words[4];
+    for (int i = 0; i < 4; ++i) words[i] = peer.call[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (peer.call_version.load(std::memory_order_relaxed) == before) {
+      std::memcpy(out, words, sizeof words);
+      return true;
+    }
+  }
+  return false;
+}
+
 void Engine::NormalizeAlone(const CallArgs& args, ReduceFn fn, size_t bytes) {
   // Alone in the job, no operator was applied: logical operators still owe a 0/1 result, which
   // combining the value with itself gives.
@@ -297,6 +358,7 @@ void Engine::NormalizeAlone(const CallArgs& args, ReduceFn fn, size_t bytes) {
 }
 
 void Engine::SendTo(int peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard) {
+  guard.WaitingOn(peer);
   const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
   const int li = LocalIndex(peer);
   if (li >= 0) {
@@ -316,6 +378,7 @@ void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int pe
 
 void Engine::RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, ReduceFn fn, size_t elem,
                       Guard& guard) {
+  guard.WaitingOn(peer);
   MsgHeader got{};
   uint8_t* out = static_cast<uint8_t*>(dst);
   const int li = LocalIndex(peer);
@@ -331,7 +394,15 @@ void Engine::RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t byt
     }
     return;
   }
-  tcp_.ReadExact(peer, &got, sizeof got, guard);
+  // Probes a waiting peer sent us come before its next message: a mismatched one is an error,
+  // the others (the peer was merely slower) are skipped.
+  for (;;) {
+    tcp_.ReadExact(peer, &got, sizeof got, guard);
+    if (got.magic != kProbeMagic) break;
+    MsgHeader mine = expected;
+    const std::string mismatch = DescribeCallMismatch(mine, got, peer);
+    if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+  }
   CheckHeader(expected, got, peer);
   if (fn == nullptr) {
     tcp_.ReadExact(peer, out, bytes, guard);

@@ -101,6 +101,8 @@ class Engine {
   void Transfer(const std::vector<Step>& steps, const MsgHeader& header, const void* send, void* recv, size_t bytes,
                 bool reduce_phase, ReduceFn fn, size_t elem, Guard& guard);
   void NormalizeAlone(const CallArgs& args, ReduceFn fn, size_t bytes);
+  void PublishCall(const MsgHeader& call);
+  bool ReadPublishedCall(int local_index, MsgHeader* out) const;
   void SendTo(int peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
   void RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, ReduceFn fn, size_t elem, Guard& guard);
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);

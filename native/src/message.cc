@@ -43,4 +43,13 @@ std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, in
   return {};
 }
 
+std::string DescribeCallMismatch(const MsgHeader& mine, const MsgHeader& theirs, int peer) {
+  if (theirs.seq != mine.seq) return {};
+  if (theirs.collective == mine.collective && theirs.dtype == mine.dtype && theirs.op == mine.op &&
+      theirs.root == mine.root && theirs.count == mine.count && theirs.plan_hash == mine.plan_hash) {
+    return {};
+  }
+  return "rank " + std::to_string(peer) + " called " + Describe(theirs) + " but this rank called " + Describe(mine);
+}
+
 }  // namespace topocoll

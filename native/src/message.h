@@ -9,6 +9,9 @@
 namespace topocoll {
 
 constexpr uint32_t kMsgMagic = 0x5450434cU;  // "TPCL"
+// A probe carries only the sender's current call: a rank that waits long on a peer of another
+// node sends one, so that two ranks blocked on each other in different collectives find out.
+constexpr uint32_t kProbeMagic = 0x54504350U;  // "TPCP"
 
 enum class Collective : uint8_t { kBarrier = 1, kBcast = 2, kReduce = 3, kAllreduce = 4 };
 const char* CollectiveName(Collective c);
@@ -30,5 +33,9 @@ static_assert(sizeof(MsgHeader) == 32, "the header is part of the wire format");
 // Empty when `got` is what the receiver expected from `peer`; else a description of the
 // difference for an EMISMATCH error.
 std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, int peer);
+
+// For two calls with the same sequence number: empty when they are the same collective with the
+// same arguments (the phase of an allreduce aside), else what differs.
+std::string DescribeCallMismatch(const MsgHeader& mine, const MsgHeader& theirs, int peer);
 
 }  // namespace topocoll

@@ -32,10 +32,15 @@ struct SegmentHeader {
 
 // Per local rank: its doorbell, and its pid with a flag saying it left on purpose (close()),
 // for liveness checks: a pid that vanished without `departed` is a crashed peer.
+// `call` is the collective the rank is in (a MsgHeader's bytes), published under a seqlock
+// (`call_version` odd while it is written) so a peer that waits long can check it is in the
+// same collective.
 struct alignas(128) RankControl {
   Doorbell doorbell;
   alignas(64) std::atomic<int32_t> pid;
   std::atomic<uint32_t> departed;
+  alignas(64) std::atomic<uint32_t> call_version;
+  std::atomic<uint64_t> call[4];
 };
 
 // Owner of one mapping. Move-only.

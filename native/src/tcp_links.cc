@@ -221,6 +221,22 @@ void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
   }
 }
 
+void TcpLinks::TrySend(int rank, const void* data, size_t n) {
+  auto it = fds_.find(rank);
+  if (it == fds_.end()) return;
+  const char* p = static_cast<const char*>(data);
+  ssize_t sent = ::send(it->second, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (sent <= 0) return;  // nothing went out: the stream is intact, the probe is just skipped
+  // Part of it went out: the rest must follow or the stream would be corrupt.
+  for (int tries = 0; static_cast<size_t>(sent) < n && tries < 100; ++tries) {
+    pollfd pfd{it->second, POLLOUT, 0};
+    poll(&pfd, 1, kSliceMs);
+    ssize_t r = ::send(it->second, p + sent, n - static_cast<size_t>(sent), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r > 0) sent += r;
+  }
+  if (static_cast<size_t>(sent) < n) throw CollError("EPEERLOST", "rank " + std::to_string(rank) + " stopped reading its connection");
+}
+
 void TcpLinks::ShutdownAll() {
   for (auto& [rank, fd] : fds_) shutdown(fd, SHUT_RDWR);
 }

@@ -38,6 +38,8 @@ class TcpLinks {
 
   void Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard);
   void ReadExact(int rank, void* dst, size_t n, WaitGuard& guard);
+  // Sends a small message only if the socket takes it whole at once (never blocks).
+  void TrySend(int rank, const void* data, size_t n);
 
   // Shuts every connection down so that peers blocked on them see the failure at once.
   void ShutdownAll();

@@ -351,7 +351,7 @@ export class RendezvousServer {
             set = new Set();
             this.waiters.set(key, set);
           }
-
+          set.add(parked);
           conn.parked.add(parked);
         }
         return true;

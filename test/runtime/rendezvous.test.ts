@@ -290,8 +290,9 @@ describe('strangers', () => {
     ['the token with a bad rank', (t) => `${JSON.stringify({ hello: t, rank: -1 })}\n`],
     ['the token as an array', (t) => `${JSON.stringify([t, 0])}\n`],
     ['the token in invalid UTF-8', (t) => Buffer.concat([Buffer.from(`{"hello":"${t}`), Buffer.from([0xff]), Buffer.from('","rank":0}\n')])],
-    ['a line over 64 KiB', (t) => `{"hello":"${t}","rank":0,"pad":"${'x'.repeat(70 * 1024)}"}\n`],
-    ['over 64 KiB without a newline', () => 'x'.repeat(70 * 1024)],
+    // Valid hellos with the right token but for their length (JSON allows the padding whitespace).
+    ['a right hello padded over 64 KiB', (t) => `{"hello":"${t}",${' '.repeat(65 * 1024)}"rank":0}\n`],
+    ['a right hello after 64 KiB of whitespace', (t) => `${' '.repeat(65 * 1024)}{"hello":"${t}","rank":0}\n`],
   ];
 
   for (const [what, payload] of badFirstLines) {
@@ -311,6 +312,31 @@ describe('strangers', () => {
       expect(await a.get('x')).toBe('good');
     });
   }
+
+  it('closes a connection that sends over 64 KiB without a newline at once, not at the hello timeout', async () => {
+    const { server, token } = await startServer({ helloTimeoutMs: 10_000 });
+    const r = await stranger(server.address.port, ' '.repeat(65 * 1024));
+    expect(r.received).toBe(0);
+    expect(r.closedAfterMs).toBeLessThan(2000);
+    const a = await connect(server, token, 0);
+    await a.put('k', 'v');
+    expect(await a.get('k')).toBe('v');
+  });
+
+  it('accepts a right hello just under 64 KiB', async () => {
+    const { server, token } = await startServer();
+    const hello = `{"hello":"${token}","rank":0}`;
+    const line = `${' '.repeat(64 * 1024 - hello.length - 1)}${hello}\n`;
+    const received = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect({ host: HOST, port: server.address.port });
+      sockets.push(socket);
+      socket.on('error', reject);
+      socket.on('close', () => reject(new Error('the server closed the connection')));
+      socket.on('connect', () => socket.write(line));
+      socket.once('data', (d: Buffer) => resolve(d.toString()));
+    });
+    expect(received).toBe('{"ok":true,"hello":true}\n');
+  });
 
   it('closes a silent connection after the hello timeout and keeps serving meanwhile', async () => {
     const { server, token } = await startServer({ helloTimeoutMs: 300 });
