@@ -52,7 +52,7 @@ describe('readNetworkFile', () => {
     expect(e.code).toBe('ETOPOLOGY');
     expect(e.file).toBe(missing);
     expect(e.message).toContain(missing);
-    expect(e.message).toContain('ENOENT');
+    expect(e.message).toContain('cannot read the network file: no such file');
     expect(e.hint).toContain('--network');
   });
 });

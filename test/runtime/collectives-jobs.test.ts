@@ -1,35 +1,12 @@
-import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { jobScript, leftoverSegments, repoRoot, runJob } from '../helpers/jobs.js';
 
 /**
  * Real jobs: `topocoll run` starts real processes that run every collective and check each
  * result against a reference they compute from the inputs (test/jobs/collectives.mjs).
  */
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const cli = `${root}dist/cli/main.js`;
-const job = `${root}test/jobs/collectives.mjs`;
-const fourNodes = `${root}test/fixtures/network/four-nodes.txt`;
-
-/**
- * topocoll segments left in /dev/shm. Jobs of other test files may hold one for the moments
- * between creating and unlinking it, so a leak is what is still there after a few seconds.
- */
-export async function leftoverSegments(): Promise<string[]> {
-  let left: string[] = [];
-  for (let i = 0; i < 50; i++) {
-    left = readdirSync('/dev/shm').filter((n) => n.startsWith('topocoll-'));
-    if (left.length === 0) return left;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return left;
-}
-
-function runJob(args: string[]): { status: number | null; lines: string[]; stderr: string } {
-  const r = spawnSync(process.execPath, [cli, 'run', ...args], { encoding: 'utf8', timeout: 240_000 });
-  return { status: r.status, lines: r.stdout.split('\n').filter((l) => l !== ''), stderr: r.stderr };
-}
+const job = jobScript('collectives.mjs');
+const fourNodes = `${repoRoot}test/fixtures/network/four-nodes.txt`;
 
 const configurations: [string, string[]][] = [
   ['1 rank', ['-n', '1', job, '--big']],

@@ -1,0 +1,27 @@
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/** Helpers for tests that start real jobs with `topocoll run`. */
+export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+export const jobScript = (name: string) => `${repoRoot}test/jobs/${name}`;
+
+/** Runs `topocoll run <args>` to completion (the built CLI in dist/). */
+export function runJob(args: string[], timeoutMs = 240_000) {
+  const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'run', ...args], { encoding: 'utf8', timeout: timeoutMs });
+  return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, lines: r.stdout.split('\n').filter((l) => l !== '') };
+}
+
+/**
+ * topocoll segments left in /dev/shm. Jobs of other test files may hold one for the moments
+ * between creating and unlinking it, so a leak is what is still there after a few seconds.
+ */
+export async function leftoverSegments(): Promise<string[]> {
+  let left: string[] = [];
+  for (let i = 0; i < 50; i++) {
+    left = readdirSync('/dev/shm').filter((n) => n.startsWith('topocoll-'));
+    if (left.length === 0) return left;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return left;
+}

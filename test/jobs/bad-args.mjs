@@ -1,0 +1,18 @@
+// Ranks other than the root pass IN_PLACE to reduce: each must get EINVAL before anything is
+// sent, so the next (correct) collectives still line up and give the right result.
+import { init, IN_PLACE } from 'topocoll';
+
+const comm = await init();
+if (comm.rank !== 0) {
+  try {
+    comm.reduceSync(IN_PLACE, new Int32Array(2), 'sum', 0);
+  } catch (e) {
+    console.log(`rank ${comm.rank} caught ${e.code}`);
+  }
+}
+const out = new Int32Array(2);
+comm.allreduceSync(Int32Array.of(comm.rank, 1), out, 'sum');
+const want = (comm.size * (comm.size - 1)) / 2;
+if (out[0] !== want || out[1] !== comm.size) throw new Error(`allreduce after the error gave ${out}`);
+console.log(`rank ${comm.rank} ok`);
+comm.close();

@@ -1,0 +1,74 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Communicator } from '../../src/communicator.js';
+import { IN_PLACE } from '../../src/communicator.js';
+import { TopocollError } from '../../src/errors.js';
+import { init } from '../../src/runtime/init.js';
+import { thrown } from '../helpers/thrown.js';
+import { jobScript, runJob } from '../helpers/jobs.js';
+
+/** Argument checks happen before anything is sent; a world of one needs no launcher. */
+describe('a communicator of one process', () => {
+  let comm: Communicator;
+  beforeAll(async () => {
+    comm = await init({ env: { PATH: process.env.PATH } });
+  });
+  afterAll(() => comm.close());
+
+  it('is a world of one whose collectives copy or keep the data', async () => {
+    expect([comm.rank, comm.size, comm.localRank, comm.localSize]).toEqual([0, 1, 0, 1]);
+    const out = new Int32Array(3);
+    comm.allreduceSync(Int32Array.of(1, -2, 3), out, 'sum');
+    expect([...out]).toEqual([1, -2, 3]);
+    const logical = new Uint8Array(3);
+    comm.allreduceSync(Uint8Array.of(0, 7, 1), logical, 'land');
+    expect([...logical]).toEqual([0, 1, 1]);
+    const buf = Float64Array.of(1.5);
+    await comm.bcast(buf, 0);
+    expect(buf[0]).toBe(1.5);
+    comm.barrierSync();
+    await comm.barrier();
+    expect(comm.levels()).toEqual([{ name: 'node', enabled: true, groupSize: 1, isLeader: true }]);
+  });
+
+  it('rejects bad roots, buffers and operators with EINVAL', () => {
+    const a = new Float64Array(4);
+    expect(thrown(() => comm.bcastSync(a, 1), 'EINVAL').message).toMatch(/root 1 is not a rank of this communicator \(0…0\)/);
+    thrown(() => comm.bcastSync(a, -1), 'EINVAL');
+    thrown(() => comm.bcastSync(a, 0.5), 'EINVAL');
+    expect(thrown(() => comm.bcastSync([1, 2] as unknown as Float64Array), 'EINVAL').message).toMatch(/must be a TypedArray.*got Array/);
+    thrown(() => comm.bcastSync(new DataView(new ArrayBuffer(8)) as unknown as Float64Array), 'EINVAL');
+    expect(thrown(() => comm.allreduceSync(new Float32Array(4), a), 'EINVAL').message).toMatch(/send is float32 but recv is float64/);
+    expect(thrown(() => comm.allreduceSync(new Float64Array(3), a), 'EINVAL').message).toMatch(/send has 3 elements but recv has 4/);
+    expect(thrown(() => comm.allreduceSync(a, new Float64Array(4), 'band'), 'EINVAL').message).toMatch(/band is for integer types, not float64/);
+    expect(thrown(() => comm.allreduceSync(a, new Float64Array(4), 'avg' as 'sum'), 'EINVAL').message).toMatch(/unknown reduction operator "avg"/);
+    expect(thrown(() => comm.reduceSync(a, null, 'sum', 0), 'EINVAL').message).toMatch(/root of a reduce needs a receive buffer/);
+    const whole = new Int32Array(8);
+    expect(thrown(() => comm.allreduceSync(whole.subarray(0, 4), whole.subarray(2, 6)), 'EINVAL').message).toMatch(/overlap.*IN_PLACE/);
+    // Adjacent views of one buffer do not overlap and are fine.
+    comm.allreduceSync(whole.subarray(0, 4), whole.subarray(4, 8));
+  });
+
+  it('rejects the Promise instead of throwing', async () => {
+    await expect(comm.allreduce(new Float64Array(2), new Float64Array(3))).rejects.toBeInstanceOf(TopocollError);
+    await expect(comm.reduce(IN_PLACE, new Float64Array(2), 'max', 0)).resolves.toBeUndefined();
+  });
+});
+
+describe('after close()', () => {
+  it('every collective fails with ECLOSED and close() is idempotent', async () => {
+    const comm = await init({ env: { PATH: process.env.PATH } });
+    comm.close();
+    comm.close();
+    thrown(() => comm.barrierSync(), 'ECLOSED');
+    thrown(() => comm.allreduceSync(new Int8Array(1), new Int8Array(1)), 'ECLOSED');
+    await expect(comm.bcast(new Int8Array(1))).rejects.toMatchObject({ code: 'ECLOSED' });
+  });
+});
+
+describe('argument errors in a real job', () => {
+  it('IN_PLACE on a non-root rank is EINVAL before anything is sent: the job goes on', () => {
+    const r = runJob(['-n', '3', '--nodes', '2', jobScript('bad-args.mjs')]);
+    expect(r.status).toBe(0);
+    expect(r.lines.sort()).toEqual(['rank 0 ok', 'rank 1 caught EINVAL', 'rank 1 ok', 'rank 2 caught EINVAL', 'rank 2 ok']);
+  });
+});
