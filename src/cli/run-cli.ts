@@ -2,6 +2,7 @@ import { isTopocollError } from '../errors.js';
 import { groupsCommand, groupsHelp } from './commands/groups.js';
 import { localitiesCommand, localitiesHelp } from './commands/localities.js';
 import { runCommand, runHelp } from './commands/run.js';
+import { benchCommand, benchHelp } from './commands/bench.js';
 import { topoCommand, topoHelp } from './commands/topo.js';
 import type { CliIo } from './io.js';
 
@@ -12,6 +13,7 @@ const commands: Record<string, { run: Command; help: string }> = {
   localities: { run: localitiesCommand, help: localitiesHelp },
   groups: { run: groupsCommand, help: groupsHelp },
   run: { run: runCommand, help: runHelp },
+  bench: { run: benchCommand, help: benchHelp },
 };
 
 const usage = `topocoll — topology-aware collectives for Node.js
@@ -23,6 +25,7 @@ Commands:
   localities   where every rank of a described job runs (a localities file)
   groups       the per-level groups and leaders of a job, without running it
   run          start a job of N processes on this machine (optionally as K emulated nodes)
+  bench        OSU-style latency tables, with Open MPI's own collectives beside them
 
 "topocoll <command> --help" shows a command's options.
 `;

@@ -24,7 +24,11 @@ export interface LaunchOptions {
   nodes?: number;
   config?: string;
   network?: string;
-  tagOutput: boolean;
+  /**
+   * `inherit`: ranks write to this process's stdout/stderr; `tagged`: each line prefixed with
+   * `[rank] `; `lines`: untagged lines passed to stdout/stderr (for callers that parse them).
+   */
+  output: 'inherit' | 'tagged' | 'lines';
   /** Init and failure-report timeout handed to the ranks, in milliseconds. */
   timeoutMs?: number;
   script: string;
@@ -154,7 +158,8 @@ function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, tok
   if (options.config !== undefined) env.TOPOCOLL_CONFIG = options.config;
   if (options.network !== undefined) env.TOPOCOLL_NETWORK = options.network;
   if (options.timeoutMs !== undefined) env.TOPOCOLL_TIMEOUT_MS = String(options.timeoutMs);
-  const stdio = options.tagOutput ? (['ignore', 'pipe', 'pipe'] as const) : (['ignore', 'inherit', 'inherit'] as const);
+  const piped = options.output !== 'inherit';
+  const stdio = piped ? (['ignore', 'pipe', 'pipe'] as const) : (['ignore', 'inherit', 'inherit'] as const);
   // The child inherits the affinity of the thread that forks it: bind this thread for the spawn.
   const previous = cpus !== undefined ? setThreadAffinity(cpus) : undefined;
   let child: ChildProcess;
@@ -163,8 +168,8 @@ function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, tok
   } finally {
     if (previous !== undefined) setThreadAffinity(previous);
   }
-  if (options.tagOutput) {
-    const tag = `[${rank}] `;
+  if (piped) {
+    const tag = options.output === 'tagged' ? `[${rank}] ` : '';
     createInterface({ input: child.stdout! }).on('line', (line) => options.stdout(`${tag}${line}\n`));
     createInterface({ input: child.stderr! }).on('line', (line) => options.stderr(`${tag}${line}\n`));
   }

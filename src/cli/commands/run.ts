@@ -63,7 +63,7 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     nodes: values.nodes === undefined ? undefined : parseNonNegativeInt('run', 'nodes', values.nodes),
     config: values.config === undefined ? undefined : resolve(io.cwd, values.config),
     network: values.network === undefined ? undefined : resolve(io.cwd, values.network),
-    tagOutput: values['tag-output'] ?? false,
+    output: values['tag-output'] ? 'tagged' : 'inherit',
     timeoutMs: timeout === undefined ? undefined : Math.round(timeout * 1000),
     script: resolve(io.cwd, script),
     args,
