@@ -1,5 +1,5 @@
-import { chmodSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus as osCpus, hostname, tmpdir } from 'node:os';
+import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { cpus as osCpus, hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Communicator } from '../communicator.js';
 import { loadConfigFile, resolveConfig, validateConfig } from '../config/load.js';
@@ -16,6 +16,7 @@ import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types
 import { resolveNodeIdentity } from '../topology/node-identity.js';
 import { computeLocality } from '../topology/process-locality.js';
 import { detectEnvironment, type JobEnvironment } from './environment.js';
+import { channelBytes } from './shm-budget.js';
 import { allgather, barrier, createJobToken, RendezvousClient, RendezvousServer } from './rendezvous.js';
 
 export interface InitOptions {
@@ -103,17 +104,6 @@ function warnIfUnbound(plan: GroupPlan, rank: number, locality: string): void {
   if (spans !== undefined && rank === plan.placements.find((p) => p.node === node)!.rank) {
     process.emitWarning(`topocoll: processes on ${node} are not bound to cores (${spans.reason}; locality ${locality || 'unknown'}), so only the node level and above are used. Bind them: topocoll run --bind core, mpirun --bind-to core, or srun --cpu-bind=cores.`);
   }
-}
-
-/**
- * Channels get an equal share of the node's budget: a power of two between 64 KiB and 4 MiB.
- */
-export function channelBytes(budget: number, localSize: number): number {
-  if (localSize < 2) return 64 * 1024;
-  const share = budget / (localSize * (localSize - 1));
-  let bytes = 64 * 1024;
-  while (bytes * 2 <= share && bytes < 4 * 1024 * 1024) bytes *= 2;
-  return bytes;
 }
 
 interface Rendezvous {
@@ -227,4 +217,3 @@ function releaseRendezvous(rdv: Rendezvous, job: JobEnvironment): () => void {
   };
 }
 
-export { availableParallelism, unlinkSync };

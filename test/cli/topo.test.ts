@@ -21,6 +21,9 @@ describe('topocoll topo', () => {
       { level: 'numa', units: 2, active: false, reason: 'same groups as socket' },
       { level: 'socket', units: 2, active: true },
     ]);
+    // 36 ranks: 1260 channels; the 64 MiB budget gives each less than 64 KiB, so the floor holds.
+    expect(report.sharedMemory).toMatchObject({ localRanks: 36, channelBytes: 65536, budgetBytes: 64 << 20 });
+    expect(report.sharedMemory.segmentBytes).toBeGreaterThan(36 * 35 * 65536);
   });
 
   it('reports this process: its cpus, whether it is bound, its locality string', async () => {

@@ -8,6 +8,8 @@ import { formatLocality, parseLocality } from '../../topology/locality-string.js
 import { placeRanks } from '../../topology/placement.js';
 import { computeLocality } from '../../topology/process-locality.js';
 import { HARDWARE_LEVELS, type HardwareLevel } from '../../topology/types.js';
+import { segmentBytes } from '../../native.js';
+import { channelBytes } from '../../runtime/shm-budget.js';
 import { parseCommandArgs } from '../args.js';
 import type { CliIo } from '../io.js';
 
@@ -29,6 +31,8 @@ export interface TopoReport {
   pus: number;
   levels: { level: HardwareLevel; units: number; active: boolean; reason?: string }[];
   process: { cpus: string; locality: string; localitySource: 'computed' | 'override'; bound: boolean };
+  /** The node's shared segment for one rank per core (what `topocoll run -n <cores>` maps). */
+  sharedMemory: { localRanks: number; channelBytes: number; segmentBytes: number; budgetBytes: number };
 }
 
 export function topoCommand(argv: string[], io: CliIo): number {
@@ -73,6 +77,8 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
     };
   });
   const cpus = readProcessAffinity();
+  const localRanks = cores.length;
+  const channel = channelBytes(config.shm.budgetBytes, localRanks);
   const override = config.topology.locality ?? env.TOPOCOLL_LOCALITY;
   const computed = computeLocality(machine, cpus);
   return {
@@ -85,6 +91,12 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
       localitySource: override === undefined ? 'computed' : 'override',
       bound: computed.bound,
     },
+    sharedMemory: {
+      localRanks,
+      channelBytes: channel,
+      segmentBytes: localRanks > 1 ? segmentBytes(localRanks, channel) : 0,
+      budgetBytes: config.shm.budgetBytes,
+    },
   };
 }
 
@@ -96,6 +108,11 @@ function formatTopo(r: TopoReport): string {
     '',
     `this process: cpus ${r.process.cpus}, ${r.process.bound ? 'bound' : 'not bound (may run on every PU of the node)'}`,
     `locality (${r.process.localitySource}): ${r.process.locality}`,
+  );
+  const mib = (b: number) => `${(b / 1048576).toFixed(1)} MiB`;
+  const shm = r.sharedMemory;
+  lines.push(
+    `shared memory per node: ${mib(shm.segmentBytes)} for ${shm.localRanks} ranks (${shm.localRanks * (shm.localRanks - 1)} channels of ${shm.channelBytes / 1024} KiB; budget ${mib(shm.budgetBytes)})`,
   );
   if (!r.process.bound) lines.push('hint: unbound processes are grouped from the node level up; bind each process to a core (mpirun --bind-to core, srun --cpu-bind=cores, taskset -c N) to use the levels inside the node.');
   return lines.join('\n') + '\n';

@@ -1,0 +1,290 @@
+/*
+ * coll_latency: latency of the MPI library's own collectives, measured OSU-style
+ * (plain timed loop, per-rank mean, min/avg/max across ranks), so that
+ * `topocoll bench` can print Open MPI's numbers next to topocoll's.
+ *
+ * Usage:
+ *   coll_latency <barrier|bcast|reduce|allreduce> <min_bytes> <max_bytes>
+ *                [iterations_small iterations_large large_threshold_bytes warmup]
+ *
+ * Output (rank 0, stdout):
+ *   # mca ...                                    (component/algorithm settings, if readable)
+ *   # coll_latency <collective> p=<size> <MPI library version, first line>
+ *   <bytes> <avg_us> <min_us> <max_us> <iterations>      (one line per size)
+ *
+ * Datatypes match topocoll byte for byte: bcast moves MPI_BYTE; reduce/allreduce
+ * use MPI_INT32_T with MPI_SUM (count = bytes/4, at least 1); root is rank 0.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum coll { COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE };
+
+static const char *const coll_names[] = { "barrier", "bcast", "reduce", "allreduce" };
+
+#define BUF_ALIGN 4096
+
+static int rank, nprocs;
+
+static void die(const char *msg) {
+    if (rank == 0) fprintf(stderr, "coll_latency: %s\n", msg);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    exit(2);
+}
+
+static int parse_size(const char *s, size_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+static int parse_int(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v > 1000000000L) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Page-aligned buffer, every page written once so first-touch faults stay out of the timing. */
+static void *alloc_touched(size_t bytes) {
+    size_t rounded = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
+    if (rounded == 0) rounded = BUF_ALIGN;
+    void *p = aligned_alloc(BUF_ALIGN, rounded);
+    if (!p) die("out of memory");
+    memset(p, 0, rounded);
+    return p;
+}
+
+/* ---- component / algorithm report via the MPI tool interface (best effort) ---- */
+
+static int cvar_describe(const char *name, char *out, size_t outlen) {
+    int idx;
+    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) return -1;
+    char nm[256], desc[8];
+    int nmlen = sizeof nm, desclen = sizeof desc, verb, bind, scope;
+    MPI_Datatype dt;
+    MPI_T_enum en;
+    if (MPI_T_cvar_get_info(idx, nm, &nmlen, &verb, &dt, &en, desc, &desclen, &bind, &scope) != MPI_SUCCESS)
+        return -1;
+    if (bind != MPI_T_BIND_NO_OBJECT) return -1;
+    MPI_T_cvar_handle h;
+    int count;
+    if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return -1;
+    int rc = -1;
+    if (dt == MPI_INT && count == 1) {
+        int v;
+        if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) {
+            rc = 0;
+            snprintf(out, outlen, "%d", v);
+            if (en != MPI_T_ENUM_NULL) {
+                int n, enlen = sizeof nm;
+                if (MPI_T_enum_get_info(en, &n, nm, &enlen) == MPI_SUCCESS) {
+                    for (int i = 0; i < n; i++) {
+                        int val, len = sizeof nm;
+                        if (MPI_T_enum_get_item(en, i, &val, nm, &len) == MPI_SUCCESS && val == v) {
+                            snprintf(out, outlen, "%d(%.200s)", v, nm);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    } else if (dt == MPI_C_BOOL && count == 1) {
+        _Bool v;
+        if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) {
+            rc = 0;
+            snprintf(out, outlen, "%s", v ? "true" : "false");
+        }
+    } else if (dt == MPI_CHAR && count > 0) {
+        char *s = calloc((size_t)count + 1, 1);
+        if (s && MPI_T_cvar_read(h, s) == MPI_SUCCESS) {
+            rc = 0;
+            snprintf(out, outlen, "%s", s[0] ? s : "(default)");
+        }
+        free(s);
+    }
+    MPI_T_cvar_handle_free(&h);
+    return rc;
+}
+
+/*
+ * Prints the MCA settings that decide which coll component (and, for tuned, which algorithm)
+ * serves this collective. Selection itself is not exposed by MPI_T; with default settings on
+ * an intra-communicator of p > 1, "tuned" (priority 30) wins and uses its fixed decision rules.
+ */
+static void print_mca_settings(enum coll c) {
+    int provided;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+    char line[1024];
+    size_t used = (size_t)snprintf(line, sizeof line, "# mca");
+    char name[128], val[256];
+    const char *plain[] = { "coll", "coll_tuned_priority", "coll_han_priority", "coll_sm_priority",
+                            "coll_adapt_priority", "coll_tuned_use_dynamic_rules" };
+    int found = 0;
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        if (cvar_describe(plain[i], val, sizeof val) == 0 && used < sizeof line) {
+            used += (size_t)snprintf(line + used, sizeof line - used, " %s=%s", plain[i], val);
+            found++;
+        }
+    }
+    snprintf(name, sizeof name, "coll_tuned_%s_algorithm", coll_names[c]);
+    if (cvar_describe(name, val, sizeof val) == 0 && used < sizeof line) {
+        used += (size_t)snprintf(line + used, sizeof line - used, " %s=%s", name, val);
+        found++;
+    }
+    if (found) printf("%s\n", line);
+    MPI_T_finalize();
+}
+
+/* ---- the measurement ---- */
+
+static void check_once(enum coll c, void *sbuf, void *rbuf, int count) {
+    int ok = 1;
+    if (c == COLL_BCAST) {
+        unsigned char *b = sbuf;
+        memset(b, rank == 0 ? 0xA5 : 0, (size_t)count);
+        MPI_Bcast(b, count, MPI_BYTE, 0, MPI_COMM_WORLD);
+        ok = b[0] == 0xA5 && b[count - 1] == 0xA5;
+    } else if (c == COLL_REDUCE || c == COLL_ALLREDUCE) {
+        int32_t *s = sbuf, *r = rbuf;
+        for (int i = 0; i < count; i++) s[i] = 1;
+        r[0] = r[count - 1] = 0;
+        if (c == COLL_REDUCE)
+            MPI_Reduce(s, r, count, MPI_INT32_T, MPI_SUM, 0, MPI_COMM_WORLD);
+        else
+            MPI_Allreduce(s, r, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        if (c == COLL_ALLREDUCE || rank == 0) ok = r[0] == nprocs && r[count - 1] == nprocs;
+    }
+    int all_ok;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!all_ok) die("sanity check of the collective's result failed");
+}
+
+static double run_loop(enum coll c, void *sbuf, void *rbuf, int count, int iters) {
+    unsigned char *b = sbuf;
+    int32_t *s = sbuf;
+    double t0 = MPI_Wtime();
+    switch (c) {
+    case COLL_BARRIER:
+        for (int it = 0; it < iters; it++) MPI_Barrier(MPI_COMM_WORLD);
+        break;
+    case COLL_BCAST:
+        for (int it = 0; it < iters; it++) {
+            if (rank == 0) b[it % count] = (unsigned char)it;
+            MPI_Bcast(b, count, MPI_BYTE, 0, MPI_COMM_WORLD);
+        }
+        break;
+    case COLL_REDUCE:
+        for (int it = 0; it < iters; it++) {
+            s[it % count] = it & 0xff;
+            MPI_Reduce(s, rbuf, count, MPI_INT32_T, MPI_SUM, 0, MPI_COMM_WORLD);
+        }
+        break;
+    case COLL_ALLREDUCE:
+        for (int it = 0; it < iters; it++) {
+            s[it % count] = it & 0xff;
+            MPI_Allreduce(s, rbuf, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        }
+        break;
+    }
+    return MPI_Wtime() - t0;
+}
+
+static void measure(enum coll c, size_t bytes, int iters, int warmup) {
+    int count = 0;
+    void *sbuf = NULL, *rbuf = NULL;
+    if (c == COLL_BCAST) {
+        if (bytes > INT32_MAX) die("size too large for an int count");
+        count = (int)bytes;
+        sbuf = alloc_touched(bytes);
+    } else if (c == COLL_REDUCE || c == COLL_ALLREDUCE) {
+        size_t n = bytes / 4 ? bytes / 4 : 1;
+        if (n > INT32_MAX) die("size too large for an int count");
+        count = (int)n;
+        sbuf = alloc_touched(n * 4);
+        rbuf = alloc_touched(n * 4);
+    }
+    check_once(c, sbuf, rbuf, count);
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    run_loop(c, sbuf, rbuf, count, warmup);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double elapsed = run_loop(c, sbuf, rbuf, count, iters);
+
+    double mean_us = iters ? elapsed * 1e6 / iters : 0.0, mn, mx, sum;
+    MPI_Reduce(&mean_us, &mn, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mean_us, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mean_us, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("%zu %.3f %.3f %.3f %d\n", bytes, sum / nprocs, mn, mx, iters);
+        fflush(stdout);
+    }
+    free(sbuf);
+    free(rbuf);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+
+    if (argc != 4 && argc != 7 && argc != 8) {
+        if (rank == 0)
+            fprintf(stderr,
+                    "usage: %s <barrier|bcast|reduce|allreduce> <min_bytes> <max_bytes>"
+                    " [iterations_small iterations_large large_threshold_bytes [warmup]]\n",
+                    argv[0]);
+        MPI_Finalize();
+        return 2;
+    }
+    int c = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(argv[1], coll_names[i]) == 0) c = i;
+    if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce");
+
+    size_t min_bytes, max_bytes, large = 8192;
+    int iters_small = 1000, iters_large = 100, warmup = -1;
+    if (parse_size(argv[2], &min_bytes) || parse_size(argv[3], &max_bytes)) die("bad byte size");
+    if (argc >= 7 && (parse_int(argv[4], &iters_small) || parse_int(argv[5], &iters_large) ||
+                      parse_size(argv[6], &large)))
+        die("bad iterations / threshold");
+    if (argc == 8 && parse_int(argv[7], &warmup)) die("bad warmup count");
+    if (c != COLL_BARRIER && (min_bytes == 0 || min_bytes > max_bytes))
+        die("need 1 <= min_bytes <= max_bytes");
+
+    if (rank == 0) {
+        char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len;
+        MPI_Get_library_version(ver, &len);
+        ver[strcspn(ver, "\r\n")] = '\0';
+        print_mca_settings((enum coll)c);
+        printf("# coll_latency %s p=%d %s\n", coll_names[c], nprocs, ver);
+        fflush(stdout);
+    }
+
+    if (c == COLL_BARRIER) {
+        int w = warmup >= 0 ? warmup : (iters_small / 10 > 10 ? iters_small / 10 : 10);
+        measure(COLL_BARRIER, 0, iters_small, w);
+    } else {
+        for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+            int iters = bytes > large ? iters_large : iters_small;
+            int w = warmup >= 0 ? warmup : (iters / 10 > 10 ? iters / 10 : 10);
+            measure((enum coll)c, bytes, iters, w);
+            if (bytes > SIZE_MAX / 2) break;
+        }
+    }
+
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { detectEnvironment } from '../../src/runtime/environment.js';
+import { channelBytes } from '../../src/runtime/shm-budget.js';
+import { nodeLayout } from '../../src/runtime/launcher.js';
+import { thrown } from '../helpers/thrown.js';
+
+describe('detectEnvironment, in the order of architecture §5', () => {
+  it('the topocoll launcher wins over everything else', () => {
+    const job = detectEnvironment({
+      TOPOCOLL_RANK: '3', TOPOCOLL_SIZE: '8', TOPOCOLL_RENDEZVOUS: '127.0.0.1:4000', TOPOCOLL_TOKEN: 'tok',
+      TOPOCOLL_NODE: 'node1', TOPOCOLL_TIMEOUT_MS: '5000', OMPI_COMM_WORLD_RANK: '0', OMPI_COMM_WORLD_SIZE: '2',
+    });
+    expect(job).toMatchObject({ launcher: 'topocoll', rank: 3, size: 8, nodeName: 'node1', timeoutMs: 5000 });
+    expect(job.rendezvous).toEqual({ kind: 'address', host: '127.0.0.1', port: 4000, token: 'tok', hostedByRank0: false });
+  });
+
+  it('Open MPI: ranks from OMPI_COMM_WORLD_*, rendezvous in a private file keyed by the PMIx namespace', () => {
+    const job = detectEnvironment({ OMPI_COMM_WORLD_RANK: '1', OMPI_COMM_WORLD_SIZE: '4', PMIX_NAMESPACE: 'prterun-vm-123@1' });
+    expect(job).toMatchObject({ launcher: 'openmpi', rank: 1, size: 4, rendezvous: { kind: 'file', jobKey: 'prterun-vm-123@1' } });
+  });
+
+  it('Slurm, with MASTER_ADDR/MASTER_PORT: rank 0 hosts and the token derives from the address', () => {
+    const env = { SLURM_PROCID: '0', SLURM_NTASKS: '2', SLURM_JOB_ID: '77', MASTER_ADDR: 'n01', MASTER_PORT: '29500' };
+    const a = detectEnvironment(env);
+    const b = detectEnvironment({ ...env, SLURM_PROCID: '1' });
+    expect(a).toMatchObject({ launcher: 'slurm', rank: 0, size: 2, rendezvous: { kind: 'address', host: 'n01', port: 29500, hostedByRank0: true } });
+    expect(a.rendezvous.kind === 'address' && b.rendezvous.kind === 'address' && a.rendezvous.token === b.rendezvous.token).toBe(true);
+  });
+
+  it('torchrun convention, and a world of one otherwise', () => {
+    expect(detectEnvironment({ RANK: '2', WORLD_SIZE: '4', MASTER_ADDR: 'h', MASTER_PORT: '1', TOPOCOLL_TOKEN: 'x' })).toMatchObject({
+      launcher: 'torchrun', rank: 2, size: 4, rendezvous: { kind: 'address', token: 'x' },
+    });
+    expect(detectEnvironment({})).toEqual({ launcher: 'single', rank: 0, size: 1, rendezvous: { kind: 'none' } });
+  });
+
+  it('rejects inconsistent or malformed variables with ECONFIG', () => {
+    expect(thrown(() => detectEnvironment({ RANK: '4', WORLD_SIZE: '4', MASTER_ADDR: 'h', MASTER_PORT: '1' }), 'ECONFIG').message).toMatch(/RANK=4 is not below WORLD_SIZE=4/);
+    thrown(() => detectEnvironment({ TOPOCOLL_RANK: 'x', TOPOCOLL_SIZE: '2' }), 'ECONFIG');
+    thrown(() => detectEnvironment({ TOPOCOLL_RANK: '0', TOPOCOLL_SIZE: '2', TOPOCOLL_RENDEZVOUS: 'nohost', TOPOCOLL_TOKEN: 't' }), 'ECONFIG');
+    expect(thrown(() => detectEnvironment({ RANK: '0', WORLD_SIZE: '2' }), 'ECONFIG').message).toMatch(/no rendezvous address/);
+  });
+});
+
+describe('shared-memory budget and emulated node layout', () => {
+  it('splits the budget into power-of-two channels between 64 KiB and 4 MiB', () => {
+    expect(channelBytes(64 << 20, 2)).toBe(4 << 20);
+    expect(channelBytes(64 << 20, 8)).toBe(1 << 20); // 56 channels: 1.14 MiB each → 1 MiB
+    expect(channelBytes(64 << 20, 16)).toBe(256 << 10); // 240 channels: 273 KiB → 256 KiB
+    expect(channelBytes(64 << 20, 64)).toBe(64 << 10); // floor
+  });
+
+  it('puts ranks on emulated nodes in blocks, the first N mod K nodes one larger', () => {
+    expect(nodeLayout(7, 3)).toEqual({ nodeOf: [0, 0, 0, 1, 1, 2, 2], localOf: [0, 1, 2, 0, 1, 0, 1], localSizes: [3, 2, 2] });
+  });
+});
