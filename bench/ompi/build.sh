@@ -2,7 +2,8 @@
 # Builds the Open MPI baseline harness into build/bench/coll_latency.
 # Exits 0 without building when mpicc is absent, so callers can skip the comparison.
 set -eu
-root=$(cd "$(dirname "$0")/../.." && pwd)
+here=${0%/*}; [ "$here" = "$0" ] && here=.
+root=$(cd "$here/../.." && pwd)
 cd "$root"
 if ! command -v mpicc >/dev/null 2>&1; then
   echo "bench/ompi/build.sh: mpicc not found; skipping the Open MPI baseline (apt-get install openmpi-bin libopenmpi-dev)" >&2

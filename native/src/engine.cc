@@ -86,6 +86,8 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
     // Another process needs this core to make the condition true: give it up quickly.
     policy_.spin_iterations = 64;
     policy_.yield_for = std::chrono::microseconds(50);
+  } else {
+    tcp_.SetSpinReads(2000);
   }
 }
 

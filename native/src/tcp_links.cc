@@ -204,6 +204,7 @@ void TcpLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& 
 void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
   const int fd = FdOf(rank);
   char* out = static_cast<char*>(dst);
+  uint32_t spins = spin_reads_;
   while (n > 0) {
     ssize_t r = recv(fd, out, n, 0);
     if (r > 0) {
@@ -213,6 +214,11 @@ void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
     }
     if (r == 0) throw CollError("EPEERLOST", "rank " + std::to_string(rank) + " closed its connection (it exited or failed)");
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (spins > 0) {
+        --spins;
+        CpuRelax();
+        continue;
+      }
       WaitFd(fd, POLLIN, rank, guard);
       continue;
     }

@@ -36,6 +36,10 @@ class TcpLinks {
 
   bool Connected(int rank) const { return fds_.count(rank) != 0; }
 
+  // Non-blocking read attempts before sleeping in poll(): a few microseconds of polling save
+  // the wake-up latency when a core is free for it (0 when processes outnumber cores).
+  void SetSpinReads(uint32_t attempts) { spin_reads_ = attempts; }
+
   void Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard);
   void ReadExact(int rank, void* dst, size_t n, WaitGuard& guard);
   // Sends a small message only if the socket takes it whole at once (never blocks).
@@ -50,6 +54,7 @@ class TcpLinks {
   void WaitFd(int fd, short events, int rank, WaitGuard& guard);
 
   int listen_fd_ = -1;
+  uint32_t spin_reads_ = 0;
   std::unordered_map<int, int> fds_;
 };
 

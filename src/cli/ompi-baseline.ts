@@ -38,7 +38,7 @@ export interface OmpiRun {
 export function runOmpi(collective: string, ranks: number, settings: BenchSettings, mca: string[] = []): OmpiRun {
   const args = [
     '--oversubscribe',
-    '--bind-to', 'core',
+    '--bind-to', 'core:overload-allowed',
     '-np', String(ranks),
     ...mca,
     harnessBinary,

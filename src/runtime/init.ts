@@ -66,7 +66,8 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       size: job.size,
       localRanks,
       channelBytes: channelBytes(config.shm.budgetBytes, localRanks.length),
-      oversubscribed: localRanks.length > osCpus().length,
+      // Emulated nodes share one machine: what matters is how many ranks share its cores.
+      oversubscribed: infos.filter((i) => i.host === me.host).length > osCpus().length,
     });
     try {
       if (rdv) await connectEngine(engine, rdv.client, rdv.token, job, plan, infos, localRanks, timeoutMs);

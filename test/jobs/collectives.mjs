@@ -3,7 +3,7 @@
 // computed here from the inputs every rank would have — an independent recomputation, not the
 // library's own output. Prints one line `rank R ok N` or throws (non-zero exit).
 //
-// Arguments: [--big] also moves 1 MiB + 3 bytes; [--quick] fewer sizes.
+// Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB; [--quick] fewer sizes.
 import { init, IN_PLACE } from 'topocoll';
 
 const args = new Set(process.argv.slice(2));
@@ -167,6 +167,25 @@ if (args.has('--big')) {
   const out = new Uint32Array(m);
   comm.allreduceSync(big, out, 'sum');
   expectEqual(out, Uint32Array.from({ length: m }, (_, i) => { let s = 0; for (let r = 0; r < size; r++) s += (i + r) % 1000; return s; }), 'allreduce 1 MiB');
+}
+
+// 64 MiB, the largest size the runtime promises: every element checked.
+if (args.has('--huge')) {
+  const n = 16 << 20;
+  const mine = new Float32Array(n);
+  for (let i = 0; i < n; i++) mine[i] = (i % 7) + rank;
+  const out = new Float32Array(n);
+  comm.allreduceSync(mine, out, 'sum');
+  const offset = (size * (size - 1)) / 2;
+  for (let i = 0; i < n; i++) {
+    if (out[i] !== size * (i % 7) + offset) throw new Error(`allreduce 64 MiB: element ${i} is ${out[i]}`);
+  }
+  checks++;
+  const bytes = new Uint8Array(64 << 20);
+  if (rank === size - 1) for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 31) & 0xff;
+  comm.bcastSync(bytes, size - 1);
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] !== ((i * 31) & 0xff)) throw new Error(`bcast 64 MiB: byte ${i} is ${bytes[i]}`);
+  checks++;
 }
 
 comm.barrierSync();

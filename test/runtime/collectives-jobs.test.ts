@@ -10,9 +10,9 @@ const fourNodes = `${repoRoot}test/fixtures/network/four-nodes.txt`;
 
 const configurations: [string, string[]][] = [
   ['1 rank', ['-n', '1', job, '--big']],
-  ['2 ranks', ['-n', '2', job, '--big']],
+  ['2 ranks, up to 64 MiB', ['-n', '2', job, '--big', '--huge']],
   ['3 ranks', ['-n', '3', job]],
-  ['4 ranks on 2 emulated nodes', ['-n', '4', '--nodes', '2', job, '--big']],
+  ['4 ranks on 2 emulated nodes, up to 64 MiB', ['-n', '4', '--nodes', '2', job, '--big', '--huge']],
   ['7 ranks on 3 emulated nodes', ['-n', '7', '--nodes', '3', job]],
   ['8 ranks on one node (4 per core)', ['-n', '8', job, '--big']],
   ['8 ranks on 4 emulated nodes under two leaf switches', ['-n', '8', '--nodes', '4', '--network', fourNodes, job]],

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { TopocollError } from '../../errors.js';
 import { launch, type BindPolicy } from '../../runtime/launcher.js';
@@ -55,6 +56,9 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   }
   if (values.np === undefined) throw new TopocollError('EINVAL', 'topocoll run: -n N is required');
   if (script === undefined) throw new TopocollError('EINVAL', 'topocoll run: no script given', { hint: 'Usage: topocoll run -n 4 app.js' });
+  if (!existsSync(resolve(io.cwd, script))) {
+    throw new TopocollError('EINVAL', `topocoll run: the script ${script} does not exist`, { file: resolve(io.cwd, script) });
+  }
   const timeout = values.timeout === undefined ? undefined : Number(values.timeout);
   if (timeout !== undefined && !(timeout > 0)) throw new TopocollError('EINVAL', `topocoll run: --timeout must be a positive number of seconds, got "${values.timeout}"`);
   return launch({
