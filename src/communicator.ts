@@ -74,14 +74,14 @@ export class Communicator {
 
   /** Every rank receives `buf` of rank `root`. */
   bcastSync(buf: TypedArray, root = 0): void {
-    const type = this.prepare(buf, 'buf', root);
+    const type = this.checkBuffer(buf, 'buf', root);
     const ids = this.idsFor(root);
     this.engine.run(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash);
   }
 
   bcast(buf: TypedArray, root = 0): Promise<void> {
     return this.async(() => {
-      const type = this.prepare(buf, 'buf', root);
+      const type = this.checkBuffer(buf, 'buf', root);
       const ids = this.idsFor(root);
       return this.engine.runAsync(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash);
     }, buf);
@@ -92,27 +92,37 @@ export class Communicator {
    * `send` may be IN_PLACE (then `recv` is the input); elsewhere `recv` may be null.
    */
   reduceSync(send: TypedArray | InPlace, recv: TypedArray | null, op: ReduceOpName = 'sum', root = 0): void {
-    const c = this.prepareReduce(send, recv, op, root);
-    this.engine.run(NativeCollective.reduce, c.ids.reduce, -1, c.send, c.recv, c.count, c.type.code, c.op, root, this.planHash);
+    const input = this.reduceInput(send, recv, root);
+    const type = this.checkReduce(input, recv, send === IN_PLACE, root);
+    const opCode = reduceOpCode(op, type);
+    this.engine.run(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash);
   }
 
   reduce(send: TypedArray | InPlace, recv: TypedArray | null, op: ReduceOpName = 'sum', root = 0): Promise<void> {
     return this.async(() => {
-      const c = this.prepareReduce(send, recv, op, root);
-      return this.engine.runAsync(NativeCollective.reduce, c.ids.reduce, -1, c.send, c.recv, c.count, c.type.code, c.op, root, this.planHash);
+      const input = this.reduceInput(send, recv, root);
+      const type = this.checkReduce(input, recv, send === IN_PLACE, root);
+      const opCode = reduceOpCode(op, type);
+      return this.engine.runAsync(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash);
     }, send, recv);
   }
 
   /** Combines every rank's `send` with `op`; every rank receives the result in `recv`. */
   allreduceSync(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName = 'sum'): void {
-    const c = this.prepareAllreduce(send, recv, op);
-    this.engine.run(NativeCollective.allreduce, c.ids.reduce, c.ids.bcast, c.send, recv, recv.length, c.type.code, c.op, 0, this.planHash);
+    const input = send === IN_PLACE ? recv : send;
+    const type = this.checkAllreduce(input, recv, send === IN_PLACE);
+    const opCode = reduceOpCode(op, type);
+    const ids = this.idsFor(0);
+    this.engine.run(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash);
   }
 
   allreduce(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName = 'sum'): Promise<void> {
     return this.async(() => {
-      const c = this.prepareAllreduce(send, recv, op);
-      return this.engine.runAsync(NativeCollective.allreduce, c.ids.reduce, c.ids.bcast, c.send, recv, recv.length, c.type.code, c.op, 0, this.planHash);
+      const input = send === IN_PLACE ? recv : send;
+      const type = this.checkAllreduce(input, recv, send === IN_PLACE);
+      const opCode = reduceOpCode(op, type);
+      const ids = this.idsFor(0);
+      return this.engine.runAsync(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash);
     }, send, recv);
   }
 
@@ -160,32 +170,39 @@ export class Communicator {
     }
   }
 
-  private prepare(buf: unknown, what: string, root: number): Datatype {
+  private checkBuffer(buf: unknown, what: string, root: number): Datatype {
     this.ensureOpen();
     this.checkRoot(root);
     return datatypeOf(buf, what);
   }
 
-  private prepareReduce(send: TypedArray | InPlace, recv: TypedArray | null, op: ReduceOpName, root: number) {
+  // The checks below allocate nothing: the Sync calls are the latency path, and garbage there
+  // means collections while peers wait.
+
+  /** The reduce input: `recv` when IN_PLACE (valid only at the root), else `send`. */
+  private reduceInput(send: TypedArray | InPlace, recv: TypedArray | null, root: number): TypedArray {
     this.ensureOpen();
     this.checkRoot(root);
-    const atRoot = this.rank === root;
-    if (atRoot && recv === null) throw new TopocollError('EINVAL', 'the root of a reduce needs a receive buffer', { rank: this.rank });
-    if (send === IN_PLACE && !atRoot) {
+    if (send !== IN_PLACE) return send;
+    if (this.rank !== root) {
       throw new TopocollError('EINVAL', 'IN_PLACE is only valid at the root of a reduce', { rank: this.rank, hint: 'Pass the input buffer as send on the other ranks.' });
     }
-    const input = send === IN_PLACE ? recv! : send;
-    const type = datatypeOf(input, 'send');
-    if (atRoot || recv !== null) this.checkPair(input, recv!, type, send === IN_PLACE);
-    return { type, op: reduceOpCode(op, type), ids: this.idsFor(root), send: input, recv: atRoot ? recv : null, count: input.length };
+    if (recv === null) throw new TopocollError('EINVAL', 'the root of a reduce needs a receive buffer', { rank: this.rank });
+    return recv;
   }
 
-  private prepareAllreduce(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName) {
+  private checkReduce(input: TypedArray, recv: TypedArray | null, inPlace: boolean, root: number): Datatype {
+    const type = datatypeOf(input, 'send');
+    if (this.rank === root && recv === null) throw new TopocollError('EINVAL', 'the root of a reduce needs a receive buffer', { rank: this.rank });
+    if (recv !== null) this.checkPair(input, recv, type, inPlace);
+    return type;
+  }
+
+  private checkAllreduce(input: TypedArray, recv: TypedArray, inPlace: boolean): Datatype {
     this.ensureOpen();
     const type = datatypeOf(recv, 'recv');
-    const input = send === IN_PLACE ? recv : send;
-    this.checkPair(input, recv, type, send === IN_PLACE);
-    return { type, op: reduceOpCode(op, type), ids: this.idsFor(0), send: input };
+    this.checkPair(input, recv, type, inPlace);
+    return type;
   }
 
   /** Same type and length; distinct memory unless IN_PLACE (aliasing would corrupt the result). */

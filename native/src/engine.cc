@@ -84,8 +84,8 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   local_index_ = it->second;
   if (options_.oversubscribed) {
     // Another process needs this core to make the condition true: give it up quickly.
-    policy_.spin_iterations = 64;
-    policy_.yield_for = std::chrono::microseconds(50);
+    policy_.spin_iterations = 16;
+    policy_.yield_for = std::chrono::microseconds(1000);
   } else {
     tcp_.SetSpinReads(2000);
   }

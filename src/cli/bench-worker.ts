@@ -34,30 +34,57 @@ export function sizesOf(s: BenchSettings): number[] {
   return sizes;
 }
 
-async function measure(comm: Communicator, collective: BenchSettings['collectives'][number], mode: string, bytes: number, iterations: number): Promise<number> {
+type Collective = BenchSettings['collectives'][number];
+
+/** Buffers of one size; one element changes per call so caches do not flatter the result. */
+interface Buffers {
+  raw: Uint8Array;
+  ints: Int32Array;
+  out: Int32Array;
+}
+
+function buffersFor(bytes: number): Buffers {
   const elems = Math.max(1, bytes >> 2);
-  const ints = new Int32Array(elems).map((_, i) => i);
-  const out = new Int32Array(elems);
-  const raw = new Uint8Array(Math.max(bytes, 1)).subarray(0, bytes);
-  const once = async (k: number): Promise<void> => {
-    ints[k % elems] = k;
-    if (bytes > 0) raw[k % bytes] = k & 0xff;
-    if (mode === 'sync') {
-      if (collective === 'barrier') comm.barrierSync();
-      else if (collective === 'bcast') comm.bcastSync(raw, 0);
-      else if (collective === 'reduce') comm.reduceSync(ints, comm.rank === 0 ? out : null, 'sum', 0);
-      else comm.allreduceSync(ints, out, 'sum');
-    } else if (collective === 'barrier') await comm.barrier();
-    else if (collective === 'bcast') await comm.bcast(raw, 0);
-    else if (collective === 'reduce') await comm.reduce(ints, comm.rank === 0 ? out : null, 'sum', 0);
-    else await comm.allreduce(ints, out, 'sum');
-  };
-  const warmup = Math.max(10, Math.floor(iterations / 10));
+  return { raw: new Uint8Array(Math.max(bytes, 1)).subarray(0, bytes), ints: new Int32Array(elems).map((_, i) => i), out: new Int32Array(elems) };
+}
+
+// One top-level loop per mode, the same function for every size: the JIT optimises it once,
+// instead of once per size while the other ranks spin on both cores.
+function syncLoop(comm: Communicator, c: Collective, b: Buffers, first: number, count: number): void {
+  const root = comm.rank === 0;
+  for (let k = first; k < first + count; k++) {
+    b.ints[k % b.ints.length] = k;
+    if (b.raw.length > 0) b.raw[k % b.raw.length] = k & 0xff;
+    if (c === 'barrier') comm.barrierSync();
+    else if (c === 'bcast') comm.bcastSync(b.raw, 0);
+    else if (c === 'reduce') comm.reduceSync(b.ints, root ? b.out : null, 'sum', 0);
+    else comm.allreduceSync(b.ints, b.out, 'sum');
+  }
+}
+
+async function asyncLoop(comm: Communicator, c: Collective, b: Buffers, first: number, count: number): Promise<void> {
+  const root = comm.rank === 0;
+  for (let k = first; k < first + count; k++) {
+    b.ints[k % b.ints.length] = k;
+    if (b.raw.length > 0) b.raw[k % b.raw.length] = k & 0xff;
+    if (c === 'barrier') await comm.barrier();
+    else if (c === 'bcast') await comm.bcast(b.raw, 0);
+    else if (c === 'reduce') await comm.reduce(b.ints, root ? b.out : null, 'sum', 0);
+    else await comm.allreduce(b.ints, b.out, 'sum');
+  }
+}
+
+/** Per-rank mean µs per call over `iterations` back-to-back calls, after a warm-up (OSU style). */
+async function measure(comm: Communicator, c: Collective, mode: string, bytes: number, iterations: number): Promise<number> {
+  const b = buffersFor(bytes);
+  const warmup = Math.max(200, Math.floor(iterations / 5));
   comm.barrierSync();
-  for (let k = 0; k < warmup; k++) await once(k);
+  if (mode === 'sync') syncLoop(comm, c, b, 0, warmup);
+  else await asyncLoop(comm, c, b, 0, warmup);
   comm.barrierSync();
   const start = process.hrtime.bigint();
-  for (let k = 0; k < iterations; k++) await once(k);
+  if (mode === 'sync') syncLoop(comm, c, b, warmup, iterations);
+  else await asyncLoop(comm, c, b, warmup, iterations);
   return Number(process.hrtime.bigint() - start) / 1000 / iterations;
 }
 
