@@ -3,7 +3,7 @@ import type { CollectiveKind } from './algorithms/schedule.js';
 import { TopocollError } from './errors.js';
 import type { GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeCollectiveCode, type NativeEngine } from './native.js';
-import { datatypeOf, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray } from './runtime/datatypes.js';
+import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray, type UserOp } from './runtime/datatypes.js';
 
 /** Pass as the send buffer to reduce in place: the receive buffer holds the input and the result. */
 export const IN_PLACE: unique symbol = Symbol('topocoll.IN_PLACE');
@@ -16,6 +16,9 @@ export interface LevelInfo {
   groupSize: number;
   isLeader: boolean;
 }
+
+/** A built-in operator name, or a JavaScript operator made with userOp(). */
+export type Operator = ReduceOpName | UserOp;
 
 /** @internal what init() hands the communicator */
 export interface CommunicatorParts {
@@ -91,14 +94,20 @@ export class Communicator {
    * Combines every rank's `send` element-wise with `op` into `recv` at `root`. At the root,
    * `send` may be IN_PLACE (then `recv` is the input); elsewhere `recv` may be null.
    */
-  reduceSync(send: TypedArray | InPlace, recv: TypedArray | null, op: ReduceOpName = 'sum', root = 0): void {
+  reduceSync(send: TypedArray | InPlace, recv: TypedArray | null, op: Operator = 'sum', root = 0): void {
     const input = this.reduceInput(send, recv, root);
     const type = this.checkReduce(input, recv, send === IN_PLACE, root);
+    if (isUserOp(op)) {
+      this.engine.run(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, 0, root, this.planHash, nativeUserOp(op, type));
+      return;
+    }
     const opCode = reduceOpCode(op, type);
     this.engine.run(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash);
   }
 
-  reduce(send: TypedArray | InPlace, recv: TypedArray | null, op: ReduceOpName = 'sum', root = 0): Promise<void> {
+  /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
+  reduce(send: TypedArray | InPlace, recv: TypedArray | null, op: Operator = 'sum', root = 0): Promise<void> {
+    if (isUserOp(op)) return this.async(async () => this.reduceSync(send, recv, op, root));
     return this.async(() => {
       const input = this.reduceInput(send, recv, root);
       const type = this.checkReduce(input, recv, send === IN_PLACE, root);
@@ -108,15 +117,22 @@ export class Communicator {
   }
 
   /** Combines every rank's `send` with `op`; every rank receives the result in `recv`. */
-  allreduceSync(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName = 'sum'): void {
+  allreduceSync(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): void {
     const input = send === IN_PLACE ? recv : send;
     const type = this.checkAllreduce(input, recv, send === IN_PLACE);
+    if (isUserOp(op)) {
+      const ids = this.idsFor(0);
+      this.engine.run(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, 0, 0, this.planHash, nativeUserOp(op, type));
+      return;
+    }
     const opCode = reduceOpCode(op, type);
     const ids = this.idsFor(0);
     this.engine.run(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash);
   }
 
-  allreduce(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName = 'sum'): Promise<void> {
+  /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
+  allreduce(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): Promise<void> {
+    if (isUserOp(op)) return this.async(async () => this.allreduceSync(send, recv, op));
     return this.async(() => {
       const input = send === IN_PLACE ? recv : send;
       const type = this.checkAllreduce(input, recv, send === IN_PLACE);

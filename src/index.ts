@@ -40,8 +40,8 @@ export type { LevelName } from './groups/levels.js';
 
 // Runtime.
 export { init, type InitOptions } from './runtime/init.js';
-export { Communicator, IN_PLACE, type InPlace, type LevelInfo } from './communicator.js';
-export type { ReduceOpName, TypedArray } from './runtime/datatypes.js';
+export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } from './communicator.js';
+export { userOp, type UserOp, type ReduceOpName, type TypedArray } from './runtime/datatypes.js';
 
 // Configuration.
 export { parseConfig, loadConfigFile, resolveConfig, validateConfig, DEFAULT_CONFIG_PATH } from './config/load.js';

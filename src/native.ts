@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TopocollError, type TopocollErrorCode } from './errors.js';
+import type { NativeUserOp } from './runtime/datatypes.js';
 
 /**
  * The one typed wrapper over the C++ addon (native/src/addon.cc). Nothing else loads the
@@ -41,7 +42,7 @@ interface RawEngine {
   connectTcp(token: string, peers: TcpPeerAddress[], timeoutMs: number): void;
   start(): void;
   setPlan(id: number, steps: Int32Array): void;
-  run(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): void;
+  run(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, user?: NativeUserOp): void;
   runAsync(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): Promise<void>;
   close(): void;
   readonly segmentBytes: number;
@@ -145,10 +146,14 @@ export class NativeEngine {
     this.raw.setPlan(id, steps);
   }
 
-  /** Runs one collective on the calling thread. Plan ids are -1 where the collective has no such phase. */
-  run(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): void {
+  /**
+   * Runs one collective on the calling thread. Plan ids are -1 where the collective has no such
+   * phase. `user` replaces `op` with a JavaScript operator (called back on this thread).
+   */
+  run(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, user?: NativeUserOp): void {
     try {
-      this.raw.run(c, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash);
+      if (user === undefined) this.raw.run(c, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash);
+      else this.raw.run(c, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash, user);
     } catch (e) {
       rethrow(e);
     }

@@ -4,7 +4,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -184,6 +186,32 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
 
   void Run(const Napi::CallbackInfo& info) {
     CallArgs args = ParseCall(info);
+    // run(..., planHash, { combine, dst, src }): a user-defined operator. Chunks are copied into
+    // the two scratch arrays (JS-owned, so no second ArrayBuffer ever aliases user memory) and
+    // combine(k) folds the first k elements of src into dst.
+    if (info.Length() > 10 && info[10].IsObject()) {
+      Napi::Env env = info.Env();
+      auto user = info[10].As<Napi::Object>();
+      Napi::Function combine = user.Get("combine").As<Napi::Function>();
+      auto* dst_scratch = static_cast<uint8_t*>(BytesOf(user.Get("dst")));
+      auto* src_scratch = static_cast<uint8_t*>(BytesOf(user.Get("src")));
+      const size_t capacity = user.Get("dst").As<Napi::TypedArray>().ElementLength();
+      const size_t elem = DtypeSize(args.dtype);
+      args.custom = [env, combine, dst_scratch, src_scratch, capacity, elem](void* dst, const void* src, size_t n) {
+        for (size_t done = 0; done < n;) {
+          const size_t k = std::min(capacity, n - done);
+          std::memcpy(dst_scratch, static_cast<uint8_t*>(dst) + done * elem, k * elem);
+          std::memcpy(src_scratch, static_cast<const uint8_t*>(src) + done * elem, k * elem);
+          try {
+            combine.Call({Napi::Number::New(env, static_cast<double>(k))});
+          } catch (const Napi::Error& e) {
+            throw CollError("EINVAL", "the user-defined operator threw: " + e.Message());
+          }
+          std::memcpy(static_cast<uint8_t*>(dst) + done * elem, dst_scratch, k * elem);
+          done += k;
+        }
+      };
+    }
     // Collectives run in call order: let queued Promise collectives finish first.
     {
       std::unique_lock<std::mutex> lock(mutex_);

@@ -117,7 +117,7 @@ const char* DtypeName(Dtype t) {
 const char* OpName(ReduceOp op) {
   static const char* const kNames[] = {"sum", "prod", "min", "max", "band", "bor", "bxor", "land", "lor"};
   auto i = static_cast<size_t>(op);
-  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown";
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "a user-defined operator";
 }
 
 ReduceFn FindReduce(Dtype t, ReduceOp op) {

@@ -258,21 +258,24 @@ void Engine::Run(const CallArgs& args) {
   h.seq = seq_;
   h.collective = static_cast<uint8_t>(args.collective);
   h.dtype = static_cast<uint8_t>(args.dtype);
-  h.op = reduces ? static_cast<uint8_t>(args.op) : 0;
+  const bool custom = static_cast<bool>(args.custom);
+  h.op = !reduces ? 0 : custom ? kUserOpCode : static_cast<uint8_t>(args.op);
   h.phase = 0;
   h.root = args.root;
   h.count = args.count;
   h.plan_hash = args.plan_hash;
   h.sender = options_.rank;
-  ReduceFn fn = reduces ? FindReduce(args.dtype, args.op) : nullptr;
-  if (reduces && fn == nullptr) throw CollError("EINVAL", "unsupported reduction");
+  Reducer fn;
+  if (reduces && custom) fn.custom = &args.custom;
+  else if (reduces) fn.kernel = FindReduce(args.dtype, args.op);
+  if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
   if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
   PublishCall(h);
   Guard guard(*this, h);
   try {
     switch (args.collective) {
       case Collective::kBcast:
-        Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, nullptr, elem, guard);
+        Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, Reducer{}, elem, guard);
         break;
       case Collective::kReduce:
         Transfer(*args.reduce, h, args.send, args.recv, bytes, true, fn, elem, guard);
@@ -285,7 +288,7 @@ void Engine::Run(const CallArgs& args) {
         if (options_.rank == 0) NormalizeAlone(args, fn, bytes);
         h.phase = 1;
         guard.SetPhase(1);
-        Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, nullptr, elem, guard);
+        Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, Reducer{}, elem, guard);
         break;
     }
   } catch (const CollError& e) {
@@ -296,11 +299,11 @@ void Engine::Run(const CallArgs& args) {
 }
 
 void Engine::Transfer(const std::vector<Step>& steps, const MsgHeader& header, const void* send, void* recv,
-                      size_t bytes, bool reduce_phase, ReduceFn fn, size_t elem, Guard& guard) {
+                      size_t bytes, bool reduce_phase, const Reducer& fn, size_t elem, Guard& guard) {
   if (!reduce_phase) {
     for (const Step& s : steps) {
       if (s.kind == StepKind::kSend) SendTo(s.peer, header, recv, bytes, guard);
-      else RecvFrom(s.peer, header, recv, bytes, nullptr, elem, guard);
+      else RecvFrom(s.peer, header, recv, bytes, Reducer{}, elem, guard);
     }
     return;
   }
@@ -349,10 +352,10 @@ bool Engine::ReadPublishedCall(int local_index, MsgHeader* out) const {
   return false;
 }
 
-void Engine::NormalizeAlone(const CallArgs& args, ReduceFn fn, size_t bytes) {
+void Engine::NormalizeAlone(const CallArgs& args, const Reducer& fn, size_t bytes) {
   // Alone in the job, no operator was applied: logical operators still owe a 0/1 result, which
   // combining the value with itself gives.
-  if (options_.size != 1 || bytes == 0) return;
+  if (options_.size != 1 || bytes == 0 || args.custom) return;
   if (args.op != ReduceOp::kLand && args.op != ReduceOp::kLor) return;
   uint8_t* copy = Scratch(bytes);
   std::memcpy(copy, args.recv, bytes);
@@ -378,7 +381,7 @@ void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int pe
   if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
 }
 
-void Engine::RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, ReduceFn fn, size_t elem,
+void Engine::RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& fn, size_t elem,
                       Guard& guard) {
   guard.WaitingOn(peer);
   MsgHeader got{};
@@ -389,7 +392,7 @@ void Engine::RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t byt
     ShmChannel& channel = channels_[static_cast<size_t>(li) * local_size + static_cast<size_t>(local_index_)];
     channel.ReadExact(&got, sizeof got, policy_, guard);
     CheckHeader(expected, got, peer);
-    if (fn != nullptr) {
+    if (fn) {
       channel.Consume(bytes, [&](const uint8_t* p, size_t len) { fn(out, p, len / elem); out += len; }, policy_, guard);
     } else {
       channel.Consume(bytes, [&](const uint8_t* p, size_t len) { std::memcpy(out, p, len); out += len; }, policy_, guard);
@@ -406,7 +409,7 @@ void Engine::RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t byt
     if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
   }
   CheckHeader(expected, got, peer);
-  if (fn == nullptr) {
+  if (!fn) {
     tcp_.ReadExact(peer, out, bytes, guard);
     return;
   }

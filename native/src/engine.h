@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -41,6 +42,23 @@ struct EngineOptions {
   bool oversubscribed = false;
 };
 
+// A user-defined operator: combines n elements of src into dst (dst = dst op src).
+using CustomReduce = std::function<void(void* dst, const void* src, size_t n)>;
+
+// The reduction of one call: a built-in kernel or the caller's operator.
+struct Reducer {
+  ReduceFn kernel = nullptr;
+  const CustomReduce* custom = nullptr;
+  explicit operator bool() const { return kernel != nullptr || custom != nullptr; }
+  void operator()(void* dst, const void* src, size_t n) const {
+    if (kernel != nullptr) kernel(dst, src, n);
+    else (*custom)(dst, src, n);
+  }
+};
+
+// Header op code of user-defined operators (ranks cannot tell two such operators apart).
+constexpr uint8_t kUserOpCode = 255;
+
 // Everything one collective call needs.
 struct CallArgs {
   Collective collective;
@@ -51,6 +69,8 @@ struct CallArgs {
   uint64_t count = 0;
   Dtype dtype = Dtype::kUint8;
   ReduceOp op = ReduceOp::kSum;
+  // Set for a user-defined operator (then `op` is ignored); runs on the calling thread.
+  CustomReduce custom;
   int root = 0;
   uint32_t plan_hash = 0;
 };
@@ -99,12 +119,12 @@ class Engine {
   void Watch();
 
   void Transfer(const std::vector<Step>& steps, const MsgHeader& header, const void* send, void* recv, size_t bytes,
-                bool reduce_phase, ReduceFn fn, size_t elem, Guard& guard);
-  void NormalizeAlone(const CallArgs& args, ReduceFn fn, size_t bytes);
+                bool reduce_phase, const Reducer& reducer, size_t elem, Guard& guard);
+  void NormalizeAlone(const CallArgs& args, const Reducer& reducer, size_t bytes);
   void PublishCall(const MsgHeader& call);
   bool ReadPublishedCall(int local_index, MsgHeader* out) const;
   void SendTo(int peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
-  void RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, ReduceFn fn, size_t elem, Guard& guard);
+  void RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& reducer, size_t elem, Guard& guard);
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);
   int LocalIndex(int rank) const;
   uint8_t* Scratch(size_t bytes);

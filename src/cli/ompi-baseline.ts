@@ -51,7 +51,7 @@ export function runOmpi(collective: string, ranks: number, settings: BenchSettin
   ];
   const r = spawnSync('mpirun', args, {
     encoding: 'utf8',
-    env: { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_btl_vader_single_copy_mechanism: 'none' },
+    env: { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
     timeout: 600_000,
   });
   if (r.status !== 0) throw new Error(`mpirun ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(0, 2000)}`);

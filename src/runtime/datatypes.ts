@@ -24,23 +24,25 @@ export interface Datatype {
   code: number;
   bytes: number;
   integer: boolean;
+  /** The TypedArray class of this type (for scratch buffers). */
+  array: new (length: number) => TypedArray;
 }
 
-const dt = (name: string, code: number, bytes: number, integer: boolean): Datatype => ({ name, code, bytes, integer });
+const dt = (name: string, code: number, bytes: number, integer: boolean, array: Datatype['array']): [Datatype['array'], Datatype] => [array, { name, code, bytes, integer, array }];
 
 // Keyed by constructor so a lookup is one Map.get on the hot path. Buffer is a Uint8Array.
 const BY_CONSTRUCTOR = new Map<unknown, Datatype>([
-  [Int8Array, dt('int8', 0, 1, true)],
-  [Uint8Array, dt('uint8', 1, 1, true)],
-  [Uint8ClampedArray, dt('uint8clamped', 2, 1, true)],
-  [Int16Array, dt('int16', 3, 2, true)],
-  [Uint16Array, dt('uint16', 4, 2, true)],
-  [Int32Array, dt('int32', 5, 4, true)],
-  [Uint32Array, dt('uint32', 6, 4, true)],
-  [Float32Array, dt('float32', 7, 4, false)],
-  [Float64Array, dt('float64', 8, 8, false)],
-  [BigInt64Array, dt('int64', 9, 8, true)],
-  [BigUint64Array, dt('uint64', 10, 8, true)],
+  dt('int8', 0, 1, true, Int8Array),
+  dt('uint8', 1, 1, true, Uint8Array),
+  dt('uint8clamped', 2, 1, true, Uint8ClampedArray),
+  dt('int16', 3, 2, true, Int16Array),
+  dt('uint16', 4, 2, true, Uint16Array),
+  dt('int32', 5, 4, true, Int32Array),
+  dt('uint32', 6, 4, true, Uint32Array),
+  dt('float32', 7, 4, false, Float32Array),
+  dt('float64', 8, 8, false, Float64Array),
+  dt('int64', 9, 8, true, BigInt64Array),
+  dt('uint64', 10, 8, true, BigUint64Array),
 ]);
 if (typeof Buffer !== 'undefined') BY_CONSTRUCTOR.set(Buffer, BY_CONSTRUCTOR.get(Uint8Array)!);
 
@@ -63,6 +65,49 @@ export function datatypeOf(buffer: unknown, what: string): Datatype {
   if (type !== undefined) return type;
   const found = buffer === null ? 'null' : typeof buffer === 'object' ? (buffer.constructor?.name ?? 'object') : typeof buffer;
   throw new TopocollError('EINVAL', `${what} must be a TypedArray (Int8Array … Float64Array, BigInt64Array, BigUint64Array) or a Buffer, got ${found}`);
+}
+
+/**
+ * A reduction operator written in JavaScript: `combine(a, b)` of two elements. It runs on a
+ * slower path (on the calling thread, one JS call per chunk of elements) and must be
+ * commutative and associative: the reduction order follows the topology, not the ranks.
+ */
+export interface UserOp {
+  readonly kind: 'user-op';
+  readonly combine: (a: number | bigint, b: number | bigint) => number | bigint;
+  readonly commutative: boolean;
+}
+
+export function userOp<V extends number | bigint>(combine: (a: V, b: V) => V, options: { commutative: boolean }): UserOp {
+  if (typeof combine !== 'function') throw new TopocollError('EINVAL', 'userOp needs a function (a, b) => value');
+  return { kind: 'user-op', combine: combine as unknown as UserOp['combine'], commutative: options?.commutative === true };
+}
+
+export function isUserOp(op: unknown): op is UserOp {
+  return typeof op === 'object' && op !== null && (op as UserOp).kind === 'user-op';
+}
+
+/** What the addon needs to run a user operator: scratch arrays and a chunk combiner. */
+export interface NativeUserOp {
+  combine: (count: number) => void;
+  dst: TypedArray;
+  src: TypedArray;
+}
+
+const USER_OP_CHUNK = 4096;
+
+export function nativeUserOp(op: UserOp, type: Datatype): NativeUserOp {
+  if (!op.commutative) {
+    throw new TopocollError('EINVAL', 'user-defined operators must be commutative: the hierarchical reduction order follows the topology', {
+      hint: 'Pass { commutative: true } to userOp() if the operator is commutative and associative.',
+    });
+  }
+  const dst = new type.array(USER_OP_CHUNK) as unknown as (number | bigint)[];
+  const src = new type.array(USER_OP_CHUNK) as unknown as (number | bigint)[];
+  const combine = (count: number): void => {
+    for (let i = 0; i < count; i++) dst[i] = op.combine(dst[i]!, src[i]!);
+  };
+  return { combine, dst: dst as unknown as TypedArray, src: src as unknown as TypedArray };
 }
 
 /** The code of a reduction operator valid for `type`. */

@@ -101,6 +101,8 @@ function computedLocality(config: TopocollConfig, env: NodeJS.ProcessEnv): strin
 /** Unbound processes cannot be placed below the node; say so once, with the fix. */
 function warnIfUnbound(plan: GroupPlan, rank: number, locality: string): void {
   const node = plan.placements[rank]!.node;
+  // Alone on its node a rank has no group below the node anyway.
+  if (plan.placements.filter((p) => p.node === node).length < 2) return;
   const spans = plan.dropped.find((d) => d.node === node && /spans|no .* entry/.test(d.reason) && d.reason.startsWith(`rank ${rank} `));
   if (spans !== undefined && rank === plan.placements.find((p) => p.node === node)!.rank) {
     process.emitWarning(`topocoll: processes on ${node} are not bound to cores (${spans.reason}; locality ${locality || 'unknown'}), so only the node level and above are used. Bind them: topocoll run --bind core, mpirun --bind-to core, or srun --cpu-bind=cores.`);

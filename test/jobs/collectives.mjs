@@ -4,7 +4,7 @@
 // library's own output. Prints one line `rank R ok N` or throws (non-zero exit).
 //
 // Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB; [--quick] fewer sizes.
-import { init, IN_PLACE } from 'topocoll';
+import { init, IN_PLACE, userOp } from 'topocoll';
 
 const args = new Set(process.argv.slice(2));
 const comm = await init();
@@ -151,6 +151,31 @@ for (const root of roots) {
   comm.allreduceSync(Int32Array.of(1), now, 'sum');
   await p;
   expectEqual(now, Int32Array.of(size), 'sync after async');
+}
+
+// User-defined operators (a JavaScript function per chunk of elements).
+{
+  // Commutative and associative, and it counts its own applications: size − 1 of them.
+  const plusOne = userOp((a, b) => a + b + 1, { commutative: true });
+  const n = 5000; // more than one scratch chunk
+  const mine = Float64Array.from({ length: n }, (_, i) => ((i * 13 + rank * 7) % 50) + 1);
+  const out = new Float64Array(n);
+  comm.allreduceSync(mine, out, plusOne);
+  const want = Float64Array.from({ length: n }, (_, i) => {
+    let s = size - 1;
+    for (let r = 0; r < size; r++) s += ((i * 13 + r * 7) % 50) + 1;
+    return s;
+  });
+  expectEqual(out, want, 'allreduce with a user operator');
+  const bigSum = userOp((a, b) => a + b, { commutative: true });
+  const root = size - 1;
+  const big = BigInt64Array.from({ length: 7 }, (_, i) => BigInt(rank) * 1000000000000n + BigInt(i));
+  const bigOut = rank === root ? new BigInt64Array(7) : null;
+  await comm.reduce(big, bigOut, bigSum, root);
+  if (rank === root) {
+    const total = BigInt((size * (size - 1)) / 2) * 1000000000000n;
+    expectEqual(bigOut, BigInt64Array.from({ length: 7 }, (_, i) => total + BigInt(size * i)), 'reduce with a user operator on int64');
+  }
 }
 
 // Large messages: pipelined through the channels and sockets.

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Communicator } from '../../src/communicator.js';
 import { IN_PLACE } from '../../src/communicator.js';
+import { userOp } from '../../src/runtime/datatypes.js';
 import { TopocollError } from '../../src/errors.js';
 import { init } from '../../src/runtime/init.js';
 import { thrown } from '../helpers/thrown.js';
@@ -48,6 +49,14 @@ describe('a communicator of one process', () => {
     comm.allreduceSync(whole.subarray(0, 4), whole.subarray(4, 8));
   });
 
+  it('rejects non-commutative user operators, and reports one that throws', () => {
+    const out = new Float64Array(2);
+    expect(thrown(() => comm.allreduceSync(new Float64Array(2), out, userOp((a, b) => a - b, { commutative: false })), 'EINVAL').message).toMatch(/must be commutative/);
+    // Alone, nothing is combined; the operator is not called at all.
+    comm.allreduceSync(Float64Array.of(1, 2), out, userOp(() => { throw new Error('boom'); }, { commutative: true }));
+    expect([...out]).toEqual([1, 2]);
+  });
+
   it('rejects the Promise instead of throwing', async () => {
     await expect(comm.allreduce(new Float64Array(2), new Float64Array(3))).rejects.toBeInstanceOf(TopocollError);
     await expect(comm.reduce(IN_PLACE, new Float64Array(2), 'max', 0)).resolves.toBeUndefined();
@@ -69,6 +78,15 @@ describe('argument errors in a real job', () => {
   it('IN_PLACE on a non-root rank is EINVAL before anything is sent: the job goes on', () => {
     const r = runJob(['-n', '3', '--nodes', '2', jobScript('bad-args.mjs')]);
     expect(r.status).toBe(0);
-    expect(r.lines.sort()).toEqual(['rank 0 ok', 'rank 1 caught EINVAL', 'rank 1 ok', 'rank 2 caught EINVAL', 'rank 2 ok']);
+    const lines = r.lines.filter((l) => !/operator|abort|finished/.test(l)).sort();
+    expect(lines).toEqual(['rank 0 ok', 'rank 1 caught EINVAL', 'rank 1 ok', 'rank 2 caught EINVAL', 'rank 2 ok']);
+  });
+
+  it('a user operator that throws mid-collective fails that collective on every rank', () => {
+    const r = runJob(['-n', '3', '--nodes', '2', jobScript('bad-args.mjs')]);
+    const outcome = r.lines.filter((l) => /operator|abort|finished/.test(l));
+    expect(outcome).toHaveLength(3);
+    expect(outcome.some((l) => /caught EINVAL operator$/.test(l))).toBe(true);
+    for (const l of outcome) expect(l).toMatch(/caught (EINVAL|EPEERLOST) (operator|abort)$/);
   });
 });
