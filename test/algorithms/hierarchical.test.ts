@@ -14,24 +14,8 @@ import { parseSimpleNetworkFile } from '../../src/topology/network/simple-file.j
 import { parseSlurmTopologyConf } from '../../src/topology/network/slurm-topology-conf.js';
 import { UNBALANCED_CONF, exampleFile } from '../helpers/network-examples.js';
 import { combine, contributionOf, outOfGroupSteps, simulate, type Contribution } from './simulator.js';
+import { byCore, coreLocality, pad, range } from '../helpers/placements.js';
 
-// ---- placements (as in test/groups/plan.test.ts) ----
-
-/** Rank bound to core `c` of a node with sockets of `coresPerSocket` cores (one NUMA/L3 per socket). */
-function coreLocality(c: number, coresPerSocket: number): string {
-  const s = Math.floor(c / coresPerSocket);
-  return `SK${s}:L3${s}:L2${c}:L1${c}:CR${c}:HT${c}:NM${s}`;
-}
-
-/** `nodes` × `ppn` ranks mapped by core. */
-function byCore(nodes: string[], ppn: number, coresPerSocket: number): RankPlacement[] {
-  return nodes.flatMap((node, k) =>
-    Array.from({ length: ppn }, (_, j) => ({ rank: k * ppn + j, node, locality: coreLocality(j, coresPerSocket) })),
-  );
-}
-
-const range = (from: number, to: number, step = 1) => Array.from({ length: Math.floor((to - from) / step) + 1 }, (_, i) => from + i * step);
-const pad = (n: number) => String(n).padStart(2, '0');
 
 /** Deterministic PRNG (mulberry32). */
 function prng(seed: number): () => number {

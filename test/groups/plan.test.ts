@@ -4,25 +4,8 @@ import { planToJson } from '../../src/groups/plan-json.js';
 import { parseSimpleNetworkFile } from '../../src/topology/network/simple-file.js';
 import type { TopocollErrorCode } from '../../src/errors.js';
 import { thrown } from '../helpers/thrown.js';
+import { byCore, coreLocality, pad, range } from '../helpers/placements.js';
 
-/**
- * Locality string of a rank bound to core `c` of a node with `sockets` × `coresPerSocket`
- * cores, one NUMA node and one L3 per socket, private L1/L2 per core, one PU per core.
- */
-function coreLocality(c: number, coresPerSocket: number): string {
-  const s = Math.floor(c / coresPerSocket);
-  return `SK${s}:L3${s}:L2${c}:L1${c}:CR${c}:HT${c}:NM${s}`;
-}
-
-/** `nodes` × `ppn` ranks mapped by core: rank r on node floor(r/ppn), core r mod ppn. */
-function byCore(nodes: string[], ppn: number, coresPerSocket: number): RankPlacement[] {
-  return nodes.flatMap((node, k) =>
-    Array.from({ length: ppn }, (_, j) => ({ rank: k * ppn + j, node, locality: coreLocality(j, coresPerSocket) })),
-  );
-}
-
-const pad = (n: number) => String(n).padStart(2, '0');
-const range = (from: number, to: number, step = 1) => Array.from({ length: Math.floor((to - from) / step) + 1 }, (_, i) => from + i * step);
 
 function expectError(fn: () => unknown, code: TopocollErrorCode, text: RegExp): void {
   expect(thrown(fn, code).message).toMatch(text);

@@ -51,7 +51,7 @@ describe('a communicator of one process', () => {
 
   it('rejects non-commutative user operators, and reports one that throws', () => {
     const out = new Float64Array(2);
-    expect(thrown(() => comm.allreduceSync(new Float64Array(2), out, userOp((a, b) => a - b, { commutative: false })), 'EINVAL').message).toMatch(/must be commutative/);
+    expect(thrown(() => comm.allreduceSync(new Float64Array(2), out, userOp((a: number, b: number) => a - b, { commutative: false })), 'EINVAL').message).toMatch(/must be commutative/);
     // Alone, nothing is combined; the operator is not called at all.
     comm.allreduceSync(Float64Array.of(1, 2), out, userOp(() => { throw new Error('boom'); }, { commutative: true }));
     expect([...out]).toEqual([1, 2]);
