@@ -1,7 +1,7 @@
 import { ScheduleCache } from './algorithms/hierarchical.js';
 import type { CollectiveKind } from './algorithms/schedule.js';
 import { TopocollError } from './errors.js';
-import type { GroupPlan } from './groups/plan.js';
+import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeCollectiveCode, type NativeEngine } from './native.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray, type UserOp } from './runtime/datatypes.js';
 
@@ -29,6 +29,8 @@ export interface CommunicatorParts {
   localRank: number;
   localSize: number;
   planHash: number;
+  /** Groups that broadcast through the shared-memory engine, with the id they were registered under. */
+  shmGroups: ReadonlyMap<Group, number>;
   /** Runs once at close(), after the engine closed (e.g. stops a rendezvous server). */
   onClose?: () => void;
 }
@@ -72,7 +74,7 @@ export class Communicator {
     this.localSize = parts.localSize;
     this.planHash = parts.planHash;
     this.onClose = parts.onClose;
-    this.schedules = new ScheduleCache(parts.plan, parts.rank);
+    this.schedules = new ScheduleCache(parts.plan, parts.rank, { shmGroup: (g) => parts.shmGroups.get(g) });
   }
 
   /** Every rank receives `buf` of rank `root`. */

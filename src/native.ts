@@ -24,6 +24,24 @@ export interface NativeEngineOptions {
   channelBytes: number;
   /** More processes on the node than cores: spin less before yielding. */
   oversubscribed: boolean;
+  /** The S0 shared-memory bcast engine (native/src/shm_bcast.h). */
+  bcast: NativeBcastParams;
+}
+
+/** Notification tree codes of native/src/shm_bcast.h. */
+export const NativeTree = { flat: 0, chain: 1, kary: 2, knomial: 3 } as const;
+
+export interface NativeBcastParams {
+  /** Bytes of each rank's queue (S · f of S0); a multiple of minFragment. */
+  queueBytes: number;
+  /** Smallest fragment; the queue has queueBytes / minFragment control blocks. */
+  minFragment: number;
+  /** Buffer sets (q). */
+  sets: number;
+  tree: (typeof NativeTree)[keyof typeof NativeTree];
+  radix: number;
+  /** Fragment size for messages of up to 2^i bytes, by i; the last entry serves larger ones. */
+  fragmentForLog2: number[];
 }
 
 export interface TcpPeerAddress {
@@ -42,6 +60,7 @@ interface RawEngine {
   connectTcp(token: string, peers: TcpPeerAddress[], timeoutMs: number): void;
   start(): void;
   setPlan(id: number, steps: Int32Array): void;
+  setShmGroup(id: number, ranks: readonly number[]): void;
   run(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, user?: NativeUserOp): void;
   runAsync(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): Promise<void>;
   close(): void;
@@ -51,7 +70,7 @@ interface RawEngine {
 interface RawAddon {
   NativeEngine: new (options: NativeEngineOptions) => RawEngine;
   setThreadAffinity(cpus: readonly number[]): number[];
-  segmentBytes(localSize: number, channelBytes: number): number;
+  segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number;
 }
 
 let addon: RawAddon | undefined;
@@ -141,6 +160,15 @@ export class NativeEngine {
     this.raw.start();
   }
 
+  /** Declares a group of this node's ranks that broadcasts through the S0 engine as `id`. */
+  setShmGroup(id: number, ranks: readonly number[]): void {
+    try {
+      this.raw.setShmGroup(id, ranks);
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
   /** Registers a compiled schedule (`encodeSchedule`) under `id`. */
   setPlan(id: number, steps: Int32Array): void {
     this.raw.setPlan(id, steps);
@@ -199,7 +227,7 @@ export function setThreadAffinity(cpus: readonly number[]): number[] {
   }
 }
 
-/** Bytes of a node segment for `localSize` ranks with channels of `channelBytes`. */
-export function segmentBytes(localSize: number, channelBytes: number): number {
-  return load().segmentBytes(localSize, channelBytes);
+/** Bytes of a node segment for `localSize` ranks, channels of `channelBytes` and these bcast queues. */
+export function segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number {
+  return load().segmentBytes(localSize, channelBytes, bcast);
 }

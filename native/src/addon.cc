@@ -57,6 +57,20 @@ std::vector<int> IntList(const Napi::Value& value) {
   return out;
 }
 
+// The S0 engine's parameters from { queueBytes, minFragment, sets, tree, radix, fragmentForLog2 }.
+ShmBcastParams BcastParamsOf(const Napi::Value& value) {
+  ShmBcastParams p;
+  if (!value.IsObject()) return p;
+  auto o = value.As<Napi::Object>();
+  p.queue_bytes = static_cast<uint64_t>(o.Get("queueBytes").As<Napi::Number>().Int64Value());
+  p.min_fragment = o.Get("minFragment").As<Napi::Number>().Uint32Value();
+  p.sets = o.Get("sets").As<Napi::Number>().Uint32Value();
+  p.tree = static_cast<TreeKind>(o.Get("tree").As<Napi::Number>().Int32Value());
+  p.radix = o.Get("radix").As<Napi::Number>().Uint32Value();
+  for (int f : IntList(o.Get("fragmentForLog2"))) p.fragment_for_log2.push_back(static_cast<uint32_t>(f));
+  return p;
+}
+
 // One queued Promise collective.
 struct Job {
   CallArgs args;
@@ -80,6 +94,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("connectTcp", &NativeEngine::ConnectTcp),
                            InstanceMethod("start", &NativeEngine::Start),
                            InstanceMethod("setPlan", &NativeEngine::SetPlan),
+                           InstanceMethod("setShmGroup", &NativeEngine::SetShmGroup),
                            InstanceMethod("run", &NativeEngine::Run),
                            InstanceMethod("runAsync", &NativeEngine::RunAsync),
                            InstanceMethod("close", &NativeEngine::Close),
@@ -96,6 +111,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     options.local_ranks = IntList(o.Get("localRanks"));
     options.channel_bytes = static_cast<uint64_t>(o.Get("channelBytes").As<Napi::Number>().Int64Value());
     options.oversubscribed = o.Get("oversubscribed").ToBoolean();
+    options.bcast = BcastParamsOf(o.Get("bcast"));
     Guarded(env, [&] { engine_ = std::make_unique<Engine>(std::move(options)); });
     // Completions of Promise collectives come back to the JS thread through this function.
     tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),
@@ -156,9 +172,15 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     auto data = info[1].As<Napi::Int32Array>();
     std::vector<Step> steps;
     for (size_t i = 0; i + 4 <= data.ElementLength(); i += 4) {
-      steps.push_back({static_cast<StepKind>(data[i]), data[i + 1], data[i + 2]});
+      steps.push_back({static_cast<StepKind>(data[i]), data[i + 1], data[i + 2], data[i + 3]});
     }
     engine_->SetPlan(id, std::move(steps));
+  }
+
+  void SetShmGroup(const Napi::CallbackInfo& info) {
+    const int id = info[0].As<Napi::Number>().Int32Value();
+    const std::vector<int> ranks = IntList(info[1]);
+    Guarded(info.Env(), [&] { engine_->SetShmGroup(id, ranks); });
   }
 
   // run(collective, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash)
@@ -335,7 +357,7 @@ Napi::Value SetThreadAffinity(const Napi::CallbackInfo& info) {
 Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
   const size_t local_size = info[0].As<Napi::Number>().Uint32Value();
   const uint64_t channel = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
-  return Napi::Number::New(info.Env(), static_cast<double>(Engine::SegmentBytes(local_size, channel)));
+  return Napi::Number::New(info.Env(), static_cast<double>(Engine::SegmentBytes(local_size, channel, BcastParamsOf(info[2]))));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,14 +96,15 @@ Engine::~Engine() { Close(); }
 
 int Engine::ListenTcp() { return tcp_.Listen(); }
 
-size_t Engine::SegmentBytes(size_t local_size, uint64_t channel_bytes) {
+size_t Engine::SegmentBytes(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast) {
   const size_t channels = local_size * (local_size - 1);
-  return kPage + ControlsBytes(local_size) + channels * ChannelStride(channel_bytes);
+  return kPage + ControlsBytes(local_size) + channels * ChannelStride(channel_bytes) +
+         local_size * ShmBcast::RegionBytes(bcast);
 }
 
 void Engine::CreateSegment(const std::string& name) {
   const size_t local_size = options_.local_ranks.size();
-  const size_t bytes = SegmentBytes(local_size, options_.channel_bytes);
+  const size_t bytes = SegmentBytes(local_size, options_.channel_bytes, options_.bcast);
   segment_ = ShmSegment::Create(name, bytes);
   auto* h = new (segment_.base()) SegmentHeader();
   h->magic = kSegmentMagic;
@@ -118,7 +120,7 @@ void Engine::OpenSegment(const std::string& name) {
   const auto* h = reinterpret_cast<const SegmentHeader*>(segment_.base());
   if (h->magic != kSegmentMagic || h->version != kSegmentVersion || h->local_size != options_.local_ranks.size() ||
       h->channel_capacity != options_.channel_bytes ||
-      h->total_bytes != SegmentBytes(options_.local_ranks.size(), options_.channel_bytes)) {
+      h->total_bytes != SegmentBytes(options_.local_ranks.size(), options_.channel_bytes, options_.bcast)) {
     throw CollError("EINVAL", "shared segment " + name + " does not match this job's layout");
   }
   InitViews();
@@ -146,6 +148,32 @@ void Engine::InitViews() {
       if (from == static_cast<size_t>(local_index_)) std::memset(block + kPage, 0, options_.channel_bytes);
     }
   }
+  // The S0 bcast regions follow the channels, one per local rank.
+  uint8_t* bcast_base = channel_base + slot * stride;
+  const size_t region_bytes = ShmBcast::RegionBytes(options_.bcast);
+  const size_t slots_per_queue = static_cast<size_t>(options_.bcast.queue_bytes / options_.bcast.min_fragment);
+  std::vector<BcastRegion> regions;
+  std::vector<Doorbell*> doorbells;
+  for (size_t i = 0; i < local_size; ++i) {
+    uint8_t* r = bcast_base + i * region_bytes;
+    BcastRegion region{};
+    region.sets = reinterpret_cast<SetCounter*>(r);
+    region.slot_waiter = reinterpret_cast<std::atomic<int32_t>*>(r + kMaxSets * sizeof(SetCounter));
+    region.slots = reinterpret_cast<FragmentControl*>(r + kPage);
+    region.queue = r + kPage + (slots_per_queue * sizeof(FragmentControl) + kPage - 1) / kPage * kPage;
+    regions.push_back(region);
+    doorbells.push_back(&controls[i].doorbell);
+  }
+  {
+    // First touch of this rank's own region (its queue is read by everyone but written only
+    // here); random access advice keeps the kernel from faulting in neighbours' pages for us.
+    uint8_t* own = bcast_base + static_cast<size_t>(local_index_) * region_bytes;
+    madvise(own, region_bytes, MADV_RANDOM);
+    std::memset(own, 0, region_bytes);
+    regions[static_cast<size_t>(local_index_)].slot_waiter->store(-1, std::memory_order_relaxed);
+  }
+  shm_bcast_ = std::make_unique<ShmBcast>(options_.bcast, std::move(regions), std::move(doorbells), local_index_);
+
   RankControl& mine = controls[local_index_];
   mine.pid.store(getpid(), std::memory_order_relaxed);
   mine.departed.store(0, std::memory_order_relaxed);
@@ -231,6 +259,18 @@ void Engine::ThrowAborted() const {
 
 void Engine::SetPlan(int id, std::vector<Step> steps) { plans_[id] = std::move(steps); }
 
+void Engine::SetShmGroup(int id, const std::vector<int>& ranks) {
+  if (!shm_bcast_) throw CollError("EINVAL", "no shared segment: this rank is alone on its node");
+  std::vector<int> locals;
+  for (int r : ranks) {
+    const int li = LocalIndex(r);
+    if (li < 0) throw CollError("EINVAL", "rank " + std::to_string(r) + " of a shared-memory group is on another node");
+    locals.push_back(li);
+  }
+  std::sort(locals.begin(), locals.end());
+  shm_bcast_->SetGroup(id, locals);
+}
+
 const std::vector<Step>* Engine::Plan(int id) const {
   auto it = plans_.find(id);
   return it == plans_.end() ? nullptr : &it->second;
@@ -302,8 +342,18 @@ void Engine::Transfer(const std::vector<Step>& steps, const MsgHeader& header, c
                       size_t bytes, bool reduce_phase, const Reducer& fn, size_t elem, Guard& guard) {
   if (!reduce_phase) {
     for (const Step& s : steps) {
-      if (s.kind == StepKind::kSend) SendTo(s.peer, header, recv, bytes, guard);
-      else RecvFrom(s.peer, header, recv, bytes, Reducer{}, elem, guard);
+      if (s.kind == StepKind::kSend) {
+        SendTo(s.peer, header, recv, bytes, guard);
+      } else if (s.kind == StepKind::kShmBcast) {
+        guard.WaitingOn(s.peer);
+        // Tags: the call, the phase and the level, then the fragment number.
+        const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
+                                  (static_cast<uint64_t>(s.level & 0x7f) << 24);
+        const uint64_t rotation = static_cast<uint64_t>(header.seq) * 8 + static_cast<uint64_t>(s.level & 7);
+        shm_bcast_->Run(s.group, LocalIndex(s.peer), recv, bytes, tag_base, CallHash(header), rotation, policy_, guard);
+      } else {
+        RecvFrom(s.peer, header, recv, bytes, Reducer{}, elem, guard);
+      }
     }
     return;
   }
@@ -321,6 +371,26 @@ void Engine::Transfer(const std::vector<Step>& steps, const MsgHeader& header, c
     }
   }
   if (at_root && acc == nullptr && recv != send && bytes > 0) std::memcpy(recv, send, bytes);
+}
+
+uint32_t Engine::CallHash(const MsgHeader& h) {
+  // FNV-1a over the fields every rank of a call must agree on.
+  uint32_t x = 0x811c9dc5U;
+  auto mix = [&x](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      x ^= static_cast<uint8_t>(v >> (8 * i));
+      x *= 0x01000193U;
+    }
+  };
+  mix(h.seq);
+  mix(h.collective);
+  mix(h.dtype);
+  mix(h.op);
+  mix(h.phase);
+  mix(static_cast<uint32_t>(h.root));
+  mix(h.count);
+  mix(h.plan_hash);
+  return x;
 }
 
 void Engine::PublishCall(const MsgHeader& call) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "datatypes.h"
 #include "message.h"
+#include "shm_bcast.h"
 #include "shm_channel.h"
 #include "shm_segment.h"
 #include "tcp_links.h"
@@ -24,11 +26,12 @@
 namespace topocoll {
 
 // One step of a schedule (see src/algorithms/schedule.ts).
-enum class StepKind : int32_t { kSend = 1, kRecv = 2, kRecvReduce = 3 };
+enum class StepKind : int32_t { kSend = 1, kRecv = 2, kRecvReduce = 3, kShmBcast = 4 };
 struct Step {
   StepKind kind;
-  int32_t peer;
+  int32_t peer;   // the other rank; for kShmBcast the group's source
   int32_t level;
+  int32_t group;  // kShmBcast: the shared-memory group id registered with SetShmGroup
 };
 
 struct EngineOptions {
@@ -40,6 +43,8 @@ struct EngineOptions {
   uint64_t channel_bytes = 1 << 20;
   // More processes on the node than cores: spin less before yielding.
   bool oversubscribed = false;
+  // The S0 shared-memory bcast engine's queues and trees.
+  ShmBcastParams bcast;
 };
 
 // A user-defined operator: combines n elements of src into dst (dst = dst op src).
@@ -87,7 +92,7 @@ class Engine {
   // --- setup, in this order ---
   int ListenTcp();
   // Size of the node's segment for these options.
-  static size_t SegmentBytes(size_t local_size, uint64_t channel_bytes);
+  static size_t SegmentBytes(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast);
   // The node leader creates the segment; the others open it once the leader said so.
   void CreateSegment(const std::string& name);
   void OpenSegment(const std::string& name);
@@ -99,6 +104,8 @@ class Engine {
 
   // --- use ---
   void SetPlan(int id, std::vector<Step> steps);
+  // A group of ranks of this node that broadcasts through the S0 engine (global ranks).
+  void SetShmGroup(int id, const std::vector<int>& ranks);
   const std::vector<Step>* Plan(int id) const;
   void Run(const CallArgs& args);
   // Marks this rank as gone on purpose, stops the watcher, closes links. Idempotent.
@@ -122,6 +129,7 @@ class Engine {
                 bool reduce_phase, const Reducer& reducer, size_t elem, Guard& guard);
   void NormalizeAlone(const CallArgs& args, const Reducer& reducer, size_t bytes);
   void PublishCall(const MsgHeader& call);
+  static uint32_t CallHash(const MsgHeader& h);
   bool ReadPublishedCall(int local_index, MsgHeader* out) const;
   void SendTo(int peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
   void RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& reducer, size_t elem, Guard& guard);
@@ -140,6 +148,7 @@ class Engine {
   // channels_[from * L + to]
   std::vector<ShmChannel> channels_;
 
+  std::unique_ptr<ShmBcast> shm_bcast_;
   TcpLinks tcp_;
   std::unordered_map<int, std::vector<Step>> plans_;
   std::vector<uint8_t> scratch_;

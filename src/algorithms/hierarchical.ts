@@ -52,16 +52,33 @@ export function coveringSources(plan: GroupPlan, root: number): Map<Group, numbe
   }
 }
 
+/**
+ * How a bcast moves data inside a group: `shmGroup(g)` returns the id under which the rank
+ * registered `g` with the shared-memory engine (S0) when the group broadcasts through it, or
+ * undefined for point-to-point binomial trees.
+ */
+export interface BcastOptions {
+  shmGroup?: (g: Group) => number | undefined;
+}
+
 /** The steps of `rank` in a bcast from `root`. */
-export function bcastSchedule(plan: GroupPlan, rank: number, root: number): Schedule {
+export function bcastSchedule(plan: GroupPlan, rank: number, root: number, options: BcastOptions = {}): Schedule {
   const ctx = context(plan, rank, root);
   const steps: Step[] = [];
+  // A shared-memory group is one step for every member; its source is where the data enters.
+  const shmStep = (g: Group): boolean => {
+    const id = options.shmGroup?.(g);
+    if (id === undefined) return false;
+    steps.push({ kind: StepKind.ShmBcast, peer: ctx.sourceOf(g), level: ctx.level(g), group: id });
+    return true;
+  };
   const sendAsSource = (g: Group): void => {
+    if (shmStep(g)) return;
     const me = position(g, rank);
     for (const c of binomialTree(g.members.length, me, me).children) steps.push(step(StepKind.Send, g.members[c]!, ctx.level(g)));
   };
   const { chain, receiveAt: r } = ctx;
-  if (r >= 0) {
+  if (r >= 0 && !shmStep(chain[r]!)) {
     const g = chain[r]!;
     const tree = binomialTree(g.members.length, position(g, ctx.sourceOf(g)), position(g, rank));
     steps.push(step(StepKind.Recv, g.members[tree.parent]!, ctx.level(g)));
@@ -115,6 +132,7 @@ export class ScheduleCache {
   constructor(
     readonly plan: GroupPlan,
     readonly rank: number,
+    private readonly bcastOptions: BcastOptions = {},
   ) {
     plan.chain(rank); // validates rank
   }
@@ -123,7 +141,7 @@ export class ScheduleCache {
     const key = this.key(collective, root);
     let s = this.schedules.get(key);
     if (s === undefined) {
-      s = collective === 'bcast' ? bcastSchedule(this.plan, this.rank, root) : reduceSchedule(this.plan, this.rank, root);
+      s = collective === 'bcast' ? bcastSchedule(this.plan, this.rank, root, this.bcastOptions) : reduceSchedule(this.plan, this.rank, root);
       this.schedules.set(key, s);
     }
     return s;

@@ -13,6 +13,11 @@ export const StepKind = {
   Recv: 2,
   /** Receive a partial result from `peer` and reduce it into the accumulator (reduce). */
   RecvReduce: 3,
+  /**
+   * Broadcast inside a group of one node through the shared-memory engine (S0): every member
+   * runs this one step; `peer` is the group's source, `group` its id registered with the engine.
+   */
+  ShmBcast: 4,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 
@@ -22,6 +27,8 @@ export interface Step {
   peer: number;
   /** Index into `plan.levels` of the group the step runs in; for diagnostics and message headers. */
   level: number;
+  /** ShmBcast: the group id the rank registered with the engine. */
+  group?: number;
 }
 
 export type CollectiveKind = 'bcast' | 'reduce';
@@ -32,16 +39,17 @@ export interface Schedule {
   steps: Step[];
 }
 
-/** Int32 words per encoded step: kind, peer, level, reserved (0). */
+/** Int32 words per encoded step: kind, peer, level, group (ShmBcast; else 0). */
 export const STEP_WORDS = 4;
 
-/** The form the C++ executor receives: `[kind, peer, level, 0]` per step, in order. */
+/** The form the C++ executor receives: `[kind, peer, level, group]` per step, in order. */
 export function encodeSchedule(s: Schedule): Int32Array {
   const out = new Int32Array(s.steps.length * STEP_WORDS);
   s.steps.forEach((step, i) => {
     out[i * STEP_WORDS] = step.kind;
     out[i * STEP_WORDS + 1] = step.peer;
     out[i * STEP_WORDS + 2] = step.level;
+    out[i * STEP_WORDS + 3] = step.group ?? 0;
   });
   return out;
 }
@@ -50,7 +58,9 @@ export function encodeSchedule(s: Schedule): Int32Array {
 export function decodeSteps(words: Int32Array): Step[] {
   const steps: Step[] = [];
   for (let i = 0; i + STEP_WORDS <= words.length; i += STEP_WORDS) {
-    steps.push({ kind: words[i]! as StepKind, peer: words[i + 1]!, level: words[i + 2]! });
+    const step: Step = { kind: words[i]! as StepKind, peer: words[i + 1]!, level: words[i + 2]! };
+    if (step.kind === StepKind.ShmBcast) step.group = words[i + 3]!;
+    steps.push(step);
   }
   return steps;
 }

@@ -81,10 +81,40 @@ const timeouts = z
   })
   .strict();
 
+const auto = <T extends z.ZodTypeAny>(inner: T) => z.union([z.literal('auto'), inner]).default('auto');
+
+const shmBcast = z
+  .object({
+    /** Broadcast inside node-local groups through the S0 engine (false: binomial trees over the channels). */
+    enabled: z.boolean().default(true),
+    /** Bytes of each rank's S0 queue (S·f); `auto`: from the budget. */
+    queueBytes: auto(z.number().int().min(64 * 1024).max(1 << 30)),
+    /** Fragment size; `auto`: chosen per message size by the cost model. */
+    fragmentBytes: auto(z.number().int().min(4096).refine((v) => (v & (v - 1)) === 0, 'must be a power of two')),
+    /** Buffer sets q: the root refills one while readers drain another. */
+    sets: z.number().int().min(1).max(4).default(2),
+    /** Notification tree: flat, chain, binomial, kary:K, knomial:K; `auto`: the cost model's choice. */
+    tree: z.string().regex(/^(auto|flat|chain|binomial|(kary|knomial):([2-9]|[1-9][0-9]+))$/, 'expected auto, flat, chain, binomial, kary:K or knomial:K').default('auto'),
+  })
+  .strict();
+
+const shmModel = z
+  .object({
+    /** Copy rate of one core in bytes per µs (topocoll tune shm measures it). */
+    copyBytesPerUs: z.number().positive().default(8000),
+    /** µs to write a child's control block and for the child to see it. */
+    notifyUs: z.number().positive().default(0.25),
+    /** Fixed µs per fragment per rank. */
+    fragmentUs: z.number().nonnegative().default(0.15),
+  })
+  .strict();
+
 const shm = z
   .object({
-    /** Bytes of shared memory per node for the channels between local ranks. */
+    /** Bytes of shared memory per node: the S0 bcast queues and the channels between local ranks. */
     budgetBytes: z.number().int().min(1 << 20).default(64 << 20),
+    bcast: shmBcast.default({ enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' }),
+    model: shmModel.default({ copyBytesPerUs: 8000, notifyUs: 0.25, fragmentUs: 0.15 }),
   })
   .strict();
 
@@ -95,7 +125,11 @@ export const configSchema = z
     node: node.default({ identity: 'auto' }),
     topology: topology.default({ source: 'auto', hwlocXml: null, locality: null }),
     timeouts: timeouts.default({ initMs: 30_000 }),
-    shm: shm.default({ budgetBytes: 64 << 20 }),
+    shm: shm.default({
+      budgetBytes: 64 << 20,
+      bcast: { enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' },
+      model: { copyBytesPerUs: 8000, notifyUs: 0.25, fragmentUs: 0.15 },
+    }),
   })
   .strict();
 

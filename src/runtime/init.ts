@@ -5,7 +5,7 @@ import { Communicator } from '../communicator.js';
 import { loadConfigFile, resolveConfig, validateConfig } from '../config/load.js';
 import type { TopocollConfig, TopocollConfigInput } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
-import { planGroups, type GroupPlan, type RankPlacement } from '../groups/plan.js';
+import { planGroups, type Group, type GroupPlan, type RankPlacement } from '../groups/plan.js';
 import { NativeEngine } from '../native.js';
 import { readProcessAffinity } from '../topology/affinity.js';
 import { discoverMachine } from '../topology/discover.js';
@@ -16,7 +16,7 @@ import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types
 import { resolveNodeIdentity } from '../topology/node-identity.js';
 import { computeLocality } from '../topology/process-locality.js';
 import { detectEnvironment, type JobEnvironment } from './environment.js';
-import { channelBytes } from './shm-budget.js';
+import { shmLayout } from './shm-budget.js';
 import { allgather, barrier, createJobToken, RendezvousClient, RendezvousServer } from './rendezvous.js';
 
 export interface InitOptions {
@@ -61,16 +61,20 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
 
     const localRanks = placements.filter((p) => p.node === node).map((p) => p.rank);
     const localRank = localRanks.indexOf(job.rank);
+    const layout = shmLayout(config, localRanks.length, osCpus().length);
     const engine = new NativeEngine({
       rank: job.rank,
       size: job.size,
       localRanks,
-      channelBytes: channelBytes(config.shm.budgetBytes, localRanks.length),
+      channelBytes: layout.channelBytes,
       // Emulated nodes share one machine: what matters is how many ranks share its cores.
       oversubscribed: infos.filter((i) => i.host === me.host).length > osCpus().length,
+      bcast: layout.bcast,
     });
+    let shmGroups = new Map<Group, number>();
     try {
       if (rdv) await connectEngine(engine, rdv.client, rdv.token, job, plan, infos, localRanks, timeoutMs);
+      if (config.shm.bcast.enabled) shmGroups = registerShmGroups(engine, plan, job.rank);
       engine.start();
       if (rdv) await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);
     } catch (e) {
@@ -78,7 +82,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       throw e;
     }
     const onClose = rdv ? releaseRendezvous(rdv, job) : undefined;
-    return new Communicator({ engine, plan, rank: job.rank, node, localRank, localSize: localRanks.length, planHash: planHash(plan), onClose });
+    return new Communicator({ engine, plan, rank: job.rank, node, localRank, localSize: localRanks.length, planHash: planHash(plan), shmGroups, onClose });
   } catch (e) {
     await rdv?.client.close().catch(() => undefined);
     await rdv?.server?.close().catch(() => undefined);
@@ -192,6 +196,22 @@ async function connectEngine(
   const peers = [...remote].sort((a, b) => a - b).map((rank) => ({ rank, host: oneHost ? '127.0.0.1' : infos[rank]!.host, port: ports[rank]! }));
   // The native connect blocks this thread; the peers it waits for run in other processes.
   engine.connectTcp(token, peers, timeoutMs);
+}
+
+/**
+ * Every group of this rank's chain whose members all share its node broadcasts through the S0
+ * engine; its id is its position in the chain (each rank registers its own groups).
+ */
+function registerShmGroups(engine: NativeEngine, plan: GroupPlan, rank: number): Map<Group, number> {
+  const node = plan.placements[rank]!.node;
+  const groups = new Map<Group, number>();
+  plan.chain(rank).forEach((g, id) => {
+    if (g.members.every((m) => plan.placements[m]!.node === node)) {
+      engine.setShmGroup(id, g.members);
+      groups.set(g, id);
+    }
+  });
+  return groups;
 }
 
 /** A plan's identity, carried by every message so differently configured ranks are caught. */

@@ -1,12 +1,72 @@
+import { chooseTree, formatTree, fragmentTable, MIN_FRAGMENT, parseTree, type BcastShape, type ShmCostModel } from '../algorithms/shm-bcast-model.js';
+import type { TopocollConfig } from '../config/schema.js';
+import { TopocollError } from '../errors.js';
+import { NativeTree, segmentBytes, type NativeBcastParams } from '../native.js';
+
 /**
- * How the node's shared-memory budget is split: L local ranks have L·(L−1) one-way channels,
- * each gets an equal share rounded down to a power of two between 64 KiB and 4 MiB (a power of
- * two so ring offsets are a mask; the bounds keep pipelining useful and memory finite).
+ * How a node's shared memory is laid out for L local ranks: every rank's S0 bcast queue, and
+ * the L·(L−1) one-way channels that carry point-to-point messages. The whole segment must fit
+ * the configured budget; this is checked before anything is mapped.
+ */
+
+export interface ShmLayout {
+  channelBytes: number;
+  bcast: NativeBcastParams;
+  /** The model's choices, for `topocoll topo` and the logs. */
+  tree: string;
+  segmentBytes: number;
+}
+
+const MIN_CHANNEL = 16 * 1024;
+const MAX_CHANNEL = 4 * 1024 * 1024;
+
+/**
+ * Channels get an equal share of what the queues leave: a power of two between 16 KiB and
+ * 4 MiB (a power of two so ring offsets are a mask; the bounds keep pipelining useful and
+ * memory finite).
  */
 export function channelBytes(budget: number, localSize: number): number {
-  if (localSize < 2) return 64 * 1024;
+  if (localSize < 2) return MIN_CHANNEL;
   const share = budget / (localSize * (localSize - 1));
-  let bytes = 64 * 1024;
-  while (bytes * 2 <= share && bytes < 4 * 1024 * 1024) bytes *= 2;
+  let bytes = MIN_CHANNEL;
+  while (bytes * 2 <= share && bytes < MAX_CHANNEL) bytes *= 2;
   return bytes;
+}
+
+/** Each rank's queue: a quarter of the budget shared by the ranks, a power of two in 64 KiB … 1 MiB. */
+function autoQueueBytes(budget: number, localSize: number): number {
+  const share = budget / 4 / Math.max(1, localSize);
+  let bytes = 64 * 1024;
+  while (bytes * 2 <= share && bytes < 1024 * 1024) bytes *= 2;
+  return bytes;
+}
+
+export function shmLayout(config: TopocollConfig, localSize: number, cores: number): ShmLayout {
+  const { budgetBytes, bcast, model } = config.shm;
+  const queueBytes = bcast.queueBytes === 'auto' ? autoQueueBytes(budgetBytes, localSize) : bcast.queueBytes;
+  if (queueBytes % MIN_FRAGMENT !== 0) {
+    throw new TopocollError('ECONFIG', `shm.bcast.queueBytes (${queueBytes}) must be a multiple of ${MIN_FRAGMENT}`);
+  }
+  const base = { queueBytes, minFragment: MIN_FRAGMENT, sets: bcast.sets };
+  const costModel: ShmCostModel = model;
+  const tree = bcast.tree === 'auto' ? chooseTree(costModel, localSize, cores, base) : parseTree(bcast.tree);
+  const shape: BcastShape = { ...base, tree };
+  const table = bcast.fragmentBytes === 'auto' ? fragmentTable(costModel, localSize, cores, shape) : [bcast.fragmentBytes];
+  const native: NativeBcastParams = {
+    queueBytes,
+    minFragment: MIN_FRAGMENT,
+    sets: bcast.sets,
+    tree: NativeTree[tree.kind],
+    radix: tree.radix,
+    fragmentForLog2: table,
+  };
+  const queuesTotal = localSize * (queueBytes + queueBytes / MIN_FRAGMENT * 128 + 8192);
+  const channel = channelBytes(budgetBytes - queuesTotal, localSize);
+  const total = localSize > 1 ? segmentBytes(localSize, channel, native) : 0;
+  if (total > budgetBytes) {
+    throw new TopocollError('ECONFIG', `the node's shared segment needs ${total} bytes for ${localSize} ranks (bcast queue ${queueBytes} bytes per rank, ${localSize * (localSize - 1)} channels of ${channel} bytes), more than shm.budgetBytes = ${budgetBytes}`, {
+      hint: 'Raise shm.budgetBytes or lower shm.bcast.queueBytes.',
+    });
+  }
+  return { channelBytes: channel, bcast: native, tree: formatTree(tree), segmentBytes: total };
 }

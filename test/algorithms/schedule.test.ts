@@ -20,7 +20,11 @@ describe('encodeSchedule', () => {
   });
 
   it('keeps the numeric kinds the C++ side expects', () => {
-    expect(StepKind).toEqual({ Send: 1, Recv: 2, RecvReduce: 3 });
+    expect(StepKind).toEqual({ Send: 1, Recv: 2, RecvReduce: 3, ShmBcast: 4 });
     expect(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })).toHaveLength(0);
+    // A shared-memory step carries its group id in the fourth word, and decodes back.
+    const words = encodeSchedule({ collective: 'bcast', root: 3, steps: [{ kind: StepKind.ShmBcast, peer: 3, level: 1, group: 2 }] });
+    expect([...words]).toEqual([4, 3, 1, 2]);
+    expect(decodeSteps(words)).toEqual([{ kind: StepKind.ShmBcast, peer: 3, level: 1, group: 2 }]);
   });
 });

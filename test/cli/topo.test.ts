@@ -21,9 +21,11 @@ describe('topocoll topo', () => {
       { level: 'numa', units: 2, active: false, reason: 'same groups as socket' },
       { level: 'socket', units: 2, active: true },
     ]);
-    // 36 ranks: 1260 channels; the 64 MiB budget gives each less than 64 KiB, so the floor holds.
-    expect(report.sharedMemory).toMatchObject({ localRanks: 36, channelBytes: 65536, budgetBytes: 64 << 20 });
-    expect(report.sharedMemory.segmentBytes).toBeGreaterThan(36 * 35 * 65536);
+    // 36 ranks: a quarter of the 64 MiB budget for the bcast queues (256 KiB each, the power of
+    // two below 16 MiB / 36), the rest for 1260 channels: 32 KiB each.
+    expect(report.sharedMemory).toMatchObject({ localRanks: 36, channelBytes: 32768, budgetBytes: 64 << 20, bcastQueueBytes: 262144 });
+    expect(report.sharedMemory.segmentBytes).toBeGreaterThan(36 * 35 * 32768 + 36 * 262144);
+    expect(report.sharedMemory.segmentBytes).toBeLessThanOrEqual(64 << 20);
   });
 
   it('reports this process: its cpus, whether it is bound, its locality string', async () => {

@@ -43,11 +43,11 @@ describe('detectEnvironment, in the order of architecture §5', () => {
 });
 
 describe('shared-memory budget and emulated node layout', () => {
-  it('splits the budget into power-of-two channels between 64 KiB and 4 MiB', () => {
+  it('splits the budget into power-of-two channels between 16 KiB and 4 MiB', () => {
     expect(channelBytes(64 << 20, 2)).toBe(4 << 20);
     expect(channelBytes(64 << 20, 8)).toBe(1 << 20); // 56 channels: 1.14 MiB each → 1 MiB
     expect(channelBytes(64 << 20, 16)).toBe(256 << 10); // 240 channels: 273 KiB → 256 KiB
-    expect(channelBytes(64 << 20, 64)).toBe(64 << 10); // floor
+    expect(channelBytes(64 << 20, 128)).toBe(16 << 10); // floor
   });
 
   it('puts ranks on emulated nodes in blocks, the first N mod K nodes one larger', () => {

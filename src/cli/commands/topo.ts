@@ -8,8 +8,7 @@ import { formatLocality, parseLocality } from '../../topology/locality-string.js
 import { placeRanks } from '../../topology/placement.js';
 import { computeLocality } from '../../topology/process-locality.js';
 import { HARDWARE_LEVELS, type HardwareLevel } from '../../topology/types.js';
-import { segmentBytes } from '../../native.js';
-import { channelBytes } from '../../runtime/shm-budget.js';
+import { shmLayout } from '../../runtime/shm-budget.js';
 import { parseCommandArgs } from '../args.js';
 import type { CliIo } from '../io.js';
 
@@ -32,7 +31,7 @@ export interface TopoReport {
   levels: { level: HardwareLevel; units: number; active: boolean; reason?: string }[];
   process: { cpus: string; locality: string; localitySource: 'computed' | 'override'; bound: boolean };
   /** The node's shared segment for one rank per core (what `topocoll run -n <cores>` maps). */
-  sharedMemory: { localRanks: number; channelBytes: number; segmentBytes: number; budgetBytes: number };
+  sharedMemory: { localRanks: number; channelBytes: number; segmentBytes: number; budgetBytes: number; bcastQueueBytes: number; bcastTree: string };
 }
 
 export function topoCommand(argv: string[], io: CliIo): number {
@@ -78,7 +77,7 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
   });
   const cpus = readProcessAffinity();
   const localRanks = cores.length;
-  const channel = channelBytes(config.shm.budgetBytes, localRanks);
+  const layout = shmLayout(config, localRanks, cores.length);
   const override = config.topology.locality ?? env.TOPOCOLL_LOCALITY;
   const computed = computeLocality(machine, cpus);
   return {
@@ -93,9 +92,11 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
     },
     sharedMemory: {
       localRanks,
-      channelBytes: channel,
-      segmentBytes: localRanks > 1 ? segmentBytes(localRanks, channel) : 0,
+      channelBytes: layout.channelBytes,
+      segmentBytes: layout.segmentBytes,
       budgetBytes: config.shm.budgetBytes,
+      bcastQueueBytes: layout.bcast.queueBytes,
+      bcastTree: layout.tree,
     },
   };
 }
@@ -112,7 +113,7 @@ function formatTopo(r: TopoReport): string {
   const mib = (b: number) => `${(b / 1048576).toFixed(1)} MiB`;
   const shm = r.sharedMemory;
   lines.push(
-    `shared memory per node: ${mib(shm.segmentBytes)} for ${shm.localRanks} ranks (${shm.localRanks * (shm.localRanks - 1)} channels of ${shm.channelBytes / 1024} KiB; budget ${mib(shm.budgetBytes)})`,
+    `shared memory per node: ${mib(shm.segmentBytes)} for ${shm.localRanks} ranks (bcast queues of ${shm.bcastQueueBytes / 1024} KiB, ${shm.bcastTree} tree; ${shm.localRanks * (shm.localRanks - 1)} channels of ${shm.channelBytes / 1024} KiB; budget ${mib(shm.budgetBytes)})`,
   );
   if (!r.process.bound) lines.push('hint: unbound processes are grouped from the node level up; bind each process to a core (mpirun --bind-to core, srun --cpu-bind=cores, taskset -c N) to use the levels inside the node.');
   return lines.join('\n') + '\n';

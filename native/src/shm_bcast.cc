@@ -1,0 +1,190 @@
+#include "shm_bcast.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "errors.h"
+
+namespace topocoll {
+
+namespace {
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+size_t SlotCount(const ShmBcastParams& p) { return static_cast<size_t>(p.queue_bytes / p.min_fragment); }
+
+}  // namespace
+
+size_t ShmBcast::RegionBytes(const ShmBcastParams& p) {
+  return kPage + RoundUp(SlotCount(p) * sizeof(FragmentControl), kPage) + p.queue_bytes;
+}
+
+ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me)
+    : params_(std::move(params)), regions_(std::move(regions)), doorbells_(std::move(doorbells)), me_(me) {}
+
+size_t ShmBcast::FragmentFor(size_t bytes) const {
+  if (bytes <= kInlineBytes) return 0;  // inside the control block
+  size_t log2 = 0;
+  while ((size_t{1} << log2) < bytes) ++log2;
+  const auto& table = params_.fragment_for_log2;
+  size_t f = table.empty() ? params_.min_fragment : table[std::min(log2, table.size() - 1)];
+  // At least one slot per set, and a whole number of minimal fragments.
+  const size_t largest = static_cast<size_t>(params_.queue_bytes / std::max<uint32_t>(params_.sets, 1));
+  f = std::clamp<size_t>(f, params_.min_fragment, std::max<size_t>(largest, params_.min_fragment));
+  return f / params_.min_fragment * params_.min_fragment;
+}
+
+ShmBcast::TreeLinks ShmBcast::LinksFor(int n, int root_pos, int my_pos, const std::vector<int>& members) const {
+  const int v = (my_pos - root_pos + n) % n;
+  const int k = std::max<int>(2, static_cast<int>(params_.radix));
+  int parent = -1;
+  std::vector<int> children;
+  switch (params_.tree) {
+    case TreeKind::kFlat:
+      if (v > 0) parent = 0;
+      else for (int c = 1; c < n; ++c) children.push_back(c);
+      break;
+    case TreeKind::kChain:
+      if (v > 0) parent = v - 1;
+      if (v + 1 < n) children.push_back(v + 1);
+      break;
+    case TreeKind::kKary:
+      if (v > 0) parent = (v - 1) / k;
+      for (int c = k * v + 1; c <= k * v + k && c < n; ++c) children.push_back(c);
+      break;
+    case TreeKind::kKnomial: {
+      // v's lowest non-zero base-k digit sits at power `low`; its children add j·k^i for every
+      // i below that, largest subtrees (highest powers) first.
+      long low = 1;
+      if (v == 0) {
+        while (low < n) low *= k;
+      } else {
+        while ((v / low) % k == 0) low *= k;
+        parent = v - static_cast<int>(((v / low) % k) * low);
+      }
+      for (long power = low / k; power >= 1; power /= k) {
+        for (int j = 1; j < k; ++j) {
+          const long c = v + j * power;
+          if (c < n) children.push_back(static_cast<int>(c));
+        }
+      }
+      break;
+    }
+  }
+  TreeLinks links;
+  links.parent = parent < 0 ? -1 : members[static_cast<size_t>((parent + root_pos) % n)];
+  for (int c : children) links.children.push_back(members[static_cast<size_t>((c + root_pos) % n)]);
+  return links;
+}
+
+void ShmBcast::SetGroup(int id, const std::vector<int>& members) {
+  if (id < 0) throw CollError("EINVAL", "negative shared-memory group id");
+  if (groups_.size() <= static_cast<size_t>(id)) groups_.resize(static_cast<size_t>(id) + 1);
+  Group& g = groups_[static_cast<size_t>(id)];
+  g.members = members;
+  g.links.clear();
+  const int n = static_cast<int>(members.size());
+  const auto it = std::find(members.begin(), members.end(), me_);
+  if (it == members.end()) throw CollError("EINVAL", "this rank is not a member of shared-memory group " + std::to_string(id));
+  const int my_pos = static_cast<int>(it - members.begin());
+  for (int r = 0; r < n; ++r) g.links.push_back(LinksFor(n, r, my_pos, members));
+}
+
+void ShmBcast::Notify(int child, size_t slot, uint64_t tag, uint64_t size, uint32_t call_hash,
+                      const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard) {
+  BcastRegion& region = regions_[static_cast<size_t>(child)];
+  FragmentControl& c = region.slots[slot];
+  if (c.tag.load(std::memory_order_acquire) != 0) {
+    // The child has not consumed this slot from an earlier call yet: ask it to wake us.
+    region.slot_waiter->store(me_, std::memory_order_seq_cst);
+    WaitUntil([&] { return c.tag.load(std::memory_order_acquire) == 0; }, *doorbells_[static_cast<size_t>(me_)], policy,
+              guard);
+  }
+  c.size = size;
+  c.call_hash = call_hash;
+  if (inline_bytes > 0) std::memcpy(c.inline_data, inline_data, inline_bytes);
+  c.tag.store(tag, std::memory_order_release);
+  doorbells_[static_cast<size_t>(child)]->Ring();
+}
+
+void ShmBcast::Release(int owner, size_t slot) {
+  BcastRegion& region = regions_[static_cast<size_t>(owner)];
+  region.slots[slot].tag.store(0, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (region.slot_waiter->load(std::memory_order_relaxed) >= 0) {
+    const int waiter = region.slot_waiter->exchange(-1, std::memory_order_acq_rel);
+    if (waiter >= 0) doorbells_[static_cast<size_t>(waiter)]->Ring();
+  }
+}
+
+void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, uint64_t rotation,
+                   const WaitPolicy& policy, WaitGuard& guard) {
+  if (!HasGroup(id)) throw CollError("EINVAL", "unknown shared-memory group " + std::to_string(id));
+  const Group& g = groups_[static_cast<size_t>(id)];
+  const int n = static_cast<int>(g.members.size());
+  if (n < 2) return;
+  const auto root_it = std::find(g.members.begin(), g.members.end(), root);
+  if (root_it == g.members.end()) throw CollError("EINVAL", "the bcast source is not in shared-memory group " + std::to_string(id));
+  const TreeLinks& links = g.links[static_cast<size_t>(root_it - g.members.begin())];
+
+  uint8_t* data = static_cast<uint8_t*>(buf);
+  const size_t frag = FragmentFor(bytes);
+  const bool inline_mode = frag == 0;
+  const size_t fragments = inline_mode ? 1 : (bytes + frag - 1) / frag;
+  const size_t slots = inline_mode ? 1 : static_cast<size_t>(params_.queue_bytes / frag);
+  const size_t sets = std::clamp<uint32_t>(params_.sets, 1, kMaxSets);
+  const size_t per_set = std::max<size_t>(1, (slots + sets - 1) / sets);
+  const size_t sets_used = (slots + per_set - 1) / per_set;
+  const size_t first_slot = (rotation % sets_used) * per_set;
+  BcastRegion& source = regions_[static_cast<size_t>(root)];
+  Doorbell& mine = *doorbells_[static_cast<size_t>(me_)];
+
+  for (size_t i = 0; i < fragments; ++i) {
+    const size_t slot = (first_slot + i) % slots;
+    const size_t offset = i * frag;
+    const size_t piece = inline_mode ? bytes : std::min(frag, bytes - offset);
+    const size_t set = slot / per_set;
+    const uint64_t tag = tag_base + i;
+    const uint8_t* inline_src = nullptr;
+    if (me_ == root) {
+      if (!inline_mode) {
+        if (slot % per_set == 0) {
+          // Refill a set only when every reader has released it (from this call or the last).
+          std::atomic<uint32_t>& pending = source.sets[set].pending;
+          if (pending.load(std::memory_order_acquire) != 0) {
+            WaitUntil([&] { return pending.load(std::memory_order_acquire) == 0; }, mine, policy, guard);
+          }
+          pending.store(static_cast<uint32_t>(n - 1), std::memory_order_relaxed);
+        }
+        std::memcpy(source.queue + slot * frag, data + offset, piece);
+      }
+      inline_src = data;
+      for (int child : links.children) Notify(child, slot, tag, piece, call_hash, inline_mode ? inline_src : nullptr, inline_mode ? piece : 0, policy, guard);
+      continue;
+    }
+    FragmentControl& c = regions_[static_cast<size_t>(me_)].slots[slot];
+    uint64_t seen = c.tag.load(std::memory_order_acquire);
+    if (seen != tag) {
+      WaitUntil([&] { return (seen = c.tag.load(std::memory_order_acquire)) != 0; }, mine, policy, guard);
+      if (seen != tag || c.call_hash != call_hash) {
+        throw CollError("EMISMATCH", "a shared-memory bcast fragment from another collective call arrived (the ranks of this group are in different calls)");
+      }
+    } else if (c.call_hash != call_hash) {
+      throw CollError("EMISMATCH", "a shared-memory bcast fragment of a call with other arguments arrived");
+    }
+    if (c.size != piece) {
+      throw CollError("EMISMATCH", "the bcast root sends " + std::to_string(c.size) + "-byte fragments where this rank expects " + std::to_string(piece) + " (count or datatype differ)");
+    }
+    // Notify the children first, so they copy in parallel with this rank.
+    for (int child : links.children) Notify(child, slot, tag, piece, call_hash, inline_mode ? c.inline_data : nullptr, inline_mode ? piece : 0, policy, guard);
+    if (inline_mode) std::memcpy(data, c.inline_data, piece);
+    else std::memcpy(data + offset, source.queue + slot * frag, piece);
+    Release(me_, slot);
+    if (!inline_mode && (slot % per_set == per_set - 1 || slot == slots - 1 || i == fragments - 1)) {
+      source.sets[set].pending.fetch_sub(1, std::memory_order_acq_rel);
+      doorbells_[static_cast<size_t>(root)]->Ring();
+    }
+  }
+}
+
+}  // namespace topocoll

@@ -1,0 +1,114 @@
+// The NUMA-aware pipelined shared-memory broadcast of S0 (seeds.md), for the groups of one node.
+//
+// Every local rank owns, in the node's segment: `kMaxSets` set counters, one fragment control
+// block per queue slot, and a queue of `queue_bytes` that only it writes (first-touched by it, so
+// its pages sit on its NUMA node). A bcast rooted at r copies fragments into r's queue and
+// notifies r's children in the notification tree through their control blocks; each rank
+// forwards the notification to its own children before copying the fragment out of r's queue,
+// so notification runs down the tree while data is copied in parallel. The queue is split into
+// `sets`; a set is refilled only when every reader has released it, so with two sets the root
+// fills one while the readers drain the other. Messages that fit in a control block's spare
+// bytes travel inside it (no queue copy at all).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "shm_segment.h"
+#include "wait.h"
+
+namespace topocoll {
+
+// Notification tree shapes (S0): the root notifies everyone (flat), a chain, a k-ary tree, or a
+// k-nomial tree.
+enum class TreeKind : int32_t { kFlat = 0, kChain = 1, kKary = 2, kKnomial = 3 };
+
+struct ShmBcastParams {
+  // Bytes of each rank's queue; a multiple of `min_fragment`.
+  uint64_t queue_bytes = 512 * 1024;
+  // Smallest fragment; the queue has queue_bytes / min_fragment control blocks.
+  uint32_t min_fragment = 4096;
+  // Buffer sets (q of S0): 1 or 2 (up to kMaxSets).
+  uint32_t sets = 2;
+  TreeKind tree = TreeKind::kKnomial;
+  uint32_t radix = 2;
+  // Fragment size for a message of 2^i bytes (i = ceil(log2 m)), chosen by the cost model; the
+  // last entry serves every larger message.
+  std::vector<uint32_t> fragment_for_log2;
+};
+
+constexpr uint32_t kMaxSets = 4;
+constexpr size_t kInlineBytes = 104;
+
+// One queue slot's notification, written by the parent, consumed (reset to tag 0) by the owner.
+struct alignas(128) FragmentControl {
+  std::atomic<uint64_t> tag;  // 0 = free
+  uint64_t size;
+  uint32_t call_hash;
+  uint32_t reserved;
+  uint8_t inline_data[kInlineBytes];
+};
+static_assert(sizeof(FragmentControl) == 128, "one control block is two cache lines");
+
+struct alignas(128) SetCounter {
+  std::atomic<uint32_t> pending;  // readers that have not released this set of the owner's queue
+};
+
+// Views of one rank's part of the segment.
+struct BcastRegion {
+  SetCounter* sets;
+  std::atomic<int32_t>* slot_waiter;  // local index of a writer sleeping until a slot is free, or -1
+  FragmentControl* slots;
+  uint8_t* queue;
+};
+
+class ShmBcast {
+ public:
+  // Bytes of one rank's region for these parameters (page multiples).
+  static size_t RegionBytes(const ShmBcastParams& params);
+
+  ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me);
+
+  // Declares a group of local ranks (local indices, ascending) under `id` and precomputes this
+  // rank's parent and children in the notification tree for every possible root.
+  void SetGroup(int id, const std::vector<int>& members);
+  bool HasGroup(int id) const { return id >= 0 && static_cast<size_t>(id) < groups_.size() && !groups_[id].members.empty(); }
+
+  // Broadcasts `bytes` of `buf` inside group `id` from its member with local index `root`.
+  // `tag_base` is unique per (collective call, level); `call_hash` identifies the call's
+  // arguments so a rank in a different call is detected. `rotation` (the call number, say)
+  // picks the set the call starts in: consecutive calls start in different sets, so a root
+  // refills one while the readers of the previous call drain another (S0: set = op mod q).
+  // `guard` runs while waiting.
+  void Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, uint64_t rotation,
+           const WaitPolicy& policy, WaitGuard& guard);
+
+  // The fragment size used for a message of `bytes`.
+  size_t FragmentFor(size_t bytes) const;
+
+ private:
+  struct TreeLinks {
+    int parent = -1;
+    std::vector<int> children;  // local indices
+  };
+  struct Group {
+    std::vector<int> members;
+    // links[r]: this rank's parent and children when the member at position r is the root.
+    std::vector<TreeLinks> links;
+  };
+
+  TreeLinks LinksFor(int n, int root_pos, int my_pos, const std::vector<int>& members) const;
+  void Notify(int child, size_t slot, uint64_t tag, uint64_t size, uint32_t call_hash, const uint8_t* inline_data,
+              size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard);
+  void Release(int owner, size_t slot);
+
+  ShmBcastParams params_;
+  std::vector<BcastRegion> regions_;
+  std::vector<Doorbell*> doorbells_;
+  int me_;
+  std::vector<Group> groups_;
+};
+
+}  // namespace topocoll
