@@ -107,14 +107,26 @@ void ShmBcast::Notify(int child, size_t slot, uint64_t tag, uint64_t size, uint3
   doorbells_[static_cast<size_t>(child)]->Ring();
 }
 
-void ShmBcast::Release(int owner, size_t slot) {
-  BcastRegion& region = regions_[static_cast<size_t>(owner)];
-  region.slots[slot].tag.store(0, std::memory_order_release);
+void ShmBcast::WakeWaiter(BcastRegion& region) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (region.slot_waiter->load(std::memory_order_relaxed) >= 0) {
     const int waiter = region.slot_waiter->exchange(-1, std::memory_order_acq_rel);
     if (waiter >= 0) doorbells_[static_cast<size_t>(waiter)]->Ring();
   }
+}
+
+void ShmBcast::Release(int owner, size_t slot) {
+  BcastRegion& region = regions_[static_cast<size_t>(owner)];
+  region.slots[slot].tag.store(0, std::memory_order_release);
+  WakeWaiter(region);
+}
+
+void ShmBcast::AwaitPosition(int child, uint64_t position, const WaitPolicy& policy, WaitGuard& guard) {
+  BcastRegion& region = regions_[static_cast<size_t>(child)];
+  if (region.position->load(std::memory_order_acquire) == position) return;
+  region.slot_waiter->store(me_, std::memory_order_seq_cst);
+  WaitUntil([&] { return region.position->load(std::memory_order_acquire) == position; },
+            *doorbells_[static_cast<size_t>(me_)], policy, guard);
 }
 
 void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, uint64_t rotation,
@@ -139,6 +151,15 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
   BcastRegion& source = regions_[static_cast<size_t>(root)];
   Doorbell& mine = *doorbells_[static_cast<size_t>(me_)];
 
+  // Enter this bcast, and before the first notification make sure every child has too.
+  const uint64_t position = tag_base >> 24;
+  BcastRegion& own = regions_[static_cast<size_t>(me_)];
+  own.position->store(position, std::memory_order_release);
+  WakeWaiter(own);
+  auto enter_children = [&] {
+    for (int child : links.children) AwaitPosition(child, position, policy, guard);
+  };
+
   for (size_t i = 0; i < fragments; ++i) {
     const size_t slot = (first_slot + i) % slots;
     const size_t offset = i * frag;
@@ -159,6 +180,7 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
         std::memcpy(source.queue + slot * frag, data + offset, piece);
       }
       inline_src = data;
+      if (i == 0) enter_children();
       for (int child : links.children) Notify(child, slot, tag, piece, call_hash, inline_mode ? inline_src : nullptr, inline_mode ? piece : 0, policy, guard);
       continue;
     }
@@ -176,6 +198,7 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
       throw CollError("EMISMATCH", "the bcast root sends " + std::to_string(c.size) + "-byte fragments where this rank expects " + std::to_string(piece) + " (count or datatype differ)");
     }
     // Notify the children first, so they copy in parallel with this rank.
+    if (i == 0) enter_children();
     for (int child : links.children) Notify(child, slot, tag, piece, call_hash, inline_mode ? c.inline_data : nullptr, inline_mode ? piece : 0, policy, guard);
     if (inline_mode) std::memcpy(data, c.inline_data, piece);
     else std::memcpy(data + offset, source.queue + slot * frag, piece);

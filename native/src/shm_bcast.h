@@ -59,7 +59,11 @@ struct alignas(128) SetCounter {
 // Views of one rank's part of the segment.
 struct BcastRegion {
   SetCounter* sets;
-  std::atomic<int32_t>* slot_waiter;  // local index of a writer sleeping until a slot is free, or -1
+  std::atomic<int32_t>* slot_waiter;  // local index of a writer sleeping on this rank, or -1
+  // The bcast (call and level) this rank is in. A parent writes a child's control blocks only
+  // once the child is in the same bcast: a child still finishing an earlier bcast, or one at
+  // another level of the same call, may be waiting on those very slots.
+  std::atomic<uint64_t>* position;
   FragmentControl* slots;
   uint8_t* queue;
 };
@@ -102,7 +106,9 @@ class ShmBcast {
   TreeLinks LinksFor(int n, int root_pos, int my_pos, const std::vector<int>& members) const;
   void Notify(int child, size_t slot, uint64_t tag, uint64_t size, uint32_t call_hash, const uint8_t* inline_data,
               size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard);
+  void AwaitPosition(int child, uint64_t position, const WaitPolicy& policy, WaitGuard& guard);
   void Release(int owner, size_t slot);
+  void WakeWaiter(BcastRegion& region);
 
   ShmBcastParams params_;
   std::vector<BcastRegion> regions_;

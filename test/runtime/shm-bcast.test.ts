@@ -1,0 +1,51 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { jobScript, leftoverSegments, runJob } from '../helpers/jobs.js';
+
+/**
+ * The S0 engine through real processes: every notification tree, one and two buffer sets, a
+ * small queue (16 slots of 4 KiB) so every regime of S0 is reached with small messages.
+ */
+const FRAGMENT = 4096;
+const SLOTS = 16;
+const dir = mkdtempSync(join(tmpdir(), 'topocoll-s0-'));
+
+function config(tree: string, sets: number): string {
+  const file = join(dir, `${tree.replace(':', '-')}-${sets}.yaml`);
+  writeFileSync(file, `shm:\n  bcast:\n    tree: ${tree}\n    sets: ${sets}\n    queueBytes: ${FRAGMENT * SLOTS}\n    fragmentBytes: ${FRAGMENT}\n`);
+  return file;
+}
+
+function run(ranks: number, tree: string, sets: number, extra: string[] = []) {
+  const r = runJob(['-n', String(ranks), '--config', config(tree, sets), ...extra, jobScript('shm-bcast.mjs'), String(FRAGMENT), String(SLOTS)]);
+  const ok = r.lines.filter((l) => /^rank \d+ ok \d+$/.test(l)).length;
+  return { ...r, ok };
+}
+
+describe('S0 shared-memory bcast', () => {
+  for (const tree of ['flat', 'chain', 'kary:2', 'knomial:2', 'knomial:3']) {
+    for (const sets of [1, 2]) {
+      it(`${tree} tree, ${sets} set${sets > 1 ? 's' : ''}: 5 ranks, every root and size regime`, () => {
+        const r = run(5, tree, sets);
+        expect(r.stderr).not.toMatch(/Error/);
+        expect(r.status).toBe(0);
+        expect(r.ok).toBe(5);
+      });
+    }
+  }
+
+  it('8 ranks on 2 cores (4 per core: groups at two levels inside the node)', async () => {
+    const r = run(8, 'knomial:2', 2);
+    expect(r.status).toBe(0);
+    expect(r.ok).toBe(8);
+    expect(await leftoverSegments()).toEqual([]);
+  });
+
+  it('with the default model-chosen parameters, next to TCP between emulated nodes', () => {
+    const r = runJob(['-n', '6', '--nodes', '2', jobScript('shm-bcast.mjs'), '8192', '64']);
+    expect(r.status).toBe(0);
+    expect(r.lines.filter((l) => /ok/.test(l))).toHaveLength(6);
+  });
+});
