@@ -1,6 +1,7 @@
-// A rank of a failure test: the last rank starts a Promise allreduce and SIGKILLs itself while it
-// runs; every other rank keeps calling collectives and must get an error (EPEERLOST) instead of
-// hanging. Survivors print `rank R caught CODE` and exit 3.
+// A rank of a failure test: the last rank starts a Promise collective (argv[2]: allreduce, or
+// bcast — large, so the rank dies holding a set of the shared-memory engine) and SIGKILLs itself
+// while it runs; every other rank keeps calling collectives and must get an error (EPEERLOST)
+// instead of hanging. Survivors print `rank R caught CODE` and exit 3.
 import { init } from 'topocoll';
 
 const comm = await init();
@@ -9,13 +10,15 @@ const n = 1 << 18;
 const send = new Float64Array(n).fill(comm.rank);
 const recv = new Float64Array(n);
 
+const bcast = process.argv[2] === 'bcast';
+const call = () => (bcast ? comm.bcastSync(send, 0) : comm.allreduceSync(send, recv, 'sum'));
 if (comm.rank === victim) {
-  comm.allreduceSync(send, recv, 'sum'); // one clean round so every rank is inside the loop
-  void comm.allreduce(send, recv, 'sum');
+  call(); // one clean round so every rank is inside the loop
+  void (bcast ? comm.bcast(send, 0) : comm.allreduce(send, recv, 'sum'));
   process.kill(process.pid, 'SIGKILL');
 }
 try {
-  for (;;) comm.allreduceSync(send, recv, 'sum');
+  for (;;) call();
 } catch (e) {
   console.log(`rank ${comm.rank} caught ${e.code}: ${e.message}`);
   comm.close();

@@ -16,12 +16,13 @@ function run(args: string[]) {
 }
 
 describe('a rank killed with SIGKILL in the middle of a collective', () => {
-  for (const [name, args, n] of [
-    ['4 ranks on one node', ['-n', '4'], 4],
-    ['6 ranks on 3 emulated nodes (the failure crosses TCP)', ['-n', '6', '--nodes', '3'], 6],
+  for (const [name, args, n, collective] of [
+    ['4 ranks on one node, allreduce', ['-n', '4'], 4, 'allreduce'],
+    ['4 ranks on one node, a 2 MiB shared-memory bcast (the dead reader holds a set)', ['-n', '4'], 4, 'bcast'],
+    ['6 ranks on 3 emulated nodes (the failure crosses TCP)', ['-n', '6', '--nodes', '3'], 6, 'allreduce'],
   ] as const) {
     it(`${name}: every survivor gets EPEERLOST, the launcher fails, /dev/shm is clean`, async () => {
-      const r = run([...args, jobScript('peer-dies.mjs')]);
+      const r = run([...args, jobScript('peer-dies.mjs'), collective]);
       expect(r.signal).toBeNull(); // the launcher itself was not killed by the test timeout
       expect(r.status).toBe(128 + 9);
       expect(r.stderr).toMatch(new RegExp(`rank ${n - 1} was killed by SIGKILL`));
