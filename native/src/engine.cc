@@ -160,6 +160,7 @@ void Engine::InitViews() {
     region.sets = reinterpret_cast<SetCounter*>(r);
     region.slot_waiter = reinterpret_cast<std::atomic<int32_t>*>(r + kMaxSets * sizeof(SetCounter));
     region.position = reinterpret_cast<std::atomic<uint64_t>*>(r + kMaxSets * sizeof(SetCounter) + 128);
+    region.control_cursor = reinterpret_cast<std::atomic<uint64_t>*>(r + kMaxSets * sizeof(SetCounter) + 256);
     region.slots = reinterpret_cast<FragmentControl*>(r + kPage);
     region.queue = r + kPage + (slots_per_queue * sizeof(FragmentControl) + kPage - 1) / kPage * kPage;
     regions.push_back(region);
@@ -350,8 +351,7 @@ void Engine::Transfer(const std::vector<Step>& steps, const MsgHeader& header, c
         // Tags: the call, the phase and the level, then the fragment number.
         const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
                                   (static_cast<uint64_t>(s.level & 0x7f) << 24);
-        const uint64_t rotation = static_cast<uint64_t>(header.seq) * 8 + static_cast<uint64_t>(s.level & 7);
-        shm_bcast_->Run(s.group, LocalIndex(s.peer), recv, bytes, tag_base, CallHash(header), rotation, policy_, guard);
+        shm_bcast_->Run(s.group, LocalIndex(s.peer), recv, bytes, tag_base, CallHash(header), policy_, guard);
       } else {
         RecvFrom(s.peer, header, recv, bytes, Reducer{}, elem, guard);
       }

@@ -20,7 +20,13 @@ size_t ShmBcast::RegionBytes(const ShmBcastParams& p) {
 }
 
 ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me)
-    : params_(std::move(params)), regions_(std::move(regions)), doorbells_(std::move(doorbells)), me_(me) {}
+    : params_(std::move(params)),
+      blocks_(SlotCount(params_)),
+      set_bytes_(params_.queue_bytes / std::clamp<uint32_t>(params_.sets, 1, kMaxSets) / params_.min_fragment *
+                 params_.min_fragment),
+      regions_(std::move(regions)),
+      doorbells_(std::move(doorbells)),
+      me_(me) {}
 
 size_t ShmBcast::FragmentFor(size_t bytes) const {
   if (bytes <= kInlineBytes) return 0;  // inside the control block
@@ -90,16 +96,17 @@ void ShmBcast::SetGroup(int id, const std::vector<int>& members) {
   for (int r = 0; r < n; ++r) g.links.push_back(LinksFor(n, r, my_pos, members));
 }
 
-void ShmBcast::Notify(int child, size_t slot, uint64_t tag, uint64_t size, uint32_t call_hash,
+void ShmBcast::Notify(int child, uint64_t block, uint64_t tag, uint64_t offset, uint32_t size, uint32_t call_hash,
                       const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard) {
   BcastRegion& region = regions_[static_cast<size_t>(child)];
-  FragmentControl& c = region.slots[slot];
+  FragmentControl& c = region.slots[block % blocks_];
   if (c.tag.load(std::memory_order_acquire) != 0) {
-    // The child has not consumed this slot from an earlier call yet: ask it to wake us.
+    // The child has not consumed this block (a full ring of fragments ago) yet: ask it to wake us.
     region.slot_waiter->store(me_, std::memory_order_seq_cst);
     WaitUntil([&] { return c.tag.load(std::memory_order_acquire) == 0; }, *doorbells_[static_cast<size_t>(me_)], policy,
               guard);
   }
+  c.offset = offset;
   c.size = size;
   c.call_hash = call_hash;
   if (inline_bytes > 0) std::memcpy(c.inline_data, inline_data, inline_bytes);
@@ -115,9 +122,9 @@ void ShmBcast::WakeWaiter(BcastRegion& region) {
   }
 }
 
-void ShmBcast::Release(int owner, size_t slot) {
+void ShmBcast::Release(int owner, uint64_t block) {
   BcastRegion& region = regions_[static_cast<size_t>(owner)];
-  region.slots[slot].tag.store(0, std::memory_order_release);
+  region.slots[block % blocks_].tag.store(0, std::memory_order_release);
   WakeWaiter(region);
 }
 
@@ -129,7 +136,7 @@ void ShmBcast::AwaitPosition(int child, uint64_t position, const WaitPolicy& pol
             *doorbells_[static_cast<size_t>(me_)], policy, guard);
 }
 
-void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, uint64_t rotation,
+void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash,
                    const WaitPolicy& policy, WaitGuard& guard) {
   if (!HasGroup(id)) throw CollError("EINVAL", "unknown shared-memory group " + std::to_string(id));
   const Group& g = groups_[static_cast<size_t>(id)];
@@ -143,71 +150,94 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
   const size_t frag = FragmentFor(bytes);
   const bool inline_mode = frag == 0;
   const size_t fragments = inline_mode ? 1 : (bytes + frag - 1) / frag;
-  const size_t slots = inline_mode ? 1 : static_cast<size_t>(params_.queue_bytes / frag);
-  const size_t sets = std::clamp<uint32_t>(params_.sets, 1, kMaxSets);
-  const size_t per_set = std::max<size_t>(1, (slots + sets - 1) / sets);
-  const size_t sets_used = (slots + per_set - 1) / per_set;
-  const size_t first_slot = (rotation % sets_used) * per_set;
   BcastRegion& source = regions_[static_cast<size_t>(root)];
+  BcastRegion& own = regions_[static_cast<size_t>(me_)];
   Doorbell& mine = *doorbells_[static_cast<size_t>(me_)];
 
-  // Enter this bcast, and before the first notification make sure every child has too.
+  // Enter this bcast; before the first notification every child must have entered it too, and
+  // then its control cursor says which blocks this bcast's fragments go to.
   const uint64_t position = tag_base >> 24;
-  BcastRegion& own = regions_[static_cast<size_t>(me_)];
   own.position->store(position, std::memory_order_release);
   WakeWaiter(own);
+  std::vector<uint64_t> child_blocks;
   auto enter_children = [&] {
-    for (int child : links.children) AwaitPosition(child, position, policy, guard);
+    for (int child : links.children) {
+      AwaitPosition(child, position, policy, guard);
+      child_blocks.push_back(regions_[static_cast<size_t>(child)].control_cursor->load(std::memory_order_acquire));
+    }
   };
+  auto notify_children = [&](size_t i, uint64_t tag, uint64_t offset, uint32_t size, const uint8_t* inline_src) {
+    if (i == 0) enter_children();
+    for (size_t c = 0; c < links.children.size(); ++c) {
+      Notify(links.children[c], child_blocks[c] + i, tag, offset, size, call_hash, inline_src, inline_src ? size : 0,
+             policy, guard);
+    }
+  };
+  const uint64_t set_bytes = std::max<uint64_t>(set_bytes_, frag);
+  auto set_of = [&](uint64_t offset) { return static_cast<int64_t>(offset / set_bytes); };
 
-  for (size_t i = 0; i < fragments; ++i) {
-    const size_t slot = (first_slot + i) % slots;
-    const size_t offset = i * frag;
-    const size_t piece = inline_mode ? bytes : std::min(frag, bytes - offset);
-    const size_t set = slot / per_set;
-    const uint64_t tag = tag_base + i;
-    const uint8_t* inline_src = nullptr;
-    if (me_ == root) {
+  if (me_ == root) {
+    for (size_t i = 0; i < fragments; ++i) {
+      const size_t piece = inline_mode ? bytes : std::min(frag, bytes - i * frag);
+      uint64_t offset = 0;
       if (!inline_mode) {
-        if (slot % per_set == 0) {
-          // Refill a set only when every reader has released it (from this call or the last).
-          std::atomic<uint32_t>& pending = source.sets[set].pending;
+        // The queue is a ring of whole fragments: one that would cross the end starts over at 0.
+        if (cursor_.offset + frag > params_.queue_bytes) cursor_.offset = 0;
+        offset = cursor_.offset;
+        const int64_t set = set_of(offset);
+        std::atomic<uint32_t>& pending = source.sets[set].pending;
+        const bool enters = set != cursor_.set || offset == 0 || (i == 0 && cursor_.set < 0);
+        if (enters) {
+          // Refill a set only when every reader of every earlier call has released it.
           if (pending.load(std::memory_order_acquire) != 0) {
             WaitUntil([&] { return pending.load(std::memory_order_acquire) == 0; }, mine, policy, guard);
           }
           pending.store(static_cast<uint32_t>(n - 1), std::memory_order_relaxed);
+        } else if (i == 0) {
+          // This call continues in the set the root is filling: its readers join the count.
+          pending.fetch_add(static_cast<uint32_t>(n - 1), std::memory_order_relaxed);
         }
-        std::memcpy(source.queue + slot * frag, data + offset, piece);
+        std::memcpy(source.queue + offset, data + i * frag, piece);
+        cursor_.set = set;
+        cursor_.offset = offset + frag;
       }
-      inline_src = data;
-      if (i == 0) enter_children();
-      for (int child : links.children) Notify(child, slot, tag, piece, call_hash, inline_mode ? inline_src : nullptr, inline_mode ? piece : 0, policy, guard);
-      continue;
+      notify_children(i, tag_base + i, offset, static_cast<uint32_t>(piece), inline_mode ? data : nullptr);
     }
-    FragmentControl& c = regions_[static_cast<size_t>(me_)].slots[slot];
+    return;
+  }
+
+  const uint64_t first_block = own.control_cursor->load(std::memory_order_relaxed);
+  for (size_t i = 0; i < fragments; ++i) {
+    const size_t piece = inline_mode ? bytes : std::min(frag, bytes - i * frag);
+    const uint64_t tag = tag_base + i;
+    FragmentControl& c = own.slots[(first_block + i) % blocks_];
     uint64_t seen = c.tag.load(std::memory_order_acquire);
     if (seen != tag) {
       WaitUntil([&] { return (seen = c.tag.load(std::memory_order_acquire)) != 0; }, mine, policy, guard);
-      if (seen != tag || c.call_hash != call_hash) {
+      if (seen != tag) {
         throw CollError("EMISMATCH", "a shared-memory bcast fragment from another collective call arrived (the ranks of this group are in different calls)");
       }
-    } else if (c.call_hash != call_hash) {
-      throw CollError("EMISMATCH", "a shared-memory bcast fragment of a call with other arguments arrived");
     }
+    if (c.call_hash != call_hash) throw CollError("EMISMATCH", "a shared-memory bcast fragment of a call with other arguments arrived");
     if (c.size != piece) {
       throw CollError("EMISMATCH", "the bcast root sends " + std::to_string(c.size) + "-byte fragments where this rank expects " + std::to_string(piece) + " (count or datatype differ)");
     }
+    const uint64_t offset = c.offset;
     // Notify the children first, so they copy in parallel with this rank.
-    if (i == 0) enter_children();
-    for (int child : links.children) Notify(child, slot, tag, piece, call_hash, inline_mode ? c.inline_data : nullptr, inline_mode ? piece : 0, policy, guard);
+    notify_children(i, tag, offset, static_cast<uint32_t>(piece), inline_mode ? c.inline_data : nullptr);
     if (inline_mode) std::memcpy(data, c.inline_data, piece);
-    else std::memcpy(data + offset, source.queue + slot * frag, piece);
-    Release(me_, slot);
-    if (!inline_mode && (slot % per_set == per_set - 1 || slot == slots - 1 || i == fragments - 1)) {
-      source.sets[set].pending.fetch_sub(1, std::memory_order_acq_rel);
+    else std::memcpy(data + i * frag, source.queue + offset, piece);
+    Release(me_, first_block + i);
+    if (inline_mode) continue;
+    // Release the root's set after this call's last fragment in it.
+    uint64_t next = offset + frag;
+    if (next + frag > params_.queue_bytes) next = 0;
+    if (i + 1 == fragments || set_of(next) != set_of(offset) || next == 0) {
+      source.sets[set_of(offset)].pending.fetch_sub(1, std::memory_order_acq_rel);
       doorbells_[static_cast<size_t>(root)]->Ring();
     }
   }
+  own.control_cursor->store(first_block + fragments, std::memory_order_release);
 }
 
 }  // namespace topocoll

@@ -1,14 +1,19 @@
 // The NUMA-aware pipelined shared-memory broadcast of S0 (seeds.md), for the groups of one node.
 //
-// Every local rank owns, in the node's segment: `kMaxSets` set counters, one fragment control
-// block per queue slot, and a queue of `queue_bytes` that only it writes (first-touched by it, so
-// its pages sit on its NUMA node). A bcast rooted at r copies fragments into r's queue and
-// notifies r's children in the notification tree through their control blocks; each rank
-// forwards the notification to its own children before copying the fragment out of r's queue,
-// so notification runs down the tree while data is copied in parallel. The queue is split into
+// Every local rank owns, in the node's segment: `kMaxSets` set counters, a ring of fragment
+// control blocks, and a queue of `queue_bytes` that only it writes (first-touched by it, so its
+// pages sit on its NUMA node). A bcast rooted at r copies fragments into r's queue and notifies
+// r's children in the notification tree through their control blocks; each rank forwards the
+// notification to its own children before copying the fragment out of r's queue, so
+// notification runs down the tree while data is copied in parallel. The queue is split into
 // `sets`; a set is refilled only when every reader has released it, so with two sets the root
 // fills one while the readers drain the other. Messages that fit in a control block's spare
 // bytes travel inside it (no queue copy at all).
+//
+// The root writes its queue as a ring with a cursor that persists across calls, and every
+// reader consumes its control blocks with a cursor of its own that its parents read, so
+// back-to-back broadcasts stream through the queue: a root runs ahead of its readers by up to
+// the queue (minus the set being drained) instead of restarting at slot 0 each call.
 #pragma once
 
 #include <atomic>
@@ -42,12 +47,12 @@ struct ShmBcastParams {
 constexpr uint32_t kMaxSets = 4;
 constexpr size_t kInlineBytes = 104;
 
-// One queue slot's notification, written by the parent, consumed (reset to tag 0) by the owner.
+// One fragment's notification, written by the parent, consumed (reset to tag 0) by the owner.
 struct alignas(128) FragmentControl {
   std::atomic<uint64_t> tag;  // 0 = free
-  uint64_t size;
+  uint64_t offset;            // where the fragment sits in the root's queue
+  uint32_t size;
   uint32_t call_hash;
-  uint32_t reserved;
   uint8_t inline_data[kInlineBytes];
 };
 static_assert(sizeof(FragmentControl) == 128, "one control block is two cache lines");
@@ -64,6 +69,9 @@ struct BcastRegion {
   // once the child is in the same bcast: a child still finishing an earlier bcast, or one at
   // another level of the same call, may be waiting on those very slots.
   std::atomic<uint64_t>* position;
+  // Index of the next control block this rank will read (it only grows); parents write fragment
+  // i of a bcast into block (cursor + i) mod blocks.
+  std::atomic<uint64_t>* control_cursor;
   FragmentControl* slots;
   uint8_t* queue;
 };
@@ -82,12 +90,9 @@ class ShmBcast {
 
   // Broadcasts `bytes` of `buf` inside group `id` from its member with local index `root`.
   // `tag_base` is unique per (collective call, level); `call_hash` identifies the call's
-  // arguments so a rank in a different call is detected. `rotation` (the call number, say)
-  // picks the set the call starts in: consecutive calls start in different sets, so a root
-  // refills one while the readers of the previous call drain another (S0: set = op mod q).
-  // `guard` runs while waiting.
-  void Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, uint64_t rotation,
-           const WaitPolicy& policy, WaitGuard& guard);
+  // arguments so a rank in a different call is detected. `guard` runs while waiting.
+  void Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, const WaitPolicy& policy,
+           WaitGuard& guard);
 
   // The fragment size used for a message of `bytes`.
   size_t FragmentFor(size_t bytes) const;
@@ -104,13 +109,22 @@ class ShmBcast {
   };
 
   TreeLinks LinksFor(int n, int root_pos, int my_pos, const std::vector<int>& members) const;
-  void Notify(int child, size_t slot, uint64_t tag, uint64_t size, uint32_t call_hash, const uint8_t* inline_data,
-              size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard);
+  void Notify(int child, uint64_t block, uint64_t tag, uint64_t offset, uint32_t size, uint32_t call_hash,
+              const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard);
   void AwaitPosition(int child, uint64_t position, const WaitPolicy& policy, WaitGuard& guard);
-  void Release(int owner, size_t slot);
+  void Release(int owner, uint64_t block);
   void WakeWaiter(BcastRegion& region);
 
+  // Where this rank, as a root, writes next in its queue, and the set it last wrote in.
+  struct QueueCursor {
+    uint64_t offset = 0;
+    int64_t set = -1;
+  };
+
   ShmBcastParams params_;
+  uint64_t blocks_;  // control blocks per rank
+  uint64_t set_bytes_;
+  QueueCursor cursor_;
   std::vector<BcastRegion> regions_;
   std::vector<Doorbell*> doorbells_;
   int me_;

@@ -110,7 +110,30 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
       }
     }
   }
+  // The copy-rate limit, measured here in the same run: one memcpy of each message size (a
+  // bcast must at least copy the message once into every reader).
+  if (comm.rank === 0) {
+    for (const bytes of sizesOf(settings)) {
+      const iterations = bytes > settings.largeBytes ? settings.itersLarge : settings.itersSmall;
+      const row: BenchRow = { collective: 'memcpy', mode: 'memcpy', bytes, avgUs: memcpyUs(bytes, iterations), minUs: 0, maxUs: 0, iterations };
+      row.minUs = row.maxUs = row.avgUs;
+      console.log(JSON.stringify(row));
+    }
+  }
   comm.close();
+}
+
+/** µs for one copy of `bytes` between two buffers, the source changing on every copy. */
+function memcpyUs(bytes: number, iterations: number): number {
+  const from = new Uint8Array(bytes);
+  const to = new Uint8Array(bytes);
+  for (let k = 0; k < Math.max(10, iterations / 5); k++) to.set(from);
+  const start = process.hrtime.bigint();
+  for (let k = 0; k < iterations; k++) {
+    from[k % bytes] = k;
+    to.set(from);
+  }
+  return Number(process.hrtime.bigint() - start) / 1000 / iterations;
 }
 
 // Started as a script by the launcher: the settings come in the environment.

@@ -119,13 +119,21 @@ function formatTables(rows: BenchRow[], ranks: number, settings: BenchSettings, 
     const sizes = [...new Set(mine.map((r) => r.bytes))].sort((a, b) => a - b);
     const cell = (mode: string, bytes: number) => mine.find((r) => r.mode === mode && r.bytes === bytes)?.avgUs;
     const hasOmpi = mine.some((r) => r.mode === 'ompi');
+    const memcpy = (bytes: number) => rows.find((r) => r.collective === 'memcpy' && r.bytes === bytes)?.avgUs;
+    const hasMemcpy = collective === 'bcast' && sizes.some((b) => memcpy(b) !== undefined);
     out.push('', `# ${collective}, ${ranks} ranks${oversubscribed ? ' (more ranks than cores)' : ''}: latency in µs per call, average over ranks`);
-    const header = ['bytes', ...settings.modes.map((m) => `topocoll ${m}`), ...(hasOmpi ? ['Open MPI', 'sync / OMPI'] : [])];
+    const header = ['bytes', ...settings.modes.map((m) => `topocoll ${m}`), ...(hasOmpi ? ['Open MPI', 'sync / OMPI'] : []), ...(hasMemcpy ? ['memcpy', 'sync / memcpy'] : [])];
     const table = [header];
     for (const bytes of sizes) {
       const sync = cell('sync', bytes);
       const ompi = cell('ompi', bytes);
-      table.push([String(bytes), ...settings.modes.map((m) => fmt(cell(m, bytes))), ...(hasOmpi ? [fmt(ompi), sync !== undefined && ompi ? (sync / ompi).toFixed(2) : '-'] : [])]);
+      const copy = memcpy(bytes);
+      table.push([
+        String(bytes),
+        ...settings.modes.map((m) => fmt(cell(m, bytes))),
+        ...(hasOmpi ? [fmt(ompi), sync !== undefined && ompi ? (sync / ompi).toFixed(2) : '-'] : []),
+        ...(hasMemcpy ? [fmt(copy), sync !== undefined && copy ? (sync / copy).toFixed(2) : '-'] : []),
+      ]);
     }
     const widths = header.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
     for (const r of table) out.push(r.map((v, c) => v.padStart(widths[c]!)).join('  '));
