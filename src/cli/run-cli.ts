@@ -4,6 +4,7 @@ import { localitiesCommand, localitiesHelp } from './commands/localities.js';
 import { runCommand, runHelp } from './commands/run.js';
 import { benchCommand, benchHelp } from './commands/bench.js';
 import { topoCommand, topoHelp } from './commands/topo.js';
+import { tuneCommand, tuneHelp } from './commands/tune.js';
 import type { CliIo } from './io.js';
 
 type Command = (argv: string[], io: CliIo) => number | Promise<number>;
@@ -14,6 +15,7 @@ const commands: Record<string, { run: Command; help: string }> = {
   groups: { run: groupsCommand, help: groupsHelp },
   run: { run: runCommand, help: runHelp },
   bench: { run: benchCommand, help: benchHelp },
+  tune: { run: tuneCommand, help: tuneHelp },
 };
 
 const usage = `topocoll — topology-aware collectives for Node.js
@@ -26,6 +28,7 @@ Commands:
   groups       the per-level groups and leaders of a job, without running it
   run          start a job of N processes on this machine (optionally as K emulated nodes)
   bench        OSU-style latency tables, with Open MPI's own collectives beside them
+  tune         measure the shared-memory cost model (tune shm) and write it to YAML
 
 "topocoll <command> --help" shows a command's options.
 `;

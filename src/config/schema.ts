@@ -98,14 +98,15 @@ const shmBcast = z
   })
   .strict();
 
+/** Defaults measured by `topocoll tune shm` on the development machine (2 vCPU AMD EPYC). */
 const shmModel = z
   .object({
     /** Copy rate of one core in bytes per µs (topocoll tune shm measures it). */
-    copyBytesPerUs: z.number().positive().default(8000),
+    copyBytesPerUs: z.number().positive().default(44900),
     /** µs to write a child's control block and for the child to see it. */
-    notifyUs: z.number().positive().default(0.25),
+    notifyUs: z.number().positive().default(0.46),
     /** Fixed µs per fragment per rank. */
-    fragmentUs: z.number().nonnegative().default(0.15),
+    fragmentUs: z.number().nonnegative().default(0.05),
   })
   .strict();
 
@@ -114,7 +115,7 @@ const shm = z
     /** Bytes of shared memory per node: the S0 bcast queues and the channels between local ranks. */
     budgetBytes: z.number().int().min(1 << 20).default(64 << 20),
     bcast: shmBcast.default({ enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' }),
-    model: shmModel.default({ copyBytesPerUs: 8000, notifyUs: 0.25, fragmentUs: 0.15 }),
+    model: shmModel.default({ copyBytesPerUs: 44900, notifyUs: 0.46, fragmentUs: 0.05 }),
   })
   .strict();
 
@@ -128,7 +129,7 @@ export const configSchema = z
     shm: shm.default({
       budgetBytes: 64 << 20,
       bcast: { enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' },
-      model: { copyBytesPerUs: 8000, notifyUs: 0.25, fragmentUs: 0.15 },
+      model: { copyBytesPerUs: 44900, notifyUs: 0.46, fragmentUs: 0.05 },
     }),
   })
   .strict();

@@ -1,0 +1,138 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseDocument } from 'yaml';
+import { parseTree, predictBcastUs, type ShmCostModel } from '../../algorithms/shm-bcast-model.js';
+import { parseConfig } from '../../config/load.js';
+import { TopocollError } from '../../errors.js';
+import { launch } from '../../runtime/launcher.js';
+import { shmLayout } from '../../runtime/shm-budget.js';
+import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
+import type { CliIo } from '../io.js';
+import type { TuneSettings } from '../tune-worker.js';
+
+export const tuneHelp = `topocoll tune shm — measure the shared-memory cost model and write it to YAML
+
+Usage: topocoll tune shm [--out FILE] [-n N]
+
+Runs short jobs of N ranks (default 2) on this machine and measures the copy rate of one core,
+the cost of a notification between ranks and the fixed cost per fragment of the S0 bcast
+engine. Writes them under shm.model in FILE (default topocoll.yaml; other keys are kept), prints
+the tree and fragment sizes the model then chooses, and the predicted against the measured time
+of single broadcasts. Pass the file to init({ config }), --config or TOPOCOLL_CONFIG.
+`;
+
+interface Measured {
+  copy?: number;
+  pingpong?: number;
+  stream?: number;
+  bcast: Map<number, number>;
+}
+
+export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCommandArgs('tune', argv, { out: { type: 'string' }, np: { type: 'string', short: 'n' }, help: { type: 'boolean' } }, true);
+  if (values.help || positionals.length === 0) {
+    io.stdout(tuneHelp);
+    return values.help ? 0 : 1;
+  }
+  if (positionals[0] !== 'shm' || positionals.length > 1) {
+    throw new TopocollError('EINVAL', `topocoll tune: unknown target "${positionals.join(' ')}"`, { hint: 'Only "topocoll tune shm" exists.' });
+  }
+  const ranks = parseNonNegativeInt('tune', 'np', values.np ?? '2');
+  if (ranks < 2) throw new TopocollError('EINVAL', 'topocoll tune shm: -n must be at least 2');
+  const out = resolve(io.cwd, values.out ?? 'topocoll.yaml');
+  const dir = mkdtempSync(join(tmpdir(), 'topocoll-tune-'));
+  try {
+    const job = (name: string, yaml: string, settings: TuneSettings) => {
+      const file = join(dir, `${name}.yaml`);
+      writeFileSync(file, yaml);
+      return runTuneJob(ranks, file, settings, io);
+    };
+    io.stderr('topocoll tune: measuring copy rate, notifications and fragments…\n');
+    const mb = 1 << 20;
+    const small = await job('small', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', { sizes: [mb], iterations: 20000 });
+    const large = await job('large', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 65536\n', { sizes: [mb], iterations: 200 });
+    const copy = small.copy!;
+    const model: ShmCostModel = {
+      copyBytesPerUs: round(copy),
+      notifyUs: round(Math.max(0.02, small.pingpong! - small.stream!)),
+      // 256 fragments of 4 KiB against 16 of 64 KiB: the difference, less the longer pipeline
+      // fill of the larger fragments, is the per-fragment cost.
+      fragmentUs: round(Math.max(0, (small.bcast.get(mb)! - large.bcast.get(mb)! + (65536 - 4096) / copy) / 240)),
+    };
+    writeModel(out, model);
+    io.stdout(`shm.model written to ${out}: copyBytesPerUs ${model.copyBytesPerUs}, notifyUs ${model.notifyUs}, fragmentUs ${model.fragmentUs}\n`);
+
+    // With the model in force: what it chooses, and how well it predicts single broadcasts.
+    const config = parseConfig(readFileSync(out, 'utf8'), out);
+    for (const p of [2, 4, 8]) {
+      const layout = shmLayout(config, p, cpus().length);
+      io.stdout(`  ${p} ranks: ${layout.tree} tree, queue ${layout.bcast.queueBytes / 1024} KiB, fragments ${describeTable(layout.bcast.fragmentForLog2)}\n`);
+    }
+    const sizes = [8, 1024, 4096, 16384, 65536, 262144, mb, 4 * mb, 16 * mb];
+    const check = await runTuneJob(ranks, out, { sizes, iterations: 400 }, io);
+    const layout = shmLayout(config, ranks, cpus().length);
+    io.stdout(`\n# single bcast, ${ranks} ranks: predicted vs measured (µs)\n  bytes  fragment  predicted  measured\n`);
+    for (const bytes of sizes) {
+      const f = layout.bcast.fragmentForLog2[Math.min(26, Math.ceil(Math.log2(Math.max(1, bytes))))]!;
+      const shape = { queueBytes: layout.bcast.queueBytes, minFragment: layout.bcast.minFragment, sets: layout.bcast.sets, tree: parseTree(layout.tree) };
+      const predicted = predictBcastUs(model, bytes, ranks, cpus().length, shape, f);
+      io.stdout(`${String(bytes).padStart(8)}  ${String(bytes <= 104 ? 'inline' : f).padStart(8)}  ${predicted.toFixed(2).padStart(9)}  ${check.bcast.get(bytes)!.toFixed(2).padStart(8)}\n`);
+    }
+    return 0;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function runTuneJob(ranks: number, config: string, settings: TuneSettings, io: CliIo): Promise<Measured> {
+  const measured: Measured = { bcast: new Map() };
+  const code = await launch({
+    ranks,
+    bind: 'core',
+    output: 'lines',
+    config,
+    script: fileURLToPath(new URL('../tune-worker.js', import.meta.url)),
+    args: [],
+    env: { ...io.env, TOPOCOLL_TUNE: JSON.stringify(settings) },
+    stdout: (line) => {
+      if (!line.startsWith('{')) return;
+      const o = JSON.parse(line) as { kind: string; bytesPerUs?: number; us?: number; bytes?: number };
+      if (o.kind === 'copy') measured.copy = o.bytesPerUs;
+      else if (o.kind === 'pingpong') measured.pingpong = o.us;
+      else if (o.kind === 'stream') measured.stream = o.us;
+      else if (o.kind === 'bcast') measured.bcast.set(o.bytes!, o.us!);
+    },
+    stderr: (line) => {
+      if (!/binding wraps around/.test(line)) io.stderr(line);
+    },
+  });
+  if (code !== 0) throw new TopocollError('EINVAL', `topocoll tune: a measurement job failed (exit ${code})`);
+  return measured;
+}
+
+/** Sets shm.model in the YAML file, keeping everything else (and its comments). */
+function writeModel(file: string, model: ShmCostModel): void {
+  const doc = parseDocument(existsSync(file) ? readFileSync(file, 'utf8') : '');
+  for (const [key, value] of Object.entries(model)) doc.setIn(['shm', 'model', key], value);
+  writeFileSync(file, doc.toString());
+}
+
+function round(v: number): number {
+  return Number(v.toPrecision(3));
+}
+
+/** `4 KiB up to 16 KiB, 32 KiB up to …` from the per-size table. */
+function describeTable(table: number[]): string {
+  const parts: string[] = [];
+  table.forEach((f, i) => {
+    if (i > 0 && table[i - 1] === f && i < table.length - 1) return;
+    if (2 ** i > 104 || i === table.length - 1) parts.push(`${f / 1024} KiB from ${formatBytes(2 ** i)}`);
+  });
+  return [...new Set(parts)].slice(0, 6).join(', ');
+}
+
+function formatBytes(b: number): string {
+  return b >= 1 << 20 ? `${b / (1 << 20)} MiB` : b >= 1024 ? `${b / 1024} KiB` : `${b} B`;
+}

@@ -1,0 +1,68 @@
+/**
+ * One rank of `topocoll tune shm` (started by the launcher, two ranks on one node). Measures
+ * what the S0 cost model needs and prints JSON lines on rank 0:
+ * - `copy`: the copy rate of one core (bytes/µs), from repeated 1 MiB copies;
+ * - `pingpong` / `stream`: µs per inline bcast when the root alternates (every call waits for a
+ *   notification from the other rank) and when it stays (the root streams ahead);
+ * - `bcast`: µs of single broadcasts of given sizes (a barrier before each, the slowest rank
+ *   counts), for the predicted-versus-measured table and the per-fragment cost.
+ */
+import { init } from '../runtime/init.js';
+
+export interface TuneSettings {
+  sizes: number[];
+  iterations: number;
+}
+
+export async function tuneMain(settings: TuneSettings): Promise<void> {
+  const comm = await init();
+  const out = (o: object) => comm.rank === 0 && console.log(JSON.stringify(o));
+  const max = new Float64Array(1);
+  const slowest = (us: number): number => {
+    comm.allreduceSync(Float64Array.of(us), max, 'max');
+    return max[0]!;
+  };
+
+  if (comm.rank === 0) {
+    const from = new Uint8Array(1 << 20);
+    const to = new Uint8Array(1 << 20);
+    for (let k = 0; k < 200; k++) to.set(from);
+    const start = process.hrtime.bigint();
+    for (let k = 0; k < 2000; k++) {
+      from[k] = k;
+      to.set(from);
+    }
+    const us = Number(process.hrtime.bigint() - start) / 1000 / 2000;
+    out({ kind: 'copy', bytesPerUs: (1 << 20) / us });
+  }
+
+  const small = new Uint8Array(8);
+  const loop = (iterations: number, rootOf: (k: number) => number): number => {
+    comm.barrierSync();
+    const start = process.hrtime.bigint();
+    for (let k = 0; k < iterations; k++) comm.bcastSync(small, rootOf(k));
+    return Number(process.hrtime.bigint() - start) / 1000 / iterations;
+  };
+  loop(settings.iterations, (k) => k % comm.size);
+  out({ kind: 'pingpong', us: slowest(loop(settings.iterations, (k) => k % comm.size)) });
+  out({ kind: 'stream', us: slowest(loop(settings.iterations, () => 0)) });
+
+  for (const bytes of settings.sizes) {
+    const buf = new Uint8Array(bytes);
+    const iterations = Math.max(20, Math.min(settings.iterations, Math.floor((settings.iterations * 4096) / Math.max(bytes, 4096))));
+    let total = 0;
+    for (let k = 0; k < iterations + 5; k++) {
+      buf[k % Math.max(1, bytes)] = k;
+      comm.barrierSync();
+      const start = process.hrtime.bigint();
+      comm.bcastSync(buf, 0);
+      if (k >= 5) total += Number(process.hrtime.bigint() - start) / 1000;
+    }
+    out({ kind: 'bcast', bytes, us: slowest(total / iterations) });
+  }
+  comm.close();
+}
+
+if (process.env.TOPOCOLL_TUNE !== undefined) {
+  await tuneMain(JSON.parse(process.env.TOPOCOLL_TUNE) as TuneSettings);
+}
