@@ -88,7 +88,7 @@ const shmBcast = z
     /** Broadcast inside node-local groups through the S0 engine (false: binomial trees over the channels). */
     enabled: z.boolean().default(true),
     /** Bytes of each rank's S0 queue (S·f); `auto`: from the budget. */
-    queueBytes: auto(z.number().int().min(64 * 1024).max(1 << 30)),
+    queueBytes: auto(z.number().int().min(4096).max(1 << 30)),
     /** Fragment size; `auto`: chosen per message size by the cost model. */
     fragmentBytes: auto(z.number().int().min(4096).refine((v) => (v & (v - 1)) === 0, 'must be a power of two')),
     /** Buffer sets q: the root refills one while readers drain another. */

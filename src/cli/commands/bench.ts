@@ -1,16 +1,24 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TopocollError } from '../../errors.js';
 import { launch, type BindPolicy } from '../../runtime/launcher.js';
 import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
-import type { BenchRow, BenchSettings } from '../bench-worker.js';
+import { sizesOf, type BenchRow, type BenchSettings } from '../bench-worker.js';
 import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
 
 export const benchHelp = `topocoll bench — OSU-style latency of topocoll's collectives, with Open MPI's beside them
 
-Usage: topocoll bench [-n N] [--nodes K] [--bind core|numa|socket|none]
+Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|none]
                       [--collectives barrier,bcast,reduce,allreduce] [--min BYTES] [--max BYTES]
                       [--modes sync,async] [--iterations N] [--no-mpi] [--json]
+       topocoll bench bcast --sweep [-n N]
+
+  COLLECTIVE         one of barrier, bcast, reduce, allreduce (default: all four)
+  --sweep            with bcast: the S0 engine for every notification tree, S ∈ {1, 4, 16, 64}
+                     buffers of 8 KiB and q ∈ {1, 2} sets, each relative to S = 1 (up to 16 MiB)
 
   -n N               ranks (default 2)
   --nodes K          emulate K nodes (TCP between them)
@@ -30,32 +38,43 @@ cores, in the same run.
 const COLLECTIVES = ['barrier', 'bcast', 'reduce', 'allreduce'] as const;
 
 export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parseCommandArgs('bench', argv, {
-    np: { type: 'string', short: 'n' },
-    nodes: { type: 'string' },
-    bind: { type: 'string' },
-    collectives: { type: 'string' },
-    min: { type: 'string' },
-    max: { type: 'string' },
-    modes: { type: 'string' },
-    iterations: { type: 'string' },
-    'no-mpi': { type: 'boolean' },
-    json: { type: 'boolean' },
-    help: { type: 'boolean' },
-  });
+  const { values, positionals } = parseCommandArgs(
+    'bench',
+    argv,
+    {
+      np: { type: 'string', short: 'n' },
+      nodes: { type: 'string' },
+      bind: { type: 'string' },
+      collectives: { type: 'string' },
+      min: { type: 'string' },
+      max: { type: 'string' },
+      modes: { type: 'string' },
+      iterations: { type: 'string' },
+      sweep: { type: 'boolean' },
+      'no-mpi': { type: 'boolean' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean' },
+    },
+    true,
+  );
   if (values.help) {
     io.stdout(benchHelp);
     return 0;
   }
+  const target = positionals[0];
+  if (positionals.length > 1 || (target !== undefined && !(COLLECTIVES as readonly string[]).includes(target))) {
+    throw new TopocollError('EINVAL', `topocoll bench: unknown collective "${positionals.join(' ')}"`, { hint: `Use one of ${COLLECTIVES.join(', ')}, or none for all.` });
+  }
+  if (values.sweep && target !== 'bcast') throw new TopocollError('EINVAL', 'topocoll bench: --sweep goes with "bcast"');
   const ranks = parseNonNegativeInt('bench', 'np', values.np ?? '2');
   const list = <T extends string>(name: string, text: string | undefined, allowed: readonly T[]): T[] =>
     (text ?? allowed.join(',')).split(',').map((c) => requireOne<T>('bench', name, c.trim(), allowed));
-  const iterations = parseNonNegativeInt('bench', 'iterations', values.iterations ?? '1000');
+  const iterations = parseNonNegativeInt('bench', 'iterations', values.iterations ?? (values.sweep ? '300' : '1000'));
   const settings: BenchSettings = {
-    collectives: list('collectives', values.collectives, COLLECTIVES),
-    modes: list('modes', values.modes, ['sync', 'async'] as const),
+    collectives: target !== undefined ? [target as (typeof COLLECTIVES)[number]] : list('collectives', values.collectives, COLLECTIVES),
+    modes: values.sweep ? ['sync'] : list('modes', values.modes, ['sync', 'async'] as const),
     minBytes: parseNonNegativeInt('bench', 'min', values.min ?? '4'),
-    maxBytes: parseNonNegativeInt('bench', 'max', values.max ?? String(4 << 20)),
+    maxBytes: parseNonNegativeInt('bench', 'max', values.max ?? String((values.sweep ? 16 : 4) << 20)),
     itersSmall: iterations,
     itersLarge: Math.max(10, Math.floor(iterations / 10)),
     largeBytes: 8192,
@@ -63,33 +82,20 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   if (settings.minBytes < 1 || settings.maxBytes < settings.minBytes) {
     throw new TopocollError('EINVAL', 'topocoll bench: need 1 ≤ --min ≤ --max');
   }
-
-  const rows: BenchRow[] = [];
-  let stderr = '';
-  const code = await launch({
+  const job: BenchJob = {
     ranks,
     bind: requireOne<BindPolicy>('bench', 'bind', values.bind ?? 'core', ['core', 'numa', 'socket', 'none']),
     nodes: values.nodes === undefined ? undefined : parseNonNegativeInt('bench', 'nodes', values.nodes),
-    output: 'lines',
-    script: fileURLToPath(new URL('../bench-worker.js', import.meta.url)),
-    args: [],
-    env: { ...io.env, TOPOCOLL_BENCH: JSON.stringify(settings) },
-    stdout: (line) => {
-      if (line.startsWith('{')) rows.push(JSON.parse(line) as BenchRow);
-      else io.stdout(line);
-    },
-    stderr: (line) => {
-      stderr += line;
-      if (!/binding wraps around/.test(line)) io.stderr(line);
-    },
-  });
-  if (code !== 0) {
-    io.stderr(`topocoll bench: the benchmark job failed (exit ${code})\n`);
-    return code;
-  }
+    settings,
+    io,
+  };
+
+  const result = await runBenchJob(job);
+  if (result.code !== 0) return result.code;
+  const rows = result.rows;
 
   let baselineNote = '';
-  if (!values['no-mpi'] && values.nodes === undefined) {
+  if (!values['no-mpi'] && job.nodes === undefined) {
     const why = ompiUnavailable();
     if (why !== undefined) baselineNote = `no Open MPI baseline: ${why}`;
     else {
@@ -99,16 +105,102 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
         baselineNote = run.version;
       }
     }
-  } else if (values.nodes !== undefined) {
+  } else if (job.nodes !== undefined) {
     baselineNote = 'no Open MPI baseline with emulated nodes';
   }
 
+  const sweepRows = values.sweep ? await runSweep(job) : [];
   if (values.json) {
-    for (const r of rows) io.stdout(JSON.stringify({ ...r, ranks }) + '\n');
+    for (const r of [...rows, ...sweepRows]) io.stdout(JSON.stringify({ ...r, ranks }) + '\n');
     return 0;
   }
-  io.stdout(formatTables(rows, ranks, settings, baselineNote, /wraps around/.test(stderr)));
+  io.stdout(formatTables(rows, ranks, settings, baselineNote, result.oversubscribed));
+  if (values.sweep) io.stdout(formatSweep(sweepRows, ranks, settings));
   return 0;
+}
+
+interface BenchJob {
+  ranks: number;
+  bind: BindPolicy;
+  nodes?: number;
+  settings: BenchSettings;
+  io: CliIo;
+}
+
+/** One benchmark job through the launcher; rows come back as JSON lines from rank 0. */
+async function runBenchJob(job: BenchJob, config?: string): Promise<{ code: number; rows: BenchRow[]; oversubscribed: boolean }> {
+  const rows: BenchRow[] = [];
+  let oversubscribed = false;
+  const code = await launch({
+    ranks: job.ranks,
+    bind: job.bind,
+    nodes: job.nodes,
+    config,
+    output: 'lines',
+    script: fileURLToPath(new URL('../bench-worker.js', import.meta.url)),
+    args: [],
+    env: { ...job.io.env, TOPOCOLL_BENCH: JSON.stringify(job.settings) },
+    stdout: (line) => {
+      if (line.startsWith('{')) rows.push(JSON.parse(line) as BenchRow);
+      else job.io.stdout(line);
+    },
+    stderr: (line) => {
+      if (/binding wraps around/.test(line)) oversubscribed = true;
+      else job.io.stderr(line);
+    },
+  });
+  if (code !== 0) job.io.stderr(`topocoll bench: the benchmark job failed (exit ${code})\n`);
+  return { code, rows, oversubscribed };
+}
+
+/** The S0 parameter space of the paper: every tree, S ∈ {1, 4, 16, 64} buffers of 8 KiB, q ∈ {1, 2}. */
+export const SWEEP_TREES = ['flat', 'chain', 'kary:2', 'knomial:2', 'knomial:4'] as const;
+export const SWEEP_BUFFERS = [1, 4, 16, 64] as const;
+const SWEEP_FRAGMENT = 8192;
+
+async function runSweep(job: BenchJob): Promise<BenchRow[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'topocoll-sweep-'));
+  const rows: BenchRow[] = [];
+  try {
+    for (const tree of SWEEP_TREES) {
+      for (const buffers of SWEEP_BUFFERS) {
+        for (const sets of [1, 2]) {
+          if (sets > buffers) continue;
+          const file = join(dir, 'sweep.yaml');
+          writeFileSync(file, `shm:\n  bcast:\n    tree: ${tree}\n    queueBytes: ${buffers * SWEEP_FRAGMENT}\n    fragmentBytes: ${SWEEP_FRAGMENT}\n    sets: ${sets}\n`);
+          const r = await runBenchJob({ ...job, settings: { ...job.settings, collectives: ['bcast'], modes: ['sync'] } }, file);
+          if (r.code !== 0) throw new TopocollError('EINVAL', `topocoll bench: the sweep job ${tree} S=${buffers} q=${sets} failed`);
+          for (const row of r.rows) if (row.collective === 'bcast') rows.push({ ...row, mode: `${tree} S=${buffers} q=${sets}` });
+        }
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+/** Per tree: µs at S = 1, then every (S, q) as a fraction of it (the paper's normalisation). */
+function formatSweep(rows: BenchRow[], ranks: number, settings: BenchSettings): string {
+  const out: string[] = [];
+  const sizes = sizesOf(settings);
+  for (const tree of SWEEP_TREES) {
+    const cell = (s: number, q: number, bytes: number) => rows.find((r) => r.mode === `${tree} S=${s} q=${q}` && r.bytes === bytes)?.avgUs;
+    const variants = SWEEP_BUFFERS.flatMap((s) => [1, 2].filter((q) => q <= s).map((q) => [s, q] as const)).filter(([s]) => s > 1);
+    out.push('', `# S0 bcast, ${ranks} ranks, ${tree} tree, fragments of ${SWEEP_FRAGMENT / 1024} KiB: time at S = 1 (µs), others relative to it`);
+    const header = ['bytes', 'S=1 µs', ...variants.map(([s, q]) => `S=${s} q=${q}`)];
+    const table = [header];
+    for (const bytes of sizes) {
+      const base = cell(1, 1, bytes);
+      table.push([String(bytes), base === undefined ? '-' : base.toFixed(2), ...variants.map(([s, q]) => {
+        const t = cell(s, q, bytes);
+        return t === undefined || base === undefined ? '-' : (t / base).toFixed(2);
+      })]);
+    }
+    const widths = header.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
+    for (const r of table) out.push(r.map((v, c) => v.padStart(widths[c]!)).join('  '));
+  }
+  return out.join('\n') + '\n';
 }
 
 function formatTables(rows: BenchRow[], ranks: number, settings: BenchSettings, note: string, oversubscribed: boolean): string {
