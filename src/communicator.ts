@@ -3,6 +3,7 @@ import type { CollectiveKind } from './algorithms/schedule.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeCollectiveCode, type NativeEngine } from './native.js';
+import { summarizePlacement, type PlacementReport } from './runtime/placement.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray, type UserOp } from './runtime/datatypes.js';
 
 /** Pass as the send buffer to reduce in place: the receive buffer holds the input and the result. */
@@ -31,6 +32,8 @@ export interface CommunicatorParts {
   planHash: number;
   /** Groups that broadcast through the shared-memory engine, with the id they were registered under. */
   shmGroups: ReadonlyMap<Group, number>;
+  /** The OS index of the NUMA node this rank runs on, when it is bound inside one. */
+  numaNode?: number;
   /** Runs once at close(), after the engine closed (e.g. stops a rendezvous server). */
   onClose?: () => void;
 }
@@ -60,6 +63,7 @@ export class Communicator {
   private readonly planHash: number;
   private readonly planIds = new Map<number, PlanIds>();
   private readonly onClose?: () => void;
+  private readonly numaNode?: number;
   private nextPlanId = 0;
   private closed = false;
 
@@ -74,6 +78,7 @@ export class Communicator {
     this.localSize = parts.localSize;
     this.planHash = parts.planHash;
     this.onClose = parts.onClose;
+    this.numaNode = parts.numaNode;
     this.schedules = new ScheduleCache(parts.plan, parts.rank, { shmGroup: (g) => parts.shmGroups.get(g) });
   }
 
@@ -166,6 +171,16 @@ export class Communicator {
       const group = chain.find((g) => g.level === name);
       return { name, enabled: true, groupSize: group?.members.length ?? 1, isLeader: group === undefined || group.leader === this.rank };
     });
+  }
+
+  /**
+   * Where this rank's shared-memory queue really is: the NUMA node of each of its pages
+   * (move_pages, query mode) against the node the rank runs on. First touch should make it
+   * `local`; `unknown` when the rank is alone on its node or the kernel cannot say.
+   */
+  placement(): PlacementReport {
+    this.ensureOpen();
+    return summarizePlacement(this.engine.ownRegionNodes(), this.numaNode);
   }
 
   /** Releases shared memory, sockets and threads. Idempotent; collectives afterwards fail with ECLOSED. */

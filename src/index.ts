@@ -42,6 +42,7 @@ export type { LevelName } from './groups/levels.js';
 export { init, type InitOptions } from './runtime/init.js';
 export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } from './communicator.js';
 export { userOp, type UserOp, type ReduceOpName, type TypedArray } from './runtime/datatypes.js';
+export type { PlacementReport } from './runtime/placement.js';
 
 // Configuration.
 export { parseConfig, loadConfigFile, resolveConfig, validateConfig, DEFAULT_CONFIG_PATH } from './config/load.js';

@@ -64,6 +64,7 @@ interface RawEngine {
   run(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, user?: NativeUserOp): void;
   runAsync(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): Promise<void>;
   close(): void;
+  ownRegionNodes(): Int32Array;
   readonly segmentBytes: number;
 }
 
@@ -71,6 +72,7 @@ interface RawAddon {
   NativeEngine: new (options: NativeEngineOptions) => RawEngine;
   setThreadAffinity(cpus: readonly number[]): number[];
   segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number;
+  pageNodes(view: ArrayBufferView): Int32Array;
 }
 
 let addon: RawAddon | undefined;
@@ -201,6 +203,14 @@ export class NativeEngine {
     this.raw.close();
   }
 
+  /**
+   * The NUMA node of every page of this rank's own S0 region (move_pages in query mode; a
+   * negative entry is an errno). Empty when the rank is alone on its node.
+   */
+  ownRegionNodes(): Int32Array {
+    return this.raw.ownRegionNodes();
+  }
+
   /** Bytes of the node's shared segment (0 when this rank is alone on its node). */
   get segmentBytes(): number {
     return this.raw.segmentBytes;
@@ -230,4 +240,9 @@ export function setThreadAffinity(cpus: readonly number[]): number[] {
 /** Bytes of a node segment for `localSize` ranks, channels of `channelBytes` and these bcast queues. */
 export function segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number {
   return load().segmentBytes(localSize, channelBytes, bcast);
+}
+
+/** The NUMA node of every page of `view` (move_pages in query mode; negative entries are errnos). */
+export function pageNodes(view: ArrayBufferView): Int32Array {
+  return load().pageNodes(view);
 }

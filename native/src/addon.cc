@@ -14,6 +14,7 @@
 
 #include "engine.h"
 #include "errors.h"
+#include "placement.h"
 
 namespace topocoll {
 
@@ -71,6 +72,12 @@ ShmBcastParams BcastParamsOf(const Napi::Value& value) {
   return p;
 }
 
+Napi::Int32Array ToInt32Array(Napi::Env env, const std::vector<int32_t>& values) {
+  auto out = Napi::Int32Array::New(env, values.size());
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return out;
+}
+
 // One queued Promise collective.
 struct Job {
   CallArgs args;
@@ -98,6 +105,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("run", &NativeEngine::Run),
                            InstanceMethod("runAsync", &NativeEngine::RunAsync),
                            InstanceMethod("close", &NativeEngine::Close),
+                           InstanceMethod("ownRegionNodes", &NativeEngine::OwnRegionNodes),
                            InstanceAccessor("segmentBytes", &NativeEngine::SegmentBytesGetter, nullptr),
                        });
   }
@@ -303,6 +311,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
 
   void Close(const Napi::CallbackInfo&) { Shutdown(); }
 
+  Napi::Value OwnRegionNodes(const Napi::CallbackInfo& info) { return ToInt32Array(info.Env(), engine_->OwnRegionNodes()); }
+
   void Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
@@ -354,6 +364,12 @@ Napi::Value SetThreadAffinity(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// pageNodes(view): the NUMA node of every page of a buffer (move_pages in query mode).
+Napi::Value PageNodesOf(const Napi::CallbackInfo& info) {
+  auto view = info[0].As<Napi::TypedArray>();
+  return ToInt32Array(info.Env(), PageNodes(BytesOf(view), view.ByteLength()));
+}
+
 Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
   const size_t local_size = info[0].As<Napi::Number>().Uint32Value();
   const uint64_t channel = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
@@ -366,6 +382,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeEngine", NativeEngine::Define(env));
   exports.Set("setThreadAffinity", Napi::Function::New(env, SetThreadAffinity));
   exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
+  exports.Set("pageNodes", Napi::Function::New(env, PageNodesOf));
   return exports;
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "errors.h"
+#include "placement.h"
 
 namespace topocoll {
 
@@ -170,6 +171,8 @@ void Engine::InitViews() {
     // First touch of this rank's own region (its queue is read by everyone but written only
     // here); random access advice keeps the kernel from faulting in neighbours' pages for us.
     uint8_t* own = bcast_base + static_cast<size_t>(local_index_) * region_bytes;
+    own_region_ = own;
+    own_region_bytes_ = region_bytes;
     madvise(own, region_bytes, MADV_RANDOM);
     std::memset(own, 0, region_bytes);
     regions[static_cast<size_t>(local_index_)].slot_waiter->store(-1, std::memory_order_relaxed);
@@ -260,6 +263,11 @@ void Engine::ThrowAborted() const {
 }
 
 void Engine::SetPlan(int id, std::vector<Step> steps) { plans_[id] = std::move(steps); }
+
+std::vector<int32_t> Engine::OwnRegionNodes() const {
+  if (own_region_ == nullptr || header_ == nullptr) return {};
+  return PageNodes(own_region_, own_region_bytes_);
+}
 
 void Engine::SetShmGroup(int id, const std::vector<int>& ranks) {
   if (!shm_bcast_) throw CollError("EINVAL", "no shared segment: this rank is alone on its node");
@@ -506,6 +514,7 @@ void Engine::Close() {
   if (watcher_.joinable()) watcher_.join();
   tcp_.CloseAll();
   header_ = nullptr;
+  own_region_ = nullptr;
   locals_.clear();
   channels_.clear();
   segment_ = ShmSegment();

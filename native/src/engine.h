@@ -112,6 +112,8 @@ class Engine {
   void Close();
 
   size_t segment_bytes() const { return segment_.size(); }
+  // NUMA node of every page of this rank's own S0 region (empty without a segment).
+  std::vector<int32_t> OwnRegionNodes() const;
 
  private:
   class Guard;
@@ -149,6 +151,8 @@ class Engine {
   std::vector<ShmChannel> channels_;
 
   std::unique_ptr<ShmBcast> shm_bcast_;
+  uint8_t* own_region_ = nullptr;
+  size_t own_region_bytes_ = 0;
   TcpLinks tcp_;
   std::unordered_map<int, std::vector<Step>> plans_;
   std::vector<uint8_t> scratch_;

@@ -130,10 +130,19 @@ void ShmBcast::Release(int owner, uint64_t block) {
 
 void ShmBcast::AwaitPosition(int child, uint64_t position, const WaitPolicy& policy, WaitGuard& guard) {
   BcastRegion& region = regions_[static_cast<size_t>(child)];
-  if (region.position->load(std::memory_order_acquire) == position) return;
-  region.slot_waiter->store(me_, std::memory_order_seq_cst);
-  WaitUntil([&] { return region.position->load(std::memory_order_acquire) == position; },
-            *doorbells_[static_cast<size_t>(me_)], policy, guard);
+  uint64_t seen = region.position->load(std::memory_order_acquire);
+  // A child receives in this group first thing in this phase of this call, so a child already
+  // further along — a later call or phase, or another level of this one — went past this bcast
+  // without its data: the ranks are in different collectives.
+  auto passed = [&](uint64_t p) { return (p >> 7) > (position >> 7) || ((p >> 7) == (position >> 7) && p != position); };
+  if (seen != position && !passed(seen)) {
+    region.slot_waiter->store(me_, std::memory_order_seq_cst);
+    WaitUntil([&] { return (seen = region.position->load(std::memory_order_acquire)) == position || passed(seen); },
+              *doorbells_[static_cast<size_t>(me_)], policy, guard);
+  }
+  if (seen != position) {
+    throw CollError("EMISMATCH", "a rank of this node's group left the broadcast without its data (the ranks called different collectives or roots)");
+  }
 }
 
 void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash,

@@ -16,6 +16,7 @@ import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types
 import { resolveNodeIdentity } from '../topology/node-identity.js';
 import { computeLocality } from '../topology/process-locality.js';
 import { detectEnvironment, type JobEnvironment } from './environment.js';
+import { numaNodeOf } from './placement.js';
 import { shmLayout } from './shm-budget.js';
 import { allgather, barrier, createJobToken, RendezvousClient, RendezvousServer } from './rendezvous.js';
 
@@ -46,7 +47,8 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
   const timeoutMs = job.timeoutMs ?? config.timeouts.initMs;
   const node = job.nodeName ?? resolveNodeIdentity(config.node.identity, env);
   const network = resolveNetworkSource(job.networkFile ? { source: 'file', file: job.networkFile } : config.network, env, node);
-  const locality = config.topology.locality ?? env.TOPOCOLL_LOCALITY ?? computedLocality(config, env);
+  const here = whereThisProcessRuns(config, env);
+  const locality = config.topology.locality ?? env.TOPOCOLL_LOCALITY ?? here.locality;
   const me: RankInfo = { node, host: hostname(), locality, ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}) };
 
   const rdv = await connectRendezvous(job, timeoutMs);
@@ -82,7 +84,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       throw e;
     }
     const onClose = rdv ? releaseRendezvous(rdv, job) : undefined;
-    return new Communicator({ engine, plan, rank: job.rank, node, localRank, localSize: localRanks.length, planHash: planHash(plan), shmGroups, onClose });
+    return new Communicator({ engine, plan, rank: job.rank, node, localRank, localSize: localRanks.length, planHash: planHash(plan), shmGroups, numaNode: here.numaNode, onClose });
   } catch (e) {
     await rdv?.client.close().catch(() => undefined);
     await rdv?.server?.close().catch(() => undefined);
@@ -97,9 +99,11 @@ function configFor(given: InitOptions['config'], job: JobEnvironment, env: NodeJ
   return resolveConfig(undefined, env);
 }
 
-function computedLocality(config: TopocollConfig, env: NodeJS.ProcessEnv): string {
+/** This process's locality string, and the NUMA node its memory should be on when it has one. */
+function whereThisProcessRuns(config: TopocollConfig, env: NodeJS.ProcessEnv): { locality: string; numaNode?: number } {
   const machine = discoverMachine({ hwlocXml: config.topology.hwlocXml ?? undefined, env, source: config.topology.source });
-  return formatLocality(computeLocality(machine, readProcessAffinity()).locality);
+  const cpus = readProcessAffinity();
+  return { locality: formatLocality(computeLocality(machine, cpus).locality), numaNode: numaNodeOf(machine.objects.numa, cpus) };
 }
 
 /** Unbound processes cannot be placed below the node; say so once, with the fix. */

@@ -43,6 +43,9 @@ for (let k = 0; k < 4 * size; k++) {
 }
 // A burst of large broadcasts from alternating roots: buffers are reused many times over.
 for (let k = 0; k < 6; k++) once(k % size, 5 * slots * f + 3, true);
+// First touch put this rank's queue on its NUMA node (move_pages says where every page is).
+const placement = comm.placement();
+if (comm.localSize > 1 && placement.verdict !== 'local') throw new Error(`queue placement: ${JSON.stringify(placement)}`);
 comm.barrierSync();
 console.log(`rank ${rank} ok ${checks}`);
 comm.close();

@@ -8,6 +8,8 @@ import { formatLocality, parseLocality } from '../../topology/locality-string.js
 import { placeRanks } from '../../topology/placement.js';
 import { computeLocality } from '../../topology/process-locality.js';
 import { HARDWARE_LEVELS, type HardwareLevel } from '../../topology/types.js';
+import { pageNodes } from '../../native.js';
+import { describePlacement, numaNodeOf, summarizePlacement, type PlacementReport } from '../../runtime/placement.js';
 import { shmLayout } from '../../runtime/shm-budget.js';
 import { parseCommandArgs } from '../args.js';
 import type { CliIo } from '../io.js';
@@ -30,6 +32,8 @@ export interface TopoReport {
   pus: number;
   levels: { level: HardwareLevel; units: number; active: boolean; reason?: string }[];
   process: { cpus: string; locality: string; localitySource: 'computed' | 'override'; bound: boolean };
+  /** move_pages on a buffer this process first-touched: is first touch placing pages locally? */
+  placement: PlacementReport;
   /** The node's shared segment for one rank per core (what `topocoll run -n <cores>` maps). */
   sharedMemory: { localRanks: number; channelBytes: number; segmentBytes: number; budgetBytes: number; bcastQueueBytes: number; bcastTree: string };
 }
@@ -90,6 +94,7 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
       localitySource: override === undefined ? 'computed' : 'override',
       bound: computed.bound,
     },
+    placement: firstTouchCheck(numaNodeOf(machine.objects.numa, cpus)),
     sharedMemory: {
       localRanks,
       channelBytes: layout.channelBytes,
@@ -99,6 +104,13 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
       bcastTree: layout.tree,
     },
   };
+}
+
+/** First-touches a buffer and asks the kernel where its pages went. */
+function firstTouchCheck(expectedNode: number | undefined): PlacementReport {
+  const buffer = new Uint8Array(256 * 1024);
+  for (let i = 0; i < buffer.length; i += 4096) buffer[i] = 1;
+  return summarizePlacement(pageNodes(buffer), expectedNode);
 }
 
 function formatTopo(r: TopoReport): string {
@@ -115,6 +127,7 @@ function formatTopo(r: TopoReport): string {
   lines.push(
     `shared memory per node: ${mib(shm.segmentBytes)} for ${shm.localRanks} ranks (bcast queues of ${shm.bcastQueueBytes / 1024} KiB, ${shm.bcastTree} tree; ${shm.localRanks * (shm.localRanks - 1)} channels of ${shm.channelBytes / 1024} KiB; budget ${mib(shm.budgetBytes)})`,
   );
+  lines.push(`NUMA placement of first-touched memory (move_pages): ${describePlacement(r.placement)}`);
   if (!r.process.bound) lines.push('hint: unbound processes are grouped from the node level up; bind each process to a core (mpirun --bind-to core, srun --cpu-bind=cores, taskset -c N) to use the levels inside the node.');
   return lines.join('\n') + '\n';
 }
