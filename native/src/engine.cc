@@ -160,10 +160,9 @@ void Engine::InitViews() {
     BcastRegion region{};
     region.sets = reinterpret_cast<SetCounter*>(r);
     region.slot_waiter = reinterpret_cast<std::atomic<int32_t>*>(r + kMaxSets * sizeof(SetCounter));
-    region.position = reinterpret_cast<std::atomic<uint64_t>*>(r + kMaxSets * sizeof(SetCounter) + 128);
-    region.control_cursor = reinterpret_cast<std::atomic<uint64_t>*>(r + kMaxSets * sizeof(SetCounter) + 256);
-    region.slots = reinterpret_cast<FragmentControl*>(r + kPage);
-    region.queue = r + kPage + (slots_per_queue * sizeof(FragmentControl) + kPage - 1) / kPage * kPage;
+    region.consumed = reinterpret_cast<PaddedCounter*>(r + kMaxSets * sizeof(SetCounter) + 128);
+    region.rings = reinterpret_cast<FragmentControl*>(r + kPage);
+    region.queue = r + kPage + (kMaxRings * slots_per_queue * sizeof(FragmentControl) + kPage - 1) / kPage * kPage;
     regions.push_back(region);
     doorbells.push_back(&controls[i].doorbell);
   }

@@ -16,7 +16,7 @@ size_t SlotCount(const ShmBcastParams& p) { return static_cast<size_t>(p.queue_b
 }  // namespace
 
 size_t ShmBcast::RegionBytes(const ShmBcastParams& p) {
-  return kPage + RoundUp(SlotCount(p) * sizeof(FragmentControl), kPage) + p.queue_bytes;
+  return kPage + RoundUp(kMaxRings * SlotCount(p) * sizeof(FragmentControl), kPage) + p.queue_bytes;
 }
 
 ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me)
@@ -84,11 +84,14 @@ ShmBcast::TreeLinks ShmBcast::LinksFor(int n, int root_pos, int my_pos, const st
 }
 
 void ShmBcast::SetGroup(int id, const std::vector<int>& members) {
-  if (id < 0) throw CollError("EINVAL", "negative shared-memory group id");
+  if (id < 0 || id >= static_cast<int>(kMaxRings)) {
+    throw CollError("EINVAL", "shared-memory group id " + std::to_string(id) + " is outside 0…" + std::to_string(kMaxRings - 1));
+  }
   if (groups_.size() <= static_cast<size_t>(id)) groups_.resize(static_cast<size_t>(id) + 1);
   Group& g = groups_[static_cast<size_t>(id)];
   g.members = members;
   g.links.clear();
+  g.sent.assign(members.size(), 0);
   const int n = static_cast<int>(members.size());
   const auto it = std::find(members.begin(), members.end(), me_);
   if (it == members.end()) throw CollError("EINVAL", "this rank is not a member of shared-memory group " + std::to_string(id));
@@ -96,16 +99,22 @@ void ShmBcast::SetGroup(int id, const std::vector<int>& members) {
   for (int r = 0; r < n; ++r) g.links.push_back(LinksFor(n, r, my_pos, members));
 }
 
-void ShmBcast::Notify(int child, uint64_t block, uint64_t tag, uint64_t offset, uint32_t size, uint32_t call_hash,
-                      const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard) {
+FragmentControl& ShmBcast::Block(int owner, int ring, uint64_t index) {
+  return regions_[static_cast<size_t>(owner)].rings[static_cast<uint64_t>(ring) * blocks_ + index % blocks_];
+}
+
+void ShmBcast::Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_t offset, uint32_t size,
+                      uint32_t call_hash, const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy,
+                      WaitGuard& guard) {
   BcastRegion& region = regions_[static_cast<size_t>(child)];
-  FragmentControl& c = region.slots[block % blocks_];
-  if (c.tag.load(std::memory_order_acquire) != 0) {
-    // The child has not consumed this block (a full ring of fragments ago) yet: ask it to wake us.
+  std::atomic<uint64_t>& consumed = region.consumed[ring].value;
+  if (index >= consumed.load(std::memory_order_acquire) + blocks_) {
+    // The child is a whole ring behind: wait until it has read this block's previous use.
     region.slot_waiter->store(me_, std::memory_order_seq_cst);
-    WaitUntil([&] { return c.tag.load(std::memory_order_acquire) == 0; }, *doorbells_[static_cast<size_t>(me_)], policy,
-              guard);
+    WaitUntil([&] { return index < consumed.load(std::memory_order_acquire) + blocks_; },
+              *doorbells_[static_cast<size_t>(me_)], policy, guard);
   }
+  FragmentControl& c = Block(child, ring, index);
   c.offset = offset;
   c.size = size;
   c.call_hash = call_hash;
@@ -122,27 +131,11 @@ void ShmBcast::WakeWaiter(BcastRegion& region) {
   }
 }
 
-void ShmBcast::Release(int owner, uint64_t block) {
-  BcastRegion& region = regions_[static_cast<size_t>(owner)];
-  region.slots[block % blocks_].tag.store(0, std::memory_order_release);
-  WakeWaiter(region);
-}
-
-void ShmBcast::AwaitPosition(int child, uint64_t position, const WaitPolicy& policy, WaitGuard& guard) {
-  BcastRegion& region = regions_[static_cast<size_t>(child)];
-  uint64_t seen = region.position->load(std::memory_order_acquire);
-  // A child receives in this group first thing in this phase of this call, so a child already
-  // further along — a later call or phase, or another level of this one — went past this bcast
-  // without its data: the ranks are in different collectives.
-  auto passed = [&](uint64_t p) { return (p >> 7) > (position >> 7) || ((p >> 7) == (position >> 7) && p != position); };
-  if (seen != position && !passed(seen)) {
-    region.slot_waiter->store(me_, std::memory_order_seq_cst);
-    WaitUntil([&] { return (seen = region.position->load(std::memory_order_acquire)) == position || passed(seen); },
-              *doorbells_[static_cast<size_t>(me_)], policy, guard);
-  }
-  if (seen != position) {
-    throw CollError("EMISMATCH", "a rank of this node's group left the broadcast without its data (the ranks called different collectives or roots)");
-  }
+void ShmBcast::Release(int ring, uint64_t index) {
+  BcastRegion& own = regions_[static_cast<size_t>(me_)];
+  Block(me_, ring, index).tag.store(0, std::memory_order_relaxed);
+  own.consumed[ring].value.store(index + 1, std::memory_order_release);
+  WakeWaiter(own);
 }
 
 void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash,
@@ -160,26 +153,25 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
   const bool inline_mode = frag == 0;
   const size_t fragments = inline_mode ? 1 : (bytes + frag - 1) / frag;
   BcastRegion& source = regions_[static_cast<size_t>(root)];
-  BcastRegion& own = regions_[static_cast<size_t>(me_)];
   Doorbell& mine = *doorbells_[static_cast<size_t>(me_)];
 
-  // Enter this bcast; before the first notification every child must have entered it too, and
-  // then its control cursor says which blocks this bcast's fragments go to.
-  const uint64_t position = tag_base >> 24;
-  own.position->store(position, std::memory_order_release);
-  WakeWaiter(own);
-  std::vector<uint64_t> child_blocks;
-  auto enter_children = [&] {
-    for (int child : links.children) {
-      AwaitPosition(child, position, policy, guard);
-      child_blocks.push_back(regions_[static_cast<size_t>(child)].control_cursor->load(std::memory_order_acquire));
-    }
+  // Where this bcast's fragments go in each member's control ring; every member advances the
+  // same counts, so the next bcast in this group finds them without any exchange.
+  const int ring = id;
+  Group& group = groups_[static_cast<size_t>(id)];
+  auto member_index = [&](int member) {
+    return static_cast<size_t>(std::find(g.members.begin(), g.members.end(), member) - g.members.begin());
   };
+  const uint64_t first_block = group.sent[member_index(me_)];
+  std::vector<uint64_t> child_first;
+  for (int child : links.children) child_first.push_back(group.sent[member_index(child)]);
+  for (size_t m = 0; m < g.members.size(); ++m) {
+    if (g.members[m] != root) group.sent[m] += fragments;
+  }
   auto notify_children = [&](size_t i, uint64_t tag, uint64_t offset, uint32_t size, const uint8_t* inline_src) {
-    if (i == 0) enter_children();
     for (size_t c = 0; c < links.children.size(); ++c) {
-      Notify(links.children[c], child_blocks[c] + i, tag, offset, size, call_hash, inline_src, inline_src ? size : 0,
-             policy, guard);
+      Notify(links.children[c], ring, child_first[c] + i, tag, offset, size, call_hash, inline_src,
+             inline_src ? size : 0, policy, guard);
     }
   };
   const uint64_t set_bytes = std::max<uint64_t>(set_bytes_, frag);
@@ -215,11 +207,10 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
     return;
   }
 
-  const uint64_t first_block = own.control_cursor->load(std::memory_order_relaxed);
   for (size_t i = 0; i < fragments; ++i) {
     const size_t piece = inline_mode ? bytes : std::min(frag, bytes - i * frag);
     const uint64_t tag = tag_base + i;
-    FragmentControl& c = own.slots[(first_block + i) % blocks_];
+    FragmentControl& c = Block(me_, ring, first_block + i);
     uint64_t seen = c.tag.load(std::memory_order_acquire);
     if (seen != tag) {
       WaitUntil([&] { return (seen = c.tag.load(std::memory_order_acquire)) != 0; }, mine, policy, guard);
@@ -236,7 +227,7 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
     notify_children(i, tag, offset, static_cast<uint32_t>(piece), inline_mode ? c.inline_data : nullptr);
     if (inline_mode) std::memcpy(data, c.inline_data, piece);
     else std::memcpy(data + i * frag, source.queue + offset, piece);
-    Release(me_, first_block + i);
+    Release(ring, first_block + i);
     if (inline_mode) continue;
     // Release the root's set after this call's last fragment in it.
     uint64_t next = offset + frag;
@@ -246,7 +237,6 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
       doorbells_[static_cast<size_t>(root)]->Ring();
     }
   }
-  own.control_cursor->store(first_block + fragments, std::memory_order_release);
 }
 
 }  // namespace topocoll

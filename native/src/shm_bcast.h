@@ -10,10 +10,13 @@
 // fills one while the readers drain the other. Messages that fit in a control block's spare
 // bytes travel inside it (no queue copy at all).
 //
-// The root writes its queue as a ring with a cursor that persists across calls, and every
-// reader consumes its control blocks with a cursor of its own that its parents read, so
-// back-to-back broadcasts stream through the queue: a root runs ahead of its readers by up to
-// the queue (minus the set being drained) instead of restarting at slot 0 each call.
+// The root writes its queue as a ring with a cursor that persists across calls, and every rank
+// has one ring of control blocks per group it belongs to: all members of a group see the same
+// sequence of that group's broadcasts, so each knows, for every member, how many fragments the
+// member has been sent in the group — the index of its next block — without asking it. A
+// parent only waits when the child is a whole ring behind (flow control on the child's
+// published count of consumed blocks), so back-to-back broadcasts stream: a root runs ahead of
+// its readers by up to the queue (minus the set being drained) instead of waiting for them.
 #pragma once
 
 #include <atomic>
@@ -45,6 +48,9 @@ struct ShmBcastParams {
 };
 
 constexpr uint32_t kMaxSets = 4;
+// Groups a rank can broadcast in through the engine (one control ring each): its levels inside
+// the node.
+constexpr uint32_t kMaxRings = 8;
 constexpr size_t kInlineBytes = 104;
 
 // One fragment's notification, written by the parent, consumed (reset to tag 0) by the owner.
@@ -62,17 +68,19 @@ struct alignas(128) SetCounter {
 };
 
 // Views of one rank's part of the segment.
+// A counter on a cache line of its own.
+struct alignas(64) PaddedCounter {
+  std::atomic<uint64_t> value;
+};
+
 struct BcastRegion {
   SetCounter* sets;
   std::atomic<int32_t>* slot_waiter;  // local index of a writer sleeping on this rank, or -1
-  // The bcast (call and level) this rank is in. A parent writes a child's control blocks only
-  // once the child is in the same bcast: a child still finishing an earlier bcast, or one at
-  // another level of the same call, may be waiting on those very slots.
-  std::atomic<uint64_t>* position;
-  // Index of the next control block this rank will read (it only grows); parents write fragment
-  // i of a bcast into block (cursor + i) mod blocks.
-  std::atomic<uint64_t>* control_cursor;
-  FragmentControl* slots;
+  // Per control ring: blocks this rank has consumed (it only grows). A parent writes block k
+  // only once k < consumed + blocks, i.e. the block's previous use was read.
+  PaddedCounter* consumed;
+  // kMaxRings rings of `blocks` control blocks each.
+  FragmentControl* rings;
   uint8_t* queue;
 };
 
@@ -106,13 +114,16 @@ class ShmBcast {
     std::vector<int> members;
     // links[r]: this rank's parent and children when the member at position r is the root.
     std::vector<TreeLinks> links;
+    // Fragments each member has been sent in this group's broadcasts so far: the index of its
+    // next control block in this group's ring (the same on every member).
+    std::vector<uint64_t> sent;
   };
 
   TreeLinks LinksFor(int n, int root_pos, int my_pos, const std::vector<int>& members) const;
-  void Notify(int child, uint64_t block, uint64_t tag, uint64_t offset, uint32_t size, uint32_t call_hash,
+  FragmentControl& Block(int owner, int ring, uint64_t index);
+  void Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_t offset, uint32_t size, uint32_t call_hash,
               const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard);
-  void AwaitPosition(int child, uint64_t position, const WaitPolicy& policy, WaitGuard& guard);
-  void Release(int owner, uint64_t block);
+  void Release(int ring, uint64_t index);
   void WakeWaiter(BcastRegion& region);
 
   // Where this rank, as a root, writes next in its queue, and the set it last wrote in.

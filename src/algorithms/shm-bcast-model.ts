@@ -14,16 +14,25 @@ import { TopocollError } from '../errors.js';
  *   m > S·f (slots reused: with one set the root waits for the readers to drain the whole queue
  *   each round; with q ≥ 2 it refills one set while they drain another, paying a notification
  *   round per set refill).
- * Messages of up to 104 bytes travel inside the control blocks: notification only.
+ * Messages of up to 104 bytes travel inside the control blocks: notification only. Every call
+ * also pays a fixed `callUs` (entering the native code, checks, publishing the call), and
+ * messages larger than `largeBytes` copy at the memory-bound `largeCopyBytesPerUs` (their
+ * fragments no longer stay in the caches).
  */
 
 export interface ShmCostModel {
   /** Copy rate of one core, bytes per µs. */
   copyBytesPerUs: number;
+  /** Copy rate for messages beyond `largeBytes` (memory-bound), bytes per µs. */
+  largeCopyBytesPerUs: number;
+  /** Messages above this size copy at `largeCopyBytesPerUs`. */
+  largeBytes: number;
   /** Writing a child's control block and the child seeing it, µs. */
   notifyUs: number;
   /** Fixed cost per fragment per rank (loop, set accounting), µs. */
   fragmentUs: number;
+  /** Fixed cost per call, µs. */
+  callUs: number;
 }
 
 export type TreeKind = 'flat' | 'chain' | 'kary' | 'knomial';
@@ -101,22 +110,23 @@ export function notifyTime(t: TreeSpec, n: number, notifyUs: number): number {
 export function predictBcastUs(model: ShmCostModel, bytes: number, ranks: number, cores: number, shape: BcastShape, fragment: number): number {
   if (ranks < 2) return 0;
   const notify = notifyTime(shape.tree, ranks, model.notifyUs);
-  if (bytes <= INLINE_BYTES) return notify + model.fragmentUs;
-  const copy = (b: number) => b / model.copyBytesPerUs;
+  if (bytes <= INLINE_BYTES) return model.callUs + notify + model.fragmentUs;
+  const rate = bytes > model.largeBytes ? model.largeCopyBytesPerUs : model.copyBytesPerUs;
+  const copy = (b: number) => b / rate;
   const share = Math.max(1, (ranks - 1) / Math.max(1, cores));
   const n = Math.max(1, Math.ceil(bytes / fragment));
   const slots = Math.max(1, Math.floor(shape.queueBytes / fragment));
   const copyIn = copy(fragment) + model.fragmentUs;
   const copyOut = copy(fragment) * share + model.fragmentUs;
   const stage = Math.max(copyIn, copyOut);
-  if (n <= slots) return notify + copyIn + n * stage;
+  if (n <= slots) return model.callUs + notify + copyIn + n * stage;
   if (shape.sets <= 1) {
     const rounds = Math.ceil(n / slots);
-    return rounds * (slots * copyIn + notify + slots * copyOut);
+    return model.callUs + rounds * (slots * copyIn + notify + slots * copyOut);
   }
   const perSet = Math.max(1, Math.ceil(slots / shape.sets));
   const refills = Math.max(0, Math.ceil(n / perSet) - shape.sets);
-  return notify + copyIn + n * stage + refills * notify;
+  return model.callUs + notify + copyIn + n * stage + refills * notify;
 }
 
 /** Fragment sizes worth trying: powers of two from the queue's unit up to one set. */

@@ -1,7 +1,8 @@
 /**
  * One rank of `topocoll tune shm` (started by the launcher, two ranks on one node). Measures
  * what the S0 cost model needs and prints JSON lines on rank 0:
- * - `copy`: the copy rate of one core (bytes/µs), from repeated 1 MiB copies;
+ * - `copy` / `largecopy`: the copy rate of one core (bytes/µs), from 1 MiB copies (cached) and
+ *   16 MiB copies (memory-bound);
  * - `pingpong` / `stream`: µs per inline bcast when the root alternates (every call waits for a
  *   notification from the other rank) and when it stays (the root streams ahead);
  * - `bcast`: µs of single broadcasts of given sizes (a barrier before each, the slowest rank
@@ -34,6 +35,17 @@ export async function tuneMain(settings: TuneSettings): Promise<void> {
     }
     const us = Number(process.hrtime.bigint() - start) / 1000 / 2000;
     out({ kind: 'copy', bytesPerUs: (1 << 20) / us });
+    // Beyond the caches: 16 MiB copies.
+    const bigFrom = new Uint8Array(16 << 20);
+    const bigTo = new Uint8Array(16 << 20);
+    bigTo.set(bigFrom);
+    const bigStart = process.hrtime.bigint();
+    for (let k = 0; k < 20; k++) {
+      bigFrom[k] = k;
+      bigTo.set(bigFrom);
+    }
+    const bigUs = Number(process.hrtime.bigint() - bigStart) / 1000 / 20;
+    out({ kind: 'largecopy', bytesPerUs: (16 << 20) / bigUs });
   }
 
   const small = new Uint8Array(8);

@@ -103,10 +103,15 @@ const shmModel = z
   .object({
     /** Copy rate of one core in bytes per µs (topocoll tune shm measures it). */
     copyBytesPerUs: z.number().positive().default(44900),
+    /** Copy rate for messages above largeBytes, which no longer stay in the caches. */
+    largeCopyBytesPerUs: z.number().positive().default(10000),
+    largeBytes: z.number().int().positive().default(4 << 20),
     /** µs to write a child's control block and for the child to see it. */
     notifyUs: z.number().positive().default(0.46),
     /** Fixed µs per fragment per rank. */
     fragmentUs: z.number().nonnegative().default(0.05),
+    /** Fixed µs per call (entering native code, checks, publishing the call). */
+    callUs: z.number().nonnegative().default(0.5),
   })
   .strict();
 
@@ -115,7 +120,7 @@ const shm = z
     /** Bytes of shared memory per node: the S0 bcast queues and the channels between local ranks. */
     budgetBytes: z.number().int().min(1 << 20).default(64 << 20),
     bcast: shmBcast.default({ enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' }),
-    model: shmModel.default({ copyBytesPerUs: 44900, notifyUs: 0.46, fragmentUs: 0.05 }),
+    model: shmModel.default({ copyBytesPerUs: 44900, largeCopyBytesPerUs: 10000, largeBytes: 4 << 20, notifyUs: 0.46, fragmentUs: 0.05, callUs: 0.5 }),
   })
   .strict();
 
@@ -129,7 +134,7 @@ export const configSchema = z
     shm: shm.default({
       budgetBytes: 64 << 20,
       bcast: { enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' },
-      model: { copyBytesPerUs: 44900, notifyUs: 0.46, fragmentUs: 0.05 },
+      model: { copyBytesPerUs: 44900, largeCopyBytesPerUs: 10000, largeBytes: 4 << 20, notifyUs: 0.46, fragmentUs: 0.05, callUs: 0.5 },
     }),
   })
   .strict();

@@ -204,17 +204,19 @@ async function connectEngine(
 
 /**
  * Every group of this rank's chain whose members all share its node broadcasts through the S0
- * engine; its id is its position in the chain (each rank registers its own groups).
+ * engine. Its id is its level's index in the plan: the same on every member (the engine keys
+ * each member's control ring by it), and unique per rank (one group per level).
  */
 function registerShmGroups(engine: NativeEngine, plan: GroupPlan, rank: number): Map<Group, number> {
   const node = plan.placements[rank]!.node;
   const groups = new Map<Group, number>();
-  plan.chain(rank).forEach((g, id) => {
+  for (const g of plan.chain(rank)) {
     if (g.members.every((m) => plan.placements[m]!.node === node)) {
+      const id = plan.levels.indexOf(g.level);
       engine.setShmGroup(id, g.members);
       groups.set(g, id);
     }
-  });
+  }
   return groups;
 }
 

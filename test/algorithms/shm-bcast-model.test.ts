@@ -11,7 +11,7 @@ import {
 } from '../../src/algorithms/shm-bcast-model.js';
 import { thrown } from '../helpers/thrown.js';
 
-const model: ShmCostModel = { copyBytesPerUs: 10000, notifyUs: 0.5, fragmentUs: 0.1 };
+const model: ShmCostModel = { copyBytesPerUs: 10000, largeCopyBytesPerUs: 5000, largeBytes: 8 << 20, notifyUs: 0.5, fragmentUs: 0.1, callUs: 0.2 };
 const shape = (over: Partial<BcastShape> = {}): BcastShape => ({ queueBytes: 64 * 4096, minFragment: 4096, sets: 2, tree: { kind: 'flat', radix: 2 }, ...over });
 
 describe('notification trees', () => {
@@ -50,7 +50,7 @@ describe('notification trees', () => {
 
 describe('the S0 time model', () => {
   it('inline messages cost notification only', () => {
-    expect(predictBcastUs(model, 8, 2, 2, shape(), 4096)).toBeCloseTo(0.5 + 0.1);
+    expect(predictBcastUs(model, 8, 2, 2, shape(), 4096)).toBeCloseTo(0.2 + 0.5 + 0.1);
     expect(predictBcastUs(model, 8, 1, 2, shape(), 4096)).toBe(0);
   });
 
@@ -64,6 +64,11 @@ describe('the S0 time model', () => {
   it('with one set the root waits for a full drain each round; two sets overlap (m > S·f)', () => {
     const m = 8 * 64 * 4096; // eight times the queue
     expect(predictBcastUs(model, m, 4, 2, shape({ sets: 1 }), 4096)).toBeGreaterThan(predictBcastUs(model, m, 4, 2, shape({ sets: 2 }), 4096));
+  });
+
+  it('messages beyond largeBytes copy at the memory-bound rate', () => {
+    const at = (m: number) => predictBcastUs(model, m, 2, 2, shape({ queueBytes: 64 << 20 }), 1 << 20) / m;
+    expect(at(16 << 20)).toBeGreaterThan(1.8 * at(4 << 20));
   });
 
   it('oversubscribed readers share the cores', () => {

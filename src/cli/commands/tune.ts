@@ -25,6 +25,7 @@ of single broadcasts. Pass the file to init({ config }), --config or TOPOCOLL_CO
 
 interface Measured {
   copy?: number;
+  largeCopy?: number;
   pingpong?: number;
   stream?: number;
   bcast: Map<number, number>;
@@ -51,18 +52,24 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
     };
     io.stderr('topocoll tune: measuring copy rate, notifications and fragments…\n');
     const mb = 1 << 20;
-    const small = await job('small', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', { sizes: [mb], iterations: 20000 });
+    const small = await job('small', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', { sizes: [8, mb], iterations: 20000 });
     const large = await job('large', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 65536\n', { sizes: [mb], iterations: 200 });
     const copy = small.copy!;
+    const notifyUs = round(Math.max(0.02, small.pingpong! - small.stream!));
+    // 256 fragments of 4 KiB against 16 of 64 KiB: the difference, less the longer pipeline
+    // fill of the larger fragments, is the per-fragment cost.
+    const fragmentUs = round(Math.max(0, (small.bcast.get(mb)! - large.bcast.get(mb)! + (65536 - 4096) / copy) / 240));
     const model: ShmCostModel = {
       copyBytesPerUs: round(copy),
-      notifyUs: round(Math.max(0.02, small.pingpong! - small.stream!)),
-      // 256 fragments of 4 KiB against 16 of 64 KiB: the difference, less the longer pipeline
-      // fill of the larger fragments, is the per-fragment cost.
-      fragmentUs: round(Math.max(0, (small.bcast.get(mb)! - large.bcast.get(mb)! + (65536 - 4096) / copy) / 240)),
+      largeCopyBytesPerUs: round(small.largeCopy!),
+      largeBytes: 4 << 20,
+      notifyUs,
+      fragmentUs,
+      // What a single inline bcast costs beyond its notification: entering native code, checks.
+      callUs: round(Math.max(0, small.bcast.get(8)! - notifyUs - fragmentUs)),
     };
     writeModel(out, model);
-    io.stdout(`shm.model written to ${out}: copyBytesPerUs ${model.copyBytesPerUs}, notifyUs ${model.notifyUs}, fragmentUs ${model.fragmentUs}\n`);
+    io.stdout(`shm.model written to ${out}: ${Object.entries(model).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
 
     // With the model in force: what it chooses, and how well it predicts single broadcasts.
     const config = parseConfig(readFileSync(out, 'utf8'), out);
@@ -100,6 +107,7 @@ async function runTuneJob(ranks: number, config: string, settings: TuneSettings,
       if (!line.startsWith('{')) return;
       const o = JSON.parse(line) as { kind: string; bytesPerUs?: number; us?: number; bytes?: number };
       if (o.kind === 'copy') measured.copy = o.bytesPerUs;
+      else if (o.kind === 'largecopy') measured.largeCopy = o.bytesPerUs;
       else if (o.kind === 'pingpong') measured.pingpong = o.us;
       else if (o.kind === 'stream') measured.stream = o.us;
       else if (o.kind === 'bcast') measured.bcast.set(o.bytes!, o.us!);
