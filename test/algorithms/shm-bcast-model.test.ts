@@ -68,7 +68,8 @@ describe('the S0 time model', () => {
 
   it('messages beyond largeBytes copy at the memory-bound rate', () => {
     const at = (m: number) => predictBcastUs(model, m, 2, 2, shape({ queueBytes: 64 << 20 }), 1 << 20) / m;
-    expect(at(16 << 20)).toBeGreaterThan(1.8 * at(4 << 20));
+    // Half the rate: close to twice the time per byte (less for the pipeline fill of the smaller one).
+    expect(at(16 << 20)).toBeGreaterThan(1.6 * at(4 << 20));
   });
 
   it('oversubscribed readers share the cores', () => {
