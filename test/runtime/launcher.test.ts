@@ -40,12 +40,11 @@ describe('topocoll run', () => {
   });
 
   it('exits with the first non-zero exit code and stops the ranks that keep running', () => {
-    const started = Date.now();
+    // The other ranks would run forever: the job ends only because the launcher stops them.
     const r = runJob(['--timeout', '1', '-n', '3', probe, 'fail'], 60_000);
+    expect(r.signal).toBeNull();
     expect(r.status).toBe(5);
     expect(r.stderr).toMatch(/rank 0 exited with code 5; stopping the job/);
-    // The others ran forever: only the launcher stopping them ends the job.
-    expect(Date.now() - started).toBeLessThan(30_000);
   });
 
   it('forwards SIGTERM to every rank', async () => {
