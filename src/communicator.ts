@@ -227,22 +227,20 @@ export class Communicator {
   private checkReduce(input: TypedArray, recv: TypedArray | null, inPlace: boolean, root: number): Datatype {
     const type = datatypeOf(input, 'send');
     if (this.rank === root && recv === null) throw new TopocollError('EINVAL', 'the root of a reduce needs a receive buffer', { rank: this.rank });
-    if (recv !== null) this.checkPair(input, recv, type, inPlace);
+    if (recv !== null) this.checkPair(input, type, recv, datatypeOf(recv, 'recv'), inPlace);
     return type;
   }
 
   private checkAllreduce(input: TypedArray, recv: TypedArray, inPlace: boolean): Datatype {
     this.ensureOpen();
     const type = datatypeOf(recv, 'recv');
-    this.checkPair(input, recv, type, inPlace);
+    this.checkPair(input, datatypeOf(input, 'send'), recv, type, inPlace);
     return type;
   }
 
   /** Same type and length; distinct memory unless IN_PLACE (aliasing would corrupt the result). */
-  private checkPair(send: TypedArray, recv: TypedArray, type: Datatype, inPlace: boolean): void {
-    const recvType = datatypeOf(recv, 'recv');
-    const sendType = datatypeOf(send, 'send');
-    if (sendType !== recvType || sendType !== type) {
+  private checkPair(send: TypedArray, sendType: Datatype, recv: TypedArray, recvType: Datatype, inPlace: boolean): void {
+    if (sendType !== recvType) {
       throw new TopocollError('EINVAL', `send is ${sendType.name} but recv is ${recvType.name}`, { rank: this.rank });
     }
     if (send.length !== recv.length) {
