@@ -4,7 +4,7 @@ import { pathForNode } from '../topology/network/network-file.js';
 import type { NetworkTopology } from '../topology/network/types.js';
 import { HARDWARE_LEVELS, LOCALITY_CODE, type HardwareLevel, type Locality } from '../topology/types.js';
 import { switchLevelName, validateDisabledLevels, type LevelName } from './levels.js';
-import { describeDrop, isWarningDrop, selectNodeLevels, type NodeLevelSelection } from './node-levels.js';
+import { describeDrop, isWarningDrop, selectNodeLevels, type DropReason, type NodeLevelSelection } from './node-levels.js';
 
 /**
  * The group planner: from where every rank runs (node + locality string) and where every node
@@ -46,6 +46,9 @@ export interface DroppedLevel {
   node: string;
   level: HardwareLevel;
   reason: string;
+  /** The kind of reason (`reason` is its text), and the rank it names, if any. */
+  cause: DropReason['kind'];
+  rank?: number;
   /** True for drops that point at an inconsistent topology (levels that do not nest). */
   warning: boolean;
 }
@@ -154,7 +157,8 @@ export function planGroups(placements: readonly RankPlacement[], options: PlanOp
     }
     hardwareOrderOfNode.set(node, selection.kept.map((k) => k.level));
     for (const d of selection.dropped) {
-      dropped.push({ node, level: d.level, reason: describeDrop(d.level, d.reason, ranks), warning: isWarningDrop(d.reason) });
+      const named = 'local' in d.reason ? { rank: ranks[d.reason.local]! } : {};
+      dropped.push({ node, level: d.level, reason: describeDrop(d.level, d.reason, ranks), cause: d.reason.kind, ...named, warning: isWarningDrop(d.reason) });
     }
     for (const { level, unitOf } of selection.kept) {
       const buckets = new Map<number, number[]>();

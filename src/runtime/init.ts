@@ -17,6 +17,7 @@ import { resolveNodeIdentity } from '../topology/node-identity.js';
 import { computeLocality } from '../topology/process-locality.js';
 import { detectEnvironment, type JobEnvironment } from './environment.js';
 import { numaNodeOf } from './placement.js';
+import { segmentName } from './segment-name.js';
 import { shmLayout } from './shm-budget.js';
 import { allgather, barrier, createJobToken, RendezvousClient, RendezvousServer } from './rendezvous.js';
 
@@ -111,7 +112,7 @@ function warnIfUnbound(plan: GroupPlan, rank: number, locality: string): void {
   const node = plan.placements[rank]!.node;
   // Alone on its node a rank has no group below the node anyway.
   if (plan.placements.filter((p) => p.node === node).length < 2) return;
-  const spans = plan.dropped.find((d) => d.node === node && /spans|no .* entry/.test(d.reason) && d.reason.startsWith(`rank ${rank} `));
+  const spans = plan.dropped.find((d) => d.node === node && (d.cause === 'spans' || d.cause === 'unknown') && d.rank === rank);
   if (spans !== undefined && rank === plan.placements.find((p) => p.node === node)!.rank) {
     process.emitWarning(`topocoll: processes on ${node} are not bound to cores (${spans.reason}; locality ${locality || 'unknown'}), so only the node level and above are used. Bind them: topocoll run --bind core, mpirun --bind-to core, or srun --cpu-bind=cores.`);
   }
@@ -176,7 +177,7 @@ async function connectEngine(
   const node = infos[job.rank]!.node;
   const nodeIndex = [...new Set(infos.map((i) => i.node))].indexOf(node);
   if (localRanks.length > 1) {
-    const name = `/topocoll-${token.slice(0, 16)}-${nodeIndex}`;
+    const name = segmentName(token, nodeIndex);
     const leader = localRanks[0] === job.rank;
     if (leader) {
       engine.createSegment(name);
