@@ -60,9 +60,13 @@ export function shmLayout(config: TopocollConfig, localSize: number, cores: numb
     radix: tree.radix,
     fragmentForLog2: table,
   };
-  const queuesTotal = localSize * (queueBytes + queueBytes / MIN_FRAGMENT * 128 + 8192);
-  const channel = channelBytes(budgetBytes - queuesTotal, localSize);
-  const total = localSize > 1 ? segmentBytes(localSize, channel, native) : 0;
+  // The segment grows by one byte per channel per byte of channel capacity; everything else
+  // (header, controls, queues, control rings, per-channel pages) is what the native layout
+  // needs at the smallest channels, less those channels' capacity.
+  const channels = localSize * (localSize - 1);
+  const fixed = segmentBytes(localSize, MIN_CHANNEL, native) - channels * MIN_CHANNEL;
+  const channel = channelBytes(budgetBytes - fixed, localSize);
+  const total = localSize > 1 ? fixed + channels * channel : 0;
   if (total > budgetBytes) {
     throw new TopocollError('ECONFIG', `the node's shared segment needs ${total} bytes for ${localSize} ranks (bcast queue ${queueBytes} bytes per rank, ${localSize * (localSize - 1)} channels of ${channel} bytes), more than shm.budgetBytes = ${budgetBytes}`, {
       hint: 'Raise shm.budgetBytes or lower shm.bcast.queueBytes.',
