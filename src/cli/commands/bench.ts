@@ -1,13 +1,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { TopocollError } from '../../errors.js';
-import { launch, type BindPolicy } from '../../runtime/launcher.js';
+import type { BindPolicy } from '../../runtime/launcher.js';
 import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
 import { sizesOf, type BenchRow, type BenchSettings } from '../bench-worker.js';
 import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
+import { runWorkerJob } from '../worker-job.js';
 
 export const benchHelp = `topocoll bench — OSU-style latency of topocoll's collectives, with Open MPI's beside them
 
@@ -129,28 +129,14 @@ interface BenchJob {
 
 /** One benchmark job through the launcher; rows come back as JSON lines from rank 0. */
 async function runBenchJob(job: BenchJob, config?: string): Promise<{ code: number; rows: BenchRow[]; oversubscribed: boolean }> {
-  const rows: BenchRow[] = [];
-  let oversubscribed = false;
-  const code = await launch({
-    ranks: job.ranks,
-    bind: job.bind,
-    nodes: job.nodes,
+  const { code, records, oversubscribed } = await runWorkerJob({
+    ...job,
     config,
-    output: 'lines',
-    script: fileURLToPath(new URL('../bench-worker.js', import.meta.url)),
-    args: [],
-    env: { ...job.io.env, TOPOCOLL_BENCH: JSON.stringify(job.settings) },
-    stdout: (line) => {
-      if (line.startsWith('{')) rows.push(JSON.parse(line) as BenchRow);
-      else job.io.stdout(line);
-    },
-    stderr: (line) => {
-      if (/binding wraps around/.test(line)) oversubscribed = true;
-      else job.io.stderr(line);
-    },
+    worker: 'bench-worker.js',
+    settingsVariable: 'TOPOCOLL_BENCH',
   });
   if (code !== 0) job.io.stderr(`topocoll bench: the benchmark job failed (exit ${code})\n`);
-  return { code, rows, oversubscribed };
+  return { code, rows: records as BenchRow[], oversubscribed };
 }
 
 /** The S0 parameter space of the paper: every tree, S ∈ {1, 4, 16, 64} buffers of 8 KiB, q ∈ {1, 2}. */

@@ -1,16 +1,15 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
 import { parseTree, predictBcastUs, type ShmCostModel } from '../../algorithms/shm-bcast-model.js';
 import { parseConfig } from '../../config/load.js';
 import { TopocollError } from '../../errors.js';
-import { launch } from '../../runtime/launcher.js';
 import { shmLayout } from '../../runtime/shm-budget.js';
 import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
 import type { CliIo } from '../io.js';
 import type { TuneSettings } from '../tune-worker.js';
+import { runWorkerJob } from '../worker-job.js';
 
 export const tuneHelp = `topocoll tune shm — measure the shared-memory cost model and write it to YAML
 
@@ -94,29 +93,16 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
 }
 
 async function runTuneJob(ranks: number, config: string, settings: TuneSettings, io: CliIo): Promise<Measured> {
-  const measured: Measured = { bcast: new Map() };
-  const code = await launch({
-    ranks,
-    bind: 'core',
-    output: 'lines',
-    config,
-    script: fileURLToPath(new URL('../tune-worker.js', import.meta.url)),
-    args: [],
-    env: { ...io.env, TOPOCOLL_TUNE: JSON.stringify(settings) },
-    stdout: (line) => {
-      if (!line.startsWith('{')) return;
-      const o = JSON.parse(line) as { kind: string; bytesPerUs?: number; us?: number; bytes?: number };
-      if (o.kind === 'copy') measured.copy = o.bytesPerUs;
-      else if (o.kind === 'largecopy') measured.largeCopy = o.bytesPerUs;
-      else if (o.kind === 'pingpong') measured.pingpong = o.us;
-      else if (o.kind === 'stream') measured.stream = o.us;
-      else if (o.kind === 'bcast') measured.bcast.set(o.bytes!, o.us!);
-    },
-    stderr: (line) => {
-      if (!/binding wraps around/.test(line)) io.stderr(line);
-    },
-  });
+  const { code, records } = await runWorkerJob({ ranks, bind: 'core', config, worker: 'tune-worker.js', settingsVariable: 'TOPOCOLL_TUNE', settings, io });
   if (code !== 0) throw new TopocollError('EINVAL', `topocoll tune: a measurement job failed (exit ${code})`);
+  const measured: Measured = { bcast: new Map() };
+  for (const o of records as { kind: string; bytesPerUs?: number; us?: number; bytes?: number }[]) {
+    if (o.kind === 'copy') measured.copy = o.bytesPerUs;
+    else if (o.kind === 'largecopy') measured.largeCopy = o.bytesPerUs;
+    else if (o.kind === 'pingpong') measured.pingpong = o.us;
+    else if (o.kind === 'stream') measured.stream = o.us;
+    else if (o.kind === 'bcast') measured.bcast.set(o.bytes!, o.us!);
+  }
   return measured;
 }
 
