@@ -6,6 +6,7 @@ import { setThreadAffinity } from '../native.js';
 import { discoverMachine } from '../topology/discover.js';
 import type { MachineTopology } from '../topology/types.js';
 import { createJobToken, RendezvousServer } from './rendezvous.js';
+import { segmentPrefix } from './segment-name.js';
 
 /**
  * `topocoll run`: starts N Node processes on this machine, binds them, hands each its part of
@@ -179,7 +180,7 @@ function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, tok
 
 /** Segments are unlinked once mapped; this catches a job killed before every rank mapped its node's. */
 function removeLeftoverSegments(token: string): void {
-  const prefix = `topocoll-${token.slice(0, 16)}-`;
+  const prefix = segmentPrefix(token);
   try {
     for (const name of readdirSync('/dev/shm')) if (name.startsWith(prefix)) rmSync(`/dev/shm/${name}`, { force: true });
   } catch {
