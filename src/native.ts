@@ -52,6 +52,22 @@ export interface TcpPeerAddress {
 
 type BufferArg = ArrayBufferView | null;
 
+/**
+ * Slots of the call descriptor (NativeEngine::CallField in native/src/addon.cc): a call's
+ * numbers travel through a shared Float64Array instead of as arguments, because converting ten
+ * arguments cost more than the rest of a small collective.
+ */
+const enum CallField {
+  collective = 0,
+  reducePlan = 1,
+  bcastPlan = 2,
+  count = 3,
+  dtype = 4,
+  op = 5,
+  root = 6,
+  planHash = 7,
+}
+
 interface RawEngine {
   listenTcp(): number;
   createSegment(name: string): void;
@@ -61,8 +77,10 @@ interface RawEngine {
   start(): void;
   setPlan(id: number, steps: Int32Array): void;
   setShmGroup(id: number, ranks: readonly number[]): void;
-  run(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, user?: NativeUserOp): void;
-  runAsync(c: number, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): Promise<void>;
+  /** The call descriptor (CallField order), read by run and runAsync. */
+  readonly callArea: Float64Array;
+  run(send: BufferArg, recv: BufferArg, user?: NativeUserOp): void;
+  runAsync(send: BufferArg, recv: BufferArg): Promise<void>;
   close(): void;
   ownRegionNodes(): Int32Array;
   readonly segmentBytes: number;
@@ -103,6 +121,7 @@ function rethrow(e: unknown): never {
 /** The native side of one communicator: shared segment, TCP links, schedules, executor. */
 export class NativeEngine {
   private readonly raw: RawEngine;
+  private readonly callArea: Float64Array;
 
   constructor(options: NativeEngineOptions) {
     try {
@@ -110,6 +129,7 @@ export class NativeEngine {
     } catch (e) {
       rethrow(e);
     }
+    this.callArea = this.raw.callArea;
   }
 
   /** Opens a TCP listening socket on an ephemeral port of every interface; returns the port. */
@@ -181,9 +201,10 @@ export class NativeEngine {
    * phase. `user` replaces `op` with a JavaScript operator (called back on this thread).
    */
   run(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, user?: NativeUserOp): void {
+    this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash);
     try {
-      if (user === undefined) this.raw.run(c, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash);
-      else this.raw.run(c, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash, user);
+      if (user === undefined) this.raw.run(send, recv);
+      else this.raw.run(send, recv, user);
     } catch (e) {
       rethrow(e);
     }
@@ -191,11 +212,24 @@ export class NativeEngine {
 
   /** The same on the communicator's progress thread; collectives still run in call order. */
   runAsync(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): Promise<void> {
+    this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash);
     try {
-      return this.raw.runAsync(c, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash).catch(rethrow);
+      return this.raw.runAsync(send, recv).catch(rethrow);
     } catch (e) {
       return Promise.reject(toTopocollError(e));
     }
+  }
+
+  private describe(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, count: number, dtype: number, op: number, root: number, planHash: number): void {
+    const area = this.callArea;
+    area[CallField.collective] = c;
+    area[CallField.reducePlan] = reducePlan;
+    area[CallField.bcastPlan] = bcastPlan;
+    area[CallField.count] = count;
+    area[CallField.dtype] = dtype;
+    area[CallField.op] = op;
+    area[CallField.root] = root;
+    area[CallField.planHash] = planHash;
   }
 
   /** Leaves on purpose (so peers do not take the exit for a crash) and frees everything. */

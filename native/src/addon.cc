@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -102,7 +103,6 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("start", &NativeEngine::Start),
                            InstanceMethod("setPlan", &NativeEngine::SetPlan),
                            InstanceMethod("setShmGroup", &NativeEngine::SetShmGroup),
-                           InstanceMethod("run", &NativeEngine::Run),
                            InstanceMethod("runAsync", &NativeEngine::RunAsync),
                            InstanceMethod("close", &NativeEngine::Close),
                            InstanceMethod("ownRegionNodes", &NativeEngine::OwnRegionNodes),
@@ -125,6 +125,19 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),
                                           "topocoll-progress", 0, 1);
     tsfn_.Unref(env);
+    Napi::Object self = info.This().As<Napi::Object>();
+    // The descriptor lives in an ArrayBuffer created here (never on V8's heap, so it never
+    // moves); the reference keeps it alive as long as this object.
+    auto area = Napi::Float64Array::New(env, kCallFields);
+    call_area_ = area.Data();
+    call_area_ref_ = Napi::Persistent(area);
+    self.Set("callArea", area);
+    napi_value raw_run = nullptr;
+    NAPI_THROW_IF_FAILED_VOID(env, napi_create_function(env, "run", NAPI_AUTO_LENGTH, RunEntry, this, &raw_run));
+    Napi::Function run(env, raw_run);
+    // The function keeps this object alive: `this` must outlive any holder of `run`.
+    run.Set("engine", self);
+    self.Set("run", run);
     progress_ = std::thread([this] { ProgressLoop(); });
   }
 
@@ -191,84 +204,125 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     Guarded(info.Env(), [&] { engine_->SetShmGroup(id, ranks); });
   }
 
-  // run(collective, reducePlan, bcastPlan, send, recv, count, dtype, op, root, planHash)
-  CallArgs ParseCall(const Napi::CallbackInfo& info) {
+  // The call descriptor: everything about a collective call but its buffers, written by
+  // src/native.ts into `callArea` (a Float64Array over memory this object owns) before each
+  // run. Passing numbers this way instead of as ten arguments saves most of the cost of crossing
+  // into C++, which is the bulk of a small collective's latency.
+  enum CallField : size_t {
+    kFieldCollective,
+    kFieldReducePlan,
+    kFieldBcastPlan,
+    kFieldCount,
+    kFieldDtype,
+    kFieldOp,
+    kFieldRoot,
+    kFieldPlanHash,
+    kCallFields
+  };
+
+  // Reads the descriptor; throws CollError for an unknown schedule id.
+  CallArgs ReadCall(const void* send, void* recv) const {
+    const double* d = call_area_;
     CallArgs a;
-    a.collective = static_cast<Collective>(info[0].As<Napi::Number>().Int32Value());
-    const int reduce_id = info[1].As<Napi::Number>().Int32Value();
-    const int bcast_id = info[2].As<Napi::Number>().Int32Value();
+    a.collective = static_cast<Collective>(static_cast<int>(d[kFieldCollective]));
+    const int reduce_id = static_cast<int>(d[kFieldReducePlan]);
+    const int bcast_id = static_cast<int>(d[kFieldBcastPlan]);
     a.reduce = reduce_id >= 0 ? engine_->Plan(reduce_id) : nullptr;
     a.bcast = bcast_id >= 0 ? engine_->Plan(bcast_id) : nullptr;
-    a.send = BytesOf(info[3]);
-    a.recv = BytesOf(info[4]);
-    a.count = static_cast<uint64_t>(info[5].As<Napi::Number>().Int64Value());
-    a.dtype = static_cast<Dtype>(info[6].As<Napi::Number>().Int32Value());
-    a.op = static_cast<ReduceOp>(info[7].As<Napi::Number>().Int32Value());
-    a.root = info[8].As<Napi::Number>().Int32Value();
-    a.plan_hash = info[9].As<Napi::Number>().Uint32Value();
+    a.send = send;
+    a.recv = recv;
+    a.count = static_cast<uint64_t>(d[kFieldCount]);
+    a.dtype = static_cast<Dtype>(static_cast<int>(d[kFieldDtype]));
+    a.op = static_cast<ReduceOp>(static_cast<int>(d[kFieldOp]));
+    a.root = static_cast<int>(d[kFieldRoot]);
+    a.plan_hash = static_cast<uint32_t>(d[kFieldPlanHash]);
     const bool needs_reduce = a.collective != Collective::kBcast;
     const bool needs_bcast = a.collective != Collective::kReduce;
     if ((needs_reduce && a.reduce == nullptr) || (needs_bcast && a.bcast == nullptr)) {
-      ThrowJs(info.Env(), "EINVAL", "unknown schedule id");
+      throw CollError("EINVAL", "unknown schedule id");
     }
     return a;
   }
 
-  void Run(const Napi::CallbackInfo& info) {
-    CallArgs args = ParseCall(info);
-    // run(..., planHash, { combine, dst, src }): a user-defined operator. Chunks are copied into
-    // the two scratch arrays (JS-owned, so no second ArrayBuffer ever aliases user memory) and
-    // combine(k) folds the first k elements of src into dst.
-    if (info.Length() > 10 && info[10].IsObject()) {
-      Napi::Env env = info.Env();
-      auto user = info[10].As<Napi::Object>();
-      Napi::Function combine = user.Get("combine").As<Napi::Function>();
-      auto* dst_scratch = static_cast<uint8_t*>(BytesOf(user.Get("dst")));
-      auto* src_scratch = static_cast<uint8_t*>(BytesOf(user.Get("src")));
-      const size_t capacity = user.Get("dst").As<Napi::TypedArray>().ElementLength();
-      const size_t elem = DtypeSize(args.dtype);
-      args.custom = [env, combine, dst_scratch, src_scratch, capacity, elem](void* dst, const void* src, size_t n) {
-        for (size_t done = 0; done < n;) {
-          const size_t k = std::min(capacity, n - done);
-          std::memcpy(dst_scratch, static_cast<uint8_t*>(dst) + done * elem, k * elem);
-          std::memcpy(src_scratch, static_cast<const uint8_t*>(src) + done * elem, k * elem);
-          try {
-            combine.Call({Napi::Number::New(env, static_cast<double>(k))});
-          } catch (const Napi::Error& e) {
-            throw CollError("EINVAL", "the user-defined operator threw: " + e.Message());
-          }
-          std::memcpy(static_cast<uint8_t*>(dst) + done * elem, dst_scratch, k * elem);
-          done += k;
-        }
-      };
-    }
-    // Collectives run in call order: let queued Promise collectives finish first.
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
-      busy_ = true;
-    }
-    std::string code, message;
-    try {
-      engine_->Run(args);
-    } catch (const CollError& e) {
-      code = e.code();
-      message = e.what();
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      busy_ = false;
-    }
-    idle_.notify_all();
-    if (!code.empty()) ThrowJs(info.Env(), code, message);
+  // A TypedArray's first byte, or nullptr for anything else (null/undefined: src/native.ts
+  // has checked the types). Raw Node-API: the wrapper classes' checks cost more than the call.
+  static void* RawBytes(napi_env env, napi_value value) {
+    void* data = nullptr;
+    if (napi_get_typedarray_info(env, value, nullptr, nullptr, &data, nullptr, nullptr) != napi_ok) return nullptr;
+    return data;
   }
 
+  // run(send, recv[, user]) with the descriptor in callArea: one collective on the calling
+  // thread. A plain function bound to this object (no unwrap on every call), installed as an
+  // own property of the wrapper in the constructor.
+  static napi_value RunEntry(napi_env env, napi_callback_info info) {
+    size_t argc = 3;
+    napi_value argv[3];
+    void* data = nullptr;
+    napi_get_cb_info(env, info, &argc, argv, nullptr, &data);
+    auto* self = static_cast<NativeEngine*>(data);
+    try {
+      CallArgs args = self->ReadCall(argc > 0 ? RawBytes(env, argv[0]) : nullptr, argc > 1 ? RawBytes(env, argv[1]) : nullptr);
+      napi_valuetype user_type = napi_undefined;
+      if (argc > 2) napi_typeof(env, argv[2], &user_type);
+      if (user_type == napi_object) self->AttachUserOp(Napi::Env(env), Napi::Object(env, argv[2]), args);
+      self->RunNow(args);
+    } catch (const CollError& e) {
+      ToJsError(Napi::Env(env), e.code(), e.what()).ThrowAsJavaScriptException();
+    } catch (const Napi::Error& e) {
+      e.ThrowAsJavaScriptException();
+    }
+    return nullptr;
+  }
+
+  // { combine, dst, src }: a user-defined operator. Chunks are copied into the two scratch
+  // arrays (JS-owned, so no second ArrayBuffer ever aliases user memory) and combine(k) folds
+  // the first k elements of src into dst.
+  static void AttachUserOp(Napi::Env env, Napi::Object user, CallArgs& args) {
+    Napi::Function combine = user.Get("combine").As<Napi::Function>();
+    auto* dst_scratch = static_cast<uint8_t*>(BytesOf(user.Get("dst")));
+    auto* src_scratch = static_cast<uint8_t*>(BytesOf(user.Get("src")));
+    const size_t capacity = user.Get("dst").As<Napi::TypedArray>().ElementLength();
+    const size_t elem = DtypeSize(args.dtype);
+    args.custom = [env, combine, dst_scratch, src_scratch, capacity, elem](void* dst, const void* src, size_t n) {
+      for (size_t done = 0; done < n;) {
+        const size_t k = std::min(capacity, n - done);
+        std::memcpy(dst_scratch, static_cast<uint8_t*>(dst) + done * elem, k * elem);
+        std::memcpy(src_scratch, static_cast<const uint8_t*>(src) + done * elem, k * elem);
+        try {
+          combine.Call({Napi::Number::New(env, static_cast<double>(k))});
+        } catch (const Napi::Error& e) {
+          throw CollError("EINVAL", "the user-defined operator threw: " + e.Message());
+        }
+        std::memcpy(static_cast<uint8_t*>(dst) + done * elem, dst_scratch, k * elem);
+        done += k;
+      }
+    };
+  }
+
+  // Collectives run in call order: queued Promise collectives finish first. Only this (JS)
+  // thread queues jobs, so once none is in flight none can start while this call runs — the
+  // common case costs one load, not a lock.
+  void RunNow(const CallArgs& args) {
+    if (async_in_flight_.load(std::memory_order_acquire) != 0) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      idle_.wait(lock, [&] { return async_in_flight_.load(std::memory_order_acquire) == 0; });
+    }
+    engine_->Run(args);
+  }
+
+  // runAsync(send, recv) with the descriptor in callArea: the same on the progress thread.
   Napi::Value RunAsync(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     auto job = std::make_unique<Job>(env);
-    job->args = ParseCall(info);
+    try {
+      job->args = ReadCall(RawBytes(env, info[0]), RawBytes(env, info[1]));
+    } catch (const CollError& e) {
+      ThrowJs(env, e.code(), e.what());
+    }
     Napi::Promise promise = job->deferred.Promise();
     if (pending_++ == 0) tsfn_.Ref(env);
+    async_in_flight_.fetch_add(1, std::memory_order_acq_rel);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(job.release());
@@ -282,11 +336,10 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       Job* job = nullptr;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (stopping_ && queue_.empty()) return;
         job = queue_.front();
         queue_.pop_front();
-        busy_ = true;
       }
       try {
         engine_->Run(job->args);
@@ -296,10 +349,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       }
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        busy_ = false;
+        async_in_flight_.fetch_sub(1, std::memory_order_acq_rel);
       }
       idle_.notify_all();
-      wake_.notify_one();
       tsfn_.BlockingCall(job, [this](Napi::Env env, Napi::Function, Job* done) {
         std::unique_ptr<Job> owned(done);
         if (owned->error_code.empty()) owned->deferred.Resolve(env.Undefined());
@@ -337,7 +389,11 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   std::condition_variable wake_;
   std::condition_variable idle_;
   std::deque<Job*> queue_;
-  bool busy_ = false;
+  // Promise collectives queued or running; written on the JS thread (up) and the progress
+  // thread (down, under mutex_ so a waiting Sync call cannot miss it).
+  std::atomic<uint32_t> async_in_flight_{0};
+  double* call_area_ = nullptr;
+  Napi::Reference<Napi::Float64Array> call_area_ref_;
   bool stopping_ = false;
   bool shut_down_ = false;
   int pending_ = 0;  // touched on the JS thread only

@@ -39,10 +39,11 @@ class Engine::Guard : public WaitGuard {
  public:
   Guard(Engine& engine, const MsgHeader& call) : engine_(engine), call_(call) {}
 
-  // Called before each transfer with the peer it may wait on.
+  // Called before each transfer with the peer it may wait on. The clock starts at the first
+  // Check (waits call it only once they stopped spinning), which keeps it off the fast path.
   void WaitingOn(int peer) {
     peer_ = peer;
-    since_ = std::chrono::steady_clock::now();
+    timing_ = false;
     probed_ = false;
   }
   void SetPhase(uint8_t phase) { call_.phase = phase; }
@@ -52,7 +53,13 @@ class Engine::Guard : public WaitGuard {
       engine_.tcp_.ShutdownAll();
       engine_.ThrowAborted();
     }
-    if (probed_ || peer_ < 0 || std::chrono::steady_clock::now() - since_ < kProbeAfter) return;
+    if (probed_ || peer_ < 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!timing_) {
+      timing_ = true;
+      since_ = now;
+    }
+    if (now - since_ < kProbeAfter) return;
     probed_ = true;
     const int li = engine_.LocalIndex(peer_);
     if (li >= 0) {
@@ -74,6 +81,7 @@ class Engine::Guard : public WaitGuard {
   MsgHeader call_;
   int peer_ = -1;
   std::chrono::steady_clock::time_point since_{};
+  bool timing_ = false;
   bool probed_ = false;
 };
 
@@ -113,6 +121,7 @@ void Engine::CreateSegment(const std::string& name) {
   h->local_size = static_cast<uint32_t>(local_size);
   h->total_bytes = bytes;
   h->channel_capacity = options_.channel_bytes;
+  h->asymmetric_fences = RegisterForMembarrier() ? 1 : 0;
   InitViews();
 }
 
@@ -124,6 +133,11 @@ void Engine::OpenSegment(const std::string& name) {
       h->total_bytes != SegmentBytes(options_.local_ranks.size(), options_.channel_bytes, options_.bcast)) {
     throw CollError("EINVAL", "shared segment " + name + " does not match this job's layout");
   }
+  // The creator chose asymmetric fences for the whole node: every waker skips its fence from
+  // now on, so every process must be reachable by the sleepers' membarrier.
+  if (h->asymmetric_fences != 0 && !RegisterForMembarrier()) {
+    throw CollError("EINVAL", "membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) failed in this process but worked in the node leader's");
+  }
   InitViews();
 }
 
@@ -131,6 +145,7 @@ void Engine::InitViews() {
   const size_t local_size = options_.local_ranks.size();
   uint8_t* base = segment_.base();
   header_ = reinterpret_cast<SegmentHeader*>(base);
+  policy_.asymmetric = header_->asymmetric_fences != 0;
   auto* controls = reinterpret_cast<RankControl*>(base + kPage);
   locals_.clear();
   for (size_t i = 0; i < local_size; ++i) locals_.push_back({options_.local_ranks[i], &controls[i]});
@@ -382,23 +397,20 @@ void Engine::Transfer(const std::vector<Step>& steps, const MsgHeader& header, c
 }
 
 uint32_t Engine::CallHash(const MsgHeader& h) {
-  // FNV-1a over the fields every rank of a call must agree on.
-  uint32_t x = 0x811c9dc5U;
-  auto mix = [&x](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      x ^= static_cast<uint8_t>(v >> (8 * i));
-      x *= 0x01000193U;
-    }
+  // A 64-bit mix (splitmix64's finaliser) of the fields every rank of a call must agree on.
+  auto mix = [](uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
   };
-  mix(h.seq);
-  mix(h.collective);
-  mix(h.dtype);
-  mix(h.op);
-  mix(h.phase);
-  mix(static_cast<uint32_t>(h.root));
-  mix(h.count);
-  mix(h.plan_hash);
-  return x;
+  uint64_t x = mix((static_cast<uint64_t>(h.seq) << 32) | h.plan_hash);
+  x = mix(x ^ ((static_cast<uint64_t>(h.collective) << 56) | (static_cast<uint64_t>(h.dtype) << 48) |
+               (static_cast<uint64_t>(h.op) << 40) | (static_cast<uint64_t>(h.phase) << 32) |
+               static_cast<uint32_t>(h.root)));
+  x = mix(x ^ h.count);
+  return static_cast<uint32_t>(x ^ (x >> 32));
 }
 
 void Engine::PublishCall(const MsgHeader& call) {

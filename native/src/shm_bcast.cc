@@ -26,7 +26,9 @@ ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std:
                  params_.min_fragment),
       regions_(std::move(regions)),
       doorbells_(std::move(doorbells)),
-      me_(me) {}
+      me_(me),
+      known_consumed_(regions_.size() * kMaxRings, 0),
+      last_tag_(kMaxRings * blocks_, 0) {}
 
 size_t ShmBcast::FragmentFor(size_t bytes) const {
   if (bytes <= kInlineBytes) return 0;  // inside the control block
@@ -107,12 +109,18 @@ void ShmBcast::Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_
                       uint32_t call_hash, const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy,
                       WaitGuard& guard) {
   BcastRegion& region = regions_[static_cast<size_t>(child)];
-  std::atomic<uint64_t>& consumed = region.consumed[ring].value;
-  if (index >= consumed.load(std::memory_order_acquire) + blocks_) {
-    // The child is a whole ring behind: wait until it has read this block's previous use.
-    region.slot_waiter->store(me_, std::memory_order_seq_cst);
-    WaitUntil([&] { return index < consumed.load(std::memory_order_acquire) + blocks_; },
-              *doorbells_[static_cast<size_t>(me_)], policy, guard);
+  // The child's consumed count is read only when the copy known here says the block may still
+  // be in use: reading the child's line on every notification would cost a cache miss each.
+  uint64_t& known = known_consumed_[static_cast<size_t>(child) * kMaxRings + static_cast<size_t>(ring)];
+  if (index >= known + blocks_) {
+    std::atomic<uint64_t>& consumed = region.consumed[ring].value;
+    known = consumed.load(std::memory_order_acquire);
+    if (index >= known + blocks_) {
+      // The child is a whole ring behind: wait until it has read this block's previous use.
+      region.slot_waiter->store(me_, std::memory_order_seq_cst);
+      WaitUntil([&] { return index < (known = consumed.load(std::memory_order_acquire)) + blocks_; },
+                *doorbells_[static_cast<size_t>(me_)], policy, guard);
+    }
   }
   FragmentControl& c = Block(child, ring, index);
   c.offset = offset;
@@ -120,22 +128,24 @@ void ShmBcast::Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_
   c.call_hash = call_hash;
   if (inline_bytes > 0) std::memcpy(c.inline_data, inline_data, inline_bytes);
   c.tag.store(tag, std::memory_order_release);
-  doorbells_[static_cast<size_t>(child)]->Ring();
+  doorbells_[static_cast<size_t>(child)]->Ring(policy.asymmetric);
 }
 
-void ShmBcast::WakeWaiter(BcastRegion& region) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+void ShmBcast::WakeWaiter(BcastRegion& region, const WaitPolicy& policy) {
+  // The same Dekker pair as a doorbell's (wait.h): the consumed count stored, then the waiter
+  // loaded; the parent stores itself as waiter, then loads the count.
+  if (policy.asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);
+  else std::atomic_thread_fence(std::memory_order_seq_cst);
   if (region.slot_waiter->load(std::memory_order_relaxed) >= 0) {
     const int waiter = region.slot_waiter->exchange(-1, std::memory_order_acq_rel);
-    if (waiter >= 0) doorbells_[static_cast<size_t>(waiter)]->Ring();
+    if (waiter >= 0) doorbells_[static_cast<size_t>(waiter)]->Ring(policy.asymmetric);
   }
 }
 
-void ShmBcast::Release(int ring, uint64_t index) {
+void ShmBcast::Release(int ring, uint64_t index, const WaitPolicy& policy) {
   BcastRegion& own = regions_[static_cast<size_t>(me_)];
-  Block(me_, ring, index).tag.store(0, std::memory_order_relaxed);
   own.consumed[ring].value.store(index + 1, std::memory_order_release);
-  WakeWaiter(own);
+  WakeWaiter(own, policy);
 }
 
 void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash,
@@ -163,7 +173,8 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
     return static_cast<size_t>(std::find(g.members.begin(), g.members.end(), member) - g.members.begin());
   };
   const uint64_t first_block = group.sent[member_index(me_)];
-  std::vector<uint64_t> child_first;
+  std::vector<uint64_t>& child_first = child_first_;  // reused: no allocation per call
+  child_first.clear();
   for (int child : links.children) child_first.push_back(group.sent[member_index(child)]);
   for (size_t m = 0; m < g.members.size(); ++m) {
     if (g.members[m] != root) group.sent[m] += fragments;
@@ -211,13 +222,20 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
     const size_t piece = inline_mode ? bytes : std::min(frag, bytes - i * frag);
     const uint64_t tag = tag_base + i;
     FragmentControl& c = Block(me_, ring, first_block + i);
+    // The block still holds the tag of its previous use (blocks are not reset: that write would
+    // pull the line back here once more per fragment); a new tag is this fragment, or — when it
+    // is another one — a parent in a different call.
+    uint64_t& previous = last_tag_[static_cast<size_t>(ring) * blocks_ + (first_block + i) % blocks_];
     uint64_t seen = c.tag.load(std::memory_order_acquire);
     if (seen != tag) {
-      WaitUntil([&] { return (seen = c.tag.load(std::memory_order_acquire)) != 0; }, mine, policy, guard);
+      if (seen == previous) {
+        WaitUntil([&] { return (seen = c.tag.load(std::memory_order_acquire)) != previous; }, mine, policy, guard);
+      }
       if (seen != tag) {
         throw CollError("EMISMATCH", "a shared-memory bcast fragment from another collective call arrived (the ranks of this group are in different calls)");
       }
     }
+    previous = tag;
     if (c.call_hash != call_hash) throw CollError("EMISMATCH", "a shared-memory bcast fragment of a call with other arguments arrived");
     if (c.size != piece) {
       throw CollError("EMISMATCH", "the bcast root sends " + std::to_string(c.size) + "-byte fragments where this rank expects " + std::to_string(piece) + " (count or datatype differ)");
@@ -227,14 +245,14 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
     notify_children(i, tag, offset, static_cast<uint32_t>(piece), inline_mode ? c.inline_data : nullptr);
     if (inline_mode) std::memcpy(data, c.inline_data, piece);
     else std::memcpy(data + i * frag, source.queue + offset, piece);
-    Release(ring, first_block + i);
+    Release(ring, first_block + i, policy);
     if (inline_mode) continue;
     // Release the root's set after this call's last fragment in it.
     uint64_t next = offset + frag;
     if (next + frag > params_.queue_bytes) next = 0;
     if (i + 1 == fragments || set_of(next) != set_of(offset) || next == 0) {
       source.sets[set_of(offset)].pending.fetch_sub(1, std::memory_order_acq_rel);
-      doorbells_[static_cast<size_t>(root)]->Ring();
+      doorbells_[static_cast<size_t>(root)]->Ring(policy.asymmetric);
     }
   }
 }

@@ -53,9 +53,10 @@ constexpr uint32_t kMaxSets = 4;
 constexpr uint32_t kMaxRings = 8;
 constexpr size_t kInlineBytes = 104;
 
-// One fragment's notification, written by the parent, consumed (reset to tag 0) by the owner.
+// One fragment's notification, written by the parent, read by the owner; a block changes only
+// when the parent writes a new tag (tags are unique per call, level and fragment).
 struct alignas(128) FragmentControl {
-  std::atomic<uint64_t> tag;  // 0 = free
+  std::atomic<uint64_t> tag;  // 0 before the first use
   uint64_t offset;            // where the fragment sits in the root's queue
   uint32_t size;
   uint32_t call_hash;
@@ -123,8 +124,8 @@ class ShmBcast {
   FragmentControl& Block(int owner, int ring, uint64_t index);
   void Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_t offset, uint32_t size, uint32_t call_hash,
               const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard);
-  void Release(int ring, uint64_t index);
-  void WakeWaiter(BcastRegion& region);
+  void Release(int ring, uint64_t index, const WaitPolicy& policy);
+  void WakeWaiter(BcastRegion& region, const WaitPolicy& policy);
 
   // Where this rank, as a root, writes next in its queue, and the set it last wrote in.
   struct QueueCursor {
@@ -140,6 +141,12 @@ class ShmBcast {
   std::vector<Doorbell*> doorbells_;
   int me_;
   std::vector<Group> groups_;
+  // Per (child, ring): the child's consumed count as last read (it only grows).
+  std::vector<uint64_t> known_consumed_;
+  // Per own control block: the tag of its last use, to tell a new notification from the old.
+  std::vector<uint64_t> last_tag_;
+  // Scratch of Run: each child's first control block of the current call.
+  std::vector<uint64_t> child_first_;
 };
 
 }  // namespace topocoll

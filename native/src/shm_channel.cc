@@ -8,7 +8,7 @@ void ShmChannel::Send(const ByteSlice* slices, size_t count, const WaitPolicy& p
   uint64_t unpublished = 0;
   auto publish = [&] {
     control_->head.store(head, std::memory_order_release);
-    receiver_->Ring();
+    receiver_->Ring(policy.asymmetric);
     unpublished = 0;
   };
   for (size_t s = 0; s < count; ++s) {

@@ -80,7 +80,7 @@ void ShmChannel::Consume(size_t n, Sink&& consume, const WaitPolicy& policy, Wai
     // The sender publishes only 8-aligned heads, so the padding after the last byte is already
     // there: step over it at once and keep `tail` aligned.
     control_->tail.store(tail == end ? padded_end : tail, std::memory_order_release);
-    sender_->Ring();
+    sender_->Ring(policy.asymmetric);
   }
 }
 

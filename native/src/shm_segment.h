@@ -13,7 +13,7 @@
 namespace topocoll {
 
 constexpr uint64_t kSegmentMagic = 0x4c4c4f434f504f54ULL;  // "TOPOCOLL"
-constexpr uint32_t kSegmentVersion = 1;
+constexpr uint32_t kSegmentVersion = 2;
 constexpr size_t kPage = 4096;
 
 // First page of the segment.
@@ -23,6 +23,9 @@ struct SegmentHeader {
   uint32_t local_size;
   uint64_t total_bytes;
   uint64_t channel_capacity;
+  // 1 when every process of the segment registered for membarrier(2): wakers skip their
+  // store-load fence and sleepers pay it (wait.h). Decided by the creator for everyone.
+  uint32_t asymmetric_fences;
   alignas(64) std::atomic<uint32_t> mapped;
   // Set once by the first process that fails; every waiter checks it and stops.
   alignas(64) std::atomic<uint32_t> abort_code;

@@ -1,6 +1,7 @@
 #include "wait.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,8 +26,23 @@ void FutexWakeAll(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-void Doorbell::Ring() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+bool RegisterForMembarrier() {
+  const long supported = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (supported < 0 || (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+}
+
+void HeavyFence() {
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
+    throw CollError("EINVAL", "membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) failed: " + ErrnoText(errno));
+  }
+}
+
+void Doorbell::Ring(bool asymmetric) {
+  // The caller's store of the condition must be ordered before the load of `sleeping`: by the
+  // sleeper's membarrier, or here.
+  if (asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);
+  else std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleeping.load(std::memory_order_seq_cst) != 0) {
     bell.fetch_add(1, std::memory_order_seq_cst);
     FutexWakeAll(bell);

@@ -15,11 +15,17 @@ namespace topocoll {
 // A per-process wake-up word in shared memory. Whoever makes a condition true that this
 // process may be sleeping on calls Ring(); the futex syscall is made only when the owner has
 // announced that it sleeps, so the fast path is one load.
+//
+// Announcing the sleep and publishing the condition form a Dekker pair: each side stores, then
+// loads what the other stored, which needs a store-load fence on one side or the other. With
+// `asymmetric` the sleeper pays it all — a membarrier(2) that makes every process of the
+// segment pass a full barrier — and the wakers, the fast path, need none (the technique of
+// liburcu's membarrier flavour). Without membarrier both sides fence.
 struct alignas(64) Doorbell {
   std::atomic<uint32_t> bell{0};
   std::atomic<uint32_t> sleeping{0};
 
-  void Ring();
+  void Ring(bool asymmetric);
 };
 
 // Checks made while waiting: aborts raised by other processes, dead peers, the deadline. Throws
@@ -37,6 +43,9 @@ struct WaitPolicy {
   std::chrono::microseconds yield_for{200};
   // Longest single futex sleep: the guard runs at least this often.
   std::chrono::milliseconds sleep_slice{20};
+  // Every process of the segment is registered for membarrier: sleepers issue one before
+  // their last look, wakers skip the fence (see Doorbell).
+  bool asymmetric = false;
 };
 
 inline void CpuRelax() {
@@ -50,6 +59,12 @@ inline void CpuRelax() {
 // Waits until ready() returns true. `mine` is the calling process's doorbell.
 template <typename Ready>
 void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuard& guard);
+
+// membarrier(2) registration of this process; true when it can take part in asymmetric fences.
+bool RegisterForMembarrier();
+// The heavy side of an asymmetric fence: every running thread of every registered process
+// executes a full memory barrier before this returns.
+void HeavyFence();
 
 // Sleeps on `word` while it equals `expected`, at most `timeout` (FUTEX_WAIT on a shared map).
 void FutexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::milliseconds timeout);
@@ -72,6 +87,7 @@ void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuar
     // Announce the sleep before the last look, so a writer that publishes after this look sees
     // the announcement and rings (both sides use sequentially consistent operations).
     mine.sleeping.store(1, std::memory_order_seq_cst);
+    if (policy.asymmetric) HeavyFence();
     const uint32_t seen = mine.bell.load(std::memory_order_seq_cst);
     if (ready()) {
       mine.sleeping.store(0, std::memory_order_relaxed);
