@@ -26,6 +26,8 @@ export interface NativeEngineOptions {
   oversubscribed: boolean;
   /** The S0 shared-memory bcast engine (native/src/shm_bcast.h). */
   bcast: NativeBcastParams;
+  /** Sleepers fence with membarrier(2) so wakers need not (when the kernel offers it). */
+  asymmetricFences: boolean;
 }
 
 /** Notification tree codes of native/src/shm_bcast.h. */

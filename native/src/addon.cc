@@ -120,6 +120,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     options.channel_bytes = static_cast<uint64_t>(o.Get("channelBytes").As<Napi::Number>().Int64Value());
     options.oversubscribed = o.Get("oversubscribed").ToBoolean();
     options.bcast = BcastParamsOf(o.Get("bcast"));
+    options.asymmetric_fences = o.Get("asymmetricFences").ToBoolean();
     Guarded(env, [&] { engine_ = std::make_unique<Engine>(std::move(options)); });
     // Completions of Promise collectives come back to the JS thread through this function.
     tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),

@@ -121,7 +121,7 @@ void Engine::CreateSegment(const std::string& name) {
   h->local_size = static_cast<uint32_t>(local_size);
   h->total_bytes = bytes;
   h->channel_capacity = options_.channel_bytes;
-  h->asymmetric_fences = RegisterForMembarrier() ? 1 : 0;
+  h->asymmetric_fences = options_.asymmetric_fences && RegisterForMembarrier() ? 1 : 0;
   InitViews();
 }
 

@@ -45,6 +45,8 @@ struct EngineOptions {
   bool oversubscribed = false;
   // The S0 shared-memory bcast engine's queues and trees.
   ShmBcastParams bcast;
+  // Node leader: use membarrier-based asymmetric fences when the kernel offers them (wait.h).
+  bool asymmetric_fences = true;
 };
 
 // A user-defined operator: combines n elements of src into dst (dst = dst op src).

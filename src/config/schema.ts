@@ -119,6 +119,12 @@ const shm = z
   .object({
     /** Bytes of shared memory per node: the S0 bcast queues and the channels between local ranks. */
     budgetBytes: z.number().int().min(1 << 20).default(64 << 20),
+    /**
+     * A waiter about to sleep pays the store-load fence of the wake-up protocol with
+     * membarrier(2), so the ranks that wake it (every send, every notification) need no fence.
+     * Used only when the kernel offers it; false: both sides fence.
+     */
+    membarrier: z.boolean().default(true),
     bcast: shmBcast.default({ enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' }),
     model: shmModel.default({ copyBytesPerUs: 44900, largeCopyBytesPerUs: 10000, largeBytes: 4 << 20, notifyUs: 0.46, fragmentUs: 0.05, callUs: 0.5 }),
   })
@@ -133,6 +139,7 @@ export const configSchema = z
     timeouts: timeouts.default({ initMs: 30_000 }),
     shm: shm.default({
       budgetBytes: 64 << 20,
+      membarrier: true,
       bcast: { enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' },
       model: { copyBytesPerUs: 44900, largeCopyBytesPerUs: 10000, largeBytes: 4 << 20, notifyUs: 0.46, fragmentUs: 0.05, callUs: 0.5 },
     }),

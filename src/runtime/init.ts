@@ -73,6 +73,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       // Emulated nodes share one machine: what matters is how many ranks share its cores.
       oversubscribed: infos.filter((i) => i.host === me.host).length > osCpus().length,
       bcast: layout.bcast,
+      asymmetricFences: config.shm.membarrier,
     });
     let shmGroups = new Map<Group, number>();
     try {
