@@ -81,8 +81,9 @@ interface RawEngine {
   setShmGroup(id: number, ranks: readonly number[]): void;
   /** The call descriptor (CallField order), read by run and runAsync. */
   readonly callArea: Float64Array;
-  run(send: BufferArg, recv: BufferArg, user?: NativeUserOp): void;
-  runAsync(send: BufferArg, recv: BufferArg): Promise<void>;
+  /** Buffers after the first may be left out when null (fewer arguments, faster calls). */
+  run(recv: BufferArg, send?: BufferArg, user?: NativeUserOp): void;
+  runAsync(recv: BufferArg, send: BufferArg): Promise<void>;
   close(): void;
   ownRegionNodes(): Int32Array;
   readonly segmentBytes: number;
@@ -205,8 +206,9 @@ export class NativeEngine {
   run(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, user?: NativeUserOp): void {
     this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash);
     try {
-      if (user === undefined) this.raw.run(send, recv);
-      else this.raw.run(send, recv, user);
+      if (user !== undefined) this.raw.run(recv, send, user);
+      else if (send === null) this.raw.run(recv);
+      else this.raw.run(recv, send);
     } catch (e) {
       rethrow(e);
     }
@@ -216,7 +218,7 @@ export class NativeEngine {
   runAsync(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): Promise<void> {
     this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash);
     try {
-      return this.raw.runAsync(send, recv).catch(rethrow);
+      return this.raw.runAsync(recv, send).catch(rethrow);
     } catch (e) {
       return Promise.reject(toTopocollError(e));
     }

@@ -5,7 +5,10 @@
  *
  * Usage:
  *   coll_latency <barrier|bcast|reduce|allreduce> <min_bytes> <max_bytes>
- *                [iterations_small iterations_large large_threshold_bytes warmup]
+ *                [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]
+ *
+ * With repeats R > 1 every rank times R loops and keeps the median of its R means (a VM's
+ * noise comes in bursts; `topocoll bench --repeat` does the same on its side).
  *
  * Output (rank 0, stdout):
  *   # mca ...                                    (component/algorithm settings, if readable)
@@ -201,7 +204,12 @@ static double run_loop(enum coll c, void *sbuf, void *rbuf, int count, int iters
     return MPI_Wtime() - t0;
 }
 
-static void measure(enum coll c, size_t bytes, int iters, int warmup) {
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void measure(enum coll c, size_t bytes, int iters, int warmup, int repeats) {
     int count = 0;
     void *sbuf = NULL, *rbuf = NULL;
     if (c == COLL_BCAST) {
@@ -219,10 +227,15 @@ static void measure(enum coll c, size_t bytes, int iters, int warmup) {
 
     MPI_Barrier(MPI_COMM_WORLD);
     run_loop(c, sbuf, rbuf, count, warmup);
-    MPI_Barrier(MPI_COMM_WORLD);
-    double elapsed = run_loop(c, sbuf, rbuf, count, iters);
+    double means[64];
+    for (int r = 0; r < repeats; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double elapsed = run_loop(c, sbuf, rbuf, count, iters);
+        means[r] = iters ? elapsed * 1e6 / iters : 0.0;
+    }
+    qsort(means, (size_t)repeats, sizeof means[0], compare_doubles);
 
-    double mean_us = iters ? elapsed * 1e6 / iters : 0.0, mn, mx, sum;
+    double mean_us = means[repeats / 2], mn, mx, sum;
     MPI_Reduce(&mean_us, &mn, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
     MPI_Reduce(&mean_us, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&mean_us, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -239,11 +252,11 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
 
-    if (argc != 4 && argc != 7 && argc != 8) {
+    if (argc != 4 && argc != 7 && argc != 8 && argc != 9) {
         if (rank == 0)
             fprintf(stderr,
                     "usage: %s <barrier|bcast|reduce|allreduce> <min_bytes> <max_bytes>"
-                    " [iterations_small iterations_large large_threshold_bytes [warmup]]\n",
+                    " [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]\n",
                     argv[0]);
         MPI_Finalize();
         return 2;
@@ -254,12 +267,13 @@ int main(int argc, char **argv) {
     if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce");
 
     size_t min_bytes, max_bytes, large = 8192;
-    int iters_small = 1000, iters_large = 100, warmup = -1;
+    int iters_small = 1000, iters_large = 100, warmup = -1, repeats = 1;
     if (parse_size(argv[2], &min_bytes) || parse_size(argv[3], &max_bytes)) die("bad byte size");
     if (argc >= 7 && (parse_int(argv[4], &iters_small) || parse_int(argv[5], &iters_large) ||
                       parse_size(argv[6], &large)))
         die("bad iterations / threshold");
-    if (argc == 8 && parse_int(argv[7], &warmup)) die("bad warmup count");
+    if (argc >= 8 && parse_int(argv[7], &warmup)) die("bad warmup count");
+    if (argc == 9 && (parse_int(argv[8], &repeats) || repeats < 1 || repeats > 64)) die("repeats must be 1…64");
     if (c != COLL_BARRIER && (min_bytes == 0 || min_bytes > max_bytes))
         die("need 1 <= min_bytes <= max_bytes");
 
@@ -275,12 +289,12 @@ int main(int argc, char **argv) {
 
     if (c == COLL_BARRIER) {
         int w = warmup >= 0 ? warmup : (iters_small / 10 > 10 ? iters_small / 10 : 10);
-        measure(COLL_BARRIER, 0, iters_small, w);
+        measure(COLL_BARRIER, 0, iters_small, w, repeats);
     } else {
         for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
             int iters = bytes > large ? iters_large : iters_small;
             int w = warmup >= 0 ? warmup : (iters / 10 > 10 ? iters / 10 : 10);
-            measure((enum coll)c, bytes, iters, w);
+            measure((enum coll)c, bytes, iters, w, repeats);
             if (bytes > SIZE_MAX / 2) break;
         }
     }

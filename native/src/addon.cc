@@ -196,7 +196,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     for (size_t i = 0; i + 4 <= data.ElementLength(); i += 4) {
       steps.push_back({static_cast<StepKind>(data[i]), data[i + 1], data[i + 2], data[i + 3]});
     }
-    engine_->SetPlan(id, std::move(steps));
+    Guarded(info.Env(), [&] { engine_->SetPlan(id, std::move(steps)); });
   }
 
   void SetShmGroup(const Napi::CallbackInfo& info) {
@@ -253,9 +253,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return data;
   }
 
-  // run(send, recv[, user]) with the descriptor in callArea: one collective on the calling
-  // thread. A plain function bound to this object (no unwrap on every call), installed as an
-  // own property of the wrapper in the constructor.
+  // run(recv[, send[, user]]) with the descriptor in callArea: one collective on the calling
+  // thread (a bcast passes its one buffer only). A plain function bound to this object (no
+  // unwrap on every call), installed as an own property of the wrapper in the constructor.
   static napi_value RunEntry(napi_env env, napi_callback_info info) {
     size_t argc = 3;
     napi_value argv[3];
@@ -263,7 +263,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     napi_get_cb_info(env, info, &argc, argv, nullptr, &data);
     auto* self = static_cast<NativeEngine*>(data);
     try {
-      CallArgs args = self->ReadCall(argc > 0 ? RawBytes(env, argv[0]) : nullptr, argc > 1 ? RawBytes(env, argv[1]) : nullptr);
+      CallArgs args = self->ReadCall(argc > 1 ? RawBytes(env, argv[1]) : nullptr, argc > 0 ? RawBytes(env, argv[0]) : nullptr);
       napi_valuetype user_type = napi_undefined;
       if (argc > 2) napi_typeof(env, argv[2], &user_type);
       if (user_type == napi_object) self->AttachUserOp(Napi::Env(env), Napi::Object(env, argv[2]), args);
@@ -312,12 +312,12 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     engine_->Run(args);
   }
 
-  // runAsync(send, recv) with the descriptor in callArea: the same on the progress thread.
+  // runAsync(recv, send) with the descriptor in callArea: the same on the progress thread.
   Napi::Value RunAsync(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     auto job = std::make_unique<Job>(env);
     try {
-      job->args = ReadCall(RawBytes(env, info[0]), RawBytes(env, info[1]));
+      job->args = ReadCall(RawBytes(env, info[1]), RawBytes(env, info[0]));
     } catch (const CollError& e) {
       ThrowJs(env, e.code(), e.what());
     }

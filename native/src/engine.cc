@@ -276,7 +276,11 @@ void Engine::ThrowAborted() const {
                             std::string(header_->abort_message));
 }
 
-void Engine::SetPlan(int id, std::vector<Step> steps) { plans_[id] = std::move(steps); }
+void Engine::SetPlan(int id, std::vector<Step> steps) {
+  if (id < 0) throw CollError("EINVAL", "schedule ids are not negative");
+  if (plans_.size() <= static_cast<size_t>(id)) plans_.resize(static_cast<size_t>(id) + 1);
+  plans_[static_cast<size_t>(id)] = std::make_unique<std::vector<Step>>(std::move(steps));
+}
 
 std::vector<int32_t> Engine::OwnRegionNodes() const {
   if (own_region_ == nullptr || header_ == nullptr) return {};
@@ -296,8 +300,8 @@ void Engine::SetShmGroup(int id, const std::vector<int>& ranks) {
 }
 
 const std::vector<Step>* Engine::Plan(int id) const {
-  auto it = plans_.find(id);
-  return it == plans_.end() ? nullptr : &it->second;
+  if (id < 0 || static_cast<size_t>(id) >= plans_.size()) return nullptr;
+  return plans_[static_cast<size_t>(id)].get();
 }
 
 int Engine::LocalIndex(int rank) const {

@@ -156,7 +156,9 @@ class Engine {
   uint8_t* own_region_ = nullptr;
   size_t own_region_bytes_ = 0;
   TcpLinks tcp_;
-  std::unordered_map<int, std::vector<Step>> plans_;
+  // By id (ids are small and dense). Each schedule is allocated on its own: queued Promise
+  // collectives hold pointers to theirs while new ones are registered.
+  std::vector<std::unique_ptr<std::vector<Step>>> plans_;
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> staging_;
   uint32_t seq_ = 0;

@@ -16,6 +16,8 @@ export interface BenchSettings {
   itersLarge: number;
   /** Messages above this many bytes use itersLarge. */
   largeBytes: number;
+  /** Timed loops per size; each rank keeps the median of its loop means. */
+  repeats: number;
 }
 
 export interface BenchRow {
@@ -74,18 +76,27 @@ async function asyncLoop(comm: Communicator, c: Collective, b: Buffers, first: n
   }
 }
 
-/** Per-rank mean µs per call over `iterations` back-to-back calls, after a warm-up (OSU style). */
-async function measure(comm: Communicator, c: Collective, mode: string, bytes: number, iterations: number): Promise<number> {
+/**
+ * Per-rank mean µs per call over `iterations` back-to-back calls, after a warm-up (OSU style);
+ * with `repeats` > 1 the median of that many timed loops (a VM's noise comes in bursts).
+ */
+async function measure(comm: Communicator, c: Collective, mode: string, bytes: number, iterations: number, repeats = 1): Promise<number> {
   const b = buffersFor(bytes);
   const warmup = Math.max(200, Math.floor(iterations / 5));
   comm.barrierSync();
   if (mode === 'sync') syncLoop(comm, c, b, 0, warmup);
   else await asyncLoop(comm, c, b, 0, warmup);
-  comm.barrierSync();
-  const start = process.hrtime.bigint();
-  if (mode === 'sync') syncLoop(comm, c, b, warmup, iterations);
-  else await asyncLoop(comm, c, b, warmup, iterations);
-  return Number(process.hrtime.bigint() - start) / 1000 / iterations;
+  const means: number[] = [];
+  for (let r = 0; r < repeats; r++) {
+    comm.barrierSync();
+    const first = warmup + r * iterations;
+    const start = process.hrtime.bigint();
+    if (mode === 'sync') syncLoop(comm, c, b, first, iterations);
+    else await asyncLoop(comm, c, b, first, iterations);
+    means.push(Number(process.hrtime.bigint() - start) / 1000 / iterations);
+  }
+  means.sort((x, y) => x - y);
+  return means[Math.floor(repeats / 2)]!;
 }
 
 export async function benchMain(settings: BenchSettings): Promise<void> {
@@ -100,11 +111,13 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
   for (const collective of settings.collectives) {
     for (const mode of settings.modes) {
       const sizes = collective === 'barrier' ? [0] : sizesOf(settings);
-      // Settle the JIT, the caches and the CPU clocks before the first measured size.
-      await measure(comm, collective, mode, sizes[0]!, Math.max(2000, settings.itersSmall));
+      // Settle the JIT, the caches and the CPU clocks before the first measured size. Three
+      // rounds, not one: the optimising compiler's background threads still competed with the
+      // ranks for the two cores during the first measured size after a single round.
+      for (let round = 0; round < 3; round++) await measure(comm, collective, mode, sizes[0]!, Math.max(2000, settings.itersSmall));
       for (const bytes of sizes) {
         const iterations = bytes > settings.largeBytes ? settings.itersLarge : settings.itersSmall;
-        const us = await measure(comm, collective, mode, bytes, iterations);
+        const us = await measure(comm, collective, mode, bytes, iterations, settings.repeats);
         const row: BenchRow = { collective, mode, bytes, avgUs: across(us, 'sum') / comm.size, minUs: across(us, 'min'), maxUs: across(us, 'max'), iterations };
         if (comm.rank === 0) console.log(JSON.stringify(row));
       }

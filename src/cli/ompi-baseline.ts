@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchRow, BenchSettings } from './bench-worker.js';
@@ -21,8 +21,10 @@ function has(command: string): boolean {
 /** Why there is no baseline, or undefined when there can be one (building the harness if needed). */
 export function ompiUnavailable(): string | undefined {
   if (!has('mpirun')) return 'Open MPI is not installed (apt-get install openmpi-bin libopenmpi-dev)';
-  if (existsSync(harnessBinary)) return undefined;
-  if (!existsSync(harnessSource)) return `the harness source ${harnessSource} is not in this installation`;
+  const built = existsSync(harnessBinary) ? statSync(harnessBinary).mtimeMs : -1;
+  if (!existsSync(harnessSource)) return built >= 0 ? undefined : `the harness source ${harnessSource} is not in this installation`;
+  // Rebuilt when the source is newer: an old binary would not understand newer arguments.
+  if (built >= statSync(harnessSource).mtimeMs) return undefined;
   if (!has('mpicc')) return 'mpicc is not installed (apt-get install libopenmpi-dev)';
   mkdirSync(dirname(harnessBinary), { recursive: true });
   execFileSync('mpicc', ['-O2', '-o', harnessBinary, harnessSource], { stdio: 'inherit' });
@@ -48,6 +50,9 @@ export function runOmpi(collective: string, ranks: number, settings: BenchSettin
     String(settings.itersSmall),
     String(settings.itersLarge),
     String(settings.largeBytes),
+    // The same warm-up as bench-worker's measure(), and the same repeats.
+    String(Math.max(200, Math.floor(settings.itersSmall / 5))),
+    String(settings.repeats),
   ];
   const r = spawnSync('mpirun', args, {
     encoding: 'utf8',

@@ -26,6 +26,8 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|n
   --min, --max       message sizes, doubling (default 4 … 4194304 bytes)
   --modes L          sync (blocking) and/or async (Promise) calls (default both)
   --iterations N     timed calls per size up to 8 KiB (default 1000; 100 above)
+  --repeat R         time R loops per size and keep each rank's median (default 1; both
+                     topocoll and Open MPI)
   --no-mpi           skip the Open MPI baseline
   --json             one JSON object per row instead of tables
 
@@ -50,6 +52,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       max: { type: 'string' },
       modes: { type: 'string' },
       iterations: { type: 'string' },
+      repeat: { type: 'string' },
       sweep: { type: 'boolean' },
       'no-mpi': { type: 'boolean' },
       json: { type: 'boolean' },
@@ -78,7 +81,9 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     itersSmall: iterations,
     itersLarge: Math.max(10, Math.floor(iterations / 10)),
     largeBytes: 8192,
+    repeats: parseNonNegativeInt('bench', 'repeat', values.repeat ?? '1'),
   };
+  if (settings.repeats < 1 || settings.repeats > 64) throw new TopocollError('EINVAL', 'topocoll bench: --repeat must be 1…64');
   if (settings.minBytes < 1 || settings.maxBytes < settings.minBytes) {
     throw new TopocollError('EINVAL', 'topocoll bench: need 1 ≤ --min ≤ --max');
   }
