@@ -94,6 +94,7 @@ interface RawAddon {
   setThreadAffinity(cpus: readonly number[]): number[];
   segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number;
   pageNodes(view: ArrayBufferView): Int32Array;
+  crossCoreRates(bytes: number, rounds: number, writerCpu: number, readerCpu: number): CrossCoreRates;
 }
 
 let addon: RawAddon | undefined;
@@ -283,4 +284,21 @@ export function segmentBytes(localSize: number, channelBytes: number, bcast: Nat
 /** The NUMA node of every page of `view` (move_pages in query mode; negative entries are errnos). */
 export function pageNodes(view: ArrayBufferView): Int32Array {
   return load().pageNodes(view);
+}
+
+/** Copy rates across two cores, bytes per µs (native/src/copy_rate.h). */
+export interface CrossCoreRates {
+  /** Copying into lines the other core has read (S0's copy-in by the root). */
+  writeShared: number;
+  /** Copying lines the other core has just written (S0's copy-out by a reader). */
+  readRemote: number;
+}
+
+/** Measures both copies of an S0 bcast across `writerCpu` and `readerCpu` over `rounds` rounds of `bytes`. */
+export function crossCoreRates(bytes: number, rounds: number, writerCpu: number, readerCpu: number): CrossCoreRates {
+  try {
+    return load().crossCoreRates(bytes, rounds, writerCpu, readerCpu);
+  } catch (e) {
+    rethrow(e);
+  }
 }

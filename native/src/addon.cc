@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "copy_rate.h"
 #include "engine.h"
 #include "errors.h"
 #include "placement.h"
@@ -427,6 +428,21 @@ Napi::Value PageNodesOf(const Napi::CallbackInfo& info) {
   return ToInt32Array(info.Env(), PageNodes(BytesOf(view), view.ByteLength()));
 }
 
+// crossCoreRates(bytes, rounds, writerCpu, readerCpu): { writeShared, readRemote } in bytes/µs.
+Napi::Value CrossCoreRatesOf(const Napi::CallbackInfo& info) {
+  CrossCoreRates rates{};
+  try {
+    rates = MeasureCrossCoreRates(static_cast<size_t>(info[0].As<Napi::Number>().Int64Value()), info[1].As<Napi::Number>().Int32Value(),
+                                  info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value());
+  } catch (const CollError& e) {
+    ThrowJs(info.Env(), e.code(), e.what());
+  }
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("writeShared", rates.write_shared);
+  out.Set("readRemote", rates.read_remote);
+  return out;
+}
+
 Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
   const size_t local_size = info[0].As<Napi::Number>().Uint32Value();
   const uint64_t channel = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
@@ -440,6 +456,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("setThreadAffinity", Napi::Function::New(env, SetThreadAffinity));
   exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
   exports.Set("pageNodes", Napi::Function::New(env, PageNodesOf));
+  exports.Set("crossCoreRates", Napi::Function::New(env, CrossCoreRatesOf));
   return exports;
 }
 

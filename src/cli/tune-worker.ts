@@ -3,11 +3,15 @@
  * what the S0 cost model needs and prints JSON lines on rank 0:
  * - `copy` / `largecopy`: the copy rate of one core (bytes/µs), from 1 MiB copies (cached) and
  *   16 MiB copies (memory-bound);
+ * - `writeshared` / `readremote`: copying into lines another core has read, and out of lines it
+ *   has just written (256 KiB, cores 0 and 1);
  * - `pingpong` / `stream`: µs per inline bcast when the root alternates (every call waits for a
  *   notification from the other rank) and when it stays (the root streams ahead);
- * - `bcast`: µs of single broadcasts of given sizes (a barrier before each, the slowest rank
- *   counts), for the predicted-versus-measured table and the per-fragment cost.
+ * - `bcast`: µs of single broadcasts of given sizes (a barrier before each; each rank's median
+ *   call, the slowest rank counts), for the model's fit and the predicted-versus-measured table.
  */
+import { cpus } from 'node:os';
+import { crossCoreRates } from '../native.js';
 import { init } from '../runtime/init.js';
 
 export interface TuneSettings {
@@ -46,6 +50,12 @@ export async function tuneMain(settings: TuneSettings): Promise<void> {
     }
     const bigUs = Number(process.hrtime.bigint() - bigStart) / 1000 / 20;
     out({ kind: 'largecopy', bytesPerUs: (16 << 20) / bigUs });
+    // Both copies of a bcast across the two first cores (why the pipeline is slower than memcpy).
+    if (cpus().length >= 2) {
+      const rates = crossCoreRates(256 << 10, 200, 0, 1);
+      out({ kind: 'writeshared', bytesPerUs: rates.writeShared });
+      out({ kind: 'readremote', bytesPerUs: rates.readRemote });
+    }
   }
 
   const small = new Uint8Array(8);
@@ -62,15 +72,17 @@ export async function tuneMain(settings: TuneSettings): Promise<void> {
   for (const bytes of settings.sizes) {
     const buf = new Uint8Array(bytes);
     const iterations = Math.max(20, Math.min(settings.iterations, Math.floor((settings.iterations * 4096) / Math.max(bytes, 4096))));
-    let total = 0;
+    const times = new Float64Array(iterations);
     for (let k = 0; k < iterations + 5; k++) {
       buf[k % Math.max(1, bytes)] = k;
       comm.barrierSync();
       const start = process.hrtime.bigint();
       comm.bcastSync(buf, 0);
-      if (k >= 5) total += Number(process.hrtime.bigint() - start) / 1000;
+      if (k >= 5) times[k - 5] = Number(process.hrtime.bigint() - start) / 1000;
     }
-    out({ kind: 'bcast', bytes, us: slowest(total / iterations) });
+    // The median call: this VM's neighbours preempt a rank now and then, which a mean would count.
+    times.sort();
+    out({ kind: 'bcast', bytes, us: slowest(times[iterations >> 1]!) });
   }
   comm.close();
 }

@@ -1,0 +1,71 @@
+#include "copy_rate.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "errors.h"
+#include "wait.h"
+
+namespace topocoll {
+
+namespace {
+
+bool PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+double MicrosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+CrossCoreRates MeasureCrossCoreRates(size_t bytes, int rounds, int writer_cpu, int reader_cpu) {
+  std::vector<uint8_t> source(bytes), shared(bytes), local(bytes);
+  // Round r is written when `written` = r and copied out when `copied` = r; both threads spin
+  // (the two CPUs are theirs for the few milliseconds this takes).
+  std::atomic<int> written{0}, copied{0};
+  std::atomic<bool> pinned{true};
+  double write_us = 0, read_us = 0;
+  std::thread reader([&] {
+    if (!PinTo(reader_cpu)) pinned = false;
+    for (int r = 1; r <= rounds; ++r) {
+      while (written.load(std::memory_order_acquire) != r) CpuRelax();
+      const auto start = std::chrono::steady_clock::now();
+      std::memcpy(local.data(), shared.data(), bytes);
+      read_us += MicrosSince(start);
+      copied.store(r, std::memory_order_release);
+    }
+  });
+  std::thread writer([&] {
+    if (!PinTo(writer_cpu)) pinned = false;
+    for (int r = 1; r <= rounds; ++r) {
+      std::memset(source.data(), r & 0xff, bytes);
+      const auto start = std::chrono::steady_clock::now();
+      std::memcpy(shared.data(), source.data(), bytes);
+      write_us += MicrosSince(start);
+      written.store(r, std::memory_order_release);
+      while (copied.load(std::memory_order_acquire) != r) CpuRelax();
+    }
+  });
+  writer.join();
+  reader.join();
+  if (!pinned) {
+    throw CollError("EINVAL", "could not place the copy threads on CPUs " + std::to_string(writer_cpu) + " and " + std::to_string(reader_cpu));
+  }
+  // Reading the result keeps the copies from being optimised away.
+  if (bytes > 0 && local[bytes / 2] != static_cast<uint8_t>(rounds & 0xff)) throw CollError("EINVAL", "copy-rate check failed");
+  const double total = static_cast<double>(bytes) * rounds;
+  return {write_us > 0 ? total / write_us : 0, read_us > 0 ? total / read_us : 0};
+}
+
+}  // namespace topocoll
