@@ -110,7 +110,7 @@ export function notifyTime(t: TreeSpec, n: number, notifyUs: number): number {
 export function predictBcastUs(model: ShmCostModel, bytes: number, ranks: number, cores: number, shape: BcastShape, fragment: number): number {
   if (ranks < 2) return 0;
   const notify = notifyTime(shape.tree, ranks, model.notifyUs);
-  if (bytes <= INLINE_BYTES) return model.callUs + notify + model.fragmentUs;
+  if (bytes <= INLINE_BYTES) return model.callUs + notify;
   const rate = bytes > model.largeBytes ? model.largeCopyBytesPerUs : model.copyBytesPerUs;
   const copy = (b: number) => b / rate;
   const share = Math.max(1, (ranks - 1) / Math.max(1, cores));

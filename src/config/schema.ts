@@ -101,17 +101,17 @@ const shmBcast = z
 /** Defaults measured by `topocoll tune shm` on the development machine (2 vCPU AMD EPYC). */
 const shmModel = z
   .object({
-    /** Copy rate of one core in bytes per µs (topocoll tune shm measures it). */
-    copyBytesPerUs: z.number().positive().default(44900),
-    /** Copy rate for messages above largeBytes, which no longer stay in the caches. */
-    largeCopyBytesPerUs: z.number().positive().default(10000),
-    largeBytes: z.number().int().positive().default(4 << 20),
+    /** Bytes per µs through one pipeline stage: the root's copy into the queue, a reader's out of it (fitted by topocoll tune shm). */
+    copyBytesPerUs: z.number().positive().default(25600),
+    /** The same for messages above largeBytes, which no longer stay in the caches. */
+    largeCopyBytesPerUs: z.number().positive().default(11500),
+    largeBytes: z.number().int().positive().default(8 << 20),
     /** µs to write a child's control block and for the child to see it. */
-    notifyUs: z.number().positive().default(0.46),
+    notifyUs: z.number().positive().default(0.19),
     /** Fixed µs per fragment per rank. */
-    fragmentUs: z.number().nonnegative().default(0.05),
+    fragmentUs: z.number().nonnegative().default(0.065),
     /** Fixed µs per call (entering native code, checks, publishing the call). */
-    callUs: z.number().nonnegative().default(0.5),
+    callUs: z.number().nonnegative().default(0),
   })
   .strict();
 
@@ -126,7 +126,7 @@ const shm = z
      */
     membarrier: z.boolean().default(true),
     bcast: shmBcast.default({ enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' }),
-    model: shmModel.default({ copyBytesPerUs: 44900, largeCopyBytesPerUs: 10000, largeBytes: 4 << 20, notifyUs: 0.46, fragmentUs: 0.05, callUs: 0.5 }),
+    model: shmModel.default({ copyBytesPerUs: 25600, largeCopyBytesPerUs: 11500, largeBytes: 8 << 20, notifyUs: 0.19, fragmentUs: 0.065, callUs: 0 }),
   })
   .strict();
 
@@ -141,7 +141,7 @@ export const configSchema = z
       budgetBytes: 64 << 20,
       membarrier: true,
       bcast: { enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' },
-      model: { copyBytesPerUs: 44900, largeCopyBytesPerUs: 10000, largeBytes: 4 << 20, notifyUs: 0.46, fragmentUs: 0.05, callUs: 0.5 },
+      model: { copyBytesPerUs: 25600, largeCopyBytesPerUs: 11500, largeBytes: 8 << 20, notifyUs: 0.19, fragmentUs: 0.065, callUs: 0 },
     }),
   })
   .strict();

@@ -148,6 +148,20 @@ function comparePaths(a: readonly number[], b: readonly number[]): number {
   return b.length - a.length;
 }
 
+/** Bytes of the largest cache of CPU 0 (`cache/indexK/size`), undefined when sysfs does not say. */
+export function lastLevelCacheBytes(root = '/'): number | undefined {
+  const dir = join(root, 'sys/devices/system/cpu/cpu0/cache');
+  let largest: number | undefined;
+  for (const index of listDir(dir, /^index\d+$/)) {
+    const m = /^(\d+)([KMG]?)$/.exec(readOptional(join(dir, index, 'size')) ?? '');
+    if (m === null) continue;
+    const unit = m[2] === 'K' ? 1024 : m[2] === 'M' ? 1 << 20 : m[2] === 'G' ? 1 << 30 : 1;
+    const bytes = Number(m[1]) * unit;
+    largest = Math.max(largest ?? 0, bytes);
+  }
+  return largest;
+}
+
 /** The trimmed contents of a sysfs file, or undefined when it does not exist. */
 function readOptional(path: string): string | undefined {
   try {

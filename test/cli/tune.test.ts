@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { spawnSync } from 'node:child_process';
+import { fitModel, leastSquares, type Measured } from '../../src/cli/commands/tune.js';
 import { cli, repoRoot } from './helpers.js';
 
 describe('topocoll tune shm', () => {
@@ -28,5 +29,40 @@ describe('topocoll tune shm', () => {
 
   it('knows only the shm target', async () => {
     expect((await cli(['tune', 'tcp'])).stderr).toMatch(/EINVAL: topocoll tune: unknown target "tcp"/);
+  });
+});
+
+describe('the model fit', () => {
+  it('recovers the per-byte and per-stage costs of exact points', () => {
+    const points = [4096, 16384, 65536].map((f) => {
+      const stages = (1 << 20) / f + 1;
+      return { x1: stages * f, x2: stages, y: (stages * f) / 20000 + stages * 0.07 };
+    });
+    const fit = leastSquares(points);
+    expect(1 / fit.perByte).toBeCloseTo(20000, 3);
+    expect(fit.perStage).toBeCloseTo(0.07, 6);
+  });
+
+  it('never fits a negative per-stage cost: it drops to zero and refits the rate alone', () => {
+    const fit = leastSquares([
+      { x1: 100, x2: 10, y: 0.5 },
+      { x1: 200, x2: 1, y: 2 },
+    ]);
+    expect(fit.perStage).toBe(0);
+    expect(fit.perByte).toBeCloseTo((100 * 0.5 + 200 * 2) / (100 * 100 + 200 * 200), 12);
+  });
+
+  it('applies the memory-bound rate from a quarter of the last-level cache', () => {
+    const measured = (bcast: [number, number][]): Measured => ({ copy: 40000, largeCopy: 20000, pingpong: 0.5, stream: 0.2, bcast: new Map(bcast) });
+    const mb = 1 << 20;
+    const small = measured([[8, 0.5], [mb, 60]]);
+    const large = measured([[mb, 40], [16 * mb, 1500]]);
+    const oneMiB = new Map([[4096, 60], [65536, 40]]);
+    expect(fitModel(small, large, oneMiB, 32 * mb).largeBytes).toBe(8 * mb);
+    expect(fitModel(small, large, oneMiB, undefined).largeBytes).toBe(4 * mb);
+    const m = fitModel(small, large, oneMiB, 32 * mb);
+    expect(m.notifyUs).toBeCloseTo(0.3, 6);
+    expect(m.callUs).toBeCloseTo(0.2, 6);
+    expect(m.largeCopyBytesPerUs).toBeLessThanOrEqual(m.copyBytesPerUs);
   });
 });

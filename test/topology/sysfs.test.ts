@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parseHwlocXml, readHwlocXmlFile } from '../../src/topology/hwloc-xml.js';
 import { formatLocality } from '../../src/topology/locality-string.js';
 import { computeLocality } from '../../src/topology/process-locality.js';
-import { readSysfsTopology } from '../../src/topology/sysfs.js';
+import { lastLevelCacheBytes, readSysfsTopology } from '../../src/topology/sysfs.js';
 import { sysfsFilesOf, tmpRoot, writeTree } from './fake-sysfs.js';
 import { thrown } from '../helpers/thrown.js';
 
@@ -183,5 +183,21 @@ describe('readSysfsTopology reproduces hwloc', () => {
     }
     expect(machine.objects.pu!.map((o) => o.osIndex)).toEqual(hwloc.objects.pu!.map((o) => o.osIndex));
     expect(machine.objects.numa!.map((o) => o.osIndex)).toEqual(hwloc.objects.numa!.map((o) => o.osIndex));
+  });
+});
+
+describe('lastLevelCacheBytes', () => {
+  it('reads the largest cache of CPU 0 with its unit', () => {
+    const root = fakeRoot({
+      [`${CPU}/cpu0/cache/index0/size`]: '32K\n',
+      [`${CPU}/cpu0/cache/index2/size`]: '1024K\n',
+      [`${CPU}/cpu0/cache/index3/size`]: '32M\n',
+      [`${CPU}/cpu0/cache/uevent`]: '',
+    });
+    expect(lastLevelCacheBytes(root)).toBe(32 << 20);
+  });
+
+  it('is undefined when sysfs has no cache sizes', () => {
+    expect(lastLevelCacheBytes(fakeRoot({ [`${CPU}/cpu0/online`]: '1\n' }))).toBeUndefined();
   });
 });

@@ -6,6 +6,7 @@ import { parseTree, predictBcastUs, type ShmCostModel } from '../../algorithms/s
 import { parseConfig } from '../../config/load.js';
 import { TopocollError } from '../../errors.js';
 import { shmLayout } from '../../runtime/shm-budget.js';
+import { lastLevelCacheBytes } from '../../topology/sysfs.js';
 import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
 import type { CliIo } from '../io.js';
 import type { TuneSettings } from '../tune-worker.js';
@@ -22,7 +23,7 @@ the tree and fragment sizes the model then chooses, and the predicted against th
 of single broadcasts. Pass the file to init({ config }), --config or TOPOCOLL_CONFIG.
 `;
 
-interface Measured {
+export interface Measured {
   copy?: number;
   largeCopy?: number;
   writeShared?: number;
@@ -57,7 +58,13 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
     const mb = 1 << 20;
     const small = await job('small', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', { sizes: [8, mb], iterations: 20000 });
     const large = await job('large', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 65536\n', { sizes: [mb, 16 * mb], iterations: 400 });
-    const model = fitModel(small, large);
+    // 1 MiB with fragments between those two as well: the fit needs more than two points to
+    // stand the noise.
+    const oneMiB = new Map<number, number>([[4096, small.bcast.get(mb)!], [65536, large.bcast.get(mb)!]]);
+    for (const f of [8192, 16384, 32768, 131072]) {
+      oneMiB.set(f, (await job(`f${f}`, `shm:\n  bcast:\n    tree: flat\n    fragmentBytes: ${f}\n`, { sizes: [mb], iterations: 400 })).bcast.get(mb)!);
+    }
+    const model = fitModel(small, large, oneMiB, lastLevelCacheBytes());
     writeModel(out, model);
     io.stdout(`shm.model written to ${out}: ${Object.entries(model).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
     io.stdout(
@@ -72,7 +79,7 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
       io.stdout(`  ${p} ranks: ${layout.tree} tree, queue ${layout.bcast.queueBytes / 1024} KiB, fragments ${describeTable(layout.bcast.fragmentForLog2)}\n`);
     }
     const sizes = [8, 1024, 4096, 16384, 65536, 262144, mb, 4 * mb, 8 * mb, 16 * mb];
-    const check = medianOf(await repeat(3, () => runTuneJob(ranks, out, { sizes, iterations: 400 }, io)));
+    const check = medianOf(await repeat(3, () => runTuneJob(ranks, out, { sizes, iterations: 4000 }, io)));
     const layout = shmLayout(config, ranks, cpus().length);
     io.stdout(`\n# single bcast, ${ranks} ranks: predicted vs measured (µs)\n  bytes  fragment  predicted  measured\n`);
     for (const bytes of sizes) {
@@ -106,34 +113,55 @@ async function runTuneJob(ranks: number, config: string, settings: TuneSettings,
 /**
  * The model's parameters from the measurements. Notification and call costs come from inline
  * broadcasts. The copy parameters are fitted to the engine's own single 1 MiB broadcasts with
- * fragments of 4 KiB (257 pipeline stages) and of 64 KiB (17 stages), t = fixed + stages ×
- * (f/c + o): two equations for the stage's copy rate c and fixed cost o. A plain memcpy rate
- * would be wrong by 2–4×: the root copies into queue lines the readers still hold, and taking
- * each line back from another core is what limits the pipeline (tune prints both rates). The
- * memory-bound rate comes from a 16 MiB broadcast (beyond the caches) the same way.
+ * fragments f of 4 KiB … 128 KiB: t − fixed = s·f/c + s·o with s = 1 MiB/f + 1 pipeline
+ * stages, a least-squares fit of the stage's copy rate c and fixed cost o (o ≥ 0). A plain
+ * memcpy rate would be wrong by 2–4×: the root copies into queue lines the readers still hold,
+ * and taking each line back from another core is what limits the pipeline (tune prints both
+ * rates). The memory-bound rate comes from a 16 MiB broadcast, and applies from a quarter of the
+ * last-level cache up (the root's buffer, the readers' and the queue then no longer fit).
  */
-function fitModel(small: Measured, large: Measured): ShmCostModel {
+export function fitModel(small: Measured, large: Measured, oneMiB: Map<number, number>, cacheBytes: number | undefined): ShmCostModel {
   const mb = 1 << 20;
-  const notifyUs = round(Math.max(0.02, small.pingpong! - small.stream!));
+  const inline = small.bcast.get(8)!;
+  // A notification: what a call costs when it must wait for the other rank's (alternating
+  // roots) beyond one that streams; never more than a whole single inline bcast.
+  const notifyUs = round(Math.min(inline, Math.max(0.02, small.pingpong! - small.stream!)));
   // What a single inline bcast costs beyond its notification: entering native code, checks.
-  const callUs = round(Math.max(0, small.bcast.get(8)! - notifyUs));
+  const callUs = round(Math.max(0, inline - notifyUs));
   const fixed = callUs + notifyUs;
-  const [s4, s64] = [mb / 4096 + 1, mb / 65536 + 1];
-  const [t4, t64] = [small.bcast.get(mb)! - fixed, large.bcast.get(mb)! - fixed];
-  // s64·(65536/c + o) = t64 and s4·(4096/c + o) = t4.
-  const denominator = t64 / s64 - t4 / s4;
-  const fitted = denominator > 0 ? (65536 - 4096) / denominator : small.copy!;
-  const fragmentUs = round(Math.max(0, t64 / s64 - 65536 / fitted));
+  const points = [...oneMiB].map(([f, t]) => ({ x1: (mb / f + 1) * f, x2: mb / f + 1, y: t - fixed }));
+  const { perByte, perStage } = leastSquares(points);
+  const fitted = perByte > 0 ? 1 / perByte : small.copy!;
+  const fragmentUs = round(perStage);
   const s16m = (16 * mb) / 65536 + 1;
   const stage16m = (large.bcast.get(16 * mb)! - fixed) / s16m - fragmentUs;
   return {
     copyBytesPerUs: round(fitted),
     largeCopyBytesPerUs: round(stage16m > 0 ? Math.min(fitted, 65536 / stage16m) : small.largeCopy!),
-    largeBytes: 4 * mb,
+    largeBytes: cacheBytes !== undefined ? Math.max(mb, 2 ** Math.floor(Math.log2(cacheBytes / 4))) : 4 * mb,
     notifyUs,
     fragmentUs,
     callUs,
   };
+}
+
+/** y ≈ a·x1 + b·x2 with a > 0 and b ≥ 0, least squares (b = 0 when the free fit makes it negative). */
+export function leastSquares(points: { x1: number; x2: number; y: number }[]): { perByte: number; perStage: number } {
+  let s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
+  for (const { x1, x2, y } of points) {
+    s11 += x1 * x1;
+    s12 += x1 * x2;
+    s22 += x2 * x2;
+    s1y += x1 * y;
+    s2y += x2 * y;
+  }
+  const det = s11 * s22 - s12 * s12;
+  if (det > 0) {
+    const a = (s1y * s22 - s2y * s12) / det;
+    const b = (s2y * s11 - s1y * s12) / det;
+    if (a > 0 && b >= 0) return { perByte: a, perStage: b };
+  }
+  return { perByte: s11 > 0 ? Math.max(0, s1y / s11) : 0, perStage: 0 };
 }
 
 async function repeat<T>(times: number, run: () => Promise<T>): Promise<T[]> {
