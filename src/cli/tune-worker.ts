@@ -8,14 +8,19 @@
  * - `pingpong` / `stream`: µs per inline bcast when the root alternates (every call waits for a
  *   notification from the other rank) and when it stays (the root streams ahead);
  * - `bcast`: µs of single broadcasts of given sizes (a barrier before each; each rank's median
- *   call, the slowest rank counts), for the model's fit and the predicted-versus-measured table.
+ *   call, the slowest rank counts), for the predicted-versus-measured table;
+ * - `streamed`: µs per broadcast of back-to-back broadcasts (the pipeline's throughput), for the
+ *   model's fit.
  */
 import { cpus } from 'node:os';
 import { crossCoreRates } from '../native.js';
 import { init } from '../runtime/init.js';
 
 export interface TuneSettings {
+  /** Single broadcasts (a barrier before each). */
   sizes: number[];
+  /** Back-to-back broadcasts (the pipeline's throughput, for the model's fit). */
+  streamed?: number[];
   iterations: number;
 }
 
@@ -83,6 +88,19 @@ export async function tuneMain(settings: TuneSettings): Promise<void> {
     // The median call: this VM's neighbours preempt a rank now and then, which a mean would count.
     times.sort();
     out({ kind: 'bcast', bytes, us: slowest(times[iterations >> 1]!) });
+  }
+
+  for (const bytes of settings.streamed ?? []) {
+    const buf = new Uint8Array(bytes);
+    const iterations = Math.max(20, Math.floor((64 << 20) / bytes));
+    for (let k = 0; k < 5; k++) comm.bcastSync(buf, 0);
+    comm.barrierSync();
+    const start = process.hrtime.bigint();
+    for (let k = 0; k < iterations; k++) {
+      buf[k % bytes] = k;
+      comm.bcastSync(buf, 0);
+    }
+    out({ kind: 'streamed', bytes, us: slowest(Number(process.hrtime.bigint() - start) / 1000 / iterations) });
   }
   comm.close();
 }

@@ -33,11 +33,9 @@ describe('topocoll tune shm', () => {
 });
 
 describe('the model fit', () => {
-  it('recovers the per-byte and per-stage costs of exact points', () => {
-    const points = [4096, 16384, 65536].map((f) => {
-      const stages = (1 << 20) / f + 1;
-      return { x1: stages * f, x2: stages, y: (stages * f) / 20000 + stages * 0.07 };
-    });
+  it('recovers the per-byte and per-fragment costs of exact points', () => {
+    const mb = 1 << 20;
+    const points = [4096, 16384, 65536].map((f) => ({ x1: mb, x2: mb / f, y: mb / 20000 + (mb / f) * 0.07 }));
     const fit = leastSquares(points);
     expect(1 / fit.perByte).toBeCloseTo(20000, 3);
     expect(fit.perStage).toBeCloseTo(0.07, 6);
@@ -52,17 +50,21 @@ describe('the model fit', () => {
     expect(fit.perByte).toBeCloseTo((100 * 0.5 + 200 * 2) / (100 * 100 + 200 * 200), 12);
   });
 
-  it('applies the memory-bound rate from a quarter of the last-level cache', () => {
-    const measured = (bcast: [number, number][]): Measured => ({ copy: 40000, largeCopy: 20000, pingpong: 0.5, stream: 0.2, bcast: new Map(bcast) });
+  it('fits streamed broadcasts and applies the memory-bound rate from a quarter of the last-level cache', () => {
     const mb = 1 << 20;
-    const small = measured([[8, 0.5], [mb, 60]]);
-    const large = measured([[mb, 40], [16 * mb, 1500]]);
-    const oneMiB = new Map([[4096, 60], [65536, 40]]);
-    expect(fitModel(small, large, oneMiB, 32 * mb).largeBytes).toBe(8 * mb);
-    expect(fitModel(small, large, oneMiB, undefined).largeBytes).toBe(4 * mb);
+    const measured = (bcast: [number, number][], streamed: [number, number][]): Measured => ({ copy: 40000, largeCopy: 20000, pingpong: 0.5, stream: 0.2, bcast: new Map(bcast), streamed: new Map(streamed) });
+    // Streamed times of a pipeline with c = 25000 B/µs and 0.05 µs per fragment, call cost 0.2.
+    const t = (m: number, f: number) => 0.2 + m / 25000 + (m / f) * 0.05;
+    const small = measured([[8, 0.5]], [[mb, t(mb, 4096)]]);
+    const large = measured([], [[mb, t(mb, 65536)], [16 * mb, 0.2 + (16 * mb) / 12000 + 256 * 0.05]]);
+    const oneMiB = new Map([4096, 16384, 65536].map((f) => [f, t(mb, f)]));
     const m = fitModel(small, large, oneMiB, 32 * mb);
     expect(m.notifyUs).toBeCloseTo(0.3, 6);
     expect(m.callUs).toBeCloseTo(0.2, 6);
-    expect(m.largeCopyBytesPerUs).toBeLessThanOrEqual(m.copyBytesPerUs);
+    expect(m.copyBytesPerUs).toBeCloseTo(25000, -2);
+    expect(m.fragmentUs).toBeCloseTo(0.05, 3);
+    expect(m.largeCopyBytesPerUs).toBeCloseTo(12000, -2);
+    expect(m.largeBytes).toBe(8 * mb);
+    expect(fitModel(small, large, oneMiB, undefined).largeBytes).toBe(4 * mb);
   });
 });

@@ -31,6 +31,7 @@ export interface Measured {
   pingpong?: number;
   stream?: number;
   bcast: Map<number, number>;
+  streamed: Map<number, number>;
 }
 
 export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
@@ -56,13 +57,13 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
     };
     io.stderr('topocoll tune: measuring copy rates, notifications and fragments…\n');
     const mb = 1 << 20;
-    const small = await job('small', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', { sizes: [8, mb], iterations: 20000 });
-    const large = await job('large', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 65536\n', { sizes: [mb, 16 * mb], iterations: 400 });
-    // 1 MiB with fragments between those two as well: the fit needs more than two points to
-    // stand the noise.
-    const oneMiB = new Map<number, number>([[4096, small.bcast.get(mb)!], [65536, large.bcast.get(mb)!]]);
+    const small = await job('small', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', { sizes: [8], streamed: [mb], iterations: 20000 });
+    const large = await job('large', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 65536\n', { sizes: [], streamed: [mb, 16 * mb], iterations: 400 });
+    // 1 MiB streamed with fragments between those two as well: the fit needs more than two
+    // points to stand the noise.
+    const oneMiB = new Map<number, number>([[4096, small.streamed.get(mb)!], [65536, large.streamed.get(mb)!]]);
     for (const f of [8192, 16384, 32768, 131072]) {
-      oneMiB.set(f, (await job(`f${f}`, `shm:\n  bcast:\n    tree: flat\n    fragmentBytes: ${f}\n`, { sizes: [mb], iterations: 400 })).bcast.get(mb)!);
+      oneMiB.set(f, (await job(`f${f}`, `shm:\n  bcast:\n    tree: flat\n    fragmentBytes: ${f}\n`, { sizes: [], streamed: [mb], iterations: 400 })).streamed.get(mb)!);
     }
     const model = fitModel(small, large, oneMiB, lastLevelCacheBytes());
     writeModel(out, model);
@@ -97,7 +98,7 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
 async function runTuneJob(ranks: number, config: string, settings: TuneSettings, io: CliIo): Promise<Measured> {
   const { code, records } = await runWorkerJob({ ranks, bind: 'core', config, worker: 'tune-worker.js', settingsVariable: 'TOPOCOLL_TUNE', settings, io });
   if (code !== 0) throw new TopocollError('EINVAL', `topocoll tune: a measurement job failed (exit ${code})`);
-  const measured: Measured = { bcast: new Map() };
+  const measured: Measured = { bcast: new Map(), streamed: new Map() };
   for (const o of records as { kind: string; bytesPerUs?: number; us?: number; bytes?: number }[]) {
     if (o.kind === 'copy') measured.copy = o.bytesPerUs;
     else if (o.kind === 'largecopy') measured.largeCopy = o.bytesPerUs;
@@ -106,19 +107,22 @@ async function runTuneJob(ranks: number, config: string, settings: TuneSettings,
     else if (o.kind === 'pingpong') measured.pingpong = o.us;
     else if (o.kind === 'stream') measured.stream = o.us;
     else if (o.kind === 'bcast') measured.bcast.set(o.bytes!, o.us!);
+    else if (o.kind === 'streamed') measured.streamed.set(o.bytes!, o.us!);
   }
   return measured;
 }
 
 /**
  * The model's parameters from the measurements. Notification and call costs come from inline
- * broadcasts. The copy parameters are fitted to the engine's own single 1 MiB broadcasts with
- * fragments f of 4 KiB … 128 KiB: t − fixed = s·f/c + s·o with s = 1 MiB/f + 1 pipeline
- * stages, a least-squares fit of the stage's copy rate c and fixed cost o (o ≥ 0). A plain
- * memcpy rate would be wrong by 2–4×: the root copies into queue lines the readers still hold,
- * and taking each line back from another core is what limits the pipeline (tune prints both
- * rates). The memory-bound rate comes from a 16 MiB broadcast, and applies from a quarter of the
- * last-level cache up (the root's buffer, the readers' and the queue then no longer fit).
+ * broadcasts. The copy parameters are fitted to the engine's own back-to-back 1 MiB broadcasts
+ * with fragments f of 4 KiB … 128 KiB: t = m/c + (m/f)·o, a least-squares fit of the pipeline
+ * stage's copy rate c and its fixed cost per fragment o (o ≥ 0). Back-to-back calls measure the
+ * pipeline's throughput without its fill, which keeps the two apart; single calls are what the
+ * fit is then checked against. A plain memcpy rate would be wrong by 2–4×: the root copies into
+ * queue lines the readers still hold, and taking each line back from another core is what
+ * limits the pipeline (tune prints both rates). The memory-bound rate comes from 16 MiB
+ * broadcasts, and applies from a quarter of the last-level cache up (the root's buffer, the
+ * readers' and the queue then no longer fit).
  */
 export function fitModel(small: Measured, large: Measured, oneMiB: Map<number, number>, cacheBytes: number | undefined): ShmCostModel {
   const mb = 1 << 20;
@@ -128,16 +132,14 @@ export function fitModel(small: Measured, large: Measured, oneMiB: Map<number, n
   const notifyUs = round(Math.min(inline, Math.max(0.02, small.pingpong! - small.stream!)));
   // What a single inline bcast costs beyond its notification: entering native code, checks.
   const callUs = round(Math.max(0, inline - notifyUs));
-  const fixed = callUs + notifyUs;
-  const points = [...oneMiB].map(([f, t]) => ({ x1: (mb / f + 1) * f, x2: mb / f + 1, y: t - fixed }));
+  const points = [...oneMiB].map(([f, t]) => ({ x1: mb, x2: mb / f, y: t - callUs }));
   const { perByte, perStage } = leastSquares(points);
   const fitted = perByte > 0 ? 1 / perByte : small.copy!;
   const fragmentUs = round(perStage);
-  const s16m = (16 * mb) / 65536 + 1;
-  const stage16m = (large.bcast.get(16 * mb)! - fixed) / s16m - fragmentUs;
+  const perByte16m = (large.streamed.get(16 * mb)! - callUs - (16 * mb / 65536) * fragmentUs) / (16 * mb);
   return {
     copyBytesPerUs: round(fitted),
-    largeCopyBytesPerUs: round(stage16m > 0 ? Math.min(fitted, 65536 / stage16m) : small.largeCopy!),
+    largeCopyBytesPerUs: round(perByte16m > 0 ? Math.min(fitted, 1 / perByte16m) : small.largeCopy!),
     largeBytes: cacheBytes !== undefined ? Math.max(mb, 2 ** Math.floor(Math.log2(cacheBytes / 4))) : 4 * mb,
     notifyUs,
     fragmentUs,
@@ -176,10 +178,19 @@ function medianOf(runs: Measured[]): Measured {
     const known = values.filter((v): v is number => v !== undefined).sort((a, b) => a - b);
     return known.length === 0 ? undefined : known[Math.floor(known.length / 2)];
   };
-  const pick = (key: Exclude<keyof Measured, 'bcast'>) => median(runs.map((r) => r[key]));
-  const bcast = new Map<number, number>();
-  for (const bytes of runs[0]!.bcast.keys()) bcast.set(bytes, median(runs.map((r) => r.bcast.get(bytes)))!);
-  return { copy: pick('copy'), largeCopy: pick('largeCopy'), writeShared: pick('writeShared'), readRemote: pick('readRemote'), pingpong: pick('pingpong'), stream: pick('stream'), bcast };
+  const pick = (key: Exclude<keyof Measured, 'bcast' | 'streamed'>) => median(runs.map((r) => r[key]));
+  const medians = (of: (r: Measured) => Map<number, number>): Map<number, number> =>
+    new Map([...of(runs[0]!).keys()].map((bytes) => [bytes, median(runs.map((r) => of(r).get(bytes)))!]));
+  return {
+    copy: pick('copy'),
+    largeCopy: pick('largeCopy'),
+    writeShared: pick('writeShared'),
+    readRemote: pick('readRemote'),
+    pingpong: pick('pingpong'),
+    stream: pick('stream'),
+    bcast: medians((r) => r.bcast),
+    streamed: medians((r) => r.streamed),
+  };
 }
 
 /** Sets shm.model in the YAML file, keeping everything else (and its comments). */
