@@ -86,14 +86,14 @@ export class Communicator {
   bcastSync(buf: TypedArray, root = 0): void {
     const type = this.checkBuffer(buf, 'buf', root);
     const ids = this.idsFor(root);
-    this.engine.run(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash);
+    this.engine.run(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash, 0);
   }
 
   bcast(buf: TypedArray, root = 0): Promise<void> {
     return this.async(() => {
       const type = this.checkBuffer(buf, 'buf', root);
       const ids = this.idsFor(root);
-      return this.engine.runAsync(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash);
+      return this.engine.runAsync(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash, 0);
     }, buf);
   }
 
@@ -105,11 +105,11 @@ export class Communicator {
     const input = this.reduceInput(send, recv, root);
     const type = this.checkReduce(input, recv, send === IN_PLACE, root);
     if (isUserOp(op)) {
-      this.engine.run(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, 0, root, this.planHash, nativeUserOp(op, type));
+      this.engine.run(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, 0, root, this.planHash, 0, nativeUserOp(op, type));
       return;
     }
     const opCode = reduceOpCode(op, type);
-    this.engine.run(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash);
+    this.engine.run(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash, 0);
   }
 
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
@@ -119,7 +119,7 @@ export class Communicator {
       const input = this.reduceInput(send, recv, root);
       const type = this.checkReduce(input, recv, send === IN_PLACE, root);
       const opCode = reduceOpCode(op, type);
-      return this.engine.runAsync(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash);
+      return this.engine.runAsync(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash, 0);
     }, send, recv);
   }
 
@@ -129,12 +129,12 @@ export class Communicator {
     const type = this.checkAllreduce(input, recv, send === IN_PLACE);
     if (isUserOp(op)) {
       const ids = this.idsFor(0);
-      this.engine.run(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, 0, 0, this.planHash, nativeUserOp(op, type));
+      this.engine.run(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, 0, 0, this.planHash, 0, nativeUserOp(op, type));
       return;
     }
     const opCode = reduceOpCode(op, type);
     const ids = this.idsFor(0);
-    this.engine.run(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash);
+    this.engine.run(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash, 0);
   }
 
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
@@ -145,7 +145,7 @@ export class Communicator {
       const type = this.checkAllreduce(input, recv, send === IN_PLACE);
       const opCode = reduceOpCode(op, type);
       const ids = this.idsFor(0);
-      return this.engine.runAsync(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash);
+      return this.engine.runAsync(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash, 0);
     }, send, recv);
   }
 
@@ -153,14 +153,14 @@ export class Communicator {
   barrierSync(): void {
     this.ensureOpen();
     const ids = this.idsFor(0);
-    this.engine.run(NativeCollective.barrier, ids.reduce, ids.bcast, null, null, 0, 1, 0, 0, this.planHash);
+    this.engine.run(NativeCollective.barrier, ids.reduce, ids.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
   }
 
   barrier(): Promise<void> {
     return this.async(() => {
       this.ensureOpen();
       const ids = this.idsFor(0);
-      return this.engine.runAsync(NativeCollective.barrier, ids.reduce, ids.bcast, null, null, 0, 1, 0, 0, this.planHash);
+      return this.engine.runAsync(NativeCollective.barrier, ids.reduce, ids.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
     });
   }
 

@@ -68,6 +68,7 @@ const enum CallField {
   op = 5,
   root = 6,
   planHash = 7,
+  segment = 8,
 }
 
 interface RawEngine {
@@ -204,8 +205,8 @@ export class NativeEngine {
    * Runs one collective on the calling thread. Plan ids are -1 where the collective has no such
    * phase. `user` replaces `op` with a JavaScript operator (called back on this thread).
    */
-  run(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, user?: NativeUserOp): void {
-    this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash);
+  run(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, segment: number, user?: NativeUserOp): void {
+    this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash, segment);
     try {
       if (user !== undefined) this.raw.run(recv, send, user);
       else if (send === null) this.raw.run(recv);
@@ -216,8 +217,8 @@ export class NativeEngine {
   }
 
   /** The same on the communicator's progress thread; collectives still run in call order. */
-  runAsync(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number): Promise<void> {
-    this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash);
+  runAsync(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, segment: number): Promise<void> {
+    this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash, segment);
     try {
       return this.raw.runAsync(recv, send).catch(rethrow);
     } catch (e) {
@@ -225,7 +226,7 @@ export class NativeEngine {
     }
   }
 
-  private describe(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, count: number, dtype: number, op: number, root: number, planHash: number): void {
+  private describe(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, count: number, dtype: number, op: number, root: number, planHash: number, segment: number): void {
     const area = this.callArea;
     area[CallField.collective] = c;
     area[CallField.reducePlan] = reducePlan;
@@ -235,6 +236,7 @@ export class NativeEngine {
     area[CallField.op] = op;
     area[CallField.root] = root;
     area[CallField.planHash] = planHash;
+    area[CallField.segment] = segment;
   }
 
   /** Leaves on purpose (so peers do not take the exit for a crash) and frees everything. */

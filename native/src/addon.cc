@@ -194,8 +194,16 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     const int id = info[0].As<Napi::Number>().Int32Value();
     auto data = info[1].As<Napi::Int32Array>();
     std::vector<Step> steps;
-    for (size_t i = 0; i + 4 <= data.ElementLength(); i += 4) {
-      steps.push_back({static_cast<StepKind>(data[i]), data[i + 1], data[i + 2], data[i + 3]});
+    for (size_t i = 0; i + kStepWords <= data.ElementLength(); i += kStepWords) {
+      Step s{static_cast<StepKind>(data[i]), data[i + 1], data[i + 2], data[i + 3]};
+      s.first = static_cast<uint32_t>(data[i + 4]);
+      s.count = static_cast<uint32_t>(data[i + 5]);
+      s.of = static_cast<uint32_t>(data[i + 6]);
+      s.peer2 = data[i + 7];
+      s.first2 = static_cast<uint32_t>(data[i + 8]);
+      s.count2 = static_cast<uint32_t>(data[i + 9]);
+      s.order = data[i + 10];
+      steps.push_back(s);
     }
     Guarded(info.Env(), [&] { engine_->SetPlan(id, std::move(steps)); });
   }
@@ -219,6 +227,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     kFieldOp,
     kFieldRoot,
     kFieldPlanHash,
+    kFieldSegment,
     kCallFields
   };
 
@@ -238,6 +247,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     a.op = static_cast<ReduceOp>(static_cast<int>(d[kFieldOp]));
     a.root = static_cast<int>(d[kFieldRoot]);
     a.plan_hash = static_cast<uint32_t>(d[kFieldPlanHash]);
+    a.segment = static_cast<uint64_t>(d[kFieldSegment]);
     const bool needs_reduce = a.collective != Collective::kBcast;
     const bool needs_bcast = a.collective != Collective::kReduce;
     if ((needs_reduce && a.reduce == nullptr) || (needs_bcast && a.bcast == nullptr)) {

@@ -278,6 +278,13 @@ void Engine::ThrowAborted() const {
 
 void Engine::SetPlan(int id, std::vector<Step> steps) {
   if (id < 0) throw CollError("EINVAL", "schedule ids are not negative");
+  for (Step& s : steps) {
+    if (s.of == 0 || static_cast<uint64_t>(s.first) + s.count > s.of || static_cast<uint64_t>(s.first2) + s.count2 > s.of) {
+      throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a block range outside its segment");
+    }
+    s.local_peer = LocalIndex(s.peer);
+    s.local_peer2 = s.peer2 >= 0 ? LocalIndex(s.peer2) : -1;
+  }
   if (plans_.size() <= static_cast<size_t>(id)) plans_.resize(static_cast<size_t>(id) + 1);
   plans_[static_cast<size_t>(id)] = std::make_unique<std::vector<Step>>(std::move(steps));
 }
@@ -334,30 +341,52 @@ void Engine::Run(const CallArgs& args) {
   h.plan_hash = args.plan_hash;
   h.sender = options_.rank;
   Reducer fn;
-  if (reduces && custom) fn.custom = &args.custom;
-  else if (reduces) fn.kernel = FindReduce(args.dtype, args.op);
+  if (reduces && custom) {
+    fn.custom = &args.custom;
+  } else if (reduces) {
+    fn.kernel = FindReduce(args.dtype, args.op);
+    const bool floating = args.dtype == Dtype::kFloat32 || args.dtype == Dtype::kFloat64;
+    // Floating-point min and max pick an operand, and which one differs for NaN and ±0.
+    fn.symmetric = !floating || args.op == ReduceOp::kSum || args.op == ReduceOp::kProd;
+  }
   if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
   if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
+  const uint64_t segment = args.segment == 0 || args.segment > args.count ? args.count : args.segment;
   PublishCall(h);
   Guard guard(*this, h);
   try {
+    auto* recv = static_cast<uint8_t*>(args.recv);
+    const auto* send = static_cast<const uint8_t*>(args.send);
     switch (args.collective) {
-      case Collective::kBcast:
-        Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, Reducer{}, elem, guard);
+      case Collective::kBcast: {
+        PhaseData data{recv, args.count, segment, elem};
+        RunPhase(*args.bcast, h, data, Reducer{}, guard);
         break;
-      case Collective::kReduce:
-        Transfer(*args.reduce, h, args.send, args.recv, bytes, true, fn, elem, guard);
-        if (options_.rank == args.root) NormalizeAlone(args, fn, bytes);
+      }
+      case Collective::kReduce: {
+        // The accumulator: the result buffer at the root, scratch elsewhere — needed only by a
+        // rank that receives; one that only sends reads its input.
+        const bool root = options_.rank == args.root;
+        uint8_t* acc = root ? recv : ReceivesIn(*args.reduce) ? Scratch(bytes) : nullptr;
+        if (acc != nullptr && acc != send && bytes > 0) std::memcpy(acc, send, bytes);
+        // A rank that only sends never writes B: its input serves as B.
+        PhaseData data{acc != nullptr ? acc : const_cast<uint8_t*>(send), args.count, segment, elem};
+        RunPhase(*args.reduce, h, data, fn, guard);
+        if (root) NormalizeAlone(args, fn, bytes);
         break;
+      }
       case Collective::kAllreduce:
-      case Collective::kBarrier:
-        // Reduce to rank 0, then broadcast from it: every rank ends with the same bits.
-        Transfer(*args.reduce, h, args.send, args.recv, bytes, true, fn, elem, guard);
+      case Collective::kBarrier: {
+        // The result buffer is every rank's accumulator; the bcast phase then spreads it.
+        if (recv != send && bytes > 0) std::memcpy(recv, send, bytes);
+        PhaseData data{recv, args.count, segment, elem};
+        RunPhase(*args.reduce, h, data, fn, guard);
         if (options_.rank == 0) NormalizeAlone(args, fn, bytes);
         h.phase = 1;
         guard.SetPhase(1);
-        Transfer(*args.bcast, h, args.recv, args.recv, bytes, false, Reducer{}, elem, guard);
+        RunPhase(*args.bcast, h, data, Reducer{}, guard);
         break;
+      }
     }
   } catch (const CollError& e) {
     // Whatever went wrong mid-collective leaves peers waiting: tell them.
@@ -366,38 +395,76 @@ void Engine::Run(const CallArgs& args) {
   }
 }
 
-void Engine::Transfer(const std::vector<Step>& steps, const MsgHeader& header, const void* send, void* recv,
-                      size_t bytes, bool reduce_phase, const Reducer& fn, size_t elem, Guard& guard) {
-  if (!reduce_phase) {
-    for (const Step& s : steps) {
-      if (s.kind == StepKind::kSend) {
-        SendTo(s.peer, header, recv, bytes, guard);
-      } else if (s.kind == StepKind::kShmBcast) {
-        guard.WaitingOn(s.peer);
-        // Tags: the call, the phase and the level, then the fragment number.
-        const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
-                                  (static_cast<uint64_t>(s.level & 0x7f) << 24);
-        shm_bcast_->Run(s.group, LocalIndex(s.peer), recv, bytes, tag_base, CallHash(header), policy_, guard);
-      } else {
-        RecvFrom(s.peer, header, recv, bytes, Reducer{}, elem, guard);
-      }
-    }
-    return;
-  }
-  const bool at_root = options_.rank == header.root;
-  void* acc = nullptr;
+bool Engine::ReceivesIn(const std::vector<Step>& steps) {
   for (const Step& s : steps) {
-    if (s.kind == StepKind::kRecvReduce || s.kind == StepKind::kRecv) {
-      if (acc == nullptr) {
-        acc = at_root ? recv : Scratch(bytes);
-        if (acc != send && bytes > 0) std::memcpy(acc, send, bytes);
+    if (s.kind != StepKind::kSend) return true;
+  }
+  return false;
+}
+
+void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer,
+                      Guard& guard) {
+  const uint64_t segments = data.count == 0 ? 1 : (data.count + data.segment - 1) / data.segment;
+  for (uint64_t k = 0; k < segments; ++k) {
+    const uint64_t start = k * data.segment;
+    const uint64_t n = data.count == 0 ? 0 : std::min(data.segment, data.count - start);
+    for (const Step& s : steps) RunStep(s, header, data, start, n, k, reducer, guard);
+  }
+}
+
+namespace {
+
+// Elements [begin, end) of blocks [first, first + count) of `of` blocks over n elements.
+struct ElementRange {
+  uint64_t begin, end;
+};
+ElementRange Blocks(uint64_t n, uint32_t first, uint32_t count, uint32_t of) {
+  return {n * first / of, n * (static_cast<uint64_t>(first) + count) / of};
+}
+
+}  // namespace
+
+void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n,
+                     uint64_t seg_index, const Reducer& reducer, Guard& guard) {
+  const size_t elem = data.elem;
+  const ElementRange range = Blocks(seg_n, s.first, s.count, s.of);
+  const uint64_t at = (seg_start + range.begin) * elem;
+  const size_t bytes = static_cast<size_t>((range.end - range.begin) * elem);
+  switch (s.kind) {
+    case StepKind::kSend:
+      SendTo(s.peer, s.local_peer, header, data.buffer + at, bytes, guard);
+      return;
+    case StepKind::kRecv:
+    case StepKind::kRecvReduce:
+      RecvFrom(s.peer, s.local_peer, header, data.buffer + at, bytes, s.kind == StepKind::kRecvReduce ? reducer : Reducer{},
+               s.order == 1, elem, guard);
+      return;
+    case StepKind::kShmBcast: {
+      guard.WaitingOn(s.peer);
+      // Tags: the call, the phase and the level, then a fragment number that runs on across the
+      // call's segments (every member runs the same segments, so it agrees on the numbers).
+      const uint64_t per_segment = shm_bcast_->MaxFragments(static_cast<size_t>(data.segment * elem));
+      const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
+                                (static_cast<uint64_t>(s.level & 0x7f) << 24) | ((seg_index * per_segment) & 0xffffff);
+      shm_bcast_->Run(s.group, s.local_peer, data.buffer + at, bytes, tag_base, CallHash(header), policy_, guard);
+      return;
+    }
+    case StepKind::kSendRecv:
+    case StepKind::kSendRecvReduce: {
+      // Both sides send before they receive: the transports must hold the whole segment.
+      const uint64_t limit = s.local_peer >= 0 ? std::min<uint64_t>(kEagerBytes, options_.channel_bytes - 2 * sizeof(MsgHeader)) : kEagerBytes;
+      if (bytes > limit) {
+        throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) + " bytes; schedules with exchanges must run with segments of at most " + std::to_string(limit) + " bytes here");
       }
-      RecvFrom(s.peer, header, acc, bytes, fn, elem, guard);
-    } else {
-      SendTo(s.peer, header, acc != nullptr ? acc : send, bytes, guard);
+      SendTo(s.peer, s.local_peer, header, data.buffer + at, bytes, guard);
+      const ElementRange into = Blocks(seg_n, s.first2, s.count2, s.of);
+      RecvFrom(s.peer2, s.local_peer2, header, data.buffer + (seg_start + into.begin) * elem,
+               static_cast<size_t>((into.end - into.begin) * elem), s.kind == StepKind::kSendRecvReduce ? reducer : Reducer{},
+               s.order == 1, elem, guard);
+      return;
     }
   }
-  if (at_root && acc == nullptr && recv != send && bytes > 0) std::memcpy(recv, send, bytes);
+  throw CollError("EINVAL", "unknown schedule step kind " + std::to_string(static_cast<int>(s.kind)));
 }
 
 uint32_t Engine::CallHash(const MsgHeader& h) {
@@ -456,13 +523,12 @@ void Engine::NormalizeAlone(const CallArgs& args, const Reducer& fn, size_t byte
   fn(args.recv, copy, args.count);
 }
 
-void Engine::SendTo(int peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard) {
+void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard) {
   guard.WaitingOn(peer);
   const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
-  const int li = LocalIndex(peer);
-  if (li >= 0) {
+  if (local_peer >= 0) {
     const size_t local_size = locals_.size();
-    channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(li)].Send(slices, 2, policy_, guard);
+    channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(local_peer)].Send(slices, 2, policy_, guard);
   } else {
     tcp_.Send(peer, slices, 2, guard);
   }
@@ -475,19 +541,31 @@ void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int pe
   if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
 }
 
-void Engine::RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& fn, size_t elem,
-                      Guard& guard) {
+void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& fn,
+                      bool incoming_first, size_t elem, Guard& guard) {
   guard.WaitingOn(peer);
   MsgHeader got{};
   uint8_t* out = static_cast<uint8_t*>(dst);
-  const int li = LocalIndex(peer);
-  if (li >= 0) {
+  // Folds n elements that arrived at `in` into `out`, in the step's order.
+  auto combine = [&](const uint8_t* in, size_t len) {
+    if (!incoming_first || fn.symmetric) {
+      fn(out, in, len / elem);
+    } else {
+      // out = in op out: the operator writes its left operand, so work on a copy of `in`.
+      if (combine_scratch_.size() < len) combine_scratch_.resize(len);
+      std::memcpy(combine_scratch_.data(), in, len);
+      fn(combine_scratch_.data(), out, len / elem);
+      std::memcpy(out, combine_scratch_.data(), len);
+    }
+    out += len;
+  };
+  if (local_peer >= 0) {
     const size_t local_size = locals_.size();
-    ShmChannel& channel = channels_[static_cast<size_t>(li) * local_size + static_cast<size_t>(local_index_)];
+    ShmChannel& channel = channels_[static_cast<size_t>(local_peer) * local_size + static_cast<size_t>(local_index_)];
     channel.ReadExact(&got, sizeof got, policy_, guard);
     CheckHeader(expected, got, peer);
     if (fn) {
-      channel.Consume(bytes, [&](const uint8_t* p, size_t len) { fn(out, p, len / elem); out += len; }, policy_, guard);
+      channel.Consume(bytes, combine, policy_, guard);
     } else {
       channel.Consume(bytes, [&](const uint8_t* p, size_t len) { std::memcpy(out, p, len); out += len; }, policy_, guard);
     }
@@ -512,7 +590,7 @@ void Engine::RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t byt
   for (size_t done = 0; done < bytes;) {
     const size_t piece = std::min(kStaging, bytes - done);
     tcp_.ReadExact(peer, staging_.data(), piece, guard);
-    fn(out + done, staging_.data(), piece / elem);
+    combine(staging_.data(), piece);
     done += piece;
   }
 }

@@ -25,14 +25,29 @@
 
 namespace topocoll {
 
-// One step of a schedule (see src/algorithms/schedule.ts).
-enum class StepKind : int32_t { kSend = 1, kRecv = 2, kRecvReduce = 3, kShmBcast = 4 };
+// One step of a schedule; src/algorithms/schedule.ts defines the semantics (buffer B of the
+// phase, segments, block ranges, reduction order, eager exchanges).
+enum class StepKind : int32_t { kSend = 1, kRecv = 2, kRecvReduce = 3, kShmBcast = 4, kSendRecv = 5, kSendRecvReduce = 6 };
 struct Step {
   StepKind kind;
-  int32_t peer;   // the other rank; for kShmBcast the group's source
+  int32_t peer;   // the other rank (the receiver of an exchange's send); kShmBcast: the group's source
   int32_t level;
   int32_t group;  // kShmBcast: the shared-memory group id registered with SetShmGroup
+  // Blocks [first, first + count) of the segment cut into `of` blocks.
+  uint32_t first = 0, count = 1, of = 1;
+  // Exchanges: the rank received from, and where its data goes (blocks of `of`).
+  int32_t peer2 = -1;
+  uint32_t first2 = 0, count2 = 0;
+  // RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B.
+  int32_t order = 0;
+  // Resolved by SetPlan: local indices of peer and peer2 (−1: on another node).
+  int32_t local_peer = -1, local_peer2 = -1;
 };
+// Int32 words per step in the encoded form (STEP_WORDS of schedule.ts).
+constexpr size_t kStepWords = 12;
+// Longest segment a schedule with exchanges may run with: both transports must buffer a whole
+// segment (TCP socket buffers are at least this large on any Linux default).
+constexpr uint64_t kEagerBytes = 64 * 1024;
 
 struct EngineOptions {
   int rank = 0;
@@ -56,6 +71,9 @@ using CustomReduce = std::function<void(void* dst, const void* src, size_t n)>;
 struct Reducer {
   ReduceFn kernel = nullptr;
   const CustomReduce* custom = nullptr;
+  // a op b and b op a have the same bits (integer operators, floating-point sum and product):
+  // the order of a step's operands can then be ignored.
+  bool symmetric = false;
   explicit operator bool() const { return kernel != nullptr || custom != nullptr; }
   void operator()(void* dst, const void* src, size_t n) const {
     if (kernel != nullptr) kernel(dst, src, n);
@@ -80,6 +98,8 @@ struct CallArgs {
   CustomReduce custom;
   int root = 0;
   uint32_t plan_hash = 0;
+  // Elements per segment (0: the whole message in one); the same on every rank of the call.
+  uint64_t segment = 0;
 };
 
 class Engine {
@@ -129,14 +149,27 @@ class Engine {
   [[noreturn]] void ThrowAborted() const;
   void Watch();
 
-  void Transfer(const std::vector<Step>& steps, const MsgHeader& header, const void* send, void* recv, size_t bytes,
-                bool reduce_phase, const Reducer& reducer, size_t elem, Guard& guard);
+  // Where one phase of a call works: its buffer B, the input B starts from, and the segments.
+  struct PhaseData {
+    uint8_t* buffer;   // B
+    uint64_t count;    // elements of the whole message
+    uint64_t segment;  // elements per segment
+    size_t elem;
+  };
+  // Whether a schedule writes B (anything but sends).
+  static bool ReceivesIn(const std::vector<Step>& steps);
+  void RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer, Guard& guard);
+  void RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n,
+               uint64_t seg_index, const Reducer& reducer, Guard& guard);
   void NormalizeAlone(const CallArgs& args, const Reducer& reducer, size_t bytes);
   void PublishCall(const MsgHeader& call);
   static uint32_t CallHash(const MsgHeader& h);
   bool ReadPublishedCall(int local_index, MsgHeader* out) const;
-  void SendTo(int peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
-  void RecvFrom(int peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& reducer, size_t elem, Guard& guard);
+  void SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
+  // Receives `bytes` into dst; with a reducer combines them into dst instead (incoming_first:
+  // dst = incoming op dst, else dst op incoming).
+  void RecvFrom(int peer, int local_peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& reducer,
+                bool incoming_first, size_t elem, Guard& guard);
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);
   int LocalIndex(int rank) const;
   uint8_t* Scratch(size_t bytes);
@@ -161,6 +194,7 @@ class Engine {
   std::vector<std::unique_ptr<std::vector<Step>>> plans_;
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> staging_;
+  std::vector<uint8_t> combine_scratch_;
   uint32_t seq_ = 0;
   bool closed_ = false;
 

@@ -105,6 +105,8 @@ class ShmBcast {
 
   // The fragment size used for a message of `bytes`.
   size_t FragmentFor(size_t bytes) const;
+  // At most how many fragments (control blocks) one Run of up to `bytes` uses.
+  uint64_t MaxFragments(size_t bytes) const { return bytes / params_.min_fragment + 2; }
 
  private:
   struct TreeLinks {

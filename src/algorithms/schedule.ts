@@ -1,34 +1,80 @@
 /**
- * The step format shared with the C++ executor. A schedule is, for one rank and one collective
- * call, the ordered point-to-point steps it performs; the executor runs them in order, each step
- * blocking until it completes. Buffers are implicit: a bcast moves the one user buffer, a reduce
- * sends the rank's accumulator after every `RecvReduce` has been folded into it.
+ * The step format shared with the C++ executor (native/src/engine.h). A schedule is, for one
+ * rank and one phase of a collective call, the ordered point-to-point steps it performs; the
+ * executor runs them in order, each step blocking until it completes.
+ *
+ * **Buffer.** Every step works on the phase's one buffer B:
+ * - bcast phase: the user's buffer (bcast) or the result buffer `recv` (allreduce, barrier);
+ * - reduce phase: the accumulator — `recv` at the root of a reduce and on every rank of an
+ *   allreduce, a scratch buffer elsewhere. B starts as a copy of the rank's input. (A rank whose
+ *   reduce schedule only sends reads its input directly: nothing is copied.)
+ *
+ * **Segments.** The executor cuts a message into segments (the call says how long; all ranks
+ * use the same length) and runs the whole step list once per segment, in order: segment k moves
+ * down (bcast) or up (reduce) one level while segment k + 1 is processed below it — that is the
+ * pipelining across levels. Ranges below are relative to the current segment.
+ *
+ * **Ranges.** A step moves blocks [first, first + count) of the segment cut into `of` equal
+ * blocks: block b covers elements [⌊b·n/of⌋, ⌊(b+1)·n/of⌋) of a segment of n elements, so a
+ * range may be empty when n < of (the step still runs; both sides agree it carries nothing).
+ * The whole segment is first 0, count 1, of 1 (the default).
+ *
+ * **Reduction order.** RecvReduce and SendRecvReduce combine the incoming data X with B's
+ * range: `order` 0 computes B op X (X covers higher ranks than B), 1 computes X op B (X covers
+ * lower ranks). Built-in operators are commutative; the order matters for user-defined
+ * non-commutative operators, and writing it down keeps every schedule honest about it.
+ *
+ * **Exchanges.** SendRecv and SendRecvReduce send their range first and then receive: the
+ * executor's transports buffer a whole segment (shared-memory channels and TCP socket buffers
+ * are at least the largest segment a schedule with exchanges is run with), so two ranks that
+ * exchange, or a ring of them, never wait on each other's send.
  */
 
 /** What a step does. A plain object rather than a `const enum` so isolated transpilers agree. */
 export const StepKind = {
-  /** Send the current buffer (bcast: the data; reduce: the accumulated partial result) to `peer`. */
+  /** Send B[range] to `peer`. */
   Send: 1,
-  /** Receive the data from `peer` into the buffer (bcast). */
+  /** Receive B[range] from `peer` (overwriting it). */
   Recv: 2,
-  /** Receive a partial result from `peer` and reduce it into the accumulator (reduce). */
+  /** Receive X from `peer` and combine it into B[range] (see `order`). */
   RecvReduce: 3,
   /**
-   * Broadcast inside a group of one node through the shared-memory engine (S0): every member
-   * runs this one step; `peer` is the group's source, `group` its id registered with the engine.
+   * Broadcast B[range] inside a group of one node through the shared-memory engine (S0): every
+   * member runs this one step; `peer` is the group's source, `group` its id with the engine.
    */
   ShmBcast: 4,
+  /** Send B[range] to `peer`, then receive B[range2] from `peer2` (overwriting it). */
+  SendRecv: 5,
+  /** Send B[range] to `peer`, then receive X from `peer2` and combine it into B[range2]. */
+  SendRecvReduce: 6,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 
+/** Blocks [first, first + count) of a segment cut into `of` blocks. */
+export interface BlockRange {
+  first: number;
+  count: number;
+  of: number;
+}
+
+export const WHOLE: BlockRange = { first: 0, count: 1, of: 1 };
+
 export interface Step {
   kind: StepKind;
-  /** Global rank of the other side. */
+  /** Global rank of the other side (the receiver of a SendRecv*'s send; ShmBcast: the source). */
   peer: number;
   /** Index into `plan.levels` of the group the step runs in; for diagnostics and message headers. */
   level: number;
   /** ShmBcast: the group id the rank registered with the engine. */
   group?: number;
+  /** What is sent or received; the whole segment when absent. */
+  range?: BlockRange;
+  /** SendRecv*: the rank received from. */
+  peer2?: number;
+  /** SendRecv*: where the received data goes, in blocks of `range.of`. */
+  range2?: { first: number; count: number };
+  /** RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B. */
+  order?: 0 | 1;
 }
 
 export type CollectiveKind = 'bcast' | 'reduce';
@@ -39,28 +85,58 @@ export interface Schedule {
   steps: Step[];
 }
 
-/** Int32 words per encoded step: kind, peer, level, group (ShmBcast; else 0). */
-export const STEP_WORDS = 4;
+/** Int32 words per encoded step (native/src/engine.h, `Step`). */
+export const STEP_WORDS = 12;
 
-/** The form the C++ executor receives: `[kind, peer, level, group]` per step, in order. */
+/**
+ * The form the C++ executor receives, per step in order:
+ * `[kind, peer, level, group, first, count, of, peer2, first2, count2, order, 0]`.
+ */
 export function encodeSchedule(s: Schedule): Int32Array {
   const out = new Int32Array(s.steps.length * STEP_WORDS);
   s.steps.forEach((step, i) => {
-    out[i * STEP_WORDS] = step.kind;
-    out[i * STEP_WORDS + 1] = step.peer;
-    out[i * STEP_WORDS + 2] = step.level;
-    out[i * STEP_WORDS + 3] = step.group ?? 0;
+    const range = step.range ?? WHOLE;
+    const at = i * STEP_WORDS;
+    out[at] = step.kind;
+    out[at + 1] = step.peer;
+    out[at + 2] = step.level;
+    out[at + 3] = step.group ?? 0;
+    out[at + 4] = range.first;
+    out[at + 5] = range.count;
+    out[at + 6] = range.of;
+    out[at + 7] = step.peer2 ?? -1;
+    out[at + 8] = step.range2?.first ?? 0;
+    out[at + 9] = step.range2?.count ?? 0;
+    out[at + 10] = step.order ?? 0;
   });
   return out;
 }
 
-/** Inverse of `encodeSchedule`, for tests and diagnostics. */
+/** Inverse of `encodeSchedule` (defaults made explicit only where they were given), for tests and diagnostics. */
 export function decodeSteps(words: Int32Array): Step[] {
   const steps: Step[] = [];
-  for (let i = 0; i + STEP_WORDS <= words.length; i += STEP_WORDS) {
-    const step: Step = { kind: words[i]! as StepKind, peer: words[i + 1]!, level: words[i + 2]! };
-    if (step.kind === StepKind.ShmBcast) step.group = words[i + 3]!;
+  for (let at = 0; at + STEP_WORDS <= words.length; at += STEP_WORDS) {
+    const kind = words[at]! as StepKind;
+    const step: Step = { kind, peer: words[at + 1]!, level: words[at + 2]! };
+    if (kind === StepKind.ShmBcast) step.group = words[at + 3]!;
+    const range = { first: words[at + 4]!, count: words[at + 5]!, of: words[at + 6]! };
+    if (range.first !== 0 || range.count !== 1 || range.of !== 1) step.range = range;
+    if (kind === StepKind.SendRecv || kind === StepKind.SendRecvReduce) {
+      step.peer2 = words[at + 7]!;
+      step.range2 = { first: words[at + 8]!, count: words[at + 9]! };
+    }
+    if (kind === StepKind.RecvReduce || kind === StepKind.SendRecvReduce) step.order = words[at + 10]! === 1 ? 1 : 0;
     steps.push(step);
   }
   return steps;
+}
+
+/** Elements [start, end) of blocks [first, first + count) of `of` blocks over n elements. */
+export function blockElements(n: number, first: number, count: number, of: number): [number, number] {
+  return [Math.floor((first * n) / of), Math.floor(((first + count) * n) / of)];
+}
+
+/** Whether a schedule has exchange steps (their segments must fit the transports' buffers). */
+export function hasExchanges(s: Schedule): boolean {
+  return s.steps.some((step) => step.kind === StepKind.SendRecv || step.kind === StepKind.SendRecvReduce);
 }
