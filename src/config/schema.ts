@@ -130,6 +130,65 @@ const shm = z
   })
   .strict();
 
+/** Bytes: a number, or a string with a binary unit (`64KiB`, `1MiB`, `512`). */
+const UNITS: Record<string, number> = { '': 1, B: 1, KiB: 1024, K: 1024, MiB: 1 << 20, M: 1 << 20, GiB: 1 << 30, G: 1 << 30 };
+export const byteSize = z.union([
+  z.number().int().nonnegative(),
+  z
+    .string()
+    .regex(/^\s*\d+\s*(B|KiB|K|MiB|M|GiB|G)?\s*$/, 'expected a size in bytes such as 65536, 64KiB or 1MiB')
+    .transform((text) => {
+      const m = /^\s*(\d+)\s*([A-Za-z]*)\s*$/.exec(text)!;
+      return Number(m[1]) * UNITS[m[2]!]!;
+    }),
+]);
+
+const levelKey = z.string().regex(LEVEL_NAME_PATTERN, 'not a level name (core, l1, l2, l3, numa, socket, node, switch1…switchK, world)');
+const KNOMIAL = 'knomial:([2-9]|[1-9][0-9]+)';
+
+/**
+ * Per collective: the algorithm of each level's groups (levels not named use `auto`, the
+ * choice of the plan for the message size) and the pipelining segment (`auto`: none for small
+ * messages, a size that keeps every level busy for large ones; 0: never segment).
+ */
+const bcastCollective = z
+  .object({
+    levels: z
+      .record(levelKey, z.string().regex(new RegExp(`^(auto|flat|binomial|${KNOMIAL}|scatter-allgather|shm)$`), 'expected auto, flat, binomial, knomial:K, scatter-allgather or shm'))
+      .default({}),
+    segment: auto(byteSize),
+  })
+  .strict();
+
+const reduceCollective = z
+  .object({
+    levels: z
+      .record(levelKey, z.string().regex(new RegExp(`^(auto|flat|binomial|${KNOMIAL}|rabenseifner)$`), 'expected auto, flat, binomial, knomial:K or rabenseifner'))
+      .default({}),
+    segment: auto(byteSize),
+  })
+  .strict();
+
+const allreduceCollective = z
+  .object({
+    /**
+     * `reduce-allreduce-bcast` (S3 §5.1): reduce inside the lower levels, allreduce among the top
+     * group, bcast back down. `reduce-bcast` (S3 §5.2): reduce to rank 0, bcast from it.
+     */
+    algorithm: z.enum(['auto', 'reduce-allreduce-bcast', 'reduce-bcast']).default('auto'),
+    /** The top group's allreduce: recursive doubling (small messages) or Rabenseifner's reduce-scatter + allgather (large). */
+    top: z.enum(['auto', 'recursive-doubling', 'rabenseifner']).default('auto'),
+    segment: auto(byteSize),
+  })
+  .strict();
+
+const collectiveTuning = z
+  .object({
+    /** Messages above this many bytes are `large` for the `auto` choices. */
+    largeBytes: byteSize.default(64 * 1024),
+  })
+  .strict();
+
 export const configSchema = z
   .object({
     levels,
@@ -143,6 +202,10 @@ export const configSchema = z
       bcast: { enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' },
       model: { copyBytesPerUs: 25600, largeCopyBytesPerUs: 11500, largeBytes: 8 << 20, notifyUs: 0.19, fragmentUs: 0.065, callUs: 0 },
     }),
+    bcast: bcastCollective.prefault({}),
+    reduce: reduceCollective.prefault({}),
+    allreduce: allreduceCollective.prefault({}),
+    collectives: collectiveTuning.prefault({}),
   })
   .strict();
 
