@@ -176,6 +176,9 @@ void Engine::InitViews() {
     region.sets = reinterpret_cast<SetCounter*>(r);
     region.slot_waiter = reinterpret_cast<std::atomic<int32_t>*>(r + kMaxSets * sizeof(SetCounter));
     region.consumed = reinterpret_cast<PaddedCounter*>(r + kMaxSets * sizeof(SetCounter) + 128);
+    static_assert(kMaxSets * sizeof(SetCounter) + 128 + kMaxRings * sizeof(PaddedCounter) <= 2048, "set and ring counters fit below the reduce counters");
+    static_assert(2048 + kMaxRings * sizeof(ReduceCounters) <= kPage, "the reduce counters fit in the region's first page");
+    region.reduce = reinterpret_cast<ReduceCounters*>(r + 2048);
     region.rings = reinterpret_cast<FragmentControl*>(r + kPage);
     region.queue = r + kPage + (kMaxRings * slots_per_queue * sizeof(FragmentControl) + kPage - 1) / kPage * kPage;
     regions.push_back(region);
@@ -191,6 +194,7 @@ void Engine::InitViews() {
     std::memset(own, 0, region_bytes);
     regions[static_cast<size_t>(local_index_)].slot_waiter->store(-1, std::memory_order_relaxed);
   }
+  shm_reduce_ = std::make_unique<ShmReduce>(regions, doorbells, local_index_, options_.bcast.queue_bytes);
   shm_bcast_ = std::make_unique<ShmBcast>(options_.bcast, std::move(regions), std::move(doorbells), local_index_);
 
   RankControl& mine = controls[local_index_];
@@ -304,6 +308,7 @@ void Engine::SetShmGroup(int id, const std::vector<int>& ranks) {
   }
   std::sort(locals.begin(), locals.end());
   shm_bcast_->SetGroup(id, locals);
+  shm_reduce_->SetGroup(id, locals);
 }
 
 const std::vector<Step>* Engine::Plan(int id) const {
@@ -447,6 +452,12 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
                                 (static_cast<uint64_t>(s.level & 0x7f) << 24) | ((seg_index * per_segment) & 0xffffff);
       shm_bcast_->Run(s.group, s.local_peer, data.buffer + at, bytes, tag_base, CallHash(header), policy_, guard);
+      return;
+    }
+    case StepKind::kShmReduce: {
+      guard.WaitingOn(s.peer);
+      const ReduceChunk combine = [&reducer](void* dst, const void* src, size_t n) { reducer(dst, src, n); };
+      shm_reduce_->Run(s.group, s.local_peer, data.buffer + at, range.end - range.begin, elem, combine, policy_, guard);
       return;
     }
     case StepKind::kSendRecv:

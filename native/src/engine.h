@@ -19,6 +19,7 @@
 #include "message.h"
 #include "shm_bcast.h"
 #include "shm_channel.h"
+#include "shm_reduce.h"
 #include "shm_segment.h"
 #include "tcp_links.h"
 #include "wait.h"
@@ -27,10 +28,18 @@ namespace topocoll {
 
 // One step of a schedule; src/algorithms/schedule.ts defines the semantics (buffer B of the
 // phase, segments, block ranges, reduction order, eager exchanges).
-enum class StepKind : int32_t { kSend = 1, kRecv = 2, kRecvReduce = 3, kShmBcast = 4, kSendRecv = 5, kSendRecvReduce = 6 };
+enum class StepKind : int32_t {
+  kSend = 1,
+  kRecv = 2,
+  kRecvReduce = 3,
+  kShmBcast = 4,
+  kSendRecv = 5,
+  kSendRecvReduce = 6,
+  kShmReduce = 7,
+};
 struct Step {
   StepKind kind;
-  int32_t peer;   // the other rank (the receiver of an exchange's send); kShmBcast: the group's source
+  int32_t peer;   // the other rank (the receiver of an exchange's send); kShmBcast: the group's source; kShmReduce: its destination
   int32_t level;
   int32_t group;  // kShmBcast: the shared-memory group id registered with SetShmGroup
   // Blocks [first, first + count) of the segment cut into `of` blocks.
@@ -186,6 +195,7 @@ class Engine {
   std::vector<ShmChannel> channels_;
 
   std::unique_ptr<ShmBcast> shm_bcast_;
+  std::unique_ptr<ShmReduce> shm_reduce_;
   uint8_t* own_region_ = nullptr;
   size_t own_region_bytes_ = 0;
   TcpLinks tcp_;

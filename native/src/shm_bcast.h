@@ -74,6 +74,12 @@ struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value;
 };
 
+// A shared-memory reduce's progress in one group (shm_reduce.h): chunks this rank has copied in,
+// has combined its slice of, and (at the destination) has copied out and released.
+struct ReduceCounters {
+  PaddedCounter in, out, free;
+};
+
 struct BcastRegion {
   SetCounter* sets;
   std::atomic<int32_t>* slot_waiter;  // local index of a writer sleeping on this rank, or -1
@@ -82,6 +88,8 @@ struct BcastRegion {
   PaddedCounter* consumed;
   // kMaxRings rings of `blocks` control blocks each.
   FragmentControl* rings;
+  // Per group id (kMaxRings): the shared-memory reduce's counters.
+  ReduceCounters* reduce;
   uint8_t* queue;
 };
 

@@ -47,6 +47,12 @@ export const StepKind = {
   SendRecv: 5,
   /** Send B[range] to `peer`, then receive X from `peer2` and combine it into B[range2]. */
   SendRecvReduce: 6,
+  /**
+   * Reduce inside a group of one node through shared memory (native/src/shm_reduce.h): every
+   * member runs this one step; `peer` is the destination, whose B[range] becomes the members'
+   * B[range] combined in member (= rank) order; `group` is the group's id with the engine.
+   */
+  ShmReduce: 7,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 
@@ -118,7 +124,7 @@ export function decodeSteps(words: Int32Array): Step[] {
   for (let at = 0; at + STEP_WORDS <= words.length; at += STEP_WORDS) {
     const kind = words[at]! as StepKind;
     const step: Step = { kind, peer: words[at + 1]!, level: words[at + 2]! };
-    if (kind === StepKind.ShmBcast) step.group = words[at + 3]!;
+    if (kind === StepKind.ShmBcast || kind === StepKind.ShmReduce) step.group = words[at + 3]!;
     const range = { first: words[at + 4]!, count: words[at + 5]!, of: words[at + 6]! };
     if (range.first !== 0 || range.count !== 1 || range.of !== 1) step.range = range;
     if (kind === StepKind.SendRecv || kind === StepKind.SendRecvReduce) {
