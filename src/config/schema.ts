@@ -163,7 +163,7 @@ const bcastCollective = z
 const reduceCollective = z
   .object({
     levels: z
-      .record(levelKey, z.string().regex(new RegExp(`^(auto|flat|binomial|${KNOMIAL}|rabenseifner)$`), 'expected auto, flat, binomial, knomial:K or rabenseifner'))
+      .record(levelKey, z.string().regex(new RegExp(`^(auto|flat|binomial|${KNOMIAL}|rabenseifner|shm)$`), 'expected auto, flat, binomial, knomial:K, rabenseifner or shm'))
       .default({}),
     segment: auto(byteSize),
   })
