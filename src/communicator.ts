@@ -1,8 +1,9 @@
-import { ScheduleCache } from './algorithms/hierarchical.js';
-import type { CollectiveKind } from './algorithms/schedule.js';
+import { preservesRankOrder } from './algorithms/hierarchical.js';
+import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeCollectiveCode, type NativeEngine } from './native.js';
+import { CollectivePlans } from './runtime/collective-plans.js';
 import { summarizePlacement, type PlacementReport } from './runtime/placement.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray, type UserOp } from './runtime/datatypes.js';
 
@@ -30,17 +31,15 @@ export interface CommunicatorParts {
   localRank: number;
   localSize: number;
   planHash: number;
+  config: TopocollConfig;
+  /** The largest segment every transport of the job buffers whole (native kEagerBytes or less). */
+  eagerBytes: number;
   /** Groups that broadcast through the shared-memory engine, with the id they were registered under. */
   shmGroups: ReadonlyMap<Group, number>;
   /** The OS index of the NUMA node this rank runs on, when it is bound inside one. */
   numaNode?: number;
   /** Runs once at close(), after the engine closed (e.g. stops a rendezvous server). */
   onClose?: () => void;
-}
-
-interface PlanIds {
-  reduce: number;
-  bcast: number;
 }
 
 /**
@@ -59,12 +58,11 @@ export class Communicator {
 
   private readonly engine: NativeEngine;
   private readonly plan: GroupPlan;
-  private readonly schedules: ScheduleCache;
+  private readonly plans: CollectivePlans;
+  private readonly rankOrdered: boolean;
   private readonly planHash: number;
-  private readonly planIds = new Map<number, PlanIds>();
   private readonly onClose?: () => void;
   private readonly numaNode?: number;
-  private nextPlanId = 0;
   private closed = false;
 
   /** @internal use init() */
@@ -79,21 +77,29 @@ export class Communicator {
     this.planHash = parts.planHash;
     this.onClose = parts.onClose;
     this.numaNode = parts.numaNode;
-    this.schedules = new ScheduleCache(parts.plan, parts.rank, { shmGroup: (g) => parts.shmGroups.get(g) });
+    this.plans = new CollectivePlans({
+      plan: parts.plan,
+      rank: parts.rank,
+      config: parts.config,
+      shmGroups: parts.shmGroups,
+      eagerBytes: parts.eagerBytes,
+      register: (id, encoded) => this.engine.setPlan(id, encoded),
+    });
+    this.rankOrdered = preservesRankOrder(parts.plan);
   }
 
   /** Every rank receives `buf` of rank `root`. */
   bcastSync(buf: TypedArray, root = 0): void {
     const type = this.checkBuffer(buf, 'buf', root);
-    const ids = this.idsFor(root);
-    this.engine.run(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash, 0);
+    const p = this.plans.bcast(root, buf.byteLength, type.bytes);
+    this.engine.run(NativeCollective.bcast, -1, p.bcast, null, buf, buf.length, type.code, 0, root, this.planHash, p.segment);
   }
 
   bcast(buf: TypedArray, root = 0): Promise<void> {
     return this.async(() => {
       const type = this.checkBuffer(buf, 'buf', root);
-      const ids = this.idsFor(root);
-      return this.engine.runAsync(NativeCollective.bcast, -1, ids.bcast, null, buf, buf.length, type.code, 0, root, this.planHash, 0);
+      const p = this.plans.bcast(root, buf.byteLength, type.bytes);
+      return this.engine.runAsync(NativeCollective.bcast, -1, p.bcast, null, buf, buf.length, type.code, 0, root, this.planHash, p.segment);
     }, buf);
   }
 
@@ -104,12 +110,15 @@ export class Communicator {
   reduceSync(send: TypedArray | InPlace, recv: TypedArray | null, op: Operator = 'sum', root = 0): void {
     const input = this.reduceInput(send, recv, root);
     const type = this.checkReduce(input, recv, send === IN_PLACE, root);
+    const out = this.rank === root ? recv : null;
     if (isUserOp(op)) {
-      this.engine.run(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, 0, root, this.planHash, 0, nativeUserOp(op, type));
+      const p = this.plans.reduce(root, input.byteLength, type.bytes, this.checkOrder(op));
+      this.engine.run(NativeCollective.reduce, p.reduce, -1, input, out, input.length, type.code, 0, root, this.planHash, p.segment, nativeUserOp(op, type));
       return;
     }
     const opCode = reduceOpCode(op, type);
-    this.engine.run(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash, 0);
+    const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
+    this.engine.run(NativeCollective.reduce, p.reduce, -1, input, out, input.length, type.code, opCode, root, this.planHash, p.segment);
   }
 
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
@@ -119,7 +128,8 @@ export class Communicator {
       const input = this.reduceInput(send, recv, root);
       const type = this.checkReduce(input, recv, send === IN_PLACE, root);
       const opCode = reduceOpCode(op, type);
-      return this.engine.runAsync(NativeCollective.reduce, this.idsFor(root).reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash, 0);
+      const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
+      return this.engine.runAsync(NativeCollective.reduce, p.reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash, p.segment);
     }, send, recv);
   }
 
@@ -128,13 +138,13 @@ export class Communicator {
     const input = send === IN_PLACE ? recv : send;
     const type = this.checkAllreduce(input, recv, send === IN_PLACE);
     if (isUserOp(op)) {
-      const ids = this.idsFor(0);
-      this.engine.run(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, 0, 0, this.planHash, 0, nativeUserOp(op, type));
+      const p = this.plans.allreduce(recv.byteLength, type.bytes, this.checkOrder(op));
+      this.engine.run(NativeCollective.allreduce, p.reduce, p.bcast, input, recv, recv.length, type.code, 0, 0, this.planHash, p.segment, nativeUserOp(op, type));
       return;
     }
     const opCode = reduceOpCode(op, type);
-    const ids = this.idsFor(0);
-    this.engine.run(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash, 0);
+    const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
+    this.engine.run(NativeCollective.allreduce, p.reduce, p.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash, p.segment);
   }
 
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
@@ -144,23 +154,23 @@ export class Communicator {
       const input = send === IN_PLACE ? recv : send;
       const type = this.checkAllreduce(input, recv, send === IN_PLACE);
       const opCode = reduceOpCode(op, type);
-      const ids = this.idsFor(0);
-      return this.engine.runAsync(NativeCollective.allreduce, ids.reduce, ids.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash, 0);
+      const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
+      return this.engine.runAsync(NativeCollective.allreduce, p.reduce, p.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash, p.segment);
     }, send, recv);
   }
 
   /** Returns once every rank has entered the barrier. */
   barrierSync(): void {
     this.ensureOpen();
-    const ids = this.idsFor(0);
-    this.engine.run(NativeCollective.barrier, ids.reduce, ids.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
+    const p = this.plans.allreduce(0, 1, true);
+    this.engine.run(NativeCollective.barrier, p.reduce, p.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
   }
 
   barrier(): Promise<void> {
     return this.async(() => {
       this.ensureOpen();
-      const ids = this.idsFor(0);
-      return this.engine.runAsync(NativeCollective.barrier, ids.reduce, ids.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
+      const p = this.plans.allreduce(0, 1, true);
+      return this.engine.runAsync(NativeCollective.barrier, p.reduce, p.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
     });
   }
 
@@ -255,21 +265,21 @@ export class Communicator {
     }
   }
 
-  /** Native ids of this root's schedules, registered on first use. */
-  private idsFor(root: number): PlanIds {
-    let ids = this.planIds.get(root);
-    if (ids === undefined) {
-      ids = { reduce: this.register('reduce', root), bcast: this.register('bcast', root) };
-      this.planIds.set(root, ids);
+  /**
+   * Whether a user operator may be applied in any order; a non-commutative one needs a plan
+   * whose groups keep the ranks in order (each group covers consecutive ranks).
+   */
+  private checkOrder(op: UserOp): boolean {
+    if (op.commutative) return true;
+    if (!this.rankOrdered) {
+      throw new TopocollError('EINVAL', 'a non-commutative operator needs groups of consecutive ranks, and this placement interleaves the ranks of different nodes or sockets', {
+        rank: this.rank,
+        hint: 'Place consecutive ranks together (topocoll run does; mpirun --map-by core), or use a commutative operator.',
+      });
     }
-    return ids;
+    return false;
   }
 
-  private register(collective: CollectiveKind, root: number): number {
-    const id = this.nextPlanId++;
-    this.engine.setPlan(id, this.schedules.getEncoded(collective, root));
-    return id;
-  }
 
   /** Argument errors reject the Promise instead of throwing; buffers stay referenced until it settles. */
   private async(start: () => Promise<void>, ...keepAlive: unknown[]): Promise<void> {

@@ -96,6 +96,8 @@ interface RawAddon {
   segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number;
   pageNodes(view: ArrayBufferView): Int32Array;
   crossCoreRates(bytes: number, rounds: number, writerCpu: number, readerCpu: number): CrossCoreRates;
+  readonly eagerBytes: number;
+  readonly messageHeaderBytes: number;
 }
 
 let addon: RawAddon | undefined;
@@ -303,4 +305,13 @@ export function crossCoreRates(bytes: number, rounds: number, writerCpu: number,
   } catch (e) {
     rethrow(e);
   }
+}
+
+/**
+ * Limits of the native layer the planner must respect: the longest segment a schedule with
+ * exchanges may run with over TCP, and the bytes of a message header.
+ */
+export function nativeLimits(): { eagerBytes: number; messageHeaderBytes: number } {
+  const a = load();
+  return { eagerBytes: a.eagerBytes, messageHeaderBytes: a.messageHeaderBytes };
 }

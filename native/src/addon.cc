@@ -467,6 +467,9 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
   exports.Set("pageNodes", Napi::Function::New(env, PageNodesOf));
   exports.Set("crossCoreRates", Napi::Function::New(env, CrossCoreRatesOf));
+  // Limits TypeScript plans with (segments of schedules with exchanges).
+  exports.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
+  exports.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));
   return exports;
 }
 

@@ -1,12 +1,18 @@
 import { TopocollError } from '../errors.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
-import { binomialTree } from './binomial-tree.js';
+import type { AllreduceAlgorithm, BcastAlgorithm, ReduceAlgorithm } from './algorithm-choice.js';
+import { groupAllreduceSteps } from './group-allreduce.js';
+import { groupBcastSteps } from './group-bcast.js';
+import { groupReduceSteps } from './group-reduce.js';
+import type { GroupView } from './group-steps.js';
 import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step } from './schedule.js';
 
 /**
- * Hierarchical bcast and reduce schedules over the groups of a `GroupPlan`, for any root, with
- * a binomial tree inside every group and no extra hop through rank 0: every message travels
- * between two members of one group, so only in-group links are used.
+ * Hierarchical bcast, reduce and allreduce schedules over the groups of a `GroupPlan`, for any
+ * root, each group running the algorithm a callback chooses for it (group-bcast.ts,
+ * group-reduce.ts, group-allreduce.ts; binomial trees by default), with no extra hop through
+ * rank 0: every message travels between two members of one group, so only in-group links are
+ * used.
  *
  * Coverage. A member m of a group G covers m itself and everything m leads below G: the members
  * of m's lower groups and, recursively, what they cover. Each rank ≠ 0 is a non-leader in
@@ -14,25 +20,49 @@ import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step
  * root r form one path: all of chain(r), then, for r's top-group leader a1, the groups of
  * chain(a1) above r's top group, then those of its leader a2 above a1's top group, … up to 0.
  * The **source** of a group for root r is the member covering r if the group covers r, else its
- * leader; the binomial tree of every group is rooted at its source. A reduce's **destination**
- * of a group is its source.
+ * leader; every group's bcast starts at its source. A reduce's **destination** of a group is its
+ * source.
  *
  * For a rank x ≠ r, let R be the lowest group of x's chain whose source is not x (the lowest
  * group covering r, else the top of the chain — x leads and is the source of every group below
- * its top that does not cover r). x is the source of every other group of its chain.
+ * its top that does not cover r). x is the source of every other group of its chain, and every
+ * member of a group other than its source has that group as its R.
  *
- * Bcast: r sends to its root-children in all its groups, top-down, and receives nothing. x ≠ r
- * receives once, in R, from its binomial parent; sends to its children in R; then to its
- * root-children in every other group of its chain, top-down: the highest groups span the largest
- * subtrees and the slowest links, so their data leaves first (the mirror of the reduce order).
+ * Bcast: x ≠ r first runs its part of R (it receives there; with scatter-allgather several
+ * times), then acts as the source in every other group of its chain, top-down: the highest groups
+ * span the largest subtrees and the slowest links, so their data leaves first (the mirror of the
+ * reduce order). r only acts as the source.
  *
- * Reduce: the mirror. x receives-and-reduces (`RecvReduce`) from its children in the reduce
- * tree in every group of its chain — its binomial children in R, its root-children elsewhere —
- * groups in chain order bottom-up, children smallest subtree first within a group; then it sends
- * once, in R, to its binomial parent. r does the receives only. Since every rank's receives all
- * precede its one send and the messages form a tree, even a rendezvous transport cannot
- * deadlock (induction on subtree height); the order only decides who waits: lower levels and
- * small subtrees finish first.
+ * Reduce: the mirror. x runs the group reduce of every group it is the destination of, in chain
+ * order bottom-up, then its part of R, which hands its B on. When R lies below groups x is the
+ * destination of (a root x does not lead), the receives R's algorithm starts with (tree
+ * children, a fold partner) stay at R's place bottom-up: lower levels finish first. r does no R.
+ *
+ * Deadlock freedom (for rendezvous Send/Recv too): a group's steps are contiguous in every
+ * member's list and complete once all members have entered them. Members other than the source
+ * enter at once (bcast) or after groups covering strictly less (reduce), and the source enters
+ * after groups nearer the root (bcast) or covering less (reduce): the waits follow the coverage
+ * tree and cannot close a cycle. (Hoisted receives wait for members that reach R without
+ * waiting for x.)
+ *
+ * Non-commutative reduce (`commutative: false`). The order of contributions must not depend on
+ * the root, but data flowing into a root r that a group's leader does not cover enters groups out
+ * of order. So an ordered reduce runs every group toward its leader (position 0; the result
+ * lands on rank 0, combined in `reductionOrder(plan)`) and then relays it down the groups
+ * covering r: in each, the leader sends it to the source when they differ. Every group algorithm
+ * keeps position order when asked (`groupReduceSteps`), so the result is in rank order exactly
+ * when `preservesRankOrder(plan)` (ranks numbered along the hierarchy, e.g. mapped by core);
+ * otherwise in the plan's fixed order, the same on every rank and for every root.
+ *
+ * Allreduce, two variants:
+ * - `reduce-bcast`: reduce to rank 0, then bcast from it (a barrier runs the same with zero
+ *   bytes);
+ * - `reduce-allreduce-bcast`: the top group T (the top of rank 0's chain) runs a group allreduce
+ *   (`recursive-doubling` or `rabenseifner`); below it every group reduces to its leader — each
+ *   member of T leads everything it covers — and the result comes back down by bcast from the
+ *   leaders. The reduce phase holds the lower reduces and T's allreduce, the bcast phase the
+ *   lower bcasts (T's members already hold the result). With `commutative: false` the lower
+ *   groups keep position order: the result is in `reductionOrder(plan)`, identical everywhere.
  */
 
 /** Groups of the plan that cover `root`, each with the member covering it (the source). */
@@ -53,77 +83,114 @@ export function coveringSources(plan: GroupPlan, root: number): Map<Group, numbe
 }
 
 /**
- * How a bcast moves data inside a group: `shmGroup(g)` returns the id under which the rank
- * registered `g` with the shared-memory engine (S0) when the group broadcasts through it, or
- * undefined for point-to-point binomial trees.
+ * `shmGroup(g)`: the id under which the rank registered `g` with the shared-memory engine (S0),
+ * undefined if it did not; groups with an id may run `shm` bcasts and reduces.
  */
-export interface BcastOptions {
+export interface ShmOptions {
   shmGroup?: (g: Group) => number | undefined;
+}
+
+/** How a bcast moves data inside each group: `bcastAlgorithm(g)`, by default `shm` where `shmGroup(g)` gives an id, else `binomial`. */
+export interface BcastOptions extends ShmOptions {
+  bcastAlgorithm?: (g: Group) => BcastAlgorithm;
+}
+
+/** How a reduce combines inside each group: `reduceAlgorithm(g)` (default `binomial`) and whether the operator commutes (default true). */
+export interface ReduceOptions extends ShmOptions {
+  reduceAlgorithm?: (g: Group) => ReduceAlgorithm;
+  commutative?: boolean;
+}
+
+export type AllreduceVariant = 'reduce-bcast' | 'reduce-allreduce-bcast';
+
+export interface AllreduceOptions extends BcastOptions, ReduceOptions {
+  /** Default `reduce-bcast`. */
+  variant?: AllreduceVariant;
+  /** The top group's allreduce in `reduce-allreduce-bcast`; default `recursive-doubling`. */
+  top?: AllreduceAlgorithm;
+}
+
+/** The two phases of an allreduce (and a barrier): the reduce phase, then the bcast phase. */
+export interface AllreduceSchedules {
+  reduce: Schedule;
+  bcast: Schedule;
 }
 
 /** The steps of `rank` in a bcast from `root`. */
 export function bcastSchedule(plan: GroupPlan, rank: number, root: number, options: BcastOptions = {}): Schedule {
-  const ctx = context(plan, rank, root);
-  const steps: Step[] = [];
-  // A shared-memory group is one step for every member; its source is where the data enters.
-  const shmStep = (g: Group): boolean => {
-    const id = options.shmGroup?.(g);
-    if (id === undefined) return false;
-    steps.push({ kind: StepKind.ShmBcast, peer: ctx.sourceOf(g), level: ctx.level(g), group: id });
-    return true;
-  };
-  const sendAsSource = (g: Group): void => {
-    if (shmStep(g)) return;
-    const me = position(g, rank);
-    for (const c of binomialTree(g.members.length, me, me).children) steps.push(step(StepKind.Send, g.members[c]!, ctx.level(g)));
-  };
-  const { chain, receiveAt: r } = ctx;
-  if (r >= 0 && !shmStep(chain[r]!)) {
-    const g = chain[r]!;
-    const tree = binomialTree(g.members.length, position(g, ctx.sourceOf(g)), position(g, rank));
-    steps.push(step(StepKind.Recv, g.members[tree.parent]!, ctx.level(g)));
-    for (const c of tree.children) steps.push(step(StepKind.Send, g.members[c]!, ctx.level(g)));
-  }
-  // Then every group this rank is the source of, top-down: the highest levels hold the largest
-  // subtrees and the slowest links, so their data leaves first (the mirror of the reduce order).
-  for (let i = chain.length - 1; i >= 0; i--) if (i !== r) sendAsSource(chain[i]!);
-  return { collective: 'bcast', root, steps };
+  return { collective: 'bcast', root, steps: bcastSteps(context(plan, rank, root), options) };
 }
 
 /** The steps of `rank` in a reduce to `root`. */
-export function reduceSchedule(plan: GroupPlan, rank: number, root: number): Schedule {
-  const ctx = context(plan, rank, root);
-  const steps: Step[] = [];
-  const { chain, receiveAt: r } = ctx;
-  for (const g of chain) {
-    const tree = binomialTree(g.members.length, position(g, ctx.sourceOf(g)), position(g, rank));
-    // Children are listed largest subtree first; a reduce waits for the smallest first.
-    for (let k = tree.children.length - 1; k >= 0; k--) {
-      steps.push(step(StepKind.RecvReduce, g.members[tree.children[k]!]!, ctx.level(g)));
-    }
-  }
-  if (r >= 0) {
-    const g = chain[r]!;
-    const tree = binomialTree(g.members.length, position(g, ctx.sourceOf(g)), position(g, rank));
-    steps.push(step(StepKind.Send, g.members[tree.parent]!, ctx.level(g)));
-  }
+export function reduceSchedule(plan: GroupPlan, rank: number, root: number, options: ReduceOptions = {}): Schedule {
+  if (options.commutative !== false) return { collective: 'reduce', root, steps: reduceSteps(context(plan, rank, root), options) };
+  checkRoot(plan, root);
+  const steps = reduceSteps(context(plan, rank, GLOBAL_LEADER), options);
+  steps.push(...relaySteps(context(plan, rank, root)));
   return { collective: 'reduce', root, steps };
 }
 
 /** The global leader: rank 0, the lowest rank, leader of every group it belongs to. */
 export const GLOBAL_LEADER = 0;
 
-/**
- * Allreduce = reduce to the global leader, then bcast from it. A barrier runs the same two
- * schedules with zero bytes.
- */
-export function allreduceSchedules(plan: GroupPlan, rank: number): { reduce: Schedule; bcast: Schedule } {
-  return { reduce: reduceSchedule(plan, rank, GLOBAL_LEADER), bcast: bcastSchedule(plan, rank, GLOBAL_LEADER) };
+/** The schedules of `rank` for an allreduce (see the variants above); both phases have root 0. */
+export function allreduceSchedules(plan: GroupPlan, rank: number, options: AllreduceOptions = {}): AllreduceSchedules {
+  if ((options.variant ?? 'reduce-bcast') === 'reduce-bcast') {
+    return { reduce: reduceSchedule(plan, rank, GLOBAL_LEADER, options), bcast: bcastSchedule(plan, rank, GLOBAL_LEADER, options) };
+  }
+  const ctx = context(plan, rank, GLOBAL_LEADER);
+  const top = topGroup(plan);
+  const algorithm = options.top ?? 'recursive-doubling';
+  return {
+    reduce: { collective: 'reduce', root: GLOBAL_LEADER, steps: reduceSteps(ctx, options, top && { group: top, algorithm }) },
+    bcast: { collective: 'bcast', root: GLOBAL_LEADER, steps: bcastSteps(ctx, options, top) },
+  };
+}
+
+/** The top group of the plan (the top of rank 0's chain); undefined for a job of one rank. */
+export function topGroup(plan: GroupPlan): Group | undefined {
+  const chain = plan.chain(GLOBAL_LEADER);
+  return chain[chain.length - 1];
 }
 
 /**
- * One rank's schedules, built on first use and then found in O(1) by (collective, root).
- * A plan change (levels switched on or off) needs a new cache.
+ * The order in which an ordered (`commutative: false`) hierarchical reduction combines the
+ * ranks' contributions: each group concatenates, by position, what its members cover.
+ */
+export function reductionOrder(plan: GroupPlan): number[] {
+  // What `rank` covers, in order, after its groups below `above` (all of which it leads).
+  const covered = (rank: number, above: Group | undefined): number[] => {
+    let order = [rank];
+    for (const g of plan.chain(rank)) {
+      if (g === above || g.leader !== rank) break;
+      const mine = order;
+      order = g.members.flatMap((m) => (m === rank ? mine : covered(m, g)));
+    }
+    return order;
+  };
+  return covered(GLOBAL_LEADER, undefined);
+}
+
+/** Whether `reductionOrder(plan)` is rank order 0 … p−1 (ordered reductions are then in rank order). */
+export function preservesRankOrder(plan: GroupPlan): boolean {
+  return reductionOrder(plan).every((r, i) => r === i);
+}
+
+/** The algorithm choices a `ScheduleCache` builds with; whether the operator commutes is per call. */
+export type ScheduleCacheOptions = Omit<AllreduceOptions, 'commutative'>;
+
+/** Per call: whether the reduction operator commutes (default true). */
+export interface ReduceVariant {
+  commutative?: boolean;
+}
+
+const PHASE = { bcast: 0, reduce: 1, allreduceReduce: 2, allreduceBcast: 3 } as const;
+type Phase = (typeof PHASE)[keyof typeof PHASE];
+
+/**
+ * One rank's schedules for one configuration (the options fixed at construction; a communicator
+ * holds one cache per configuration, e.g. per message-size class), built on first use and then
+ * found in O(1) by (phase, root, commutative). A plan change needs a new cache.
  */
 export class ScheduleCache {
   private readonly schedules = new Map<number, Schedule>();
@@ -132,42 +199,37 @@ export class ScheduleCache {
   constructor(
     readonly plan: GroupPlan,
     readonly rank: number,
-    private readonly bcastOptions: BcastOptions = {},
+    readonly options: ScheduleCacheOptions = {},
   ) {
     plan.chain(rank); // validates rank
   }
 
-  get(collective: CollectiveKind, root: number): Schedule {
-    const key = this.key(collective, root);
-    let s = this.schedules.get(key);
-    if (s === undefined) {
-      s = collective === 'bcast' ? bcastSchedule(this.plan, this.rank, root, this.bcastOptions) : reduceSchedule(this.plan, this.rank, root);
-      this.schedules.set(key, s);
-    }
-    return s;
+  get(collective: CollectiveKind, root: number, variant: ReduceVariant = {}): Schedule {
+    return this.cached(this.phaseOf(collective), root, variant);
   }
 
-  /** The encoded form (`encodeSchedule`) of `get(collective, root)`, also cached. */
-  getEncoded(collective: CollectiveKind, root: number): Int32Array {
-    const key = this.key(collective, root);
-    let e = this.encoded.get(key);
-    if (e === undefined) {
-      e = encodeSchedule(this.get(collective, root));
-      this.encoded.set(key, e);
-    }
-    return e;
+  /** The encoded form (`encodeSchedule`) of `get(collective, root, variant)`, also cached. */
+  getEncoded(collective: CollectiveKind, root: number, variant: ReduceVariant = {}): Int32Array {
+    return this.cachedEncoded(this.phaseOf(collective), root, variant);
   }
 
   bcast(root: number): Schedule {
     return this.get('bcast', root);
   }
 
-  reduce(root: number): Schedule {
-    return this.get('reduce', root);
+  reduce(root: number, variant: ReduceVariant = {}): Schedule {
+    return this.get('reduce', root, variant);
   }
 
-  allreduce(): { reduce: Schedule; bcast: Schedule } {
-    return { reduce: this.get('reduce', GLOBAL_LEADER), bcast: this.get('bcast', GLOBAL_LEADER) };
+  allreduce(variant: ReduceVariant = {}): AllreduceSchedules {
+    return { reduce: this.cached(PHASE.allreduceReduce, GLOBAL_LEADER, variant), bcast: this.cached(PHASE.allreduceBcast, GLOBAL_LEADER, variant) };
+  }
+
+  allreduceEncoded(variant: ReduceVariant = {}): { reduce: Int32Array; bcast: Int32Array } {
+    return {
+      reduce: this.cachedEncoded(PHASE.allreduceReduce, GLOBAL_LEADER, variant),
+      bcast: this.cachedEncoded(PHASE.allreduceBcast, GLOBAL_LEADER, variant),
+    };
   }
 
   /** Number of schedules built so far. */
@@ -180,20 +242,119 @@ export class ScheduleCache {
     this.encoded.clear();
   }
 
-  private key(collective: CollectiveKind, root: number): number {
-    if (collective !== 'bcast' && collective !== 'reduce') {
-      throw new TopocollError('EINVAL', `unknown collective ${String(collective)}`, { rank: this.rank });
+  private cached(phase: Phase, root: number, variant: ReduceVariant): Schedule {
+    const key = this.key(phase, root, variant);
+    let s = this.schedules.get(key);
+    if (s === undefined) {
+      s = this.build(phase, root, variant.commutative ?? true);
+      this.schedules.set(key, s);
     }
-    return root * 2 + (collective === 'reduce' ? 1 : 0);
+    return s;
+  }
+
+  private cachedEncoded(phase: Phase, root: number, variant: ReduceVariant): Int32Array {
+    const key = this.key(phase, root, variant);
+    let e = this.encoded.get(key);
+    if (e === undefined) {
+      e = encodeSchedule(this.cached(phase, root, variant));
+      this.encoded.set(key, e);
+    }
+    return e;
+  }
+
+  private build(phase: Phase, root: number, commutative: boolean): Schedule {
+    const options = { ...this.options, commutative };
+    switch (phase) {
+      case PHASE.bcast:
+        return bcastSchedule(this.plan, this.rank, root, options);
+      case PHASE.reduce:
+        return reduceSchedule(this.plan, this.rank, root, options);
+      case PHASE.allreduceReduce:
+        return allreduceSchedules(this.plan, this.rank, options).reduce;
+      case PHASE.allreduceBcast:
+        return allreduceSchedules(this.plan, this.rank, options).bcast;
+    }
+  }
+
+  private phaseOf(collective: CollectiveKind): Phase {
+    if (collective === 'bcast') return PHASE.bcast;
+    if (collective === 'reduce') return PHASE.reduce;
+    throw new TopocollError('EINVAL', `unknown collective ${String(collective)}`, { rank: this.rank });
+  }
+
+  /** Only the reduce phases depend on whether the operator commutes. */
+  private key(phase: Phase, root: number, variant: ReduceVariant): number {
+    checkRoot(this.plan, root);
+    const ordered = (phase === PHASE.reduce || phase === PHASE.allreduceReduce) && variant.commutative === false ? 1 : 0;
+    return (root * 4 + phase) * 2 + ordered;
   }
 }
 
+/** Bcast steps of `ctx.rank`: R first, then the groups it is the source of, top-down; `skip` is left out. */
+function bcastSteps(ctx: Context, options: BcastOptions, skip?: Group): Step[] {
+  const algorithmOf = options.bcastAlgorithm ?? ((g: Group) => (options.shmGroup?.(g) === undefined ? 'binomial' : 'shm'));
+  const stepsIn = (g: Group, source: number): Step[] =>
+    groupBcastSteps(algorithmOf(g), ctx.view(g), position(g, source), position(g, ctx.rank), { shmGroup: options.shmGroup?.(g) });
+  const { chain, receiveAt: r } = ctx;
+  const steps: Step[] = [];
+  if (r >= 0 && chain[r] !== skip) steps.push(...stepsIn(chain[r]!, ctx.sourceOf(chain[r]!)));
+  for (let i = chain.length - 1; i >= 0; i--) if (i !== r && chain[i] !== skip) steps.push(...stepsIn(chain[i]!, ctx.rank));
+  return steps;
+}
+
+/**
+ * Reduce steps of `ctx.rank`: the groups it is the destination of bottom-up, R's leading
+ * receives at R's place, the rest of R last; `top.group` runs `top.algorithm`'s allreduce instead.
+ */
+function reduceSteps(ctx: Context, options: ReduceOptions, top?: { group: Group; algorithm: AllreduceAlgorithm }): Step[] {
+  const algorithmOf = options.reduceAlgorithm ?? (() => 'binomial' as const);
+  const { chain, receiveAt: r } = ctx;
+  const steps: Step[] = [];
+  let rest: Step[] = [];
+  chain.forEach((g, i) => {
+    const me = position(g, ctx.rank);
+    if (g === top?.group) {
+      steps.push(...groupAllreduceSteps(top.algorithm, ctx.view(g), me));
+      return;
+    }
+    const mine = groupReduceSteps(algorithmOf(g), ctx.view(g), position(g, ctx.sourceOf(g)), me, {
+      commutative: options.commutative,
+      shmGroup: options.shmGroup?.(g),
+    });
+    const hoisted = i === r ? leadingReceives(mine) : mine.length;
+    steps.push(...mine.slice(0, hoisted));
+    if (i === r) rest = mine.slice(hoisted);
+  });
+  steps.push(...rest);
+  return steps;
+}
+
+/** How many steps at the start of `steps` only receive-and-reduce the whole segment. */
+function leadingReceives(steps: readonly Step[]): number {
+  const k = steps.findIndex((s) => s.kind !== StepKind.RecvReduce || s.range !== undefined);
+  return k < 0 ? steps.length : k;
+}
+
+/** After an ordered reduce to rank 0: the result travels down the groups covering `ctx.root`, leader to source. */
+function relaySteps(ctx: Context): Step[] {
+  const steps: Step[] = [];
+  for (const g of [...ctx.chain].reverse()) {
+    const source = ctx.sourceOf(g);
+    if (source === g.leader) continue;
+    if (ctx.rank === g.leader) steps.push(step(StepKind.Send, source, ctx.level(g)));
+    if (ctx.rank === source) steps.push(step(StepKind.Recv, g.leader, ctx.level(g)));
+  }
+  return steps;
+}
+
 interface Context {
+  rank: number;
   chain: Group[];
   /** Index in `chain` of R (the one receive of a bcast, the one send of a reduce); −1 at the root. */
   receiveAt: number;
   sourceOf(g: Group): number;
   level(g: Group): number;
+  view(g: Group): GroupView;
 }
 
 function context(plan: GroupPlan, rank: number, root: number): Context {
@@ -210,7 +371,8 @@ function context(plan: GroupPlan, rank: number, root: number): Context {
     }
   }
   const levelIndex = new Map(plan.levels.map((name, i) => [name, i]));
-  return { chain, receiveAt, sourceOf, level: (g) => levelIndex.get(g.level) ?? -1 };
+  const level = (g: Group): number => levelIndex.get(g.level) ?? -1;
+  return { rank, chain, receiveAt, sourceOf, level, view: (g) => ({ members: g.members, level: level(g), label: `${g.level} group ${g.unit}` }) };
 }
 
 function checkRoot(plan: GroupPlan, root: number): void {

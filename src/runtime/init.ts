@@ -6,7 +6,7 @@ import { loadConfigFile, resolveConfig, validateConfig } from '../config/load.js
 import type { TopocollConfig, TopocollConfigInput } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { planGroups, type Group, type GroupPlan, type RankPlacement } from '../groups/plan.js';
-import { NativeEngine } from '../native.js';
+import { NativeEngine, nativeLimits } from '../native.js';
 import { readProcessAffinity } from '../topology/affinity.js';
 import { discoverMachine } from '../topology/discover.js';
 import { formatLocality } from '../topology/locality-string.js';
@@ -86,7 +86,20 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       throw e;
     }
     const onClose = rdv ? releaseRendezvous(rdv, job) : undefined;
-    return new Communicator({ engine, plan, rank: job.rank, node, localRank, localSize: localRanks.length, planHash: planHash(plan), shmGroups, numaNode: here.numaNode, onClose });
+    return new Communicator({
+      engine,
+      plan,
+      rank: job.rank,
+      node,
+      localRank,
+      localSize: localRanks.length,
+      planHash: planHash(plan, config),
+      config,
+      eagerBytes: eagerBytes(config, plan),
+      shmGroups,
+      numaNode: here.numaNode,
+      onClose,
+    });
   } catch (e) {
     await rdv?.client.close().catch(() => undefined);
     await rdv?.server?.close().catch(() => undefined);
@@ -222,14 +235,35 @@ function registerShmGroups(engine: NativeEngine, plan: GroupPlan, rank: number):
   return groups;
 }
 
-/** A plan's identity, carried by every message so differently configured ranks are caught. */
-function planHash(plan: GroupPlan): number {
+/**
+ * A plan's identity, carried by every message so differently configured ranks are caught: the
+ * levels and everything that decides the schedules (algorithms, segments, shm on or off).
+ */
+export function planHash(plan: GroupPlan, config: TopocollConfig): number {
+  const text = JSON.stringify([plan.levels, config.bcast, config.reduce, config.allreduce, config.collectives, config.shm.bcast.enabled]);
   let h = 0x811c9dc5;
-  for (const ch of plan.levels.join(',')) {
-    h ^= ch.charCodeAt(0);
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
     h = Math.imul(h, 0x01000193) >>> 0;
   }
   return h >>> 0;
+}
+
+/**
+ * The largest segment an exchange may carry on every link of the job: both sides send before
+ * they receive, so it must fit the smallest shared-memory channel of any node (less two
+ * message headers) and the native TCP limit. The same on every rank: channel sizes follow from
+ * the configuration and each node's rank count, which every rank knows.
+ */
+export function eagerBytes(config: TopocollConfig, plan: GroupPlan): number {
+  const perNode = new Map<string, number>();
+  for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
+  const limits = nativeLimits();
+  let bytes = limits.eagerBytes;
+  for (const size of perNode.values()) {
+    if (size > 1) bytes = Math.min(bytes, shmLayout(config, size, osCpus().length).channelBytes - 2 * limits.messageHeaderBytes);
+  }
+  return bytes;
 }
 
 /** Rank 0 keeps the server it hosts until every rank has said goodbye. */

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import {
-  GLOBAL_LEADER,
   ScheduleCache,
   allreduceSchedules,
   bcastSchedule,
@@ -13,7 +12,8 @@ import { planGroups, type GroupPlan, type RankPlacement } from '../../src/groups
 import { parseSimpleNetworkFile } from '../../src/topology/network/simple-file.js';
 import { parseSlurmTopologyConf } from '../../src/topology/network/slurm-topology-conf.js';
 import { UNBALANCED_CONF, exampleFile } from '../helpers/network-examples.js';
-import { combine, contributionOf, outOfGroupSteps, simulate, type Contribution } from './simulator.js';
+import { allreduceProblems, bcastProblems, ONE_ELEMENT, reduceProblems, SEVERAL_RUNS, type SimRun } from './collective-checks.js';
+import { outOfGroupSteps, simulate } from './simulator.js';
 import { byCore, coreLocality, pad, range } from '../helpers/placements.js';
 
 
@@ -31,92 +31,29 @@ function prng(seed: number): () => number {
 
 // ---- checks ----
 
-const kinds = (s: Schedule, kind: Step['kind']) => s.steps.filter((x) => x.kind === kind);
-
-/** A bcast from `root`: every rank's schedule run together on a rendezvous transport. */
-function checkBcast(plan: GroupPlan, root: number): void {
-  const schedules = range(0, plan.size - 1).map((r) => bcastSchedule(plan, r, root));
-  const where = `bcast root ${root}`;
-  expect(outOfGroupSteps(plan, schedules), where).toEqual([]);
-  schedules.forEach((s, r) => {
-    expect(s.collective).toBe('bcast');
-    expect(s.root).toBe(root);
-    expect(s.steps.every((x) => x.kind === StepKind.Send || x.kind === StepKind.Recv), where).toBe(true);
-    // the root never receives; every other rank receives exactly once, before it sends anything
-    const recvs = kinds(s, StepKind.Recv);
-    expect(recvs.length, `${where} rank ${r}`).toBe(r === root ? 0 : 1);
-    if (r !== root) expect(s.steps[0]!.kind).toBe(StepKind.Recv);
-  });
-  type Data = { value: string | undefined; received: number };
-  const sim = simulate<Data>(
-    schedules,
-    (r) => ({ value: r === root ? `data of ${root}` : undefined, received: 0 }),
-    (_kind, receiver, sent) => ({ value: sent.value, received: receiver.received + 1 }),
-  );
-  expect(sim.errors, where).toEqual([]);
-  expect(sim.stuck, where).toEqual([]);
-  expect(sim.finished).toBe(true);
-  // the root's value reaches every rank exactly once
-  expect(sim.values.map((v) => v.value), where).toEqual(new Array(plan.size).fill(`data of ${root}`));
-  expect(sim.values.map((v) => v.received), where).toEqual(range(0, plan.size - 1).map((r) => (r === root ? 0 : 1)));
-  expect(sim.messages).toHaveLength(plan.size - 1);
-}
-
-/** A reduce to `root` of 2^rank from every rank: the root gets each contribution exactly once. */
-function checkReduce(plan: GroupPlan, root: number): void {
-  const schedules = range(0, plan.size - 1).map((r) => reduceSchedule(plan, r, root));
-  const where = `reduce root ${root}`;
-  expect(outOfGroupSteps(plan, schedules), where).toEqual([]);
-  schedules.forEach((s, r) => {
-    expect(s.collective).toBe('reduce');
-    expect(s.steps.every((x) => x.kind === StepKind.Send || x.kind === StepKind.RecvReduce), where).toBe(true);
-    // the root never sends; every other rank sends exactly once, after all its receives
-    const sends = kinds(s, StepKind.Send);
-    expect(sends.length, `${where} rank ${r}`).toBe(r === root ? 0 : 1);
-    if (r !== root) expect(s.steps[s.steps.length - 1]!.kind).toBe(StepKind.Send);
-  });
-  const sim = simulate<Contribution>(schedules, contributionOf, (kind, receiver, sent) => {
-    expect(kind).toBe(StepKind.RecvReduce);
-    return combine(receiver, sent);
-  });
-  expect(sim.errors, where).toEqual([]);
-  expect(sim.stuck, where).toEqual([]);
-  const all = (1n << BigInt(plan.size)) - 1n;
-  const atRoot = sim.values[root]!;
-  // every rank contributed (or), exactly once (count), and the sum is the sum of all values
-  expect(atRoot.or, where).toBe(all);
-  expect(atRoot.count, where).toBe(plan.size);
-  expect(atRoot.sum, where).toBe(all);
-  // only the root holds the full result
-  sim.values.forEach((v, r) => {
-    if (r !== root) expect(v.count, `${where} rank ${r}`).toBeLessThan(plan.size);
-  });
-  expect(sim.messages).toHaveLength(plan.size - 1);
-}
-
-/** Allreduce (and barrier): reduce to rank 0, then bcast from it; everybody ends with the total. */
-function checkAllreduce(plan: GroupPlan): void {
-  const both = range(0, plan.size - 1).map((r) => allreduceSchedules(plan, r));
-  expect(both.every((b) => b.reduce.root === GLOBAL_LEADER && b.bcast.root === GLOBAL_LEADER)).toBe(true);
-  const reduced = simulate<Contribution>(both.map((b) => b.reduce), contributionOf, (_k, a, b) => combine(a, b));
-  expect(reduced.stuck).toEqual([]);
-  const total = reduced.values[GLOBAL_LEADER]!;
-  const spread = simulate<Contribution | undefined>(
-    both.map((b) => b.bcast),
-    (r) => (r === GLOBAL_LEADER ? total : undefined),
-    (_k, _a, b) => b,
-  );
-  expect(spread.stuck).toEqual([]);
-  const all = (1n << BigInt(plan.size)) - 1n;
-  for (const v of spread.values) expect(v).toEqual({ or: all, sum: all, count: plan.size });
-}
-
-function checkEveryRoot(plan: GroupPlan, roots: readonly number[] = range(0, plan.size - 1)): void {
+/**
+ * Bcast and reduce from every root in `roots`, and allreduce, with today's defaults (binomial
+ * trees, commutative); a tree moves p − 1 whole messages per segment.
+ */
+function checkEveryRoot(plan: GroupPlan, roots: readonly number[] = range(0, plan.size - 1), runs: readonly SimRun[] = ONE_ELEMENT): void {
+  const problems: string[] = [];
   for (const root of roots) {
-    checkBcast(plan, root);
-    checkReduce(plan, root);
+    problems.push(...bcastProblems(plan, root, {}, runs), ...reduceProblems(plan, root, {}, runs));
+    for (const collective of ['bcast', 'reduce'] as const) {
+      const schedules = range(0, plan.size - 1).map((r) => (collective === 'bcast' ? bcastSchedule : reduceSchedule)(plan, r, root));
+      const sends = schedules.reduce((sum, s) => sum + s.steps.filter((x) => x.kind === StepKind.Send).length, 0);
+      if (sends !== plan.size - 1) problems.push(`${collective} root ${root}: ${sends} messages`);
+      // bcast: every rank but the root receives once, first; reduce: every rank but the root sends once, last
+      const once = collective === 'bcast' ? StepKind.Recv : StepKind.Send;
+      schedules.forEach((s, r) => {
+        const at = s.steps.map((x) => x.kind).filter((k) => k === once).length;
+        const where = collective === 'bcast' ? s.steps[0] : s.steps[s.steps.length - 1];
+        if (at !== (r === root ? 0 : 1) || (r !== root && where?.kind !== once)) problems.push(`${collective} root ${root}: rank ${r} steps ${s.steps.map((x) => x.kind).join(',')}`);
+      });
+    }
   }
-  checkAllreduce(plan);
+  problems.push(...allreduceProblems(plan, {}, runs));
+  expect(problems.slice(0, 10)).toEqual([]);
 }
 
 /** The S3 paper's cluster, scaled: `nodes` nodes × 2 sockets × `cores` cores, `perLeaf` nodes per leaf, one spine. */
@@ -133,7 +70,7 @@ describe('hierarchical schedules: the S3 seed example (64 nodes × 36 ranks, 16 
   const L = { socket: 0, node: 1, switch1: 2, switch2: 3 };
   const send = (peer: number, level: number): Step => ({ kind: StepKind.Send, peer, level });
   const recv = (peer: number, level: number): Step => ({ kind: StepKind.Recv, peer, level });
-  const red = (peer: number, level: number): Step => ({ kind: StepKind.RecvReduce, peer, level });
+  const red = (peer: number, level: number, order: 0 | 1 = 0): Step => ({ kind: StepKind.RecvReduce, peer, level, order });
 
   it('has the levels of the worked example', () => {
     expect(plan.levels).toEqual(['socket', 'node', 'switch1', 'switch2']);
@@ -213,7 +150,7 @@ describe('hierarchical schedules, every root', () => {
   it('single node: 8 ranks, two sockets of 4 cores', () => {
     const plan = planGroups(byCore(['a'], 8, 4));
     expect(plan.levels).toEqual(['socket', 'node']);
-    checkEveryRoot(plan);
+    checkEveryRoot(plan, undefined, SEVERAL_RUNS);
   });
 
   it('single node, one level (all hardware levels dropped)', () => {
@@ -225,7 +162,7 @@ describe('hierarchical schedules, every root', () => {
   it('several nodes, no network: 3 nodes × 6 ranks', () => {
     const plan = planGroups(byCore(['a', 'b', 'c'], 6, 3));
     expect(plan.levels).toEqual(['socket', 'node', 'world']);
-    checkEveryRoot(plan);
+    checkEveryRoot(plan, undefined, SEVERAL_RUNS);
   });
 
   it('the shipped network file (the S3 one) with its first 20 nodes: 16 on sw11, 4 on sw12', () => {
@@ -329,17 +266,23 @@ describe('hierarchical schedules, every root', () => {
 });
 
 describe('the simulator itself', () => {
-  const step = (kind: Step['kind'], peer: number, level = 0): Step => ({ kind, peer, level });
+  const step = (kind: Step['kind'], peer: number, level = 0, extra: Partial<Step> = {}): Step => ({ kind, peer, level, ...extra });
   const sched = (...steps: Step[]): Schedule => ({ collective: 'bcast', root: 0, steps });
-  const run = (schedules: Schedule[]) => simulate(schedules, () => 0, (_k, a, b) => a + b);
+  const run = (schedules: Schedule[], transport: 'eager' | 'rendezvous' = 'rendezvous', elements = 2) =>
+    simulate(schedules, { elements, transport, initial: (r, e) => `${r}/0/${e}`, combine: (a, b) => `(${a} ${b})` });
 
-  it('reports two sends facing each other as a deadlock (rendezvous)', () => {
-    const sim = run([sched(step(StepKind.Send, 1), step(StepKind.Recv, 1)), sched(step(StepKind.Send, 0), step(StepKind.Recv, 0))]);
+  it('reports two sends facing each other as a deadlock on a rendezvous transport, not on an eager one', () => {
+    const facing = [sched(step(StepKind.Send, 1), step(StepKind.Recv, 1)), sched(step(StepKind.Send, 0), step(StepKind.Recv, 0))];
+    const sim = run(facing);
     expect(sim.finished).toBe(false);
     expect(sim.stuck.map((s) => s.rank)).toEqual([0, 1]);
+    expect(run(facing, 'eager').finished).toBe(true);
+    // exchanges are always eager
+    const exchange = (peer: number) => step(StepKind.SendRecv, peer, 0, { peer2: peer, range2: { first: 0, count: 1 } });
+    expect(run([sched(exchange(1)), sched(exchange(0))]).finished).toBe(true);
   });
 
-  it('reports a cycle of receives as a deadlock and a level mismatch as an error', () => {
+  it('reports a cycle of receives as a deadlock and a level or range mismatch as an error', () => {
     const cycle = run([
       sched(step(StepKind.Recv, 2), step(StepKind.Send, 1)),
       sched(step(StepKind.Recv, 0), step(StepKind.Send, 2)),
@@ -348,14 +291,31 @@ describe('the simulator itself', () => {
     expect(cycle.stuck).toHaveLength(3);
     const mismatch = run([sched(step(StepKind.Send, 1, 0)), sched(step(StepKind.Recv, 0, 1))]);
     expect(mismatch.finished).toBe(true);
-    expect(mismatch.errors).toEqual(['send 0→1 on level 0 met a receive on level 1']);
+    expect(mismatch.errors).toEqual(['rank 1 step 0 (segment 0): message 0→1 on level 0 met a receive on level 1']);
+    const ranges = run([sched(step(StepKind.Send, 1, 0, { range: { first: 0, count: 1, of: 2 } })), sched(step(StepKind.Recv, 0, 0, { range: { first: 1, count: 1, of: 2 } }))]);
+    expect(ranges.errors).toEqual(['rank 1 step 0 (segment 0): message 0→1 carries blocks 0+1/2, the receive expects 1+1/2']);
+  });
+
+  it('moves block ranges, combines in the order asked, and flags sending data a rank does not hold', () => {
+    const sim = run(
+      [sched(step(StepKind.Send, 1, 0, { range: { first: 1, count: 1, of: 2 } })), sched(step(StepKind.RecvReduce, 0, 0, { range: { first: 1, count: 1, of: 2 }, order: 1 }))],
+      'rendezvous',
+      4,
+    );
+    expect(sim.errors).toEqual([]);
+    expect(sim.buffers[1]).toEqual(['1/0/0', '1/0/1', '(0/0/2 1/0/2)', '(0/0/3 1/0/3)']);
+    const missing = simulate([sched(step(StepKind.Send, 1)), sched(step(StepKind.Recv, 0))], { elements: 2, initial: (r, e) => (r === 0 && e === 0 ? 'x' : undefined) });
+    expect(missing.errors).toEqual(['rank 0 step 0 (segment 0): sends element 1 it does not hold']);
+    const unreceived = run([sched(step(StepKind.Send, 1)), sched()], 'eager');
+    expect(unreceived.errors).toEqual(['1 message(s) 0→1 never received']);
   });
 
   it('flags a peer outside the rank\'s group on that level', () => {
     const plan = planGroups(byCore(['a', 'b'], 4, 2));
     const schedules = range(0, 7).map(() => sched());
     schedules[1] = sched(step(StepKind.Send, 2, 0)); // 1 and 2 are on different sockets
-    expect(outOfGroupSteps(plan, schedules)).toEqual(['rank 1 → 2 on level 0 (socket)']);
+    schedules[4] = sched(step(StepKind.SendRecv, 5, 0, { peer2: 6, range2: { first: 0, count: 1 } })); // 6 is on the other socket
+    expect(outOfGroupSteps(plan, schedules)).toEqual(['rank 1 → 2 on level 0 (socket)', 'rank 4 → 6 on level 0 (socket)']);
   });
 });
 

@@ -1,70 +1,291 @@
-import { StepKind, type Schedule, type Step } from '../../src/algorithms/schedule.js';
+import { StepKind, WHOLE, blockElements, type BlockRange, type Schedule, type Step } from '../../src/algorithms/schedule.js';
 import type { GroupPlan } from '../../src/groups/plan.js';
 
 /**
- * Runs every rank's schedule together over the strictest transport: rendezvous. A Send completes
- * only when its peer executes the matching Recv/RecvReduce naming the sender (and vice versa); a
- * rank blocks on its current step until then. Matching a Send with a step of another kind, or a
- * different level, is recorded as an error (the executor would see a mismatched header).
+ * Runs every rank's schedule together on buffers of `elements` values per segment, with the
+ * semantics of schedule.ts: every step works on the rank's B; ranges are block ranges of the
+ * segment (`blockElements`); the step list runs once per segment.
+ *
+ * Transport: per ordered pair (sender, receiver) a FIFO of messages. The send half of
+ * SendRecv/SendRecvReduce is eager (it completes into the FIFO at once); a plain Send is eager
+ * too, or with `transport: 'rendezvous'` completes only when the receiver has taken the message.
+ * ShmBcast: the source publishes B[range] and goes on; every reader copies the next
+ * publication of its (source, group, level). ShmReduce: every member of `shmGroups.get(group)`
+ * contributes B[range]; once all have, the destination's B[range] becomes their left-to-right
+ * combination in member order, and every member goes on.
+ *
+ * Recorded as errors: a received message whose level, block range or segment differ from the
+ * receiving step's (the executor would see a mismatched header); sending an element the rank
+ * does not hold (undefined); combining with an element nobody holds; a bad range or peer; a
+ * message nobody received. Ranks left with steps to do are `stuck` (a deadlock).
  */
+export type Transport = 'eager' | 'rendezvous';
+
+export interface SimulationOptions<V> {
+  /** Elements per segment. */
+  elements: number;
+  /** How many segments the step lists run for (default 1). */
+  segments?: number;
+  /** B of `rank` at the start; undefined marks an element the rank does not hold. */
+  initial: (rank: number, element: number, segment: number) => V | undefined;
+  /** The operator: RecvReduce with order 0 computes combine(B, X), order 1 combine(X, B). */
+  combine?: (left: V, right: V) => V;
+  transport?: Transport;
+  /** Members (global ranks) of every shared-memory group id, for ShmReduce. */
+  shmGroups?: ReadonlyMap<number, readonly number[]>;
+}
+
 export interface Simulation<V> {
   /** Every rank executed every step. */
   finished: boolean;
-  /** Ranks blocked forever, with the step they are stuck on. */
-  stuck: { rank: number; step: Step }[];
+  /** Ranks blocked forever, with the step and segment they are stuck on. */
+  stuck: { rank: number; step: Step; segment: number }[];
   errors: string[];
-  values: V[];
-  /** Messages delivered, as [from, to, level]. */
+  /** Final B of every rank, segment after segment. */
+  buffers: (V | undefined)[][];
+  /** Point-to-point messages delivered, as [from, to, level]. */
   messages: [number, number, number][];
 }
 
-export function simulate<V>(
-  schedules: readonly Schedule[],
-  initial: (rank: number) => V,
-  /** The new value of the receiver of a Recv (bcast) or RecvReduce (reduce). */
-  deliver: (kind: StepKind, receiver: V, sent: V) => V,
-): Simulation<V> {
-  const n = schedules.length;
-  const pc = new Int32Array(n);
-  const values = Array.from({ length: n }, (_, r) => initial(r));
-  const errors: string[] = [];
-  const messages: [number, number, number][] = [];
-  const current = (r: number): Step | undefined => schedules[r]!.steps[pc[r]!];
-  const queue: number[] = [];
-  for (let r = 0; r < n; r++) queue.push(r);
-  while (queue.length > 0) {
-    const a = queue.pop()!;
-    const s = current(a);
-    if (s === undefined) continue;
-    const b = s.peer;
-    if (!Number.isInteger(b) || b < 0 || b >= n || b === a) {
-      errors.push(`rank ${a} step ${pc[a]}: bad peer ${b}`);
-      pc[a] = schedules[a]!.steps.length; // abandon; shows up as an error, not a hang
-      continue;
-    }
-    const t = current(b);
-    if (t === undefined || t.peer !== a) continue; // b is busy elsewhere or done: a waits
-    const [sender, receiver, ss, rs] = s.kind === StepKind.Send ? [a, b, s, t] : [b, a, t, s];
-    if (ss.kind !== StepKind.Send || rs.kind === StepKind.Send) {
-      // two sends (or two receives) facing each other: blocks forever on a rendezvous transport
-      continue;
-    }
-    if (ss.level !== rs.level) errors.push(`send ${sender}→${receiver} on level ${ss.level} met a receive on level ${rs.level}`);
-    values[receiver] = deliver(rs.kind, values[receiver]!, values[sender]!);
-    messages.push([sender, receiver, ss.level]);
-    pc[a]!++;
-    pc[b]!++;
-    queue.push(a, b);
-  }
-  const stuck: { rank: number; step: Step }[] = [];
-  for (let r = 0; r < n; r++) {
-    const s = current(r);
-    if (s !== undefined) stuck.push({ rank: r, step: s });
-  }
-  return { finished: stuck.length === 0, stuck, errors, values, messages };
+interface Message<V> {
+  from: number;
+  level: number;
+  segment: number;
+  range: BlockRange;
+  values: (V | undefined)[];
+  taken: boolean;
 }
 
-/** Every step's peer is a member of the group of level `step.level` in the rank's chain. */
+export function simulate<V>(schedules: readonly Schedule[], options: SimulationOptions<V>): Simulation<V> {
+  return new Run(schedules, options).result();
+}
+
+const MAX_ERRORS = 20;
+
+class Run<V> {
+  private readonly n: number;
+  private readonly elements: number;
+  private readonly segments: number;
+  private readonly pc: Int32Array;
+  private readonly posted: (Message<V> | undefined)[];
+  private readonly buffers: (V | undefined)[][];
+  private readonly fifos = new Map<string, Message<V>[]>();
+  private readonly published = new Map<string, (V | undefined)[][]>();
+  private readonly readCursor = new Map<string, number>();
+  private readonly reduceRounds = new Map<string, Map<number, { range: BlockRange; values: (V | undefined)[] }>[]>();
+  private readonly joined: boolean[];
+  private readonly errors: string[] = [];
+  private readonly messages: [number, number, number][] = [];
+
+  constructor(
+    private readonly schedules: readonly Schedule[],
+    private readonly options: SimulationOptions<V>,
+  ) {
+    this.n = schedules.length;
+    this.elements = options.elements;
+    this.segments = options.segments ?? 1;
+    this.pc = new Int32Array(this.n);
+    this.posted = new Array(this.n).fill(undefined);
+    this.joined = new Array<boolean>(this.n).fill(false);
+    this.buffers = Array.from({ length: this.n }, (_, r) =>
+      Array.from({ length: this.elements * this.segments }, (_, i) => options.initial(r, i % this.elements, Math.floor(i / this.elements))),
+    );
+  }
+
+  result(): Simulation<V> {
+    for (let progress = true; progress; ) {
+      progress = false;
+      for (let a = 0; a < this.n; a++) while (this.advance(a)) progress = true;
+    }
+    const stuck: Simulation<V>['stuck'] = [];
+    for (let r = 0; r < this.n; r++) {
+      const at = this.current(r);
+      if (at !== undefined) stuck.push({ rank: r, step: at.step, segment: at.segment });
+    }
+    for (const [pair, fifo] of this.fifos) if (fifo.length > 0) this.error(`${fifo.length} message(s) ${pair} never received`);
+    return { finished: stuck.length === 0, stuck, errors: this.errors, buffers: this.buffers, messages: this.messages };
+  }
+
+  private current(r: number): { step: Step; segment: number; index: number } | undefined {
+    const steps = this.schedules[r]!.steps;
+    if (steps.length === 0 || this.pc[r]! >= steps.length * this.segments) return undefined;
+    const index = this.pc[r]! % steps.length;
+    return { step: steps[index]!, segment: Math.floor(this.pc[r]! / steps.length), index };
+  }
+
+  /** Tries rank a's current step; true when it completed it or posted its send. */
+  private advance(a: number): boolean {
+    const at = this.current(a);
+    if (at === undefined) return false;
+    const { step: s, segment } = at;
+    const where = `rank ${a} step ${at.index} (segment ${segment})`;
+    if (!this.validPeers(s, a, where)) return this.complete(a);
+    switch (s.kind) {
+      case StepKind.Send: {
+        const posted = this.posted[a] === undefined;
+        if (posted) this.posted[a] = this.post(a, s.peer, s.level, segment, s.range ?? WHOLE, where);
+        if ((this.options.transport ?? 'eager') === 'eager' || this.posted[a]!.taken) return this.complete(a);
+        return posted;
+      }
+      case StepKind.Recv:
+      case StepKind.RecvReduce:
+        return this.receive(a, s.peer, s, segment, s.range ?? WHOLE, where) && this.complete(a);
+      case StepKind.SendRecv:
+      case StepKind.SendRecvReduce: {
+        const range = s.range ?? WHOLE;
+        const posted = this.posted[a] === undefined;
+        if (posted) this.posted[a] = this.post(a, s.peer, s.level, segment, range, where);
+        const range2 = { first: s.range2?.first ?? -1, count: s.range2?.count ?? -1, of: range.of };
+        return (this.receive(a, s.peer2!, s, segment, range2, where) && this.complete(a)) || posted;
+      }
+      case StepKind.ShmBcast:
+        return this.shm(a, s, segment, where) && this.complete(a);
+      case StepKind.ShmReduce: {
+        const joined = !this.joined[a];
+        return (this.shmReduce(a, s, segment, where) && this.complete(a)) || joined;
+      }
+      default:
+        this.error(`${where}: unknown step kind ${String(s.kind)}`);
+        return this.complete(a);
+    }
+  }
+
+  private complete(a: number): true {
+    this.posted[a] = undefined;
+    this.joined[a] = false;
+    this.pc[a]!++;
+    return true;
+  }
+
+  private validPeers(s: Step, a: number, where: string): boolean {
+    const peers = s.kind === StepKind.SendRecv || s.kind === StepKind.SendRecvReduce ? [s.peer, s.peer2] : [s.peer];
+    const bad = peers.filter((p) => p === undefined || !Number.isInteger(p) || p < 0 || p >= this.n || (p === a && s.kind !== StepKind.ShmBcast && s.kind !== StepKind.ShmReduce));
+    if (bad.length > 0) this.error(`${where}: bad peer ${bad.join(', ')}`);
+    return bad.length === 0;
+  }
+
+  private post(a: number, to: number, level: number, segment: number, range: BlockRange, where: string): Message<V> {
+    const values = this.read(a, segment, range, where);
+    const message: Message<V> = { from: a, level, segment, range, values, taken: false };
+    const key = `${a}→${to}`;
+    let fifo = this.fifos.get(key);
+    if (fifo === undefined) this.fifos.set(key, (fifo = []));
+    fifo.push(message);
+    return message;
+  }
+
+  private receive(a: number, from: number, s: Step, segment: number, range: BlockRange, where: string): boolean {
+    const message = this.fifos.get(`${from}→${a}`)?.shift();
+    if (message === undefined) return false;
+    message.taken = true;
+    this.messages.push([from, a, message.level]);
+    const sent = message.range;
+    if (message.level !== s.level) this.error(`${where}: message ${from}→${a} on level ${message.level} met a receive on level ${s.level}`);
+    if (message.segment !== segment) this.error(`${where}: message ${from}→${a} of segment ${message.segment} met a receive of segment ${segment}`);
+    if (sent.first !== range.first || sent.count !== range.count || sent.of !== range.of) {
+      this.error(`${where}: message ${from}→${a} carries blocks ${sent.first}+${sent.count}/${sent.of}, the receive expects ${range.first}+${range.count}/${range.of}`);
+      return true;
+    }
+    const reduce = s.kind === StepKind.RecvReduce || s.kind === StepKind.SendRecvReduce;
+    this.write(a, segment, range, message.values, reduce ? (s.order ?? 0) : undefined, where);
+    return true;
+  }
+
+  private shm(a: number, s: Step, segment: number, where: string): boolean {
+    const key = `${s.peer}/${s.group ?? 0}/${s.level}`;
+    const range = s.range ?? WHOLE;
+    let list = this.published.get(key);
+    if (list === undefined) this.published.set(key, (list = []));
+    if (a === s.peer) {
+      list.push(this.read(a, segment, range, where));
+      return true;
+    }
+    const cursor = `${a}@${key}`;
+    const next = this.readCursor.get(cursor) ?? 0;
+    const values = list[next];
+    if (values === undefined) return false;
+    this.readCursor.set(cursor, next + 1);
+    this.write(a, segment, range, values, undefined, where);
+    return true;
+  }
+
+  /** Joins rank a's current ShmReduce round; true once every member has joined it. */
+  private shmReduce(a: number, s: Step, segment: number, where: string): boolean {
+    const members = this.options.shmGroups?.get(s.group ?? -1);
+    if (members === undefined || !members.includes(a) || !members.includes(s.peer)) {
+      this.error(`${where}: ShmReduce in group ${String(s.group)}, which does not hold ranks ${a} and ${s.peer}`);
+      return true;
+    }
+    const key = `${s.peer}/${s.group}/${s.level}`;
+    let rounds = this.reduceRounds.get(key);
+    if (rounds === undefined) this.reduceRounds.set(key, (rounds = []));
+    const cursor = `${a}@reduce@${key}`;
+    const index = this.readCursor.get(cursor) ?? 0;
+    const round = (rounds[index] ??= new Map());
+    const range = s.range ?? WHOLE;
+    if (!this.joined[a]) {
+      this.joined[a] = true;
+      round.set(a, { range, values: this.read(a, segment, range, where) });
+    }
+    if (round.size < members.length) return false;
+    this.readCursor.set(cursor, index + 1);
+    if (a !== s.peer) return true;
+    const parts = members.map((m) => round.get(m)!);
+    if (parts.some((p) => p.range.first !== range.first || p.range.count !== range.count || p.range.of !== range.of)) {
+      this.error(`${where}: ShmReduce members disagree on the range`);
+      return true;
+    }
+    const combine = this.options.combine;
+    const values = parts[0]!.values.map((_, e) => parts.map((p) => p.values[e]).reduce((l, r) => (l === undefined || r === undefined || combine === undefined ? undefined : combine(l, r))));
+    this.write(a, segment, range, values, undefined, where);
+    return true;
+  }
+
+  /** B[range] of rank a; an element it does not hold is an error. */
+  private read(a: number, segment: number, range: BlockRange, where: string): (V | undefined)[] {
+    const [start, end] = this.elementsOf(range, where);
+    const base = segment * this.elements;
+    const values = this.buffers[a]!.slice(base + start, base + end);
+    const missing = values.findIndex((v) => v === undefined);
+    if (missing >= 0) this.error(`${where}: sends element ${start + missing} it does not hold`);
+    return values;
+  }
+
+  /** Writes (order undefined) or combines `values` into B[range] of rank a. */
+  private write(a: number, segment: number, range: BlockRange, values: (V | undefined)[], order: 0 | 1 | undefined, where: string): void {
+    const [start, end] = this.elementsOf(range, where);
+    const base = segment * this.elements;
+    const b = this.buffers[a]!;
+    for (let e = start; e < end; e++) {
+      const x = values[e - start];
+      if (order === undefined) {
+        b[base + e] = x;
+        continue;
+      }
+      const mine = b[base + e];
+      if (mine === undefined || x === undefined || this.options.combine === undefined) {
+        this.error(`${where}: cannot combine element ${e}`);
+        continue;
+      }
+      b[base + e] = order === 0 ? this.options.combine(mine, x) : this.options.combine(x, mine);
+    }
+  }
+
+  private elementsOf(range: BlockRange, where: string): [number, number] {
+    const { first, count, of } = range;
+    if (![first, count, of].every(Number.isInteger) || of < 1 || first < 0 || count < 0 || first + count > of) {
+      this.error(`${where}: bad range ${first}+${count}/${of}`);
+      return [0, 0];
+    }
+    return blockElements(this.elements, first, count, of);
+  }
+
+  private error(text: string): void {
+    if (this.errors.length < MAX_ERRORS) this.errors.push(text);
+  }
+}
+
+/** Every step's peers are members of the group of level `step.level` in the rank's chain. */
 export function outOfGroupSteps(plan: GroupPlan, schedules: readonly Schedule[]): string[] {
   const bad: string[] = [];
   schedules.forEach((s, rank) => {
@@ -72,21 +293,39 @@ export function outOfGroupSteps(plan: GroupPlan, schedules: readonly Schedule[])
     for (const step of s.steps) {
       const level = plan.levels[step.level];
       const g = chain.find((c) => c.level === level);
-      if (g === undefined || !g.members.includes(step.peer)) bad.push(`rank ${rank} → ${step.peer} on level ${step.level} (${level})`);
+      for (const peer of step.peer2 === undefined ? [step.peer] : [step.peer, step.peer2]) {
+        if (g === undefined || !g.members.includes(peer)) bad.push(`rank ${rank} → ${peer} on level ${step.level} (${level})`);
+      }
     }
   });
   return bad;
 }
 
-/** A reduce value: which ranks contributed (bitwise or), the plain sum of 2^rank, and how many contributions. */
-export interface Contribution {
-  or: bigint;
-  sum: bigint;
-  count: number;
+/**
+ * Reduction values as terms that keep the parenthesization: a contribution is `rank/segment/element`,
+ * combining two is `(left right)`. Equal strings are bitwise-equal results of any operator.
+ */
+export const contribution = (rank: number, element: number, segment: number): string => `${rank}/${segment}/${element}`;
+
+export const combineTerms = (left: string, right: string): string => `(${left} ${right})`;
+
+/** The contributions of a term, left to right. */
+export function termContributions(term: string): { rank: number; segment: number; element: number }[] {
+  return [...term.matchAll(/(\d+)\/(\d+)\/(\d+)/g)].map((m) => ({ rank: Number(m[1]), segment: Number(m[2]), element: Number(m[3]) }));
 }
 
-export const contributionOf = (rank: number): Contribution => ({ or: 1n << BigInt(rank), sum: 1n << BigInt(rank), count: 1 });
-
-export function combine(a: Contribution, b: Contribution): Contribution {
-  return { or: a.or | b.or, sum: a.sum + b.sum, count: a.count + b.count };
+/**
+ * Problems with a reduced term for (segment, element): every contribution must be of that
+ * element, and the ranks, left to right, must be `expected` (or, when `anyOrder`, a permutation).
+ */
+export function termProblems(term: string | undefined, segment: number, element: number, expected: readonly number[], anyOrder: boolean): string[] {
+  if (term === undefined) return [`segment ${segment} element ${element}: no value`];
+  const parts = termContributions(term);
+  const problems: string[] = [];
+  if (parts.some((p) => p.segment !== segment || p.element !== element)) problems.push(`segment ${segment} element ${element}: mixes elements in ${term}`);
+  const ranks = parts.map((p) => p.rank);
+  if (anyOrder) ranks.sort((a, b) => a - b);
+  const want = anyOrder ? [...expected].sort((a, b) => a - b) : expected;
+  if (ranks.join(',') !== want.join(',')) problems.push(`segment ${segment} element ${element}: ranks ${ranks.join(',')}, expected ${want.join(',')}`);
+  return problems;
 }

@@ -1,0 +1,74 @@
+import { TopocollError } from '../errors.js';
+
+/**
+ * The algorithms a group can run a collective with, as chosen per group (usually per level) by
+ * configuration. Names are strings; the k-nomial tree carries its radix (`{ knomial: K }`,
+ * written `knomial:K`; `knomial:2` is `binomial`, and parses as it).
+ */
+export type KnomialChoice = { knomial: number };
+
+/** Bcast inside one group: see `groupBcastSteps`. */
+export type BcastAlgorithm = 'flat' | 'binomial' | KnomialChoice | 'scatter-allgather' | 'shm';
+
+/** Reduce inside one group: see `groupReduceSteps`. */
+export type ReduceAlgorithm = 'flat' | 'binomial' | KnomialChoice | 'rabenseifner' | 'shm';
+
+/** Allreduce among one group (the top group of a reduce-allreduce-bcast): see `groupAllreduceSteps`. */
+export type AllreduceAlgorithm = 'recursive-doubling' | 'rabenseifner';
+
+export type GroupAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm;
+
+export type CollectiveAlgorithmKind = 'bcast' | 'reduce' | 'allreduce';
+
+const NAMES: Record<CollectiveAlgorithmKind, readonly string[]> = {
+  bcast: ['flat', 'binomial', 'knomial:K', 'scatter-allgather', 'shm'],
+  reduce: ['flat', 'binomial', 'knomial:K', 'rabenseifner', 'shm'],
+  allreduce: ['recursive-doubling', 'rabenseifner'],
+};
+
+/** Largest accepted k-nomial radix (any radix ≥ the group size is a flat tree). */
+export const MAX_KNOMIAL_RADIX = 2 ** 31 - 1;
+
+/**
+ * Parses an algorithm name: `flat`, `binomial`, `knomial:K` (K ≥ 2), `scatter-allgather`,
+ * `shm`, `rabenseifner`, `recursive-doubling`. With `kind`, only the algorithms of that
+ * collective are accepted. Bad input is an ECONFIG error naming the accepted forms.
+ */
+export function parseAlgorithm(text: string, kind: 'bcast'): BcastAlgorithm;
+export function parseAlgorithm(text: string, kind: 'reduce'): ReduceAlgorithm;
+export function parseAlgorithm(text: string, kind: 'allreduce'): AllreduceAlgorithm;
+export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): GroupAlgorithm;
+export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): GroupAlgorithm {
+  const accepted = kind === undefined ? [...new Set(Object.values(NAMES).flat())] : NAMES[kind];
+  const hint = `Use ${accepted.join(', ')}.`;
+  const what = kind === undefined ? 'algorithm' : `${kind} algorithm`;
+  const algorithm = parseAnyAlgorithm(text, what, hint);
+  const name = typeof algorithm === 'string' ? algorithm : 'knomial:K';
+  if (!accepted.includes(name)) throw new TopocollError('ECONFIG', `"${text}" is not a ${what}`, { hint });
+  return algorithm;
+}
+
+/** The canonical text of an algorithm (`{ knomial: 2 }` is `binomial`); `parseAlgorithm` reads it back. */
+export function formatAlgorithm(a: GroupAlgorithm): string {
+  if (typeof a === 'string') return a;
+  return a.knomial === 2 ? 'binomial' : `knomial:${a.knomial}`;
+}
+
+function parseAnyAlgorithm(text: string, what: string, hint: string): GroupAlgorithm {
+  switch (text) {
+    case 'flat':
+    case 'binomial':
+    case 'scatter-allgather':
+    case 'shm':
+    case 'rabenseifner':
+    case 'recursive-doubling':
+      return text;
+  }
+  const m = /^knomial:(.*)$/.exec(text);
+  if (m === null) throw new TopocollError('ECONFIG', `unknown ${what} "${text}"`, { hint });
+  const radix = /^[0-9]+$/.test(m[1]!) ? Number(m[1]) : NaN;
+  if (!(radix >= 2 && radix <= MAX_KNOMIAL_RADIX)) {
+    throw new TopocollError('ECONFIG', `k-nomial radix "${m[1]}" in "${text}" is not an integer ≥ 2`, { hint });
+  }
+  return radix === 2 ? 'binomial' : { knomial: radix };
+}

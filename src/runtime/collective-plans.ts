@@ -1,0 +1,217 @@
+import { formatAlgorithm, parseAlgorithm, type AllreduceAlgorithm, type BcastAlgorithm, type ReduceAlgorithm } from '../algorithms/algorithm-choice.js';
+import { ScheduleCache, topGroup, type AllreduceVariant, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
+import { hasExchanges, type Schedule } from '../algorithms/schedule.js';
+import type { TopocollConfig } from '../config/schema.js';
+import type { Group, GroupPlan } from '../groups/plan.js';
+
+/**
+ * Which algorithm every group of a plan runs each collective with, per message-size class, and
+ * the pipelining segment — decided the same way on every rank from the configuration and the
+ * plan alone (never from this rank's own view), so all members of a group agree.
+ *
+ * `auto` follows what is known to work on each kind of link:
+ * - bcast: inside a node the S0 engine (`shm`, unless `shm.bcast.enabled` is off, then
+ *   binomial); between nodes binomial, and for large messages in groups of 4 or more
+ *   scatter-allgather (van de Geijn: each link carries ~2m instead of m·log p).
+ * - reduce: inside a node binomial, and the shared-memory reduce for large messages (every core
+ *   combines a slice); between nodes binomial, and Rabenseifner's reduce-scatter + gather for
+ *   large messages in groups of 4 or more.
+ * - allreduce: reduce-allreduce-bcast (S3 §5.1), recursive doubling among the top group for
+ *   small messages and Rabenseifner (reduce-scatter + allgather) for large ones.
+ * - segment: none for small messages or a plan of one level; for large messages 64 KiB, which
+ *   keeps every level busy while a segment still costs little per call (and which exchanges —
+ *   both sides send before they receive — need to fit the transports' buffers).
+ */
+
+export type SizeClass = 'small' | 'large';
+export const SIZE_CLASSES: readonly SizeClass[] = ['small', 'large'];
+
+export interface ClassChoice {
+  bcast: (g: Group) => BcastAlgorithm;
+  reduce: (g: Group) => ReduceAlgorithm;
+  allreduce: { variant: AllreduceVariant; top: AllreduceAlgorithm };
+  /** Bytes per segment of each collective; 0: the whole message at once. */
+  segmentBytes: { bcast: number; reduce: number; allreduce: number };
+}
+
+/** Longest segment of a large message when the configuration says `auto`. */
+export const AUTO_SEGMENT_BYTES = 64 * 1024;
+
+/** Whether every member of `g` runs on one node. */
+export function isNodeLocal(plan: GroupPlan, g: Group): boolean {
+  const node = plan.placements[g.members[0]!]!.node;
+  return g.members.every((m) => plan.placements[m]!.node === node);
+}
+
+/**
+ * The algorithms and segments of one size class. `eagerBytes`: the largest segment every
+ * transport of the job buffers whole (exchanges send before they receive).
+ */
+export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: SizeClass, eagerBytes: number): ClassChoice {
+  const large = size === 'large';
+  const local = new Map<Group, boolean>();
+  const nodeLocal = (g: Group): boolean => {
+    let v = local.get(g);
+    if (v === undefined) local.set(g, (v = isNodeLocal(plan, g)));
+    return v;
+  };
+  const bcast = (g: Group): BcastAlgorithm => {
+    const configured = config.bcast.levels[g.level];
+    if (configured !== undefined && configured !== 'auto') return parseAlgorithm(configured, 'bcast');
+    if (nodeLocal(g)) return config.shm.bcast.enabled ? 'shm' : 'binomial';
+    return large && g.members.length >= 4 ? 'scatter-allgather' : 'binomial';
+  };
+  const reduce = (g: Group): ReduceAlgorithm => {
+    const configured = config.reduce.levels[g.level];
+    if (configured !== undefined && configured !== 'auto') return parseAlgorithm(configured, 'reduce');
+    if (nodeLocal(g)) return large ? 'shm' : 'binomial';
+    return large && g.members.length >= 4 ? 'rabenseifner' : 'binomial';
+  };
+  const variant: AllreduceVariant = config.allreduce.algorithm === 'auto' ? 'reduce-allreduce-bcast' : config.allreduce.algorithm;
+  const top: AllreduceAlgorithm = config.allreduce.top === 'auto' ? (large ? 'rabenseifner' : 'recursive-doubling') : config.allreduce.top;
+
+  const groups = [...plan.groups.values()].flat();
+  const bcastExchanges = groups.some((g) => bcast(g) === 'scatter-allgather');
+  const reduceExchanges = groups.some((g) => reduce(g) === 'rabenseifner');
+  const topExchanges = variant === 'reduce-allreduce-bcast' && (topGroup(plan)?.members.length ?? 0) > 1;
+  const segment = (value: number | 'auto', exchanges: boolean): number => {
+    const wanted = value === 'auto' ? (large && plan.levels.length > 1 ? AUTO_SEGMENT_BYTES : 0) : value;
+    if (!exchanges) return wanted;
+    return wanted === 0 ? eagerBytes : Math.min(wanted, eagerBytes);
+  };
+  return {
+    bcast,
+    reduce,
+    allreduce: { variant, top },
+    segmentBytes: {
+      bcast: segment(config.bcast.segment, bcastExchanges),
+      reduce: segment(config.reduce.segment, reduceExchanges),
+      allreduce: segment(config.allreduce.segment, bcastExchanges || reduceExchanges || topExchanges),
+    },
+  };
+}
+
+/** Native schedule ids of one call, and its segment in elements (0: whole). */
+export interface CallPlan {
+  reduce: number;
+  bcast: number;
+  segment: number;
+}
+
+export interface CollectivePlansParts {
+  plan: GroupPlan;
+  rank: number;
+  config: TopocollConfig;
+  /** Groups registered with the shared-memory engine, with their ids. */
+  shmGroups: ReadonlyMap<Group, number>;
+  eagerBytes: number;
+  /** Hands a schedule to the native engine under a new id. */
+  register: (id: number, encoded: Int32Array) => void;
+}
+
+/**
+ * One communicator's schedules: per size class a ScheduleCache with that class's choices,
+ * registered with the engine on first use and found again in O(1) (no allocation) per call.
+ */
+export class CollectivePlans {
+  readonly choices: Record<SizeClass, ClassChoice>;
+  private readonly caches: Record<SizeClass, ScheduleCache>;
+  private readonly largeBytes: number;
+  private readonly ids = new Map<number, number>();
+  private nextId: number;
+
+  constructor(
+    private readonly parts: CollectivePlansParts,
+    firstId = 0,
+  ) {
+    const { plan, rank, config, shmGroups, eagerBytes } = parts;
+    this.largeBytes = config.collectives.largeBytes;
+    this.nextId = firstId;
+    const make = (size: SizeClass) => chooseForClass(config, plan, size, eagerBytes);
+    this.choices = { small: make('small'), large: make('large') };
+    const cache = (c: ClassChoice): ScheduleCache => {
+      const options: ScheduleCacheOptions = {
+        shmGroup: (g) => shmGroups.get(g),
+        bcastAlgorithm: c.bcast,
+        reduceAlgorithm: c.reduce,
+        variant: c.allreduce.variant,
+        top: c.allreduce.top,
+      };
+      return new ScheduleCache(plan, rank, options);
+    };
+    this.caches = { small: cache(this.choices.small), large: cache(this.choices.large) };
+  }
+
+  /** Schedule ids after the last one this instance registered (for a successor's `firstId`). */
+  get idsUsed(): number {
+    return this.nextId;
+  }
+
+  classOf(bytes: number): SizeClass {
+    return bytes > this.largeBytes ? 'large' : 'small';
+  }
+
+  // The methods below fill and return this one object: calls allocate nothing.
+  private readonly call: CallPlan = { reduce: -1, bcast: -1, segment: 0 };
+
+  bcast(root: number, bytes: number, elem: number): CallPlan {
+    const size = this.classOf(bytes);
+    this.call.reduce = -1;
+    this.call.bcast = this.id(0, size, root, true);
+    this.call.segment = this.segment(size, 'bcast', elem);
+    return this.call;
+  }
+
+  reduce(root: number, bytes: number, elem: number, commutative: boolean): CallPlan {
+    const size = this.classOf(bytes);
+    this.call.reduce = this.id(1, size, root, commutative);
+    this.call.bcast = -1;
+    this.call.segment = this.segment(size, 'reduce', elem);
+    return this.call;
+  }
+
+  allreduce(bytes: number, elem: number, commutative: boolean): CallPlan {
+    const size = this.classOf(bytes);
+    this.call.reduce = this.id(2, size, 0, commutative);
+    this.call.bcast = this.id(3, size, 0, commutative);
+    this.call.segment = this.segment(size, 'allreduce', elem);
+    return this.call;
+  }
+
+  /** The schedules a rank runs, for diagnostics and tests. */
+  schedule(collective: 'bcast' | 'reduce', root: number, bytes: number): Schedule {
+    return this.caches[this.classOf(bytes)].get(collective, root);
+  }
+
+  /** The algorithm each level's groups use, per collective and class, as text. */
+  describe(group: Group): { bcast: Record<SizeClass, string>; reduce: Record<SizeClass, string> } {
+    const of = (pick: (c: ClassChoice) => string) => ({ small: pick(this.choices.small), large: pick(this.choices.large) });
+    return { bcast: of((c) => formatAlgorithm(c.bcast(group))), reduce: of((c) => formatAlgorithm(c.reduce(group))) };
+  }
+
+  /** Whether a schedule of this class has exchanges (its segments are bounded by the eager limit). */
+  exchanges(collective: 'bcast' | 'reduce', root: number, bytes: number): boolean {
+    return hasExchanges(this.schedule(collective, root, bytes));
+  }
+
+  private segment(size: SizeClass, collective: 'bcast' | 'reduce' | 'allreduce', elem: number): number {
+    const bytes = this.choices[size].segmentBytes[collective];
+    return bytes === 0 ? 0 : Math.max(1, Math.floor(bytes / elem));
+  }
+
+  /** The native id of a phase's schedule (0 bcast, 1 reduce, 2/3 allreduce's reduce/bcast), registered on first use. */
+  private id(phase: 0 | 1 | 2 | 3, size: SizeClass, root: number, commutative: boolean): number {
+    const key = ((root * 4 + phase) * 2 + (size === 'large' ? 1 : 0)) * 2 + (commutative ? 0 : 1);
+    let id = this.ids.get(key);
+    if (id === undefined) {
+      id = this.nextId++;
+      const cache = this.caches[size];
+      const variant = { commutative };
+      const encoded =
+        phase === 0 ? cache.getEncoded('bcast', root) : phase === 1 ? cache.getEncoded('reduce', root, variant) : phase === 2 ? cache.allreduceEncoded(variant).reduce : cache.allreduceEncoded(variant).bcast;
+      this.parts.register(id, encoded);
+      this.ids.set(key, id);
+    }
+    return id;
+  }
+}

@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { formatAlgorithm, parseAlgorithm, type GroupAlgorithm } from '../../src/algorithms/algorithm-choice.js';
+import { thrown } from '../helpers/thrown.js';
+
+describe('parseAlgorithm / formatAlgorithm', () => {
+  it('reads every name, k-nomial with its radix; knomial:2 is binomial', () => {
+    const names = ['flat', 'binomial', 'scatter-allgather', 'shm', 'rabenseifner', 'recursive-doubling'];
+    for (const name of names) expect(parseAlgorithm(name)).toBe(name);
+    expect(parseAlgorithm('knomial:4')).toEqual({ knomial: 4 });
+    expect(parseAlgorithm('knomial:2')).toBe('binomial');
+    expect(parseAlgorithm('knomial:16', 'bcast')).toEqual({ knomial: 16 });
+  });
+
+  it('formats back to the text it parses from', () => {
+    const all: GroupAlgorithm[] = ['flat', 'binomial', { knomial: 3 }, 'scatter-allgather', 'shm', 'rabenseifner', 'recursive-doubling'];
+    for (const a of all) expect(parseAlgorithm(formatAlgorithm(a))).toEqual(a);
+    expect(formatAlgorithm({ knomial: 8 })).toBe('knomial:8');
+    expect(formatAlgorithm({ knomial: 2 })).toBe('binomial');
+  });
+
+  it('accepts per collective only that collective\'s algorithms', () => {
+    expect(parseAlgorithm('scatter-allgather', 'bcast')).toBe('scatter-allgather');
+    expect(parseAlgorithm('rabenseifner', 'reduce')).toBe('rabenseifner');
+    expect(parseAlgorithm('shm', 'reduce')).toBe('shm');
+    expect(parseAlgorithm('recursive-doubling', 'allreduce')).toBe('recursive-doubling');
+    expect(thrown(() => parseAlgorithm('rabenseifner', 'bcast'), 'ECONFIG').message).toMatch(/"rabenseifner" is not a bcast algorithm.*Use flat, binomial, knomial:K, scatter-allgather, shm/);
+    thrown(() => parseAlgorithm('scatter-allgather', 'reduce'), 'ECONFIG');
+    thrown(() => parseAlgorithm('binomial', 'allreduce'), 'ECONFIG');
+    thrown(() => parseAlgorithm('knomial:3', 'allreduce'), 'ECONFIG');
+  });
+
+  it('rejects unknown names and bad radices with ECONFIG', () => {
+    expect(thrown(() => parseAlgorithm('ring'), 'ECONFIG').message).toMatch(/unknown algorithm "ring"/);
+    for (const bad of ['knomial:1', 'knomial:0', 'knomial:', 'knomial:x', 'knomial:2.5', 'knomial:-3', 'Binomial', '']) {
+      thrown(() => parseAlgorithm(bad), 'ECONFIG');
+    }
+    expect(thrown(() => parseAlgorithm('knomial:1', 'bcast')).message).toMatch(/k-nomial radix "1" in "knomial:1" is not an integer ≥ 2/);
+  });
+});

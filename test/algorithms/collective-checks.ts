@@ -1,0 +1,142 @@
+import {
+  allreduceSchedules,
+  bcastSchedule,
+  reduceSchedule,
+  reductionOrder,
+  type AllreduceOptions,
+  type BcastOptions,
+  type ReduceOptions,
+} from '../../src/algorithms/hierarchical.js';
+import { StepKind, type Schedule, type Step } from '../../src/algorithms/schedule.js';
+import type { Group, GroupPlan } from '../../src/groups/plan.js';
+import { range } from '../helpers/placements.js';
+import { combineTerms, contribution, outOfGroupSteps, simulate, termProblems, type Simulation, type Transport } from './simulator.js';
+
+/**
+ * Whole-plan checks of bcast, reduce and allreduce schedules by simulation; each returns the
+ * problems found (empty when correct), so loops over many configurations stay fast.
+ */
+export interface SimRun {
+  elements: number;
+  segments: number;
+  transport: Transport;
+}
+
+export const ONE_ELEMENT: SimRun[] = [{ elements: 1, segments: 1, transport: 'rendezvous' }];
+
+/** Element counts below and above the block counts, two segments, both transports. */
+export const SEVERAL_RUNS: SimRun[] = [
+  { elements: 1, segments: 1, transport: 'rendezvous' },
+  { elements: 3, segments: 2, transport: 'eager' },
+  { elements: 7, segments: 1, transport: 'rendezvous' },
+  { elements: 64, segments: 1, transport: 'eager' },
+];
+
+/** A shared-memory engine id for every group of the plan (the simulator does not care which node a group is on). */
+export function shmRegistry(plan: GroupPlan): { shmGroup: (g: Group) => number | undefined; members: Map<number, readonly number[]> } {
+  const ids = new Map<Group, number>();
+  const members = new Map<number, readonly number[]>();
+  for (const groups of plan.groups.values()) {
+    for (const g of groups) {
+      ids.set(g, ids.size + 1);
+      members.set(ids.size, g.members);
+    }
+  }
+  return { shmGroup: (g) => ids.get(g), members };
+}
+
+const ranksOf = (plan: GroupPlan): number[] => range(0, plan.size - 1);
+
+function runProblems(sim: Simulation<string>, where: string): string[] {
+  const problems = sim.errors.map((e) => `${where}: ${e}`);
+  if (!sim.finished) problems.push(`${where}: deadlock, stuck ${sim.stuck.map((s) => `${s.rank}@${s.step.kind}→${s.step.peer}`).join(' ')}`);
+  return problems;
+}
+
+const describeRun = (r: SimRun): string => `${r.elements}×${r.segments} ${r.transport}`;
+
+function eachElement(r: SimRun, f: (segment: number, element: number, at: number) => void): void {
+  for (let s = 0; s < r.segments; s++) for (let e = 0; e < r.elements; e++) f(s, e, s * r.elements + e);
+}
+
+/** A bcast from `root`: every rank ends with the root's data, nobody sends what it does not hold. */
+export function bcastProblems(plan: GroupPlan, root: number, options: BcastOptions, runs: readonly SimRun[], shm?: Map<number, readonly number[]>): string[] {
+  const schedules = ranksOf(plan).map((r) => bcastSchedule(plan, r, root, options));
+  const problems = outOfGroupSteps(plan, schedules);
+  schedules.forEach((s, r) => {
+    if (s.collective !== 'bcast' || s.root !== root) problems.push(`rank ${r}: schedule says ${s.collective} from ${s.root}`);
+    if (r === root && s.steps.some((x) => x.kind === StepKind.Recv)) problems.push(`the root receives`);
+    if (s.steps.some((x) => x.kind === StepKind.RecvReduce || x.kind === StepKind.SendRecvReduce || x.kind === StepKind.ShmReduce)) problems.push(`rank ${r} reduces in a bcast`);
+  });
+  for (const run of runs) {
+    const where = `bcast root ${root} ${describeRun(run)}`;
+    const sim = simulate(schedules, { ...run, shmGroups: shm, initial: (r, e, s) => (r === root ? contribution(root, e, s) : undefined) });
+    problems.push(...runProblems(sim, where));
+    sim.buffers.forEach((b, r) => eachElement(run, (s, e, at) => {
+      if (b[at] !== contribution(root, e, s)) problems.push(`${where}: rank ${r} element ${e} holds ${b[at]}`);
+    }));
+  }
+  return problems;
+}
+
+/**
+ * A reduce to `root`: the root ends with every rank's contribution exactly once per element, in
+ * `reductionOrder(plan)` when the operator does not commute.
+ */
+export function reduceProblems(plan: GroupPlan, root: number, options: ReduceOptions, runs: readonly SimRun[], shm?: Map<number, readonly number[]>): string[] {
+  const schedules = ranksOf(plan).map((r) => reduceSchedule(plan, r, root, options));
+  const problems = outOfGroupSteps(plan, schedules);
+  schedules.forEach((s, r) => {
+    if (s.collective !== 'reduce' || s.root !== root) problems.push(`rank ${r}: schedule says ${s.collective} to ${s.root}`);
+  });
+  const ordered = options.commutative === false;
+  const expected = ordered ? reductionOrder(plan) : ranksOf(plan);
+  for (const run of runs) {
+    const where = `reduce root ${root} ${describeRun(run)}`;
+    const sim = simulate(schedules, { ...run, shmGroups: shm, initial: contribution, combine: combineTerms });
+    problems.push(...runProblems(sim, where));
+    eachElement(run, (s, e, at) => problems.push(...termProblems(sim.buffers[root]![at], s, e, expected, !ordered).map((p) => `${where}: ${p}`)));
+  }
+  return problems;
+}
+
+/**
+ * Whether the rank's B holds its reduce-phase result afterwards: a rank whose steps only hand
+ * its data on (Send, a ShmReduce to another member) reads its input directly and never writes B.
+ */
+function writesB(s: Schedule, rank: number): boolean {
+  const handsOn = (x: Step) => x.kind === StepKind.Send || (x.kind === StepKind.ShmReduce && x.peer !== rank);
+  return s.steps.length === 0 || !s.steps.every(handsOn);
+}
+
+/**
+ * An allreduce: the reduce phase, then the bcast phase on the same B (undefined where the reduce
+ * phase never wrote it). Every rank ends with the same term (bitwise the same result), each
+ * contribution exactly once, in `reductionOrder(plan)` when the operator does not commute.
+ */
+export function allreduceProblems(plan: GroupPlan, options: AllreduceOptions, runs: readonly SimRun[], shm?: Map<number, readonly number[]>): string[] {
+  const both = ranksOf(plan).map((r) => allreduceSchedules(plan, r, options));
+  const problems = [...outOfGroupSteps(plan, both.map((b) => b.reduce)), ...outOfGroupSteps(plan, both.map((b) => b.bcast))];
+  if (!both.every((b) => b.reduce.root === 0 && b.bcast.root === 0 && b.reduce.collective === 'reduce' && b.bcast.collective === 'bcast')) problems.push('phases are not reduce/bcast at 0');
+  const ordered = options.commutative === false;
+  const expected = ordered ? reductionOrder(plan) : ranksOf(plan);
+  for (const run of runs) {
+    const where = `allreduce ${describeRun(run)}`;
+    const reduced = simulate(both.map((b) => b.reduce), { ...run, shmGroups: shm, initial: contribution, combine: combineTerms });
+    problems.push(...runProblems(reduced, `${where} reduce phase`));
+    const spread = simulate(both.map((b) => b.bcast), {
+      ...run,
+      shmGroups: shm,
+      initial: (r, e, s) => (writesB(both[r]!.reduce, r) ? reduced.buffers[r]![s * run.elements + e] : undefined),
+    });
+    problems.push(...runProblems(spread, `${where} bcast phase`));
+    eachElement(run, (s, e, at) => {
+      const first = spread.buffers[0]![at];
+      problems.push(...termProblems(first, s, e, expected, !ordered).map((p) => `${where}: ${p}`));
+      spread.buffers.forEach((b, r) => {
+        if (b[at] !== first) problems.push(`${where}: rank ${r} element ${e} differs from rank 0`);
+      });
+    });
+  }
+  return problems;
+}
