@@ -31,6 +31,8 @@ export interface CommunicatorParts {
   localRank: number;
   localSize: number;
   planHash: number;
+  /** Where non-commutative reductions run (`rankOrderedPlan`); `plan` when it keeps rank order. */
+  orderedPlan: GroupPlan;
   config: TopocollConfig;
   /** The largest segment every transport of the job buffers whole (native kEagerBytes or less). */
   eagerBytes: number;
@@ -79,13 +81,14 @@ export class Communicator {
     this.numaNode = parts.numaNode;
     this.plans = new CollectivePlans({
       plan: parts.plan,
+      orderedPlan: parts.orderedPlan,
       rank: parts.rank,
       config: parts.config,
       shmGroups: parts.shmGroups,
       eagerBytes: parts.eagerBytes,
       register: (id, encoded) => this.engine.setPlan(id, encoded),
     });
-    this.rankOrdered = preservesRankOrder(parts.plan);
+    this.rankOrdered = preservesRankOrder(parts.orderedPlan);
   }
 
   /** Every rank receives `buf` of rank `root`. */

@@ -15,11 +15,11 @@ void ShmReduce::SetGroup(int id, const std::vector<int>& members) {
     throw CollError("EINVAL", "shared-memory group id " + std::to_string(id) + " is outside 0…" + std::to_string(kMaxRings - 1));
   }
   if (groups_.size() <= static_cast<size_t>(id)) groups_.resize(static_cast<size_t>(id) + 1);
-  groups_[static_cast<size_t>(id)] = Group{members, 0};
+  groups_[static_cast<size_t>(id)] = Group{members, 0, {-1, -1}};
 }
 
 void ShmReduce::Reset() {
-  for (Group& g : groups_) g.chunks = 0;
+  for (Group& g : groups_) g = Group{g.members, 0, {-1, -1}};
   ReduceCounters& mine = regions_[static_cast<size_t>(me_)].reduce[0];
   for (uint32_t i = 0; i < kMaxRings; ++i) {
     ReduceCounters& c = (&mine)[i];
@@ -75,10 +75,15 @@ void ShmReduce::Run(int id, int destination, void* buf, uint64_t count, size_t e
     const uint64_t offset = (seq & 1) * half_queue_;
     const uint64_t start = c * chunk;
     const uint64_t len = std::min(chunk, count - start);
-    // This half of the queue held chunk seq − 2: the destination must have copied it out.
-    if (seq > 2 && dest_counters.free.value.load(std::memory_order_acquire) < seq - 2) {
-      WaitUntil([&] { return dest_counters.free.value.load(std::memory_order_acquire) >= seq - 2; }, mine, policy, guard);
+    // This half of the queues held chunk seq − 2: its destination must have copied it out.
+    const int previous = g.last_destination[seq & 1];
+    if (previous >= 0) {
+      const std::atomic<uint64_t>& freed = regions_[static_cast<size_t>(previous)].reduce[id].free.value;
+      if (freed.load(std::memory_order_acquire) < seq - 2) {
+        WaitUntil([&] { return freed.load(std::memory_order_acquire) >= seq - 2; }, mine, policy, guard);
+      }
     }
+    g.last_destination[seq & 1] = destination;
     std::memcpy(own.queue + offset, data + start * elem, len * elem);
     my_counters.in.value.store(seq, std::memory_order_release);
     RingAll(g, policy);

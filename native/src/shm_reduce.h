@@ -45,6 +45,9 @@ class ShmReduce {
   struct Group {
     std::vector<int> members;
     uint64_t chunks = 0;  // chunks this group has reduced so far (the same on every member)
+    // The destination (local index) of the last chunk in each half of the queues: its `free`
+    // counter says when the half may be refilled, whichever call that chunk belonged to.
+    int last_destination[2] = {-1, -1};
   };
   void RingAll(const Group& g, const WaitPolicy& policy);
 

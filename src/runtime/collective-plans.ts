@@ -1,8 +1,10 @@
 import { formatAlgorithm, parseAlgorithm, type AllreduceAlgorithm, type BcastAlgorithm, type ReduceAlgorithm } from '../algorithms/algorithm-choice.js';
-import { ScheduleCache, topGroup, type AllreduceVariant, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
+import { preservesRankOrder, ScheduleCache, topGroup, type AllreduceVariant, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
 import { hasExchanges, type Schedule } from '../algorithms/schedule.js';
 import type { TopocollConfig } from '../config/schema.js';
-import type { Group, GroupPlan } from '../groups/plan.js';
+import { TopocollError } from '../errors.js';
+import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
+import { planGroups, type Group, type GroupPlan, type PlanOptions, type RankPlacement } from '../groups/plan.js';
 
 /**
  * Which algorithm every group of a plan runs each collective with, per message-size class, and
@@ -22,6 +24,25 @@ import type { Group, GroupPlan } from '../groups/plan.js';
  *   keeps every level busy while a segment still costs little per call (and which exchanges —
  *   both sides send before they receive — need to fit the transports' buffers).
  */
+
+/**
+ * The plan non-commutative reductions run on: `plan` itself when its groups keep the ranks in
+ * order (every group covers consecutive ranks), else the same job with fewer levels — first
+ * without the levels inside a node, then also without the switch levels, then the world group
+ * alone — the first that keeps rank order. (World alone always does.)
+ */
+export function rankOrderedPlan(plan: GroupPlan, placements: readonly RankPlacement[], options: PlanOptions): GroupPlan {
+  if (preservesRankOrder(plan)) return plan;
+  // Every level that could exist, not only the plan's: a level left out because another had
+  // the same groups would otherwise come back in its place.
+  const all = allLevelNames(options.network?.levels ?? 0);
+  const attempts: ((level: string) => boolean)[] = [isHardwareLevel, (l) => isHardwareLevel(l) || l.startsWith('switch'), (l) => l !== 'world'];
+  for (const drop of attempts) {
+    const candidate = planGroups(placements, { ...options, disabled: [...new Set([...(options.disabled ?? []), ...all.filter(drop)])] });
+    if (preservesRankOrder(candidate)) return candidate;
+  }
+  return planGroups(placements, { ...options, disabled: all.filter((l) => l !== 'world') });
+}
 
 export type SizeClass = 'small' | 'large';
 export const SIZE_CLASSES: readonly SizeClass[] = ['small', 'large'];
@@ -55,15 +76,25 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
     if (v === undefined) local.set(g, (v = isNodeLocal(plan, g)));
     return v;
   };
+  // `shm` needs a group of one node: say which level and group, not a hang or a native error.
+  const checked = <A extends BcastAlgorithm | ReduceAlgorithm>(collective: string, g: Group, a: A): A => {
+    if (a === 'shm' && !nodeLocal(g)) {
+      throw new TopocollError('ECONFIG', `${collective}.levels.${g.level}: shm works only inside a node, and the ${g.level} group ${g.unit} spans nodes`, {
+        level: g.level,
+        hint: `Give ${g.level} another algorithm (binomial, knomial:K, ${collective === 'bcast' ? 'scatter-allgather' : 'rabenseifner'}, flat).`,
+      });
+    }
+    return a;
+  };
   const bcast = (g: Group): BcastAlgorithm => {
     const configured = config.bcast.levels[g.level];
-    if (configured !== undefined && configured !== 'auto') return parseAlgorithm(configured, 'bcast');
+    if (configured !== undefined && configured !== 'auto') return checked('bcast', g, parseAlgorithm(configured, 'bcast'));
     if (nodeLocal(g)) return config.shm.bcast.enabled ? 'shm' : 'binomial';
     return large && g.members.length >= 4 ? 'scatter-allgather' : 'binomial';
   };
   const reduce = (g: Group): ReduceAlgorithm => {
     const configured = config.reduce.levels[g.level];
-    if (configured !== undefined && configured !== 'auto') return parseAlgorithm(configured, 'reduce');
+    if (configured !== undefined && configured !== 'auto') return checked('reduce', g, parseAlgorithm(configured, 'reduce'));
     if (nodeLocal(g)) return large ? 'shm' : 'binomial';
     return large && g.members.length >= 4 ? 'rabenseifner' : 'binomial';
   };
@@ -100,6 +131,8 @@ export interface CallPlan {
 
 export interface CollectivePlansParts {
   plan: GroupPlan;
+  /** `rankOrderedPlan(plan, …)`: where non-commutative reductions run. */
+  orderedPlan: GroupPlan;
   rank: number;
   config: TopocollConfig;
   /** Groups registered with the shared-memory engine, with their ids. */
@@ -116,6 +149,8 @@ export interface CollectivePlansParts {
 export class CollectivePlans {
   readonly choices: Record<SizeClass, ClassChoice>;
   private readonly caches: Record<SizeClass, ScheduleCache>;
+  /** Non-commutative reductions when `plan` mixes the rank order: binomial trees over `orderedPlan`. */
+  private readonly ordered?: ScheduleCache;
   private readonly largeBytes: number;
   private readonly ids = new Map<number, number>();
   private nextId: number;
@@ -140,6 +175,7 @@ export class CollectivePlans {
       return new ScheduleCache(plan, rank, options);
     };
     this.caches = { small: cache(this.choices.small), large: cache(this.choices.large) };
+    if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, rank, { variant: 'reduce-bcast' });
   }
 
   /** Schedule ids after the last one this instance registered (for a successor's `firstId`). */
@@ -205,13 +241,23 @@ export class CollectivePlans {
     let id = this.ids.get(key);
     if (id === undefined) {
       id = this.nextId++;
-      const cache = this.caches[size];
-      const variant = { commutative };
-      const encoded =
-        phase === 0 ? cache.getEncoded('bcast', root) : phase === 1 ? cache.getEncoded('reduce', root, variant) : phase === 2 ? cache.allreduceEncoded(variant).reduce : cache.allreduceEncoded(variant).bcast;
-      this.parts.register(id, encoded);
+      this.parts.register(id, this.encoded(phase, size, root, commutative));
       this.ids.set(key, id);
     }
     return id;
+  }
+
+  private encoded(phase: 0 | 1 | 2 | 3, size: SizeClass, root: number, commutative: boolean): Int32Array {
+    const variant = { commutative };
+    if (!commutative && this.ordered !== undefined) {
+      // In rank order over the ordered plan (to root 0 for an allreduce), then the usual bcast.
+      if (phase === 1) return this.ordered.getEncoded('reduce', root, variant);
+      if (phase === 2) return this.ordered.getEncoded('reduce', 0, variant);
+      if (phase === 3) return this.caches[size].getEncoded('bcast', 0);
+    }
+    const cache = this.caches[size];
+    if (phase === 0) return cache.getEncoded('bcast', root);
+    if (phase === 1) return cache.getEncoded('reduce', root, variant);
+    return phase === 2 ? cache.allreduceEncoded(variant).reduce : cache.allreduceEncoded(variant).bcast;
   }
 }

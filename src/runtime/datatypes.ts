@@ -70,7 +70,9 @@ export function datatypeOf(buffer: unknown, what: string): Datatype {
 /**
  * A reduction operator written in JavaScript: `combine(a, b)` of two elements. It runs on a
  * slower path (on the calling thread, one JS call per chunk of elements) and must be
- * commutative and associative: the reduction order follows the topology, not the ranks.
+ * associative. A commutative one is applied in whatever order the topology suggests; a
+ * non-commutative one in rank order (x0 op x1 op … op xp−1), which needs groups of
+ * consecutive ranks (EINVAL otherwise).
  */
 export interface UserOp {
   readonly kind: 'user-op';
@@ -97,11 +99,6 @@ export interface NativeUserOp {
 const USER_OP_CHUNK = 4096;
 
 export function nativeUserOp(op: UserOp, type: Datatype): NativeUserOp {
-  if (!op.commutative) {
-    throw new TopocollError('EINVAL', 'user-defined operators must be commutative: the hierarchical reduction order follows the topology', {
-      hint: 'Pass { commutative: true } to userOp() if the operator is commutative and associative.',
-    });
-  }
   const dst = new type.array(USER_OP_CHUNK) as unknown as (number | bigint)[];
   const src = new type.array(USER_OP_CHUNK) as unknown as (number | bigint)[];
   const combine = (count: number): void => {

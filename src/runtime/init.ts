@@ -19,6 +19,7 @@ import { detectEnvironment, type JobEnvironment } from './environment.js';
 import { numaNodeOf } from './placement.js';
 import { segmentName } from './segment-name.js';
 import { shmLayout } from './shm-budget.js';
+import { rankOrderedPlan } from './collective-plans.js';
 import { allgather, barrier, createJobToken, RendezvousClient, RendezvousServer } from './rendezvous.js';
 
 export interface InitOptions {
@@ -60,6 +61,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       network.kind === 'file' ? network.network : network.kind === 'slurm' ? networkFromSlurmAddresses(infos.map((i) => i.slurmPath!)) : undefined;
     const disabled = Object.entries(config.levels).filter(([, s]) => !s.enabled).map(([name]) => name);
     const plan = planGroups(placements, { network: net, disabled });
+    const orderedPlan = rankOrderedPlan(plan, placements, { network: net, disabled });
     warnIfUnbound(plan, job.rank, locality);
 
     const localRanks = placements.filter((p) => p.node === node).map((p) => p.rank);
@@ -77,7 +79,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     });
     let shmGroups = new Map<Group, number>();
     try {
-      if (rdv) await connectEngine(engine, rdv.client, rdv.token, job, plan, infos, localRanks, timeoutMs);
+      if (rdv) await connectEngine(engine, rdv.client, rdv.token, job, [plan, orderedPlan], infos, localRanks, timeoutMs);
       if (config.shm.bcast.enabled) shmGroups = registerShmGroups(engine, plan, job.rank);
       engine.start();
       if (rdv) await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);
@@ -94,6 +96,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       localRank,
       localSize: localRanks.length,
       planHash: planHash(plan, config),
+      orderedPlan,
       config,
       eagerBytes: eagerBytes(config, plan),
       shmGroups,
@@ -183,7 +186,7 @@ async function connectEngine(
   client: RendezvousClient,
   token: string,
   job: JobEnvironment,
-  plan: GroupPlan,
+  plans: GroupPlan[],
   infos: RankInfo[],
   localRanks: number[],
   timeoutMs: number,
@@ -202,10 +205,12 @@ async function connectEngine(
     if (leader) engine.waitAllMappedAndUnlink(name, timeoutMs);
   }
 
-  // TCP only between ranks of different nodes that share a group.
+  // TCP only between ranks of different nodes that share a group (of any of the plans).
   const remote = new Set<number>();
-  for (const group of plan.chain(job.rank)) {
-    for (const m of group.members) if (infos[m]!.node !== node) remote.add(m);
+  for (const plan of plans) {
+    for (const group of plan.chain(job.rank)) {
+      for (const m of group.members) if (infos[m]!.node !== node) remote.add(m);
+    }
   }
   const port = remote.size > 0 ? engine.listenTcp() : 0;
   const ports = (await allgather(client, 'init/tcp', job.rank, job.size, String(port), timeoutMs)).map(Number);

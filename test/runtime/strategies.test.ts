@@ -1,0 +1,91 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { jobScript, repoRoot, runJob } from '../helpers/jobs.js';
+
+/**
+ * Per-level algorithms through real processes: each combination of bcast, reduce and allreduce
+ * algorithms runs test/jobs/strategies.mjs (every root, sizes across the small/large threshold
+ * and several segments, IN_PLACE, float results compared bitwise across ranks, non-commutative
+ * user operators) on one node with interleaved cores, on 2 emulated nodes, and on 4 emulated
+ * nodes under a two-level switch network — with all levels on and with one level off.
+ */
+const INSIDE = ['core', 'l1', 'l2', 'l3', 'numa', 'socket', 'node'];
+const BETWEEN = ['switch1', 'switch2', 'world'];
+
+interface Combination {
+  name: string;
+  bcast: [inside: string, between: string];
+  reduce: [inside: string, between: string];
+  allreduce: string;
+  extra?: string;
+}
+
+const COMBINATIONS: Combination[] = [
+  { name: 'shm inside, binomial between, recursive doubling on top', bcast: ['shm', 'binomial'], reduce: ['shm', 'binomial'], allreduce: '{ algorithm: reduce-allreduce-bcast, top: recursive-doubling }' },
+  { name: 'flat everywhere, reduce-bcast', bcast: ['flat', 'flat'], reduce: ['flat', 'flat'], allreduce: '{ algorithm: reduce-bcast }' },
+  { name: 'knomial:3 everywhere, rabenseifner on top', bcast: ['knomial:3', 'knomial:3'], reduce: ['knomial:3', 'knomial:3'], allreduce: '{ algorithm: reduce-allreduce-bcast, top: rabenseifner }' },
+  {
+    name: 'scatter-allgather and rabenseifner everywhere, 4 KiB segments, everything large',
+    bcast: ['scatter-allgather', 'scatter-allgather'],
+    reduce: ['rabenseifner', 'rabenseifner'],
+    allreduce: '{ algorithm: reduce-allreduce-bcast, top: rabenseifner, segment: 4KiB }',
+    extra: 'collectives: { largeBytes: 1KiB }\n',
+  },
+  { name: 'auto (the defaults)', bcast: ['auto', 'auto'], reduce: ['auto', 'auto'], allreduce: '{ algorithm: auto }' },
+];
+
+const PLACEMENTS: [string, string[]][] = [
+  ['5 ranks on one node, 2 or 3 per core', ['-n', '5']],
+  ['6 ranks on 2 emulated nodes', ['-n', '6', '--nodes', '2']],
+  ['9 ranks on 4 emulated nodes under leaf and spine switches', ['-n', '9', '--nodes', '4', '--network', `${repoRoot}test/fixtures/network/four-nodes.txt`]],
+];
+
+const dir = mkdtempSync(join(tmpdir(), 'topocoll-strategies-'));
+let files = 0;
+
+function configFile(c: Combination, disabled?: string): string {
+  const levels = (names: string[], algorithm: string) => names.map((l) => `${l}: ${algorithm}`).join(', ');
+  const yaml =
+    `bcast:\n  levels: { ${levels(INSIDE, c.bcast[0])}, ${levels(BETWEEN, c.bcast[1])} }\n` +
+    `reduce:\n  levels: { ${levels(INSIDE, c.reduce[0])}, ${levels(BETWEEN, c.reduce[1])} }\n` +
+    `allreduce: ${c.allreduce}\n` +
+    (c.extra ?? '') +
+    (disabled ? `levels: { ${disabled}: { enabled: false } }\n` : '');
+  const file = join(dir, `config-${files++}.yaml`);
+  writeFileSync(file, yaml);
+  return file;
+}
+
+const SIZES = ['0', '1', '3', '17', '1000', '16411', '70001'];
+
+function expectAllRanksOk(r: ReturnType<typeof runJob>, ranks: number): void {
+  expect(r.stderr).not.toMatch(/Error/);
+  expect(r.status).toBe(0);
+  const ok = r.lines.map((l) => /^rank (\d+) ok \d+$/.exec(l)).filter((m) => m !== null).map((m) => Number(m![1]));
+  expect(ok.sort((a, b) => a - b)).toEqual(Array.from({ length: ranks }, (_, i) => i));
+}
+
+describe('per-level algorithms in real jobs', () => {
+  for (const c of COMBINATIONS) {
+    for (const [where, args] of PLACEMENTS) {
+      it(`${c.name}: ${where}`, () => {
+        const r = runJob([...args, '--config', configFile(c), jobScript('strategies.mjs'), ...SIZES]);
+        expectAllRanksOk(r, Number(args[1]));
+      });
+    }
+  }
+
+  it('with a level switched off in the configuration: 8 ranks on 4 emulated nodes without the leaf switches', () => {
+    const c = COMBINATIONS[0]!;
+    const args = ['-n', '8', '--nodes', '4', '--network', `${repoRoot}test/fixtures/network/four-nodes.txt`];
+    const r = runJob([...args, '--config', configFile(c, 'switch1'), jobScript('strategies.mjs'), ...SIZES]);
+    expectAllRanksOk(r, 8);
+  });
+
+  it('messages of 300 000 elements on 4 ranks of 2 emulated nodes with the defaults', () => {
+    const r = runJob(['-n', '4', '--nodes', '2', jobScript('strategies.mjs'), '300000']);
+    expectAllRanksOk(r, 4);
+  });
+});
