@@ -1,9 +1,11 @@
 import { preservesRankOrder } from './algorithms/hierarchical.js';
+import { mergeRuntimeConfig, type RuntimeConfigInput } from './config/load.js';
 import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeCollectiveCode, type NativeEngine } from './native.js';
 import { CollectivePlans } from './runtime/collective-plans.js';
+import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import { summarizePlacement, type PlacementReport } from './runtime/placement.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray, type UserOp } from './runtime/datatypes.js';
 
@@ -17,6 +19,8 @@ export interface LevelInfo {
   /** Size of this rank's group at the level (1 when it is in none there). */
   groupSize: number;
   isLeader: boolean;
+  /** The algorithm of this rank's group at the level, per collective and message-size class. */
+  algorithms?: { bcast: { small: string; large: string }; reduce: { small: string; large: string } };
 }
 
 /** A built-in operator name, or a JavaScript operator made with userOp(). */
@@ -25,24 +29,23 @@ export type Operator = ReduceOpName | UserOp;
 /** @internal what init() hands the communicator */
 export interface CommunicatorParts {
   engine: NativeEngine;
-  plan: GroupPlan;
-  rank: number;
+  /** Builds plans, links and shared-memory groups; again at every reconfiguration. */
+  planner: JobPlanner;
+  plans: JobPlans;
+  config: TopocollConfig;
   node: string;
   localRank: number;
   localSize: number;
-  planHash: number;
-  /** Where non-commutative reductions run (`rankOrderedPlan`); `plan` when it keeps rank order. */
-  orderedPlan: GroupPlan;
-  config: TopocollConfig;
-  /** The largest segment every transport of the job buffers whole (native kEagerBytes or less). */
-  eagerBytes: number;
-  /** Groups that broadcast through the shared-memory engine, with the id they were registered under. */
+  /** Groups registered with the shared-memory engines, with their ids. */
   shmGroups: ReadonlyMap<Group, number>;
   /** The OS index of the NUMA node this rank runs on, when it is bound inside one. */
   numaNode?: number;
   /** Runs once at close(), after the engine closed (e.g. stops a rendezvous server). */
   onClose?: () => void;
 }
+
+/** Marks the collectives configure() runs itself, so that a rank in any other call mismatches. */
+const CONTROL_TAG = 0x9e3779b9;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -59,36 +62,104 @@ export class Communicator {
   readonly localSize: number;
 
   private readonly engine: NativeEngine;
-  private readonly plan: GroupPlan;
-  private readonly plans: CollectivePlans;
-  private readonly rankOrdered: boolean;
-  private readonly planHash: number;
+  private readonly planner: JobPlanner;
+  private readonly allLevels: GroupPlan;
   private readonly onClose?: () => void;
   private readonly numaNode?: number;
+  private config: TopocollConfig;
+  private plan: GroupPlan;
+  private plans: CollectivePlans;
+  /** Point-to-point-only schedules of the same plan, for configure()'s own agreement and barriers. */
+  private control: CollectivePlans;
+  private rankOrdered: boolean;
+  private planHash: number;
   private closed = false;
 
   /** @internal use init() */
   constructor(parts: CommunicatorParts) {
     this.engine = parts.engine;
-    this.plan = parts.plan;
-    this.rank = parts.rank;
-    this.size = parts.plan.size;
+    this.planner = parts.planner;
+    this.rank = parts.planner.rank;
+    this.size = parts.plans.plan.size;
     this.node = parts.node;
     this.localRank = parts.localRank;
     this.localSize = parts.localSize;
-    this.planHash = parts.planHash;
     this.onClose = parts.onClose;
     this.numaNode = parts.numaNode;
-    this.plans = new CollectivePlans({
-      plan: parts.plan,
-      orderedPlan: parts.orderedPlan,
-      rank: parts.rank,
-      config: parts.config,
-      shmGroups: parts.shmGroups,
-      eagerBytes: parts.eagerBytes,
-      register: (id, encoded) => this.engine.setPlan(id, encoded),
-    });
-    this.rankOrdered = preservesRankOrder(parts.orderedPlan);
+    this.allLevels = parts.planner.buildAllLevels();
+    this.config = parts.config;
+    this.plan = parts.plans.plan;
+    this.planHash = parts.plans.hash;
+    this.rankOrdered = preservesRankOrder(parts.plans.orderedPlan);
+    this.plans = this.collectivePlans(parts.plans, parts.config, parts.shmGroups, 0);
+    this.control = this.controlPlans(parts.plans, this.plans.idsUsed);
+  }
+
+  /**
+   * Changes the configuration while the communicator runs — which levels are on, the algorithm
+   * of every level, segments (see RUNTIME_KEYS). Collective: every rank calls it at the same
+   * point of its sequence of collectives with the same settings. Ranks that pass different
+   * settings all get EMISMATCH and keep the old configuration; a rank that is in another
+   * collective meanwhile gets EMISMATCH there. Cached schedules are dropped.
+   */
+  configure(partial: RuntimeConfigInput): void {
+    this.ensureOpen();
+    const config = mergeRuntimeConfig(this.config, partial);
+    const next = this.planner.build(config);
+    // Agreement, and a barrier that uses no shared-memory engine: afterwards no rank of the
+    // node is still reading anything the engines hold.
+    const hashes = Float64Array.of(next.hash, -next.hash);
+    const extremes = new Float64Array(2);
+    this.controlAllreduce(hashes, extremes);
+    if (extremes[0] !== -extremes[1]!) {
+      throw new TopocollError('EMISMATCH', `configure(): the ranks asked for different configurations (plan hashes ${-extremes[1]!} … ${extremes[0]!}); the old one stays in force`, { rank: this.rank });
+    }
+    this.planner.connect([next.plan, next.orderedPlan]);
+    this.engine.resetShm();
+    const shmGroups = this.planner.registerShm(next.plan);
+    // Nobody may use the engines before every rank of the node has reset its part.
+    this.controlAllreduce(hashes, extremes);
+    this.config = config;
+    this.plan = next.plan;
+    this.planHash = next.hash;
+    this.rankOrdered = preservesRankOrder(next.orderedPlan);
+    this.plans = this.collectivePlans(next, config, shmGroups, this.control.idsUsed);
+    this.control = this.controlPlans(next, this.plans.idsUsed);
+  }
+
+  /** Switches a level on or off (`world` cannot be switched off). Collective, like configure(). */
+  setLevelEnabled(level: string, enabled: boolean): void {
+    this.configure({ levels: { [level]: { enabled } } });
+  }
+
+  private collectivePlans(plans: JobPlans, config: TopocollConfig, shmGroups: ReadonlyMap<Group, number>, firstId: number): CollectivePlans {
+    return new CollectivePlans(
+      {
+        plan: plans.plan,
+        orderedPlan: plans.orderedPlan,
+        rank: this.rank,
+        config,
+        shmGroups,
+        eagerBytes: plans.eagerBytes,
+        register: (id, encoded) => this.engine.setPlan(id, encoded),
+      },
+      firstId,
+    );
+  }
+
+  /** Binomial trees over channels and TCP only, reduce then bcast: never the shared-memory engines. */
+  private controlPlans(plans: JobPlans, firstId: number): CollectivePlans {
+    const binomial = Object.fromEntries(plans.plan.levels.map((l) => [l, 'binomial']));
+    const config = { ...this.config, bcast: { levels: binomial, segment: 0 }, reduce: { levels: binomial, segment: 0 }, allreduce: { algorithm: 'reduce-bcast', top: 'recursive-doubling', segment: 0 } } as TopocollConfig;
+    return new CollectivePlans(
+      { plan: plans.plan, orderedPlan: plans.plan, rank: this.rank, config, shmGroups: new Map(), eagerBytes: plans.eagerBytes, register: (id, encoded) => this.engine.setPlan(id, encoded) },
+      firstId,
+    );
+  }
+
+  private controlAllreduce(send: Float64Array, recv: Float64Array): void {
+    const p = this.control.allreduce(send.byteLength, 8, true);
+    this.engine.run(NativeCollective.allreduce, p.reduce, p.bcast, send, recv, send.length, datatypeOf(send, 'send').code, reduceOpCode('max', datatypeOf(send, 'send')), 0, (this.planHash ^ CONTROL_TAG) >>> 0, 0);
   }
 
   /** Every rank receives `buf` of rank `root`. */
@@ -177,12 +248,19 @@ export class Communicator {
     });
   }
 
-  /** The levels of the plan, bottom-up, with this rank's place in each. */
+  /**
+   * The levels of the job, bottom-up, with this rank's place in each and the algorithm its
+   * group there uses for small and large messages; switched-off levels have `enabled: false`.
+   */
   levels(): LevelInfo[] {
     const chain = this.plan.chain(this.rank);
-    return this.plan.levels.map((name) => {
+    const names = [...new Set([...this.allLevels.levels, ...this.plan.levels])];
+    return names.map((name) => {
       const group = chain.find((g) => g.level === name);
-      return { name, enabled: true, groupSize: group?.members.length ?? 1, isLeader: group === undefined || group.leader === this.rank };
+      const enabled = this.plan.levels.includes(name);
+      const info: LevelInfo = { name, enabled, groupSize: group?.members.length ?? 1, isLeader: group === undefined || group.leader === this.rank };
+      if (group !== undefined) info.algorithms = this.plans.describe(group);
+      return info;
     });
   }
 

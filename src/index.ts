@@ -47,3 +47,4 @@ export type { PlacementReport } from './runtime/placement.js';
 // Configuration.
 export { parseConfig, loadConfigFile, resolveConfig, validateConfig, DEFAULT_CONFIG_PATH } from './config/load.js';
 export type { TopocollConfig, TopocollConfigInput } from './config/schema.js';
+export type { RuntimeConfigInput } from './config/load.js';

@@ -80,6 +80,7 @@ interface RawEngine {
   start(): void;
   setPlan(id: number, steps: Int32Array): void;
   setShmGroup(id: number, ranks: readonly number[]): void;
+  resetShm(): void;
   /** The call descriptor (CallField order), read by run and runAsync. */
   readonly callArea: Float64Array;
   /** Buffers after the first may be left out when null (fewer arguments, faster calls). */
@@ -187,6 +188,14 @@ export class NativeEngine {
   /** Starts the watcher thread that turns a dead local peer into an abort. */
   start(): void {
     this.raw.start();
+  }
+
+  /**
+   * Clears this rank's shared-memory engine state after a reconfiguration. Only between two
+   * barriers that do not use the engines: no collective may be running anywhere on the node.
+   */
+  resetShm(): void {
+    this.raw.resetShm();
   }
 
   /** Declares a group of this node's ranks that broadcasts through the S0 engine as `id`. */

@@ -104,6 +104,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("start", &NativeEngine::Start),
                            InstanceMethod("setPlan", &NativeEngine::SetPlan),
                            InstanceMethod("setShmGroup", &NativeEngine::SetShmGroup),
+                           InstanceMethod("resetShm", &NativeEngine::ResetShm),
                            InstanceMethod("runAsync", &NativeEngine::RunAsync),
                            InstanceMethod("close", &NativeEngine::Close),
                            InstanceMethod("ownRegionNodes", &NativeEngine::OwnRegionNodes),
@@ -207,6 +208,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     }
     Guarded(info.Env(), [&] { engine_->SetPlan(id, std::move(steps)); });
   }
+
+  void ResetShm(const Napi::CallbackInfo&) { engine_->ResetShm(); }
 
   void SetShmGroup(const Napi::CallbackInfo& info) {
     const int id = info[0].As<Napi::Number>().Int32Value();

@@ -311,6 +311,12 @@ void Engine::SetShmGroup(int id, const std::vector<int>& ranks) {
   shm_reduce_->SetGroup(id, locals);
 }
 
+void Engine::ResetShm() {
+  if (!shm_bcast_) return;
+  shm_bcast_->Reset();
+  shm_reduce_->Reset();
+}
+
 const std::vector<Step>* Engine::Plan(int id) const {
   if (id < 0 || static_cast<size_t>(id) >= plans_.size()) return nullptr;
   return plans_[static_cast<size_t>(id)].get();

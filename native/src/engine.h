@@ -138,6 +138,9 @@ class Engine {
   // A group of ranks of this node that broadcasts through the S0 engine (global ranks).
   void SetShmGroup(int id, const std::vector<int>& ranks);
   const std::vector<Step>* Plan(int id) const;
+  // After a reconfiguration, between two barriers that do not use the shared-memory engines:
+  // clears this rank's S0 and shared-memory reduce state (groups are then registered anew).
+  void ResetShm();
   void Run(const CallArgs& args);
   // Marks this rank as gone on purpose, stops the watcher, closes links. Idempotent.
   void Close();

@@ -101,6 +101,18 @@ void ShmBcast::SetGroup(int id, const std::vector<int>& members) {
   for (int r = 0; r < n; ++r) g.links.push_back(LinksFor(n, r, my_pos, members));
 }
 
+void ShmBcast::Reset() {
+  cursor_ = QueueCursor{};
+  std::fill(known_consumed_.begin(), known_consumed_.end(), 0);
+  std::fill(last_tag_.begin(), last_tag_.end(), 0);
+  for (Group& g : groups_) std::fill(g.sent.begin(), g.sent.end(), 0);
+  BcastRegion& own = regions_[static_cast<size_t>(me_)];
+  for (uint32_t s = 0; s < kMaxSets; ++s) own.sets[s].pending.store(0, std::memory_order_relaxed);
+  for (uint32_t r = 0; r < kMaxRings; ++r) own.consumed[r].value.store(0, std::memory_order_relaxed);
+  for (uint64_t b = 0; b < kMaxRings * blocks_; ++b) own.rings[b].tag.store(0, std::memory_order_relaxed);
+  own.slot_waiter->store(-1, std::memory_order_release);
+}
+
 FragmentControl& ShmBcast::Block(int owner, int ring, uint64_t index) {
   return regions_[static_cast<size_t>(owner)].rings[static_cast<uint64_t>(ring) * blocks_ + index % blocks_];
 }

@@ -111,6 +111,11 @@ class ShmBcast {
   void Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, const WaitPolicy& policy,
            WaitGuard& guard);
 
+  // Starts over after a reconfiguration, when no collective runs and none has notifications in
+  // flight: forgets every group's counts and clears this rank's own control blocks and
+  // counters (the other members do the same before anyone broadcasts again).
+  void Reset();
+
   // The fragment size used for a message of `bytes`.
   size_t FragmentFor(size_t bytes) const;
   // At most how many fragments (control blocks) one Run of up to `bytes` uses.

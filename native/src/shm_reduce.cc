@@ -20,9 +20,9 @@ void ShmReduce::SetGroup(int id, const std::vector<int>& members) {
 
 void ShmReduce::Reset() {
   for (Group& g : groups_) g = Group{g.members, 0, {-1, -1}};
-  ReduceCounters& mine = regions_[static_cast<size_t>(me_)].reduce[0];
+  ReduceCounters* mine = regions_[static_cast<size_t>(me_)].reduce;
   for (uint32_t i = 0; i < kMaxRings; ++i) {
-    ReduceCounters& c = (&mine)[i];
+    ReduceCounters& c = mine[i];
     c.in.value.store(0, std::memory_order_relaxed);
     c.out.value.store(0, std::memory_order_relaxed);
     c.free.value.store(0, std::memory_order_release);

@@ -48,6 +48,44 @@ export function validateConfig(input: TopocollConfigInput, origin = 'options'): 
   throw new TopocollError('ECONFIG', `${origin}: ${pathText(issue)}: ${describe(issue)}`);
 }
 
+/** What `configure()` may change while a communicator runs: everything that only decides schedules. */
+export const RUNTIME_KEYS = ['levels', 'bcast', 'reduce', 'allreduce', 'collectives'] as const;
+export type RuntimeConfigInput = Pick<TopocollConfigInput, (typeof RUNTIME_KEYS)[number]> & {
+  shm?: { bcast?: { enabled?: boolean } };
+};
+
+/**
+ * `current` with `partial` merged in (objects key by key, everything else replaced), validated
+ * again. Only the keys of RUNTIME_KEYS and `shm.bcast.enabled` may change: the others shaped the
+ * shared memory, the topology or the links, which exist already (EINVAL naming the key).
+ */
+export function mergeRuntimeConfig(current: TopocollConfig, partial: unknown, origin = 'configure()'): TopocollConfig {
+  if (partial === null || typeof partial !== 'object' || Array.isArray(partial)) {
+    throw new TopocollError('EINVAL', `${origin}: expected an object of settings, got ${partial === null ? 'null' : typeof partial}`);
+  }
+  for (const [key, value] of Object.entries(partial)) {
+    if ((RUNTIME_KEYS as readonly string[]).includes(key)) continue;
+    const onlyBcastEnabled =
+      key === 'shm' && isObject(value) && Object.keys(value).every((k) => k === 'bcast') && (!isObject(value.bcast) || Object.keys(value.bcast).every((k) => k === 'enabled'));
+    if (onlyBcastEnabled) continue;
+    throw new TopocollError('EINVAL', `${origin}: "${key}" cannot change while the communicator runs`, {
+      hint: `Settings that can: ${RUNTIME_KEYS.join(', ')}, shm.bcast.enabled. The others need a new communicator (init()).`,
+    });
+  }
+  return validateConfig(deepMerge(current, partial) as TopocollConfigInput, origin);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function deepMerge(base: unknown, patch: unknown): unknown {
+  if (!isObject(base) || !isObject(patch)) return patch;
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(patch)) out[k] = deepMerge(base[k], v);
+  return out;
+}
+
 /**
  * The configuration in force: the explicit path, else `TOPOCOLL_CONFIG`, else the shipped
  * default file.

@@ -5,8 +5,8 @@ import { Communicator } from '../communicator.js';
 import { loadConfigFile, resolveConfig, validateConfig } from '../config/load.js';
 import type { TopocollConfig, TopocollConfigInput } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
-import { planGroups, type Group, type GroupPlan, type RankPlacement } from '../groups/plan.js';
-import { NativeEngine, nativeLimits } from '../native.js';
+import type { Group, GroupPlan, RankPlacement } from '../groups/plan.js';
+import { NativeEngine } from '../native.js';
 import { readProcessAffinity } from '../topology/affinity.js';
 import { discoverMachine } from '../topology/discover.js';
 import { formatLocality } from '../topology/locality-string.js';
@@ -19,7 +19,7 @@ import { detectEnvironment, type JobEnvironment } from './environment.js';
 import { numaNodeOf } from './placement.js';
 import { segmentName } from './segment-name.js';
 import { shmLayout } from './shm-budget.js';
-import { rankOrderedPlan } from './collective-plans.js';
+import { JobPlanner, type JobPlans, type TcpDirectory } from './job-planner.js';
 import { allgather, barrier, createJobToken, RendezvousClient, RendezvousServer } from './rendezvous.js';
 
 export interface InitOptions {
@@ -59,11 +59,6 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     const placements: RankPlacement[] = infos.map((info, rank) => ({ rank, node: info.node, locality: info.locality }));
     const net: NetworkTopology | undefined =
       network.kind === 'file' ? network.network : network.kind === 'slurm' ? networkFromSlurmAddresses(infos.map((i) => i.slurmPath!)) : undefined;
-    const disabled = Object.entries(config.levels).filter(([, s]) => !s.enabled).map(([name]) => name);
-    const plan = planGroups(placements, { network: net, disabled });
-    const orderedPlan = rankOrderedPlan(plan, placements, { network: net, disabled });
-    warnIfUnbound(plan, job.rank, locality);
-
     const localRanks = placements.filter((p) => p.node === node).map((p) => p.rank);
     const localRank = localRanks.indexOf(job.rank);
     const layout = shmLayout(config, localRanks.length, osCpus().length);
@@ -77,10 +72,16 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       bcast: layout.bcast,
       asymmetricFences: config.shm.membarrier,
     });
-    let shmGroups = new Map<Group, number>();
+    let planner: JobPlanner;
+    let plans: JobPlans;
+    let shmGroups: Map<Group, number>;
     try {
-      if (rdv) await connectEngine(engine, rdv.client, rdv.token, job, [plan, orderedPlan], infos, localRanks, timeoutMs);
-      if (config.shm.bcast.enabled) shmGroups = registerShmGroups(engine, plan, job.rank);
+      const tcp = rdv ? await openLinks(engine, rdv.client, rdv.token, job, infos, localRanks, timeoutMs) : undefined;
+      planner = new JobPlanner(job.rank, placements, net, engine, tcp);
+      plans = planner.build(config);
+      warnIfUnbound(plans.plan, job.rank, locality);
+      planner.connect([plans.plan, plans.orderedPlan]);
+      shmGroups = planner.registerShm(plans.plan);
       engine.start();
       if (rdv) await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);
     } catch (e) {
@@ -88,21 +89,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       throw e;
     }
     const onClose = rdv ? releaseRendezvous(rdv, job) : undefined;
-    return new Communicator({
-      engine,
-      plan,
-      rank: job.rank,
-      node,
-      localRank,
-      localSize: localRanks.length,
-      planHash: planHash(plan, config),
-      orderedPlan,
-      config,
-      eagerBytes: eagerBytes(config, plan),
-      shmGroups,
-      numaNode: here.numaNode,
-      onClose,
-    });
+    return new Communicator({ engine, planner, plans, config, node, localRank, localSize: localRanks.length, shmGroups, numaNode: here.numaNode, onClose });
   } catch (e) {
     await rdv?.client.close().catch(() => undefined);
     await rdv?.server?.close().catch(() => undefined);
@@ -180,19 +167,23 @@ async function connectRendezvous(job: JobEnvironment, timeoutMs: number): Promis
   }
 }
 
-/** Shared segment per node, then TCP links between nodes. */
-async function connectEngine(
+/**
+ * Maps the node's shared segment, and — when the job spans nodes — opens this rank's TCP
+ * listening socket and learns every rank's address, so links can be made now and later (a
+ * reconfiguration may need new ones).
+ */
+async function openLinks(
   engine: NativeEngine,
   client: RendezvousClient,
   token: string,
   job: JobEnvironment,
-  plans: GroupPlan[],
   infos: RankInfo[],
   localRanks: number[],
   timeoutMs: number,
-): Promise<void> {
+): Promise<TcpDirectory | undefined> {
   const node = infos[job.rank]!.node;
-  const nodeIndex = [...new Set(infos.map((i) => i.node))].indexOf(node);
+  const nodes = [...new Set(infos.map((i) => i.node))];
+  const nodeIndex = nodes.indexOf(node);
   if (localRanks.length > 1) {
     const name = segmentName(token, nodeIndex);
     const leader = localRanks[0] === job.rank;
@@ -204,71 +195,13 @@ async function connectEngine(
     }
     if (leader) engine.waitAllMappedAndUnlink(name, timeoutMs);
   }
-
-  // TCP only between ranks of different nodes that share a group (of any of the plans).
-  const remote = new Set<number>();
-  for (const plan of plans) {
-    for (const group of plan.chain(job.rank)) {
-      for (const m of group.members) if (infos[m]!.node !== node) remote.add(m);
-    }
-  }
-  const port = remote.size > 0 ? engine.listenTcp() : 0;
+  if (nodes.length < 2) return undefined;
+  const port = engine.listenTcp();
   const ports = (await allgather(client, 'init/tcp', job.rank, job.size, String(port), timeoutMs)).map(Number);
-  if (remote.size === 0) return;
   // All ranks on one machine (emulated nodes) talk over loopback.
   const oneHost = infos.every((i) => i.host === infos[0]!.host);
-  const peers = [...remote].sort((a, b) => a - b).map((rank) => ({ rank, host: oneHost ? '127.0.0.1' : infos[rank]!.host, port: ports[rank]! }));
-  // The native connect blocks this thread; the peers it waits for run in other processes.
-  engine.connectTcp(token, peers, timeoutMs);
-}
-
-/**
- * Every group of this rank's chain whose members all share its node broadcasts through the S0
- * engine. Its id is its level's index in the plan: the same on every member (the engine keys
- * each member's control ring by it), and unique per rank (one group per level).
- */
-function registerShmGroups(engine: NativeEngine, plan: GroupPlan, rank: number): Map<Group, number> {
-  const node = plan.placements[rank]!.node;
-  const groups = new Map<Group, number>();
-  for (const g of plan.chain(rank)) {
-    if (g.members.every((m) => plan.placements[m]!.node === node)) {
-      const id = plan.levels.indexOf(g.level);
-      engine.setShmGroup(id, g.members);
-      groups.set(g, id);
-    }
-  }
-  return groups;
-}
-
-/**
- * A plan's identity, carried by every message so differently configured ranks are caught: the
- * levels and everything that decides the schedules (algorithms, segments, shm on or off).
- */
-export function planHash(plan: GroupPlan, config: TopocollConfig): number {
-  const text = JSON.stringify([plan.levels, config.bcast, config.reduce, config.allreduce, config.collectives, config.shm.bcast.enabled]);
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h >>> 0;
-}
-
-/**
- * The largest segment an exchange may carry on every link of the job: both sides send before
- * they receive, so it must fit the smallest shared-memory channel of any node (less two
- * message headers) and the native TCP limit. The same on every rank: channel sizes follow from
- * the configuration and each node's rank count, which every rank knows.
- */
-export function eagerBytes(config: TopocollConfig, plan: GroupPlan): number {
-  const perNode = new Map<string, number>();
-  for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
-  const limits = nativeLimits();
-  let bytes = limits.eagerBytes;
-  for (const size of perNode.values()) {
-    if (size > 1) bytes = Math.min(bytes, shmLayout(config, size, osCpus().length).channelBytes - 2 * limits.messageHeaderBytes);
-  }
-  return bytes;
+  const addresses = infos.map((info, rank) => ({ rank, host: oneHost ? '127.0.0.1' : info.host, port: ports[rank]! }));
+  return { token, addresses, timeoutMs };
 }
 
 /** Rank 0 keeps the server it hosts until every rank has said goodbye. */

@@ -1,0 +1,127 @@
+import { cpus as osCpus } from 'node:os';
+import type { TopocollConfig } from '../config/schema.js';
+import { planGroups, type Group, type GroupPlan, type RankPlacement } from '../groups/plan.js';
+import { nativeLimits, type NativeEngine, type TcpPeerAddress } from '../native.js';
+import type { NetworkTopology } from '../topology/network/types.js';
+import { rankOrderedPlan } from './collective-plans.js';
+import { shmLayout } from './shm-budget.js';
+
+/** Everything the schedules of one configuration are built from. */
+export interface JobPlans {
+  plan: GroupPlan;
+  /** Where non-commutative reductions run (`rankOrderedPlan`). */
+  orderedPlan: GroupPlan;
+  /** Carried by every message: ranks planned differently are caught (EMISMATCH). */
+  hash: number;
+  /** Largest segment every transport of the job buffers whole. */
+  eagerBytes: number;
+}
+
+/** How a rank reaches the others over TCP: what init learned (hosts, listening ports, token). */
+export interface TcpDirectory {
+  token: string;
+  /** Every rank's address; `port` 0 when the rank does not listen. */
+  addresses: TcpPeerAddress[];
+  timeoutMs: number;
+}
+
+/**
+ * The plans of one job for a configuration, and the links and shared-memory groups they need:
+ * used by init and again by every runtime reconfiguration, so both build the same way.
+ */
+export class JobPlanner {
+  constructor(
+    readonly rank: number,
+    readonly placements: readonly RankPlacement[],
+    readonly network: NetworkTopology | undefined,
+    private readonly engine: NativeEngine,
+    private readonly tcp?: TcpDirectory,
+  ) {}
+
+  /** The plans for `config` (pure: nothing is sent or registered). */
+  build(config: TopocollConfig): JobPlans {
+    const disabled = Object.entries(config.levels).filter(([, s]) => !s.enabled).map(([name]) => name);
+    const options = { network: this.network, disabled };
+    const plan = planGroups(this.placements, options);
+    return { plan, orderedPlan: rankOrderedPlan(plan, this.placements, options), hash: planHash(plan, config), eagerBytes: eagerBytes(config, plan) };
+  }
+
+  /** The plan of `config` with every level on (to list the levels that are off). */
+  buildAllLevels(): GroupPlan {
+    return planGroups(this.placements, { network: this.network, disabled: [] });
+  }
+
+  /**
+   * TCP links to the ranks of other nodes this rank shares a group with in any of `plans` and
+   * has no link to yet. Both ends of every new link must call this at about the same time
+   * (init, or a collective reconfiguration): the lower rank accepts, the higher connects.
+   */
+  connect(plans: GroupPlan[]): void {
+    const node = this.placements[this.rank]!.node;
+    const remote = new Set<number>();
+    for (const plan of plans) {
+      for (const group of plan.chain(this.rank)) {
+        for (const m of group.members) if (this.placements[m]!.node !== node && !this.linked.has(m)) remote.add(m);
+      }
+    }
+    if (remote.size === 0) return;
+    if (this.tcp === undefined) throw new Error('internal: TCP links needed without a TCP directory');
+    const peers = [...remote].sort((a, b) => a - b).map((rank) => this.tcp!.addresses[rank]!);
+    // The native connect blocks this thread; the peers it waits for run in other processes.
+    this.engine.connectTcp(this.tcp.token, peers, this.tcp.timeoutMs);
+    for (const r of remote) this.linked.add(r);
+  }
+
+  /**
+   * Registers every group of this rank's chain whose members all share its node with the
+   * shared-memory engines (bcast and reduce). Its id is its level's index in the plan: the
+   * same on every member (the engine keys each member's control ring by it), and unique per
+   * rank (one group per level).
+   */
+  registerShm(plan: GroupPlan): Map<Group, number> {
+    const node = this.placements[this.rank]!.node;
+    const groups = new Map<Group, number>();
+    if (this.placements.filter((p) => p.node === node).length < 2) return groups;
+    for (const g of plan.chain(this.rank)) {
+      if (g.members.every((m) => this.placements[m]!.node === node)) {
+        const id = plan.levels.indexOf(g.level);
+        this.engine.setShmGroup(id, g.members);
+        groups.set(g, id);
+      }
+    }
+    return groups;
+  }
+
+  private readonly linked = new Set<number>();
+}
+
+/**
+ * A plan's identity, carried by every message so differently configured ranks are caught: the
+ * levels and everything that decides the schedules (algorithms, segments, shm on or off).
+ */
+export function planHash(plan: GroupPlan, config: TopocollConfig): number {
+  const text = JSON.stringify([plan.levels, config.bcast, config.reduce, config.allreduce, config.collectives, config.shm.bcast.enabled]);
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h >>> 0;
+}
+
+/**
+ * The largest segment an exchange may carry on every link of the job: both sides send before
+ * they receive, so it must fit the smallest shared-memory channel of any node (less two
+ * message headers) and the native TCP limit. The same on every rank: channel sizes follow from
+ * the configuration and each node's rank count, which every rank knows.
+ */
+export function eagerBytes(config: TopocollConfig, plan: GroupPlan): number {
+  const perNode = new Map<string, number>();
+  for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
+  const limits = nativeLimits();
+  let bytes = limits.eagerBytes;
+  for (const size of perNode.values()) {
+    if (size > 1) bytes = Math.min(bytes, shmLayout(config, size, osCpus().length).channelBytes - 2 * limits.messageHeaderBytes);
+  }
+  return bytes;
+}
