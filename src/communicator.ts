@@ -91,8 +91,8 @@ export class Communicator {
     this.plan = parts.plans.plan;
     this.planHash = parts.plans.hash;
     this.rankOrdered = preservesRankOrder(parts.plans.orderedPlan);
-    this.plans = this.collectivePlans(parts.plans, parts.config, parts.shmGroups, 0);
-    this.control = this.controlPlans(parts.plans, this.plans.idsUsed);
+    this.plans = this.collectivePlans(parts.plans, parts.config, parts.shmGroups);
+    this.control = this.controlPlans(parts.plans);
   }
 
   /**
@@ -123,8 +123,8 @@ export class Communicator {
     this.plan = next.plan;
     this.planHash = next.hash;
     this.rankOrdered = preservesRankOrder(next.orderedPlan);
-    this.plans = this.collectivePlans(next, config, shmGroups, this.control.idsUsed);
-    this.control = this.controlPlans(next, this.plans.idsUsed);
+    this.plans = this.collectivePlans(next, config, shmGroups);
+    this.control = this.controlPlans(next);
   }
 
   /** Switches a level on or off (`world` cannot be switched off). Collective, like configure(). */
@@ -132,29 +132,23 @@ export class Communicator {
     this.configure({ levels: { [level]: { enabled } } });
   }
 
-  private collectivePlans(plans: JobPlans, config: TopocollConfig, shmGroups: ReadonlyMap<Group, number>, firstId: number): CollectivePlans {
-    return new CollectivePlans(
-      {
-        plan: plans.plan,
-        orderedPlan: plans.orderedPlan,
-        rank: this.rank,
-        config,
-        shmGroups,
-        eagerBytes: plans.eagerBytes,
-        register: (id, encoded) => this.engine.setPlan(id, encoded),
-      },
-      firstId,
-    );
+  private collectivePlans(plans: JobPlans, config: TopocollConfig, shmGroups: ReadonlyMap<Group, number>): CollectivePlans {
+    return new CollectivePlans({ plan: plans.plan, orderedPlan: plans.orderedPlan, rank: this.rank, config, shmGroups, eagerBytes: plans.eagerBytes, register: this.register });
   }
 
+  /** Every schedule of this communicator gets its own native id, whichever plan it belongs to. */
+  private nextScheduleId = 0;
+  private readonly register = (encoded: Int32Array): number => {
+    const id = this.nextScheduleId++;
+    this.engine.setPlan(id, encoded);
+    return id;
+  };
+
   /** Binomial trees over channels and TCP only, reduce then bcast: never the shared-memory engines. */
-  private controlPlans(plans: JobPlans, firstId: number): CollectivePlans {
+  private controlPlans(plans: JobPlans): CollectivePlans {
     const binomial = Object.fromEntries(plans.plan.levels.map((l) => [l, 'binomial']));
     const config = { ...this.config, bcast: { levels: binomial, segment: 0 }, reduce: { levels: binomial, segment: 0 }, allreduce: { algorithm: 'reduce-bcast', top: 'recursive-doubling', segment: 0 } } as TopocollConfig;
-    return new CollectivePlans(
-      { plan: plans.plan, orderedPlan: plans.plan, rank: this.rank, config, shmGroups: new Map(), eagerBytes: plans.eagerBytes, register: (id, encoded) => this.engine.setPlan(id, encoded) },
-      firstId,
-    );
+    return new CollectivePlans({ plan: plans.plan, orderedPlan: plans.plan, rank: this.rank, config, shmGroups: new Map(), eagerBytes: plans.eagerBytes, register: this.register });
   }
 
   private controlAllreduce(send: Float64Array, recv: Float64Array): void {

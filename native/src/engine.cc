@@ -269,6 +269,12 @@ void Engine::Abort(const std::string& code, const std::string& message) {
       FutexWakeAll(peer.control->doorbell.bell);
     }
   }
+  // Ranks of other nodes that read from us next learn the reason, then see the link close.
+  MsgHeader notice{};
+  notice.magic = kAbortMagic;
+  notice.sender = options_.rank;
+  notice.op = static_cast<uint8_t>(AbortCodeIndex(code));
+  tcp_.TrySendAll(&notice, sizeof notice);
   tcp_.ShutdownAll();
 }
 
@@ -592,6 +598,10 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, void*
   // the others (the peer was merely slower) are skipped.
   for (;;) {
     tcp_.ReadExact(peer, &got, sizeof got, guard);
+    if (got.magic == kAbortMagic) {
+      const char* code = got.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]) && got.op > 0 ? kAbortCodes[got.op] : "EPEERLOST";
+      throw CollError(code, "rank " + std::to_string(got.sender) + " stopped the collective (" + code + " there)");
+    }
     if (got.magic != kProbeMagic) break;
     MsgHeader mine = expected;
     const std::string mismatch = DescribeCallMismatch(mine, got, peer);

@@ -12,6 +12,9 @@ constexpr uint32_t kMsgMagic = 0x5450434cU;  // "TPCL"
 // A probe carries only the sender's current call: a rank that waits long on a peer of another
 // node sends one, so that two ranks blocked on each other in different collectives find out.
 constexpr uint32_t kProbeMagic = 0x54504350U;  // "TPCP"
+// Sent on every TCP link by a rank whose collective failed, just before it shuts the links:
+// `op` carries the error's code, so ranks of other nodes learn why, not only that it left.
+constexpr uint32_t kAbortMagic = 0x54504341U;  // "TPCA"
 
 enum class Collective : uint8_t { kBarrier = 1, kBcast = 2, kReduce = 3, kAllreduce = 4 };
 const char* CollectiveName(Collective c);

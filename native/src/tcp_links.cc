@@ -243,6 +243,16 @@ void TcpLinks::TrySend(int rank, const void* data, size_t n) {
   if (static_cast<size_t>(sent) < n) throw CollError("EPEERLOST", "rank " + std::to_string(rank) + " stopped reading its connection");
 }
 
+void TcpLinks::TrySendAll(const void* data, size_t n) {
+  for (const auto& [rank, fd] : fds_) {
+    try {
+      TrySend(rank, data, n);
+    } catch (const CollError&) {
+      // that peer is gone already
+    }
+  }
+}
+
 void TcpLinks::ShutdownAll() {
   for (auto& [rank, fd] : fds_) shutdown(fd, SHUT_RDWR);
 }

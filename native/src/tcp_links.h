@@ -44,6 +44,8 @@ class TcpLinks {
   void ReadExact(int rank, void* dst, size_t n, WaitGuard& guard);
   // Sends a small message only if the socket takes it whole at once (never blocks).
   void TrySend(int rank, const void* data, size_t n);
+  // The same to every linked rank; failures are ignored (the links are about to close).
+  void TrySendAll(const void* data, size_t n);
 
   // Shuts every connection down so that peers blocked on them see the failure at once.
   void ShutdownAll();

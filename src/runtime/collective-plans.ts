@@ -138,8 +138,8 @@ export interface CollectivePlansParts {
   /** Groups registered with the shared-memory engine, with their ids. */
   shmGroups: ReadonlyMap<Group, number>;
   eagerBytes: number;
-  /** Hands a schedule to the native engine under a new id. */
-  register: (id: number, encoded: Int32Array) => void;
+  /** Hands a schedule to the native engine; returns the id it is known by there. */
+  register: (encoded: Int32Array) => number;
 }
 
 /**
@@ -153,15 +153,10 @@ export class CollectivePlans {
   private readonly ordered?: ScheduleCache;
   private readonly largeBytes: number;
   private readonly ids = new Map<number, number>();
-  private nextId: number;
 
-  constructor(
-    private readonly parts: CollectivePlansParts,
-    firstId = 0,
-  ) {
+  constructor(private readonly parts: CollectivePlansParts) {
     const { plan, rank, config, shmGroups, eagerBytes } = parts;
     this.largeBytes = config.collectives.largeBytes;
-    this.nextId = firstId;
     const make = (size: SizeClass) => chooseForClass(config, plan, size, eagerBytes);
     this.choices = { small: make('small'), large: make('large') };
     const cache = (c: ClassChoice): ScheduleCache => {
@@ -176,11 +171,6 @@ export class CollectivePlans {
     };
     this.caches = { small: cache(this.choices.small), large: cache(this.choices.large) };
     if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, rank, { variant: 'reduce-bcast' });
-  }
-
-  /** Schedule ids after the last one this instance registered (for a successor's `firstId`). */
-  get idsUsed(): number {
-    return this.nextId;
   }
 
   classOf(bytes: number): SizeClass {
@@ -240,8 +230,7 @@ export class CollectivePlans {
     const key = ((root * 4 + phase) * 2 + (size === 'large' ? 1 : 0)) * 2 + (commutative ? 0 : 1);
     let id = this.ids.get(key);
     if (id === undefined) {
-      id = this.nextId++;
-      this.parts.register(id, this.encoded(phase, size, root, commutative));
+      id = this.parts.register(this.encoded(phase, size, root, commutative));
       this.ids.set(key, id);
     }
     return id;

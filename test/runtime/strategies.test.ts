@@ -89,3 +89,38 @@ describe('per-level algorithms in real jobs', () => {
     expectAllRanksOk(r, 4);
   });
 });
+
+describe('switching levels and algorithms at runtime', () => {
+  const job = jobScript('reconfigure.mjs');
+  const fourNodes = `${repoRoot}test/fixtures/network/four-nodes.txt`;
+  for (const [where, args] of [
+    ['5 ranks on one node', ['-n', '5']],
+    ['6 ranks on 3 emulated nodes', ['-n', '6', '--nodes', '3']],
+    ['8 ranks on 4 emulated nodes under leaf and spine switches', ['-n', '8', '--nodes', '4', '--network', fourNodes]],
+  ] as [string, string[]][]) {
+    it(`in the middle of a loop of collectives: ${where}`, () => {
+      const r = runJob([...args, job]);
+      expectAllRanksOk(r, Number(args[1]));
+      // The levels really changed along the way.
+      const steps = r.lines.filter((l) => l.startsWith('step '));
+      expect(new Set(steps.map((l) => l.split(': ')[1])).size).toBeGreaterThan(1);
+    });
+  }
+
+  for (const [where, args] of [
+    ['one node', ['-n', '5']],
+    ['2 emulated nodes', ['-n', '4', '--nodes', '2']],
+  ] as [string, string[]][]) {
+    it(`ranks asking for different configurations all get EMISMATCH and keep the old one: ${where}`, () => {
+      const r = runJob([...args, job, '--disagree']);
+      expectAllRanksOk(r, Number(args[1]));
+      expect(r.lines.filter((l) => / mismatch$/.test(l))).toHaveLength(Number(args[1]));
+    });
+
+    it(`a rank that does not reconfigure with the others gives EMISMATCH everywhere, not a hang: ${where}`, () => {
+      const r = runJob([...args, job, '--skip'], 60_000);
+      expect(r.status).toBe(0);
+      expect(r.lines.filter((l) => / mismatch$/.test(l))).toHaveLength(Number(args[1]));
+    });
+  }
+});

@@ -1,0 +1,81 @@
+// A rank of a multi-process test job: a loop of collectives with the configuration switched in
+// the middle — levels off and on again, algorithms changed — every result checked against a
+// reference. `--disagree` makes the last rank ask for another configuration than the others:
+// every rank must then report EMISMATCH and keep working with the old configuration. `--skip`
+// makes the last rank run an allreduce where the others reconfigure: every rank must get
+// EMISMATCH (no hang), and then it stops.
+// Prints `rank R ok N` (and `rank R mismatch` with --disagree) or throws.
+import { init } from 'topocoll';
+
+const comm = await init();
+const { rank, size } = comm;
+const disagree = process.argv.includes('--disagree');
+const skip = process.argv.includes('--skip');
+let checks = 0;
+
+function check(n, root, step) {
+  const buf = new Float64Array(n);
+  if (rank === root) for (let i = 0; i < n; i++) buf[i] = step * 1000 + i;
+  comm.bcastSync(buf, root);
+  for (let i = 0; i < n; i++) if (buf[i] !== step * 1000 + i) throw new Error(`rank ${rank} step ${step}: bcast element ${i} is ${buf[i]}`);
+  const mine = Int32Array.from({ length: n }, (_, i) => rank + i + step);
+  const out = new Int32Array(n);
+  comm.allreduceSync(mine, out, 'sum');
+  for (let i = 0; i < n; i++) {
+    const want = (size * (size - 1)) / 2 + size * (i + step);
+    if (out[i] !== want) throw new Error(`rank ${rank} step ${step}: allreduce element ${i} is ${out[i]}, expected ${want}`);
+  }
+  const red = rank === root ? new Int32Array(n) : null;
+  comm.reduceSync(mine, red, 'max', root);
+  if (rank === root) for (let i = 0; i < n; i++) if (red[i] !== size - 1 + i + step) throw new Error(`rank ${rank} step ${step}: reduce element ${i} is ${red[i]}`);
+  checks++;
+}
+
+const levels = comm.levels().map((l) => l.name);
+const switchable = levels.filter((l) => l !== 'world');
+const settings = [
+  () => switchable.length > 0 && comm.setLevelEnabled(switchable[0], false),
+  () => comm.configure({ bcast: { levels: Object.fromEntries(levels.map((l) => [l, 'flat'])) }, allreduce: { algorithm: 'reduce-bcast' } }),
+  () => switchable.length > 0 && comm.setLevelEnabled(switchable[0], true),
+  () => comm.configure({ reduce: { levels: Object.fromEntries(levels.map((l) => [l, 'knomial:3'])) }, allreduce: { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner' }, collectives: { largeBytes: 1024 } }),
+  () => switchable.length > 1 && comm.setLevelEnabled(switchable[1], false),
+];
+
+for (let step = 0; step < 30; step++) {
+  for (const n of [1, 300, 40000]) check(n, step % size, step);
+  if (step % 5 === 4) {
+    const change = settings[(step - 4) / 5];
+    if (change !== undefined) change();
+    const enabled = comm.levels().filter((l) => l.enabled).map((l) => l.name);
+    if (rank === 0) console.log(`step ${step}: levels on ${enabled.join(',')}`);
+  }
+}
+
+if (skip) {
+  try {
+    if (rank === size - 1) comm.allreduceSync(Int32Array.of(1), new Int32Array(1), 'sum');
+    else comm.configure({ bcast: { segment: 4096 } });
+    throw new Error(`rank ${rank}: a rank skipping configure() was not noticed`);
+  } catch (e) {
+    if (e.code !== 'EMISMATCH') throw e;
+    console.log(`rank ${rank} mismatch`);
+  }
+  comm.close();
+  process.exit(0);
+}
+
+if (disagree) {
+  try {
+    comm.configure({ bcast: { segment: rank === size - 1 ? 8192 : 4096 } });
+    throw new Error(`rank ${rank}: configure with different settings did not fail`);
+  } catch (e) {
+    if (e.code !== 'EMISMATCH') throw e;
+    console.log(`rank ${rank} mismatch`);
+  }
+  // The old configuration is still in force everywhere.
+  for (let step = 30; step < 33; step++) for (const n of [1, 40000]) check(n, 0, step);
+}
+
+comm.barrierSync();
+console.log(`rank ${rank} ok ${checks}`);
+comm.close();
