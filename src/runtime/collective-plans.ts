@@ -15,9 +15,9 @@ import { planGroups, type Group, type GroupPlan, type PlanOptions, type RankPlac
  * - bcast: inside a node the S0 engine (`shm`, unless `shm.bcast.enabled` is off, then
  *   binomial); between nodes binomial, and for large messages in groups of 4 or more
  *   scatter-allgather (van de Geijn: each link carries ~2m instead of m·log p).
- * - reduce: inside a node binomial, and the shared-memory reduce for large messages (every core
- *   combines a slice); between nodes binomial, and Rabenseifner's reduce-scatter + gather for
- *   large messages in groups of 4 or more.
+ * - reduce: inside a node binomial (the shared-memory reduce, where every core combines a
+ *   slice, is a choice: on the 2-core development machine it lost at every size); between nodes
+ *   binomial, and Rabenseifner's reduce-scatter + gather for large messages in groups of 4 or more.
  * - allreduce: reduce-allreduce-bcast (S3 §5.1), recursive doubling among the top group for
  *   small messages and Rabenseifner (reduce-scatter + allgather) for large ones.
  * - segment: none for small messages or a plan of one level; for large messages 64 KiB, which
@@ -95,7 +95,9 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
   const reduce = (g: Group): ReduceAlgorithm => {
     const configured = config.reduce.levels[g.level];
     if (configured !== undefined && configured !== 'auto') return checked('reduce', g, parseAlgorithm(configured, 'reduce'));
-    if (nodeLocal(g)) return large ? 'shm' : 'binomial';
+    // The shared-memory reduce lost to binomial trees over the channels at every size measured
+    // on this 2-core machine (bench/RESULTS.md): it stays a choice, not the default.
+    if (nodeLocal(g)) return 'binomial';
     return large && g.members.length >= 4 ? 'rabenseifner' : 'binomial';
   };
   const variant: AllreduceVariant = config.allreduce.algorithm === 'auto' ? 'reduce-allreduce-bcast' : config.allreduce.algorithm;

@@ -7,6 +7,7 @@ import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
 import { sizesOf, type BenchRow, type BenchSettings } from '../bench-worker.js';
 import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
+import { formatStrategies, runStrategies } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
 
 export const benchHelp = `topocoll bench — OSU-style latency of topocoll's collectives, with Open MPI's beside them
@@ -15,10 +16,16 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|n
                       [--collectives barrier,bcast,reduce,allreduce] [--min BYTES] [--max BYTES]
                       [--modes sync,async] [--iterations N] [--no-mpi] [--json]
        topocoll bench bcast --sweep [-n N]
+       topocoll bench bcast|reduce|allreduce --strategies [-n N] [--nodes K] [--off LEVEL]
 
   COLLECTIVE         one of barrier, bcast, reduce, allreduce (default: all four)
   --sweep            with bcast: the S0 engine for every notification tree, S ∈ {1, 4, 16, 64}
                      buffers of 8 KiB and q ∈ {1, 2} sets, each relative to S = 1 (up to 16 MiB)
+
+  --strategies       the collective once per per-level algorithm (each at every level: flat,
+                     binomial, knomial:4, scatter-allgather / rabenseifner, shm inside nodes,
+                     the allreduce variants, auto), relative to flat, with Open MPI at the same -n
+  --off LEVEL        with --strategies: with LEVEL switched off
 
   -n N               ranks (default 2)
   --nodes K          emulate K nodes (TCP between them)
@@ -54,6 +61,8 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       iterations: { type: 'string' },
       repeat: { type: 'string' },
       sweep: { type: 'boolean' },
+      strategies: { type: 'boolean' },
+      off: { type: 'string' },
       'no-mpi': { type: 'boolean' },
       json: { type: 'boolean' },
       help: { type: 'boolean' },
@@ -69,6 +78,9 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     throw new TopocollError('EINVAL', `topocoll bench: unknown collective "${positionals.join(' ')}"`, { hint: `Use one of ${COLLECTIVES.join(', ')}, or none for all.` });
   }
   if (values.sweep && target !== 'bcast') throw new TopocollError('EINVAL', 'topocoll bench: --sweep goes with "bcast"');
+  if (values.strategies && target !== 'bcast' && target !== 'reduce' && target !== 'allreduce') {
+    throw new TopocollError('EINVAL', 'topocoll bench: --strategies goes with bcast, reduce or allreduce');
+  }
   const ranks = parseNonNegativeInt('bench', 'np', values.np ?? '2');
   const list = <T extends string>(name: string, text: string | undefined, allowed: readonly T[]): T[] =>
     (text ?? allowed.join(',')).split(',').map((c) => requireOne<T>('bench', name, c.trim(), allowed));
@@ -94,6 +106,8 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     settings,
     io,
   };
+
+  if (values.strategies) return benchStrategies(job, target as 'bcast' | 'reduce' | 'allreduce', values.off, values['no-mpi'] === true);
 
   const result = await runBenchJob(job);
   if (result.code !== 0) return result.code;
@@ -121,6 +135,26 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   }
   io.stdout(formatTables(rows, ranks, settings, baselineNote, result.oversubscribed));
   if (values.sweep) io.stdout(formatSweep(sweepRows, ranks, settings));
+  return 0;
+}
+
+async function benchStrategies(job: BenchJob, collective: 'bcast' | 'reduce' | 'allreduce', off: string | undefined, noMpi: boolean): Promise<number> {
+  const settings = { ...job.settings, collectives: [collective], modes: ['sync' as const] };
+  const rows = await runStrategies(collective, off, (config) => runBenchJob({ ...job, settings }, config));
+  let ompi: BenchRow[] = [];
+  let note = '';
+  if (!noMpi) {
+    const why = ompiUnavailable();
+    if (why === undefined) {
+      const run = runOmpi(collective, job.ranks, settings);
+      ompi = run.rows;
+      note = `\n# Open MPI: ${run.version}${job.nodes !== undefined ? ' (one node: it cannot emulate nodes)' : ''}\n`;
+    } else {
+      note = `\n# no Open MPI baseline: ${why}\n`;
+    }
+  }
+  const where = `${job.ranks} ranks${job.nodes !== undefined ? ` on ${job.nodes} emulated nodes` : ''}${off ? `, ${off} off` : ''}`;
+  job.io.stdout(formatStrategies(collective, rows, ompi, `${collective}, ${where}`, settings) + note);
   return 0;
 }
 

@@ -1,0 +1,97 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { TopocollError } from '../errors.js';
+import { sizesOf, type BenchRow, type BenchSettings } from './bench-worker.js';
+
+/**
+ * `topocoll bench COLLECTIVE --strategies`: the collective once per per-level algorithm choice,
+ * each applied at every level (S3's tables in form), as time relative to the flat algorithm,
+ * beside the automatic choice and Open MPI at the same process count.
+ */
+
+const INSIDE = ['core', 'l1', 'l2', 'l3', 'numa', 'socket', 'node'];
+const BETWEEN = ['switch1', 'switch2', 'switch3', 'world'];
+
+export interface Strategy {
+  name: string;
+  yaml: string;
+}
+
+const everyLevel = (collective: 'bcast' | 'reduce', inside: string, between = inside): string =>
+  `${collective}:\n  levels: { ${[...INSIDE.map((l) => `${l}: ${inside}`), ...BETWEEN.map((l) => `${l}: ${between}`)].join(', ')} }\n`;
+
+/** The choices compared for each collective; the first is the reference (flat). */
+export const STRATEGIES: Record<'bcast' | 'reduce' | 'allreduce', Strategy[]> = {
+  bcast: [
+    { name: 'flat', yaml: everyLevel('bcast', 'flat') },
+    { name: 'binomial', yaml: everyLevel('bcast', 'binomial') },
+    { name: 'knomial:4', yaml: everyLevel('bcast', 'knomial:4') },
+    { name: 'scatter-allgather', yaml: everyLevel('bcast', 'scatter-allgather') },
+    { name: 'shm+binomial', yaml: everyLevel('bcast', 'shm', 'binomial') },
+    { name: 'auto', yaml: '' },
+  ],
+  reduce: [
+    { name: 'flat', yaml: everyLevel('reduce', 'flat') },
+    { name: 'binomial', yaml: everyLevel('reduce', 'binomial') },
+    { name: 'knomial:4', yaml: everyLevel('reduce', 'knomial:4') },
+    { name: 'rabenseifner', yaml: everyLevel('reduce', 'rabenseifner') },
+    { name: 'shm+binomial', yaml: everyLevel('reduce', 'shm', 'binomial') },
+    { name: 'auto', yaml: '' },
+  ],
+  allreduce: [
+    { name: 'flat', yaml: `${everyLevel('reduce', 'flat')}${everyLevel('bcast', 'flat')}allreduce: { algorithm: reduce-bcast }\n` },
+    { name: 'reduce-bcast', yaml: `${everyLevel('reduce', 'binomial')}${everyLevel('bcast', 'shm', 'binomial')}allreduce: { algorithm: reduce-bcast }\n` },
+    { name: 'rab+rec.doubling', yaml: 'allreduce: { algorithm: reduce-allreduce-bcast, top: recursive-doubling }\n' },
+    { name: 'rab+rabenseifner', yaml: 'allreduce: { algorithm: reduce-allreduce-bcast, top: rabenseifner }\n' },
+    { name: 'auto', yaml: '' },
+  ],
+};
+
+/** Runs every strategy of `collective` through `run` (one benchmark job each); rows tagged with the strategy. */
+export async function runStrategies(
+  collective: 'bcast' | 'reduce' | 'allreduce',
+  off: string | undefined,
+  run: (config: string) => Promise<{ code: number; rows: BenchRow[] }>,
+): Promise<BenchRow[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'topocoll-strategies-'));
+  const rows: BenchRow[] = [];
+  try {
+    for (const s of STRATEGIES[collective]) {
+      const file = join(dir, `${s.name.replace(/[^a-z0-9]+/gi, '-')}.yaml`);
+      writeFileSync(file, s.yaml + (off ? `levels: { ${off}: { enabled: false } }\n` : ''));
+      const r = await run(file);
+      if (r.code !== 0) throw new TopocollError('EINVAL', `topocoll bench: the ${collective} job with ${s.name} failed`);
+      for (const row of r.rows) if (row.collective === collective && row.mode === 'sync') rows.push({ ...row, mode: s.name });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+/** bytes | flat µs | every other strategy relative to flat | Open MPI µs | auto / Open MPI. */
+export function formatStrategies(collective: 'bcast' | 'reduce' | 'allreduce', rows: BenchRow[], ompi: BenchRow[], title: string, settings: BenchSettings): string {
+  const names = STRATEGIES[collective].map((s) => s.name);
+  const cell = (name: string, bytes: number) => rows.find((r) => r.mode === name && r.bytes === bytes)?.avgUs;
+  const ompiAt = (bytes: number) => ompi.find((r) => r.collective === collective && r.bytes === bytes)?.avgUs;
+  const hasOmpi = ompi.some((r) => r.collective === collective);
+  const header = ['bytes', `${names[0]} µs`, ...names.slice(1), ...(hasOmpi ? ['Open MPI µs', 'auto / OMPI'] : [])];
+  const table = [header];
+  for (const bytes of sizesOf(settings)) {
+    const base = cell(names[0]!, bytes);
+    const auto = cell('auto', bytes);
+    const o = ompiAt(bytes);
+    table.push([
+      String(bytes),
+      base === undefined ? '-' : base.toFixed(2),
+      ...names.slice(1).map((n) => {
+        const t = cell(n, bytes);
+        return t === undefined || base === undefined ? '-' : (t / base).toFixed(2);
+      }),
+      ...(hasOmpi ? [o === undefined ? '-' : o.toFixed(2), auto !== undefined && o ? (auto / o).toFixed(2) : '-'] : []),
+    ]);
+  }
+  const widths = header.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
+  return ['', `# ${title}: ${names[0]} in µs, the others relative to it`, ...table.map((r) => r.map((v, c) => v.padStart(widths[c]!)).join('  '))].join('\n') + '\n';
+}
