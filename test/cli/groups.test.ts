@@ -34,9 +34,11 @@ describe('topocoll groups', () => {
     const r = await cli(['groups', ...seedJob, '--rank', '36']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^2304 ranks on 64 node\(s\); network: simple:/);
-    expect(r.stdout).toMatch(/^socket\s+128\s+18\s+0,18,36,/m);
-    expect(r.stdout).toMatch(/^switch1\s+4\s+16\s+0,576,1152,1728$/m);
-    expect(r.stdout).toMatch(/^switch2\s+1\s+4\s+0$/m);
+    expect(r.stdout).toMatch(/^socket\s+128\s+18\s+0,18,36,.*\s+shm\s+binomial$/m);
+    // Between nodes the algorithm follows the message size (groups of 16: scatter-allgather and Rabenseifner for large ones).
+    expect(r.stdout).toMatch(/^switch1\s+4\s+16\s+0,576,1152,1728\s+binomial \/ scatter-allgather\s+binomial \/ rabenseifner$/m);
+    expect(r.stdout).toMatch(/^switch2\s+1\s+4\s+0\s+binomial \/ scatter-allgather\s+binomial \/ rabenseifner$/m);
+    expect(r.stdout).toMatch(/^allreduce: reduce-allreduce-bcast, top group recursive-doubling \(small\); reduce-allreduce-bcast, top group rabenseifner \(large\)/m);
     expect(r.stdout).toMatch(/numa: same groups as socket — on node\[01-64\]/);
     expect(r.stdout).toMatch(/rank 36 on node02/);
     expect(r.stdout).toMatch(/switch1\s+sw11: 16 members \(0,36,72,108,144,180,…,540\), leader 0/);
@@ -83,5 +85,16 @@ describe('topocoll groups', () => {
     expect((await cli(['groups', ...seedJob, '--disable', 'switch3'])).stderr).toMatch(/EINVAL: unknown level "switch3".*switch1…switch2/);
     expect((await cli(['groups', ...seedJob, '--rank', '9999'])).stderr).toMatch(/EINVAL: .*--rank 9999 is outside 0…2303/);
     expect((await cli(['groups', '--localities', dupe, ...seedJob])).stderr).toMatch(/either --localities or the placement options/);
+  });
+});
+
+describe('topocoll groups shows the configured algorithms', () => {
+  it('per level, from --config', async () => {
+    const config = tmpFile('alg.yaml', 'bcast:\n  levels: { switch1: knomial:4 }\nreduce:\n  levels: { socket: rabenseifner }\nallreduce: { algorithm: reduce-bcast }\n');
+    const r = await cli(['groups', ...seedJob, '--config', config]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^socket\s.*\s+shm\s+rabenseifner$/m);
+    expect(r.stdout).toMatch(/^switch1\s.*\s+knomial:4\s+binomial \/ rabenseifner$/m);
+    expect(r.stdout).toMatch(/^allreduce: reduce-bcast \(small\); large above 65536 bytes$/m);
   });
 });

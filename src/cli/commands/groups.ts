@@ -1,8 +1,11 @@
 import { resolve } from 'node:path';
-import { loadConfigFile } from '../../config/load.js';
+import { formatAlgorithm, type BcastAlgorithm, type ReduceAlgorithm } from '../../algorithms/algorithm-choice.js';
+import { DEFAULT_CONFIG_PATH, loadConfigFile } from '../../config/load.js';
+import type { TopocollConfig } from '../../config/schema.js';
+import { chooseForClass, type ClassChoice } from '../../runtime/collective-plans.js';
 import { TopocollError } from '../../errors.js';
 import { planToJson } from '../../groups/plan-json.js';
-import { planGroups, type DroppedLevel, type GroupPlan } from '../../groups/plan.js';
+import { planGroups, type DroppedLevel, type Group, type GroupPlan } from '../../groups/plan.js';
 import { compressHostlist } from '../../topology/network/hostlist.js';
 import { readNetworkFile } from '../../topology/network/network-file.js';
 import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
@@ -60,24 +63,35 @@ export function groupsCommand(argv: string[], io: CliIo): number {
   if (values.json) {
     io.stdout(JSON.stringify(planToJson(plan)) + '\n');
   } else {
-    io.stdout(formatPlan(plan, network?.source));
+    io.stdout(formatPlan(plan, network?.source, config ?? loadConfigFile(DEFAULT_CONFIG_PATH)));
     if (rank !== undefined) io.stdout(formatChain(plan, rank));
   }
   return 0;
 }
 
-function formatPlan(plan: GroupPlan, networkSource: string | undefined): string {
+function formatPlan(plan: GroupPlan, networkSource: string | undefined, config: TopocollConfig): string {
   const nodes = new Set(plan.placements.map((p) => p.node));
   const lines = [`${plan.size} ranks on ${nodes.size} node(s); network: ${networkSource ?? 'none'}`, ''];
-  const rows = [['level', 'groups', 'size', 'leaders']];
+  // The algorithms do not depend on the eager limit; any value will do to name them.
+  const small = chooseForClass(config, plan, 'small', 65536);
+  const large = chooseForClass(config, plan, 'large', 65536);
+  const names = (groups: Group[], pick: (g: Group) => string) => [...new Set(groups.map(pick))].join('|');
+  const bySize = (groups: Group[], of: (c: ClassChoice) => (g: Group) => BcastAlgorithm | ReduceAlgorithm) => {
+    const s = names(groups, (g) => formatAlgorithm(of(small)(g)));
+    const l = names(groups, (g) => formatAlgorithm(of(large)(g)));
+    return s === l ? s : `${s} / ${l}`;
+  };
+  const rows = [['level', 'groups', 'size', 'leaders', 'bcast (small / large)', 'reduce (small / large)']];
   for (const level of plan.levels) {
     const groups = plan.groups.get(level) ?? [];
     const sizes = groups.map((g) => g.members.length);
     const sizeText = sizes.length === 0 ? '-' : Math.min(...sizes) === Math.max(...sizes) ? String(sizes[0]) : `${Math.min(...sizes)}-${Math.max(...sizes)}`;
     const leaders = groups.map((g) => g.leader);
-    rows.push([level, String(groups.length), sizeText, abbreviate(leaders)]);
+    rows.push([level, String(groups.length), sizeText, abbreviate(leaders), bySize(groups, (c) => c.bcast), bySize(groups, (c) => c.reduce)]);
   }
   lines.push(...table(rows));
+  const top = (c: ClassChoice) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top group ${c.allreduce.top}`);
+  lines.push('', `allreduce: ${top(small)} (small)${top(large) === top(small) ? '' : `; ${top(large)} (large)`}; large above ${config.collectives.largeBytes} bytes`);
   const byReason = dropsByReason(plan.dropped);
   if (byReason.size > 0) {
     lines.push('', 'dropped levels:');
