@@ -11,6 +11,8 @@ export interface WorkerJob {
   ranks: number;
   bind: BindPolicy;
   nodes?: number;
+  /** A node-to-switch file or Slurm topology.conf (with emulated nodes: their switches). */
+  network?: string;
   config?: string;
   /** The worker module beside this file, e.g. `bench-worker.js`. */
   worker: string;
@@ -27,6 +29,7 @@ export async function runWorkerJob(job: WorkerJob): Promise<{ code: number; reco
     ranks: job.ranks,
     bind: job.bind,
     nodes: job.nodes,
+    network: job.network,
     config: job.config,
     output: 'lines',
     script: fileURLToPath(new URL(job.worker, import.meta.url)),

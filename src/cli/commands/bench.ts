@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { TopocollError } from '../../errors.js';
 import type { BindPolicy } from '../../runtime/launcher.js';
 import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
@@ -29,6 +29,7 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|n
 
   -n N               ranks (default 2)
   --nodes K          emulate K nodes (TCP between them)
+  --network FILE     a node-to-switch file for them (node0…nodeK−1): switch levels too
   --collectives L    which collectives (default all four)
   --min, --max       message sizes, doubling (default 4 … 4194304 bytes)
   --modes L          sync (blocking) and/or async (Promise) calls (default both)
@@ -53,6 +54,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     {
       np: { type: 'string', short: 'n' },
       nodes: { type: 'string' },
+      network: { type: 'string' },
       bind: { type: 'string' },
       collectives: { type: 'string' },
       min: { type: 'string' },
@@ -103,6 +105,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     ranks,
     bind: requireOne<BindPolicy>('bench', 'bind', values.bind ?? 'core', ['core', 'numa', 'socket', 'none']),
     nodes: values.nodes === undefined ? undefined : parseNonNegativeInt('bench', 'nodes', values.nodes),
+    network: values.network === undefined ? undefined : resolve(io.cwd, values.network),
     settings,
     io,
   };
@@ -162,6 +165,7 @@ interface BenchJob {
   ranks: number;
   bind: BindPolicy;
   nodes?: number;
+  network?: string;
   settings: BenchSettings;
   io: CliIo;
 }
