@@ -1,6 +1,5 @@
 import { formatAlgorithm, parseAlgorithm, type AllreduceAlgorithm, type BcastAlgorithm, type ReduceAlgorithm } from '../algorithms/algorithm-choice.js';
 import { preservesRankOrder, ScheduleCache, topGroup, type AllreduceVariant, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
-import { hasExchanges, type Schedule } from '../algorithms/schedule.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
@@ -45,7 +44,6 @@ export function rankOrderedPlan(plan: GroupPlan, placements: readonly RankPlacem
 }
 
 export type SizeClass = 'small' | 'large';
-export const SIZE_CLASSES: readonly SizeClass[] = ['small', 'large'];
 
 export interface ClassChoice {
   bcast: (g: Group) => BcastAlgorithm;
@@ -206,20 +204,10 @@ export class CollectivePlans {
     return this.call;
   }
 
-  /** The schedules a rank runs, for diagnostics and tests. */
-  schedule(collective: 'bcast' | 'reduce', root: number, bytes: number): Schedule {
-    return this.caches[this.classOf(bytes)].get(collective, root);
-  }
-
   /** The algorithm each level's groups use, per collective and class, as text. */
   describe(group: Group): { bcast: Record<SizeClass, string>; reduce: Record<SizeClass, string> } {
     const of = (pick: (c: ClassChoice) => string) => ({ small: pick(this.choices.small), large: pick(this.choices.large) });
     return { bcast: of((c) => formatAlgorithm(c.bcast(group))), reduce: of((c) => formatAlgorithm(c.reduce(group))) };
-  }
-
-  /** Whether a schedule of this class has exchanges (its segments are bounded by the eager limit). */
-  exchanges(collective: 'bcast' | 'reduce', root: number, bytes: number): boolean {
-    return hasExchanges(this.schedule(collective, root, bytes));
   }
 
   private segment(size: SizeClass, collective: 'bcast' | 'reduce' | 'allreduce', elem: number): number {

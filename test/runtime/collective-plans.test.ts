@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { formatAlgorithm } from '../../src/algorithms/algorithm-choice.js';
+import { preservesRankOrder } from '../../src/algorithms/hierarchical.js';
+import { validateConfig } from '../../src/config/load.js';
+import type { TopocollConfigInput } from '../../src/config/schema.js';
+import { planGroups, type Group, type RankPlacement } from '../../src/groups/plan.js';
+import { AUTO_SEGMENT_BYTES, chooseForClass, isNodeLocal, rankOrderedPlan } from '../../src/runtime/collective-plans.js';
+import { thrown } from '../helpers/thrown.js';
+import { byCore, coreLocality } from '../helpers/placements.js';
+
+/** The choices of collective-plans.ts as plain functions of configuration and plan. */
+const config = (input: TopocollConfigInput = {}) => validateConfig(input);
+// 4 nodes × 4 ranks, 2 sockets of 2 cores: socket, node and world levels.
+const placements = byCore(['a', 'b', 'c', 'd'], 4, 2);
+const plan = planGroups(placements);
+const groupAt = (level: string): Group => plan.groups.get(level as never)![0]!;
+
+describe('chooseForClass', () => {
+  it('auto: shm bcast and binomial reduce inside a node; between nodes binomial, and for large messages in groups of 4 scatter-allgather and rabenseifner', () => {
+    const small = chooseForClass(config(), plan, 'small', 65536);
+    const large = chooseForClass(config(), plan, 'large', 65536);
+    expect(plan.levels).toEqual(['socket', 'node', 'world']);
+    for (const level of ['socket', 'node']) {
+      expect(formatAlgorithm(small.bcast(groupAt(level)))).toBe('shm');
+      expect(formatAlgorithm(large.reduce(groupAt(level)))).toBe('binomial');
+    }
+    expect(formatAlgorithm(small.bcast(groupAt('world')))).toBe('binomial');
+    expect(formatAlgorithm(large.bcast(groupAt('world')))).toBe('scatter-allgather');
+    expect(formatAlgorithm(large.reduce(groupAt('world')))).toBe('rabenseifner');
+    expect(small.allreduce).toEqual({ variant: 'reduce-allreduce-bcast', top: 'recursive-doubling' });
+    expect(large.allreduce).toEqual({ variant: 'reduce-allreduce-bcast', top: 'rabenseifner' });
+  });
+
+  it('segments: none for small messages; for large ones 64 KiB, at most the eager limit where schedules exchange', () => {
+    const small = chooseForClass(config(), plan, 'small', 16384);
+    expect(small.segmentBytes.bcast).toBe(0);
+    const large = chooseForClass(config(), plan, 'large', 16384);
+    expect(AUTO_SEGMENT_BYTES).toBe(65536);
+    // world uses scatter-allgather / rabenseifner for large messages: exchanges.
+    expect(large.segmentBytes).toEqual({ bcast: 16384, reduce: 16384, allreduce: 16384 });
+    const noExchanges = chooseForClass(config({ bcast: { levels: { world: 'binomial' } }, reduce: { levels: { world: 'binomial' } }, allreduce: { algorithm: 'reduce-bcast' } }), plan, 'large', 16384);
+    expect(noExchanges.segmentBytes).toEqual({ bcast: 65536, reduce: 65536, allreduce: 65536 });
+    const fixed = chooseForClass(config({ bcast: { segment: '8KiB', levels: { world: 'binomial' } } }), plan, 'small', 16384);
+    expect(fixed.segmentBytes.bcast).toBe(8192);
+  });
+
+  it('takes the configured algorithm of a level, and refuses shm on a level that spans nodes (ECONFIG naming it)', () => {
+    const c = chooseForClass(config({ bcast: { levels: { node: 'knomial:4' } }, reduce: { levels: { socket: 'flat' } } }), plan, 'small', 65536);
+    expect(formatAlgorithm(c.bcast(groupAt('node')))).toBe('knomial:4');
+    expect(formatAlgorithm(c.reduce(groupAt('socket')))).toBe('flat');
+    // Found while choosing, before any schedule exists.
+    expect(thrown(() => chooseForClass(config({ reduce: { levels: { world: 'shm' } } }), plan, 'small', 65536), 'ECONFIG').message).toMatch(/reduce\.levels\.world: shm works only inside a node/);
+  });
+
+  it('knows which groups are node-local', () => {
+    expect(isNodeLocal(plan, groupAt('node'))).toBe(true);
+    expect(isNodeLocal(plan, groupAt('world'))).toBe(false);
+  });
+});
+
+describe('rankOrderedPlan', () => {
+  it('is the plan itself when its groups keep rank order', () => {
+    expect(preservesRankOrder(plan)).toBe(true);
+    expect(rankOrderedPlan(plan, placements, {})).toBe(plan);
+  });
+
+  it('drops the levels inside a node when cores interleave the ranks', () => {
+    // Two ranks per core, wrapped: ranks 0, 2 on core 0 and 1, 3 on core 1 of each node.
+    const wrapped: RankPlacement[] = ['a', 'b'].flatMap((node, k) => [0, 1, 2, 3].map((j) => ({ rank: k * 4 + j, node, locality: coreLocality(j % 2, 2) })));
+    const interleaved = planGroups(wrapped);
+    expect(preservesRankOrder(interleaved)).toBe(false);
+    const ordered = rankOrderedPlan(interleaved, wrapped, {});
+    expect(preservesRankOrder(ordered)).toBe(true);
+    expect(ordered.levels).toEqual(['node', 'world']);
+  });
+
+  it('falls back to one world group when even the nodes interleave the ranks', () => {
+    const roundRobin: RankPlacement[] = [0, 1, 2, 3].map((rank) => ({ rank, node: rank % 2 === 0 ? 'a' : 'b', locality: coreLocality(rank >> 1, 2) }));
+    const ordered = rankOrderedPlan(planGroups(roundRobin), roundRobin, {});
+    expect(ordered.levels).toEqual(['world']);
+    expect(ordered.chain(3).map((g) => g.members)).toEqual([[0, 1, 2, 3]]);
+  });
+});
