@@ -475,7 +475,7 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
     case StepKind::kSendRecv:
     case StepKind::kSendRecvReduce: {
       // Both sides send before they receive: the transports must hold the whole segment.
-      const uint64_t limit = s.local_peer >= 0 ? std::min<uint64_t>(kEagerBytes, options_.channel_bytes - 2 * sizeof(MsgHeader)) : kEagerBytes;
+      const uint64_t limit = s.local_peer >= 0 ? options_.channel_bytes - 2 * sizeof(MsgHeader) : kEagerBytes;
       if (bytes > limit) {
         throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) + " bytes; schedules with exchanges must run with segments of at most " + std::to_string(limit) + " bytes here");
       }

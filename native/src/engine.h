@@ -54,8 +54,9 @@ struct Step {
 };
 // Int32 words per step in the encoded form (STEP_WORDS of schedule.ts).
 constexpr size_t kStepWords = 12;
-// Longest segment a schedule with exchanges may run with: both transports must buffer a whole
-// segment (TCP socket buffers are at least this large on any Linux default).
+// Longest exchange over TCP: both sides send before they receive, so the socket buffers must
+// hold it (they are at least this large on any Linux default). Between ranks of one node the
+// limit is the channel's capacity less two message headers.
 constexpr uint64_t kEagerBytes = 64 * 1024;
 
 struct EngineOptions {

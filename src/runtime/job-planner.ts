@@ -112,16 +112,17 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
 /**
  * The largest segment an exchange may carry on every link of the job: both sides send before
  * they receive, so it must fit the smallest shared-memory channel of any node (less two
- * message headers) and the native TCP limit. The same on every rank: channel sizes follow from
+ * message headers) and, when the job spans nodes, the native TCP limit. The same on every rank: channel sizes follow from
  * the configuration and each node's rank count, which every rank knows.
  */
 export function eagerBytes(config: TopocollConfig, plan: GroupPlan): number {
   const perNode = new Map<string, number>();
   for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
   const limits = nativeLimits();
-  let bytes = limits.eagerBytes;
+  // Over TCP only when the job spans nodes; within a node the channels decide.
+  let bytes = perNode.size > 1 ? limits.eagerBytes : Infinity;
   for (const size of perNode.values()) {
     if (size > 1) bytes = Math.min(bytes, shmLayout(config, size, osCpus().length).channelBytes - 2 * limits.messageHeaderBytes);
   }
-  return bytes;
+  return Number.isFinite(bytes) ? bytes : limits.eagerBytes;
 }
