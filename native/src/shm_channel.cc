@@ -4,7 +4,9 @@ namespace topocoll {
 
 void ShmChannel::Send(const ByteSlice* slices, size_t count, const WaitPolicy& policy, WaitGuard& guard) {
   uint64_t head = control_->head.load(std::memory_order_relaxed);
-  uint64_t tail = control_->tail.load(std::memory_order_acquire);
+  // The receiver's tail as last read: reading its line on every send would cost a cache miss
+  // each; it is read again only when the ring looks full.
+  uint64_t& tail = known_tail_;
   uint64_t unpublished = 0;
   auto publish = [&] {
     control_->head.store(head, std::memory_order_release);
@@ -15,9 +17,12 @@ void ShmChannel::Send(const ByteSlice* slices, size_t count, const WaitPolicy& p
     const uint8_t* src = static_cast<const uint8_t*>(slices[s].data);
     size_t left = slices[s].size;
     while (left > 0) {
+      if (head - tail == capacity_) tail = control_->tail.load(std::memory_order_acquire);
       if (head - tail == capacity_) {
         if (unpublished > 0) publish();
-        WaitUntil([&] { return head - (tail = control_->tail.load(std::memory_order_acquire)) < capacity_; }, *sender_,
+        // Wait for half the ring, not for one byte: the receiver wakes a sleeping sender only
+        // once that much is free, instead of with a system call per message it consumes.
+        WaitUntil([&] { return head - (tail = control_->tail.load(std::memory_order_acquire)) <= capacity_ / 2; }, *sender_,
                   policy, guard);
       }
       const uint64_t offset = head & (capacity_ - 1);

@@ -55,6 +55,10 @@ class ShmChannel {
   uint64_t capacity_ = 0;  // a power of two
   Doorbell* sender_ = nullptr;
   Doorbell* receiver_ = nullptr;
+  // Sender side: the receiver's `tail` as last read (it only grows).
+  uint64_t known_tail_ = 0;
+  // Receiver side: the sender's `head` as last read (it only grows).
+  uint64_t known_head_ = 0;
 };
 
 inline uint64_t ShmChannel::WaitForData(uint64_t tail, const WaitPolicy& policy, WaitGuard& guard) {
@@ -70,7 +74,10 @@ void ShmChannel::Consume(size_t n, Sink&& consume, const WaitPolicy& policy, Wai
   const uint64_t end = tail + n;
   const uint64_t padded_end = (end + 7) & ~uint64_t{7};
   while (tail < end) {
-    const uint64_t head = WaitForData(tail, policy, guard);
+    // The sender's head as last read: reloaded only when everything up to it is consumed, so
+    // a receiver behind a streaming sender does not pull the sender's line for every message.
+    if (known_head_ == tail) known_head_ = WaitForData(tail, policy, guard);
+    const uint64_t head = known_head_;
     const uint64_t offset = tail & (capacity_ - 1);
     uint64_t piece = head - tail;
     if (piece > end - tail) piece = end - tail;
@@ -79,8 +86,11 @@ void ShmChannel::Consume(size_t n, Sink&& consume, const WaitPolicy& policy, Wai
     tail += piece;
     // The sender publishes only 8-aligned heads, so the padding after the last byte is already
     // there: step over it at once and keep `tail` aligned.
-    control_->tail.store(tail == end ? padded_end : tail, std::memory_order_release);
-    sender_->Ring(policy.asymmetric);
+    const uint64_t consumed = tail == end ? padded_end : tail;
+    control_->tail.store(consumed, std::memory_order_release);
+    if (known_head_ < consumed) known_head_ = consumed;  // the padding, published with the message
+    // A sender waits (Send) until half the ring is free; until then there is nobody to wake.
+    if (known_head_ - consumed <= capacity_ / 2) sender_->Ring(policy.asymmetric);
   }
 }
 
