@@ -1,5 +1,6 @@
 import { cpus as osCpus } from 'node:os';
 import type { TopocollConfig } from '../config/schema.js';
+import { TopocollError } from '../errors.js';
 import { planGroups, type Group, type GroupPlan, type RankPlacement } from '../groups/plan.js';
 import { nativeLimits, type NativeEngine, type TcpPeerAddress } from '../native.js';
 import type { NetworkTopology } from '../topology/network/types.js';
@@ -65,7 +66,7 @@ export class JobPlanner {
       }
     }
     if (remote.size === 0) return;
-    if (this.tcp === undefined) throw new Error('internal: TCP links needed without a TCP directory');
+    if (this.tcp === undefined) throw new TopocollError('EINVAL', `rank ${this.rank} needs links to other nodes, but the job was started without them (no rendezvous)`, { rank: this.rank });
     const peers = [...remote].sort((a, b) => a - b).map((rank) => this.tcp!.addresses[rank]!);
     // The native connect blocks this thread; the peers it waits for run in other processes.
     this.engine.connectTcp(this.tcp.token, peers, this.tcp.timeoutMs);
