@@ -152,8 +152,9 @@ export class Communicator {
   }
 
   private controlAllreduce(send: Float64Array, recv: Float64Array): void {
-    const p = this.control.allreduce(send.byteLength, 8, true);
-    this.engine.run(NativeCollective.allreduce, p.reduce, p.bcast, send, recv, send.length, datatypeOf(send, 'send').code, reduceOpCode('max', datatypeOf(send, 'send')), 0, (this.planHash ^ CONTROL_TAG) >>> 0, 0);
+    const type = datatypeOf(send, 'send');
+    const p = this.control.allreduce(send.byteLength, type.bytes, true);
+    this.engine.run(NativeCollective.allreduce, p.reduce, p.bcast, send, recv, send.length, type.code, reduceOpCode('max', type), 0, (this.planHash ^ CONTROL_TAG) >>> 0, 0);
   }
 
   /** Every rank receives `buf` of rank `root`. */

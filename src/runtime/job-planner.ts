@@ -122,7 +122,8 @@ export function eagerBytes(config: TopocollConfig, plan: GroupPlan): number {
   const limits = nativeLimits();
   // Over TCP only when the job spans nodes; within a node the channels decide.
   let bytes = perNode.size > 1 ? limits.eagerBytes : Infinity;
-  for (const size of perNode.values()) {
+  // One layout per distinct node size (it computes the model's tables), not one per node.
+  for (const size of new Set(perNode.values())) {
     if (size > 1) bytes = Math.min(bytes, shmLayout(config, size, osCpus().length).channelBytes - 2 * limits.messageHeaderBytes);
   }
   return Number.isFinite(bytes) ? bytes : limits.eagerBytes;
