@@ -118,10 +118,10 @@ function load(): RawAddon {
   return addon;
 }
 
-function rethrow(e: unknown): never {
+function rethrow(e: unknown, rank?: number): never {
   const code = (e as { code?: string }).code;
   if (e instanceof Error && typeof code === 'string' && /^E[A-Z]+$/.test(code)) {
-    throw new TopocollError(code as TopocollErrorCode, e.message);
+    throw new TopocollError(code as TopocollErrorCode, e.message, { rank });
   }
   throw e;
 }
@@ -130,12 +130,15 @@ function rethrow(e: unknown): never {
 export class NativeEngine {
   private readonly raw: RawEngine;
   private readonly callArea: Float64Array;
+  /** Named in the errors the addon raises. */
+  private readonly rank: number;
 
   constructor(options: NativeEngineOptions) {
+    this.rank = options.rank;
     try {
       this.raw = new (load().NativeEngine)(options);
     } catch (e) {
-      rethrow(e);
+      rethrow(e, this.rank);
     }
     this.callArea = this.raw.callArea;
   }
@@ -145,7 +148,7 @@ export class NativeEngine {
     try {
       return this.raw.listenTcp();
     } catch (e) {
-      rethrow(e);
+      rethrow(e, this.rank);
     }
   }
 
@@ -154,7 +157,7 @@ export class NativeEngine {
     try {
       this.raw.createSegment(name);
     } catch (e) {
-      rethrow(e);
+      rethrow(e, this.rank);
     }
   }
 
@@ -163,7 +166,7 @@ export class NativeEngine {
     try {
       this.raw.openSegment(name);
     } catch (e) {
-      rethrow(e);
+      rethrow(e, this.rank);
     }
   }
 
@@ -172,7 +175,7 @@ export class NativeEngine {
     try {
       this.raw.waitAllMappedAndUnlink(name, timeoutMs);
     } catch (e) {
-      rethrow(e);
+      rethrow(e, this.rank);
     }
   }
 
@@ -181,7 +184,7 @@ export class NativeEngine {
     try {
       this.raw.connectTcp(token, peers, timeoutMs);
     } catch (e) {
-      rethrow(e);
+      rethrow(e, this.rank);
     }
   }
 
@@ -203,7 +206,7 @@ export class NativeEngine {
     try {
       this.raw.setShmGroup(id, ranks);
     } catch (e) {
-      rethrow(e);
+      rethrow(e, this.rank);
     }
   }
 
@@ -223,7 +226,7 @@ export class NativeEngine {
       else if (send === null) this.raw.run(recv);
       else this.raw.run(recv, send);
     } catch (e) {
-      rethrow(e);
+      rethrow(e, this.rank);
     }
   }
 
@@ -233,7 +236,7 @@ export class NativeEngine {
     try {
       return this.raw.runAsync(recv, send).catch(rethrow);
     } catch (e) {
-      return Promise.reject(toTopocollError(e));
+      return Promise.reject(toTopocollError(e, this.rank));
     }
   }
 
@@ -269,9 +272,9 @@ export class NativeEngine {
   }
 }
 
-function toTopocollError(e: unknown): unknown {
+function toTopocollError(e: unknown, rank: number): unknown {
   try {
-    rethrow(e);
+    rethrow(e, rank);
   } catch (converted) {
     return converted;
   }

@@ -234,8 +234,47 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     kCallFields
   };
 
-  // Reads the descriptor; throws CollError for an unknown schedule id.
-  CallArgs ReadCall(const void* send, void* recv) const {
+  // A buffer argument: a TypedArray's bytes, or none (null/undefined).
+  struct BufferView {
+    void* data = nullptr;
+    size_t bytes = 0;
+    bool given = false;
+  };
+
+  // Raw Node-API: the wrapper classes' checks cost more than the call. Anything that is not a
+  // TypedArray counts as absent (src/native.ts has checked the types; ReadCall checks sizes).
+  static BufferView RawBytes(napi_env env, napi_value value) {
+    BufferView v;
+    napi_typedarray_type type;
+    size_t length = 0;
+    if (napi_get_typedarray_info(env, value, &type, &length, &v.data, nullptr, nullptr) != napi_ok) return v;
+    v.bytes = length * TypedArrayElementBytes(type);
+    v.given = true;
+    return v;
+  }
+
+  static size_t TypedArrayElementBytes(napi_typedarray_type type) {
+    switch (type) {
+      case napi_int8_array:
+      case napi_uint8_array:
+      case napi_uint8_clamped_array:
+        return 1;
+      case napi_int16_array:
+      case napi_uint16_array:
+        return 2;
+      case napi_int32_array:
+      case napi_uint32_array:
+      case napi_float32_array:
+        return 4;
+      default:
+        return 8;
+    }
+  }
+
+  // Reads the descriptor and checks it against the buffers, before anything is sent: an
+  // unknown schedule id, a buffer smaller than the call, a missing one, or send and recv that
+  // overlap without being the same bytes (IN_PLACE passes the same array twice) are CollErrors.
+  CallArgs ReadCall(const BufferView& send, const BufferView& recv) const {
     const double* d = call_area_;
     CallArgs a;
     a.collective = static_cast<Collective>(static_cast<int>(d[kFieldCollective]));
@@ -243,8 +282,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     const int bcast_id = static_cast<int>(d[kFieldBcastPlan]);
     a.reduce = reduce_id >= 0 ? engine_->Plan(reduce_id) : nullptr;
     a.bcast = bcast_id >= 0 ? engine_->Plan(bcast_id) : nullptr;
-    a.send = send;
-    a.recv = recv;
+    a.send = send.data;
+    a.recv = recv.data;
     a.count = static_cast<uint64_t>(d[kFieldCount]);
     a.dtype = static_cast<Dtype>(static_cast<int>(d[kFieldDtype]));
     a.op = static_cast<ReduceOp>(static_cast<int>(d[kFieldOp]));
@@ -256,15 +295,23 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     if ((needs_reduce && a.reduce == nullptr) || (needs_bcast && a.bcast == nullptr)) {
       throw CollError("EINVAL", "unknown schedule id");
     }
+    const size_t bytes = static_cast<size_t>(a.count) * DtypeSize(a.dtype);
+    if (a.collective == Collective::kBarrier || bytes == 0) return a;
+    const bool sends = a.collective != Collective::kBcast;
+    // A reduce's recv matters at the root only; the other buffers are always needed.
+    const bool receives = a.collective != Collective::kReduce || a.root == engine_->rank();
+    if ((sends && (!send.given || send.bytes < bytes)) || (receives && (!recv.given || recv.bytes < bytes)) ||
+        (recv.given && recv.bytes < bytes)) {
+      throw CollError("EINVAL", "a buffer is missing or smaller than the call's " + std::to_string(a.count) + " elements");
+    }
+    if (send.given && recv.given && send.data != recv.data) {
+      const auto* s = static_cast<const uint8_t*>(send.data);
+      const auto* r = static_cast<const uint8_t*>(recv.data);
+      if (s < r + bytes && r < s + bytes) {
+        throw CollError("EINVAL", "send and recv overlap (pass IN_PLACE as send to reduce in place)");
+      }
+    }
     return a;
-  }
-
-  // A TypedArray's first byte, or nullptr for anything else (null/undefined: src/native.ts
-  // has checked the types). Raw Node-API: the wrapper classes' checks cost more than the call.
-  static void* RawBytes(napi_env env, napi_value value) {
-    void* data = nullptr;
-    if (napi_get_typedarray_info(env, value, nullptr, nullptr, &data, nullptr, nullptr) != napi_ok) return nullptr;
-    return data;
   }
 
   // run(recv[, send[, user]]) with the descriptor in callArea: one collective on the calling
@@ -277,7 +324,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     napi_get_cb_info(env, info, &argc, argv, nullptr, &data);
     auto* self = static_cast<NativeEngine*>(data);
     try {
-      CallArgs args = self->ReadCall(argc > 1 ? RawBytes(env, argv[1]) : nullptr, argc > 0 ? RawBytes(env, argv[0]) : nullptr);
+      CallArgs args = self->ReadCall(argc > 1 ? RawBytes(env, argv[1]) : BufferView{}, argc > 0 ? RawBytes(env, argv[0]) : BufferView{});
       napi_valuetype user_type = napi_undefined;
       if (argc > 2) napi_typeof(env, argv[2], &user_type);
       if (user_type == napi_object) self->AttachUserOp(Napi::Env(env), Napi::Object(env, argv[2]), args);

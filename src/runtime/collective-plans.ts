@@ -152,7 +152,8 @@ export class CollectivePlans {
   /** Non-commutative reductions when `plan` mixes the rank order: binomial trees over `orderedPlan`. */
   private readonly ordered?: ScheduleCache;
   private readonly largeBytes: number;
-  private readonly ids = new Map<number, number>();
+  /** Native schedule ids by key (see id()); an array, not a Map: read on every call. */
+  private readonly ids: number[] = [];
 
   constructor(private readonly parts: CollectivePlansParts) {
     const { plan, rank, config, shmGroups, eagerBytes } = parts;
@@ -218,10 +219,10 @@ export class CollectivePlans {
   /** The native id of a phase's schedule (0 bcast, 1 reduce, 2/3 allreduce's reduce/bcast), registered on first use. */
   private id(phase: 0 | 1 | 2 | 3, size: SizeClass, root: number, commutative: boolean): number {
     const key = ((root * 4 + phase) * 2 + (size === 'large' ? 1 : 0)) * 2 + (commutative ? 0 : 1);
-    let id = this.ids.get(key);
+    let id = this.ids[key];
     if (id === undefined) {
       id = this.parts.register(this.encoded(phase, size, root, commutative));
-      this.ids.set(key, id);
+      this.ids[key] = id;
     }
     return id;
   }

@@ -45,6 +45,7 @@ const BY_CONSTRUCTOR = new Map<unknown, Datatype>([
   dt('uint64', 10, 8, true, BigUint64Array),
 ]);
 if (typeof Buffer !== 'undefined') BY_CONSTRUCTOR.set(Buffer, BY_CONSTRUCTOR.get(Uint8Array)!);
+let lastType: Datatype = BY_CONSTRUCTOR.get(Float64Array)!;
 
 export type TypedArray =
   | Int8Array
@@ -59,10 +60,21 @@ export type TypedArray =
   | BigInt64Array
   | BigUint64Array;
 
-/** The datatype of a buffer argument, or EINVAL naming what was passed instead. */
+/**
+ * The datatype of a buffer argument, or EINVAL naming what was passed instead. The last class
+ * seen is remembered: a program calls with the same few types over and over, and a compare is
+ * cheaper than the Map lookup on the latency path.
+ */
 export function datatypeOf(buffer: unknown, what: string): Datatype {
-  const type = buffer !== null && typeof buffer === 'object' ? BY_CONSTRUCTOR.get(buffer.constructor) : undefined;
-  if (type !== undefined) return type;
+  if (buffer !== null && typeof buffer === 'object') {
+    const constructor = buffer.constructor;
+    if (constructor === lastType.array && constructor !== undefined) return lastType;
+    const type = BY_CONSTRUCTOR.get(constructor);
+    if (type !== undefined) {
+      lastType = type;
+      return type;
+    }
+  }
   const found = buffer === null ? 'null' : typeof buffer === 'object' ? (buffer.constructor?.name ?? 'object') : typeof buffer;
   throw new TopocollError('EINVAL', `${what} must be a TypedArray (Int8Array … Float64Array, BigInt64Array, BigUint64Array) or a Buffer, got ${found}`);
 }
@@ -107,9 +119,10 @@ export function nativeUserOp(op: UserOp, type: Datatype): NativeUserOp {
   return { combine, dst: dst as unknown as TypedArray, src: src as unknown as TypedArray };
 }
 
-/** The code of a reduction operator valid for `type`. */
+/** The code of a reduction operator valid for `type` (the last pair is remembered, as above). */
 export function reduceOpCode(op: unknown, type: Datatype): number {
-  const entry = typeof op === 'string' ? OPS[op as ReduceOpName] : undefined;
+  if (op === lastOp.name && type === lastOp.type) return lastOp.code;
+  const entry = typeof op === 'string' && Object.hasOwn(OPS, op) ? OPS[op as ReduceOpName] : undefined;
   if (entry === undefined) {
     throw new TopocollError('EINVAL', `unknown reduction operator ${JSON.stringify(op)}`, {
       hint: `Use one of ${Object.keys(OPS).join(', ')}.`,
@@ -120,5 +133,8 @@ export function reduceOpCode(op: unknown, type: Datatype): number {
       hint: 'Use sum, prod, min or max on floating-point data.',
     });
   }
+  lastOp = { name: op as string, type, code: entry.code };
   return entry.code;
 }
+
+let lastOp: { name: string; type: Datatype; code: number } = { name: 'sum', type: lastType, code: OPS.sum.code };
