@@ -1,8 +1,19 @@
-// A one-way byte ring between two processes of a node, in the shared segment. The sender owns
-// `head`, the receiver owns `tail`, each on its own cache lines; data is published with a
-// release store of `head` after it is written and consumed with an acquire load, so no other
-// synchronisation is needed. Every message starts and ends on an 8-byte boundary, which lets the
-// receiver reduce elements straight out of the ring.
+// A one-way message ring between two processes of a node, in the shared segment.
+//
+// Every message starts with an 8-byte frame word on an 8-byte boundary: its length and whether
+// it is streamed. The receiver waits on the frame word itself, so a small message costs it the
+// cache lines of the message and nothing else — no separate counter to pull from the sender's
+// cache first (the fast-box technique of shared-memory MPI transports). The sender writes the
+// body, zeroes the frame word after it (where the receiver will look next), then stores the
+// frame with release order. Because the next frame is zeroed before the message is published,
+// the receiver never takes stale bytes of an earlier lap for a frame.
+//
+// A message that is too large to be written at once (more than a piece, or more than half the
+// ring) is streamed: its frame says so and `head`, the count of bytes published, grows piece by
+// piece as the sender writes, so the receiver copies one piece while the sender writes the next.
+// `tail` is the receiver's count of bytes consumed; the sender reads it only when the ring looks
+// full. Bodies are padded to 8 bytes, which lets the receiver reduce elements straight out of
+// the ring.
 #pragma once
 
 #include <atomic>
@@ -15,7 +26,7 @@
 namespace topocoll {
 
 struct ChannelControl {
-  alignas(128) std::atomic<uint64_t> head;  // bytes written (sender)
+  alignas(128) std::atomic<uint64_t> head;  // bytes published (sender; streamed messages only)
   alignas(128) std::atomic<uint64_t> tail;  // bytes consumed (receiver)
 };
 
@@ -32,14 +43,15 @@ class ShmChannel {
 
   bool valid() const { return control_ != nullptr; }
 
-  // Sender: writes the slices back to back as one message, padded to 8 bytes.
+  // Sender: writes the slices back to back as one message.
   void Send(const ByteSlice* slices, size_t count, const WaitPolicy& policy, WaitGuard& guard);
 
-  // Receiver: waits for `n` bytes and copies them out (n a multiple of 8, e.g. the header).
+  // Receiver: waits for `n` bytes of the current message (the next one when the last is done)
+  // and copies them out (n a multiple of 8, e.g. the header).
   void ReadExact(void* dst, size_t n, const WaitPolicy& policy, WaitGuard& guard);
 
-  // Receiver: hands `n` payload bytes to consume(const uint8_t*, size_t) in pieces whose sizes
-  // are multiples of 8 (but the last), then skips the padding.
+  // Receiver: hands `n` bytes of the current message to consume(const uint8_t*, size_t) in
+  // pieces whose sizes are multiples of 8 (but the last); a message read to its end is done.
   template <typename Sink>
   void Consume(size_t n, Sink&& consume, const WaitPolicy& policy, WaitGuard& guard);
 
@@ -47,50 +59,59 @@ class ShmChannel {
   // Largest piece published at once: small enough that the receiver copies one piece while the
   // sender writes the next.
   static constexpr uint64_t kPiece = 64 * 1024;
+  // Frame word: the body's length in bytes, and this bit for a streamed message. Never zero:
+  // every message carries at least a header.
+  static constexpr uint64_t kStreamed = uint64_t{1} << 63;
 
-  uint64_t WaitForData(uint64_t tail, const WaitPolicy& policy, WaitGuard& guard);
+  std::atomic<uint64_t>& FrameAt(uint64_t position) {
+    return *reinterpret_cast<std::atomic<uint64_t>*>(data_ + (position & (capacity_ - 1)));
+  }
+  static uint64_t Padded(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
+  // Copies `n` bytes into the ring at `position`, across its end if need be.
+  void CopyIn(uint64_t position, const uint8_t* src, uint64_t n);
+  // Sender: waits until `bytes` more fit in the ring.
+  void WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard& guard);
+  // Receiver: reads the frame of the next message at `tail_` (waiting for it).
+  void BeginMessage(const WaitPolicy& policy, WaitGuard& guard);
+  // Receiver: waits until the streamed message has more than `tail_` published.
+  void WaitForPiece(const WaitPolicy& policy, WaitGuard& guard);
 
   ChannelControl* control_ = nullptr;
   uint8_t* data_ = nullptr;
   uint64_t capacity_ = 0;  // a power of two
   Doorbell* sender_ = nullptr;
   Doorbell* receiver_ = nullptr;
-  // Sender side: the receiver's `tail` as last read (it only grows).
+  // Sender side: the next message's position, and the receiver's `tail` as last read (it only
+  // grows).
+  uint64_t head_ = 0;
   uint64_t known_tail_ = 0;
-  // Receiver side: the sender's `head` as last read (it only grows).
-  uint64_t known_head_ = 0;
+  // Receiver side: the position it has consumed up to, the end of the current message's body
+  // (== tail_ between messages), and how far that message is known to be published.
+  uint64_t tail_ = 0;
+  uint64_t message_end_ = 0;
+  uint64_t published_ = 0;
 };
-
-inline uint64_t ShmChannel::WaitForData(uint64_t tail, const WaitPolicy& policy, WaitGuard& guard) {
-  uint64_t head = control_->head.load(std::memory_order_acquire);
-  if (head != tail) return head;
-  WaitUntil([&] { return (head = control_->head.load(std::memory_order_acquire)) != tail; }, *receiver_, policy, guard);
-  return head;
-}
 
 template <typename Sink>
 void ShmChannel::Consume(size_t n, Sink&& consume, const WaitPolicy& policy, WaitGuard& guard) {
-  uint64_t tail = control_->tail.load(std::memory_order_relaxed);
-  const uint64_t end = tail + n;
-  const uint64_t padded_end = (end + 7) & ~uint64_t{7};
-  while (tail < end) {
-    // The sender's head as last read: reloaded only when everything up to it is consumed, so
-    // a receiver behind a streaming sender does not pull the sender's line for every message.
-    if (known_head_ == tail) known_head_ = WaitForData(tail, policy, guard);
-    const uint64_t head = known_head_;
-    const uint64_t offset = tail & (capacity_ - 1);
-    uint64_t piece = head - tail;
-    if (piece > end - tail) piece = end - tail;
+  while (n > 0) {
+    if (tail_ == message_end_) BeginMessage(policy, guard);
+    if (published_ == tail_) WaitForPiece(policy, guard);
+    const uint64_t offset = tail_ & (capacity_ - 1);
+    uint64_t piece = published_ - tail_;
+    if (piece > n) piece = n;
     if (piece > capacity_ - offset) piece = capacity_ - offset;
     consume(data_ + offset, static_cast<size_t>(piece));
-    tail += piece;
-    // The sender publishes only 8-aligned heads, so the padding after the last byte is already
-    // there: step over it at once and keep `tail` aligned.
-    const uint64_t consumed = tail == end ? padded_end : tail;
-    control_->tail.store(consumed, std::memory_order_release);
-    if (known_head_ < consumed) known_head_ = consumed;  // the padding, published with the message
-    // A sender waits (Send) until half the ring is free; until then there is nobody to wake.
-    if (known_head_ - consumed <= capacity_ / 2) sender_->Ring(policy.asymmetric);
+    tail_ += piece;
+    n -= static_cast<size_t>(piece);
+    // The end of a body: step over its padding, so the next frame is where tail_ points.
+    if (tail_ == message_end_) message_end_ = published_ = tail_ = Padded(tail_);
+    control_->tail.store(tail_, std::memory_order_release);
+    // A sender that waits (WaitForRoom) has stored its position in `head` and waits for half
+    // the ring; until then there is nobody to wake. A `head` behind tail_ is one from before
+    // (the sender only stores it to wait or to stream): ring, Ring() is one load if nobody sleeps.
+    const uint64_t advertised = control_->head.load(std::memory_order_relaxed);
+    if (advertised <= tail_ || advertised - tail_ <= capacity_ / 2) sender_->Ring(policy.asymmetric);
   }
 }
 
