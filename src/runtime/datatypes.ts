@@ -28,10 +28,11 @@ export interface Datatype {
   array: new (length: number) => TypedArray;
 }
 
-const dt = (name: string, code: number, bytes: number, integer: boolean, array: Datatype['array']): [Datatype['array'], Datatype] => [array, { name, code, bytes, integer, array }];
+const dt = (name: string, code: number, bytes: number, integer: boolean, array: Datatype['array']): [string, Datatype] => [array.name, { name, code, bytes, integer, array }];
 
-// Keyed by constructor so a lookup is one Map.get on the hot path. Buffer is a Uint8Array.
-const BY_CONSTRUCTOR = new Map<unknown, Datatype>([
+// Keyed by the name a TypedArray's Symbol.toStringTag getter returns (Buffer's is Uint8Array):
+// unlike a load of `constructor`, that getter is inlined by V8 for every TypedArray class.
+const BY_TAG = new Map<unknown, Datatype>([
   dt('int8', 0, 1, true, Int8Array),
   dt('uint8', 1, 1, true, Uint8Array),
   dt('uint8clamped', 2, 1, true, Uint8ClampedArray),
@@ -44,8 +45,8 @@ const BY_CONSTRUCTOR = new Map<unknown, Datatype>([
   dt('int64', 9, 8, true, BigInt64Array),
   dt('uint64', 10, 8, true, BigUint64Array),
 ]);
-if (typeof Buffer !== 'undefined') BY_CONSTRUCTOR.set(Buffer, BY_CONSTRUCTOR.get(Uint8Array)!);
-let lastType: Datatype = BY_CONSTRUCTOR.get(Float64Array)!;
+let lastTag: unknown = 'Float64Array';
+let lastType: Datatype = BY_TAG.get(lastTag)!;
 
 export type TypedArray =
   | Int8Array
@@ -61,19 +62,19 @@ export type TypedArray =
   | BigUint64Array;
 
 /**
- * The datatype of a buffer argument, or EINVAL naming what was passed instead. The last class
+ * The datatype of a buffer argument, or EINVAL naming what was passed instead. The last type
  * seen is remembered: a program calls with the same few types over and over, and a compare is
  * cheaper than the Map lookup on the latency path.
  */
 export function datatypeOf(buffer: unknown, what: string): Datatype {
-  if (buffer !== null && typeof buffer === 'object') {
-    const constructor = buffer.constructor;
-    if (constructor === lastType.array && constructor !== undefined) return lastType;
-    const type = BY_CONSTRUCTOR.get(constructor);
-    if (type !== undefined) {
-      lastType = type;
-      return type;
-    }
+  // DataView is a view too, but its tag is not in the table.
+  const tag: unknown = ArrayBuffer.isView(buffer) ? (buffer as TypedArray)[Symbol.toStringTag] : undefined;
+  if (tag === lastTag) return lastType;
+  const type = BY_TAG.get(tag);
+  if (type !== undefined) {
+    lastTag = tag;
+    lastType = type;
+    return type;
   }
   const found = buffer === null ? 'null' : typeof buffer === 'object' ? (buffer.constructor?.name ?? 'object') : typeof buffer;
   throw new TopocollError('EINVAL', `${what} must be a TypedArray (Int8Array … Float64Array, BigInt64Array, BigUint64Array) or a Buffer, got ${found}`);

@@ -47,6 +47,21 @@ describe('a communicator of one process', () => {
     expect(thrown(() => comm.allreduceSync(whole.subarray(0, 4), whole.subarray(2, 6)), 'EINVAL').message).toMatch(/overlap.*IN_PLACE/);
     // Adjacent views of one buffer do not overlap and are fine.
     comm.allreduceSync(whole.subarray(0, 4), whole.subarray(4, 8));
+    // The same array as send and recv without IN_PLACE, and a partial overlap checked by the
+    // addon from the addresses; both name the rank.
+    expect(thrown(() => comm.allreduceSync(whole, whole), 'EINVAL').message).toMatch(/overlap.*rank 0.*IN_PLACE/);
+    expect(thrown(() => comm.reduceSync(whole.subarray(1, 5), whole.subarray(0, 4), 'sum', 0), 'EINVAL').message).toMatch(/overlap.*IN_PLACE.*rank 0/);
+  });
+
+  it('refuses a TypedArray that claims more elements than its memory holds, in the addon', () => {
+    class Lying extends Int32Array {
+      override get length(): number {
+        return 1 << 20;
+      }
+    }
+    const liar = new Lying(4);
+    expect(thrown(() => comm.bcastSync(liar, 0), 'EINVAL').message).toMatch(/smaller than the call's 1048576 elements/);
+    expect(thrown(() => comm.allreduceSync(liar, new Lying(4), 'sum'), 'EINVAL').message).toMatch(/smaller than the call/);
   });
 
   it('takes non-commutative user operators (one rank is in rank order), and reports one that throws', () => {
