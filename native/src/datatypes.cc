@@ -33,7 +33,9 @@ void Sum(void* d, const void* s, size_t n) {
 }
 template <typename T>
 void Prod(void* d, const void* s, size_t n) {
-  using U = typename Arith<T>::type;
+  // At least as wide as unsigned int: narrower unsigned types would be promoted to (signed) int,
+  // and 65535 · 65535 overflows it.
+  using U = std::common_type_t<typename Arith<T>::type, unsigned>;
   Apply<T>(d, s, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
 }
 template <typename T>
