@@ -8,8 +8,10 @@ import { jobScript, repoRoot, runJob } from '../helpers/jobs.js';
  * Per-level algorithms through real processes: each combination of bcast, reduce and allreduce
  * algorithms runs test/jobs/strategies.mjs (every root, sizes across the small/large threshold
  * and several segments, IN_PLACE, float results compared bitwise across ranks, non-commutative
- * user operators) on one node with interleaved cores, on 2 emulated nodes, and on 4 emulated
- * nodes under a two-level switch network — with all levels on and with one level off.
+ * user operators, and every datatype × every operator valid for it at 1, 17 and just over
+ * 1100 bytes — above the 1 KiB large threshold of the combination that sets it) on one node with
+ * interleaved cores, on 2 emulated nodes, and on 4 emulated nodes under a two-level switch
+ * network — with all levels on and with one level off; and 4 MiB messages.
  */
 const INSIDE = ['core', 'l1', 'l2', 'l3', 'numa', 'socket', 'node'];
 const BETWEEN = ['switch1', 'switch2', 'world'];
@@ -59,6 +61,8 @@ function configFile(c: Combination, disabled?: string): string {
 }
 
 const SIZES = ['0', '1', '3', '17', '1000', '16411', '70001'];
+/** Every datatype (Buffer and Uint8Clamped too) × every operator for it, reduce at roots 0 and size − 1. */
+const TYPES = '--types=1,17,kib';
 
 function expectAllRanksOk(r: ReturnType<typeof runJob>, ranks: number): void {
   expect(r.stderr).not.toMatch(/Error/);
@@ -71,7 +75,7 @@ describe('per-level algorithms in real jobs', () => {
   for (const c of COMBINATIONS) {
     for (const [where, args] of PLACEMENTS) {
       it(`${c.name}: ${where}`, () => {
-        const r = runJob([...args, '--config', configFile(c), jobScript('strategies.mjs'), ...SIZES]);
+        const r = runJob([...args, '--config', configFile(c), jobScript('strategies.mjs'), ...SIZES, TYPES]);
         expectAllRanksOk(r, Number(args[1]));
       });
     }
@@ -80,12 +84,17 @@ describe('per-level algorithms in real jobs', () => {
   it('with a level switched off in the configuration: 8 ranks on 4 emulated nodes without the leaf switches', () => {
     const c = COMBINATIONS[0]!;
     const args = ['-n', '8', '--nodes', '4', '--network', `${repoRoot}test/fixtures/network/four-nodes.txt`];
-    const r = runJob([...args, '--config', configFile(c, 'switch1'), jobScript('strategies.mjs'), ...SIZES]);
+    const r = runJob([...args, '--config', configFile(c, 'switch1'), jobScript('strategies.mjs'), ...SIZES, TYPES]);
     expectAllRanksOk(r, 8);
   });
 
   it('messages of 300 000 elements on 4 ranks of 2 emulated nodes with the defaults', () => {
     const r = runJob(['-n', '4', '--nodes', '2', jobScript('strategies.mjs'), '300000']);
+    expectAllRanksOk(r, 4);
+  });
+
+  it('4 MiB messages (1 048 576 Int32 and Float32 elements, 4 MiB + 3 bytes) on 4 ranks of 2 emulated nodes with the defaults', () => {
+    const r = runJob(['-n', '4', '--nodes', '2', jobScript('strategies.mjs'), '--big=1048576']);
     expectAllRanksOk(r, 4);
   });
 });
