@@ -69,7 +69,10 @@ void ShmChannel::Send(const ByteSlice* slices, size_t count, const WaitPolicy& p
       left -= piece;
       head_ += piece;
       unpublished += piece;
-      if (unpublished >= kPiece && (head_ & 7) == 0) publish();
+      // Not the end of the message: that is published below, after the next frame is zeroed —
+      // a receiver that saw the whole body would otherwise read that frame's stale bytes.
+      const bool last = left == 0 && s + 1 == count;
+      if (unpublished >= kPiece && (head_ & 7) == 0 && !last) publish();
     }
   }
   head_ = Padded(head_);
