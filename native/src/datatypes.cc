@@ -7,94 +7,109 @@ namespace topocoll {
 
 namespace {
 
-// Plain loops over restrict pointers: with -O3 the compiler vectorises each of them.
-template <typename T, typename F>
-void Apply(void* dst_v, const void* src_v, size_t n, F f) {
+// Plain loops over restrict pointers: with -O3 the compiler vectorises each of them. Every
+// operator is one functor, used by both forms: dst op= src, and dst = a op b.
+template <typename T, typename Op>
+void Apply(void* dst_v, const void* src_v, size_t n) {
   T* __restrict dst = static_cast<T*>(dst_v);
   const T* __restrict src = static_cast<const T*>(src_v);
+  const Op f;
   for (size_t i = 0; i < n; ++i) dst[i] = f(dst[i], src[i]);
+}
+template <typename T, typename Op>
+void Apply3(void* dst_v, const void* a_v, const void* b_v, size_t n) {
+  T* __restrict dst = static_cast<T*>(dst_v);
+  const T* __restrict a = static_cast<const T*>(a_v);
+  const T* __restrict b = static_cast<const T*>(b_v);
+  const Op f;
+  for (size_t i = 0; i < n; ++i) dst[i] = f(a[i], b[i]);
 }
 
 // Integer arithmetic is done on the unsigned type so overflow wraps (as in a JS typed array)
-// instead of being undefined behaviour.
+// instead of being undefined behaviour; at least as wide as unsigned int, since narrower
+// unsigned types would be promoted to (signed) int, and 65535 · 65535 overflows it.
 template <typename T, bool = std::is_integral_v<T>>
 struct Arith {
   using type = T;
 };
 template <typename T>
 struct Arith<T, true> {
-  using type = std::make_unsigned_t<T>;
+  using type = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
 };
 
 template <typename T>
-void Sum(void* d, const void* s, size_t n) {
+struct Sum {
   using U = typename Arith<T>::type;
-  Apply<T>(d, s, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); });
-}
+  T operator()(T a, T b) const { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); }
+};
 template <typename T>
-void Prod(void* d, const void* s, size_t n) {
-  // At least as wide as unsigned int: narrower unsigned types would be promoted to (signed) int,
-  // and 65535 · 65535 overflows it.
-  using U = std::common_type_t<typename Arith<T>::type, unsigned>;
-  Apply<T>(d, s, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
-}
+struct Prod {
+  using U = typename Arith<T>::type;
+  T operator()(T a, T b) const { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); }
+};
 template <typename T>
-void Min(void* d, const void* s, size_t n) {
-  Apply<T>(d, s, n, [](T a, T b) { return b < a ? b : a; });
-}
+struct Min {
+  T operator()(T a, T b) const { return b < a ? b : a; }
+};
 template <typename T>
-void Max(void* d, const void* s, size_t n) {
-  Apply<T>(d, s, n, [](T a, T b) { return a < b ? b : a; });
-}
+struct Max {
+  T operator()(T a, T b) const { return a < b ? b : a; }
+};
 template <typename T>
-void Band(void* d, const void* s, size_t n) {
-  Apply<T>(d, s, n, [](T a, T b) { return static_cast<T>(a & b); });
-}
+struct Band {
+  T operator()(T a, T b) const { return static_cast<T>(a & b); }
+};
 template <typename T>
-void Bor(void* d, const void* s, size_t n) {
-  Apply<T>(d, s, n, [](T a, T b) { return static_cast<T>(a | b); });
-}
+struct Bor {
+  T operator()(T a, T b) const { return static_cast<T>(a | b); }
+};
 template <typename T>
-void Bxor(void* d, const void* s, size_t n) {
-  Apply<T>(d, s, n, [](T a, T b) { return static_cast<T>(a ^ b); });
-}
+struct Bxor {
+  T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+};
 template <typename T>
-void Land(void* d, const void* s, size_t n) {
-  Apply<T>(d, s, n, [](T a, T b) { return static_cast<T>(a != 0 && b != 0); });
-}
+struct Land {
+  T operator()(T a, T b) const { return static_cast<T>(a != 0 && b != 0); }
+};
 template <typename T>
-void Lor(void* d, const void* s, size_t n) {
-  Apply<T>(d, s, n, [](T a, T b) { return static_cast<T>(a != 0 || b != 0); });
-}
-
+struct Lor {
+  T operator()(T a, T b) const { return static_cast<T>(a != 0 || b != 0); }
+};
 // Uint8ClampedArray: arithmetic saturates at 0 and 255, as assigning to the array would.
-void ClampedSum(void* d, const void* s, size_t n) {
-  Apply<uint8_t>(d, s, n, [](uint8_t a, uint8_t b) { return static_cast<uint8_t>(std::min(255, a + b)); });
-}
-void ClampedProd(void* d, const void* s, size_t n) {
-  Apply<uint8_t>(d, s, n, [](uint8_t a, uint8_t b) { return static_cast<uint8_t>(std::min(255, a * b)); });
+template <typename T>
+struct ClampedSum {
+  T operator()(T a, T b) const { return static_cast<T>(std::min(255, a + b)); }
+};
+template <typename T>
+struct ClampedProd {
+  T operator()(T a, T b) const { return static_cast<T>(std::min(255, a * b)); }
+};
+
+template <typename T, template <typename> class Op>
+ReduceKernels Make() {
+  return {Apply<T, Op<T>>, Apply3<T, Op<T>>};
 }
 
 template <typename T>
-ReduceFn ForType(ReduceOp op) {
+ReduceKernels ForType(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return Sum<T>;
-    case ReduceOp::kProd: return Prod<T>;
-    case ReduceOp::kMin: return Min<T>;
-    case ReduceOp::kMax: return Max<T>;
+    case ReduceOp::kSum: return Make<T, Sum>();
+    case ReduceOp::kProd: return Make<T, Prod>();
+    case ReduceOp::kMin: return Make<T, Min>();
+    case ReduceOp::kMax: return Make<T, Max>();
     default: break;
   }
   if constexpr (std::is_integral_v<T>) {
     switch (op) {
-      case ReduceOp::kBand: return Band<T>;
-      case ReduceOp::kBor: return Bor<T>;
-      case ReduceOp::kBxor: return Bxor<T>;
-      case ReduceOp::kLand: return Land<T>;
-      case ReduceOp::kLor: return Lor<T>;
+      case ReduceOp::kBand: return Make<T, Band>();
+      case ReduceOp::kBor: return Make<T, Bor>();
+      case ReduceOp::kBxor: return Make<T, Bxor>();
+      case ReduceOp::kLand: return Make<T, Land>();
+      case ReduceOp::kLor: return Make<T, Lor>();
       default: break;
     }
   }
-  return nullptr;
+  return {};
 }
 
 }  // namespace
@@ -122,13 +137,13 @@ const char* OpName(ReduceOp op) {
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "a user-defined operator";
 }
 
-ReduceFn FindReduce(Dtype t, ReduceOp op) {
+ReduceKernels FindReduce(Dtype t, ReduceOp op) {
   switch (t) {
     case Dtype::kInt8: return ForType<int8_t>(op);
     case Dtype::kUint8: return ForType<uint8_t>(op);
     case Dtype::kUint8Clamped:
-      if (op == ReduceOp::kSum) return ClampedSum;
-      if (op == ReduceOp::kProd) return ClampedProd;
+      if (op == ReduceOp::kSum) return Make<uint8_t, ClampedSum>();
+      if (op == ReduceOp::kProd) return Make<uint8_t, ClampedProd>();
       return ForType<uint8_t>(op);
     case Dtype::kInt16: return ForType<int16_t>(op);
     case Dtype::kUint16: return ForType<uint16_t>(op);
@@ -138,7 +153,7 @@ ReduceFn FindReduce(Dtype t, ReduceOp op) {
     case Dtype::kFloat64: return ForType<double>(op);
     case Dtype::kInt64: return ForType<int64_t>(op);
     case Dtype::kUint64: return ForType<uint64_t>(op);
-    default: return nullptr;
+    default: return {};
   }
 }
 

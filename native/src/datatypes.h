@@ -38,9 +38,16 @@ size_t DtypeSize(Dtype t);
 const char* DtypeName(Dtype t);
 const char* OpName(ReduceOp op);
 
-// dst[i] = dst[i] op src[i] for n elements; nullptr when the pair is not supported
-// (bitwise and logical operators on floating-point types).
+// dst[i] = dst[i] op src[i] for n elements.
 using ReduceFn = void (*)(void* dst, const void* src, size_t n);
-ReduceFn FindReduce(Dtype t, ReduceOp op);
+// dst[i] = a[i] op b[i] (dst apart from a and b): the same bits as copying a to dst and then
+// combining b into it, in one pass.
+using Reduce3Fn = void (*)(void* dst, const void* a, const void* b, size_t n);
+struct ReduceKernels {
+  ReduceFn in_place = nullptr;
+  Reduce3Fn apart = nullptr;
+};
+// Both null when the pair is not supported (bitwise and logical operators on floating-point types).
+ReduceKernels FindReduce(Dtype t, ReduceOp op);
 
 }  // namespace topocoll

@@ -361,7 +361,9 @@ void Engine::Run(const CallArgs& args) {
   if (reduces && custom) {
     fn.custom = &args.custom;
   } else if (reduces) {
-    fn.kernel = FindReduce(args.dtype, args.op);
+    const ReduceKernels kernels = FindReduce(args.dtype, args.op);
+    fn.kernel = kernels.in_place;
+    fn.kernel3 = kernels.apart;
     const bool floating = args.dtype == Dtype::kFloat32 || args.dtype == Dtype::kFloat64;
     // Floating-point min and max pick an operand, and which one differs for NaN and ±0.
     fn.symmetric = !floating || args.op == ReduceOp::kSum || args.op == ReduceOp::kProd;
@@ -385,19 +387,23 @@ void Engine::Run(const CallArgs& args) {
         // rank that receives; one that only sends reads its input.
         const bool root = options_.rank == args.root;
         uint8_t* acc = root ? recv : ReceivesIn(*args.reduce) ? Scratch(bytes) : nullptr;
-        if (acc != nullptr && acc != send && bytes > 0) std::memcpy(acc, send, bytes);
         // A rank that only sends never writes B: its input serves as B.
         PhaseData data{acc != nullptr ? acc : const_cast<uint8_t*>(send), args.count, segment, elem};
+        if (acc != nullptr && acc != send && bytes > 0) StartAccumulator(data, send, fn);
         RunPhase(*args.reduce, h, data, fn, guard);
+        // The root's result must be whole; scratch elsewhere is dropped.
+        if (root && data.pending != nullptr) data.pending->Materialize(0, args.count);
         if (root) NormalizeAlone(args, fn, bytes);
         break;
       }
       case Collective::kAllreduce:
       case Collective::kBarrier: {
         // The result buffer is every rank's accumulator; the bcast phase then spreads it.
-        if (recv != send && bytes > 0) std::memcpy(recv, send, bytes);
         PhaseData data{recv, args.count, segment, elem};
+        if (recv != send && bytes > 0) StartAccumulator(data, send, fn);
         RunPhase(*args.reduce, h, data, fn, guard);
+        if (data.pending != nullptr) data.pending->Materialize(0, args.count);
+        data.pending = nullptr;
         if (options_.rank == 0) NormalizeAlone(args, fn, bytes);
         h.phase = 1;
         guard.SetPhase(1);
@@ -417,6 +423,18 @@ bool Engine::ReceivesIn(const std::vector<Step>& steps) {
     if (s.kind != StepKind::kSend) return true;
   }
   return false;
+}
+
+void Engine::StartAccumulator(PhaseData& data, const uint8_t* input, const Reducer& reducer) {
+  const size_t bytes = static_cast<size_t>(data.count) * data.elem;
+  // Small messages copy at once: the copy costs less than keeping track. User operators have
+  // no one-pass form.
+  if (bytes < kLazyInputBytes || reducer.kernel3 == nullptr) {
+    std::memcpy(data.buffer, input, bytes);
+    return;
+  }
+  pending_.Start(input, data.buffer, data.elem);
+  data.pending = &pending_;
 }
 
 void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer,
@@ -445,31 +463,54 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
                      uint64_t seg_index, const Reducer& reducer, Guard& guard) {
   const size_t elem = data.elem;
   const ElementRange range = Blocks(seg_n, s.first, s.count, s.of);
-  const uint64_t at = (seg_start + range.begin) * elem;
-  const size_t bytes = static_cast<size_t>((range.end - range.begin) * elem);
+  const uint64_t begin = seg_start + range.begin;
+  const uint64_t end = seg_start + range.end;
+  const size_t bytes = static_cast<size_t>((end - begin) * elem);
+  PendingInput* pending = data.pending;
+  // Where a step reads elements [b, e) of B from: the input while nothing was combined into
+  // them, else B (after copying whatever of them is still only in the input).
+  auto source = [&](uint64_t b, uint64_t e) -> const uint8_t* {
+    if (pending != nullptr) {
+      if (pending->Untouched(b, e)) return pending->Input(b);
+      pending->Materialize(b, e);
+    }
+    return data.buffer + b * elem;
+  };
+  // Receives elements [b, e) of B, combining them with the reducer or not.
+  auto receive = [&](int peer, int local_peer, uint64_t b, uint64_t e, bool reduce) {
+    const void* own = nullptr;
+    if (pending != nullptr) {
+      if (reduce && pending->Untouched(b, e)) own = pending->Input(b);
+      else if (reduce) pending->Materialize(b, e);
+      pending->MarkWritten(b, e);
+    }
+    RecvFrom(peer, local_peer, header, data.buffer + b * elem, static_cast<size_t>((e - b) * elem), reduce ? reducer : Reducer{},
+             s.order == 1, elem, guard, own);
+  };
   switch (s.kind) {
     case StepKind::kSend:
-      SendTo(s.peer, s.local_peer, header, data.buffer + at, bytes, guard);
+      SendTo(s.peer, s.local_peer, header, source(begin, end), bytes, guard);
       return;
     case StepKind::kRecv:
     case StepKind::kRecvReduce:
-      RecvFrom(s.peer, s.local_peer, header, data.buffer + at, bytes, s.kind == StepKind::kRecvReduce ? reducer : Reducer{},
-               s.order == 1, elem, guard);
+      receive(s.peer, s.local_peer, begin, end, s.kind == StepKind::kRecvReduce);
       return;
     case StepKind::kShmBcast: {
+      if (pending != nullptr) pending->Materialize(begin, end);
       guard.WaitingOn(s.peer);
       // Tags: the call, the phase and the level, then a fragment number that runs on across the
       // call's segments (every member runs the same segments, so it agrees on the numbers).
       const uint64_t per_segment = shm_bcast_->MaxFragments(static_cast<size_t>(data.segment * elem));
       const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
                                 (static_cast<uint64_t>(s.level & 0x7f) << 24) | ((seg_index * per_segment) & 0xffffff);
-      shm_bcast_->Run(s.group, s.local_peer, data.buffer + at, bytes, tag_base, CallHash(header), policy_, guard);
+      shm_bcast_->Run(s.group, s.local_peer, data.buffer + begin * elem, bytes, tag_base, CallHash(header), policy_, guard);
       return;
     }
     case StepKind::kShmReduce: {
+      if (pending != nullptr) pending->Materialize(begin, end);
       guard.WaitingOn(s.peer);
       const ReduceChunk combine = [&reducer](void* dst, const void* src, size_t n) { reducer(dst, src, n); };
-      shm_reduce_->Run(s.group, s.local_peer, data.buffer + at, range.end - range.begin, elem, combine, policy_, guard);
+      shm_reduce_->Run(s.group, s.local_peer, data.buffer + begin * elem, end - begin, elem, combine, policy_, guard);
       return;
     }
     case StepKind::kSendRecv:
@@ -479,11 +520,9 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       if (bytes > limit) {
         throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) + " bytes; schedules with exchanges must run with segments of at most " + std::to_string(limit) + " bytes here");
       }
-      SendTo(s.peer, s.local_peer, header, data.buffer + at, bytes, guard);
+      SendTo(s.peer, s.local_peer, header, source(begin, end), bytes, guard);
       const ElementRange into = Blocks(seg_n, s.first2, s.count2, s.of);
-      RecvFrom(s.peer2, s.local_peer2, header, data.buffer + (seg_start + into.begin) * elem,
-               static_cast<size_t>((into.end - into.begin) * elem), s.kind == StepKind::kSendRecvReduce ? reducer : Reducer{},
-               s.order == 1, elem, guard);
+      receive(s.peer2, s.local_peer2, seg_start + into.begin, seg_start + into.end, s.kind == StepKind::kSendRecvReduce);
       return;
     }
   }
@@ -565,13 +604,19 @@ void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int pe
 }
 
 void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& fn,
-                      bool incoming_first, size_t elem, Guard& guard) {
+                      bool incoming_first, size_t elem, Guard& guard, const void* own) {
   guard.WaitingOn(peer);
   MsgHeader got{};
   uint8_t* out = static_cast<uint8_t*>(dst);
+  const uint8_t* mine = static_cast<const uint8_t*>(own);
   // Folds n elements that arrived at `in` into `out`, in the step's order.
   auto combine = [&](const uint8_t* in, size_t len) {
-    if (!incoming_first || fn.symmetric) {
+    if (mine != nullptr) {
+      // Left operand first, as below: the same bits as copying `own` into out and combining.
+      if (!incoming_first || fn.symmetric) fn.kernel3(out, mine, in, len / elem);
+      else fn.kernel3(out, in, mine, len / elem);
+      mine += len;
+    } else if (!incoming_first || fn.symmetric) {
       fn(out, in, len / elem);
     } else {
       // out = in op out: the operator writes its left operand, so work on a copy of `in`.

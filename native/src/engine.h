@@ -17,6 +17,7 @@
 
 #include "datatypes.h"
 #include "message.h"
+#include "pending_input.h"
 #include "shm_bcast.h"
 #include "shm_channel.h"
 #include "shm_reduce.h"
@@ -80,6 +81,7 @@ using CustomReduce = std::function<void(void* dst, const void* src, size_t n)>;
 // The reduction of one call: a built-in kernel or the caller's operator.
 struct Reducer {
   ReduceFn kernel = nullptr;
+  Reduce3Fn kernel3 = nullptr;  // dst = a op b; with kernel
   const CustomReduce* custom = nullptr;
   // a op b and b op a have the same bits (integer operators, floating-point sum and product):
   // the order of a step's operands can then be ignored.
@@ -168,9 +170,15 @@ class Engine {
     uint64_t count;    // elements of the whole message
     uint64_t segment;  // elements per segment
     size_t elem;
+    // Set when B starts as a copy of the input that is made lazily (large reductions).
+    PendingInput* pending = nullptr;
   };
   // Whether a schedule writes B (anything but sends).
   static bool ReceivesIn(const std::vector<Step>& steps);
+  // Makes data.buffer start as a copy of `input`: at once, or lazily through pending_ for large
+  // messages (then data.pending is set).
+  void StartAccumulator(PhaseData& data, const uint8_t* input, const Reducer& reducer);
+  static constexpr size_t kLazyInputBytes = 16 * 1024;
   void RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer, Guard& guard);
   void RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n,
                uint64_t seg_index, const Reducer& reducer, Guard& guard);
@@ -180,9 +188,10 @@ class Engine {
   bool ReadPublishedCall(int local_index, MsgHeader* out) const;
   void SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
   // Receives `bytes` into dst; with a reducer combines them into dst instead (incoming_first:
-  // dst = incoming op dst, else dst op incoming).
+  // dst = incoming op dst, else dst op incoming) — or, given `own`, with own in dst's place
+  // (dst = own op incoming; the reducer has kernel3).
   void RecvFrom(int peer, int local_peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& reducer,
-                bool incoming_first, size_t elem, Guard& guard);
+                bool incoming_first, size_t elem, Guard& guard, const void* own = nullptr);
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);
   int LocalIndex(int rank) const;
   uint8_t* Scratch(size_t bytes);
@@ -209,6 +218,7 @@ class Engine {
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> staging_;
   std::vector<uint8_t> combine_scratch_;
+  PendingInput pending_;
   uint32_t seq_ = 0;
   bool closed_ = false;
 
