@@ -19,6 +19,9 @@ const OPS: Record<ReduceOpName, { code: number; integerOnly: boolean }> = {
   lor: { code: 8, integerOnly: true },
 };
 
+// A Map, not a keyed property load: one hash lookup whatever the name (and no prototype keys).
+const OPS_BY_NAME = new Map<unknown, { code: number; integerOnly: boolean }>(Object.entries(OPS));
+
 export interface Datatype {
   name: string;
   code: number;
@@ -45,8 +48,6 @@ const BY_TAG = new Map<unknown, Datatype>([
   dt('int64', 9, 8, true, BigInt64Array),
   dt('uint64', 10, 8, true, BigUint64Array),
 ]);
-let lastTag: unknown = 'Float64Array';
-let lastType: Datatype = BY_TAG.get(lastTag)!;
 
 export type TypedArray =
   | Int8Array
@@ -62,20 +63,15 @@ export type TypedArray =
   | BigUint64Array;
 
 /**
- * The datatype of a buffer argument, or EINVAL naming what was passed instead. The last type
- * seen is remembered: a program calls with the same few types over and over, and a compare is
- * cheaper than the Map lookup on the latency path.
+ * The datatype of a buffer argument, or EINVAL naming what was passed instead. Stateless on
+ * purpose: remembering the last type in a module variable made V8 deoptimise the calling code
+ * whenever the type changed (8-byte bcasts 30× slower after an allreduce of another type).
  */
 export function datatypeOf(buffer: unknown, what: string): Datatype {
   // DataView is a view too, but its tag is not in the table.
   const tag: unknown = ArrayBuffer.isView(buffer) ? (buffer as TypedArray)[Symbol.toStringTag] : undefined;
-  if (tag === lastTag) return lastType;
   const type = BY_TAG.get(tag);
-  if (type !== undefined) {
-    lastTag = tag;
-    lastType = type;
-    return type;
-  }
+  if (type !== undefined) return type;
   const found = buffer === null ? 'null' : typeof buffer === 'object' ? (buffer.constructor?.name ?? 'object') : typeof buffer;
   throw new TopocollError('EINVAL', `${what} must be a TypedArray (Int8Array … Float64Array, BigInt64Array, BigUint64Array) or a Buffer, got ${found}`);
 }
@@ -120,10 +116,9 @@ export function nativeUserOp(op: UserOp, type: Datatype): NativeUserOp {
   return { combine, dst: dst as unknown as TypedArray, src: src as unknown as TypedArray };
 }
 
-/** The code of a reduction operator valid for `type` (the last pair is remembered, as above). */
+/** The code of a reduction operator valid for `type`. */
 export function reduceOpCode(op: unknown, type: Datatype): number {
-  if (op === lastOp.name && type === lastOp.type) return lastOp.code;
-  const entry = typeof op === 'string' && Object.hasOwn(OPS, op) ? OPS[op as ReduceOpName] : undefined;
+  const entry = OPS_BY_NAME.get(op);
   if (entry === undefined) {
     throw new TopocollError('EINVAL', `unknown reduction operator ${JSON.stringify(op)}`, {
       hint: `Use one of ${Object.keys(OPS).join(', ')}.`,
@@ -134,8 +129,5 @@ export function reduceOpCode(op: unknown, type: Datatype): number {
       hint: 'Use sum, prod, min or max on floating-point data.',
     });
   }
-  lastOp = { name: op as string, type, code: entry.code };
   return entry.code;
 }
-
-let lastOp: { name: string; type: Datatype; code: number } = { name: 'sum', type: lastType, code: OPS.sum.code };
