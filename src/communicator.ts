@@ -10,8 +10,6 @@ import { summarizePlacement, type PlacementReport } from './runtime/placement.js
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray, type UserOp } from './runtime/datatypes.js';
 
 /** Pass as the send buffer to reduce in place: the receive buffer holds the input and the result. */
-const OVERLAP_HINT = 'Pass IN_PLACE as send to reduce in place.';
-
 export const IN_PLACE: unique symbol = Symbol('topocoll.IN_PLACE');
 export type InPlace = typeof IN_PLACE;
 
@@ -339,7 +337,7 @@ export class Communicator {
       throw new TopocollError('EINVAL', `send has ${send.length} elements but recv has ${recv.length}`, { rank: this.rank });
     }
     if (!inPlace && send === recv && send.length > 0) {
-      throw new TopocollError('EINVAL', 'send and recv overlap', { rank: this.rank, hint: OVERLAP_HINT });
+      throw new TopocollError('EINVAL', 'send and recv overlap', { rank: this.rank, hint: 'Pass IN_PLACE as send to reduce in place.' });
     }
   }
 

@@ -234,7 +234,7 @@ export class NativeEngine {
   runAsync(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, segment: number): Promise<void> {
     this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash, segment);
     try {
-      return this.raw.runAsync(recv, send).catch(rethrow);
+      return this.raw.runAsync(recv, send).catch((e: unknown) => rethrow(e, this.rank));
     } catch (e) {
       return Promise.reject(toTopocollError(e, this.rank));
     }

@@ -280,11 +280,11 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     }
     const size_t bytes = static_cast<size_t>(a.count) * DtypeSize(a.dtype);
     if (a.collective == Collective::kBarrier || bytes == 0) return a;
-    const bool sends = a.collective != Collective::kBcast;
-    // A reduce's recv matters at the root only; the other buffers are always needed.
-    const bool receives = a.collective != Collective::kReduce || a.root == engine_->rank();
-    if ((sends && (!send.given || send.elements < a.count)) || (receives && (!recv.given || recv.elements < a.count)) ||
-        (recv.given && recv.elements < a.count)) {
+    // Every buffer given must hold the call; a needed one must be given. A reduce's recv is
+    // needed at the root only, a bcast has no send.
+    auto fits = [&](const BufferView& b, bool needed) { return b.given ? b.elements >= a.count : !needed; };
+    const bool root_or_not_reduce = a.collective != Collective::kReduce || a.root == engine_->rank();
+    if (!fits(send, a.collective != Collective::kBcast) || !fits(recv, root_or_not_reduce)) {
       throw CollError("EINVAL", "a buffer is missing or smaller than the call's " + std::to_string(a.count) + " elements");
     }
     if (send.given && recv.given && send.data != recv.data) {
