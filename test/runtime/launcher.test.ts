@@ -50,9 +50,15 @@ describe('topocoll run', () => {
   it('forwards SIGTERM to every rank', async () => {
     const child = spawn(process.execPath, [`${repoRoot}dist/cli/main.js`, 'run', '-n', '2', probe, 'sleep'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
+    let sent = false;
     child.stdout.on('data', (d) => {
       out += d;
-      if ((out.match(/ready/g) ?? []).length === 2) child.kill('SIGTERM');
+      // Once: every later chunk still contains both "ready" lines, and a second SIGTERM that
+      // lands after the launcher has removed its handlers kills it (exit code null, not 143).
+      if (!sent && (out.match(/ready/g) ?? []).length === 2) {
+        sent = true;
+        child.kill('SIGTERM');
+      }
     });
     const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
     expect(out).toMatch(/rank 0 got SIGTERM/);
