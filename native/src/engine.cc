@@ -476,25 +476,27 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
     }
     return data.buffer + b * elem;
   };
-  // Receives elements [b, e) of B, combining them with the reducer or not.
-  auto receive = [&](int peer, int local_peer, uint64_t b, uint64_t e, bool reduce) {
+  // Where elements [b, e) of B arrive: into B, copied or combined with the reducer — with the
+  // input standing in for B's own operand while they are untouched (a lazy accumulator).
+  auto arriving = [&](uint64_t b, uint64_t e, bool reduce) {
     const void* own = nullptr;
     if (pending != nullptr) {
       if (reduce && pending->Untouched(b, e)) own = pending->Input(b);
       else if (reduce) pending->Materialize(b, e);
       pending->MarkWritten(b, e);
     }
-    RecvFrom(peer, local_peer, header, data.buffer + b * elem, static_cast<size_t>((e - b) * elem), reduce ? reducer : Reducer{},
-             s.order == 1, elem, guard, own);
+    return Delivery(data.buffer + b * elem, reduce ? reducer : Reducer{}, s.order == 1, elem, own, combine_scratch_);
   };
   switch (s.kind) {
     case StepKind::kSend:
       SendTo(s.peer, s.local_peer, header, source(begin, end), bytes, guard);
       return;
     case StepKind::kRecv:
-    case StepKind::kRecvReduce:
-      receive(s.peer, s.local_peer, begin, end, s.kind == StepKind::kRecvReduce);
+    case StepKind::kRecvReduce: {
+      Delivery into = arriving(begin, end, s.kind == StepKind::kRecvReduce);
+      RecvFrom(s.peer, s.local_peer, header, bytes, into, guard);
       return;
+    }
     case StepKind::kShmBcast: {
       if (pending != nullptr) pending->Materialize(begin, end);
       guard.WaitingOn(s.peer);
@@ -515,14 +517,33 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
     }
     case StepKind::kSendRecv:
     case StepKind::kSendRecvReduce: {
+      const ElementRange into_range = Blocks(seg_n, s.first2, s.count2, s.of);
+      const uint64_t b2 = seg_start + into_range.begin;
+      const uint64_t e2 = seg_start + into_range.end;
+      const size_t in_bytes = static_cast<size_t>((e2 - b2) * elem);
+      const uint8_t* out = source(begin, end);
+      if (s.local_peer >= 0 && s.local_peer2 >= 0) {
+        // Both inside the node: sends and receives interleave, so no transport has to hold the
+        // whole segment. What is sent must not change while it is being sent: a step that
+        // receives into the range it sends (recursive doubling) sends a copy.
+        const uint8_t* into_at = data.buffer + b2 * elem;
+        if (bytes > 0 && in_bytes > 0 && out < into_at + in_bytes && into_at < out + bytes) {
+          if (exchange_copy_.size() < bytes) exchange_copy_.resize(bytes);
+          std::memcpy(exchange_copy_.data(), out, bytes);
+          out = exchange_copy_.data();
+        }
+        Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
+        ExchangeLocal(s, header, out, bytes, into, in_bytes, guard);
+        return;
+      }
       // Both sides send before they receive: the transports must hold the whole segment.
       const uint64_t limit = s.local_peer >= 0 ? options_.channel_bytes - 2 * sizeof(MsgHeader) : kEagerBytes;
       if (bytes > limit) {
-        throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) + " bytes; schedules with exchanges must run with segments of at most " + std::to_string(limit) + " bytes here");
+        throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) + " bytes between nodes; schedules with such exchanges must run with segments of at most " + std::to_string(limit) + " bytes here");
       }
-      SendTo(s.peer, s.local_peer, header, source(begin, end), bytes, guard);
-      const ElementRange into = Blocks(seg_n, s.first2, s.count2, s.of);
-      receive(s.peer2, s.local_peer2, seg_start + into.begin, seg_start + into.end, s.kind == StepKind::kSendRecvReduce);
+      SendTo(s.peer, s.local_peer, header, out, bytes, guard);
+      Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
+      RecvFrom(s.peer2, s.local_peer2, header, in_bytes, into, guard);
       return;
     }
   }
@@ -603,40 +624,14 @@ void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int pe
   if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
 }
 
-void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& fn,
-                      bool incoming_first, size_t elem, Guard& guard, const void* own) {
+void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_t bytes, Delivery& into, Guard& guard) {
   guard.WaitingOn(peer);
   MsgHeader got{};
-  uint8_t* out = static_cast<uint8_t*>(dst);
-  const uint8_t* mine = static_cast<const uint8_t*>(own);
-  // Folds n elements that arrived at `in` into `out`, in the step's order.
-  auto combine = [&](const uint8_t* in, size_t len) {
-    if (mine != nullptr) {
-      // Left operand first, as below: the same bits as copying `own` into out and combining.
-      if (!incoming_first || fn.symmetric) fn.kernel3(out, mine, in, len / elem);
-      else fn.kernel3(out, in, mine, len / elem);
-      mine += len;
-    } else if (!incoming_first || fn.symmetric) {
-      fn(out, in, len / elem);
-    } else {
-      // out = in op out: the operator writes its left operand, so work on a copy of `in`.
-      if (combine_scratch_.size() < len) combine_scratch_.resize(len);
-      std::memcpy(combine_scratch_.data(), in, len);
-      fn(combine_scratch_.data(), out, len / elem);
-      std::memcpy(out, combine_scratch_.data(), len);
-    }
-    out += len;
-  };
   if (local_peer >= 0) {
-    const size_t local_size = locals_.size();
-    ShmChannel& channel = channels_[static_cast<size_t>(local_peer) * local_size + static_cast<size_t>(local_index_)];
+    ShmChannel& channel = channels_[static_cast<size_t>(local_peer) * locals_.size() + static_cast<size_t>(local_index_)];
     channel.ReadExact(&got, sizeof got, policy_, guard);
     CheckHeader(expected, got, peer);
-    if (fn) {
-      channel.Consume(bytes, combine, policy_, guard);
-    } else {
-      channel.Consume(bytes, [&](const uint8_t* p, size_t len) { std::memcpy(out, p, len); out += len; }, policy_, guard);
-    }
+    channel.Consume(bytes, into, policy_, guard);
     return;
   }
   // Probes a waiting peer sent us come before its next message: a mismatched one is an error,
@@ -653,8 +648,8 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, void*
     if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
   }
   CheckHeader(expected, got, peer);
-  if (!fn) {
-    tcp_.ReadExact(peer, out, bytes, guard);
+  if (!into.combines()) {
+    tcp_.ReadExact(peer, into.next(), bytes, guard);
     return;
   }
   constexpr size_t kStaging = 256 * 1024;  // a multiple of every element size
@@ -662,8 +657,75 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, void*
   for (size_t done = 0; done < bytes;) {
     const size_t piece = std::min(kStaging, bytes - done);
     tcp_.ReadExact(peer, staging_.data(), piece, guard);
-    combine(staging_.data(), piece);
+    into(staging_.data(), piece);
     done += piece;
+  }
+}
+
+void Delivery::operator()(const uint8_t* in, size_t len) {
+  if (!reducer_) {
+    std::memcpy(out_, in, len);
+  } else if (own_ != nullptr) {
+    // Left operand first, as below: the same bits as copying `own` into out and combining.
+    if (!incoming_first_ || reducer_.symmetric) reducer_.kernel3(out_, own_, in, len / elem_);
+    else reducer_.kernel3(out_, in, own_, len / elem_);
+    own_ += len;
+  } else if (!incoming_first_ || reducer_.symmetric) {
+    reducer_(out_, in, len / elem_);
+  } else {
+    // out = in op out: the operator writes its left operand, so work on a copy of `in`.
+    if (scratch_.size() < len) scratch_.resize(len);
+    std::memcpy(scratch_.data(), in, len);
+    reducer_(scratch_.data(), out_, len / elem_);
+    std::memcpy(out_, scratch_.data(), len);
+  }
+  out_ += len;
+}
+
+void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into,
+                           size_t in_bytes, Guard& guard) {
+  const size_t local_size = locals_.size();
+  ShmChannel& tx = channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(s.local_peer)];
+  ShmChannel& rx = channels_[static_cast<size_t>(s.local_peer2) * local_size + static_cast<size_t>(local_index_)];
+  if (tx.AtOnce(sizeof header + bytes)) {
+    // Small: one write the ring holds, then the receive (the fastest path for both).
+    SendTo(s.peer, s.local_peer, header, data, bytes, guard);
+    RecvFrom(s.peer2, s.local_peer2, header, in_bytes, into, guard);
+    return;
+  }
+  // Large: a piece out, then whatever has come in, and so on. The peers run in step, each
+  // piece is read soon after it was written, and no ring has to hold a whole message.
+  const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
+  ShmChannel::Outgoing out{slices, 2};
+  MsgHeader got{};
+  uint8_t* got_at = reinterpret_cast<uint8_t*>(&got);
+  size_t header_left = sizeof got;
+  size_t body_left = in_bytes;
+  auto read_header = [&](const uint8_t* p, size_t n) {
+    std::memcpy(got_at, p, n);
+    got_at += n;
+  };
+  Doorbell& mine = locals_[static_cast<size_t>(local_index_)].control->doorbell;
+  // A quarter of the ring: the sender streams on while the receiver frees the half it waits for.
+  const uint64_t piece = std::min<uint64_t>(kExchangePiece, tx.capacity() / 4);
+  while (!out.done || header_left > 0 || body_left > 0) {
+    bool moved = !out.done && tx.SendSome(out, piece, policy_);
+    if (header_left > 0) {
+      const size_t n = rx.ConsumeArrived(header_left, read_header, policy_);
+      header_left -= n;
+      moved = moved || n > 0;
+      if (n > 0 && header_left == 0) CheckHeader(header, got, s.peer2);
+    }
+    if (header_left == 0 && body_left > 0) {
+      const size_t n = rx.ConsumeArrived(std::min<size_t>(body_left, piece), into, policy_);
+      body_left -= n;
+      moved = moved || n > 0;
+    }
+    if (moved) continue;
+    const bool receiving = header_left > 0 || body_left > 0;
+    if (!out.done) tx.AnnounceWaitForRoom(policy_);
+    guard.WaitingOn(receiving ? s.peer2 : s.peer);
+    WaitUntil([&] { return (!out.done && tx.HalfFree()) || (receiving && rx.Arrived()); }, mine, policy_, guard);
   }
 }
 

@@ -93,6 +93,30 @@ struct Reducer {
   }
 };
 
+// Where a received body goes, piece by piece: copied to dst, or combined into it in the step's
+// order (incoming_first: dst = incoming op dst, else dst op incoming) — or, given `own`, with
+// own in dst's place (dst = own op incoming in one pass; the reducer has kernel3).
+class Delivery {
+ public:
+  Delivery(void* dst, const Reducer& reducer, bool incoming_first, size_t elem, const void* own,
+           std::vector<uint8_t>& scratch)
+      : out_(static_cast<uint8_t*>(dst)), own_(static_cast<const uint8_t*>(own)), reducer_(reducer),
+        incoming_first_(incoming_first), elem_(elem), scratch_(scratch) {}
+  // Takes the next `len` bytes (whole elements).
+  void operator()(const uint8_t* in, size_t len);
+  bool combines() const { return static_cast<bool>(reducer_); }
+  // Where the next bytes go.
+  uint8_t* next() const { return out_; }
+
+ private:
+  uint8_t* out_;
+  const uint8_t* own_;
+  Reducer reducer_;
+  bool incoming_first_;
+  size_t elem_;
+  std::vector<uint8_t>& scratch_;
+};
+
 // Header op code of user-defined operators (ranks cannot tell two such operators apart).
 constexpr uint8_t kUserOpCode = 255;
 
@@ -187,11 +211,14 @@ class Engine {
   static uint32_t CallHash(const MsgHeader& h);
   bool ReadPublishedCall(int local_index, MsgHeader* out) const;
   void SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
-  // Receives `bytes` into dst; with a reducer combines them into dst instead (incoming_first:
-  // dst = incoming op dst, else dst op incoming) — or, given `own`, with own in dst's place
-  // (dst = own op incoming; the reducer has kernel3).
-  void RecvFrom(int peer, int local_peer, const MsgHeader& expected, void* dst, size_t bytes, const Reducer& reducer,
-                bool incoming_first, size_t elem, Guard& guard, const void* own = nullptr);
+  // Receives a message of `bytes` from `peer` and hands its body to `into`.
+  void RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_t bytes, Delivery& into, Guard& guard);
+  // A step that sends to s.peer while it receives from s.peer2, both on this node: the send in
+  // pieces between the pieces received (large messages), so neither ring must hold it all.
+  void ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into,
+                     size_t in_bytes, Guard& guard);
+  // How much an exchange sends before it looks at what came in (at most a quarter of the ring).
+  static constexpr uint64_t kExchangePiece = 256 * 1024;
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);
   int LocalIndex(int rank) const;
   uint8_t* Scratch(size_t bytes);
@@ -218,6 +245,7 @@ class Engine {
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> staging_;
   std::vector<uint8_t> combine_scratch_;
+  std::vector<uint8_t> exchange_copy_;
   PendingInput pending_;
   uint32_t seq_ = 0;
   bool closed_ = false;

@@ -9,6 +9,14 @@ void ShmChannel::CopyIn(uint64_t position, const uint8_t* src, uint64_t n) {
   if (n > first) std::memcpy(data_, src + first, n - first);
 }
 
+void ShmChannel::AnnounceWaitForRoom(const WaitPolicy& policy) {
+  // Everything before head_ is written: publish it (a streamed message is waited on) and tell
+  // the receiver where this side stands, so it wakes us only once half the ring is free — not
+  // with a system call per message it consumes.
+  control_->head.store(head_, std::memory_order_release);
+  receiver_->Ring(policy.asymmetric);
+}
+
 void ShmChannel::WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard& guard) {
   // 8 bytes always stay free: the zeroed frame after the newest message must not overwrite one
   // the receiver has yet to read.
@@ -16,22 +24,16 @@ void ShmChannel::WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard
   if (room() >= bytes) return;
   known_tail_ = control_->tail.load(std::memory_order_acquire);
   if (room() >= bytes) return;
-  // Everything before head_ is written: publish it (a streamed message is waited on) and tell
-  // the receiver where this side stands, so it wakes us only once half the ring is free — not
-  // with a system call per message it consumes.
-  control_->head.store(head_, std::memory_order_release);
-  receiver_->Ring(policy.asymmetric);
-  WaitUntil([&] { return head_ - (known_tail_ = control_->tail.load(std::memory_order_acquire)) <= capacity_ / 2; }, *sender_,
-            policy, guard);
+  AnnounceWaitForRoom(policy);
+  WaitUntil([&] { return HalfFree(); }, *sender_, policy, guard);
 }
 
 void ShmChannel::Send(const ByteSlice* slices, size_t count, const WaitPolicy& policy, WaitGuard& guard) {
   uint64_t length = 0;
   for (size_t s = 0; s < count; ++s) length += slices[s].size;
-  const uint64_t end = head_ + 8 + Padded(length);
-  const uint64_t limit = capacity_ / 2 - 8 < kPiece ? capacity_ / 2 - 8 : kPiece;
-  if (end - head_ <= limit) {
+  if (AtOnce(length)) {
     // At once: the body, the next frame zeroed, then the frame.
+    const uint64_t end = head_ + 8 + Padded(length);
     WaitForRoom(end - head_, policy, guard);
     uint64_t at = head_ + 8;
     for (size_t s = 0; s < count; ++s) {
@@ -44,57 +46,88 @@ void ShmChannel::Send(const ByteSlice* slices, size_t count, const WaitPolicy& p
     receiver_->Ring(policy.asymmetric);
     return;
   }
-  // Streamed: the frame first, then pieces published through `head`.
-  WaitForRoom(8, policy, guard);
-  FrameAt(head_).store(kStreamed | length, std::memory_order_release);
-  head_ += 8;
-  uint64_t unpublished = 0;
+  Outgoing message{slices, count};
+  while (!message.done) {
+    if (!SendSome(message, ~uint64_t{0}, policy)) WaitForRoom(8, policy, guard);
+  }
+}
+
+bool ShmChannel::SendSome(Outgoing& m, uint64_t budget, const WaitPolicy& policy) {
+  // Streamed: the frame first, then pieces published through `head`. Room is a multiple of 8,
+  // so a piece ends off an 8-byte boundary only at the end of a slice — and only the last
+  // slice can: the receiver never sees part of an element.
+  auto room = [&] { return capacity_ - 8 - (head_ - known_tail_); };
+  if (room() < 8) {
+    known_tail_ = control_->tail.load(std::memory_order_acquire);
+    if (room() < 8) return false;
+  }
+  if (!m.framed) {
+    uint64_t length = 0;
+    for (size_t s = 0; s < m.count; ++s) length += m.slices[s].size;
+    FrameAt(head_).store(kStreamed | length, std::memory_order_release);
+    head_ += 8;
+    m.framed = true;
+  }
   auto publish = [&] {
     control_->head.store(head_, std::memory_order_release);
     receiver_->Ring(policy.asymmetric);
-    unpublished = 0;
   };
-  for (size_t s = 0; s < count; ++s) {
-    const uint8_t* src = static_cast<const uint8_t*>(slices[s].data);
-    uint64_t left = slices[s].size;
-    while (left > 0) {
-      // Room is a multiple of 8, so a piece ends off an 8-byte boundary only at the end of a
-      // slice — and only the last slice can: the receiver never sees part of an element.
-      WaitForRoom(8, policy, guard);
-      uint64_t piece = capacity_ - 8 - (head_ - known_tail_);
-      if (piece > left) piece = left;
-      if (piece > kPiece - unpublished) piece = kPiece - unpublished;
-      CopyIn(head_, src, piece);
-      src += piece;
-      left -= piece;
-      head_ += piece;
-      unpublished += piece;
-      // Not the end of the message: that is published below, after the next frame is zeroed —
-      // a receiver that saw the whole body would otherwise read that frame's stale bytes.
-      const bool last = left == 0 && s + 1 == count;
-      if (unpublished >= kPiece && (head_ & 7) == 0 && !last) publish();
+  uint64_t unpublished = 0;
+  while (m.slice < m.count && budget > 0) {
+    const ByteSlice& slice = m.slices[m.slice];
+    if (m.written == slice.size) {
+      ++m.slice;
+      m.written = 0;
+      continue;
+    }
+    uint64_t piece = slice.size - m.written;
+    if (piece > room()) piece = room();
+    if (piece > kPiece - unpublished) piece = kPiece - unpublished;
+    if (piece > budget) piece = budget;
+    if (piece == 0) break;
+    CopyIn(head_, static_cast<const uint8_t*>(slice.data) + m.written, piece);
+    m.written += piece;
+    head_ += piece;
+    unpublished += piece;
+    budget -= piece;
+    // Not the end of the message: that is published below, after the next frame is zeroed —
+    // a receiver that saw the whole body would otherwise read that frame's stale bytes.
+    const bool last = m.written == slice.size && m.slice + 1 == m.count;
+    if (unpublished >= kPiece && (head_ & 7) == 0 && !last) {
+      publish();
+      unpublished = 0;
     }
   }
-  head_ = Padded(head_);
-  FrameAt(head_).store(0, std::memory_order_relaxed);
-  publish();
+  while (m.slice < m.count && m.written == m.slices[m.slice].size) {
+    ++m.slice;
+    m.written = 0;
+  }
+  if (m.slice == m.count) {
+    head_ = Padded(head_);
+    FrameAt(head_).store(0, std::memory_order_relaxed);
+    publish();
+    m.done = true;
+  } else if (unpublished > 0 && (head_ & 7) == 0) {
+    // The receiver takes this while the caller does other work.
+    publish();
+  }
+  return true;
 }
 
-void ShmChannel::BeginMessage(const WaitPolicy& policy, WaitGuard& guard) {
-  std::atomic<uint64_t>& word = FrameAt(tail_);
-  uint64_t frame = word.load(std::memory_order_acquire);
-  if (frame == 0) WaitUntil([&] { return (frame = word.load(std::memory_order_acquire)) != 0; }, *receiver_, policy, guard);
+bool ShmChannel::TryBeginMessage() {
+  const uint64_t frame = FrameAt(tail_).load(std::memory_order_acquire);
+  if (frame == 0) return false;
   tail_ += 8;
   message_end_ = tail_ + (frame & ~kStreamed);
   published_ = (frame & kStreamed) != 0 ? tail_ : message_end_;
+  return true;
 }
 
-void ShmChannel::WaitForPiece(const WaitPolicy& policy, WaitGuard& guard) {
-  uint64_t head = control_->head.load(std::memory_order_acquire);
-  if (head <= tail_) {
-    WaitUntil([&] { return (head = control_->head.load(std::memory_order_acquire)) > tail_; }, *receiver_, policy, guard);
-  }
+bool ShmChannel::TryMorePublished() {
+  const uint64_t head = control_->head.load(std::memory_order_acquire);
+  if (head <= tail_) return false;
   published_ = head < message_end_ ? head : message_end_;
+  return true;
 }
 
 void ShmChannel::ReadExact(void* dst, size_t n, const WaitPolicy& policy, WaitGuard& guard) {

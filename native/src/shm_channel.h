@@ -42,6 +42,7 @@ class ShmChannel {
       : control_(control), data_(data), capacity_(capacity), sender_(sender), receiver_(receiver) {}
 
   bool valid() const { return control_ != nullptr; }
+  uint64_t capacity() const { return capacity_; }
 
   // Sender: writes the slices back to back as one message.
   void Send(const ByteSlice* slices, size_t count, const WaitPolicy& policy, WaitGuard& guard);
@@ -54,6 +55,36 @@ class ShmChannel {
   // pieces whose sizes are multiples of 8 (but the last); a message read to its end is done.
   template <typename Sink>
   void Consume(size_t n, Sink&& consume, const WaitPolicy& policy, WaitGuard& guard);
+
+  // --- both directions at once (an exchange: send to one peer while receiving from another) ---
+  // A streamed message written in parts between other work: its slices and how far they are
+  // written.
+  struct Outgoing {
+    const ByteSlice* slices;
+    size_t count;
+    size_t slice = 0;
+    uint64_t written = 0;  // bytes of slices[slice]
+    bool framed = false;
+    bool done = false;
+  };
+  // Whether Send writes a message of `length` bytes at once; larger ones are streamed.
+  bool AtOnce(uint64_t length) const { return 8 + Padded(length) <= AtOnceLimit(); }
+  // Sender: streams up to `budget` more bytes of m that fit the ring now and publishes them;
+  // false when the ring had no room.
+  bool SendSome(Outgoing& m, uint64_t budget, const WaitPolicy& policy);
+  // Sender, before waiting for room: publishes its position, so the receiver rings once half
+  // the ring is free (HalfFree).
+  void AnnounceWaitForRoom(const WaitPolicy& policy);
+  bool HalfFree() { return head_ - (known_tail_ = control_->tail.load(std::memory_order_acquire)) <= capacity_ / 2; }
+  // Receiver: whether bytes of the current (or next) message have arrived to be consumed.
+  bool Arrived() {
+    if (tail_ == message_end_ && !TryBeginMessage()) return false;
+    return published_ > tail_ || TryMorePublished();
+  }
+  // Receiver: Consume without waiting — takes what has arrived, at most n bytes; returns how
+  // many it took.
+  template <typename Sink>
+  size_t ConsumeArrived(size_t n, Sink&& consume, const WaitPolicy& policy);
 
  private:
   // Largest piece published at once: small enough that the receiver copies one piece while the
@@ -71,10 +102,14 @@ class ShmChannel {
   void CopyIn(uint64_t position, const uint8_t* src, uint64_t n);
   // Sender: waits until `bytes` more fit in the ring.
   void WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard& guard);
-  // Receiver: reads the frame of the next message at `tail_` (waiting for it).
-  void BeginMessage(const WaitPolicy& policy, WaitGuard& guard);
-  // Receiver: waits until the streamed message has more than `tail_` published.
-  void WaitForPiece(const WaitPolicy& policy, WaitGuard& guard);
+  uint64_t AtOnceLimit() const { return capacity_ / 2 - 8 < kPiece ? capacity_ / 2 - 8 : kPiece; }
+  // Receiver: reads the frame of the next message at `tail_` if it is there.
+  bool TryBeginMessage();
+  // Receiver: whether the streamed message has more than `tail_` published (updates published_).
+  bool TryMorePublished();
+  // Receiver: hands on up to n bytes of what is published (published_ > tail_) and frees them.
+  template <typename Sink>
+  size_t ConsumePublished(size_t n, Sink& consume, const WaitPolicy& policy);
 
   ChannelControl* control_ = nullptr;
   uint8_t* data_ = nullptr;
@@ -93,26 +128,38 @@ class ShmChannel {
 };
 
 template <typename Sink>
+size_t ShmChannel::ConsumePublished(size_t n, Sink& consume, const WaitPolicy& policy) {
+  const uint64_t offset = tail_ & (capacity_ - 1);
+  uint64_t piece = published_ - tail_;
+  if (piece > n) piece = n;
+  if (piece > capacity_ - offset) piece = capacity_ - offset;
+  consume(data_ + offset, static_cast<size_t>(piece));
+  tail_ += piece;
+  // The end of a body: step over its padding, so the next frame is where tail_ points.
+  if (tail_ == message_end_) message_end_ = published_ = tail_ = Padded(tail_);
+  control_->tail.store(tail_, std::memory_order_release);
+  // A sender that waits (WaitForRoom) has stored its position in `head` and waits for half
+  // the ring; until then there is nobody to wake. A `head` behind tail_ is one from before
+  // (the sender only stores it to wait or to stream): ring, Ring() is one load if nobody sleeps.
+  const uint64_t advertised = control_->head.load(std::memory_order_relaxed);
+  if (advertised <= tail_ || advertised - tail_ <= capacity_ / 2) sender_->Ring(policy.asymmetric);
+  return static_cast<size_t>(piece);
+}
+
+template <typename Sink>
 void ShmChannel::Consume(size_t n, Sink&& consume, const WaitPolicy& policy, WaitGuard& guard) {
   while (n > 0) {
-    if (tail_ == message_end_) BeginMessage(policy, guard);
-    if (published_ == tail_) WaitForPiece(policy, guard);
-    const uint64_t offset = tail_ & (capacity_ - 1);
-    uint64_t piece = published_ - tail_;
-    if (piece > n) piece = n;
-    if (piece > capacity_ - offset) piece = capacity_ - offset;
-    consume(data_ + offset, static_cast<size_t>(piece));
-    tail_ += piece;
-    n -= static_cast<size_t>(piece);
-    // The end of a body: step over its padding, so the next frame is where tail_ points.
-    if (tail_ == message_end_) message_end_ = published_ = tail_ = Padded(tail_);
-    control_->tail.store(tail_, std::memory_order_release);
-    // A sender that waits (WaitForRoom) has stored its position in `head` and waits for half
-    // the ring; until then there is nobody to wake. A `head` behind tail_ is one from before
-    // (the sender only stores it to wait or to stream): ring, Ring() is one load if nobody sleeps.
-    const uint64_t advertised = control_->head.load(std::memory_order_relaxed);
-    if (advertised <= tail_ || advertised - tail_ <= capacity_ / 2) sender_->Ring(policy.asymmetric);
+    if (tail_ == message_end_ && !TryBeginMessage()) WaitUntil([&] { return TryBeginMessage(); }, *receiver_, policy, guard);
+    if (published_ == tail_ && !TryMorePublished()) WaitUntil([&] { return TryMorePublished(); }, *receiver_, policy, guard);
+    n -= ConsumePublished(n, consume, policy);
   }
+}
+
+template <typename Sink>
+size_t ShmChannel::ConsumeArrived(size_t n, Sink&& consume, const WaitPolicy& policy) {
+  size_t taken = 0;
+  while (taken < n && Arrived()) taken += ConsumePublished(n - taken, consume, policy);
+  return taken;
 }
 
 }  // namespace topocoll

@@ -120,6 +120,19 @@ const shm = z
     /** Bytes of shared memory per node: the S0 bcast queues and the channels between local ranks. */
     budgetBytes: z.number().int().min(1 << 20).default(64 << 20),
     /**
+     * Bytes of each one-way channel between two ranks of a node (a power of two, 16 KiB …
+     * 64 MiB); `auto`: an equal share of what the budget leaves after the bcast queues, at most
+     * 1 MiB.
+     */
+    channelBytes: auto(
+      z
+        .number()
+        .int()
+        .min(16 << 10)
+        .max(64 << 20)
+        .refine((v) => (v & (v - 1)) === 0, 'must be a power of two'),
+    ),
+    /**
      * A waiter about to sleep pays the store-load fence of the wake-up protocol with
      * membarrier(2), so the ranks that wake it (every send, every notification) need no fence.
      * Used only when the kernel offers it; false: both sides fence.
@@ -198,6 +211,7 @@ export const configSchema = z
     timeouts: timeouts.default({ initMs: 30_000 }),
     shm: shm.default({
       budgetBytes: 64 << 20,
+      channelBytes: 'auto',
       membarrier: true,
       bcast: { enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' },
       model: { copyBytesPerUs: 25600, largeCopyBytesPerUs: 11500, largeBytes: 8 << 20, notifyUs: 0.19, fragmentUs: 0.065, callUs: 0 },

@@ -64,7 +64,8 @@ export function isNodeLocal(plan: GroupPlan, g: Group): boolean {
 
 /**
  * The algorithms and segments of one size class. `eagerBytes`: the largest segment every
- * transport of the job buffers whole (exchanges send before they receive).
+ * transport of the job buffers whole (exchanges between nodes send before they receive;
+ * Infinity for a job on one node).
  */
 export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: SizeClass, eagerBytes: number): ClassChoice {
   const large = size === 'large';
@@ -107,7 +108,7 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
   const topExchanges = variant === 'reduce-allreduce-bcast' && (topGroup(plan)?.members.length ?? 0) > 1;
   const segment = (value: number | 'auto', exchanges: boolean): number => {
     const wanted = value === 'auto' ? (large && plan.levels.length > 1 ? AUTO_SEGMENT_BYTES : 0) : value;
-    if (!exchanges) return wanted;
+    if (!exchanges || !Number.isFinite(eagerBytes)) return wanted;
     return wanted === 0 ? eagerBytes : Math.min(wanted, eagerBytes);
   };
   return {

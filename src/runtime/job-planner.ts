@@ -111,20 +111,23 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
 }
 
 /**
- * The largest segment an exchange may carry on every link of the job: both sides send before
- * they receive, so it must fit the smallest shared-memory channel of any node (less two
- * message headers) and, when the job spans nodes, the native TCP limit. The same on every rank: channel sizes follow from
- * the configuration and each node's rank count, which every rank knows.
+ * The largest segment an exchange may carry on every link of the job. Inside a node there is
+ * none (Infinity): an exchange between two ranks of a node interleaves its send and its receive
+ * piece by piece, so no channel has to hold a whole segment. Between nodes both sides send
+ * before they receive, so a segment must fit the native TCP limit and the smallest channel of
+ * any node (less two message headers: an exchange step may pair a local peer with a remote
+ * one). The same on every rank: channel sizes follow from the configuration and each node's
+ * rank count, which every rank knows.
  */
 export function eagerBytes(config: TopocollConfig, plan: GroupPlan): number {
   const perNode = new Map<string, number>();
   for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
+  if (perNode.size <= 1) return Infinity;
   const limits = nativeLimits();
-  // Over TCP only when the job spans nodes; within a node the channels decide.
-  let bytes = perNode.size > 1 ? limits.eagerBytes : Infinity;
+  let bytes = limits.eagerBytes;
   // One layout per distinct node size (it computes the model's tables), not one per node.
   for (const size of new Set(perNode.values())) {
     if (size > 1) bytes = Math.min(bytes, shmLayout(config, size, osCpus().length).channelBytes - 2 * limits.messageHeaderBytes);
   }
-  return Number.isFinite(bytes) ? bytes : limits.eagerBytes;
+  return bytes;
 }

@@ -18,18 +18,24 @@ export interface ShmLayout {
 }
 
 const MIN_CHANNEL = 16 * 1024;
-const MAX_CHANNEL = 4 * 1024 * 1024;
+/**
+ * The largest channel `auto` picks. Larger rings were slower for large messages, not faster:
+ * a 1 MiB ring's lines stay in the caches of the two cores, while 4 MiB rings streamed through
+ * the L3 (p = 2 allreduce of 4 MiB 287 µs with 1 MiB channels against 431–494 µs with 4 MiB;
+ * bench/RESULTS.md, issue 5 fourth session).
+ */
+const AUTO_MAX_CHANNEL = 1024 * 1024;
 
 /**
  * Channels get an equal share of what the queues leave: a power of two between 16 KiB and
- * 4 MiB (a power of two so ring offsets are a mask; the bounds keep pipelining useful and
+ * 1 MiB (a power of two so ring offsets are a mask; the bounds keep pipelining useful and
  * memory finite).
  */
 export function channelBytes(budget: number, localSize: number): number {
   if (localSize < 2) return MIN_CHANNEL;
   const share = budget / (localSize * (localSize - 1));
   let bytes = MIN_CHANNEL;
-  while (bytes * 2 <= share && bytes < MAX_CHANNEL) bytes *= 2;
+  while (bytes * 2 <= share && bytes < AUTO_MAX_CHANNEL) bytes *= 2;
   return bytes;
 }
 
@@ -65,11 +71,11 @@ export function shmLayout(config: TopocollConfig, localSize: number, cores: numb
   // needs at the smallest channels, less those channels' capacity.
   const channels = localSize * (localSize - 1);
   const fixed = segmentBytes(localSize, MIN_CHANNEL, native) - channels * MIN_CHANNEL;
-  const channel = channelBytes(budgetBytes - fixed, localSize);
+  const channel = config.shm.channelBytes === 'auto' ? channelBytes(budgetBytes - fixed, localSize) : config.shm.channelBytes;
   const total = localSize > 1 ? fixed + channels * channel : 0;
   if (total > budgetBytes) {
     throw new TopocollError('ECONFIG', `the node's shared segment needs ${total} bytes for ${localSize} ranks (bcast queue ${queueBytes} bytes per rank, ${localSize * (localSize - 1)} channels of ${channel} bytes), more than shm.budgetBytes = ${budgetBytes}`, {
-      hint: 'Raise shm.budgetBytes or lower shm.bcast.queueBytes.',
+      hint: 'Raise shm.budgetBytes or lower shm.bcast.queueBytes or shm.channelBytes.',
     });
   }
   return { channelBytes: channel, bcast: native, tree: formatTree(tree), segmentBytes: total };

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { detectEnvironment } from '../../src/runtime/environment.js';
-import { channelBytes } from '../../src/runtime/shm-budget.js';
+import { channelBytes, shmLayout } from '../../src/runtime/shm-budget.js';
+import { parseConfig, validateConfig } from '../../src/config/load.js';
 import { nodeLayout } from '../../src/runtime/launcher.js';
 import { thrown } from '../helpers/thrown.js';
 
@@ -43,11 +44,20 @@ describe('detectEnvironment, in the order of architecture §5', () => {
 });
 
 describe('shared-memory budget and emulated node layout', () => {
-  it('splits the budget into power-of-two channels between 16 KiB and 4 MiB', () => {
-    expect(channelBytes(64 << 20, 2)).toBe(4 << 20);
+  it('splits the budget into power-of-two channels between 16 KiB and 1 MiB', () => {
+    expect(channelBytes(64 << 20, 2)).toBe(1 << 20); // the ceiling
+    expect(channelBytes(8 << 20, 4)).toBe(512 << 10); // 12 channels: 683 KiB each → 512 KiB
     expect(channelBytes(64 << 20, 8)).toBe(1 << 20); // 56 channels: 1.14 MiB each → 1 MiB
     expect(channelBytes(64 << 20, 16)).toBe(256 << 10); // 240 channels: 273 KiB → 256 KiB
     expect(channelBytes(64 << 20, 128)).toBe(16 << 10); // floor
+  });
+
+  it('takes shm.channelBytes as given, and refuses one that is not a power of two or does not fit the budget', () => {
+    expect(shmLayout(validateConfig({ shm: { channelBytes: 4 << 20 } }), 2, 2).channelBytes).toBe(4 << 20);
+    expect(shmLayout(validateConfig({}), 2, 2).channelBytes).toBe(1 << 20);
+    expect(thrown(() => parseConfig('shm:\n  channelBytes: 100000\n', 'c.yaml'), 'ECONFIG').message).toMatch(/c\.yaml:2:17: shm\.channelBytes.*power of two/);
+    const tooBig = thrown(() => shmLayout(validateConfig({ shm: { budgetBytes: 8 << 20, channelBytes: 4 << 20 } }), 4, 2), 'ECONFIG');
+    expect(tooBig.message).toMatch(/12 channels of 4194304 bytes\), more than shm\.budgetBytes = 8388608/);
   });
 
   it('puts ranks on emulated nodes in blocks, the first N mod K nodes one larger', () => {

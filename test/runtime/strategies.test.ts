@@ -88,6 +88,22 @@ describe('per-level algorithms in real jobs', () => {
     expectAllRanksOk(r, 8);
   });
 
+  // Exchanges between ranks of a node interleave sending and receiving, so their messages may be
+  // far larger than a channel: 16 KiB channels, exchanges of up to 2 MiB.
+  for (const [top, ranks] of [['rabenseifner', '5'], ['recursive-doubling', '4']] as const) {
+    it(`exchanges larger than the channels (16 KiB): ${ranks} ranks on one node, scatter-allgather and rabenseifner everywhere, ${top} on top`, () => {
+      const c: Combination = {
+        name: 'small channels',
+        bcast: ['scatter-allgather', 'scatter-allgather'],
+        reduce: ['rabenseifner', 'rabenseifner'],
+        allreduce: `{ algorithm: reduce-allreduce-bcast, top: ${top} }`,
+        extra: 'collectives: { largeBytes: 1KiB }\nshm: { channelBytes: 16384 }\n',
+      };
+      const r = runJob(['-n', ranks, '--config', configFile(c), jobScript('strategies.mjs'), ...SIZES, '300000', '--big=1048576']);
+      expectAllRanksOk(r, Number(ranks));
+    });
+  }
+
   it('messages of 300 000 elements on 4 ranks of 2 emulated nodes with the defaults', () => {
     const r = runJob(['-n', '4', '--nodes', '2', jobScript('strategies.mjs'), '300000']);
     expectAllRanksOk(r, 4);
