@@ -398,16 +398,17 @@ void Engine::Run(const CallArgs& args) {
       }
       case Collective::kAllreduce:
       case Collective::kBarrier: {
-        // The result buffer is every rank's accumulator; the bcast phase then spreads it.
+        // The result buffer is every rank's accumulator; the bcast phase then spreads it. A
+        // lazy accumulator stays lazy through it: what the bcast phase overwrites (at two
+        // ranks, the half the other rank reduced) is never copied from the input first.
         PhaseData data{recv, args.count, segment, elem};
         if (recv != send && bytes > 0) StartAccumulator(data, send, fn);
         RunPhase(*args.reduce, h, data, fn, guard);
-        if (data.pending != nullptr) data.pending->Materialize(0, args.count);
-        data.pending = nullptr;
-        if (options_.rank == 0) NormalizeAlone(args, fn, bytes);
         h.phase = 1;
         guard.SetPhase(1);
         RunPhase(*args.bcast, h, data, Reducer{}, guard);
+        if (data.pending != nullptr) data.pending->Materialize(0, args.count);
+        NormalizeAlone(args, fn, bytes);
         break;
       }
     }

@@ -6,7 +6,8 @@
 // accumulator; a step that combines an incoming block into a range still only in the input
 // writes `input op incoming` into the accumulator directly (one pass instead of a copy and a
 // combine, with the same bits); and a range sent before anything was combined into it is sent
-// from the input. For two ranks' Rabenseifner allreduce no byte is copied at all.
+// from the input. An allreduce keeps it lazy through its bcast phase too, so what that phase
+// overwrites is never copied. For two ranks' Rabenseifner allreduce no byte is copied at all.
 #pragma once
 
 #include <cstddef>
