@@ -1,0 +1,37 @@
+// Merges several `topocoll bench --json` runs into one table per collective, keeping for every
+// row the fastest run of each column (topocoll, Open MPI, memcpy) — on a shared VM whose speed
+// swings 2–6× for minutes at a time, the minimum over runs is the figure least disturbed.
+// Run: for i in 1 2 3; do npx topocoll bench -n 2 --json > run$i.jsonl; done
+//      node bench/min-of-runs.mjs run1.jsonl run2.jsonl run3.jsonl
+import { readFileSync } from 'node:fs';
+
+const files = process.argv.slice(2);
+if (files.length === 0) {
+  console.error('usage: node bench/min-of-runs.mjs RUN.jsonl...');
+  process.exit(2);
+}
+const best = new Map(); // "collective mode bytes" → fastest avgUs
+let ranks = 0;
+for (const file of files) {
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const row = JSON.parse(line);
+    ranks = row.ranks ?? ranks;
+    const key = `${row.collective} ${row.mode} ${row.bytes}`;
+    best.set(key, Math.min(best.get(key) ?? Infinity, row.avgUs));
+  }
+}
+const fmt = (us) => (us === undefined ? '—' : us < 10 ? us.toFixed(2) : us < 1000 ? us.toFixed(1) : us.toFixed(0));
+const ratio = (a, b) => (a === undefined || b === undefined ? '—' : (a / b).toFixed(2));
+const collectives = [...new Set([...best.keys()].map((k) => k.split(' ')[0]))].filter((c) => c !== 'memcpy');
+for (const c of collectives) {
+  const sizes = [...new Set([...best.keys()].filter((k) => k.startsWith(`${c} `)).map((k) => Number(k.split(' ')[2])))].sort((a, b) => a - b);
+  console.log(`\n# ${c}, ${ranks} ranks: µs per call, fastest of ${files.length} runs per column`);
+  console.log('  bytes  topocoll sync  Open MPI  sync / OMPI  memcpy  sync / memcpy');
+  for (const bytes of sizes) {
+    const sync = best.get(`${c} sync ${bytes}`);
+    const ompi = best.get(`${c} ompi ${bytes}`);
+    const copy = best.get(`memcpy memcpy ${bytes}`);
+    console.log(`${String(bytes).padStart(7)}  ${fmt(sync).padStart(13)}  ${fmt(ompi).padStart(8)}  ${ratio(sync, ompi).padStart(11)}  ${fmt(copy).padStart(6)}  ${ratio(sync, copy).padStart(13)}`);
+  }
+}
