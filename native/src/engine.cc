@@ -525,14 +525,7 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       const uint8_t* out = source(begin, end);
       if (s.local_peer >= 0 && s.local_peer2 >= 0) {
         // Both inside the node: sends and receives interleave, so no transport has to hold the
-        // whole segment. What is sent must not change while it is being sent: a step that
-        // receives into the range it sends (recursive doubling) sends a copy.
-        const uint8_t* into_at = data.buffer + b2 * elem;
-        if (bytes > 0 && in_bytes > 0 && out < into_at + in_bytes && into_at < out + bytes) {
-          if (exchange_copy_.size() < bytes) exchange_copy_.resize(bytes);
-          std::memcpy(exchange_copy_.data(), out, bytes);
-          out = exchange_copy_.data();
-        }
+        // whole segment.
         Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
         ExchangeLocal(s, header, out, bytes, into, in_bytes, guard);
         return;
@@ -695,7 +688,15 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
     return;
   }
   // Large: a piece out, then whatever has come in, and so on. The peers run in step, each
-  // piece is read soon after it was written, and no ring has to hold a whole message.
+  // piece is read soon after it was written, and no ring has to hold a whole message. What is
+  // sent must not change while it is being sent: a step that receives into the range it sends
+  // (recursive doubling) sends a copy.
+  const uint8_t* into_at = into.next();
+  if (bytes > 0 && in_bytes > 0 && data < into_at + in_bytes && into_at < data + bytes) {
+    if (exchange_copy_.size() < bytes) exchange_copy_.resize(bytes);
+    std::memcpy(exchange_copy_.data(), data, bytes);
+    data = exchange_copy_.data();
+  }
   const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
   ShmChannel::Outgoing out{slices, 2};
   MsgHeader got{};
