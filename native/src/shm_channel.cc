@@ -73,13 +73,14 @@ bool ShmChannel::SendSome(Outgoing& m, uint64_t budget, const WaitPolicy& policy
     receiver_->Ring(policy.asymmetric);
   };
   uint64_t unpublished = 0;
-  while (m.slice < m.count && budget > 0) {
+  while (m.slice < m.count) {
     const ByteSlice& slice = m.slices[m.slice];
     if (m.written == slice.size) {
       ++m.slice;
       m.written = 0;
       continue;
     }
+    if (budget == 0) break;
     uint64_t piece = slice.size - m.written;
     if (piece > room()) piece = room();
     if (piece > kPiece - unpublished) piece = kPiece - unpublished;
@@ -97,10 +98,6 @@ bool ShmChannel::SendSome(Outgoing& m, uint64_t budget, const WaitPolicy& policy
       publish();
       unpublished = 0;
     }
-  }
-  while (m.slice < m.count && m.written == m.slices[m.slice].size) {
-    ++m.slice;
-    m.written = 0;
   }
   if (m.slice == m.count) {
     head_ = Padded(head_);
