@@ -24,6 +24,8 @@ export interface NativeEngineOptions {
   channelBytes: number;
   /** More processes on the node than cores: spin less before yielding. */
   oversubscribed: boolean;
+  /** Ranks of this node bound to this rank's CPUs, which they oversubscribe: waits on them yield at once. */
+  coRunners: readonly number[];
   /** The S0 shared-memory bcast engine (native/src/shm_bcast.h). */
   bcast: NativeBcastParams;
   /** Sleepers fence with membarrier(2) so wakers need not (when the kernel offers it). */

@@ -121,6 +121,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     options.local_ranks = IntList(o.Get("localRanks"));
     options.channel_bytes = static_cast<uint64_t>(o.Get("channelBytes").As<Napi::Number>().Int64Value());
     options.oversubscribed = o.Get("oversubscribed").ToBoolean();
+    options.co_runners = IntList(o.Get("coRunners"));
     options.bcast = BcastParamsOf(o.Get("bcast"));
     options.asymmetric_fences = o.Get("asymmetricFences").ToBoolean();
     Guarded(env, [&] { engine_ = std::make_unique<Engine>(std::move(options)); });

@@ -99,6 +99,14 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   } else {
     tcp_.SetSpinReads(2000);
   }
+  co_runner_.assign(locals.size(), false);
+  for (int r : options_.co_runners) {
+    const int li = LocalIndex(r);
+    if (li < 0 || li == local_index_) throw CollError("EINVAL", "co-runner " + std::to_string(r) + " is not another rank of this node");
+    co_runner_[static_cast<size_t>(li)] = true;
+  }
+  yield_policy_ = policy_;
+  yield_policy_.spin_iterations = 0;
 }
 
 Engine::~Engine() { Close(); }
@@ -145,10 +153,18 @@ void Engine::InitViews() {
   const size_t local_size = options_.local_ranks.size();
   uint8_t* base = segment_.base();
   header_ = reinterpret_cast<SegmentHeader*>(base);
-  policy_.asymmetric = header_->asymmetric_fences != 0;
+  policy_.asymmetric = yield_policy_.asymmetric = header_->asymmetric_fences != 0;
   auto* controls = reinterpret_cast<RankControl*>(base + kPage);
   locals_.clear();
   for (size_t i = 0; i < local_size; ++i) locals_.push_back({options_.local_ranks[i], &controls[i]});
+  co_runner_bells_.clear();
+  for (size_t i = 0; i < local_size; ++i) {
+    if (co_runner_[i]) co_runner_bells_.push_back(&controls[i].doorbell);
+  }
+  // Waits on anyone else spin while every co-runner is idle; waits on a co-runner must let it
+  // run, so yield_policy_ has none.
+  policy_.co_runners = co_runner_bells_.data();
+  policy_.co_runner_count = co_runner_bells_.size();
   uint8_t* channel_base = base + kPage + ControlsBytes(local_size);
   const size_t stride = ChannelStride(options_.channel_bytes);
   channels_.assign(local_size * local_size, ShmChannel());
@@ -315,6 +331,16 @@ void Engine::SetShmGroup(int id, const std::vector<int>& ranks) {
   std::sort(locals.begin(), locals.end());
   shm_bcast_->SetGroup(id, locals);
   shm_reduce_->SetGroup(id, locals);
+  if (group_has_co_runner_.size() <= static_cast<size_t>(id)) group_has_co_runner_.resize(static_cast<size_t>(id) + 1, false);
+  group_has_co_runner_[static_cast<size_t>(id)] = std::any_of(locals.begin(), locals.end(), [&](int li) { return co_runner_[static_cast<size_t>(li)]; });
+}
+
+const WaitPolicy& Engine::PolicyFor(int local_peer) const {
+  return local_peer >= 0 && co_runner_[static_cast<size_t>(local_peer)] ? yield_policy_ : policy_;
+}
+
+const WaitPolicy& Engine::GroupPolicy(int group) const {
+  return static_cast<size_t>(group) < group_has_co_runner_.size() && group_has_co_runner_[static_cast<size_t>(group)] ? yield_policy_ : policy_;
 }
 
 void Engine::ResetShm() {
@@ -506,14 +532,14 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       const uint64_t per_segment = shm_bcast_->MaxFragments(static_cast<size_t>(data.segment * elem));
       const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
                                 (static_cast<uint64_t>(s.level & 0x7f) << 24) | ((seg_index * per_segment) & 0xffffff);
-      shm_bcast_->Run(s.group, s.local_peer, data.buffer + begin * elem, bytes, tag_base, CallHash(header), policy_, guard);
+      shm_bcast_->Run(s.group, s.local_peer, data.buffer + begin * elem, bytes, tag_base, CallHash(header), GroupPolicy(s.group), guard);
       return;
     }
     case StepKind::kShmReduce: {
       if (pending != nullptr) pending->Materialize(begin, end);
       guard.WaitingOn(s.peer);
       const ReduceChunk combine = [&reducer](void* dst, const void* src, size_t n) { reducer(dst, src, n); };
-      shm_reduce_->Run(s.group, s.local_peer, data.buffer + begin * elem, end - begin, elem, combine, policy_, guard);
+      shm_reduce_->Run(s.group, s.local_peer, data.buffer + begin * elem, end - begin, elem, combine, GroupPolicy(s.group), guard);
       return;
     }
     case StepKind::kSendRecv:
@@ -605,7 +631,7 @@ void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const voi
   const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
   if (local_peer >= 0) {
     const size_t local_size = locals_.size();
-    channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(local_peer)].Send(slices, 2, policy_, guard);
+    channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(local_peer)].Send(slices, 2, PolicyFor(local_peer), guard);
   } else {
     tcp_.Send(peer, slices, 2, guard);
   }
@@ -623,9 +649,10 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_
   MsgHeader got{};
   if (local_peer >= 0) {
     ShmChannel& channel = channels_[static_cast<size_t>(local_peer) * locals_.size() + static_cast<size_t>(local_index_)];
-    channel.ReadExact(&got, sizeof got, policy_, guard);
+    const WaitPolicy& policy = PolicyFor(local_peer);
+    channel.ReadExact(&got, sizeof got, policy, guard);
     CheckHeader(expected, got, peer);
-    channel.Consume(bytes, into, policy_, guard);
+    channel.Consume(bytes, into, policy, guard);
     return;
   }
   // Probes a waiting peer sent us come before its next message: a mismatched one is an error,
@@ -710,24 +737,26 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
   Doorbell& mine = locals_[static_cast<size_t>(local_index_)].control->doorbell;
   // A quarter of the ring: the sender streams on while the receiver frees the half it waits for.
   const uint64_t piece = std::min<uint64_t>(kExchangePiece, tx.capacity() / 4);
+  // Either peer may be the one that must run for this rank to go on.
+  const WaitPolicy& policy = co_runner_[static_cast<size_t>(s.local_peer)] ? PolicyFor(s.local_peer) : PolicyFor(s.local_peer2);
   while (!out.done || header_left > 0 || body_left > 0) {
-    bool moved = !out.done && tx.SendSome(out, piece, policy_);
+    bool moved = !out.done && tx.SendSome(out, piece, policy);
     if (header_left > 0) {
-      const size_t n = rx.ConsumeArrived(header_left, read_header, policy_);
+      const size_t n = rx.ConsumeArrived(header_left, read_header, policy);
       header_left -= n;
       moved = moved || n > 0;
       if (n > 0 && header_left == 0) CheckHeader(header, got, s.peer2);
     }
     if (header_left == 0 && body_left > 0) {
-      const size_t n = rx.ConsumeArrived(std::min<size_t>(body_left, piece), into, policy_);
+      const size_t n = rx.ConsumeArrived(std::min<size_t>(body_left, piece), into, policy);
       body_left -= n;
       moved = moved || n > 0;
     }
     if (moved) continue;
     const bool receiving = header_left > 0 || body_left > 0;
-    if (!out.done) tx.AnnounceWaitForRoom(policy_);
+    if (!out.done) tx.AnnounceWaitForRoom(policy);
     guard.WaitingOn(receiving ? s.peer2 : s.peer);
-    WaitUntil([&] { return (!out.done && tx.HalfFree()) || (receiving && rx.Arrived()); }, mine, policy_, guard);
+    WaitUntil([&] { return (!out.done && tx.HalfFree()) || (receiving && rx.Arrived()); }, mine, policy, guard);
   }
 }
 

@@ -69,6 +69,9 @@ struct EngineOptions {
   uint64_t channel_bytes = 1 << 20;
   // More processes on the node than cores: spin less before yielding.
   bool oversubscribed = false;
+  // Global ranks of this node bound to the same CPUs as this rank, which they oversubscribe:
+  // such a peer cannot run while this rank spins, so waits on it yield at once.
+  std::vector<int> co_runners;
   // The S0 shared-memory bcast engine's queues and trees.
   ShmBcastParams bcast;
   // Node leader: use membarrier-based asymmetric fences when the kernel offers them (wait.h).
@@ -222,11 +225,20 @@ class Engine {
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);
   int LocalIndex(int rank) const;
   uint8_t* Scratch(size_t bytes);
+  // How to wait on a local peer (an index into locals_), or on a shared-memory group's members.
+  const WaitPolicy& PolicyFor(int local_peer) const;
+  const WaitPolicy& GroupPolicy(int group) const;
 
   EngineOptions options_;
   int local_index_ = 0;
   std::unordered_map<int, int> local_index_of_;
   WaitPolicy policy_;
+  // policy_ without the spin: for waits on a co-runner (EngineOptions::co_runners).
+  WaitPolicy yield_policy_;
+  // By local index: bound to this rank's CPUs. By shm group id: the group has such a member.
+  std::vector<bool> co_runner_;
+  std::vector<bool> group_has_co_runner_;
+  std::vector<const Doorbell*> co_runner_bells_;
 
   ShmSegment segment_;
   SegmentHeader* header_ = nullptr;

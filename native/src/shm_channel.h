@@ -141,8 +141,10 @@ size_t ShmChannel::ConsumePublished(size_t n, Sink& consume, const WaitPolicy& p
   // A sender that waits (WaitForRoom) has stored its position in `head` and waits for half
   // the ring; until then there is nobody to wake. A `head` behind tail_ is one from before
   // (the sender only stores it to wait or to stream): ring, Ring() is one load if nobody sleeps.
+  // A sender waiting for room has stored a `head` at or past tail_; one behind it is stale,
+  // and that ring does not mark the sender runnable.
   const uint64_t advertised = control_->head.load(std::memory_order_relaxed);
-  if (advertised <= tail_ || advertised - tail_ <= capacity_ / 2) sender_->Ring(policy.asymmetric);
+  if (advertised <= tail_ || advertised - tail_ <= capacity_ / 2) sender_->Ring(policy.asymmetric, advertised >= tail_);
   return static_cast<size_t>(piece);
 }
 

@@ -38,11 +38,12 @@ void HeavyFence() {
   }
 }
 
-void Doorbell::Ring(bool asymmetric) {
+void Doorbell::Ring(bool asymmetric, bool unblocks) {
   // The caller's store of the condition must be ordered before the load of `sleeping`: by the
   // sleeper's membarrier, or here.
   if (asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);
   else std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (unblocks && idle.load(std::memory_order_relaxed) != 0) idle.store(0, std::memory_order_relaxed);
   if (sleeping.load(std::memory_order_seq_cst) != 0) {
     bell.fetch_add(1, std::memory_order_seq_cst);
     FutexWakeAll(bell);

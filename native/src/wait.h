@@ -24,8 +24,13 @@ namespace topocoll {
 struct alignas(64) Doorbell {
   std::atomic<uint32_t> bell{0};
   std::atomic<uint32_t> sleeping{0};
+  // Set while the owner waits (past its spin) and nobody has rung since: the owner cannot go
+  // on, so a process sharing its CPU gains nothing by yielding to it (see WaitPolicy::co_runners).
+  std::atomic<uint32_t> idle{0};
 
-  void Ring(bool asymmetric);
+  // `unblocks`: what was published may be what the owner waits for (false only for a ring made
+  // just in case, which must wake a sleeper but need not mark the owner runnable).
+  void Ring(bool asymmetric, bool unblocks = true);
 };
 
 // Checks made while waiting: aborts raised by other processes, dead peers, the deadline. Throws
@@ -46,7 +51,23 @@ struct WaitPolicy {
   // Every process of the segment is registered for membarrier: sleepers issue one before
   // their last look, wakers skip the fence (see Doorbell).
   bool asymmetric = false;
+  // The doorbells of the processes bound to this one's CPUs (which they oversubscribe). While
+  // every one of them is idle, yielding would only hand the CPU to a process that yields it
+  // straight back, so the wait spins instead — for at most idle_spin_for, since an `idle` a
+  // racing Ring missed would otherwise hold a runnable co-runner off. Empty: always yield.
+  const Doorbell* const* co_runners = nullptr;
+  size_t co_runner_count = 0;
+  std::chrono::microseconds idle_spin_for{50};
 };
+
+// Whether every co-runner waits with nothing rung since (then yielding is pointless).
+inline bool CoRunnersIdle(const WaitPolicy& policy) {
+  if (policy.co_runner_count == 0) return false;
+  for (size_t i = 0; i < policy.co_runner_count; ++i) {
+    if (policy.co_runners[i]->idle.load(std::memory_order_relaxed) == 0) return false;
+  }
+  return true;
+}
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -76,12 +97,26 @@ void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuar
     if (ready()) return;
     CpuRelax();
   }
-  const auto yield_until = std::chrono::steady_clock::now() + policy.yield_for;
+  const auto started = std::chrono::steady_clock::now();
+  const auto yield_until = started + policy.yield_for;
+  const auto idle_spin_until = started + policy.idle_spin_for;
   uint32_t yields = 0;
-  while (std::chrono::steady_clock::now() < yield_until) {
+  mine.idle.store(1, std::memory_order_seq_cst);
+  // However the wait ends (an error included), the owner runs again.
+  struct IdleUntilReturn {
+    Doorbell& bell;
+    ~IdleUntilReturn() { bell.idle.store(0, std::memory_order_relaxed); }
+  } idle_until_return{mine};
+  for (auto now = started; now < yield_until; now = std::chrono::steady_clock::now()) {
     if (ready()) return;
-    sched_yield();
-    if ((++yields & 255) == 0) guard.Check();
+    if (now < idle_spin_until && CoRunnersIdle(policy)) {
+      CpuRelax();
+    } else {
+      sched_yield();
+      if ((++yields & 255) == 0) guard.Check();
+    }
+    // A Ring cleared it (perhaps for another condition): still waiting, so idle again.
+    if (mine.idle.load(std::memory_order_relaxed) == 0) mine.idle.store(1, std::memory_order_seq_cst);
   }
   for (;;) {
     // Announce the sleep before the last look, so a writer that publishes after this look sees

@@ -9,6 +9,7 @@ import type { Group, GroupPlan, RankPlacement } from '../groups/plan.js';
 import { NativeEngine } from '../native.js';
 import { readProcessAffinity } from '../topology/affinity.js';
 import { discoverMachine } from '../topology/discover.js';
+import { formatIndexList, parseIndexList } from '../topology/index-list.js';
 import { formatLocality } from '../topology/locality-string.js';
 import { networkFromSlurmAddresses } from '../topology/network/slurm-address.js';
 import { resolveNetworkSource } from '../topology/network/network-source.js';
@@ -19,6 +20,7 @@ import { detectEnvironment, type JobEnvironment } from './environment.js';
 import { numaNodeOf } from './placement.js';
 import { segmentName } from './segment-name.js';
 import { shmLayout } from './shm-budget.js';
+import { coRunnersOf } from './co-runners.js';
 import { JobPlanner, type JobPlans, type TcpDirectory } from './job-planner.js';
 import { allgather, barrier, createJobToken, RendezvousClient, RendezvousServer } from './rendezvous.js';
 
@@ -34,6 +36,8 @@ interface RankInfo {
   node: string;
   host: string;
   locality: string;
+  /** The CPUs the process may run on, as an index list ("0-3,8"). */
+  cpus: string;
   slurmPath?: NodeNetworkPath;
 }
 
@@ -51,7 +55,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
   const network = resolveNetworkSource(job.networkFile ? { source: 'file', file: job.networkFile } : config.network, env, node);
   const here = whereThisProcessRuns(config, env);
   const locality = config.topology.locality ?? env.TOPOCOLL_LOCALITY ?? here.locality;
-  const me: RankInfo = { node, host: hostname(), locality, ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}) };
+  const me: RankInfo = { node, host: hostname(), locality, cpus: formatIndexList(here.cpus), ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}) };
 
   const rdv = await connectRendezvous(job, timeoutMs);
   try {
@@ -69,6 +73,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       channelBytes: layout.channelBytes,
       // Emulated nodes share one machine: what matters is how many ranks share its cores.
       oversubscribed: infos.filter((i) => i.host === me.host).length > osCpus().length,
+      coRunners: coRunnersOf(job.rank, new Map(localRanks.map((r) => [r, parseIndexList(infos[r]!.cpus)]))),
       bcast: layout.bcast,
       asymmetricFences: config.shm.membarrier,
     });
@@ -105,10 +110,10 @@ function configFor(given: InitOptions['config'], job: JobEnvironment, env: NodeJ
 }
 
 /** This process's locality string, and the NUMA node its memory should be on when it has one. */
-function whereThisProcessRuns(config: TopocollConfig, env: NodeJS.ProcessEnv): { locality: string; numaNode?: number } {
+function whereThisProcessRuns(config: TopocollConfig, env: NodeJS.ProcessEnv): { locality: string; cpus: number[]; numaNode?: number } {
   const machine = discoverMachine({ hwlocXml: config.topology.hwlocXml ?? undefined, env, source: config.topology.source });
   const cpus = readProcessAffinity();
-  return { locality: formatLocality(computeLocality(machine, cpus).locality), numaNode: numaNodeOf(machine.objects.numa, cpus) };
+  return { locality: formatLocality(computeLocality(machine, cpus).locality), cpus, numaNode: numaNodeOf(machine.objects.numa, cpus) };
 }
 
 /** Unbound processes cannot be placed below the node; say so once, with the fix. */
