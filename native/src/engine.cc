@@ -46,6 +46,8 @@ class Engine::Guard : public WaitGuard {
     timing_ = false;
     probed_ = false;
   }
+  // A wait on every other rank of this node: the probe compares the calls of them all.
+  void WaitingOnNode() { WaitingOn(kEveryLocal); }
   void SetPhase(uint8_t phase) { call_.phase = phase; }
 
   void Check() override {
@@ -53,7 +55,7 @@ class Engine::Guard : public WaitGuard {
       engine_.tcp_.ShutdownAll();
       engine_.ThrowAborted();
     }
-    if (probed_ || peer_ < 0) return;
+    if (probed_ || peer_ == -1) return;
     const auto now = std::chrono::steady_clock::now();
     if (!timing_) {
       timing_ = true;
@@ -61,6 +63,15 @@ class Engine::Guard : public WaitGuard {
     }
     if (now - since_ < kProbeAfter) return;
     probed_ = true;
+    if (peer_ == kEveryLocal) {
+      for (size_t li = 0; li < engine_.locals_.size(); ++li) {
+        MsgHeader theirs{};
+        if (static_cast<int>(li) == engine_.local_index_ || !engine_.ReadPublishedCall(static_cast<int>(li), &theirs)) continue;
+        const std::string mismatch = DescribeCallMismatch(call_, theirs, engine_.locals_[li].rank);
+        if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+      }
+      return;
+    }
     const int li = engine_.LocalIndex(peer_);
     if (li >= 0) {
       MsgHeader theirs{};
@@ -77,6 +88,7 @@ class Engine::Guard : public WaitGuard {
 
  private:
   static constexpr std::chrono::milliseconds kProbeAfter{200};
+  static constexpr int kEveryLocal = -2;
   Engine& engine_;
   MsgHeader call_;
   int peer_ = -1;
@@ -116,7 +128,7 @@ int Engine::ListenTcp() { return tcp_.Listen(); }
 size_t Engine::SegmentBytes(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast) {
   const size_t channels = local_size * (local_size - 1);
   return kPage + ControlsBytes(local_size) + channels * ChannelStride(channel_bytes) +
-         local_size * ShmBcast::RegionBytes(bcast);
+         local_size * ShmBcast::RegionBytes(bcast) + ShmAllreduce::AreaBytes(local_size);
 }
 
 void Engine::CreateSegment(const std::string& name) {
@@ -165,6 +177,8 @@ void Engine::InitViews() {
   // run, so yield_policy_ has none.
   policy_.co_runners = co_runner_bells_.data();
   policy_.co_runner_count = co_runner_bells_.size();
+  node_policy_ = policy_;
+  if (!co_runner_bells_.empty()) node_policy_.spin_iterations = 0;
   uint8_t* channel_base = base + kPage + ControlsBytes(local_size);
   const size_t stride = ChannelStride(options_.channel_bytes);
   channels_.assign(local_size * local_size, ShmChannel());
@@ -211,6 +225,8 @@ void Engine::InitViews() {
     regions[static_cast<size_t>(local_index_)].slot_waiter->store(-1, std::memory_order_relaxed);
   }
   shm_reduce_ = std::make_unique<ShmReduce>(regions, doorbells, local_index_, options_.bcast.queue_bytes);
+  // The small-message allreduce's area follows the bcast regions (zero, as ftruncate left it).
+  shm_allreduce_ = std::make_unique<ShmAllreduce>(bcast_base + local_size * region_bytes, options_.local_ranks, doorbells, local_index_);
   shm_bcast_ = std::make_unique<ShmBcast>(options_.bcast, std::move(regions), std::move(doorbells), local_index_);
 
   RankControl& mine = controls[local_index_];
@@ -310,6 +326,9 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
     }
     s.local_peer = LocalIndex(s.peer);
     s.local_peer2 = s.peer2 >= 0 ? LocalIndex(s.peer2) : -1;
+    if (s.kind == StepKind::kShmAllreduce && (options_.local_ranks.size() != static_cast<size_t>(options_.size) || options_.size < 2)) {
+      throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory allreduce, but the job is not one node of several ranks");
+    }
   }
   if (plans_.size() <= static_cast<size_t>(id)) plans_.resize(static_cast<size_t>(id) + 1);
   plans_[static_cast<size_t>(id)] = std::make_unique<std::vector<Step>>(std::move(steps));
@@ -540,6 +559,13 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       guard.WaitingOn(s.peer);
       const ReduceChunk combine = [&reducer](void* dst, const void* src, size_t n) { reducer(dst, src, n); };
       shm_reduce_->Run(s.group, s.local_peer, data.buffer + begin * elem, end - begin, elem, combine, GroupPolicy(s.group), guard);
+      return;
+    }
+    case StepKind::kShmAllreduce: {
+      if (pending != nullptr) pending->Materialize(begin, end);
+      guard.WaitingOnNode();
+      const ReduceChunk combine = [&reducer](void* dst, const void* src, size_t n) { reducer(dst, src, n); };
+      shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, combine, node_policy_, guard);
       return;
     }
     case StepKind::kSendRecv:

@@ -18,6 +18,7 @@
 #include "datatypes.h"
 #include "message.h"
 #include "pending_input.h"
+#include "shm_allreduce.h"
 #include "shm_bcast.h"
 #include "shm_channel.h"
 #include "shm_reduce.h"
@@ -37,6 +38,7 @@ enum class StepKind : int32_t {
   kSendRecv = 5,
   kSendRecvReduce = 6,
   kShmReduce = 7,
+  kShmAllreduce = 8,
 };
 struct Step {
   StepKind kind;
@@ -235,6 +237,9 @@ class Engine {
   WaitPolicy policy_;
   // policy_ without the spin: for waits on a co-runner (EngineOptions::co_runners).
   WaitPolicy yield_policy_;
+  // Waits on the whole node (ShmAllreduce): no spin when co-runners are among those waited
+  // on, but still spinning while every co-runner is idle.
+  WaitPolicy node_policy_;
   // By local index: bound to this rank's CPUs. By shm group id: the group has such a member.
   std::vector<bool> co_runner_;
   std::vector<bool> group_has_co_runner_;
@@ -248,6 +253,7 @@ class Engine {
 
   std::unique_ptr<ShmBcast> shm_bcast_;
   std::unique_ptr<ShmReduce> shm_reduce_;
+  std::unique_ptr<ShmAllreduce> shm_allreduce_;
   uint8_t* own_region_ = nullptr;
   size_t own_region_bytes_ = 0;
   TcpLinks tcp_;

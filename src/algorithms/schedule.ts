@@ -53,6 +53,12 @@ export const StepKind = {
    * B[range] combined in member (= rank) order; `group` is the group's id with the engine.
    */
   ShmReduce: 7,
+  /**
+   * Allreduce of B among every rank of a job on one node through one shared area
+   * (native/src/shm_allreduce.h): every rank runs this one step; the last to arrive combines
+   * all contributions in rank order and every rank copies the result. Messages ≤ 8 KiB.
+   */
+  ShmAllreduce: 8,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 

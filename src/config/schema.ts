@@ -192,6 +192,12 @@ const allreduceCollective = z
     /** The top group's allreduce: recursive doubling (small messages) or Rabenseifner's reduce-scatter + allgather (large). */
     top: z.enum(['auto', 'recursive-doubling', 'rabenseifner']).default('auto'),
     segment: auto(byteSize),
+    /**
+     * In a job on one node, allreduce (and barrier) of at most 8 KiB through one shared area:
+     * every rank deposits, the last to arrive combines in rank order and publishes
+     * (native/src/shm_allreduce.h); levels do not apply. Off: the schedules above.
+     */
+    shm: z.boolean().default(true),
   })
   .strict();
 

@@ -2,6 +2,7 @@ import { formatAlgorithm, parseAlgorithm, type AllreduceAlgorithm, type BcastAlg
 import { preservesRankOrder, ScheduleCache, topGroup, type AllreduceVariant, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
+import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
 import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
 import { planGroups, type Group, type GroupPlan, type PlanOptions, type RankPlacement } from '../groups/plan.js';
 
@@ -52,6 +53,9 @@ export interface ClassChoice {
   /** Bytes per segment of each collective; 0: the whole message at once. */
   segmentBytes: { bcast: number; reduce: number; allreduce: number };
 }
+
+/** Largest allreduce the node-wide shared-memory allreduce takes (ShmAllreduce::kMaxBytes). */
+export const SHM_ALLREDUCE_MAX_BYTES = 8192;
 
 /** Longest segment of a large message when the configuration says `auto`. */
 export const AUTO_SEGMENT_BYTES = 64 * 1024;
@@ -155,6 +159,10 @@ export class CollectivePlans {
   private readonly largeBytes: number;
   /** Native schedule ids by key (see id()); an array, not a Map: read on every call. */
   private readonly ids: number[] = [];
+  /** Small allreduces go through the node-wide shared area (one node, `allreduce.shm`). */
+  readonly shmAllreduce: boolean;
+  /** Its two native schedule ids (the ShmAllreduce step, and an empty bcast phase), once registered. */
+  private shmAllreduceIds?: { reduce: number; bcast: number };
 
   constructor(private readonly parts: CollectivePlansParts) {
     const { plan, rank, config, shmGroups, eagerBytes } = parts;
@@ -173,6 +181,8 @@ export class CollectivePlans {
     };
     this.caches = { small: cache(this.choices.small), large: cache(this.choices.large) };
     if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, rank, { variant: 'reduce-bcast' });
+    const node = plan.placements[0]?.node;
+    this.shmAllreduce = config.allreduce.shm && plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
   }
 
   classOf(bytes: number): SizeClass {
@@ -199,6 +209,17 @@ export class CollectivePlans {
   }
 
   allreduce(bytes: number, elem: number, commutative: boolean): CallPlan {
+    if (this.shmAllreduce && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
+      // Rank order and one computation: right for every operator, commutative or not.
+      this.shmAllreduceIds ??= {
+        reduce: this.parts.register(encodeSchedule({ collective: 'reduce', root: 0, steps: [{ kind: StepKind.ShmAllreduce, peer: -1, level: 0 }] })),
+        bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
+      };
+      this.call.reduce = this.shmAllreduceIds.reduce;
+      this.call.bcast = this.shmAllreduceIds.bcast;
+      this.call.segment = 0;
+      return this.call;
+    }
     const size = this.classOf(bytes);
     this.call.reduce = this.id(2, size, 0, commutative);
     this.call.bcast = this.id(3, size, 0, commutative);

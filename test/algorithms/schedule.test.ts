@@ -34,7 +34,7 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
   });
 
   it('keeps the numeric kinds the C++ side expects', () => {
-    expect(StepKind).toEqual({ Send: 1, Recv: 2, RecvReduce: 3, ShmBcast: 4, SendRecv: 5, SendRecvReduce: 6, ShmReduce: 7 });
+    expect(StepKind).toEqual({ Send: 1, Recv: 2, RecvReduce: 3, ShmBcast: 4, SendRecv: 5, SendRecvReduce: 6, ShmReduce: 7, ShmAllreduce: 8 });
     expect(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })).toHaveLength(0);
   });
 

@@ -4,7 +4,8 @@ import { preservesRankOrder } from '../../src/algorithms/hierarchical.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group, type RankPlacement } from '../../src/groups/plan.js';
-import { AUTO_SEGMENT_BYTES, chooseForClass, isNodeLocal, rankOrderedPlan } from '../../src/runtime/collective-plans.js';
+import { decodeSteps, StepKind } from '../../src/algorithms/schedule.js';
+import { AUTO_SEGMENT_BYTES, chooseForClass, CollectivePlans, isNodeLocal, rankOrderedPlan, SHM_ALLREDUCE_MAX_BYTES } from '../../src/runtime/collective-plans.js';
 import { thrown } from '../helpers/thrown.js';
 import { byCore, coreLocality } from '../helpers/placements.js';
 
@@ -55,6 +56,50 @@ describe('chooseForClass', () => {
   it('knows which groups are node-local', () => {
     expect(isNodeLocal(plan, groupAt('node'))).toBe(true);
     expect(isNodeLocal(plan, groupAt('world'))).toBe(false);
+  });
+});
+
+describe('the one-node shared-memory allreduce', () => {
+  /** The schedules rank 0 registers for allreduces of each size, decoded. */
+  function allreduceSteps(placed: RankPlacement[], input: TopocollConfigInput, sizes: number[]): { shm: boolean; steps: { kind: number }[][] } {
+    const p = planGroups(placed);
+    const registered: Int32Array[] = [];
+    const plans = new CollectivePlans({
+      plan: p,
+      orderedPlan: p,
+      rank: 0,
+      config: config(input),
+      shmGroups: new Map([...p.groups.values()].flat().filter((g) => isNodeLocal(p, g)).map((g, i) => [g, i])),
+      eagerBytes: Infinity,
+      register: (encoded) => registered.push(encoded) - 1,
+    });
+    const steps = sizes.map((bytes) => {
+      const call = plans.allreduce(bytes, 4, true);
+      return [...decodeSteps(registered[call.reduce]!), ...decodeSteps(registered[call.bcast]!)];
+    });
+    return { shm: plans.shmAllreduce, steps };
+  }
+  const oneNode = byCore(['a'], 4, 2);
+
+  it('takes allreduces of up to 8 KiB in a job on one node: one ShmAllreduce step, nothing else', () => {
+    const { shm, steps } = allreduceSteps(oneNode, {}, [0, 4, SHM_ALLREDUCE_MAX_BYTES]);
+    expect(shm).toBe(true);
+    for (const s of steps) expect(s).toEqual([{ kind: StepKind.ShmAllreduce, peer: -1, level: 0 }]);
+  });
+
+  it('leaves larger messages, jobs on several nodes, one-rank jobs and allreduce.shm: false to the schedules', () => {
+    const larger = allreduceSteps(oneNode, {}, [SHM_ALLREDUCE_MAX_BYTES + 4]).steps[0]!;
+    expect(larger.some((s) => s.kind === StepKind.ShmAllreduce)).toBe(false);
+    expect(larger.length).toBeGreaterThan(0);
+    for (const [placed, input] of [
+      [placements, {}],
+      [byCore(['a'], 1, 2), {}],
+      [oneNode, { allreduce: { shm: false } }],
+    ] as [RankPlacement[], TopocollConfigInput][]) {
+      const { shm, steps } = allreduceSteps(placed, input, [4]);
+      expect(shm).toBe(false);
+      expect(steps[0]!.some((s) => s.kind === StepKind.ShmAllreduce)).toBe(false);
+    }
   });
 });
 

@@ -1,0 +1,68 @@
+#include "shm_allreduce.h"
+
+#include <cstring>
+#include <string>
+
+#include "errors.h"
+#include "shm_segment.h"
+
+namespace topocoll {
+
+size_t ShmAllreduce::AreaBytes(size_t local_size) {
+  const size_t bytes = sizeof(Counters) + 2 * kMaxBytes + 2 * local_size * sizeof(Slot);
+  return (bytes + kPage - 1) / kPage * kPage;
+}
+
+ShmAllreduce::ShmAllreduce(uint8_t* area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me)
+    : counters_(reinterpret_cast<Counters*>(area)),
+      results_(area + sizeof(Counters)),
+      slots_(reinterpret_cast<Slot*>(area + sizeof(Counters) + 2 * kMaxBytes)),
+      ranks_(std::move(ranks)),
+      doorbells_(std::move(doorbells)),
+      me_(me) {}
+
+ShmAllreduce::Slot& ShmAllreduce::SlotOf(int rank, uint64_t call) const {
+  return slots_[(call & 1) * doorbells_.size() + static_cast<size_t>(rank)];
+}
+
+uint8_t* ShmAllreduce::Result(uint64_t call) const { return results_ + (call & 1) * kMaxBytes; }
+
+void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header,
+                       const std::function<void(void* dst, const void* src, size_t n)>& combine,
+                       const WaitPolicy& policy, WaitGuard& guard) {
+  const size_t bytes = static_cast<size_t>(count) * elem;
+  if (bytes > kMaxBytes) throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+  const uint64_t call = calls_++;
+  const uint64_t ranks = doorbells_.size();
+  Slot& mine = SlotOf(me_, call);
+  mine.header = header;
+  mine.header.sender = ranks_[static_cast<size_t>(me_)];
+  std::memcpy(mine.data, buf, bytes);
+  // acq_rel: publishes this slot, and the last adder sees every slot the others published.
+  const uint64_t before = counters_->arrived.fetch_add(1, std::memory_order_acq_rel);
+  uint8_t* result = Result(call);
+  if (before == call * ranks + ranks - 1) {
+    for (uint64_t r = 0; r < ranks; ++r) {
+      const MsgHeader& theirs = SlotOf(static_cast<int>(r), call).header;
+      MsgHeader want = header;
+      want.sender = ranks_[r];
+      const std::string mismatch = DescribeMismatch(want, theirs, ranks_[r]);
+      if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+    }
+    // A barrier has nothing to combine (and no operator).
+    if (bytes > 0) {
+      std::memcpy(result, SlotOf(0, call).data, bytes);
+      for (uint64_t r = 1; r < ranks; ++r) combine(result, SlotOf(static_cast<int>(r), call).data, count);
+    }
+    counters_->completed.store(call + 1, std::memory_order_release);
+    for (uint64_t r = 0; r < ranks; ++r) {
+      if (static_cast<int>(r) != me_) doorbells_[r]->Ring(policy.asymmetric);
+    }
+  } else {
+    auto done = [&] { return counters_->completed.load(std::memory_order_acquire) > call; };
+    if (!done()) WaitUntil(done, *doorbells_[static_cast<size_t>(me_)], policy, guard);
+  }
+  std::memcpy(buf, result, bytes);
+}
+
+}  // namespace topocoll
