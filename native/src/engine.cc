@@ -65,20 +65,13 @@ class Engine::Guard : public WaitGuard {
     probed_ = true;
     if (peer_ == kEveryLocal) {
       for (size_t li = 0; li < engine_.locals_.size(); ++li) {
-        MsgHeader theirs{};
-        if (static_cast<int>(li) == engine_.local_index_ || !engine_.ReadPublishedCall(static_cast<int>(li), &theirs)) continue;
-        const std::string mismatch = DescribeCallMismatch(call_, theirs, engine_.locals_[li].rank);
-        if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+        if (static_cast<int>(li) != engine_.local_index_) CompareCall(static_cast<int>(li));
       }
       return;
     }
     const int li = engine_.LocalIndex(peer_);
     if (li >= 0) {
-      MsgHeader theirs{};
-      if (engine_.ReadPublishedCall(li, &theirs)) {
-        const std::string mismatch = DescribeCallMismatch(call_, theirs, peer_);
-        if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
-      }
+      CompareCall(li);
     } else {
       MsgHeader probe = call_;
       probe.magic = kProbeMagic;
@@ -89,6 +82,15 @@ class Engine::Guard : public WaitGuard {
  private:
   static constexpr std::chrono::milliseconds kProbeAfter{200};
   static constexpr int kEveryLocal = -2;
+
+  // EMISMATCH when the rank with local index `li` has published a different call than this one.
+  void CompareCall(int li) {
+    MsgHeader theirs{};
+    if (!engine_.ReadPublishedCall(li, &theirs)) return;
+    const std::string mismatch = DescribeCallMismatch(call_, theirs, engine_.locals_[static_cast<size_t>(li)].rank);
+    if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+  }
+
   Engine& engine_;
   MsgHeader call_;
   int peer_ = -1;
@@ -764,7 +766,7 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
   // A quarter of the ring: the sender streams on while the receiver frees the half it waits for.
   const uint64_t piece = std::min<uint64_t>(kExchangePiece, tx.capacity() / 4);
   // Either peer may be the one that must run for this rank to go on.
-  const WaitPolicy& policy = co_runner_[static_cast<size_t>(s.local_peer)] ? PolicyFor(s.local_peer) : PolicyFor(s.local_peer2);
+  const WaitPolicy& policy = PolicyFor(co_runner_[static_cast<size_t>(s.local_peer)] ? s.local_peer : s.local_peer2);
   while (!out.done || header_left > 0 || body_left > 0) {
     bool moved = !out.done && tx.SendSome(out, piece, policy);
     if (header_left > 0) {

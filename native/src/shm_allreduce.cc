@@ -27,8 +27,7 @@ ShmAllreduce::Slot& ShmAllreduce::SlotOf(int rank, uint64_t call) const {
 
 uint8_t* ShmAllreduce::Result(uint64_t call) const { return results_ + (call & 1) * kMaxBytes; }
 
-void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header,
-                       const std::function<void(void* dst, const void* src, size_t n)>& combine,
+void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, const ReduceChunk& combine,
                        const WaitPolicy& policy, WaitGuard& guard) {
   const size_t bytes = static_cast<size_t>(count) * elem;
   if (bytes > kMaxBytes) throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");

@@ -22,10 +22,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "message.h"
+#include "shm_reduce.h"
 #include "wait.h"
 
 namespace topocoll {
@@ -44,9 +44,8 @@ class ShmAllreduce {
 
   // Combines every local rank's `buf` (count elements of elem bytes; the same `header` on every
   // rank) into every rank's `buf`. Throws CollError EMISMATCH when the headers differ.
-  void Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header,
-           const std::function<void(void* dst, const void* src, size_t n)>& combine, const WaitPolicy& policy,
-           WaitGuard& guard);
+  void Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, const ReduceChunk& combine,
+           const WaitPolicy& policy, WaitGuard& guard);
 
  private:
   struct alignas(64) Counters {
