@@ -40,10 +40,12 @@ export const STRATEGIES: Record<'bcast' | 'reduce' | 'allreduce', Strategy[]> = 
     { name: 'auto', yaml: '' },
   ],
   allreduce: [
-    { name: 'flat', yaml: `${everyLevel('reduce', 'flat')}${everyLevel('bcast', 'flat')}allreduce: { algorithm: reduce-bcast }\n` },
-    { name: 'reduce-bcast', yaml: `${everyLevel('reduce', 'binomial')}${everyLevel('bcast', 'shm', 'binomial')}allreduce: { algorithm: reduce-bcast }\n` },
-    { name: 'rab+rec.doubling', yaml: 'allreduce: { algorithm: reduce-allreduce-bcast, top: recursive-doubling }\n' },
-    { name: 'rab+rabenseifner', yaml: 'allreduce: { algorithm: reduce-allreduce-bcast, top: rabenseifner }\n' },
+    // The named schedules run at every size (`shm: false`); `auto` takes the one-node shared
+    // area for small messages where it applies.
+    { name: 'flat', yaml: `${everyLevel('reduce', 'flat')}${everyLevel('bcast', 'flat')}allreduce: { algorithm: reduce-bcast, shm: false }\n` },
+    { name: 'reduce-bcast', yaml: `${everyLevel('reduce', 'binomial')}${everyLevel('bcast', 'shm', 'binomial')}allreduce: { algorithm: reduce-bcast, shm: false }\n` },
+    { name: 'rab+rec.doubling', yaml: 'allreduce: { algorithm: reduce-allreduce-bcast, top: recursive-doubling, shm: false }\n' },
+    { name: 'rab+rabenseifner', yaml: 'allreduce: { algorithm: reduce-allreduce-bcast, top: rabenseifner, shm: false }\n' },
     { name: 'auto', yaml: '' },
   ],
 };
