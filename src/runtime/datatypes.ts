@@ -19,9 +19,9 @@ const OPS: Record<ReduceOpName, { code: number; integerOnly: boolean }> = {
   lor: { code: 8, integerOnly: true },
 };
 
-// A switch, not a Map or a keyed load: where the call site passes a literal ('sum'), V8 folds
-// the switch to its answer; a Map lookup is a hash probe on every call (~10 ns, 13 % of an
-// 8-byte reduce's CPU time at p = 8 before this). No prototype keys either.
+// A switch, not a Map or a keyed load: V8 compares the few internalized strings directly, where
+// a Map lookup hashed on every call (with the datatype lookups 8–13 % of an 8-byte reduce's CPU
+// time at p = 8, docs/architecture-notes.md). No prototype keys either.
 function opEntry(op: unknown): { code: number; integerOnly: boolean } | undefined {
   switch (op) {
     case 'sum':
@@ -72,8 +72,8 @@ const UINT64 = dt('uint64', 10, 8, true, BigUint64Array);
 
 /**
  * By the name a TypedArray's Symbol.toStringTag getter returns (Buffer's is Uint8Array):
- * unlike a load of `constructor`, V8 inlines that getter for every TypedArray class, and where
- * the call site sees one class the switch folds to its answer (see opEntry).
+ * unlike a load of `constructor`, V8 inlines that getter for every TypedArray class (and the
+ * switch, like opEntry's, costs no hash lookup).
  */
 function datatypeOfTag(tag: unknown): Datatype | undefined {
   switch (tag) {
@@ -123,7 +123,7 @@ export type TypedArray =
  * whenever the type changed (8-byte bcasts 30× slower after an allreduce of another type).
  */
 export function datatypeOf(buffer: unknown, what: string): Datatype {
-  // DataView is a view too, but its tag is not in the table.
+  // DataView is a view too, but its tag is not among the cases.
   const tag: unknown = ArrayBuffer.isView(buffer) ? (buffer as TypedArray)[Symbol.toStringTag] : undefined;
   const type = datatypeOfTag(tag);
   if (type !== undefined) return type;
