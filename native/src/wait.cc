@@ -38,12 +38,12 @@ void HeavyFence() {
   }
 }
 
-void Doorbell::Ring(bool asymmetric, bool unblocks) {
+void Doorbell::Ring(bool asymmetric) {
   // The caller's store of the condition must be ordered before the load of `sleeping`: by the
   // sleeper's membarrier, or here.
   if (asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);
   else std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (unblocks && idle.load(std::memory_order_relaxed) != 0) idle.store(0, std::memory_order_relaxed);
+  if (idle.load(std::memory_order_relaxed) != 0) idle.store(0, std::memory_order_relaxed);
   // The first ringer takes the announcement: one wake-up syscall per sleep, however many ring
   // (the sleeper announces again, and looks again, before it sleeps again).
   if (sleeping.load(std::memory_order_seq_cst) != 0 && sleeping.exchange(0, std::memory_order_seq_cst) != 0) {

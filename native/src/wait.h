@@ -28,9 +28,7 @@ struct alignas(64) Doorbell {
   // on, so a process sharing its CPU gains nothing by yielding to it (see WaitPolicy::co_runners).
   std::atomic<uint32_t> idle{0};
 
-  // `unblocks`: what was published may be what the owner waits for (false only for a ring made
-  // just in case, which must wake a sleeper but need not mark the owner runnable).
-  void Ring(bool asymmetric, bool unblocks = true);
+  void Ring(bool asymmetric);
 };
 
 // Checks made while waiting: aborts raised by other processes, dead peers, the deadline. Throws
