@@ -36,6 +36,8 @@ export interface CommunicatorParts {
   node: string;
   localRank: number;
   localSize: number;
+  /** More ranks on this node than cores. */
+  oversubscribed: boolean;
   /** Groups registered with the shared-memory engines, with their ids. */
   shmGroups: ReadonlyMap<Group, number>;
   /** The OS index of the NUMA node this rank runs on, when it is bound inside one. */
@@ -62,6 +64,8 @@ export class Communicator {
   readonly localSize: number;
 
   private readonly engine: NativeEngine;
+  /** More ranks on this node than cores: picks the one-node shared allreduce's protocol. */
+  private readonly oversubscribed: boolean;
   private readonly planner: JobPlanner;
   private readonly allLevels: GroupPlan;
   private readonly onClose?: () => void;
@@ -84,6 +88,7 @@ export class Communicator {
     this.node = parts.node;
     this.localRank = parts.localRank;
     this.localSize = parts.localSize;
+    this.oversubscribed = parts.oversubscribed;
     this.onClose = parts.onClose;
     this.numaNode = parts.numaNode;
     this.allLevels = parts.planner.buildAllLevels();
@@ -133,7 +138,7 @@ export class Communicator {
   }
 
   private collectivePlans(plans: JobPlans, config: TopocollConfig, shmGroups: ReadonlyMap<Group, number>): CollectivePlans {
-    return new CollectivePlans({ plan: plans.plan, orderedPlan: plans.orderedPlan, rank: this.rank, config, shmGroups, eagerBytes: plans.eagerBytes, register: this.register });
+    return new CollectivePlans({ plan: plans.plan, orderedPlan: plans.orderedPlan, rank: this.rank, config, shmGroups, eagerBytes: plans.eagerBytes, oversubscribed: this.oversubscribed, register: this.register });
   }
 
   /** Every schedule of this communicator gets its own native id, whichever plan it belongs to. */
@@ -148,7 +153,7 @@ export class Communicator {
   private controlPlans(plans: JobPlans): CollectivePlans {
     const binomial = Object.fromEntries(plans.plan.levels.map((l) => [l, 'binomial']));
     const config = { ...this.config, bcast: { levels: binomial, segment: 0 }, reduce: { levels: binomial, segment: 0 }, allreduce: { algorithm: 'reduce-bcast', top: 'recursive-doubling', segment: 0 } } as TopocollConfig;
-    return new CollectivePlans({ plan: plans.plan, orderedPlan: plans.plan, rank: this.rank, config, shmGroups: new Map(), eagerBytes: plans.eagerBytes, register: this.register });
+    return new CollectivePlans({ plan: plans.plan, orderedPlan: plans.plan, rank: this.rank, config, shmGroups: new Map(), eagerBytes: plans.eagerBytes, oversubscribed: this.oversubscribed, register: this.register });
   }
 
   private controlAllreduce(send: Float64Array, recv: Float64Array): void {

@@ -205,6 +205,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       s.first2 = static_cast<uint32_t>(data[i + 8]);
       s.count2 = static_cast<uint32_t>(data[i + 9]);
       s.order = data[i + 10];
+      s.every_rank_combines = data[i + 11] != 0;
       steps.push_back(s);
     }
     Guarded(info.Env(), [&] { engine_->SetPlan(id, std::move(steps)); });

@@ -567,7 +567,7 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       if (pending != nullptr) pending->Materialize(begin, end);
       guard.WaitingOnNode();
       const ReduceChunk combine = [&reducer](void* dst, const void* src, size_t n) { reducer(dst, src, n); };
-      shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, combine, node_policy_, guard);
+      shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, s.every_rank_combines, combine, node_policy_, guard);
       return;
     }
     case StepKind::kSendRecv:

@@ -52,6 +52,8 @@ struct Step {
   uint32_t first2 = 0, count2 = 0;
   // RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B.
   int32_t order = 0;
+  // kShmAllreduce: every rank combines the deposits (else the last to arrive does).
+  bool every_rank_combines = false;
   // Resolved by SetPlan: local indices of peer and peer2 (−1: on another node).
   int32_t local_peer = -1, local_peer2 = -1;
 };

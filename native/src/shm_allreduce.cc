@@ -27,38 +27,70 @@ ShmAllreduce::Slot& ShmAllreduce::SlotOf(int rank, uint64_t call) const {
 
 uint8_t* ShmAllreduce::Result(uint64_t call) const { return results_ + (call & 1) * kMaxBytes; }
 
-void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, const ReduceChunk& combine,
-                       const WaitPolicy& policy, WaitGuard& guard) {
+void ShmAllreduce::CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, size_t r) const {
+  MsgHeader want = mine;
+  want.sender = ranks_[r];
+  const std::string mismatch = DescribeMismatch(want, theirs, ranks_[r]);
+  if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+}
+
+void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
+                       const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard) {
   const size_t bytes = static_cast<size_t>(count) * elem;
   if (bytes > kMaxBytes) throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
   const uint64_t call = calls_++;
-  const uint64_t ranks = doorbells_.size();
   Slot& mine = SlotOf(me_, call);
   mine.header = header;
   mine.header.sender = ranks_[static_cast<size_t>(me_)];
   std::memcpy(mine.data, buf, bytes);
+  if (every_rank_combines) EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
+  else LastCombines(call, last_arrival_calls_++, buf, bytes, count, header, combine, policy, guard);
+}
+
+void ShmAllreduce::EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
+                                     const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard) {
+  const size_t ranks = doorbells_.size();
+  SlotOf(me_, call).deposited.store(call + 1, std::memory_order_release);
+  for (size_t r = 0; r < ranks; ++r) {
+    if (static_cast<int>(r) != me_) doorbells_[r]->Ring(policy.asymmetric);
+  }
+  uint8_t* out = static_cast<uint8_t*>(buf);
+  for (size_t r = 0; r < ranks; ++r) {
+    const Slot& theirs = SlotOf(static_cast<int>(r), call);
+    if (static_cast<int>(r) != me_) {
+      auto deposited = [&] { return theirs.deposited.load(std::memory_order_acquire) > call; };
+      if (!deposited()) WaitUntil(deposited, *doorbells_[static_cast<size_t>(me_)], policy, guard);
+      CheckHeader(header, theirs.header, r);
+    }
+    // A barrier has nothing to combine (and no operator). This rank's own data is in its slot.
+    if (bytes == 0) continue;
+    if (r == 0) std::memcpy(out, theirs.data, bytes);
+    else combine(out, theirs.data, count);
+  }
+}
+
+// `round`: the call's number among the last-arrival calls, which alone count in `arrived` and
+// `completed` (the protocol can change between calls, configure()).
+void ShmAllreduce::LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count,
+                                const MsgHeader& header, const ReduceChunk& combine, const WaitPolicy& policy,
+                                WaitGuard& guard) {
+  const uint64_t ranks = doorbells_.size();
   // acq_rel: publishes this slot, and the last adder sees every slot the others published.
   const uint64_t before = counters_->arrived.fetch_add(1, std::memory_order_acq_rel);
   uint8_t* result = Result(call);
-  if (before == call * ranks + ranks - 1) {
-    for (uint64_t r = 0; r < ranks; ++r) {
-      const MsgHeader& theirs = SlotOf(static_cast<int>(r), call).header;
-      MsgHeader want = header;
-      want.sender = ranks_[r];
-      const std::string mismatch = DescribeMismatch(want, theirs, ranks_[r]);
-      if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
-    }
+  if (before == round * ranks + ranks - 1) {
+    for (uint64_t r = 0; r < ranks; ++r) CheckHeader(header, SlotOf(static_cast<int>(r), call).header, r);
     // A barrier has nothing to combine (and no operator).
     if (bytes > 0) {
       std::memcpy(result, SlotOf(0, call).data, bytes);
       for (uint64_t r = 1; r < ranks; ++r) combine(result, SlotOf(static_cast<int>(r), call).data, count);
     }
-    counters_->completed.store(call + 1, std::memory_order_release);
+    counters_->completed.store(round + 1, std::memory_order_release);
     for (uint64_t r = 0; r < ranks; ++r) {
       if (static_cast<int>(r) != me_) doorbells_[r]->Ring(policy.asymmetric);
     }
   } else {
-    auto done = [&] { return counters_->completed.load(std::memory_order_acquire) > call; };
+    auto done = [&] { return counters_->completed.load(std::memory_order_acquire) > round; };
     if (!done()) WaitUntil(done, *doorbells_[static_cast<size_t>(me_)], policy, guard);
   }
   std::memcpy(buf, result, bytes);

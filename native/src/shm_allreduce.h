@@ -1,22 +1,29 @@
-// The allreduce of small messages among all ranks of one node: the last to arrive computes.
+// The allreduce of small messages among all ranks of one node, in one of two protocols (the
+// schedule's step says which; the planner picks, src/runtime/collective-plans.ts).
 //
-// Every rank copies its call's header and data into its own slot and adds one to a counter;
-// the rank whose addition completes the count checks that all headers agree (EMISMATCH
-// otherwise), combines the slots in local order (= rank order) into the result, publishes it
-// and rings everyone; the others wait for it and copy it out. One rank computes the result
-// once, in a fixed order, so every rank gets the same bits, run after run, and operators need
-// not commute.
+// Every rank copies its call's header and data into its own slot. Then:
 //
-// Why not a tree: with more ranks than cores every rank of a core must run once per call, and
-// with a fixed leader per core each of those runs costs a context switch (~2.3 µs here) in
-// every call. Here whoever runs last completes the call, so the one run a rank gets after
-// depositing call k + 1 often completes k + 1 as well: at 2 ranks per core one switch per core
-// and call instead of two.
+// - Every rank combines (chosen while the ranks have a core each, at most 8 of them): the rank marks its slot deposited and rings the others; each rank waits for every slot,
+//   checks every header against its own (EMISMATCH otherwise) and combines the slots itself,
+//   in local order (= rank order). One cache-line transfer from each peer, all in parallel:
+//   at p = 2 an 8-byte call costs one transfer each way, where a rank that gathers and then
+//   publishes costs two to three in a row.
+// - The last to arrive computes (more ranks than cores): each rank adds one to a counter; the
+//   rank whose addition completes the count checks that all headers agree, combines the slots
+//   in local order into the result, publishes it and rings everyone; the others wait for it
+//   and copy it out. Why not a tree, or every rank combining: with more ranks than cores every
+//   rank of a core must run once per call, and each run that waits on a rank of the same core
+//   costs a context switch (~2.3 µs here). Here whoever runs last completes the call, so the
+//   one run a rank gets after depositing call k + 1 often completes k + 1 as well: at 2 ranks
+//   per core one switch per core and call instead of two.
 //
-// Slots and results come in two parities: a rank writes call u's slot only after call u − 1
-// completed, so the previous user of that slot (call u − 2) was combined long before; and the
-// last rank of call u writes result u mod 2 only once everyone has deposited u, so everyone
-// has read result u − 2.
+// Both combine the same slots in the same order with the same code, so every rank gets the
+// same bits, run after run, and operators need not commute.
+//
+// Slots and results come in two parities, whichever protocol each call used: a rank writes
+// call u's slot only after call u − 1 completed, which no rank does before it has finished
+// call u − 2 and so read the slot's previous contents; and the last rank of call u writes
+// result u mod 2 only once everyone has deposited u, so everyone has read result u − 2.
 #pragma once
 
 #include <atomic>
@@ -43,23 +50,32 @@ class ShmAllreduce {
   ShmAllreduce(uint8_t* area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me);
 
   // Combines every local rank's `buf` (count elements of elem bytes; the same `header` on every
-  // rank) into every rank's `buf`. Throws CollError EMISMATCH when the headers differ.
-  void Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, const ReduceChunk& combine,
-           const WaitPolicy& policy, WaitGuard& guard);
+  // rank) into every rank's `buf`; `every_rank_combines` picks the protocol (the same on every
+  // rank). Throws CollError EMISMATCH when the headers differ.
+  void Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
+           const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard);
 
  private:
   struct alignas(64) Counters {
-    std::atomic<uint64_t> arrived;  // deposits ever made (L per call)
+    std::atomic<uint64_t> arrived;  // deposits ever made in last-arrival calls (L per call)
     uint8_t pad[56];
-    std::atomic<uint64_t> completed;  // calls whose result is published
+    std::atomic<uint64_t> completed;  // last-arrival calls whose result is published
   };
+  // The mark, the header and the first 24 bytes of data share a cache line: a peer waiting
+  // for a small deposit takes all of it in one transfer.
   struct alignas(64) Slot {
+    std::atomic<uint64_t> deposited;  // call + 1 once this call's header and data are written
     MsgHeader header;
-    uint8_t pad[64 - sizeof(MsgHeader)];
-    uint8_t data[kMaxBytes];
+    uint8_t data[kMaxBytes];  // 8-byte aligned: combined in place
   };
   Slot& SlotOf(int rank, uint64_t call) const;
   uint8_t* Result(uint64_t call) const;
+  // Checks that `theirs`, the header local rank r deposited, is this call's.
+  void CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, size_t r) const;
+  void LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
+                    const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard);
+  void EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
+                         const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard);
 
   Counters* counters_;
   uint8_t* results_;
@@ -67,7 +83,8 @@ class ShmAllreduce {
   std::vector<int> ranks_;
   std::vector<Doorbell*> doorbells_;
   int me_;
-  uint64_t calls_ = 0;  // calls this rank has made (the same on every rank)
+  uint64_t calls_ = 0;               // calls this rank has made (the same on every rank)
+  uint64_t last_arrival_calls_ = 0;  // of them, those of the last-arrival protocol
 };
 
 }  // namespace topocoll

@@ -55,8 +55,9 @@ export const StepKind = {
   ShmReduce: 7,
   /**
    * Allreduce of B among every rank of a job on one node through one shared area
-   * (native/src/shm_allreduce.h): every rank runs this one step; the last to arrive combines
-   * all contributions in rank order and every rank copies the result. Messages ≤ 8 KiB.
+   * (native/src/shm_allreduce.h): every rank runs this one step and deposits B; with
+   * `everyRankCombines` each rank then combines all deposits in rank order, else the last to
+   * arrive does and every rank copies its result. Messages ≤ 8 KiB.
    */
   ShmAllreduce: 8,
 } as const;
@@ -87,6 +88,8 @@ export interface Step {
   range2?: { first: number; count: number };
   /** RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B. */
   order?: 0 | 1;
+  /** ShmAllreduce: every rank combines the deposits (else the last to arrive does). */
+  everyRankCombines?: boolean;
 }
 
 export type CollectiveKind = 'bcast' | 'reduce';
@@ -102,7 +105,7 @@ export const STEP_WORDS = 12;
 
 /**
  * The form the C++ executor receives, per step in order:
- * `[kind, peer, level, group, first, count, of, peer2, first2, count2, order, 0]`.
+ * `[kind, peer, level, group, first, count, of, peer2, first2, count2, order, everyRankCombines]`.
  */
 export function encodeSchedule(s: Schedule): Int32Array {
   const out = new Int32Array(s.steps.length * STEP_WORDS);
@@ -120,6 +123,7 @@ export function encodeSchedule(s: Schedule): Int32Array {
     out[at + 8] = step.range2?.first ?? 0;
     out[at + 9] = step.range2?.count ?? 0;
     out[at + 10] = step.order ?? 0;
+    out[at + 11] = step.everyRankCombines === true ? 1 : 0;
   });
   return out;
 }
@@ -138,6 +142,7 @@ export function decodeSteps(words: Int32Array): Step[] {
       step.range2 = { first: words[at + 8]!, count: words[at + 9]! };
     }
     if (kind === StepKind.RecvReduce || kind === StepKind.SendRecvReduce) step.order = words[at + 10]! === 1 ? 1 : 0;
+    if (kind === StepKind.ShmAllreduce && words[at + 11] === 1) step.everyRankCombines = true;
     steps.push(step);
   }
   return steps;

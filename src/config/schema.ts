@@ -193,11 +193,13 @@ const allreduceCollective = z
     top: z.enum(['auto', 'recursive-doubling', 'rabenseifner']).default('auto'),
     segment: auto(byteSize),
     /**
-     * In a job on one node, allreduce (and barrier) of at most 8 KiB through one shared area:
-     * every rank deposits, the last to arrive combines in rank order and publishes
-     * (native/src/shm_allreduce.h); levels do not apply. Off: the schedules above.
+     * In a job on one node, allreduce (and barrier) of at most 8 KiB through one shared area
+     * (native/src/shm_allreduce.h); levels do not apply. Every rank deposits its data, then
+     * `every-rank`: each rank combines all deposits itself; `last-arrival`: the last rank to
+     * arrive combines them and publishes the result. Both combine in rank order. `true`: every-rank
+     * while each rank has a core (at most 8 ranks), else last-arrival. `false`: the schedules above.
      */
-    shm: z.boolean().default(true),
+    shm: z.union([z.boolean(), z.enum(['every-rank', 'last-arrival'])]).default(true),
   })
   .strict();
 

@@ -143,8 +143,24 @@ export interface CollectivePlansParts {
   /** Groups registered with the shared-memory engine, with their ids. */
   shmGroups: ReadonlyMap<Group, number>;
   eagerBytes: number;
+  /** More ranks on this node than cores (the same on every rank of the node). */
+  oversubscribed: boolean;
   /** Hands a schedule to the native engine; returns the id it is known by there. */
   register: (encoded: Int32Array) => number;
+}
+
+/** Most ranks for which `allreduce.shm: true` has every rank combine: each reads every deposit. */
+export const EVERY_RANK_COMBINES_MAX_RANKS = 8;
+
+/**
+ * The one-node shared allreduce's protocol for `allreduce.shm`: every rank combining costs one
+ * cache-line transfer from each peer, all at once, but each rank must run to combine — with more
+ * ranks than cores each such wait is a context switch, and the last to arrive combining for all
+ * is cheaper (native/src/shm_allreduce.h).
+ */
+export function shmAllreduceProtocol(setting: boolean | 'every-rank' | 'last-arrival', ranks: number, oversubscribed: boolean): false | 'every-rank' | 'last-arrival' {
+  if (setting !== true) return setting;
+  return !oversubscribed && ranks <= EVERY_RANK_COMBINES_MAX_RANKS ? 'every-rank' : 'last-arrival';
 }
 
 /**
@@ -159,8 +175,11 @@ export class CollectivePlans {
   private readonly largeBytes: number;
   /** Native schedule ids by key (see id()); an array, not a Map: read on every call. */
   private readonly ids: number[] = [];
-  /** Small allreduces go through the node-wide shared area (one node, `allreduce.shm`). */
-  readonly shmAllreduce: boolean;
+  /**
+   * Small allreduces go through the node-wide shared area (one node, `allreduce.shm`), with
+   * this protocol; false: they do not.
+   */
+  readonly shmAllreduce: false | 'every-rank' | 'last-arrival';
   /** Its two native schedule ids (the ShmAllreduce step, and an empty bcast phase), once registered. */
   private shmAllreduceIds?: { reduce: number; bcast: number };
 
@@ -182,7 +201,8 @@ export class CollectivePlans {
     this.caches = { small: cache(this.choices.small), large: cache(this.choices.large) };
     if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, rank, { variant: 'reduce-bcast' });
     const node = plan.placements[0]?.node;
-    this.shmAllreduce = config.allreduce.shm && plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
+    const oneNode = plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
+    this.shmAllreduce = oneNode ? shmAllreduceProtocol(config.allreduce.shm, plan.placements.length, parts.oversubscribed) : false;
   }
 
   classOf(bytes: number): SizeClass {
@@ -212,7 +232,9 @@ export class CollectivePlans {
     if (this.shmAllreduce && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
       // Rank order and one computation: right for every operator, commutative or not.
       this.shmAllreduceIds ??= {
-        reduce: this.parts.register(encodeSchedule({ collective: 'reduce', root: 0, steps: [{ kind: StepKind.ShmAllreduce, peer: -1, level: 0 }] })),
+        reduce: this.parts.register(
+          encodeSchedule({ collective: 'reduce', root: 0, steps: [{ kind: StepKind.ShmAllreduce, peer: -1, level: 0, everyRankCombines: this.shmAllreduce === 'every-rank' }] }),
+        ),
         bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
       };
       this.call.reduce = this.shmAllreduceIds.reduce;

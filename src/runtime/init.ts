@@ -66,13 +66,14 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     const localRanks = placements.filter((p) => p.node === node).map((p) => p.rank);
     const localRank = localRanks.indexOf(job.rank);
     const layout = shmLayout(config, localRanks.length, osCpus().length);
+    // Emulated nodes share one machine: what matters is how many ranks share its cores.
+    const oversubscribed = infos.filter((i) => i.host === me.host).length > osCpus().length;
     const engine = new NativeEngine({
       rank: job.rank,
       size: job.size,
       localRanks,
       channelBytes: layout.channelBytes,
-      // Emulated nodes share one machine: what matters is how many ranks share its cores.
-      oversubscribed: infos.filter((i) => i.host === me.host).length > osCpus().length,
+      oversubscribed,
       coRunners: coRunnersOf(job.rank, new Map(localRanks.map((r) => [r, parseIndexList(infos[r]!.cpus)]))),
       bcast: layout.bcast,
       asymmetricFences: config.shm.membarrier,
@@ -94,7 +95,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       throw e;
     }
     const onClose = rdv ? releaseRendezvous(rdv, job) : undefined;
-    return new Communicator({ engine, planner, plans, config, node, localRank, localSize: localRanks.length, shmGroups, numaNode: here.numaNode, onClose });
+    return new Communicator({ engine, planner, plans, config, node, localRank, localSize: localRanks.length, oversubscribed, shmGroups, numaNode: here.numaNode, onClose });
   } catch (e) {
     await rdv?.client.close().catch(() => undefined);
     await rdv?.server?.close().catch(() => undefined);

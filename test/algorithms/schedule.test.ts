@@ -12,7 +12,7 @@ import {
 } from '../../src/algorithms/schedule.js';
 
 describe('encodeSchedule (format v2, 12 words per step)', () => {
-  it('writes [kind, peer, level, group, first, count, of, peer2, first2, count2, order, 0] per step, in order', () => {
+  it('writes [kind, peer, level, group, first, count, of, peer2, first2, count2, order, everyRankCombines] per step, in order', () => {
     const s: Schedule = {
       collective: 'reduce',
       root: 3,
@@ -51,6 +51,8 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
       { kind: StepKind.SendRecvReduce, peer: 7, level: 0, range: { first: 2, count: 2, of: 4 }, peer2: 7, range2: { first: 0, count: 2 }, order: 0 },
       { kind: StepKind.SendRecvReduce, peer: 7, level: 0, peer2: 8, range2: { first: 0, count: 1 }, order: 1 },
       { kind: StepKind.ShmReduce, peer: 2, level: 1, group: 9 },
+      { kind: StepKind.ShmAllreduce, peer: -1, level: 0 },
+      { kind: StepKind.ShmAllreduce, peer: -1, level: 0, everyRankCombines: true },
     ];
     const words = encodeSchedule({ collective: 'bcast', root: 0, steps });
     expect(words).toHaveLength(steps.length * STEP_WORDS);
@@ -59,6 +61,8 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
     expect([...words.subarray(4 * STEP_WORDS, 5 * STEP_WORDS)]).toEqual([4, 3, 1, 2, 0, 1, 1, -1, 0, 0, 0, 0]);
     // an exchange carries peer2 and range2 in words 7 … 9 and the order in word 10
     expect([...words.subarray(8 * STEP_WORDS, 9 * STEP_WORDS)]).toEqual([6, 7, 0, 0, 2, 2, 4, 7, 0, 2, 0, 0]);
+    // the shared allreduce's protocol is the last word
+    expect([...words.subarray(12 * STEP_WORDS, 13 * STEP_WORDS)]).toEqual([8, -1, 0, 0, 0, 1, 1, -1, 0, 0, 0, 1]);
   });
 
   it('cuts segments into blocks the same way on both sides, empty blocks included', () => {

@@ -1,10 +1,19 @@
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** Helpers for tests that start real jobs with `topocoll run`. */
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const jobScript = (name: string) => `${repoRoot}test/jobs/${name}`;
+
+/** A configuration file (YAML text) in a fresh temporary directory, for `--config`. */
+export function configFile(yaml: string): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'topocoll-test-config-')), 'config.yaml');
+  writeFileSync(file, yaml);
+  return file;
+}
 
 /** Runs `topocoll run <args>` to completion (the built CLI in dist/). */
 export function runJob(args: string[], timeoutMs = 240_000) {

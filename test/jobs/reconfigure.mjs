@@ -35,9 +35,10 @@ const levels = comm.levels().map((l) => l.name);
 const switchable = levels.filter((l) => l !== 'world');
 const settings = [
   () => switchable.length > 0 && comm.setLevelEnabled(switchable[0], false),
-  () => comm.configure({ bcast: { levels: Object.fromEntries(levels.map((l) => [l, 'flat'])) }, allreduce: { algorithm: 'reduce-bcast' } }),
+  // On one node, small allreduces switch the shared area's protocol too (both directions).
+  () => comm.configure({ bcast: { levels: Object.fromEntries(levels.map((l) => [l, 'flat'])) }, allreduce: { algorithm: 'reduce-bcast', shm: 'every-rank' } }),
   () => switchable.length > 0 && comm.setLevelEnabled(switchable[0], true),
-  () => comm.configure({ reduce: { levels: Object.fromEntries(levels.map((l) => [l, 'knomial:3'])) }, allreduce: { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner' }, collectives: { largeBytes: 1024 } }),
+  () => comm.configure({ reduce: { levels: Object.fromEntries(levels.map((l) => [l, 'knomial:3'])) }, allreduce: { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner', shm: 'last-arrival' }, collectives: { largeBytes: 1024 } }),
   () => switchable.length > 1 && comm.setLevelEnabled(switchable[1], false),
 ];
 

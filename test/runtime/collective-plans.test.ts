@@ -4,8 +4,17 @@ import { preservesRankOrder } from '../../src/algorithms/hierarchical.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group, type RankPlacement } from '../../src/groups/plan.js';
-import { decodeSteps, StepKind } from '../../src/algorithms/schedule.js';
-import { AUTO_SEGMENT_BYTES, chooseForClass, CollectivePlans, isNodeLocal, rankOrderedPlan, SHM_ALLREDUCE_MAX_BYTES } from '../../src/runtime/collective-plans.js';
+import { decodeSteps, StepKind, type Step } from '../../src/algorithms/schedule.js';
+import {
+  AUTO_SEGMENT_BYTES,
+  chooseForClass,
+  CollectivePlans,
+  EVERY_RANK_COMBINES_MAX_RANKS,
+  isNodeLocal,
+  rankOrderedPlan,
+  SHM_ALLREDUCE_MAX_BYTES,
+  shmAllreduceProtocol,
+} from '../../src/runtime/collective-plans.js';
 import { thrown } from '../helpers/thrown.js';
 import { byCore, coreLocality } from '../helpers/placements.js';
 
@@ -61,7 +70,12 @@ describe('chooseForClass', () => {
 
 describe('the one-node shared-memory allreduce', () => {
   /** The schedules rank 0 registers for allreduces of each size, decoded. */
-  function allreduceSteps(placed: RankPlacement[], input: TopocollConfigInput, sizes: number[]): { shm: boolean; steps: { kind: number }[][] } {
+  function allreduceSteps(
+    placed: RankPlacement[],
+    input: TopocollConfigInput,
+    sizes: number[],
+    oversubscribed = false,
+  ): { shm: CollectivePlans['shmAllreduce']; steps: Step[][] } {
     const p = planGroups(placed);
     const registered: Int32Array[] = [];
     const plans = new CollectivePlans({
@@ -71,6 +85,7 @@ describe('the one-node shared-memory allreduce', () => {
       config: config(input),
       shmGroups: new Map([...p.groups.values()].flat().filter((g) => isNodeLocal(p, g)).map((g, i) => [g, i])),
       eagerBytes: Infinity,
+      oversubscribed,
       register: (encoded) => registered.push(encoded) - 1,
     });
     const steps = sizes.map((bytes) => {
@@ -80,11 +95,26 @@ describe('the one-node shared-memory allreduce', () => {
     return { shm: plans.shmAllreduce, steps };
   }
   const oneNode = byCore(['a'], 4, 2);
+  const everyRank = { kind: StepKind.ShmAllreduce, peer: -1, level: 0, everyRankCombines: true };
+  const lastArrival = { kind: StepKind.ShmAllreduce, peer: -1, level: 0 };
 
   it('takes allreduces of up to 8 KiB in a job on one node: one ShmAllreduce step, nothing else', () => {
     const { shm, steps } = allreduceSteps(oneNode, {}, [0, 4, SHM_ALLREDUCE_MAX_BYTES]);
-    expect(shm).toBe(true);
-    for (const s of steps) expect(s).toEqual([{ kind: StepKind.ShmAllreduce, peer: -1, level: 0 }]);
+    expect(shm).toBe('every-rank');
+    for (const s of steps) expect(s).toEqual([everyRank]);
+  });
+
+  it('has every rank combine while each has a core, up to 8 ranks; else the last to arrive', () => {
+    expect(allreduceSteps(oneNode, {}, [4], true)).toEqual({ shm: 'last-arrival', steps: [[lastArrival]] });
+    expect(allreduceSteps(byCore(['a'], 8, 8), {}, [4]).shm).toBe('every-rank');
+    expect(allreduceSteps(byCore(['a'], 9, 9), {}, [4]).shm).toBe('last-arrival');
+    expect(shmAllreduceProtocol(true, EVERY_RANK_COMBINES_MAX_RANKS, false)).toBe('every-rank');
+    expect(shmAllreduceProtocol(true, EVERY_RANK_COMBINES_MAX_RANKS + 1, false)).toBe('last-arrival');
+  });
+
+  it('takes the protocol the configuration names, whatever the cores', () => {
+    expect(allreduceSteps(oneNode, { allreduce: { shm: 'every-rank' } }, [4], true)).toEqual({ shm: 'every-rank', steps: [[everyRank]] });
+    expect(allreduceSteps(byCore(['a'], 2, 2), { allreduce: { shm: 'last-arrival' } }, [4])).toEqual({ shm: 'last-arrival', steps: [[lastArrival]] });
   });
 
   it('leaves larger messages, jobs on several nodes, one-rank jobs and allreduce.shm: false to the schedules', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jobScript, leftoverSegments, repoRoot, runJob } from '../helpers/jobs.js';
+import { configFile, jobScript, leftoverSegments, repoRoot, runJob } from '../helpers/jobs.js';
 
 /**
  * Real jobs: `topocoll run` starts real processes that run every collective and check each
@@ -7,6 +7,10 @@ import { jobScript, leftoverSegments, repoRoot, runJob } from '../helpers/jobs.j
  */
 const job = jobScript('collectives.mjs');
 const fourNodes = `${repoRoot}test/fixtures/network/four-nodes.txt`;
+// By default every rank combines small one-node allreduces only while each has a core (p = 2
+// here); these make it so with more ranks than cores, and the other way round.
+const everyRank = configFile('allreduce: { shm: every-rank }\n');
+const lastArrival = configFile('allreduce: { shm: last-arrival }\n');
 
 const configurations: [string, string[]][] = [
   ['1 rank', ['-n', '1', job, '--big']],
@@ -15,6 +19,9 @@ const configurations: [string, string[]][] = [
   ['4 ranks on 2 emulated nodes, up to 64 MiB', ['-n', '4', '--nodes', '2', job, '--big', '--huge']],
   ['7 ranks on 3 emulated nodes', ['-n', '7', '--nodes', '3', job]],
   ['8 ranks on one node (4 per core)', ['-n', '8', job, '--big']],
+  ['2 ranks, the last to arrive combining small allreduces', ['-n', '2', '--config', lastArrival, job]],
+  ['5 ranks on one node, every rank combining small allreduces', ['-n', '5', '--config', everyRank, job]],
+  ['8 ranks on one node, every rank combining small allreduces', ['-n', '8', '--config', everyRank, job, '--quick']],
   ['8 ranks on 4 emulated nodes under two leaf switches', ['-n', '8', '--nodes', '4', '--network', fourNodes, job]],
   ['4 unbound ranks, one per emulated node', ['-n', '4', '--nodes', '4', '--bind', 'none', job, '--quick']],
 ];

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { jobScript, leftoverSegments, runJob } from '../helpers/jobs.js';
+import { configFile, jobScript, leftoverSegments, runJob } from '../helpers/jobs.js';
 
 /** Failure behaviour of real jobs started with `topocoll run`. */
+// Small one-node allreduces with every rank combining (by default only while each rank has a core).
+const everyRank = ['--config', configFile('allreduce: { shm: every-rank }\n')];
+
 function run(args: string[]) {
   const r = runJob(['--timeout', '5', ...args], 120_000);
   const caught = new Map<number, string>();
@@ -18,6 +21,7 @@ function run(args: string[]) {
 describe('a rank killed with SIGKILL in the middle of a collective', () => {
   for (const [name, args, n, collective] of [
     ['4 ranks on one node, allreduce', ['-n', '4'], 4, 'allreduce'],
+    ['4 ranks on one node, allreduce, every rank combining', ['-n', '4', ...everyRank], 4, 'allreduce'],
     ['4 ranks on one node, a 2 MiB shared-memory bcast (the dead reader holds a set)', ['-n', '4'], 4, 'bcast'],
     ['6 ranks on 3 emulated nodes (the failure crosses TCP)', ['-n', '6', '--nodes', '3'], 6, 'allreduce'],
   ] as const) {
@@ -35,9 +39,13 @@ describe('a rank killed with SIGKILL in the middle of a collective', () => {
 
 describe('mismatched calls across ranks give errors, not hangs or wrong data', () => {
   for (const kind of ['count', 'dtype', 'op', 'root', 'collective']) {
-    for (const nodes of [1, 2]) {
-      it(`${kind} differs on rank 1 (${nodes} node${nodes > 1 ? 's' : ''})`, async () => {
-        const r = run(['-n', '4', '--nodes', String(nodes), jobScript('mismatch.mjs'), kind]);
+    for (const [where, args] of [
+      ['1 node', ['--nodes', '1']],
+      ['2 nodes', ['--nodes', '2']],
+      ['1 node, every rank combining', ['--nodes', '1', ...everyRank]],
+    ] as const) {
+      it(`${kind} differs on rank 1 (${where})`, async () => {
+        const r = run(['-n', '4', ...args, jobScript('mismatch.mjs'), kind]);
         expect(r.signal).toBeNull();
         expect(r.status).not.toBe(0);
         // No rank may get through both barriers after the mismatched call.

@@ -106,6 +106,16 @@ describe('per-level algorithms in real jobs', () => {
     });
   }
 
+  // The one-node shared allreduce: every rank combines by default while each has a core (2 ranks
+  // here); forced with 5 ranks on the 2 cores.
+  for (const [ranks, shm] of [['2', 'true'], ['5', 'every-rank']] as const) {
+    it(`small allreduces on one node, every rank combining (allreduce.shm: ${shm}): ${ranks} ranks`, () => {
+      const c: Combination = { name: 'every rank combines', bcast: ['auto', 'auto'], reduce: ['auto', 'auto'], allreduce: `{ shm: ${shm} }` };
+      const r = runJob(['-n', ranks, '--config', configFile(c), jobScript('strategies.mjs'), ...SIZES, TYPES]);
+      expectAllRanksOk(r, Number(ranks));
+    });
+  }
+
   it('messages of 300 000 elements on 4 ranks of 2 emulated nodes with the defaults', () => {
     const r = runJob(['-n', '4', '--nodes', '2', jobScript('strategies.mjs'), '300000']);
     expectAllRanksOk(r, 4);
