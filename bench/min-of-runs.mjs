@@ -11,11 +11,16 @@ if (files.length === 0) {
   process.exit(2);
 }
 const best = new Map(); // "collective mode bytes" → fastest avgUs
+const probes = []; // one-way ns of a cache line between two CPUs, as each run took them
 let ranks = 0;
 for (const file of files) {
   for (const line of readFileSync(file, 'utf8').split('\n')) {
     if (!line.startsWith('{')) continue;
     const row = JSON.parse(line);
+    if (row.probe !== undefined) {
+      probes.push(...Object.entries(row).filter(([k]) => k !== 'probe' && k !== 'cpus').map(([, ns]) => ns));
+      continue;
+    }
     ranks = row.ranks ?? ranks;
     const key = `${row.collective} ${row.mode} ${row.bytes}`;
     best.set(key, Math.min(best.get(key) ?? Infinity, row.avgUs));
@@ -34,4 +39,7 @@ for (const c of collectives) {
     const copy = best.get(`memcpy memcpy ${bytes}`);
     console.log(`${String(bytes).padStart(7)}  ${fmt(sync).padStart(13)}  ${fmt(ompi).padStart(8)}  ${ratio(sync, ompi).padStart(11)}  ${fmt(copy).padStart(6)}  ${ratio(sync, copy).padStart(13)}`);
   }
+}
+if (probes.length > 0) {
+  console.log(`\n# a cache line between two CPUs, around the runs: ${Math.min(...probes)}–${Math.max(...probes)} ns one way`);
 }

@@ -152,7 +152,7 @@ export class Communicator {
   /** Binomial trees over channels and TCP only, reduce then bcast: never the shared-memory engines. */
   private controlPlans(plans: JobPlans): CollectivePlans {
     const binomial = Object.fromEntries(plans.plan.levels.map((l) => [l, 'binomial']));
-    const config = { ...this.config, bcast: { levels: binomial, segment: 0 }, reduce: { levels: binomial, segment: 0 }, allreduce: { algorithm: 'reduce-bcast', top: 'recursive-doubling', segment: 0 } } as TopocollConfig;
+    const config = { ...this.config, bcast: { levels: binomial, segment: 0 }, reduce: { levels: binomial, segment: 0 }, allreduce: { algorithm: 'reduce-bcast', top: 'recursive-doubling', segment: 0, shm: false } } as TopocollConfig;
     return new CollectivePlans({ plan: plans.plan, orderedPlan: plans.plan, rank: this.rank, config, shmGroups: new Map(), eagerBytes: plans.eagerBytes, oversubscribed: this.oversubscribed, register: this.register });
   }
 

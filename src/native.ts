@@ -99,6 +99,7 @@ interface RawAddon {
   segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number;
   pageNodes(view: ArrayBufferView): Int32Array;
   crossCoreRates(bytes: number, rounds: number, writerCpu: number, readerCpu: number): CrossCoreRates;
+  crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: number): number;
   readonly eagerBytes: number;
   readonly messageHeaderBytes: number;
 }
@@ -316,6 +317,15 @@ export interface CrossCoreRates {
 export function crossCoreRates(bytes: number, rounds: number, writerCpu: number, readerCpu: number): CrossCoreRates {
   try {
     return load().crossCoreRates(bytes, rounds, writerCpu, readerCpu);
+  } catch (e) {
+    rethrow(e);
+  }
+}
+
+/** One-way ns of a cache line between `cpuA` and `cpuB`, the mean of `roundTrips` round trips (native/src/copy_rate.h). */
+export function crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: number): number {
+  try {
+    return load().crossCoreLatencyNs(cpuA, cpuB, roundTrips);
   } catch (e) {
     rethrow(e);
   }

@@ -488,6 +488,16 @@ Napi::Value CrossCoreRatesOf(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// crossCoreLatencyNs(cpuA, cpuB, roundTrips): one-way ns of a cache line between the two CPUs.
+Napi::Value CrossCoreLatencyOf(const Napi::CallbackInfo& info) {
+  try {
+    return Napi::Number::New(info.Env(), MeasureCrossCoreLatencyNs(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value(),
+                                                                   info[2].As<Napi::Number>().Int32Value()));
+  } catch (const CollError& e) {
+    ThrowJs(info.Env(), e.code(), e.what());
+  }
+}
+
 Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
   const size_t local_size = info[0].As<Napi::Number>().Uint32Value();
   const uint64_t channel = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
@@ -502,6 +512,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
   exports.Set("pageNodes", Napi::Function::New(env, PageNodesOf));
   exports.Set("crossCoreRates", Napi::Function::New(env, CrossCoreRatesOf));
+  exports.Set("crossCoreLatencyNs", Napi::Function::New(env, CrossCoreLatencyOf));
   // Limits TypeScript plans with (segments of schedules with exchanges).
   exports.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
   exports.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));

@@ -68,4 +68,34 @@ CrossCoreRates MeasureCrossCoreRates(size_t bytes, int rounds, int writer_cpu, i
   return {write_us > 0 ? total / write_us : 0, read_us > 0 ? total / read_us : 0};
 }
 
+double MeasureCrossCoreLatencyNs(int cpu_a, int cpu_b, int round_trips) {
+  // The counter goes 0 → 1 on cpu_a, 1 → 2 on cpu_b, and so on: each step waits for the line
+  // the other thread has just written. Two threads of their own: the caller's CPUs stay as
+  // they are.
+  alignas(64) std::atomic<int64_t> turn{0};
+  std::atomic<bool> pinned{true};
+  std::atomic<int> ready{0};
+  double us = 0;
+  auto player = [&](int cpu, int64_t parity) {
+    if (!PinTo(cpu)) pinned = false;
+    ready.fetch_add(1);
+    while (ready.load() < 2) CpuRelax();
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t step = parity; step < 2 * static_cast<int64_t>(round_trips); step += 2) {
+      while (turn.load(std::memory_order_acquire) != step) {
+        if (!pinned.load(std::memory_order_relaxed)) return;
+        CpuRelax();
+      }
+      turn.store(step + 1, std::memory_order_release);
+    }
+    if (parity == 0) us = MicrosSince(start);
+  };
+  std::thread a(player, cpu_a, 0);
+  std::thread b(player, cpu_b, 1);
+  a.join();
+  b.join();
+  if (!pinned) throw CollError("EINVAL", "could not place the latency threads on CPUs " + std::to_string(cpu_a) + " and " + std::to_string(cpu_b));
+  return us * 1000.0 / (2.0 * round_trips);
+}
+
 }  // namespace topocoll

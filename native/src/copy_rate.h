@@ -1,6 +1,8 @@
-// The two copies of an S0 bcast when they cross cores: the root copying into queue lines that
-// readers on another core hold (each line must be taken back from them), and a reader copying
-// lines the root has just written. `topocoll tune shm` reports them beside the plain copy rate.
+// What crossing cores costs. The two copies of an S0 bcast: the root copying into queue lines
+// that readers on another core hold (each line must be taken back from them), and a reader
+// copying lines the root has just written — `topocoll tune shm` reports them beside the plain
+// copy rate. And the time one cache line takes from one core to the other, which `topocoll
+// bench` reports around its runs: on a VM it changes as the host moves the virtual CPUs.
 #pragma once
 
 #include <cstddef>
@@ -16,5 +18,10 @@ struct CrossCoreRates {
 // thread on `reader_cpu` then copies it out, in turn (copy time only). Throws CollError when a
 // thread cannot be placed on its CPU.
 CrossCoreRates MeasureCrossCoreRates(size_t bytes, int rounds, int writer_cpu, int reader_cpu);
+
+// Mean one-way time, in ns, of a cache line between a thread on `cpu_a` and one on `cpu_b`
+// passing a counter back and forth `round_trips` times. Throws CollError when a thread cannot
+// be placed on its CPU.
+double MeasureCrossCoreLatencyNs(int cpu_a, int cpu_b, int round_trips);
 
 }  // namespace topocoll

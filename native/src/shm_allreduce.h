@@ -3,9 +3,10 @@
 //
 // Every rank copies its call's header and data into its own slot. Then:
 //
-// - Every rank combines (chosen while the ranks have a core each, at most 8 of them): the rank marks its slot deposited and rings the others; each rank waits for every slot,
-//   checks every header against its own (EMISMATCH otherwise) and combines the slots itself,
-//   in local order (= rank order). One cache-line transfer from each peer, all in parallel:
+// - Every rank combines (chosen while the ranks have a core each, at most 8 of them): the rank
+//   marks its slot deposited and rings the others; each rank waits for every slot, checks
+//   every header against its own (EMISMATCH otherwise) and combines the slots itself, in
+//   local order (= rank order). One cache-line transfer from each peer, all in parallel:
 //   at p = 2 an 8-byte call costs one transfer each way, where a rank that gathers and then
 //   publishes costs two to three in a row.
 // - The last to arrive computes (more ranks than cores): each rank adds one to a counter; the

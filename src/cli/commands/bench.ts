@@ -2,6 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { TopocollError } from '../../errors.js';
+import { crossCoreLatencyNs } from '../../native.js';
+import { readProcessAffinity } from '../../topology/affinity.js';
 import type { BindPolicy } from '../../runtime/launcher.js';
 import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
 import { sizesOf, type BenchRow, type BenchSettings } from '../bench-worker.js';
@@ -112,9 +114,12 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
 
   if (values.strategies) return benchStrategies(job, target as 'bcast' | 'reduce' | 'allreduce', values.off, values['no-mpi'] === true);
 
+  const probe = coreLatencyProbe();
+  probe.take('before');
   const result = await runBenchJob(job);
   if (result.code !== 0) return result.code;
   const rows = result.rows;
+  probe.take('after topocoll');
 
   let baselineNote = '';
   if (!values['no-mpi'] && job.nodes === undefined) {
@@ -130,13 +135,16 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   } else if (job.nodes !== undefined) {
     baselineNote = 'no Open MPI baseline with emulated nodes';
   }
+  if (rows.some((r) => r.mode === 'ompi')) probe.take('after Open MPI');
 
   const sweepRows = values.sweep ? await runSweep(job) : [];
   if (values.json) {
     for (const r of [...rows, ...sweepRows]) io.stdout(JSON.stringify({ ...r, ranks }) + '\n');
+    if (probe.cpus) io.stdout(JSON.stringify({ probe: 'core-to-core-ns', cpus: probe.cpus, ...probe.taken }) + '\n');
     return 0;
   }
   io.stdout(formatTables(rows, ranks, settings, baselineNote, result.oversubscribed));
+  if (probe.cpus) io.stdout(`# ${probe.describe()}\n`);
   if (values.sweep) io.stdout(formatSweep(sweepRows, ranks, settings));
   return 0;
 }
@@ -159,6 +167,29 @@ async function benchStrategies(job: BenchJob, collective: 'bcast' | 'reduce' | '
   const where = `${job.ranks} ranks${job.nodes !== undefined ? ` on ${job.nodes} emulated nodes` : ''}${off ? `, ${off} off` : ''}`;
   job.io.stdout(formatStrategies(collective, rows, ompi, `${collective}, ${where}`, settings) + note);
   return 0;
+}
+
+/**
+ * The one-way time of a cache line between the first two CPUs this process may use, taken
+ * around the runs. On a VM the host moves the virtual CPUs: this changed from 14 to 170 ns and
+ * back within seconds on the development machine, and small-message times follow it, so rows
+ * measured under different values do not compare.
+ */
+function coreLatencyProbe() {
+  const allowed = readProcessAffinity();
+  const cpus = allowed.length >= 2 ? ([allowed[0]!, allowed[1]!] as const) : undefined;
+  const taken: Record<string, number> = {};
+  return {
+    cpus,
+    taken,
+    take(when: string): void {
+      if (cpus) taken[when] = Math.round(crossCoreLatencyNs(cpus[0], cpus[1], 100_000));
+    },
+    describe(): string {
+      const values = Object.entries(taken).map(([when, ns]) => `${ns} ns ${when}`);
+      return `a cache line from CPU ${cpus![0]} to CPU ${cpus![1]}: ${values.join(', ')} (it moves when the host moves virtual CPUs; rows measured under different values do not compare)`;
+    },
+  };
 }
 
 interface BenchJob {
