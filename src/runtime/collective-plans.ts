@@ -230,7 +230,8 @@ export class CollectivePlans {
 
   allreduce(bytes: number, elem: number, commutative: boolean): CallPlan {
     if (this.shmAllreduce && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
-      // Rank order and one computation: right for every operator, commutative or not.
+      // Rank order, and the same computation wherever it runs: right for every operator,
+      // commutative or not, with the same bits on every rank.
       this.shmAllreduceIds ??= {
         reduce: this.parts.register(
           encodeSchedule({ collective: 'reduce', root: 0, steps: [{ kind: StepKind.ShmAllreduce, peer: -1, level: 0, everyRankCombines: this.shmAllreduce === 'every-rank' }] }),
