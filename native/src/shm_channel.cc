@@ -17,13 +17,15 @@ void ShmChannel::AnnounceWaitForRoom(const WaitPolicy& policy) {
   receiver_->Ring(policy.asymmetric);
 }
 
-void ShmChannel::WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard& guard) {
-  // 8 bytes always stay free: the zeroed frame after the newest message must not overwrite one
-  // the receiver has yet to read.
-  auto room = [&] { return capacity_ - 8 - (head_ - known_tail_); };
-  if (room() >= bytes) return;
+bool ShmChannel::HasRoom(uint64_t bytes) {
+  if (Room() >= bytes) return true;
+  // The receiver's `tail` is read only when the copy known here says the ring is too full.
   known_tail_ = control_->tail.load(std::memory_order_acquire);
-  if (room() >= bytes) return;
+  return Room() >= bytes;
+}
+
+void ShmChannel::WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard& guard) {
+  if (HasRoom(bytes)) return;
   AnnounceWaitForRoom(policy);
   WaitUntil([&] { return HalfFree(); }, *sender_, policy, guard);
 }
@@ -56,11 +58,7 @@ bool ShmChannel::SendSome(Outgoing& m, uint64_t budget, const WaitPolicy& policy
   // Streamed: the frame first, then pieces published through `head`. Room is a multiple of 8,
   // so a piece ends off an 8-byte boundary only at the end of a slice — and only the last
   // slice can: the receiver never sees part of an element.
-  auto room = [&] { return capacity_ - 8 - (head_ - known_tail_); };
-  if (room() < 8) {
-    known_tail_ = control_->tail.load(std::memory_order_acquire);
-    if (room() < 8) return false;
-  }
+  if (!HasRoom(8)) return false;
   if (!m.framed) {
     uint64_t length = 0;
     for (size_t s = 0; s < m.count; ++s) length += m.slices[s].size;
@@ -82,7 +80,7 @@ bool ShmChannel::SendSome(Outgoing& m, uint64_t budget, const WaitPolicy& policy
     }
     if (budget == 0) break;
     uint64_t piece = slice.size - m.written;
-    if (piece > room()) piece = room();
+    if (piece > Room()) piece = Room();
     if (piece > kPiece - unpublished) piece = kPiece - unpublished;
     if (piece > budget) piece = budget;
     if (piece == 0) break;

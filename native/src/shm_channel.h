@@ -103,6 +103,11 @@ class ShmChannel {
   // Sender: waits until `bytes` more fit in the ring.
   void WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard& guard);
   uint64_t AtOnceLimit() const { return capacity_ / 2 - 8 < kPiece ? capacity_ / 2 - 8 : kPiece; }
+  // Sender: bytes it may write as far as it knows (known_tail_). 8 bytes always stay free: the
+  // zeroed frame after the newest message must not overwrite one the receiver has yet to read.
+  uint64_t Room() const { return capacity_ - 8 - (head_ - known_tail_); }
+  // Sender: whether `bytes` fit, reading the receiver's `tail` again if need be.
+  bool HasRoom(uint64_t bytes);
   // Receiver: reads the frame of the next message at `tail_` if it is there.
   bool TryBeginMessage();
   // Receiver: whether the streamed message has more than `tail_` published (updates published_).
