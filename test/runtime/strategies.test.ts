@@ -1,8 +1,5 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { jobScript, repoRoot, runJob } from '../helpers/jobs.js';
+import { configFile, jobScript, repoRoot, runJob } from '../helpers/jobs.js';
 
 /**
  * Per-level algorithms through real processes: each combination of bcast, reduce and allreduce
@@ -46,10 +43,7 @@ const PLACEMENTS: [string, string[]][] = [
   ['9 ranks on 4 emulated nodes under leaf and spine switches', ['-n', '9', '--nodes', '4', '--network', `${repoRoot}test/fixtures/network/four-nodes.txt`]],
 ];
 
-const dir = mkdtempSync(join(tmpdir(), 'topocoll-strategies-'));
-let files = 0;
-
-function configFile(c: Combination, disabled?: string): string {
+function combinationConfig(c: Combination, disabled?: string): string {
   const levels = (names: string[], algorithm: string) => names.map((l) => `${l}: ${algorithm}`).join(', ');
   const yaml =
     `bcast:\n  levels: { ${levels(INSIDE, c.bcast[0])}, ${levels(BETWEEN, c.bcast[1])} }\n` +
@@ -57,9 +51,7 @@ function configFile(c: Combination, disabled?: string): string {
     `allreduce: ${c.allreduce}\n` +
     (c.extra ?? '') +
     (disabled ? `levels: { ${disabled}: { enabled: false } }\n` : '');
-  const file = join(dir, `config-${files++}.yaml`);
-  writeFileSync(file, yaml);
-  return file;
+  return configFile(yaml);
 }
 
 const SIZES = ['0', '1', '3', '17', '1000', '16411', '70001'];
@@ -77,7 +69,7 @@ describe('per-level algorithms in real jobs', () => {
   for (const c of COMBINATIONS) {
     for (const [where, args] of PLACEMENTS) {
       it(`${c.name}: ${where}`, () => {
-        const r = runJob([...args, '--config', configFile(c), jobScript('strategies.mjs'), ...SIZES, TYPES]);
+        const r = runJob([...args, '--config', combinationConfig(c), jobScript('strategies.mjs'), ...SIZES, TYPES]);
         expectAllRanksOk(r, Number(args[1]));
       });
     }
@@ -86,7 +78,7 @@ describe('per-level algorithms in real jobs', () => {
   it('with a level switched off in the configuration: 8 ranks on 4 emulated nodes without the leaf switches', () => {
     const c = COMBINATIONS[0]!;
     const args = ['-n', '8', '--nodes', '4', '--network', `${repoRoot}test/fixtures/network/four-nodes.txt`];
-    const r = runJob([...args, '--config', configFile(c, 'switch1'), jobScript('strategies.mjs'), ...SIZES, TYPES]);
+    const r = runJob([...args, '--config', combinationConfig(c, 'switch1'), jobScript('strategies.mjs'), ...SIZES, TYPES]);
     expectAllRanksOk(r, 8);
   });
 
@@ -101,7 +93,7 @@ describe('per-level algorithms in real jobs', () => {
         allreduce: `{ algorithm: reduce-allreduce-bcast, top: ${top}, shm: false }`,
         extra: 'collectives: { largeBytes: 1KiB }\nshm: { channelBytes: 16384 }\n',
       };
-      const r = runJob(['-n', ranks, '--config', configFile(c), jobScript('strategies.mjs'), ...SIZES, '300000', '--big=1048576']);
+      const r = runJob(['-n', ranks, '--config', combinationConfig(c), jobScript('strategies.mjs'), ...SIZES, '300000', '--big=1048576']);
       expectAllRanksOk(r, Number(ranks));
     });
   }
@@ -111,7 +103,7 @@ describe('per-level algorithms in real jobs', () => {
   for (const [ranks, shm] of [['2', 'true'], ['5', 'every-rank']] as const) {
     it(`small allreduces on one node, every rank combining (allreduce.shm: ${shm}): ${ranks} ranks`, () => {
       const c: Combination = { name: 'every rank combines', bcast: ['auto', 'auto'], reduce: ['auto', 'auto'], allreduce: `{ shm: ${shm} }` };
-      const r = runJob(['-n', ranks, '--config', configFile(c), jobScript('strategies.mjs'), ...SIZES, TYPES]);
+      const r = runJob(['-n', ranks, '--config', combinationConfig(c), jobScript('strategies.mjs'), ...SIZES, TYPES]);
       expectAllRanksOk(r, Number(ranks));
     });
   }
