@@ -42,8 +42,6 @@ export interface CommunicatorParts {
   shmGroups: ReadonlyMap<Group, number>;
   /** The OS index of the NUMA node this rank runs on, when it is bound inside one. */
   numaNode?: number;
-  /** Runs once at close(), after the engine closed (e.g. stops a rendezvous server). */
-  onClose?: () => void;
 }
 
 /** Marks the collectives configure() runs itself, so that a rank in any other call mismatches. */
@@ -68,7 +66,6 @@ export class Communicator {
   private readonly oversubscribed: boolean;
   private readonly planner: JobPlanner;
   private readonly allLevels: GroupPlan;
-  private readonly onClose?: () => void;
   private readonly numaNode?: number;
   private config: TopocollConfig;
   private plan: GroupPlan;
@@ -89,7 +86,6 @@ export class Communicator {
     this.localRank = parts.localRank;
     this.localSize = parts.localSize;
     this.oversubscribed = parts.oversubscribed;
-    this.onClose = parts.onClose;
     this.numaNode = parts.numaNode;
     this.allLevels = parts.planner.buildAllLevels();
     this.config = parts.config;
@@ -283,7 +279,6 @@ export class Communicator {
     if (this.closed) return;
     this.closed = true;
     this.engine.close();
-    this.onClose?.();
   }
 
   // --- argument checks: everything is validated before anything is sent ---

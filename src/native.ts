@@ -77,7 +77,7 @@ interface RawEngine {
   listenTcp(): number;
   createSegment(name: string): void;
   openSegment(name: string): void;
-  waitAllMappedAndUnlink(name: string, timeoutMs: number): void;
+  allMappedAndUnlink(waitMs: number): boolean;
   connectTcp(token: string, peers: TcpPeerAddress[], timeoutMs: number): void;
   start(): void;
   setPlan(id: number, steps: Int32Array): void;
@@ -173,10 +173,13 @@ export class NativeEngine {
     }
   }
 
-  /** Node leader: waits until every local rank mapped the segment, then removes its name. */
-  waitAllMappedAndUnlink(name: string, timeoutMs: number): void {
+  /**
+   * Node leader: waits at most `waitMs` for every local rank to map the segment; once they all
+   * have, removes its name and returns true. (close() removes it too, if it is still there.)
+   */
+  allMappedAndUnlink(waitMs: number): boolean {
     try {
-      this.raw.waitAllMappedAndUnlink(name, timeoutMs);
+      return this.raw.allMappedAndUnlink(waitMs);
     } catch (e) {
       rethrow(e, this.rank);
     }

@@ -99,7 +99,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("listenTcp", &NativeEngine::ListenTcp),
                            InstanceMethod("createSegment", &NativeEngine::CreateSegment),
                            InstanceMethod("openSegment", &NativeEngine::OpenSegment),
-                           InstanceMethod("waitAllMappedAndUnlink", &NativeEngine::WaitAllMappedAndUnlink),
+                           InstanceMethod("allMappedAndUnlink", &NativeEngine::AllMappedAndUnlink),
                            InstanceMethod("connectTcp", &NativeEngine::ConnectTcp),
                            InstanceMethod("start", &NativeEngine::Start),
                            InstanceMethod("setPlan", &NativeEngine::SetPlan),
@@ -171,10 +171,10 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     Guarded(info.Env(), [&] { engine_->OpenSegment(info[0].As<Napi::String>()); });
   }
 
-  void WaitAllMappedAndUnlink(const Napi::CallbackInfo& info) {
-    Guarded(info.Env(), [&] {
-      engine_->WaitAllMappedAndUnlink(info[0].As<Napi::String>(), info[1].As<Napi::Number>().Int32Value());
-    });
+  Napi::Value AllMappedAndUnlink(const Napi::CallbackInfo& info) {
+    bool all = false;
+    Guarded(info.Env(), [&] { all = engine_->AllMappedAndUnlink(info[0].As<Napi::Number>().Int32Value()); });
+    return Napi::Boolean::New(info.Env(), all);
   }
 
   void ConnectTcp(const Napi::CallbackInfo& info) {

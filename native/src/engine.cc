@@ -137,6 +137,7 @@ void Engine::CreateSegment(const std::string& name) {
   const size_t local_size = options_.local_ranks.size();
   const size_t bytes = SegmentBytes(local_size, options_.channel_bytes, options_.bcast);
   segment_ = ShmSegment::Create(name, bytes);
+  created_name_ = name;
   auto* h = new (segment_.base()) SegmentHeader();
   h->magic = kSegmentMagic;
   h->version = kSegmentVersion;
@@ -237,21 +238,23 @@ void Engine::InitViews() {
   header_->mapped.fetch_add(1, std::memory_order_acq_rel);
 }
 
-void Engine::WaitAllMappedAndUnlink(const std::string& name, int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+bool Engine::AllMappedAndUnlink(int wait_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   const uint32_t local_size = static_cast<uint32_t>(options_.local_ranks.size());
   while (header_->mapped.load(std::memory_order_acquire) < local_size) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ShmSegment::Unlink(name);
-      throw CollError("ETIMEDOUT", "only " + std::to_string(header_->mapped.load()) + " of " +
-                                       std::to_string(local_size) + " local ranks mapped the shared segment within " +
-                                       std::to_string(timeout_ms) + " ms");
-    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     usleep(200);
   }
   // Everyone holds a mapping now: the name is no longer needed, and without it nothing can be
   // left behind in /dev/shm whatever happens next.
-  ShmSegment::Unlink(name);
+  UnlinkCreated();
+  return true;
+}
+
+void Engine::UnlinkCreated() {
+  if (created_name_.empty()) return;
+  ShmSegment::Unlink(created_name_);
+  created_name_.clear();
 }
 
 void Engine::ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms) {
@@ -796,6 +799,8 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
 void Engine::Close() {
   if (closed_) return;
   closed_ = true;
+  // A leader whose init failed before every local rank mapped the segment.
+  UnlinkCreated();
   if (header_ != nullptr) locals_[static_cast<size_t>(local_index_)].control->departed.store(1, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(watcher_mutex_);

@@ -161,8 +161,9 @@ class Engine {
   // The node leader creates the segment; the others open it once the leader said so.
   void CreateSegment(const std::string& name);
   void OpenSegment(const std::string& name);
-  // Leader: waits until every local rank mapped the segment, then unlinks its name.
-  void WaitAllMappedAndUnlink(const std::string& name, int timeout_ms);
+  // Leader: waits at most wait_ms for every local rank to map the segment; once they all have,
+  // unlinks its name and returns true. (A short wait per call lets the caller watch for aborts.)
+  bool AllMappedAndUnlink(int wait_ms);
   void ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms);
   // Starts the watcher that notices dead local peers and aborts.
   void Start();
@@ -191,6 +192,8 @@ class Engine {
   };
 
   void InitViews();
+  // Removes the name of the segment this rank created, if it has not yet.
+  void UnlinkCreated();
   void Abort(const std::string& code, const std::string& message);
   [[noreturn]] void ThrowAborted() const;
   void Watch();
@@ -248,6 +251,8 @@ class Engine {
   std::vector<const Doorbell*> co_runner_bells_;
 
   ShmSegment segment_;
+  // The name of the segment this rank created until it is unlinked.
+  std::string created_name_;
   SegmentHeader* header_ = nullptr;
   std::vector<LocalPeer> locals_;
   // channels_[from * L + to]

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { TopocollError } from '../errors.js';
 
 /**
@@ -11,9 +10,15 @@ export type LauncherKind = 'topocoll' | 'openmpi' | 'slurm' | 'torchrun' | 'sing
 
 /** Where the rendezvous server is, or how to find it. */
 export type RendezvousPlan =
-  /** A known address (the launcher's server, or MASTER_ADDR:MASTER_PORT hosted by rank 0). */
-  | { kind: 'address'; host: string; port: number; token: string; hostedByRank0: boolean }
-  /** Rank 0 hosts on loopback and leaves its address in a private file named by the job key (one node only). */
+  /** The launcher's server: address and token handed down. */
+  | { kind: 'address'; host: string; port: number; token: string; hostedByRank0: false }
+  /**
+   * MASTER_ADDR:MASTER_PORT, hosted by rank 0. Without a token given (TOPOCOLL_TOKEN), rank 0
+   * makes one and leaves it in a private file named by `jobKey`, which only ranks on its machine
+   * can read.
+   */
+  | { kind: 'address'; host: string; port: number; token?: string; hostedByRank0: true; jobKey: string }
+  /** Rank 0 hosts on loopback and leaves its address and token in a private file named by the job key (one node only). */
   | { kind: 'file'; jobKey: string }
   | { kind: 'none' };
 
@@ -33,12 +38,16 @@ export interface JobEnvironment {
 export function detectEnvironment(env: NodeJS.ProcessEnv = process.env): JobEnvironment {
   if (env.TOPOCOLL_RANK !== undefined) return fromLauncher(env);
   if (env.OMPI_COMM_WORLD_RANK !== undefined) {
-    return fromRanks('openmpi', env, 'OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', env.PMIX_NAMESPACE ?? env.OMPI_MCA_ess_base_jobid);
+    const jobKey = env.PMIX_NAMESPACE ?? env.OMPI_MCA_ess_base_jobid;
+    const multiNode = env.OMPI_COMM_WORLD_LOCAL_SIZE !== undefined && env.OMPI_COMM_WORLD_LOCAL_SIZE !== env.OMPI_COMM_WORLD_SIZE;
+    return fromRanks('openmpi', env, 'OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', jobKey && `ompi-${jobKey}`, multiNode);
   }
   if (env.SLURM_PROCID !== undefined && env.SLURM_NTASKS !== undefined) {
-    return fromRanks('slurm', env, 'SLURM_PROCID', 'SLURM_NTASKS', env.SLURM_JOB_ID && `${env.SLURM_JOB_ID}.${env.SLURM_STEP_ID ?? '0'}`);
+    const jobKey = env.SLURM_JOB_ID && `slurm-${env.SLURM_JOB_ID}.${env.SLURM_STEP_ID ?? '0'}`;
+    const nodes = Number(env.SLURM_STEP_NUM_NODES ?? env.SLURM_NNODES ?? '1');
+    return fromRanks('slurm', env, 'SLURM_PROCID', 'SLURM_NTASKS', jobKey, nodes > 1);
   }
-  if (env.RANK !== undefined && env.WORLD_SIZE !== undefined) return fromRanks('torchrun', env, 'RANK', 'WORLD_SIZE', undefined);
+  if (env.RANK !== undefined && env.WORLD_SIZE !== undefined) return fromRanks('torchrun', env, 'RANK', 'WORLD_SIZE', undefined, false);
   return { launcher: 'single', rank: 0, size: 1, rendezvous: { kind: 'none' } };
 }
 
@@ -58,32 +67,47 @@ function fromLauncher(env: NodeJS.ProcessEnv): JobEnvironment {
   };
 }
 
-function fromRanks(launcher: LauncherKind, env: NodeJS.ProcessEnv, rankVar: string, sizeVar: string, jobKey: string | undefined): JobEnvironment {
+function fromRanks(
+  launcher: LauncherKind,
+  env: NodeJS.ProcessEnv,
+  rankVar: string,
+  sizeVar: string,
+  jobKey: string | undefined,
+  multiNode: boolean,
+): JobEnvironment {
   const rank = intVar(env, rankVar);
   const size = intVar(env, sizeVar);
   if (rank >= size) throw new TopocollError('ECONFIG', `${rankVar}=${rank} is not below ${sizeVar}=${size}`);
-  return { launcher, rank, size, rendezvous: rendezvousFor(env, jobKey, size), configFile: env.TOPOCOLL_CONFIG || undefined };
+  return { launcher, rank, size, rendezvous: rendezvousFor(env, jobKey, size, multiNode, rank), configFile: env.TOPOCOLL_CONFIG || undefined };
 }
 
 /**
- * An explicit TOPOCOLL_RENDEZVOUS wins; else MASTER_ADDR/MASTER_PORT, where rank 0 hosts the
- * server; else, for a job on one node, a private file keyed by the launcher's job id.
+ * An explicit TOPOCOLL_RENDEZVOUS (with TOPOCOLL_TOKEN) wins; else MASTER_ADDR/MASTER_PORT, where
+ * rank 0 hosts the server; else, for a job on one node, a private file keyed by the launcher's
+ * job id.
  */
-function rendezvousFor(env: NodeJS.ProcessEnv, jobKey: string | undefined, size: number): RendezvousPlan {
+function rendezvousFor(env: NodeJS.ProcessEnv, jobKey: string | undefined, size: number, multiNode: boolean, rank: number): RendezvousPlan {
   if (size === 1) return { kind: 'none' };
   if (env.TOPOCOLL_RENDEZVOUS) {
     const [host, port] = splitAddress(env.TOPOCOLL_RENDEZVOUS, 'TOPOCOLL_RENDEZVOUS');
-    return { kind: 'address', host, port, token: requireVar(env, 'TOPOCOLL_TOKEN'), hostedByRank0: env.TOPOCOLL_RENDEZVOUS_HOST_RANK0 === '1' };
+    const token = requireVar(env, 'TOPOCOLL_TOKEN');
+    if (env.TOPOCOLL_RENDEZVOUS_HOST_RANK0 === '1') return { kind: 'address', host, port, token, hostedByRank0: true, jobKey: `addr-${host}-${port}` };
+    return { kind: 'address', host, port, token, hostedByRank0: false };
   }
   if (env.MASTER_ADDR && env.MASTER_PORT) {
     const port = intVar(env, 'MASTER_PORT');
-    // Without TOPOCOLL_TOKEN every rank derives the same token from the job's address: it keeps
-    // strangers and other jobs out, though it is not a secret.
-    const token = env.TOPOCOLL_TOKEN || createHash('sha256').update(`topocoll:${env.MASTER_ADDR}:${port}:${size}`).digest('hex').slice(0, 32);
-    return { kind: 'address', host: env.MASTER_ADDR, port, token, hostedByRank0: true };
+    if (port < 1 || port > 65535) throw new TopocollError('ECONFIG', `MASTER_PORT=${port} is not a TCP port (1–65535)`, { rank });
+    return { kind: 'address', host: env.MASTER_ADDR, port, token: env.TOPOCOLL_TOKEN || undefined, hostedByRank0: true, jobKey: `addr-${env.MASTER_ADDR}-${port}` };
+  }
+  if (multiNode) {
+    throw new TopocollError('ECONFIG', 'the job spans several nodes, and no rendezvous address is set', {
+      rank,
+      hint: 'Set MASTER_ADDR (the host of rank 0) and MASTER_PORT (a free port there) and TOPOCOLL_TOKEN (the same random secret on every rank, e.g. from "openssl rand -hex 16") in the job\'s environment.',
+    });
   }
   if (jobKey) return { kind: 'file', jobKey };
   throw new TopocollError('ECONFIG', 'cannot find the other processes: no rendezvous address and no job id', {
+    rank,
     hint: 'Set MASTER_ADDR and MASTER_PORT (rank 0 hosts the rendezvous there), or start the job with "topocoll run".',
   });
 }

@@ -1,11 +1,10 @@
-import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { cpus as osCpus, hostname, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import net from 'node:net';
+import { cpus as osCpus, hostname } from 'node:os';
 import { Communicator } from '../communicator.js';
 import { loadConfigFile, resolveConfig, validateConfig } from '../config/load.js';
 import type { TopocollConfig, TopocollConfigInput } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
-import type { Group, GroupPlan, RankPlacement } from '../groups/plan.js';
+import type { GroupPlan, RankPlacement } from '../groups/plan.js';
 import { NativeEngine } from '../native.js';
 import { readProcessAffinity } from '../topology/affinity.js';
 import { discoverMachine } from '../topology/discover.js';
@@ -18,11 +17,13 @@ import { resolveNodeIdentity } from '../topology/node-identity.js';
 import { computeLocality } from '../topology/process-locality.js';
 import { detectEnvironment, type JobEnvironment } from './environment.js';
 import { numaNodeOf } from './placement.js';
-import { segmentName } from './segment-name.js';
+import { removeJobSegments, segmentName } from './segment-name.js';
 import { shmLayout } from './shm-budget.js';
 import { coRunnersOf } from './co-runners.js';
-import { JobPlanner, type JobPlans, type TcpDirectory } from './job-planner.js';
-import { allgather, barrier, createJobToken, RendezvousClient, RendezvousServer } from './rendezvous.js';
+import { JobPlanner, type TcpDirectory } from './job-planner.js';
+import { allgather, barrier, createJobToken, RendezvousClient } from './rendezvous.js';
+import { readRendezvousFile, removeRendezvousFileOfDeadWriter, rendezvousFilePath } from './rendezvous-file.js';
+import { hostRendezvous, type HostedRendezvous } from './rendezvous-host.js';
 
 export interface InitOptions {
   /** A YAML file, or configuration given in code; default: TOPOCOLL_CONFIG, else the shipped defaults. */
@@ -58,6 +59,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
   const me: RankInfo = { node, host: hostname(), locality, cpus: formatIndexList(here.cpus), ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}) };
 
   const rdv = await connectRendezvous(job, timeoutMs);
+  let engine: NativeEngine | undefined;
   try {
     const infos = rdv ? (await allgather(rdv.client, 'init/info', job.rank, job.size, JSON.stringify(me), timeoutMs)).map((s) => JSON.parse(s) as RankInfo) : [me];
     const placements: RankPlacement[] = infos.map((info, rank) => ({ rank, node: info.node, locality: info.locality }));
@@ -68,7 +70,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     const layout = shmLayout(config, localRanks.length, osCpus().length);
     // Emulated nodes share one machine: what matters is how many ranks share its cores.
     const oversubscribed = infos.filter((i) => i.host === me.host).length > osCpus().length;
-    const engine = new NativeEngine({
+    engine = new NativeEngine({
       rank: job.rank,
       size: job.size,
       localRanks,
@@ -78,27 +80,31 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       bcast: layout.bcast,
       asymmetricFences: config.shm.membarrier,
     });
-    let planner: JobPlanner;
-    let plans: JobPlans;
-    let shmGroups: Map<Group, number>;
-    try {
-      const tcp = rdv ? await openLinks(engine, rdv.client, rdv.token, job, infos, localRanks, timeoutMs) : undefined;
-      planner = new JobPlanner(job.rank, placements, net, engine, tcp);
-      plans = planner.build(config);
-      warnIfUnbound(plans.plan, job.rank, locality);
-      planner.connect([plans.plan, plans.orderedPlan]);
-      shmGroups = planner.registerShm(plans.plan);
-      engine.start();
-      if (rdv) await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);
-    } catch (e) {
-      engine.close();
-      throw e;
+    const tcp = rdv ? await openLinks(engine, rdv.client, rdv.token, job, infos, localRanks, timeoutMs) : undefined;
+    const planner = new JobPlanner(job.rank, placements, net, engine, tcp);
+    const plans = planner.build(config);
+    warnIfUnbound(plans.plan, job.rank, locality);
+    planner.connect([plans.plan, plans.orderedPlan]);
+    const shmGroups = planner.registerShm(plans.plan);
+    engine.start();
+    if (rdv) {
+      await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);
+      // Nothing after init uses the rendezvous: each rank says goodbye, and rank 0's server ends
+      // once all have (so nothing of it keeps a process alive).
+      await rdv.client.close();
     }
-    const onClose = rdv ? releaseRendezvous(rdv, job) : undefined;
-    return new Communicator({ engine, planner, plans, config, node, localRank, localSize: localRanks.length, oversubscribed, shmGroups, numaNode: here.numaNode, onClose });
+    return new Communicator({ engine, planner, plans, config, node, localRank, localSize: localRanks.length, oversubscribed, shmGroups, numaNode: here.numaNode });
   } catch (e) {
-    await rdv?.client.close().catch(() => undefined);
-    await rdv?.server?.close().catch(() => undefined);
+    engine?.close();
+    if (rdv) {
+      await rdv.client.abort(job.rank, e instanceof Error ? e.message : String(e));
+      await rdv.client.close().catch(() => undefined);
+      rdv.host?.release();
+      // A node leader that died between creating its segment and every rank mapping it leaves
+      // the name behind; whoever of the job fails here removes what is left on its machine.
+      removeJobSegments(rdv.token);
+      if (rdv.file !== undefined) removeRendezvousFileOfDeadWriter(rdv.file);
+    }
     throw e;
   }
 }
@@ -130,47 +136,95 @@ function warnIfUnbound(plan: GroupPlan, rank: number, locality: string): void {
 
 interface Rendezvous {
   client: RendezvousClient;
-  server?: RendezvousServer;
+  /** Rank 0's server, when rank 0 hosts it. */
+  host?: HostedRendezvous;
   token: string;
+  /** The private file that tells the ranks of rank 0's machine the port and token, if the job uses one. */
+  file?: string;
 }
 
+/**
+ * Connects to the job's rendezvous: the launcher's, or rank 0's (which rank 0 starts on a thread
+ * of its own first). Where the ranks cannot know the token (no TOPOCOLL_TOKEN) or the port (no
+ * MASTER_PORT), rank 0 leaves them in a private file only the ranks of its machine can read.
+ */
 async function connectRendezvous(job: JobEnvironment, timeoutMs: number): Promise<Rendezvous | undefined> {
   const plan = job.rendezvous;
   if (plan.kind === 'none' || job.size === 1) return undefined;
-  if (plan.kind === 'address') {
-    const server = plan.hostedByRank0 && job.rank === 0 ? await RendezvousServer.listen({ token: plan.token, host: '0.0.0.0', port: plan.port }) : undefined;
-    const client = await RendezvousClient.connect({ host: plan.host, port: plan.port, token: plan.token, rank: job.rank, timeoutMs });
-    return { client, server, token: plan.token };
-  }
-  // One node, no address: rank 0 hosts on loopback and leaves port and token in a private file.
-  const file = join(tmpdir(), `topocoll-${plan.jobKey.replace(/[^A-Za-z0-9_.-]/g, '_')}.rendezvous.json`);
+  const connect = async (host: string, port: number, token: string, ms: number, file?: string, hosted?: HostedRendezvous): Promise<Rendezvous> => {
+    const client = await RendezvousClient.connect({ host, port, token, rank: job.rank, timeoutMs: ms });
+    client.watchAbort();
+    return { client, token, file, host: hosted };
+  };
+  if (plan.kind === 'address' && !plan.hostedByRank0) return connect(plan.host, plan.port, plan.token, timeoutMs);
+
+  const host = plan.kind === 'file' ? '127.0.0.1' : plan.host;
+  const given = plan.kind === 'address' ? plan.token : undefined;
+  const file = given === undefined ? rendezvousFilePath(plan.jobKey) : undefined;
   if (job.rank === 0) {
-    const token = createJobToken();
-    const server = await RendezvousServer.listen({ token });
-    const tmp = `${file}.${process.pid}`;
-    writeFileSync(tmp, JSON.stringify({ port: server.address.port, token }), { mode: 0o600 });
-    chmodSync(tmp, 0o600);
-    renameSync(tmp, file);
-    const client = await RendezvousClient.connect({ host: '127.0.0.1', port: server.address.port, token, rank: 0, timeoutMs });
-    return { client, server, token };
-  }
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+    const token = given ?? createJobToken();
+    const hosted = await hostRendezvous({
+      token,
+      host: plan.kind === 'file' || isLoopback(host) ? host : '0.0.0.0',
+      port: plan.kind === 'file' ? 0 : plan.port,
+      ranks: job.size,
+      // Past the init timeout of the last rank to start, nobody needs the server.
+      lifetimeMs: 2 * timeoutMs + 5_000,
+      file,
+    });
     try {
-      const { port, token } = JSON.parse(readFileSync(file, 'utf8')) as { port: number; token: string };
-      const client = await RendezvousClient.connect({ host: '127.0.0.1', port, token, rank: job.rank, timeoutMs: Math.max(1, deadline - Date.now()) });
-      return { client, token };
+      return await connect(host, hosted.port, token, timeoutMs, file, hosted);
     } catch (e) {
-      if (Date.now() > deadline) {
-        throw new TopocollError('ETIMEDOUT', `rank 0 did not publish the rendezvous in ${file} within ${timeoutMs} ms`, {
-          rank: job.rank,
-          cause: e,
-          hint: 'For jobs on several nodes set MASTER_ADDR and MASTER_PORT.',
-        });
-      }
-      await new Promise((r) => setTimeout(r, 20));
+      hosted.release();
+      throw e;
     }
   }
+  if (given !== undefined) return connect(host, (plan as { port: number }).port, given, timeoutMs);
+
+  // Wait for rank 0's file. With a known address, a server that is up while the file is missing
+  // means rank 0 runs on another machine: rank 0 writes the file before it listens.
+  const deadline = Date.now() + timeoutMs;
+  let nextProbe = 0;
+  for (;;) {
+    const content = readRendezvousFile(file!);
+    if (content !== undefined) return connect(host, content.port, content.token, Math.max(1, deadline - Date.now()), file);
+    if (plan.kind === 'address' && Date.now() >= nextProbe) {
+      nextProbe = Date.now() + 200;
+      if ((await listening(host, plan.port)) && readRendezvousFile(file!) === undefined) {
+        throw new TopocollError('ECONFIG', `the rendezvous at ${host}:${plan.port} runs on another machine, and TOPOCOLL_TOKEN is not set`, {
+          rank: job.rank,
+          hint: 'A job across machines needs the same random secret in TOPOCOLL_TOKEN on every rank (e.g. export TOPOCOLL_TOKEN=$(openssl rand -hex 16) before the launcher).',
+        });
+      }
+    }
+    if (Date.now() > deadline) {
+      removeRendezvousFileOfDeadWriter(file!);
+      throw new TopocollError('ETIMEDOUT', `rank 0 did not publish the rendezvous in ${file} within ${timeoutMs} ms`, {
+        rank: job.rank,
+        hint: plan.kind === 'file' ? 'Rank 0 may have failed (see its output). For jobs on several nodes set MASTER_ADDR, MASTER_PORT and TOPOCOLL_TOKEN.' : 'Rank 0 may have failed (see its output).',
+      });
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+}
+
+/** Whether something accepts TCP connections at host:port (within a second). */
+function listening(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (up: boolean): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(up);
+    };
+    const timer = setTimeout(() => done(false), 1000);
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
 }
 
 /**
@@ -196,10 +250,19 @@ async function openLinks(
     if (leader) {
       engine.createSegment(name);
       await client.put(`init/shm/${nodeIndex}`, name);
+      // In short native waits, so that an abort of the job (a rank of this node that died before
+      // mapping) ends this wait as soon as the rendezvous reports it.
+      const deadline = Date.now() + timeoutMs;
+      while (!engine.allMappedAndUnlink(5)) {
+        client.throwIfAborted();
+        if (Date.now() > deadline) {
+          throw new TopocollError('ETIMEDOUT', `not every rank of node ${node} mapped the shared segment within ${timeoutMs} ms`, { rank: job.rank, node });
+        }
+        await new Promise((r) => setImmediate(r));
+      }
     } else {
       engine.openSegment(await client.get(`init/shm/${nodeIndex}`, timeoutMs));
     }
-    if (leader) engine.waitAllMappedAndUnlink(name, timeoutMs);
   }
   if (nodes.length < 2) return undefined;
   const port = engine.listenTcp();
@@ -208,21 +271,5 @@ async function openLinks(
   const oneHost = infos.every((i) => i.host === infos[0]!.host);
   const addresses = infos.map((info, rank) => ({ rank, host: oneHost ? '127.0.0.1' : info.host, port: ports[rank]! }));
   return { token, addresses, timeoutMs };
-}
-
-/** Rank 0 keeps the server it hosts until every rank has said goodbye. */
-function releaseRendezvous(rdv: Rendezvous, job: JobEnvironment): () => void {
-  return () => {
-    const done = async () => {
-      if (rdv.server !== undefined) {
-        await barrier(rdv.client, 'close', job.rank, job.size, 60_000).catch(() => undefined);
-        await rdv.server.close();
-      } else {
-        await rdv.client.put(`close/${job.rank}`, '').catch(() => undefined);
-      }
-      await rdv.client.close();
-    };
-    void done().catch(() => undefined);
-  };
 }
 

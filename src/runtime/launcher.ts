@@ -1,12 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { TopocollError } from '../errors.js';
 import { setThreadAffinity } from '../native.js';
 import { discoverMachine } from '../topology/discover.js';
 import type { MachineTopology } from '../topology/types.js';
 import { createJobToken, RendezvousServer } from './rendezvous.js';
-import { segmentPrefix } from './segment-name.js';
+import { removeJobSegments } from './segment-name.js';
 
 /**
  * `topocoll run`: starts N Node processes on this machine, binds them, hands each its part of
@@ -54,7 +53,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const cpuSets = options.bind === 'none' ? undefined : bindings(discoverMachine({ env: options.env }), options.bind, layout, options.stderr);
 
   const token = createJobToken();
-  const server = await RendezvousServer.listen({ token });
+  const server = await RendezvousServer.listen({ token, ranks });
   const children: ChildProcess[] = [];
   let firstFailure: number | undefined;
   let stopTimer: NodeJS.Timeout | undefined;
@@ -100,7 +99,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await server.close();
-    removeLeftoverSegments(token);
+    removeJobSegments(token);
   }
   return firstFailure ?? 0;
 }
@@ -176,16 +175,6 @@ function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, tok
   }
   child.on('error', (e) => options.stderr(`topocoll run: cannot start rank ${rank}: ${e.message}\n`));
   return child;
-}
-
-/** Segments are unlinked once mapped; this catches a job killed before every rank mapped its node's. */
-function removeLeftoverSegments(token: string): void {
-  const prefix = segmentPrefix(token);
-  try {
-    for (const name of readdirSync('/dev/shm')) if (name.startsWith(prefix)) rmSync(`/dev/shm/${name}`, { force: true });
-  } catch {
-    // no /dev/shm: nothing can be left there
-  }
 }
 
 function signalNumber(signal: NodeJS.Signals | null): number {

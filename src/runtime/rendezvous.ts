@@ -20,6 +20,13 @@
  * Values are strings (callers JSON-encode). The server keeps the stored bytes bounded (256 MiB by
  * default) and does O(1) work per request besides the JSON; a get parked for a key costs one entry
  * until the key is put or the connection closes.
+ *
+ * A server that knows the job's size (`ranks`) also watches the job: a hello with a rank outside
+ * 0..ranks−1, or for a rank already connected, is dropped like a wrong token; and a rank whose
+ * connection ends without a `close` request (it died, or its init failed) makes the server put
+ * ABORT_KEY = {"rank": r, "reason": s} itself, so every rank still in init learns it at once
+ * (clients park a get on that key: `watchAbort`). A rank whose init fails puts the key first,
+ * with its own reason (`abort`); the first put wins.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
@@ -43,6 +50,9 @@ const CLOSE_GRACE_MS = 1000;
 const HELLO_ACK = '{"ok":true,"hello":true}';
 /** Connection errors that mean "not up (yet)": retried until the deadline. */
 const RETRYABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ETIMEDOUT']);
+
+/** The key a failing rank (or the server, for a lost connection) puts to stop the job's init. */
+export const ABORT_KEY = 'job/abort';
 
 /** A fresh per-job token: 32 hex characters from 16 random bytes. */
 export function createJobToken(): string {
@@ -158,6 +168,12 @@ export interface RendezvousServerOptions {
   maxStoredBytes?: number;
   /** Time a new connection has to send a valid hello; default 5000 ms. */
   helloTimeoutMs?: number;
+  /** The job's size: hellos are checked against it and lost connections abort the job (see above). */
+  ranks?: number;
+  /** Called once, when every rank 0..ranks−1 has been accepted. */
+  onAllConnected?: () => void;
+  /** Called once, when every rank has been accepted and every one of their connections has ended. */
+  onAllLeft?: () => void;
 }
 
 interface Conn {
@@ -169,6 +185,10 @@ interface Conn {
   helloTimer: NodeJS.Timeout | undefined;
   /** Gets of this connection parked until their key is put. */
   parked: Set<Parked>;
+  /** The rank of its accepted hello. */
+  rank: number | undefined;
+  /** It asked to close: its end is a goodbye, not a loss. */
+  saidGoodbye: boolean;
 }
 
 interface Parked {
@@ -185,12 +205,16 @@ export class RendezvousServer {
   private readonly tokenBytes: Buffer;
   private readonly maxStoredBytes: number;
   private readonly helloTimeoutMs: number;
+  private readonly options: RendezvousServerOptions;
   private readonly conns = new Set<Conn>();
   /** key → JSON-encoded value (encoded once, sent as is to every getter). */
   private readonly store = new Map<string, string>();
   private readonly waiters = new Map<string, Set<Parked>>();
   private storedBytes = 0;
   private closing: Promise<void> | undefined;
+  /** With `ranks`: the ranks whose connection is open, and how many have ever been accepted. */
+  private readonly connectedRanks = new Set<number>();
+  private readonly acceptedRanks = new Set<number>();
 
   private constructor(server: net.Server, address: { host: string; port: number }, token: string, options: RendezvousServerOptions) {
     this.server = server;
@@ -198,6 +222,7 @@ export class RendezvousServer {
     this.tokenBytes = Buffer.from(token, 'utf8');
     this.maxStoredBytes = options.maxStoredBytes ?? DEFAULT_MAX_STORED_BYTES;
     this.helloTimeoutMs = options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS;
+    this.options = options;
     server.on('connection', (socket) => this.accept(socket));
   }
 
@@ -211,6 +236,9 @@ export class RendezvousServer {
       throw new TopocollError('EINVAL', `${where}: maxStoredBytes must be a positive integer, got ${String(options.maxStoredBytes)}`);
     }
     if (options.helloTimeoutMs !== undefined) validateTimeout(options.helloTimeoutMs, `${where}: helloTimeoutMs`);
+    if (options.ranks !== undefined && !(Number.isSafeInteger(options.ranks) && options.ranks > 0)) {
+      throw new TopocollError('EINVAL', `${where}: ranks must be a positive integer, got ${String(options.ranks)}`);
+    }
 
     const server = net.createServer({ noDelay: true });
     await new Promise<void>((resolve, reject) => {
@@ -258,6 +286,8 @@ export class RendezvousServer {
       corked: false,
       helloTimer: undefined,
       parked: new Set(),
+      rank: undefined,
+      saidGoodbye: false,
     };
     this.conns.add(conn);
     conn.helloTimer = setTimeout(() => this.drop(conn), this.helloTimeoutMs);
@@ -294,10 +324,17 @@ export class RendezvousServer {
       typeof msg.rank !== 'number' ||
       !Number.isSafeInteger(msg.rank) ||
       msg.rank < 0 ||
-      !this.tokenMatches(msg.hello)
+      !this.tokenMatches(msg.hello) ||
+      (this.options.ranks !== undefined && (msg.rank >= this.options.ranks || this.connectedRanks.has(msg.rank)))
     ) {
       this.drop(conn);
       return false;
+    }
+    conn.rank = msg.rank;
+    if (this.options.ranks !== undefined) {
+      this.connectedRanks.add(msg.rank);
+      this.acceptedRanks.add(msg.rank);
+      if (this.acceptedRanks.size === this.options.ranks && this.connectedRanks.size === this.acceptedRanks.size) this.options.onAllConnected?.();
     }
     clearTimeout(conn.helloTimer);
     conn.helloTimer = undefined;
@@ -357,6 +394,7 @@ export class RendezvousServer {
         return true;
       }
       case 'close':
+        conn.saidGoodbye = true;
         this.send(conn, `{"id":${id},"ok":true}`);
         this.releaseParked(conn);
         conn.socket.end();
@@ -367,16 +405,19 @@ export class RendezvousServer {
     }
   }
 
-  private put(conn: Conn, id: number, key: string, value: string): void {
+  /** Stores a key for a client's request, or (conn undefined) for the server itself. */
+  private put(conn: Conn | undefined, id: number, key: string, value: string): void {
     const encoded = JSON.stringify(value);
     const existing = this.store.get(key);
     if (existing !== undefined) {
-      if (existing === encoded) this.send(conn, `{"id":${id},"ok":true}`);
+      if (conn === undefined) return;
+      if (existing === encoded || key === ABORT_KEY) this.send(conn, `{"id":${id},"ok":true}`);
       else this.replyError(conn, id, `key '${key}' is already set to a different value (a key can be written once)`);
       return;
     }
     const bytes = Buffer.byteLength(key, 'utf8') + Buffer.byteLength(value, 'utf8');
     if (this.storedBytes + bytes > this.maxStoredBytes) {
+      if (conn === undefined) return;
       this.replyError(
         conn,
         id,
@@ -386,7 +427,7 @@ export class RendezvousServer {
     }
     this.store.set(key, encoded);
     this.storedBytes += bytes;
-    this.send(conn, `{"id":${id},"ok":true}`);
+    if (conn !== undefined) this.send(conn, `{"id":${id},"ok":true}`);
     const set = this.waiters.get(key);
     if (set !== undefined) {
       this.waiters.delete(key);
@@ -436,6 +477,15 @@ export class RendezvousServer {
     this.releaseParked(conn);
     this.conns.delete(conn);
     conn.socket.destroy();
+    if (conn.rank !== undefined && this.options.ranks !== undefined && this.closing === undefined) this.rankLeft(conn.rank, conn.saidGoodbye);
+  }
+
+  private rankLeft(rank: number, goodbye: boolean): void {
+    this.connectedRanks.delete(rank);
+    if (!goodbye && !this.store.has(ABORT_KEY)) {
+      this.put(undefined, 0, ABORT_KEY, JSON.stringify({ rank, reason: 'its connection to the rendezvous ended before init completed (the process died or its init failed)' }));
+    }
+    if (this.acceptedRanks.size === this.options.ranks && this.connectedRanks.size === 0) this.options.onAllLeft?.();
   }
 }
 
@@ -455,8 +505,14 @@ export interface RendezvousClientOptions {
 interface Pending {
   resolve: (value: string) => void;
   reject: (e: TopocollError) => void;
-  timer: NodeJS.Timeout;
+  timer: NodeJS.Timeout | undefined;
   what: string;
+}
+
+/** Why a job's init was stopped (the value stored under ABORT_KEY). */
+export interface JobAbort {
+  rank: number;
+  reason: string;
 }
 
 type ClientState = 'hello' | 'open' | 'closing' | 'closed' | 'lost';
@@ -473,6 +529,8 @@ export class RendezvousClient {
   private lostReason = 'the connection closed';
   private hello: { resolve: () => void; reject: (e: TopocollError) => void; timer: NodeJS.Timeout } | undefined;
   private closed: Promise<void>;
+  private abortWatched = false;
+  private aborted: JobAbort | undefined;
 
   private constructor(socket: net.Socket, where: string, timeoutMs: number) {
     this.socket = socket;
@@ -560,6 +618,49 @@ export class RendezvousClient {
     return this.request((id) => `{"id":${id},${rest}`, `key '${key}'`, ms);
   }
 
+  /**
+   * From now on, an abort of the job (ABORT_KEY put by a failing rank or by the server for a lost
+   * rank) rejects every pending and later request with EPEERLOST naming that rank and its reason.
+   */
+  watchAbort(): void {
+    if (this.state !== 'open' || this.abortWatched) return;
+    this.abortWatched = true;
+    const rest = JSON.stringify({ op: 'get', key: ABORT_KEY }).slice(1);
+    this.request((id) => `{"id":${id},${rest}`, 'the job abort', Infinity).then(
+      (value) => {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(value);
+        } catch {
+          parsed = undefined;
+        }
+        const rank = isPlainObject(parsed) && typeof parsed.rank === 'number' ? parsed.rank : -1;
+        const reason = isPlainObject(parsed) && typeof parsed.reason === 'string' ? parsed.reason : 'no reason given';
+        this.aborted = { rank, reason };
+        this.failPending((p) => this.abortError(p.what));
+      },
+      () => undefined, // the connection closed: pending requests learn that themselves
+    );
+  }
+
+  /** Stops the job's init on every rank: stores this rank's reason under ABORT_KEY (best effort). */
+  async abort(rank: number, reason: string): Promise<void> {
+    if (this.state !== 'open' || this.aborted !== undefined) return;
+    await this.put(ABORT_KEY, JSON.stringify({ rank, reason: reason.slice(0, 4096) })).catch(() => undefined);
+  }
+
+  /** EPEERLOST when the job's init was aborted (see watchAbort). */
+  throwIfAborted(): void {
+    if (this.aborted !== undefined) throw this.abortError('the local ranks');
+  }
+
+  private abortError(what: string): TopocollError {
+    const a = this.aborted!;
+    return new TopocollError('EPEERLOST', `init stopped while waiting for ${what}: rank ${a.rank} failed: ${a.reason}`, {
+      hint: a.rank >= 0 ? `The output of rank ${a.rank} says why.` : undefined,
+    });
+  }
+
   /** Says goodbye and closes the connection; requests still pending reject with ECLOSED. */
   async close(): Promise<void> {
     if (this.state === 'closed' || this.state === 'lost') return this.closed;
@@ -597,7 +698,9 @@ export class RendezvousClient {
     });
   }
 
+  /** Sends one request; `timeoutMs` Infinity waits as long as the connection lives. */
   private request(encode: (id: number) => string, what: string, timeoutMs: number): Promise<string> {
+    if (this.aborted !== undefined) return Promise.reject(this.abortError(what));
     if (this.state !== 'open') {
       const e =
         this.state === 'lost'
@@ -607,14 +710,17 @@ export class RendezvousClient {
     }
     const id = this.nextId++;
     return new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(
-          new TopocollError('ETIMEDOUT', `rendezvous at ${this.where}: ${what} not available after waiting ${timeoutMs} ms`, {
-            hint: 'A rank may not have started, may have died, or may be waiting on something else.',
-          }),
-        );
-      }, timeoutMs);
+      const timer =
+        timeoutMs === Infinity
+          ? undefined
+          : setTimeout(() => {
+              this.pending.delete(id);
+              reject(
+                new TopocollError('ETIMEDOUT', `rendezvous at ${this.where}: ${what} not available after waiting ${timeoutMs} ms`, {
+                  hint: 'A rank may not have started, may have died, or may be stuck before init.',
+                }),
+              );
+            }, timeoutMs);
       this.pending.set(id, { resolve, reject, timer, what });
       this.write(encode(id));
     });

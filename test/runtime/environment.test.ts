@@ -17,15 +17,22 @@ describe('detectEnvironment, in the order of architecture §5', () => {
 
   it('Open MPI: ranks from OMPI_COMM_WORLD_*, rendezvous in a private file keyed by the PMIx namespace', () => {
     const job = detectEnvironment({ OMPI_COMM_WORLD_RANK: '1', OMPI_COMM_WORLD_SIZE: '4', PMIX_NAMESPACE: 'prterun-vm-123@1' });
-    expect(job).toMatchObject({ launcher: 'openmpi', rank: 1, size: 4, rendezvous: { kind: 'file', jobKey: 'prterun-vm-123@1' } });
+    expect(job).toMatchObject({ launcher: 'openmpi', rank: 1, size: 4, rendezvous: { kind: 'file', jobKey: 'ompi-prterun-vm-123@1' } });
   });
 
-  it('Slurm, with MASTER_ADDR/MASTER_PORT: rank 0 hosts and the token derives from the address', () => {
+  it('Open MPI or Slurm across nodes without an address: ECONFIG at once, naming the variables to set', () => {
+    const ompi = { OMPI_COMM_WORLD_RANK: '1', OMPI_COMM_WORLD_SIZE: '4', OMPI_COMM_WORLD_LOCAL_SIZE: '2', PMIX_NAMESPACE: 'x@1' };
+    expect(thrown(() => detectEnvironment(ompi), 'ECONFIG').message).toMatch(/spans several nodes.*MASTER_ADDR.*TOPOCOLL_TOKEN/);
+    const slurm = { SLURM_PROCID: '0', SLURM_NTASKS: '4', SLURM_JOB_ID: '77', SLURM_STEP_NUM_NODES: '2' };
+    thrown(() => detectEnvironment(slurm), 'ECONFIG');
+    expect(detectEnvironment({ ...slurm, SLURM_STEP_NUM_NODES: '1' }).rendezvous).toEqual({ kind: 'file', jobKey: 'slurm-77.0' });
+  });
+
+  it('Slurm, with MASTER_ADDR/MASTER_PORT: rank 0 hosts; without TOPOCOLL_TOKEN no token is derived (rank 0 makes one)', () => {
     const env = { SLURM_PROCID: '0', SLURM_NTASKS: '2', SLURM_JOB_ID: '77', MASTER_ADDR: 'n01', MASTER_PORT: '29500' };
-    const a = detectEnvironment(env);
-    const b = detectEnvironment({ ...env, SLURM_PROCID: '1' });
-    expect(a).toMatchObject({ launcher: 'slurm', rank: 0, size: 2, rendezvous: { kind: 'address', host: 'n01', port: 29500, hostedByRank0: true } });
-    expect(a.rendezvous.kind === 'address' && b.rendezvous.kind === 'address' && a.rendezvous.token === b.rendezvous.token).toBe(true);
+    expect(detectEnvironment(env).rendezvous).toEqual({ kind: 'address', host: 'n01', port: 29500, token: undefined, hostedByRank0: true, jobKey: 'addr-n01-29500' });
+    expect(detectEnvironment({ ...env, TOPOCOLL_TOKEN: 'secret' }).rendezvous).toMatchObject({ token: 'secret' });
+    thrown(() => detectEnvironment({ ...env, MASTER_PORT: '70000' }), 'ECONFIG');
   });
 
   it('torchrun convention, and a world of one otherwise', () => {
