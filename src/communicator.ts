@@ -75,6 +75,13 @@ export class Communicator {
   private rankOrdered: boolean;
   private planHash: number;
   private closed = false;
+  /** Closes the communicator when the process exits without close() (see constructor). */
+  private readonly closeAtExit = (): void => {
+    if (this.closed) return;
+    // A script that simply returns gets told; one that fails has said why already.
+    if (!process.exitCode) process.stderr.write(`topocoll: rank ${this.rank}: the communicator was not closed; closing it at exit\n`);
+    this.close();
+  };
 
   /** @internal use init() */
   constructor(parts: CommunicatorParts) {
@@ -94,6 +101,10 @@ export class Communicator {
     this.rankOrdered = preservesRankOrder(parts.plans.orderedPlan);
     this.plans = this.collectivePlans(parts.plans, parts.config, parts.shmGroups);
     this.control = this.controlPlans(parts.plans);
+    // Nothing of the communicator keeps the event loop alive, so a script that returns without
+    // close() exits; at exit (a return, process.exit() or an uncaught exception) it closes, so
+    // that peers still expecting this rank in a collective get EPEERLOST rather than wait.
+    process.on('exit', this.closeAtExit);
   }
 
   /**
@@ -278,6 +289,7 @@ export class Communicator {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    process.off('exit', this.closeAtExit);
     this.engine.close();
   }
 

@@ -30,6 +30,8 @@ export interface NativeEngineOptions {
   bcast: NativeBcastParams;
   /** Sleepers fence with membarrier(2) so wakers need not (when the kernel offers it). */
   asymmetricFences: boolean;
+  /** The watchdog: a collective waiting longer fails with ETIMEDOUT on every rank; 0 = no limit. */
+  collectiveTimeoutMs: number;
 }
 
 /** Notification tree codes of native/src/shm_bcast.h. */

@@ -124,6 +124,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     options.co_runners = IntList(o.Get("coRunners"));
     options.bcast = BcastParamsOf(o.Get("bcast"));
     options.asymmetric_fences = o.Get("asymmetricFences").ToBoolean();
+    options.collective_timeout_ms = o.Get("collectiveTimeoutMs").As<Napi::Number>().Int64Value();
     Guarded(env, [&] { engine_ = std::make_unique<Engine>(std::move(options)); });
     // Completions of Promise collectives come back to the JS thread through this function.
     tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),
@@ -420,6 +421,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       stopping_ = true;
     }
     wake_.notify_all();
+    // A Promise collective still waiting on its peers must end for the thread to be joined.
+    engine_->RequestClose();
     if (progress_.joinable()) progress_.join();
     engine_->Close();
     tsfn_.Release();

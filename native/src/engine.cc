@@ -35,9 +35,20 @@ size_t ChannelStride(uint64_t channel_bytes) { return kPage + channel_bytes; }
 // watcher or by any other process of the node), and — once a wait on one peer has lasted
 // kProbeAfter — checks that the peer is in the same collective: two ranks blocked on each other
 // in different collectives would otherwise wait forever.
+// What every wait of a call checks while it cannot go on (WaitGuard::Check runs only past the
+// spin, so none of this is on the fast path):
+//   1. an abort raised by any rank of the node (or learned from another node);
+//   2. close() of this communicator during the call (ECLOSED here, EPEERLOST for the peers);
+//   3. a local rank that left (close(), or its process exited through close at exit) before
+//      this call: every rank takes part in every collective, so it never will — EPEERLOST
+//      naming it. A rank that left after taking part in this call published everything it owed
+//      before it set `departed` (release), so it is not counted;
+//   4. the watchdog: the call has waited longer than the collective timeout — ETIMEDOUT
+//      naming the ranks waited on, raised as an abort so that every rank reports it;
+//   5. after 200 ms on one peer, whether that peer is in another call (EMISMATCH).
 class Engine::Guard : public WaitGuard {
  public:
-  Guard(Engine& engine, const MsgHeader& call) : engine_(engine), call_(call) {}
+  Guard(Engine& engine, const MsgHeader& call, bool watchdog = true) : engine_(engine), call_(call), watchdog_(watchdog) {}
 
   // Called before each transfer with the peer it may wait on. The clock starts at the first
   // Check (waits call it only once they stopped spinning), which keeps it off the fast path.
@@ -55,8 +66,24 @@ class Engine::Guard : public WaitGuard {
       engine_.tcp_.ShutdownAll();
       engine_.ThrowAborted();
     }
-    if (probed_ || peer_ == -1) return;
+    if (engine_.closing_.load(std::memory_order_acquire)) {
+      throw CollError("ECLOSED", "the communicator was closed while this rank was in the " + CallName());
+    }
+    if (watchdog_) CheckDepartures();
     const auto now = std::chrono::steady_clock::now();
+    if (watchdog_ && engine_.options_.collective_timeout_ms > 0) {
+      if (!call_timing_) {
+        call_timing_ = true;
+        call_since_ = now;
+      } else if (now - call_since_ > std::chrono::milliseconds(engine_.options_.collective_timeout_ms)) {
+        const std::string text = "the " + CallName() + " did not complete within " +
+                                 std::to_string(engine_.options_.collective_timeout_ms) + " ms (timeouts.collectiveMs) on rank " +
+                                 std::to_string(engine_.options_.rank) + ", which was waiting on " + Awaited();
+        engine_.Abort("ETIMEDOUT", text);
+        throw CollError("ETIMEDOUT", text);
+      }
+    }
+    if (probed_ || peer_ == -1) return;
     if (!timing_) {
       timing_ = true;
       since_ = now;
@@ -83,6 +110,39 @@ class Engine::Guard : public WaitGuard {
   static constexpr std::chrono::milliseconds kProbeAfter{200};
   static constexpr int kEveryLocal = -2;
 
+  std::string CallName() const {
+    return std::string(CollectiveName(static_cast<Collective>(call_.collective))) + " (call " + std::to_string(call_.seq) + ")";
+  }
+
+  // Whom this wait needs: one rank, or the ranks of the node whose published call is behind.
+  std::string Awaited() const {
+    if (peer_ >= 0) return "rank " + std::to_string(peer_);
+    std::string behind;
+    for (size_t li = 0; li < engine_.locals_.size(); ++li) {
+      if (static_cast<int>(li) == engine_.local_index_) continue;
+      MsgHeader theirs{};
+      if (!engine_.ReadPublishedCall(static_cast<int>(li), &theirs) || static_cast<int32_t>(theirs.seq - call_.seq) < 0) {
+        behind += (behind.empty() ? "" : ", ") + std::to_string(engine_.locals_[li].rank);
+      }
+    }
+    return behind.empty() ? "the ranks of its node" : "rank(s) " + behind + " of its node, still in earlier calls";
+  }
+
+  void CheckDepartures() {
+    for (size_t li = 0; li < engine_.locals_.size(); ++li) {
+      if (static_cast<int>(li) == engine_.local_index_) continue;
+      const RankControl& peer = *engine_.locals_[li].control;
+      if (peer.departed.load(std::memory_order_acquire) == 0) continue;
+      MsgHeader theirs{};
+      const bool called = engine_.ReadPublishedCall(static_cast<int>(li), &theirs);
+      if (called && static_cast<int32_t>(theirs.seq - call_.seq) >= 0) continue;
+      const int rank = engine_.locals_[li].rank;
+      throw CollError("EPEERLOST", "rank " + std::to_string(rank) + " left the communicator (close() or exit) " +
+                                       (called ? "after call " + std::to_string(theirs.seq) : "before its first collective") +
+                                       ", so it will not take part in this " + CallName());
+    }
+  }
+
   // EMISMATCH when the rank with local index `li` has published a different call than this one.
   void CompareCall(int li) {
     MsgHeader theirs{};
@@ -93,10 +153,14 @@ class Engine::Guard : public WaitGuard {
 
   Engine& engine_;
   MsgHeader call_;
+  // Off for the waits of setup (ConnectTcp), which have their own deadline and no call.
+  bool watchdog_;
   int peer_ = -1;
   std::chrono::steady_clock::time_point since_{};
   bool timing_ = false;
   bool probed_ = false;
+  std::chrono::steady_clock::time_point call_since_{};
+  bool call_timing_ = false;
 };
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
@@ -258,7 +322,7 @@ void Engine::UnlinkCreated() {
 }
 
 void Engine::ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms) {
-  Guard guard(*this, MsgHeader{});
+  Guard guard(*this, MsgHeader{}, /*watchdog=*/false);
   tcp_.Establish(options_.rank, token, peers, timeout_ms, guard);
 }
 
@@ -795,6 +859,8 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
     WaitUntil([&] { return (!out.done && tx.HalfFree()) || (receiving && rx.Arrived()); }, mine, policy, guard);
   }
 }
+
+void Engine::RequestClose() { closing_.store(true, std::memory_order_release); }
 
 void Engine::Close() {
   if (closed_) return;

@@ -80,6 +80,9 @@ struct EngineOptions {
   ShmBcastParams bcast;
   // Node leader: use membarrier-based asymmetric fences when the kernel offers them (wait.h).
   bool asymmetric_fences = true;
+  // The watchdog: a call that has waited longer than this fails with ETIMEDOUT on every rank
+  // (0: no limit).
+  int64_t collective_timeout_ms = 0;
 };
 
 // A user-defined operator: combines n elements of src into dst (dst = dst op src).
@@ -177,6 +180,9 @@ class Engine {
   // clears this rank's S0 and shared-memory reduce state (groups are then registered anew).
   void ResetShm();
   void Run(const CallArgs& args);
+  // Makes a call in progress on another thread fail with ECLOSED at its next check (then the
+  // thread that runs it can be joined). Any thread.
+  void RequestClose();
   // Marks this rank as gone on purpose, stops the watcher, closes links. Idempotent.
   void Close();
 
@@ -274,6 +280,7 @@ class Engine {
   PendingInput pending_;
   uint32_t seq_ = 0;
   bool closed_ = false;
+  std::atomic<bool> closing_{false};
 
   std::thread watcher_;
   std::mutex watcher_mutex_;

@@ -78,6 +78,12 @@ const timeouts = z
      * peers during collectives are detected as they die, not by this timeout.
      */
     initMs: z.number().int().min(100).default(30_000),
+    /**
+     * The watchdog: a collective that has waited on its peers this long (a peer alive but stuck,
+     * stopped, or never calling) fails with ETIMEDOUT on every rank, naming the ranks it waited
+     * on. 0 turns it off. Dead or departed peers do not need it: they are reported at once.
+     */
+    collectiveMs: z.number().int().min(0).max(2 ** 31 - 1).default(600_000),
   })
   .strict();
 
@@ -216,7 +222,7 @@ export const configSchema = z
     network: network.default({ source: 'auto', file: null }),
     node: node.default({ identity: 'auto' }),
     topology: topology.default({ source: 'auto', hwlocXml: null, locality: null }),
-    timeouts: timeouts.default({ initMs: 30_000 }),
+    timeouts: timeouts.default({ initMs: 30_000, collectiveMs: 600_000 }),
     shm: shm.default({
       budgetBytes: 64 << 20,
       channelBytes: 'auto',

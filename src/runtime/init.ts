@@ -79,6 +79,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       coRunners: coRunnersOf(job.rank, new Map(localRanks.map((r) => [r, parseIndexList(infos[r]!.cpus)]))),
       bcast: layout.bcast,
       asymmetricFences: config.shm.membarrier,
+      collectiveTimeoutMs: config.timeouts.collectiveMs,
     });
     const tcp = rdv ? await openLinks(engine, rdv.client, rdv.token, job, infos, localRanks, timeoutMs) : undefined;
     const planner = new JobPlanner(job.rank, placements, net, engine, tcp);

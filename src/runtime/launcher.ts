@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
+import { loadConfigFile, resolveConfig } from '../config/load.js';
 import { TopocollError } from '../errors.js';
 import { setThreadAffinity } from '../native.js';
 import { discoverMachine } from '../topology/discover.js';
@@ -38,9 +40,11 @@ export interface LaunchOptions {
   stderr: (text: string) => void;
 }
 
-/** How long survivors get to notice a failure before they are stopped, beyond the timeout. */
+/**
+ * How long survivors get to report a failure before they are stopped, beyond the init timeout
+ * (a rank that fails during init leaves the others waiting at most that long).
+ */
 const GRACE_EXTRA_MS = 2_000;
-const DEFAULT_GRACE_MS = 10_000;
 const KILL_AFTER_TERM_MS = 2_000;
 
 export async function launch(options: LaunchOptions): Promise<number> {
@@ -50,6 +54,8 @@ export async function launch(options: LaunchOptions): Promise<number> {
     throw new TopocollError('EINVAL', `--nodes must be between 1 and the number of ranks (${ranks}), got ${nodes}`);
   }
   const layout = nodeLayout(ranks, nodes ?? 1);
+  // The configuration is checked here too, before any rank starts: the init timeout sets the grace.
+  const initMs = options.timeoutMs ?? (options.config !== undefined ? loadConfigFile(options.config) : resolveConfig(undefined, options.env)).timeouts.initMs;
   const cpuSets = options.bind === 'none' ? undefined : bindings(discoverMachine({ env: options.env }), options.bind, layout, options.stderr);
 
   const token = createJobToken();
@@ -61,8 +67,17 @@ export async function launch(options: LaunchOptions): Promise<number> {
 
   const stopAll = (signal: NodeJS.Signals) => {
     children.forEach((c, rank) => {
-      if (!exited.has(rank)) c.kill(signal);
+      if (exited.has(rank)) return;
+      c.kill(signal);
+      // A stopped rank (SIGSTOP, a debugger) receives the signal only once it runs again.
+      if (signal !== 'SIGKILL') c.kill('SIGCONT');
     });
+  };
+  // After a failure, ranks that are all stopped cannot report anything: no need to wait the grace.
+  let stoppedCheck: NodeJS.Timeout | undefined;
+  const stopIfAllStopped = () => {
+    const running = children.filter((_, rank) => !exited.has(rank));
+    if (running.length > 0 && running.every((c) => c.pid !== undefined && isStopped(c.pid))) stopAll('SIGKILL');
   };
   const onSignal = (signal: NodeJS.Signals) => {
     firstFailure ??= signal === 'SIGINT' ? 130 : 143;
@@ -78,12 +93,14 @@ export async function launch(options: LaunchOptions): Promise<number> {
         children.push(child);
         child.on('exit', (code, signal) => {
           exited.add(rank);
+          const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+          server.rankExited(rank, `its process ${how} before its init completed`);
           const failed = code !== 0;
           if (failed && firstFailure === undefined) {
             firstFailure = code ?? 128 + signalNumber(signal);
-            const why = signal ? `was killed by ${signal}` : `exited with code ${code}`;
-            options.stderr(`topocoll run: rank ${rank} ${why}; stopping the job\n`);
-            const grace = options.timeoutMs !== undefined ? options.timeoutMs + GRACE_EXTRA_MS : DEFAULT_GRACE_MS;
+            options.stderr(`topocoll run: rank ${rank} ${how}; stopping the job\n`);
+            const grace = initMs + GRACE_EXTRA_MS;
+            stoppedCheck = setInterval(stopIfAllStopped, 200);
             stopTimer = setTimeout(() => {
               stopAll('SIGTERM');
               stopTimer = setTimeout(() => stopAll('SIGKILL'), KILL_AFTER_TERM_MS);
@@ -96,6 +113,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
     await done;
   } finally {
     if (stopTimer) clearTimeout(stopTimer);
+    if (stoppedCheck) clearInterval(stoppedCheck);
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await server.close();
@@ -175,6 +193,17 @@ function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, tok
   }
   child.on('error', (e) => options.stderr(`topocoll run: cannot start rank ${rank}: ${e.message}\n`));
   return child;
+}
+
+/** Whether the process is stopped (state T or t in /proc/<pid>/stat). */
+function isStopped(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state === 'T' || state === 't';
+  } catch {
+    return false;
+  }
 }
 
 function signalNumber(signal: NodeJS.Signals | null): number {

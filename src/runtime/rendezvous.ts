@@ -215,6 +215,8 @@ export class RendezvousServer {
   /** With `ranks`: the ranks whose connection is open, and how many have ever been accepted. */
   private readonly connectedRanks = new Set<number>();
   private readonly acceptedRanks = new Set<number>();
+  /** Ranks that closed their connection with a goodbye (they finished init). */
+  private readonly goodbyes = new Set<number>();
 
   private constructor(server: net.Server, address: { host: string; port: number }, token: string, options: RendezvousServerOptions) {
     this.server = server;
@@ -480,7 +482,17 @@ export class RendezvousServer {
     if (conn.rank !== undefined && this.options.ranks !== undefined && this.closing === undefined) this.rankLeft(conn.rank, conn.saidGoodbye);
   }
 
+  /**
+   * The launcher saw `rank`'s process end: unless that rank finished init (said goodbye), the
+   * job's init is aborted with `reason`, so the ranks waiting for it learn it at once.
+   */
+  rankExited(rank: number, reason: string): void {
+    if (this.goodbyes.has(rank) || this.store.has(ABORT_KEY) || this.closing !== undefined) return;
+    this.put(undefined, 0, ABORT_KEY, JSON.stringify({ rank, reason }));
+  }
+
   private rankLeft(rank: number, goodbye: boolean): void {
+    if (goodbye) this.goodbyes.add(rank);
     this.connectedRanks.delete(rank);
     if (!goodbye && !this.store.has(ABORT_KEY)) {
       this.put(undefined, 0, ABORT_KEY, JSON.stringify({ rank, reason: 'its connection to the rendezvous ended before init completed (the process died or its init failed)' }));

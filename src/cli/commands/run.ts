@@ -18,10 +18,11 @@ Usage: topocoll run -n N [--bind core|numa|socket|none] [--nodes K] [--config F]
   --config F         topocoll YAML configuration for every rank
   --network F        node-to-switch file or Slurm topology.conf for the (emulated) nodes
   --tag-output       prefix every output line with [rank]
-  --timeout S        seconds for init and for reporting a failed peer (default 30)
+  --timeout S        seconds for init, and for the others to report a failed rank (default:
+                     timeouts.initMs of the configuration, 30)
 
 Exits with the first non-zero exit code of a rank; when one rank fails the others get the
-timeout to report it (EPEERLOST), then are stopped.
+timeout (plus 2 s) to report it (EPEERLOST), then are stopped.
 `;
 
 const OPTIONS = {
