@@ -1,8 +1,9 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { TopocollError } from '../errors.js';
 import { formatIndexList, parseIndexList } from './index-list.js';
 import type { MachineTopology, ObjectKind, TopologyObject } from './types.js';
+import { readOptionalTextFile } from '../util/read-text-file.js';
 
 /**
  * The machine as Linux sysfs describes it, for hosts without hwloc. The objects get the
@@ -164,12 +165,7 @@ export function lastLevelCacheBytes(root = '/'): number | undefined {
 
 /** The trimmed contents of a sysfs file, or undefined when it does not exist. */
 function readOptional(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8').trim();
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new TopocollError('ETOPOLOGY', `cannot read sysfs file: ${(e as Error).message}`, { file: path, cause: e });
-  }
+  return readOptionalTextFile(path, 'ETOPOLOGY', 'sysfs file')?.trim();
 }
 
 function readList(path: string): number[] | undefined {
