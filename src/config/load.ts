@@ -1,8 +1,8 @@
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isMap, isScalar, LineCounter, parseDocument, type Document, type Node as YamlNode } from 'yaml';
+import { CST, isMap, isScalar, Lexer, LineCounter, parseDocument, Parser, type Document, type Node as YamlNode } from 'yaml';
 import type { z } from 'zod';
-import { TopocollError } from '../errors.js';
+import { TopocollError, type ErrorLocation } from '../errors.js';
 import { configSchema, type TopocollConfig, type TopocollConfigInput } from './schema.js';
 import { readTextFile } from '../util/read-text-file.js';
 
@@ -14,15 +14,113 @@ import { readTextFile } from '../util/read-text-file.js';
 /** The configuration shipped with the package, used when nothing else is given. */
 export const DEFAULT_CONFIG_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../../config/default.yaml');
 
-export function parseConfig(text: string, file: string): TopocollConfig {
+/**
+ * YAML tokens (keys, values, indicators; not spaces or comments) a configuration may have:
+ * config/default.yaml has about 260. The yaml package costs about 1 KB of memory per token, and
+ * its duplicate-key check is quadratic in the keys of a map, so a file is counted with the
+ * streaming lexer and refused beyond this before it is parsed.
+ */
+export const MAX_YAML_TOKENS = 8192;
+/** Collections nested in collections; the configuration has 4 levels, yaml's composer recurses per level. */
+export const MAX_YAML_DEPTH = 64;
+/**
+ * Nodes that expanding aliases may copy, relative to the document (yaml's `maxAliasCount`):
+ * a configuration needs few aliases, and an alias bomb (`&a [*b, *b, …]` nested) is refused.
+ */
+export const MAX_YAML_ALIAS_COUNT = 100;
+
+export interface ParsedYaml {
+  doc: Document;
+  lineCounter: LineCounter;
+  /** Offset of the first alias (`*name`), if any. */
+  firstAlias: number | undefined;
+}
+
+/**
+ * Parses YAML text into a document within the limits above. Every problem, from a syntax error to
+ * a file that is too large or too deep for the parser, is an ECONFIG error naming the file and,
+ * where there is one, the line and column.
+ */
+export function parseYaml(text: string, file: string): ParsedYaml {
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const firstAlias = checkYamlShape(text, file);
+  let doc: Document;
+  try {
+    doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  } catch (cause) {
+    throw new TopocollError('ECONFIG', `invalid YAML: ${(cause as Error).message.split('\n')[0]}`, { file, cause });
+  }
   const yamlError = doc.errors[0];
   if (yamlError !== undefined) {
     const pos = lineCounter.linePos(yamlError.pos[0]);
     throw new TopocollError('ECONFIG', `invalid YAML: ${yamlError.message.split('\n')[0]}`, { file, line: pos.line, column: pos.col });
   }
-  const raw: unknown = doc.toJS() ?? {};
+  return { doc, lineCounter, firstAlias };
+}
+
+/**
+ * Counts the tokens with the lexer, which streams and stops at the limit, then measures the
+ * nesting on the concrete syntax tree, walked with an explicit stack. Returns the offset of the
+ * first alias, to locate an alias bomb later.
+ */
+function checkYamlShape(text: string, file: string): number | undefined {
+  const at = (offset: number): ErrorLocation => ({ file, ...positionAt(text, offset) });
+  const hint = 'A topocoll configuration is a few small maps; see config/default.yaml.';
+  let tokens = 0;
+  let offset = 0;
+  let firstAlias: number | undefined;
+  for (const token of new Lexer().lex(text)) {
+    const type = CST.tokenType(token);
+    // The lexer's mode markers are not source text.
+    if (type === 'doc-mode' || type === 'scalar' || type === 'flow-error-end') continue;
+    if (type !== 'space' && type !== 'newline' && type !== 'comment' && ++tokens > MAX_YAML_TOKENS) {
+      throw new TopocollError('ECONFIG', `the file has more than ${MAX_YAML_TOKENS} YAML tokens, the limit for a configuration`, { ...at(offset), hint });
+    }
+    if (type === 'alias') firstAlias ??= offset;
+    offset += token.length;
+  }
+  const stack: [CST.Token | undefined, number][] = [];
+  for (const top of new Parser().parse(text)) stack.push([top, 0]);
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    const [token, depth] = entry;
+    if (token?.type === 'document') stack.push([token.value, depth]);
+    if (token?.type !== 'block-map' && token?.type !== 'block-seq' && token?.type !== 'flow-collection') continue;
+    if (depth === MAX_YAML_DEPTH) {
+      throw new TopocollError('ECONFIG', `collections nest more than ${MAX_YAML_DEPTH} deep, the limit for a configuration`, { ...at(token.offset), hint });
+    }
+    for (const item of token.items) stack.push([item.key ?? undefined, depth + 1], [item.value, depth + 1]);
+  }
+  return firstAlias;
+}
+
+/** 1-based line and column of a character, counted only up to it. */
+function positionAt(text: string, offset: number): { line: number; column: number } {
+  let line = 1;
+  let lineStart = 0;
+  for (let i = text.indexOf('\n'); i >= 0 && i < offset; i = text.indexOf('\n', i + 1)) {
+    line++;
+    lineStart = i + 1;
+  }
+  return { line, column: offset - lineStart + 1 };
+}
+
+export function parseConfig(text: string, file: string): TopocollConfig {
+  const { doc, lineCounter, firstAlias } = parseYaml(text, file);
+  let raw: unknown;
+  try {
+    raw = doc.toJS({ maxAliasCount: MAX_YAML_ALIAS_COUNT }) ?? {};
+  } catch (cause) {
+    const pos = firstAlias === undefined ? undefined : lineCounter.linePos(firstAlias);
+    const where = { file, line: pos?.line, column: pos?.col };
+    const bomb = cause instanceof ReferenceError && /alias/i.test(cause.message);
+    throw new TopocollError(
+      'ECONFIG',
+      bomb
+        ? `aliases copy more than ${MAX_YAML_ALIAS_COUNT} nodes (an anchor's nodes times its aliases), the limit for a configuration`
+        : `invalid YAML: ${(cause as Error).message}`,
+      { ...where, cause, hint: bomb ? 'Write the values out instead of nesting aliases of aliases.' : undefined },
+    );
+  }
   const result = configSchema.safeParse(raw);
   if (result.success) return resolvePaths(result.data, file);
   const issues = result.error.issues.map((issue) => ({ issue, ...locate(doc, lineCounter, issue) }));

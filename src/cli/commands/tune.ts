@@ -1,9 +1,8 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseDocument } from 'yaml';
 import { parseTree, predictBcastUs, type ShmCostModel } from '../../algorithms/shm-bcast-model.js';
-import { parseConfig } from '../../config/load.js';
+import { loadConfigFile, parseYaml } from '../../config/load.js';
 import { TopocollError } from '../../errors.js';
 import { shmLayout } from '../../runtime/shm-budget.js';
 import { lastLevelCacheBytes } from '../../topology/sysfs.js';
@@ -11,6 +10,7 @@ import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
 import type { CliIo } from '../io.js';
 import type { TuneSettings } from '../tune-worker.js';
 import { runWorkerJob } from '../worker-job.js';
+import { readOptionalTextFile } from '../../util/read-text-file.js';
 
 export const tuneHelp = `topocoll tune shm — measure the shared-memory cost model and write it to YAML
 
@@ -74,7 +74,7 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
     );
 
     // With the model in force: what it chooses, and how well it predicts single broadcasts.
-    const config = parseConfig(readFileSync(out, 'utf8'), out);
+    const config = loadConfigFile(out);
     for (const p of [2, 4, 8]) {
       const layout = shmLayout(config, p, cpus().length);
       io.stdout(`  ${p} ranks: ${layout.tree} tree, queue ${layout.bcast.queueBytes / 1024} KiB, fragments ${describeTable(layout.bcast.fragmentForLog2)}\n`);
@@ -195,7 +195,7 @@ function medianOf(runs: Measured[]): Measured {
 
 /** Sets shm.model in the YAML file, keeping everything else (and its comments). */
 function writeModel(file: string, model: ShmCostModel): void {
-  const doc = parseDocument(existsSync(file) ? readFileSync(file, 'utf8') : '');
+  const { doc } = parseYaml(readOptionalTextFile(file, 'ECONFIG', 'configuration file') ?? '', file);
   for (const [key, value] of Object.entries(model)) doc.setIn(['shm', 'model', key], value);
   writeFileSync(file, doc.toString());
 }
