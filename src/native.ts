@@ -76,7 +76,7 @@ const enum CallField {
 }
 
 interface RawEngine {
-  listenTcp(): number;
+  listenTcp(address: string): number;
   createSegment(name: string): void;
   openSegment(name: string): void;
   allMappedAndUnlink(waitMs: number): boolean;
@@ -148,10 +148,10 @@ export class NativeEngine {
     this.callArea = this.raw.callArea;
   }
 
-  /** Opens a TCP listening socket on an ephemeral port of every interface; returns the port. */
-  listenTcp(): number {
+  /** Opens a TCP listening socket on an ephemeral port of `address` (IPv4) only; returns the port. */
+  listenTcp(address: string): number {
     try {
-      return this.raw.listenTcp();
+      return this.raw.listenTcp(address);
     } catch (e) {
       rethrow(e, this.rank);
     }

@@ -160,7 +160,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
 
   Napi::Value ListenTcp(const Napi::CallbackInfo& info) {
     int port = 0;
-    Guarded(info.Env(), [&] { port = engine_->ListenTcp(); });
+    const std::string address = info[0].As<Napi::String>();
+    Guarded(info.Env(), [&] { port = engine_->ListenTcp(address); });
     return Napi::Number::New(info.Env(), port);
   }
 

@@ -189,7 +189,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
 
 Engine::~Engine() { Close(); }
 
-int Engine::ListenTcp() { return tcp_.Listen(); }
+int Engine::ListenTcp(const std::string& address) { return tcp_.Listen(address); }
 
 size_t Engine::SegmentBytes(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast) {
   const size_t channels = local_size * (local_size - 1);

@@ -158,7 +158,7 @@ class Engine {
   int rank() const { return options_.rank; }
 
   // --- setup, in this order ---
-  int ListenTcp();
+  int ListenTcp(const std::string& address);
   // Size of the node's segment for these options.
   static size_t SegmentBytes(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast);
   // The node leader creates the segment; the others open it once the leader said so.

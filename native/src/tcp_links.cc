@@ -22,6 +22,10 @@ namespace {
 
 constexpr int kSliceMs = 20;
 constexpr size_t kTokenBytes = 32;
+// How long an accepted connection has to send its whole greeting.
+constexpr int kGreetingMs = 2000;
+// Connections greeting at once (the rest wait in the listen backlog until one is settled).
+constexpr size_t kMaxGreeting = 256;
 
 void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -51,15 +55,17 @@ Hello MakeHello(const std::string& token, int rank) {
 
 TcpLinks::~TcpLinks() { CloseAll(); }
 
-int TcpLinks::Listen() {
-  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw CollError("EINVAL", "cannot create a TCP socket: " + ErrnoText(errno));
+int TcpLinks::Listen(const std::string& address) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = 0;
+  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
+    throw CollError("EINVAL", "cannot listen on '" + address + "': not an IPv4 address");
+  }
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) throw CollError("EINVAL", "cannot create a TCP socket: " + ErrnoText(errno));
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 1024) != 0) {
-    throw CollError("EINVAL", "cannot listen on a TCP port: " + ErrnoText(errno));
+    throw CollError("EINVAL", "cannot listen on a TCP port of " + address + ": " + ErrnoText(errno));
   }
   socklen_t len = sizeof addr;
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -110,41 +116,65 @@ void TcpLinks::Establish(int my_rank, const std::string& token, const std::vecto
     SetNonBlocking(fd);
     fds_[p.rank] = fd;
   }
-  // Accept the higher ranks; anything that does not greet with the token is dropped.
+  // Accept the higher ranks, every connection at once: each must greet with the token and a
+  // rank expected here within kGreetingMs, or it is closed without effect.
+  struct Greeting {
+    int fd;
+    std::chrono::steady_clock::time_point deadline;
+    Hello hello;
+    size_t got;
+  };
+  std::vector<Greeting> greeting;
+  struct CloseOnExit {
+    std::vector<Greeting>& list;
+    ~CloseOnExit() {
+      for (const Greeting& g : list) close(g.fd);
+    }
+  } close_on_exit{greeting};
+  std::vector<pollfd> fds;
   while (expected_accepts > 0) {
     if (expired()) {
       throw CollError("ETIMEDOUT", "waited " + std::to_string(timeout_ms) + " ms for " + std::to_string(expected_accepts) +
                                        " higher rank(s) to connect");
     }
-    pollfd pfd{listen_fd_, POLLIN, 0};
-    if (poll(&pfd, 1, kSliceMs) <= 0) {
-      guard.Check();
-      continue;
+    fds.assign(1, pollfd{listen_fd_, POLLIN, 0});
+    for (const Greeting& g : greeting) fds.push_back(pollfd{g.fd, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), kSliceMs) <= 0) guard.Check();
+    const auto now = std::chrono::steady_clock::now();
+    // Read what the greeting connections sent; settle those that are complete, wrong or late.
+    for (size_t i = greeting.size(); i-- > 0;) {
+      Greeting& g = greeting[i];
+      bool drop = now > g.deadline;
+      if (!drop && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        ssize_t r = recv(g.fd, reinterpret_cast<char*>(&g.hello) + g.got, sizeof g.hello - g.got, MSG_DONTWAIT);
+        if (r > 0) g.got += static_cast<size_t>(r);
+        else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = true;
+      }
+      bool accepted = false;
+      if (!drop && g.got == sizeof g.hello) {
+        bool known = false;
+        for (const TcpPeer& p : peers) known = known || (p.rank == g.hello.rank && p.rank > my_rank);
+        accepted = std::memcmp(g.hello.token, mine.token, kTokenBytes) == 0 && known && fds_.count(g.hello.rank) == 0;
+        drop = !accepted;  // a stranger, a wrong token or a duplicate
+      }
+      if (accepted) {
+        Tune(g.fd);
+        fds_[g.hello.rank] = g.fd;
+        --expected_accepts;
+      } else if (drop) {
+        close(g.fd);
+      }
+      if (accepted || drop) {
+        greeting[i] = greeting.back();
+        greeting.pop_back();
+      }
     }
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    // The greeting arrives with the connection; wait a short while for it, never forever.
-    Hello hello{};
-    size_t got = 0;
-    const auto greet_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (got < sizeof hello && std::chrono::steady_clock::now() < greet_deadline) {
-      pollfd g{fd, POLLIN, 0};
-      if (poll(&g, 1, kSliceMs) <= 0) continue;
-      ssize_t r = recv(fd, reinterpret_cast<char*>(&hello) + got, sizeof hello - got, 0);
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
+    // New connections; beyond kMaxGreeting at once the oldest keep their turn.
+    while ((fds[0].revents & POLLIN) != 0 && greeting.size() < kMaxGreeting) {
+      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) break;
+      greeting.push_back(Greeting{fd, now + std::chrono::milliseconds(kGreetingMs), Hello{}, 0});
     }
-    bool known = false;
-    for (const TcpPeer& p : peers) known = known || (p.rank == hello.rank && p.rank > my_rank);
-    if (got != sizeof hello || std::memcmp(hello.token, mine.token, kTokenBytes) != 0 || !known ||
-        fds_.count(hello.rank) != 0) {
-      close(fd);  // a stranger, a wrong token or a duplicate: no effect
-      continue;
-    }
-    Tune(fd);
-    SetNonBlocking(fd);
-    fds_[hello.rank] = fd;
-    --expected_accepts;
   }
 }
 

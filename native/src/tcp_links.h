@@ -1,7 +1,9 @@
 // TCP connections to the ranks of other nodes this rank shares a group with. Each connection
 // starts with the job token and the connecting rank, so a stranger that reaches the port is
-// dropped without effect. Sockets are non-blocking and every wait goes through poll() in short
-// slices, so aborts and dead peers are noticed while waiting.
+// dropped without effect: the listening socket is bound to the one address the rank published,
+// connections are accepted concurrently, and each has kGreetingMs to greet before it is closed
+// (silent connections cannot hold the real ranks off). Sockets are non-blocking and every wait
+// goes through poll() in short slices, so aborts and dead peers are noticed while waiting.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +29,8 @@ class TcpLinks {
   TcpLinks& operator=(const TcpLinks&) = delete;
   ~TcpLinks();
 
-  // Opens the listening socket on an ephemeral port of every interface; returns the port.
-  int Listen();
+  // Opens the listening socket on an ephemeral port of `address` (dotted IPv4); returns the port.
+  int Listen(const std::string& address);
 
   // Connects to every peer with a lower rank and accepts every peer with a higher one.
   void Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms,

@@ -39,6 +39,11 @@ interface RankInfo {
   locality: string;
   /** The CPUs the process may run on, as an index list ("0-3,8"). */
   cpus: string;
+  /**
+   * The IPv4 address other ranks reach this one at: the local address of its connection to the
+   * rendezvous (the interface that routes to rank 0's machine). Its data port listens there only.
+   */
+  address: string;
   slurmPath?: NodeNetworkPath;
 }
 
@@ -56,9 +61,16 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
   const network = resolveNetworkSource(job.networkFile ? { source: 'file', file: job.networkFile } : config.network, env, node);
   const here = whereThisProcessRuns(config, env);
   const locality = config.topology.locality ?? env.TOPOCOLL_LOCALITY ?? here.locality;
-  const me: RankInfo = { node, host: hostname(), locality, cpus: formatIndexList(here.cpus), ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}) };
-
   const rdv = await connectRendezvous(job, timeoutMs);
+  const me: RankInfo = {
+    node,
+    host: hostname(),
+    locality,
+    cpus: formatIndexList(here.cpus),
+    address: rdv?.client.localAddress ?? '127.0.0.1',
+    ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
+  };
+
   let engine: NativeEngine | undefined;
   try {
     const infos = rdv ? (await allgather(rdv.client, 'init/info', job.rank, job.size, JSON.stringify(me), timeoutMs)).map((s) => JSON.parse(s) as RankInfo) : [me];
@@ -266,11 +278,11 @@ async function openLinks(
     }
   }
   if (nodes.length < 2) return undefined;
-  const port = engine.listenTcp();
-  const ports = (await allgather(client, 'init/tcp', job.rank, job.size, String(port), timeoutMs)).map(Number);
-  // All ranks on one machine (emulated nodes) talk over loopback.
+  // Emulated nodes (every rank on one machine) talk over loopback.
   const oneHost = infos.every((i) => i.host === infos[0]!.host);
-  const addresses = infos.map((info, rank) => ({ rank, host: oneHost ? '127.0.0.1' : info.host, port: ports[rank]! }));
+  const port = engine.listenTcp(oneHost ? '127.0.0.1' : infos[job.rank]!.address);
+  const ports = (await allgather(client, 'init/tcp', job.rank, job.size, String(port), timeoutMs)).map(Number);
+  const addresses = infos.map((info, rank) => ({ rank, host: oneHost ? '127.0.0.1' : info.address, port: ports[rank]! }));
   return { token, addresses, timeoutMs };
 }
 

@@ -606,6 +606,13 @@ export class RendezvousClient {
     }
   }
 
+  /** The IPv4 address of this end of the connection (the interface that reaches the server). */
+  get localAddress(): string {
+    const a = this.socket.localAddress ?? '127.0.0.1';
+    const v4 = a.startsWith('::ffff:') ? a.slice(7) : a;
+    return net.isIPv4(v4) ? v4 : '127.0.0.1';
+  }
+
   /** Stores `value` under `key` (once: a different value for an existing key is EINVAL). */
   async put(key: string, value: string): Promise<void> {
     validateKey(key, 'rendezvous put');
