@@ -9,10 +9,12 @@ import { parseSimpleNetworkFile } from './simple-file.js';
 import { parseSlurmTopologyConf } from './slurm-topology-conf.js';
 import type { NetworkTopology, NodeNetworkPath } from './types.js';
 import { readTextFile } from '../../util/read-text-file.js';
+import { lines } from '../../util/lines.js';
 
 /** Slurm topology.conf when any statement starts with `SwitchName=` (any case), else simple. */
 export function parseNetworkFile(text: string, file: string): NetworkTopology {
-  const isSlurm = text.split(/\r?\n/).some((line) => /^\s*switchname\s*=/i.test(line));
+  let isSlurm = false;
+  for (const [line] of lines(text, file)) if ((isSlurm = /^\s*switchname\s*=/i.test(line))) break;
   return isSlurm ? parseSlurmTopologyConf(text, file) : parseSimpleNetworkFile(text, file);
 }
 

@@ -8,38 +8,48 @@
  *
  * `#` starts a comment anywhere on a line; blank lines are ignored.
  */
-import { TopocollError } from '../../errors.js';
-import { expandHostlist } from './hostlist.js';
+import { TopocollError, type ErrorLocation } from '../../errors.js';
+import { lines } from '../../util/lines.js';
+import { excerpt } from '../../util/quote.js';
+import { expandHostlist, HostlistBudget } from './hostlist.js';
 import { SwitchTreeChecker, padToLevels } from './switch-tree.js';
 import type { NetworkTopology, NodeNetworkPath } from './types.js';
 
 const FORMAT_HINT = 'Each line is: <node or hostlist> <leaf switch> [<parent switch> …].';
 
+/** A line, checked; its hostlist is expanded once the whole file is known to be within limits. */
+interface Declaration {
+  nodes: string;
+  switches: string[];
+  line: number;
+  at: ErrorLocation;
+}
+
 export function parseSimpleNetworkFile(text: string, file: string): NetworkTopology {
-  const nodes = new Map<string, NodeNetworkPath>();
   const checker = new SwitchTreeChecker();
-  text.split(/\r?\n/).forEach((raw, index) => {
-    const line = index + 1;
+  const budget = new HostlistBudget();
+  const declarations: Declaration[] = [];
+  for (const [raw, line] of lines(text, file)) {
     const hash = raw.indexOf('#');
     const fields = [...(hash >= 0 ? raw.slice(0, hash) : raw).matchAll(/\S+/g)].map((m) => ({
       text: m[0],
       column: (m.index ?? 0) + 1,
     }));
     const [nodeField, ...switchFields] = fields;
-    if (nodeField === undefined) return;
+    if (nodeField === undefined) continue;
     const at = { file, line, column: nodeField.column };
     if (nodeField.text.includes('=')) {
-      throw new TopocollError('ETOPOLOGY', `'${nodeField.text}' is not a node name`, {
+      throw new TopocollError('ETOPOLOGY', `'${excerpt(nodeField.text)}' is not a node name`, {
         ...at,
         hint: 'Key=value lines belong to Slurm topology.conf, which is recognised by SwitchName= statements; otherwise ' + FORMAT_HINT,
       });
     }
     if (switchFields.length === 0) {
-      throw new TopocollError('ETOPOLOGY', `node ${nodeField.text} has no switch`, { ...at, hint: FORMAT_HINT });
+      throw new TopocollError('ETOPOLOGY', `node ${excerpt(nodeField.text)} has no switch`, { ...at, hint: FORMAT_HINT });
     }
     for (const f of switchFields) {
       if (/[[\],]/.test(f.text)) {
-        throw new TopocollError('ETOPOLOGY', `switch '${f.text}' must be a single name, not a hostlist`, {
+        throw new TopocollError('ETOPOLOGY', `switch '${excerpt(f.text)}' must be a single name, not a hostlist`, {
           file,
           line,
           column: f.column,
@@ -49,7 +59,12 @@ export function parseSimpleNetworkFile(text: string, file: string): NetworkTopol
     }
     const switches = switchFields.map((f) => f.text);
     checker.check(switches, { label: `on line ${line}`, where: { file, line } });
-    for (const node of expandHostlist(nodeField.text, at)) {
+    budget.take(nodeField.text, at);
+    declarations.push({ nodes: nodeField.text, switches, line, at });
+  }
+  const nodes = new Map<string, NodeNetworkPath>();
+  for (const { nodes: hostlist, switches, line, at } of declarations) {
+    for (const node of expandHostlist(hostlist, at)) {
       const earlier = nodes.get(node);
       if (earlier !== undefined) {
         const first = earlier.declaredAt?.line === line ? 'earlier on the same line' : `on line ${earlier.declaredAt?.line}`;
@@ -61,7 +76,7 @@ export function parseSimpleNetworkFile(text: string, file: string): NetworkTopol
       }
       nodes.set(node, { node, switches: [...switches], declaredAt: { file, line } });
     }
-  });
+  }
   if (nodes.size === 0) {
     throw new TopocollError('ETOPOLOGY', 'network file declares no nodes', { file, line: 1, hint: FORMAT_HINT });
   }

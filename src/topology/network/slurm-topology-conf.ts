@@ -10,12 +10,21 @@
  * because the collectives would silently group that node twice.
  */
 import { TopocollError, type ErrorLocation } from '../../errors.js';
-import { compressHostlist, expandHostlist } from './hostlist.js';
+import { lines } from '../../util/lines.js';
+import { excerpt } from '../../util/quote.js';
+import { compressHostlist, expandHostlist, HostlistBudget } from './hostlist.js';
+import { checkSwitchName, MAX_SWITCH_LEVELS, MAX_SWITCHES } from './switch-tree.js';
 import type { NetworkTopology, NodeNetworkPath } from './types.js';
 
 const KEYS = ['switchname', 'nodes', 'switches', 'linkspeed', 'level'] as const;
 type Key = (typeof KEYS)[number];
 const KEYS_HINT = 'A tree topology.conf statement is SwitchName=<name> Nodes=<hostlist> | Switches=<hostlist> [LinkSpeed=<n>] [Level=<n>].';
+
+/**
+ * Physical lines one statement may be continued over (trailing `\`): every line is remembered to
+ * locate errors, and a Switches= list of thousands of names fits on far fewer lines.
+ */
+const MAX_STATEMENT_LINES = 1 << 16;
 
 /** A physical line's contribution to a (possibly continued) statement. */
 interface Segment {
@@ -35,8 +44,9 @@ interface Pair {
   at: ErrorLocation;
 }
 
-/** A list-valued field and where it was written. */
+/** A list-valued field and where it was written; `names` is filled once the whole file is read. */
 interface ListField {
+  hostlist: string;
   names: string[];
   at: ErrorLocation;
 }
@@ -51,8 +61,9 @@ interface SwitchDef {
 
 export function parseSlurmTopologyConf(text: string, file: string): NetworkTopology {
   const defs = new Map<string, SwitchDef>();
-  for (const statement of readStatements(text)) {
-    const def = toSwitchDef(statement, file);
+  const budget = new HostlistBudget();
+  for (const statement of readStatements(text, file)) {
+    const def = toSwitchDef(statement, file, budget);
     const earlier = defs.get(def.name);
     if (earlier !== undefined) {
       throw new TopocollError('ETOPOLOGY', `switch ${def.name} is defined twice: on line ${earlier.line} and on line ${def.line}`, {
@@ -61,12 +72,24 @@ export function parseSlurmTopologyConf(text: string, file: string): NetworkTopol
         hint: 'Switch names must be unique; merge the two statements or rename one.',
       });
     }
+    if (defs.size === MAX_SWITCHES) {
+      throw new TopocollError('ETOPOLOGY', `switch ${def.name} takes the file past ${MAX_SWITCHES} switches, the limit for one network`, {
+        file,
+        line: def.line,
+        hint: 'Check the file: a network of a million nodes has a few thousand switches.',
+      });
+    }
     defs.set(def.name, def);
+  }
+  // Expanded only now that every hostlist of the file is known to fit the budget.
+  for (const def of defs.values()) {
+    for (const field of [def.nodes, def.children]) if (field !== undefined) field.names = expandHostlist(field.hostlist, field.at);
+    if (def.children !== undefined) def.children.names = [...new Set(def.children.names)];
   }
 
   const warnings: string[] = [];
   const parents = chooseParents(defs, warnings);
-  const levels = computeLevels(defs);
+  const levels = computeLevels(defs, file);
   const levelCount = [...levels.values()].reduce((max, l) => Math.max(max, l + 1), 0);
 
   const nodes = new Map<string, NodeNetworkPath>();
@@ -95,26 +118,36 @@ export function parseSlurmTopologyConf(text: string, file: string): NetworkTopol
 }
 
 /**
- * Splits the text into statements: `#` starts a comment unless written `\#`, and an odd number of
- * trailing backslashes joins the next line (Slurm joins without inserting a space). Each
- * statement remembers which physical line every part came from, so that an error in a continued
- * statement points at the line where the offending pair is written.
+ * Splits the text into statements, one at a time: `#` starts a comment unless written `\#`, and
+ * an odd number of trailing backslashes joins the next line (Slurm joins without inserting a
+ * space). Each statement remembers which physical line every part came from, so that an error in
+ * a continued statement points at the line where the offending pair is written.
  */
-function readStatements(text: string): Statement[] {
-  const statements: Statement[] = [];
+function* readStatements(text: string, file: string): Generator<Statement> {
   let pending: Statement | undefined;
-  text.split(/\r?\n/).forEach((raw, index) => {
+  for (const [raw, line] of lines(text, file)) {
     const content = stripComment(raw).trimEnd();
-    const backslashes = /\\*$/.exec(content)?.[0].length ?? 0;
-    const continued = backslashes % 2 === 1;
+    const continued = trailingBackslashes(content) % 2 === 1;
     const statement = pending ?? { text: '', segments: [] };
-    statement.segments.push({ offset: statement.text.length, line: index + 1 });
+    if (statement.segments.length === MAX_STATEMENT_LINES) {
+      throw new TopocollError('ETOPOLOGY', `a statement continues over more than ${MAX_STATEMENT_LINES} lines`, {
+        file,
+        line: statement.segments[0]?.line,
+        hint: 'Check for stray backslashes at the ends of lines.',
+      });
+    }
+    statement.segments.push({ offset: statement.text.length, line });
     statement.text += continued ? content.slice(0, -1) : content;
     pending = continued ? statement : undefined;
-    if (!continued && statement.text.trim() !== '') statements.push(statement);
-  });
-  if (pending !== undefined && pending.text.trim() !== '') statements.push(pending);
-  return statements;
+    if (!continued && statement.text.trim() !== '') yield statement;
+  }
+  if (pending !== undefined && pending.text.trim() !== '') yield pending;
+}
+
+function trailingBackslashes(text: string): number {
+  let n = 0;
+  while (n < text.length && text.charCodeAt(text.length - 1 - n) === 0x5c) n++;
+  return n;
 }
 
 function stripComment(line: string): string {
@@ -146,12 +179,12 @@ function readPairs(statement: Statement, file: string): Pair[] {
     const m = keyPattern.exec(text);
     if (m === null) {
       const word = /\S*/.exec(text.slice(pos))?.[0];
-      throw new TopocollError('ETOPOLOGY', `expected Key=Value, found '${word}'`, { ...at, hint: KEYS_HINT });
+      throw new TopocollError('ETOPOLOGY', `expected Key=Value, found '${excerpt(word ?? '')}'`, { ...at, hint: KEYS_HINT });
     }
     const keyText = m[1] as string;
     const key = keyText.toLowerCase() as Key;
     if (!KEYS.includes(key)) {
-      throw new TopocollError('ETOPOLOGY', `unknown key ${keyText}=`, {
+      throw new TopocollError('ETOPOLOGY', `unknown key ${excerpt(keyText)}=`, {
         ...at,
         hint: `${KEYS_HINT} Block and ring topologies (BlockName=, RingName=) are not supported.`,
       });
@@ -185,7 +218,7 @@ function readPairs(statement: Statement, file: string): Pair[] {
   }
 }
 
-function toSwitchDef(statement: Statement, file: string): SwitchDef {
+function toSwitchDef(statement: Statement, file: string, budget: HostlistBudget): SwitchDef {
   const pairs = readPairs(statement, file);
   const start = locate(statement, statement.text.search(/\S/), file);
   const byKey = new Map(pairs.map((p) => [p.key, p]));
@@ -194,6 +227,7 @@ function toSwitchDef(statement: Statement, file: string): SwitchDef {
     throw new TopocollError('ETOPOLOGY', 'statement has no SwitchName=', { ...start, hint: KEYS_HINT });
   }
   if (name.value === '') throw new TopocollError('ETOPOLOGY', 'SwitchName= is empty', { ...name.at, hint: 'Give the switch a name.' });
+  checkSwitchName(name.value, name.at);
   const nodes = byKey.get('nodes');
   const children = byKey.get('switches');
   if (nodes !== undefined && children !== undefined) {
@@ -203,8 +237,11 @@ function toSwitchDef(statement: Statement, file: string): SwitchDef {
     });
   }
   const def: SwitchDef = { name: name.value, line: start.line as number };
-  if (nodes !== undefined) def.nodes = { names: expandHostlist(nodes.value, nodes.at), at: nodes.at };
-  if (children !== undefined) def.children = { names: [...new Set(expandHostlist(children.value, children.at))], at: children.at };
+  for (const [key, pair] of [['nodes', nodes], ['children', children]] as const) {
+    if (pair === undefined) continue;
+    budget.take(pair.value, pair.at);
+    def[key] = { hostlist: pair.value, names: [], at: pair.at };
+  }
   return def;
 }
 
@@ -223,7 +260,9 @@ function chooseParents(defs: Map<string, SwitchDef>, warnings: string[]): Map<st
           hint: `Add a SwitchName=${child} statement or remove ${child} from Switches=.`,
         });
       }
-      parentsOf.set(child, [...(parentsOf.get(child) ?? []), def.name]);
+      const parents = parentsOf.get(child);
+      if (parents === undefined) parentsOf.set(child, [def.name]);
+      else parents.push(def.name);
     }
   }
   const chosen = new Map<string, string>();
@@ -237,30 +276,56 @@ function chooseParents(defs: Map<string, SwitchDef>, warnings: string[]): Map<st
   return chosen;
 }
 
-/** Level 0 for a leaf, 1 + the highest child level for a parent; refuses cycles. */
-function computeLevels(defs: Map<string, SwitchDef>): Map<string, number> {
+/**
+ * Level 0 for a leaf, 1 + the highest child level for a parent; refuses cycles and levels beyond
+ * MAX_SWITCH_LEVELS. Depth-first with an explicit stack: a chain of switches may be as long as
+ * the file allows.
+ */
+function computeLevels(defs: Map<string, SwitchDef>, file: string): Map<string, number> {
   const levels = new Map<string, number>();
-  const stack: string[] = [];
-  const levelOf = (name: string): number => {
-    const known = levels.get(name);
-    if (known !== undefined) return known;
-    const def = defs.get(name) as SwitchDef;
-    const loopStart = stack.indexOf(name);
-    if (loopStart >= 0) {
-      const cycle = [...stack.slice(loopStart), name];
-      const path = cycle.map((s, i) => (i < cycle.length - 1 ? `${s} (line ${defs.get(s)?.line})` : s)).join(' -> ');
-      throw new TopocollError('ETOPOLOGY', `switches form a cycle: ${path}`, {
-        ...def.children?.at,
-        hint: 'Switches= lists a switch’s children; a switch cannot be its own ancestor.',
-      });
+  const onStack = new Set<string>();
+  const childrenOf = (name: string): string[] => defs.get(name)?.children?.names ?? [];
+  for (const root of defs.keys()) {
+    if (levels.has(root)) continue;
+    const stack: { name: string; next: number }[] = [{ name: root, next: 0 }];
+    onStack.add(root);
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1] as { name: string; next: number };
+      const children = childrenOf(top.name);
+      const child = children[top.next++];
+      if (child !== undefined) {
+        if (levels.has(child)) continue;
+        if (onStack.has(child)) throw cycleError(defs, stack.map((e) => e.name), child);
+        // The switch at the bottom of the stack is at least as many levels up as the stack is deep.
+        if (stack.length === MAX_SWITCH_LEVELS) throw tooDeep(defs, stack[0]!.name, file);
+        stack.push({ name: child, next: 0 });
+        onStack.add(child);
+        continue;
+      }
+      let level = 0;
+      for (const c of children) level = Math.max(level, (levels.get(c) as number) + 1);
+      if (level >= MAX_SWITCH_LEVELS) throw tooDeep(defs, top.name, file);
+      levels.set(top.name, level);
+      onStack.delete(top.name);
+      stack.pop();
     }
-    stack.push(name);
-    const children = def.children?.names ?? [];
-    const level = children.length === 0 ? 0 : 1 + Math.max(...children.map(levelOf));
-    stack.pop();
-    levels.set(name, level);
-    return level;
-  };
-  for (const name of defs.keys()) levelOf(name);
+  }
   return levels;
+}
+
+function cycleError(defs: Map<string, SwitchDef>, stack: string[], name: string): TopocollError {
+  const cycle = [...stack.slice(stack.indexOf(name)), name];
+  const path = cycle.map((s, i) => (i < cycle.length - 1 ? `${s} (line ${defs.get(s)?.line})` : s)).join(' -> ');
+  return new TopocollError('ETOPOLOGY', `switches form a cycle: ${path}`, {
+    ...defs.get(name)?.children?.at,
+    hint: 'Switches= lists a switch’s children; a switch cannot be its own ancestor.',
+  });
+}
+
+function tooDeep(defs: Map<string, SwitchDef>, name: string, file: string): TopocollError {
+  return new TopocollError('ETOPOLOGY', `switch ${name} is more than ${MAX_SWITCH_LEVELS} levels above its nodes, the limit for one network`, {
+    file,
+    line: defs.get(name)?.line,
+    hint: 'Check the Switches= lists for a chain that should be a tree: fabrics have a handful of levels.',
+  });
 }
