@@ -1,6 +1,8 @@
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 /**
  * "Hosts" made of Linux namespaces, for jobs that should see what a cluster gives them: every
@@ -13,7 +15,8 @@ import { readdirSync } from 'node:fs';
  * - netns `<id>-h<i>`: host i — `lo` up and `eth0` (the other veth end) with 10.77.X.(i+1)/24,
  *   X random per call. Each call has its own bridge, so calls cannot reach each other.
  * - one holder process per host, `sleep infinity` in that netns after `unshare --uts --mount`,
- *   `hostname`, and tmpfs mounts on /dev/shm and /tmp. The holder keeps the UTS and mount
+ *   `hostname`, tmpfs mounts on /dev/shm and /tmp, and with `etcHosts` a bind mount of its own
+ *   /etc/hosts (the file is unlinked once mounted: the mount keeps it). The holder keeps the UTS and mount
  *   namespaces alive between jobs, so what a job leaves in /dev/shm or /tmp stays visible
  *   (through /proc/<holder>/root) until `destroy()`.
  * Every process of a host is started with `nsenter --target <holder> --mount --uts --net`.
@@ -39,6 +42,12 @@ export interface HostsOptions {
   tmpfsBytes?: number;
   /** Time allowed for setting up, ms; default 20 s. */
   setupTimeoutMs?: number;
+  /**
+   * Give every host an /etc/hosts naming all hosts, its own name as 127.0.1.1 as Debian's
+   * installer writes it (so a host name resolves, and on its own host to loopback). Default
+   * false: host names resolve nowhere, as in containers without DNS.
+   */
+  etcHosts?: boolean;
 }
 
 export interface SpawnInHostOptions {
@@ -152,6 +161,16 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
   const holders: ChildProcess[] = [];
   const spawned = new Set<ChildProcess>();
   const hosts: Host[] = [];
+  const names = Array.from({ length: n }, (_, i) => `host${i}-${hex}`);
+  const addressOf = (i: number): string => `${subnet}.${i + 1}`;
+  // Written before the holders start, bind-mounted by them, removed once they are all ready.
+  const etcDir = opts.etcHosts ? mkdtempSync(join(tmpdir(), `${id}-etc-`)) : undefined;
+  if (etcDir !== undefined) {
+    names.forEach((_, i) => {
+      const lines = ['127.0.0.1 localhost', `127.0.1.1 ${names[i]}`, ...names.flatMap((name, j) => (j === i ? [] : [`${addressOf(j)} ${name}`]))];
+      writeFileSync(join(etcDir, `hosts${i}`), `${lines.join('\n')}\n`);
+    });
+  }
 
   const cleanupSync = (): void => {
     for (const c of [...spawned, ...holders]) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
@@ -173,14 +192,15 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
       await sh('ip', ['link', 'add', `p${i}`, 'netns', sw, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
       await sh('ip', ['-n', sw, 'link', 'set', `p${i}`, 'master', 'br0', 'up']);
       await sh('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
-      await sh('ip', ['-n', ns, 'addr', 'add', `${subnet}.${i + 1}/24`, 'dev', 'eth0']);
+      await sh('ip', ['-n', ns, 'addr', 'add', `${addressOf(i)}/24`, 'dev', 'eth0']);
       await sh('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
-      const name = `host${i}-${hex}`;
-      const holder = await startHolder(ns, name, tmpfs, setupTimeoutMs);
+      const holder = await startHolder(ns, names[i]!, tmpfs, etcDir && join(etcDir, `hosts${i}`), setupTimeoutMs);
       holders.push(holder.child);
-      hosts.push({ index: i, name, address: `${subnet}.${i + 1}`, netns: ns, holderPid: holder.pid });
+      hosts.push({ index: i, name: names[i]!, address: addressOf(i), netns: ns, holderPid: holder.pid });
     }
+    if (etcDir !== undefined) rmSync(etcDir, { recursive: true });
   } catch (e) {
+    if (etcDir !== undefined) rmSync(etcDir, { recursive: true, force: true });
     cleanupSync();
     process.off('exit', cleanupSync);
     const message = (e as Error).message;
@@ -246,6 +266,7 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
           .filter((c) => c.exitCode === null && c.signalCode === null)
           .map((c) => new Promise<void>((resolve) => {
             c.once('exit', () => resolve());
+            c.ref(); // holders are unref'd: their exit must keep the loop alive until it is seen
             c.kill('SIGKILL');
           }));
         await Promise.all(exits);
@@ -259,18 +280,20 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
 }
 
 /** Starts the holder of a host's UTS and mount namespaces and waits until its mounts are in place. */
-function startHolder(ns: string, name: string, tmpfsBytes: number, timeoutMs: number): Promise<{ child: ChildProcess; pid: number }> {
+function startHolder(ns: string, name: string, tmpfsBytes: number, etcHosts: string | undefined, timeoutMs: number): Promise<{ child: ChildProcess; pid: number }> {
   // `ip netns exec`, setpriv and unshare (without --fork) all exec, so "$$" is the holder's pid
   // and also the child's pid; it is printed only once hostname and both mounts succeeded.
   const script = [
     'set -e',
     'hostname "$1"',
+    // Before /tmp is covered: the file lives in the test's /tmp.
+    ...(etcHosts !== undefined ? ['mount --bind "$2" /etc/hosts'] : []),
     `mount -t tmpfs -o size=${tmpfsBytes},mode=1777 tmpfs /dev/shm`,
     `mount -t tmpfs -o size=${tmpfsBytes},mode=1777 tmpfs /tmp`,
     'echo "ready $$"',
     'exec sleep infinity',
   ].join('\n');
-  const child = spawn('ip', ['netns', 'exec', ns, 'setpriv', '--pdeathsig', 'KILL', 'unshare', '--uts', '--mount', '--propagation', 'private', 'sh', '-c', script, 'holder', name], {
+  const child = spawn('ip', ['netns', 'exec', ns, 'setpriv', '--pdeathsig', 'KILL', 'unshare', '--uts', '--mount', '--propagation', 'private', 'sh', '-c', script, 'holder', name, etcHosts ?? ''], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return new Promise((resolve, reject) => {

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHosts, type HostRun, type Hosts } from '../helpers/hosts.js';
+import { createHosts, type HostRun, type Hosts, type HostsOptions } from '../helpers/hosts.js';
 import { jobScript, repoRoot } from '../helpers/jobs.js';
 
 /**
@@ -29,7 +29,7 @@ const LAUNCHER_VARS = /^(TOPOCOLL_|OMPI_|PMIX_|SLURM|RANK$|WORLD_SIZE$|LOCAL_RAN
  * rank j bound to CPU (rank mod CPUs) so a host's ranks sit on different cores as a launcher
  * would place them.
  */
-async function runAcrossHosts(h: Hosts, perHost: number[], script: string, args: string[] = []): Promise<{ ranks: RankResult[]; ms: number }> {
+async function runAcrossHosts(h: Hosts, perHost: number[], script: string, args: string[] = [], masterAddr = h.hosts[0]!.address): Promise<{ ranks: RankResult[]; ms: number }> {
   const size = perHost.reduce((a, b) => a + b, 0);
   const port = await h.freePort(0);
   const token = randomBytes(16).toString('hex');
@@ -40,7 +40,7 @@ async function runAcrossHosts(h: Hosts, perHost: number[], script: string, args:
   perHost.forEach((count, host) => {
     for (let j = 0; j < count; j++, rank++) {
       const r = rank;
-      const env = { ...base, RANK: String(r), WORLD_SIZE: String(size), MASTER_ADDR: h.hosts[0]!.address, MASTER_PORT: String(port), TOPOCOLL_TOKEN: token };
+      const env = { ...base, RANK: String(r), WORLD_SIZE: String(size), MASTER_ADDR: masterAddr, MASTER_PORT: String(port), TOPOCOLL_TOKEN: token };
       runs.push(
         h.run(host, process.execPath, [script, ...args], { env, cwd: repoRoot, cpus: String(r % cpus().length), timeoutMs: JOB_LIMIT_MS }).then((run) => ({ ...run, rank: r, host })),
       );
@@ -87,38 +87,43 @@ function rootLinks(): string {
   return readdirSync('/sys/class/net').sort().join(' ');
 }
 
+/**
+ * Hosts for the tests of one describe block: made before them, destroyed after them (and then
+ * no namespace of theirs may remain). `skip` is set instead when the sandbox refuses namespaces.
+ */
+function hostsForBlock(n: number, opts: HostsOptions = {}): { h?: Hosts; skip: string; linksBefore: string } {
+  const block: { h?: Hosts; skip: string; linksBefore: string } = { skip: '', linksBefore: '' };
+  beforeAll(async () => {
+    block.linksBefore = rootLinks();
+    const made = await createHosts(n, opts);
+    if ('skip' in made) {
+      block.skip = made.skip;
+      console.warn(`hosts.test.ts: skipped: ${made.skip}`);
+    } else block.h = made;
+  }, 60_000);
+  afterAll(async () => {
+    const h = block.h;
+    if (!h) return;
+    await h.destroy();
+    const left = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout;
+    expect(left).not.toContain(h.id);
+  }, 60_000);
+  return block;
+}
+
 for (const perHost of [
   [2, 2],
   [1, 1, 1],
 ]) {
   const shape = `${perHost.length} hosts × ${perHost.join('+')} ranks`;
   describe(`a job across ${shape} made of namespaces`, () => {
-    let h: Hosts | undefined;
-    let skip = '';
-    let linksBefore = '';
-
-    beforeAll(async () => {
-      linksBefore = rootLinks();
-      const made = await createHosts(perHost.length);
-      if ('skip' in made) {
-        skip = made.skip;
-        console.warn(`hosts.test.ts: skipped: ${skip}`);
-      } else h = made;
-    }, 60_000);
-
-    afterAll(async () => {
-      if (!h) return;
-      const netns = h.hosts.map((x) => x.netns);
-      await h.destroy();
-      const left = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout;
-      for (const ns of netns) expect(left).not.toContain(ns);
-      expect(left).not.toContain(`${h.id}-sw`);
-    }, 60_000);
+    const block = hostsForBlock(perHost.length);
 
     it('the hosts have their own names, addresses, /dev/shm and /tmp, and reach each other only on the bridge', async (ctx) => {
-      if (!h) return ctx.skip(skip);
+      const h = block.h;
+      if (!h) return ctx.skip(block.skip);
       // The root namespace gained no interface.
-      expect(rootLinks()).toBe(linksBefore);
+      expect(rootLinks()).toBe(block.linksBefore);
       for (const host of h.hosts) {
         const r = await h.run(host.index, 'sh', ['-c', 'hostname; ip -4 -o addr show dev eth0; ls -A /dev/shm /tmp']);
         expect(r.code, r.stderr).toBe(0);
@@ -141,7 +146,8 @@ for (const perHost of [
     });
 
     it('ranks find each other through MASTER_ADDR, each host is one node, init/bcast/allreduce/barrier/close work, nothing is left behind', async (ctx) => {
-      if (!h) return ctx.skip(skip);
+      const h = block.h;
+      if (!h) return ctx.skip(block.skip);
       const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic']);
       console.log(`hosts.test.ts: ${shape}, basic job: ${Math.round(job.ms)} ms`);
       expectJobOk(h, perHost, job);
@@ -149,7 +155,8 @@ for (const perHost of [
     }, JOB_LIMIT_MS + 30_000);
 
     it('every collective, every root, up to 1 MiB, across the hosts', async (ctx) => {
-      if (!h) return ctx.skip(skip);
+      const h = block.h;
+      if (!h) return ctx.skip(block.skip);
       const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'));
       console.log(`hosts.test.ts: ${shape}, every collective: ${Math.round(job.ms)} ms`);
       expectJobOk(h, perHost, job);
@@ -157,3 +164,20 @@ for (const perHost of [
     }, JOB_LIMIT_MS + 30_000);
   });
 }
+
+describe('MASTER_ADDR is host 0\'s name, resolved through /etc/hosts where each host\'s own name is 127.0.1.1 (as Debian writes it)', () => {
+  const perHost = [2, 2];
+  const block = hostsForBlock(perHost.length, { etcHosts: true });
+
+  it('ranks on host 0 reach the rendezvous over loopback, yet every link between hosts works', async (ctx) => {
+    const h = block.h;
+    if (!h) return ctx.skip(block.skip);
+    const seen = async (i: number) => (await h.run(i, 'getent', ['hosts', h.hosts[0]!.name])).stdout.split(/\s/)[0];
+    expect(await seen(0)).toBe('127.0.1.1');
+    expect(await seen(1)).toBe(h.hosts[0]!.address);
+    const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic'], h.hosts[0]!.name);
+    console.log(`hosts.test.ts: 2 hosts × 2+2 ranks, MASTER_ADDR by name, basic job: ${Math.round(job.ms)} ms`);
+    expectJobOk(h, perHost, job);
+    expectNothingLeft(h);
+  }, JOB_LIMIT_MS + 30_000);
+});
