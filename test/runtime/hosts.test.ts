@@ -154,6 +154,20 @@ for (const perHost of [
       expectNothingLeft(h);
     }, JOB_LIMIT_MS + 30_000);
 
+    it('launch-check.mjs (the job every launcher is checked with) passes across the hosts', async (ctx) => {
+      const h = block.h;
+      if (!h) return ctx.skip(block.skip);
+      const job = await runAcrossHosts(h, perHost, jobScript('launch-check.mjs'));
+      console.log(`hosts.test.ts: ${shape}, launch-check: ${Math.round(job.ms)} ms`);
+      const log = transcript(job.ranks);
+      for (const r of job.ranks) {
+        expect(r.signal, log).toBeNull();
+        expect(r.code, log).toBe(0);
+        expect(r.stdout.trim(), log).toBe(`rank ${r.rank} ok`);
+      }
+      expectNothingLeft(h);
+    }, JOB_LIMIT_MS + 30_000);
+
     it('every collective, every root, up to 1 MiB, across the hosts', async (ctx) => {
       const h = block.h;
       if (!h) return ctx.skip(block.skip);
