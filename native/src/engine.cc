@@ -24,6 +24,9 @@ uint32_t AbortCodeIndex(const std::string& code) {
   return 1;
 }
 
+// How long a failing rank waits, at most, for room to send its abort notice on its links.
+constexpr int kLastWordsMs = 250;
+
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 size_t ControlsBytes(size_t local_size) { return RoundUp(local_size * sizeof(RankControl), kPage); }
@@ -63,7 +66,7 @@ class Engine::Guard : public WaitGuard {
 
   void Check() override {
     if (engine_.header_ != nullptr && engine_.header_->abort_code.load(std::memory_order_acquire) != 0) {
-      engine_.tcp_.ShutdownAll();
+      engine_.CloseLinksAfterAbort(engine_.NodeAbortCode());
       engine_.ThrowAborted();
     }
     if (engine_.closing_.load(std::memory_order_acquire)) {
@@ -337,9 +340,9 @@ void Engine::Watch() {
     watcher_cv_.wait_for(lock, std::chrono::milliseconds(50));
     if (watcher_stop_) break;
     if (header_->abort_code.load(std::memory_order_acquire) != 0) {
-      // Another process failed: close our sockets so the ranks of other nodes that wait on us
-      // learn it now, not at their next call.
-      tcp_.ShutdownAll();
+      // Another process failed: pass its reason on and close our sockets, so the ranks of other
+      // nodes that wait on us learn it now, not at their next call.
+      CloseLinksAfterAbort(NodeAbortCode());
       break;
     }
     for (const LocalPeer& peer : locals_) {
@@ -356,6 +359,7 @@ void Engine::Watch() {
 }
 
 void Engine::Abort(const std::string& code, const std::string& message) {
+  uint32_t code_index = AbortCodeIndex(code);
   if (header_ != nullptr) {
     uint32_t expected = 0;
     // The first failure wins; later ones are consequences of it.
@@ -369,19 +373,31 @@ void Engine::Abort(const std::string& code, const std::string& message) {
       peer.control->doorbell.bell.fetch_add(1, std::memory_order_seq_cst);
       FutexWakeAll(peer.control->doorbell.bell);
     }
+    code_index = NodeAbortCode();
   }
+  CloseLinksAfterAbort(code_index);
+}
+
+uint32_t Engine::NodeAbortCode() const {
+  uint32_t code = header_->abort_code.load(std::memory_order_acquire);
+  while (code == 0xffffffffU) code = header_->abort_code.load(std::memory_order_acquire);  // message being written
+  return code;
+}
+
+void Engine::CloseLinksAfterAbort(uint32_t code_index) {
+  // Once: by whichever thread sees the abort first (the caller's, or the watcher).
+  if (links_shut_.exchange(true)) return;
   // Ranks of other nodes that read from us next learn the reason, then see the link close.
   MsgHeader notice{};
   notice.magic = kAbortMagic;
   notice.sender = options_.rank;
-  notice.op = static_cast<uint8_t>(AbortCodeIndex(code));
-  tcp_.TrySendAll(&notice, sizeof notice);
+  notice.op = static_cast<uint8_t>(code_index);
+  tcp_.SendLastWords(&notice, sizeof notice, kLastWordsMs);
   tcp_.ShutdownAll();
 }
 
 void Engine::ThrowAborted() const {
-  uint32_t code = header_->abort_code.load(std::memory_order_acquire);
-  while (code == 0xffffffffU) code = header_->abort_code.load(std::memory_order_acquire);  // message being written
+  const uint32_t code = NodeAbortCode();
   const char* name = code < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]) ? kAbortCodes[code] : "EPEERLOST";
   throw CollError(name, "the communicator was aborted: rank " + std::to_string(header_->abort_rank) + ": " +
                             std::string(header_->abort_message));
@@ -769,17 +785,31 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_
     if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
   }
   CheckHeader(expected, got, peer);
-  if (!into.combines()) {
-    tcp_.ReadExact(peer, into.next(), bytes, guard);
-    return;
-  }
-  constexpr size_t kStaging = 256 * 1024;  // a multiple of every element size
-  if (staging_.size() < kStaging) staging_.resize(kStaging);
-  for (size_t done = 0; done < bytes;) {
-    const size_t piece = std::min(kStaging, bytes - done);
-    tcp_.ReadExact(peer, staging_.data(), piece, guard);
-    into(staging_.data(), piece);
-    done += piece;
+  try {
+    if (!into.combines()) {
+      tcp_.ReadExact(peer, into.next(), bytes, guard);
+      return;
+    }
+    constexpr size_t kStaging = 256 * 1024;  // a multiple of every element size
+    if (staging_.size() < kStaging) staging_.resize(kStaging);
+    for (size_t done = 0; done < bytes;) {
+      const size_t piece = std::min(kStaging, bytes - done);
+      tcp_.ReadExact(peer, staging_.data(), piece, guard);
+      into(staging_.data(), piece);
+      done += piece;
+    }
+  } catch (const PeerClosed& e) {
+    // The peer stopped in the middle of this body: its abort notice, if it sent one, is what
+    // came last — report its reason rather than only the closed link.
+    MsgHeader notice{};
+    if (e.tail().size() == sizeof notice) {
+      std::memcpy(&notice, e.tail().data(), sizeof notice);
+      if (notice.magic == kAbortMagic && notice.sender == peer && notice.op > 0 && notice.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0])) {
+        const char* code = kAbortCodes[notice.op];
+        throw CollError(code, "rank " + std::to_string(peer) + " stopped the collective (" + code + " there)");
+      }
+    }
+    throw;
   }
 }
 

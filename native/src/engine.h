@@ -201,6 +201,10 @@ class Engine {
   // Removes the name of the segment this rank created, if it has not yet.
   void UnlinkCreated();
   void Abort(const std::string& code, const std::string& message);
+  // The code index of the node's abort (waits out the moment its message is being written).
+  uint32_t NodeAbortCode() const;
+  // Sends the abort notice (code index) on every TCP link and shuts them; once per engine.
+  void CloseLinksAfterAbort(uint32_t code_index);
   [[noreturn]] void ThrowAborted() const;
   void Watch();
 
@@ -281,6 +285,7 @@ class Engine {
   uint32_t seq_ = 0;
   bool closed_ = false;
   std::atomic<bool> closing_{false};
+  std::atomic<bool> links_shut_{false};
 
   std::thread watcher_;
   std::mutex watcher_mutex_;

@@ -18,6 +18,18 @@ class CollError : public std::runtime_error {
   std::string code_;
 };
 
+// A peer's end of a TCP link closed in the middle of a read. `tail` holds the last bytes that
+// arrived before the end (up to 32): a failing rank sends an abort notice just before it shuts
+// its links, and a reader in the middle of a message body reads that notice as body bytes.
+class PeerClosed : public CollError {
+ public:
+  PeerClosed(const std::string& message, std::string tail) : CollError("EPEERLOST", message), tail_(std::move(tail)) {}
+  const std::string& tail() const { return tail_; }
+
+ private:
+  std::string tail_;
+};
+
 // errno as text, for system-call failures.
 std::string ErrnoText(int err);
 

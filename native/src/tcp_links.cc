@@ -24,6 +24,8 @@ constexpr int kSliceMs = 20;
 constexpr size_t kTokenBytes = 32;
 // How long an accepted connection has to send its whole greeting.
 constexpr int kGreetingMs = 2000;
+// Bytes before an unexpected end of stream kept for the reader (PeerClosed): one MsgHeader.
+constexpr size_t kTailBytes = 32;
 // Connections greeting at once (the rest wait in the listen backlog until one is settled).
 constexpr size_t kMaxGreeting = 256;
 
@@ -242,7 +244,11 @@ void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
       n -= static_cast<size_t>(r);
       continue;
     }
-    if (r == 0) throw CollError("EPEERLOST", "rank " + std::to_string(rank) + " closed its connection (it exited or failed)");
+    if (r == 0) {
+      const size_t got = static_cast<size_t>(out - static_cast<char*>(dst));
+      const size_t keep = got < kTailBytes ? got : kTailBytes;
+      throw PeerClosed("rank " + std::to_string(rank) + " closed its connection (it exited or failed) ", std::string(out - keep, keep));
+    }
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (spins > 0) {
         --spins;
@@ -273,13 +279,32 @@ void TcpLinks::TrySend(int rank, const void* data, size_t n) {
   if (static_cast<size_t>(sent) < n) throw CollError("EPEERLOST", "rank " + std::to_string(rank) + " stopped reading its connection");
 }
 
-void TcpLinks::TrySendAll(const void* data, size_t n) {
-  for (const auto& [rank, fd] : fds_) {
-    try {
-      TrySend(rank, data, n);
-    } catch (const CollError&) {
-      // that peer is gone already
+void TcpLinks::SendLastWords(const void* data, size_t n, int budget_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(budget_ms);
+  struct Pending {
+    int fd;
+    size_t sent;
+  };
+  std::vector<Pending> pending;
+  for (const auto& [rank, fd] : fds_) pending.push_back(Pending{fd, 0});
+  std::vector<pollfd> waiting;
+  // Every link gets its turn at once; a full one is waited on beside the others, not before them.
+  while (!pending.empty()) {
+    for (size_t i = pending.size(); i-- > 0;) {
+      Pending& p = pending[i];
+      ssize_t r = ::send(p.fd, static_cast<const char*>(data) + p.sent, n - p.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (r > 0) p.sent += static_cast<size_t>(r);
+      const bool gone = r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+      if (gone || p.sent == n) {
+        pending[i] = pending.back();
+        pending.pop_back();
+      }
     }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (pending.empty() || left <= 0) return;
+    waiting.clear();
+    for (const Pending& p : pending) waiting.push_back(pollfd{p.fd, POLLOUT, 0});
+    poll(waiting.data(), waiting.size(), static_cast<int>(left));
   }
 }
 

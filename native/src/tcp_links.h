@@ -46,8 +46,9 @@ class TcpLinks {
   void ReadExact(int rank, void* dst, size_t n, WaitGuard& guard);
   // Sends a small message only if the socket takes it whole at once (never blocks).
   void TrySend(int rank, const void* data, size_t n);
-  // The same to every linked rank; failures are ignored (the links are about to close).
-  void TrySendAll(const void* data, size_t n);
+  // Sends a failing rank's notice on every link, waiting for room (a peer still reading the
+  // stream drains it) for at most budget_ms in all; failures are ignored: the links close next.
+  void SendLastWords(const void* data, size_t n, int budget_ms);
 
   // Shuts every connection down so that peers blocked on them see the failure at once.
   void ShutdownAll();
