@@ -40,10 +40,11 @@ interface RankInfo {
   /** The CPUs the process may run on, as an index list ("0-3,8"). */
   cpus: string;
   /**
-   * The IPv4 address other ranks reach this one at: the local address of its connection to the
-   * rendezvous (the interface that routes to rank 0's machine). Its data port listens there only.
+   * The IPv4 address of this rank's end of its rendezvous connection (the interface that routes
+   * to the rendezvous), and the address it reached the rendezvous at; see linkAddress.
    */
   address: string;
+  rendezvousAddress: string;
   slurmPath?: NodeNetworkPath;
 }
 
@@ -68,6 +69,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     locality,
     cpus: formatIndexList(here.cpus),
     address: rdv?.client.localAddress ?? '127.0.0.1',
+    rendezvousAddress: rdv?.client.remoteAddress ?? '127.0.0.1',
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
   };
 
@@ -278,11 +280,23 @@ async function openLinks(
     }
   }
   if (nodes.length < 2) return undefined;
-  // Emulated nodes (every rank on one machine) talk over loopback.
-  const oneHost = infos.every((i) => i.host === infos[0]!.host);
-  const port = engine.listenTcp(oneHost ? '127.0.0.1' : infos[job.rank]!.address);
+  const port = engine.listenTcp(linkAddress(infos, job.rank));
   const ports = (await allgather(client, 'init/tcp', job.rank, job.size, String(port), timeoutMs)).map(Number);
-  const addresses = infos.map((info, rank) => ({ rank, host: oneHost ? '127.0.0.1' : info.address, port: ports[rank]! }));
+  const addresses = infos.map((_, rank) => ({ rank, host: linkAddress(infos, rank), port: ports[rank]! }));
   return { token, addresses, timeoutMs };
+}
+
+/**
+ * The address rank `rank` listens on for TCP links and the others connect to: on one machine
+ * (emulated nodes) loopback; else the address it reaches the rendezvous from. A rank that
+ * reaches it over loopback runs on the rendezvous's machine (MASTER_ADDR given as a name that
+ * resolves to 127.0.1.1 there, as Debian's /etc/hosts does): it uses the address the ranks of
+ * other machines reached the rendezvous at.
+ */
+function linkAddress(infos: RankInfo[], rank: number): string {
+  if (infos.every((i) => i.host === infos[0]!.host)) return '127.0.0.1';
+  const own = infos[rank]!.address;
+  if (!own.startsWith('127.')) return own;
+  return infos.find((i) => !i.address.startsWith('127.'))?.rendezvousAddress ?? own;
 }
 

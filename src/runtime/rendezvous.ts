@@ -608,9 +608,12 @@ export class RendezvousClient {
 
   /** The IPv4 address of this end of the connection (the interface that reaches the server). */
   get localAddress(): string {
-    const a = this.socket.localAddress ?? '127.0.0.1';
-    const v4 = a.startsWith('::ffff:') ? a.slice(7) : a;
-    return net.isIPv4(v4) ? v4 : '127.0.0.1';
+    return ipv4(this.socket.localAddress);
+  }
+
+  /** The IPv4 address this client reached the server at. */
+  get remoteAddress(): string {
+    return ipv4(this.socket.remoteAddress);
   }
 
   /** Stores `value` under `key` (once: a different value for an existing key is EINVAL). */
@@ -832,6 +835,13 @@ export class RendezvousClient {
       p.reject(error(p));
     }
   }
+}
+
+/** A socket address as dotted IPv4 (IPv4-mapped IPv6 unwrapped); loopback for anything else. */
+function ipv4(address: string | undefined): string {
+  const a = address ?? '127.0.0.1';
+  const v4 = a.startsWith('::ffff:') ? a.slice(7) : a;
+  return net.isIPv4(v4) ? v4 : '127.0.0.1';
 }
 
 /** One TCP connection attempt, bounded by `timeoutMs`; rejects with the socket error. */
