@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import { TopocollError, type ErrorLocation } from '../errors.js';
 import { configSchema, type TopocollConfig, type TopocollConfigInput } from './schema.js';
 import { readTextFile } from '../util/read-text-file.js';
+import { positionAt } from '../util/position.js';
 
 /**
  * Loading and validating configuration. YAML errors and schema errors both become `ECONFIG`
@@ -91,17 +92,6 @@ function checkYamlShape(text: string, file: string): number | undefined {
     for (const item of token.items) stack.push([item.key ?? undefined, depth + 1], [item.value, depth + 1]);
   }
   return firstAlias;
-}
-
-/** 1-based line and column of a character, counted only up to it. */
-function positionAt(text: string, offset: number): { line: number; column: number } {
-  let line = 1;
-  let lineStart = 0;
-  for (let i = text.indexOf('\n'); i >= 0 && i < offset; i = text.indexOf('\n', i + 1)) {
-    line++;
-    lineStart = i + 1;
-  }
-  return { line, column: offset - lineStart + 1 };
 }
 
 export function parseConfig(text: string, file: string): TopocollConfig {

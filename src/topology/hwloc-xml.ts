@@ -3,6 +3,7 @@ import { TopocollError, type ErrorLocation } from '../errors.js';
 import { parseHwlocCpuset } from './index-list.js';
 import type { MachineTopology, ObjectKind, TopologyObject } from './types.js';
 import { readTextFile } from '../util/read-text-file.js';
+import { positionAt } from '../util/position.js';
 
 /**
  * Reads hwloc's XML export (`lstopo --of xml`, format versions 2.x and 3.x) into the topology
@@ -46,6 +47,26 @@ const INSTRUCTION_CACHE = '2';
 
 const REEXPORT_HINT = 'Re-export it with hwloc 2 or later: lstopo-no-graphics --of xml --no-io > machine.xml.';
 
+/**
+ * Limits that keep fast-xml-parser within bounded time and memory (it costs about 1 KB and
+ * several µs per element or attribute, and ~40 bytes of memory per byte of one large text or
+ * attribute). hwloc's largest exports stay far below them: a live export has about 8 elements
+ * and 25 attributes per PU with I/O objects left out, Linux runs at most 8192 CPUs (NR_CPUS), and
+ * a cpuset of 2^20 bits, the most any index list here may have, is 360 KB of text.
+ */
+export const XML_LIMITS = {
+  /** Nesting of elements: hwloc's trees are about 15 deep; the parser and the reader recurse per level. */
+  depth: 128,
+  /** Elements in the document. */
+  elements: 1 << 17,
+  /** Attributes in the document. */
+  attributes: 1 << 19,
+  /** Attributes of one element (hwloc objects have at most about 16). */
+  attributesPerElement: 64,
+  /** Characters of one tag, or of one run of text or CDATA between tags. */
+  markupChars: 1 << 20,
+} as const;
+
 const PARSER = new XMLParser({
   ignoreAttributes: false,
   attributeNamePrefix: '@_',
@@ -55,6 +76,9 @@ const PARSER = new XMLParser({
   ignoreDeclaration: true,
   ignorePiTags: true,
   captureMetaData: true,
+  // hwloc writes no entity declarations, and none of the attributes read here holds a reference.
+  processEntities: false,
+  maxNestedTags: XML_LIMITS.depth + 1,
 });
 
 const META = XMLParser.getMetaDataSymbol() as unknown as symbol;
@@ -64,12 +88,19 @@ type XmlElement = Record<string, unknown>;
 
 /** Parses the text of an hwloc XML file; `file` is used in `source` and in error messages. */
 export function parseHwlocXml(xmlText: string, file: string): MachineTopology {
-  const validation = XMLValidator.validate(xmlText);
-  if (validation !== true) {
-    const { msg, line, col } = validation.err;
-    throw new TopocollError('ETOPOLOGY', `malformed XML: ${msg}`, { file, line, column: col });
+  checkXmlShape(xmlText, file);
+  let doc: Record<string, unknown>;
+  try {
+    const validation = XMLValidator.validate(xmlText);
+    if (validation !== true) {
+      const { msg, line, col } = validation.err;
+      throw new TopocollError('ETOPOLOGY', `malformed XML: ${msg}`, { file, line, column: col });
+    }
+    doc = PARSER.parse(xmlText) as Record<string, unknown>;
+  } catch (cause) {
+    if (cause instanceof TopocollError) throw cause;
+    throw new TopocollError('ETOPOLOGY', `malformed XML: ${(cause as Error).message}`, { file, cause });
   }
-  const doc = PARSER.parse(xmlText) as Record<string, unknown>;
   const reader = new HwlocReader(xmlText, file);
   const rootName = Object.keys(doc)[0] ?? '';
   const root = doc[rootName];
@@ -87,6 +118,90 @@ export function parseHwlocXml(xmlText: string, file: string): MachineTopology {
   }
   reader.visit(top[0]);
   return reader.result();
+}
+
+/**
+ * Refuses, before the XML parser sees them, documents beyond XML_LIMITS and DTD internal subsets
+ * (`<!DOCTYPE t [ <!ENTITY …> ]>`, the vehicle of entity expansion bombs and external entities;
+ * hwloc writes only `<!DOCTYPE topology SYSTEM "hwloc2.dtd">`). One linear scan over the markup;
+ * anything malformed is left to the validator.
+ */
+function checkXmlShape(text: string, file: string): void {
+  const fail = (offset: number, detail: string): never => {
+    throw new TopocollError('ETOPOLOGY', detail, { file, ...positionAt(text, offset), hint: XML_HINT });
+  };
+  const limits = XML_LIMITS;
+  let depth = 0;
+  let elements = 0;
+  let attributes = 0;
+  // `after` is where the text following the previous markup starts.
+  for (let after = 0, i = text.indexOf('<'); i >= 0; after = i + 1, i = text.indexOf('<', i + 1)) {
+    if (i - after > limits.markupChars) fail(after, `a text of more than ${limits.markupChars} characters, the limit for an hwloc XML file`);
+    const skipped = SKIPPED_MARKUP.find(([open]) => text.startsWith(open, i));
+    if (skipped !== undefined) {
+      const [open, close, isText] = skipped;
+      const end = text.indexOf(close, i + open.length);
+      if (end < 0) return;
+      if (isText && end - i > limits.markupChars) fail(i, `a CDATA section of more than ${limits.markupChars} characters, the limit for an hwloc XML file`);
+      i = end + close.length - 1;
+      continue;
+    }
+    const tag = scanTag(text, i);
+    if (tag.end < 0) return;
+    if (tag.end - i > limits.markupChars) fail(i, `a tag of more than ${limits.markupChars} characters, the limit for an hwloc XML file`);
+    const second = text.charCodeAt(i + 1);
+    if (second === 0x21 /* <! */) {
+      if (text.charCodeAt(tag.end) === 0x5b /* [ */) {
+        fail(i, 'the document type declaration has an internal subset (entity or element declarations), which hwloc XML never has');
+      }
+    } else if (second === 0x2f /* </ */) {
+      depth--;
+    } else {
+      if (++elements > limits.elements) fail(i, `the document has more than ${limits.elements} elements, the limit for an hwloc XML file`);
+      if (tag.attributes > limits.attributesPerElement) {
+        fail(i, `an element has more than ${limits.attributesPerElement} attributes, the limit for an hwloc XML file`);
+      }
+      attributes += tag.attributes;
+      if (attributes > limits.attributes) fail(i, `the document has more than ${limits.attributes} attributes, the limit for an hwloc XML file`);
+      if (text.charCodeAt(tag.end - 1) !== 0x2f /* /> */ && ++depth > limits.depth) {
+        fail(i, `elements nest more than ${limits.depth} deep, the limit for an hwloc XML file`);
+      }
+    }
+    i = tag.end;
+  }
+}
+
+/** Markup the scan steps over: comments and processing instructions, and CDATA, which is text. */
+const SKIPPED_MARKUP: readonly (readonly [open: string, close: string, isText: boolean])[] = [
+  ['<!--', '-->', false],
+  ['<![CDATA[', ']]>', true],
+  ['<?', '?>', false],
+];
+
+const XML_HINT = 'Check that this is an hwloc export: lstopo-no-graphics --of xml --no-io > machine.xml.';
+
+/**
+ * The tag starting at `start`: the index of the `>` that ends it (or of a `[` opening a DTD
+ * internal subset; -1 when there is none), skipping quoted values, and its number of `=`
+ * outside quotes, which is its number of attributes in a well-formed document.
+ */
+function scanTag(text: string, start: number): { end: number; attributes: number } {
+  const declaration = text.charCodeAt(start + 1) === 0x21;
+  let quote = 0;
+  let attributes = 0;
+  for (let i = start + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (quote !== 0) {
+      if (c === quote) quote = 0;
+    } else if (c === 0x22 || c === 0x27) {
+      quote = c;
+    } else if (c === 0x3d) {
+      attributes++;
+    } else if (c === 0x3e || (c === 0x5b && declaration)) {
+      return { end: i, attributes };
+    }
+  }
+  return { end: -1, attributes };
 }
 
 /** Reads an hwloc XML file; a file that cannot be read is an ETOPOLOGY error naming it. */
