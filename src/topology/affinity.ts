@@ -1,6 +1,7 @@
 import { TopocollError, type ErrorLocation } from '../errors.js';
 import { parseIndexList } from './index-list.js';
 import { readTextFile } from '../util/read-text-file.js';
+import { lines } from '../util/lines.js';
 
 /**
  * The PUs this process may run on. Node.js has no `sched_getaffinity` binding
@@ -14,11 +15,9 @@ const FIELD = 'Cpus_allowed_list:';
 
 /** Extracts the `Cpus_allowed_list:` set from the text of a `/proc/<pid>/status` file. */
 export function parseAffinityFromStatus(statusText: string, where: ErrorLocation = {}): number[] {
-  const lines = statusText.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!;
+  for (const [line, number] of lines(statusText, where.file)) {
     if (!line.startsWith(FIELD)) continue;
-    const at = { ...where, line: i + 1 };
+    const at = { ...where, line: number };
     const cpus = parseIndexList(line.slice(FIELD.length).trim(), at);
     if (cpus.length === 0) throw new TopocollError('ETOPOLOGY', 'Cpus_allowed_list is empty', at);
     return cpus;

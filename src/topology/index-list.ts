@@ -1,4 +1,5 @@
 import { TopocollError, type ErrorLocation } from '../errors.js';
+import { quote } from '../util/quote.js';
 
 /**
  * The two textual forms of index sets that topology sources use: hwloc's list syntax
@@ -13,6 +14,13 @@ import { TopocollError, type ErrorLocation } from '../errors.js';
  * message instead of exhausting memory while the range is expanded.
  */
 const MAX_INDEX = (1 << 20) - 1;
+/**
+ * Elements one list may expand to, repeats included. A set has at most MAX_INDEX + 1 distinct
+ * members, and the writers of these lists (the kernel, hwloc, PMIx) never repeat an index, so a
+ * longer list is malformed; stopping there bounds the work and memory of a 50 MB cpuset to what
+ * a real 2^20-PU one needs.
+ */
+const MAX_ELEMENTS = MAX_INDEX + 1;
 
 const CHAR_0 = 0x30;
 const CHAR_9 = 0x39;
@@ -53,6 +61,7 @@ export function scanIndexList(text: string, start: number, end: number): number[
       if (lo > hi) return `the range "${lo}-${hi}" starts above its end`;
     }
     if (lo <= last) ascending = false;
+    if (out.length + (hi - lo + 1) > MAX_ELEMENTS) return `it lists more than ${MAX_ELEMENTS} indices (repeats included), the limit for one set`;
     for (let v = lo; v <= hi; v++) out.push(v);
     if (hi > last) last = hi;
     if (i === end) break;
@@ -82,7 +91,7 @@ function decimal(text: string, i: number, j: number): number {
 }
 
 function tooLarge(text: string, i: number, j: number): string {
-  return `index ${text.slice(i, j)} is larger than the supported maximum ${MAX_INDEX}`;
+  return `index ${j - i > 20 ? `of ${j - i} digits` : text.slice(i, j)} is larger than the supported maximum ${MAX_INDEX}`;
 }
 
 function describeBadElement(text: string, i: number, end: number): string {
@@ -107,7 +116,7 @@ function sortUnique(values: number[]): number[] {
 export function parseIndexList(text: string, where: ErrorLocation = {}): number[] {
   const result = scanIndexList(text, 0, text.length);
   if (typeof result === 'string') {
-    throw new TopocollError('ETOPOLOGY', `invalid index list "${text}": ${result}`, where);
+    throw new TopocollError('ETOPOLOGY', `invalid index list ${quote(text)}: ${result}`, where);
   }
   return result;
 }
@@ -147,27 +156,30 @@ const WORD_BITS = 32;
  */
 export function parseHwlocCpuset(hex: string, where: ErrorLocation = {}): number[] {
   const fail = (why: string): never => {
-    throw new TopocollError('ETOPOLOGY', `invalid cpuset "${hex}": ${why}`, where);
+    throw new TopocollError('ETOPOLOGY', `invalid cpuset ${quote(hex)}: ${why}`, where);
   };
   if (hex === '') fail('it is empty');
   if (hex.startsWith('0xf...f')) fail('it is an infinite set');
+  let words = 1;
+  for (let i = hex.indexOf(','); i >= 0; i = hex.indexOf(',', i + 1)) {
+    if (++words * WORD_BITS > MAX_INDEX + 1) fail(`it has more than ${MAX_INDEX + 1} bits`);
+  }
   const fields = hex.split(',');
-  const words = new Array<number>(fields.length);
+  const values = new Array<number>(fields.length);
   for (let f = 0; f < fields.length; f++) {
     const field = fields[f]!;
     if (field === '') {
       if (f === 0 || f === fields.length - 1) fail('its first or last word is empty');
-      words[f] = 0;
+      values[f] = 0;
       continue;
     }
     const digits = field.startsWith('0x') || field.startsWith('0X') ? field.slice(2) : field;
-    if (!/^[0-9a-fA-F]{1,8}$/.test(digits)) fail(`"${field}" is not a 32-bit hex word`);
-    words[f] = Number.parseInt(digits, 16);
+    if (!/^[0-9a-fA-F]{1,8}$/.test(digits)) fail(`${quote(field)} is not a 32-bit hex word`);
+    values[f] = Number.parseInt(digits, 16);
   }
-  if (fields.length * WORD_BITS > MAX_INDEX + 1) fail(`it has more than ${MAX_INDEX + 1} bits`);
   const out: number[] = [];
   for (let f = fields.length - 1; f >= 0; f--) {
-    const word = words[f]!;
+    const word = values[f]!;
     if (word === 0) continue;
     const base = (fields.length - 1 - f) * WORD_BITS;
     for (let bit = 0; bit < WORD_BITS; bit++) {

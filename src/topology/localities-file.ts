@@ -2,6 +2,9 @@ import { TopocollError } from '../errors.js';
 import type { RankPlacement } from '../groups/plan.js';
 import { parseLocality } from './locality-string.js';
 import { readTextFile } from '../util/read-text-file.js';
+import { lines } from '../util/lines.js';
+import { excerpt } from '../util/quote.js';
+import { MAX_HOST_NAME_LENGTH } from './network/hostlist.js';
 
 /**
  * The localities file: where every rank of a job runs, one line per rank,
@@ -19,24 +22,28 @@ export function parseLocalitiesFile(text: string, file: string): RankPlacement[]
   const placements: RankPlacement[] = [];
   const lineOfRank = new Map<number, number>();
   const checked = new Set<string>();
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = i + 1;
-    const content = lines[i]!.replace(/#.*/, '').trim();
+  // Ranks are bounded by the lines a file may have (MAX_INPUT_LINES), which lines() enforces.
+  for (const [raw, line] of lines(text, file)) {
+    const hash = raw.indexOf('#');
+    const content = (hash >= 0 ? raw.slice(0, hash) : raw).trim();
     if (content === '') continue;
-    const fields = content.split(/\s+/);
+    const fields = content.split(/\s+/, 4);
     if (fields.length !== 3) {
-      throw new TopocollError('ETOPOLOGY', `expected "<rank> <node> <locality>", found ${fields.length} field(s)`, {
+      const found = fields.length > 3 ? 'more than 3 fields' : `${fields.length} field(s)`;
+      throw new TopocollError('ETOPOLOGY', `expected "<rank> <node> <locality>", found ${found}`, {
         file,
         line,
         hint: 'Write one rank per line, e.g. "0 node01 SK0:L30:L20:L10:CR0:HT0:NM0" ("-" when the locality is unknown).',
       });
     }
     const [rankText, node, locality] = fields as [string, string, string];
-    if (!/^(0|[1-9][0-9]*)$/.test(rankText)) {
-      throw new TopocollError('ETOPOLOGY', `"${rankText}" is not a rank number`, { file, line });
+    if (!/^(0|[1-9][0-9]{0,8})$/.test(rankText)) {
+      throw new TopocollError('ETOPOLOGY', `"${excerpt(rankText)}" is not a rank number`, { file, line });
     }
     const rank = Number(rankText);
+    if (node.length > MAX_HOST_NAME_LENGTH) {
+      throw new TopocollError('ETOPOLOGY', `node name "${excerpt(node)}" is longer than ${MAX_HOST_NAME_LENGTH} characters`, { file, line, rank });
+    }
     const first = lineOfRank.get(rank);
     if (first !== undefined) {
       throw new TopocollError('ETOPOLOGY', `rank ${rank} appears twice (first on line ${first})`, { file, line, rank });

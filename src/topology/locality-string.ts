@@ -1,5 +1,6 @@
 import { TopocollError, type ErrorLocation } from '../errors.js';
 import { formatIndexList, scanIndexList } from './index-list.js';
+import { quote } from '../util/quote.js';
 import type { Locality, LocalityCode, LocalityToken } from './types.js';
 
 /**
@@ -42,7 +43,7 @@ export function parseLocality(text: string, where: ErrorLocation = {}): Locality
 }
 
 function badToken(text: string, start: number, end: number, why: string, where: ErrorLocation): never {
-  throw new TopocollError('ETOPOLOGY', `locality string "${text}": token "${text.slice(start, end)}" ${why}`, where);
+  throw new TopocollError('ETOPOLOGY', `locality string ${quote(text)}: token ${quote(text.slice(start, end))} ${why}`, where);
 }
 
 /**
