@@ -80,7 +80,7 @@ interface RawEngine {
   createSegment(name: string): void;
   openSegment(name: string): void;
   allMappedAndUnlink(waitMs: number): boolean;
-  connectTcp(token: string, peers: TcpPeerAddress[], timeoutMs: number): void;
+  connectTcp(token: string, peers: TcpPeerAddress[], waitMs: number): { missing: Int32Array; lastError: string };
   start(): void;
   setPlan(id: number, steps: Int32Array): void;
   setShmGroup(id: number, ranks: readonly number[]): void;
@@ -187,10 +187,14 @@ export class NativeEngine {
     }
   }
 
-  /** Connects to lower-ranked peers and accepts higher-ranked ones; each hello carries the token. */
-  connectTcp(token: string, peers: TcpPeerAddress[], timeoutMs: number): void {
+  /**
+   * Connects to lower-ranked peers and accepts higher-ranked ones (each hello carries the token),
+   * waiting at most `waitMs`. Returns the ranks not linked yet — call again for them — and why
+   * the last connect failed. Links made and connections still greeting are kept between calls.
+   */
+  connectTcp(token: string, peers: TcpPeerAddress[], waitMs: number): { missing: Int32Array; lastError: string } {
     try {
-      this.raw.connectTcp(token, peers, timeoutMs);
+      return this.raw.connectTcp(token, peers, waitMs);
     } catch (e) {
       rethrow(e, this.rank);
     }

@@ -179,7 +179,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return Napi::Boolean::New(info.Env(), all);
   }
 
-  void ConnectTcp(const Napi::CallbackInfo& info) {
+  // Returns the ranks not linked yet (empty: done), and the last connect error in `lastError`.
+  Napi::Value ConnectTcp(const Napi::CallbackInfo& info) {
     std::string token = info[0].As<Napi::String>();
     auto list = info[1].As<Napi::Array>();
     std::vector<TcpPeer> peers;
@@ -188,8 +189,13 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       peers.push_back({p.Get("rank").As<Napi::Number>().Int32Value(), p.Get("host").As<Napi::String>(),
                        p.Get("port").As<Napi::Number>().Int32Value()});
     }
-    const int timeout = info[2].As<Napi::Number>().Int32Value();
-    Guarded(info.Env(), [&] { engine_->ConnectTcp(token, peers, timeout); });
+    const int wait = info[2].As<Napi::Number>().Int32Value();
+    std::vector<int> missing;
+    Guarded(info.Env(), [&] { missing = engine_->ConnectTcp(token, peers, wait); });
+    Napi::Object out = Napi::Object::New(info.Env());
+    out.Set("missing", ToInt32Array(info.Env(), std::vector<int32_t>(missing.begin(), missing.end())));
+    out.Set("lastError", Napi::String::New(info.Env(), engine_->last_connect_error()));
+    return out;
   }
 
   void Start(const Napi::CallbackInfo&) { engine_->Start(); }

@@ -324,9 +324,9 @@ void Engine::UnlinkCreated() {
   created_name_.clear();
 }
 
-void Engine::ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms) {
+std::vector<int> Engine::ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms) {
   Guard guard(*this, MsgHeader{}, /*watchdog=*/false);
-  tcp_.Establish(options_.rank, token, peers, timeout_ms, guard);
+  return tcp_.Establish(options_.rank, token, peers, wait_ms, guard);
 }
 
 void Engine::Start() {

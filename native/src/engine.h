@@ -167,7 +167,9 @@ class Engine {
   // Leader: waits at most wait_ms for every local rank to map the segment; once they all have,
   // unlinks its name and returns true. (A short wait per call lets the caller watch for aborts.)
   bool AllMappedAndUnlink(int wait_ms);
-  void ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms);
+  // Links to peers (TcpLinks::Establish): waits at most wait_ms, returns the ranks not linked yet.
+  std::vector<int> ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms);
+  const std::string& last_connect_error() const { return tcp_.last_connect_error(); }
   // Starts the watcher that notices dead local peers and aborts.
   void Start();
 

@@ -21,7 +21,7 @@ namespace topocoll {
 namespace {
 
 constexpr int kSliceMs = 20;
-constexpr size_t kTokenBytes = 32;
+constexpr size_t kTokenBytes = TcpLinks::kTokenBytes;
 // How long an accepted connection has to send its whole greeting.
 constexpr int kGreetingMs = 2000;
 // Bytes before an unexpected end of stream kept for the reader (PeerClosed): one MsgHeader.
@@ -40,14 +40,8 @@ void Tune(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
-// The hello a connecting rank sends: the token (padded) and its rank.
-struct Hello {
-  char token[kTokenBytes];
-  int32_t rank;
-};
-
-Hello MakeHello(const std::string& token, int rank) {
-  Hello h{};
+TcpLinks::Hello MakeHello(const std::string& token, int rank) {
+  TcpLinks::Hello h{};
   std::memcpy(h.token, token.data(), token.size() < kTokenBytes ? token.size() : kTokenBytes);
   h.rank = rank;
   return h;
@@ -75,18 +69,15 @@ int TcpLinks::Listen(const std::string& address) {
   return ntohs(addr.sin_port);
 }
 
-void TcpLinks::Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms,
-                         WaitGuard& guard) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+std::vector<int> TcpLinks::Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms,
+                                    WaitGuard& guard) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   auto expired = [&] { return std::chrono::steady_clock::now() > deadline; };
   const Hello mine = MakeHello(token, my_rank);
-  size_t expected_accepts = 0;
+  std::vector<int> missing;
+  // Connect to the lower ranks (they listen before anyone connects; a refused connect is retried).
   for (const TcpPeer& p : peers) {
-    if (p.rank > my_rank) {
-      ++expected_accepts;
-      continue;
-    }
-    // Connect (blocking connect with retries: the peer listens before anyone connects).
+    if (p.rank > my_rank || fds_.count(p.rank) != 0) continue;
     addrinfo hints{};
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
@@ -98,18 +89,18 @@ void TcpLinks::Establish(int my_rank, const std::string& token, const std::vecto
     for (;;) {
       fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) break;
-      int err = errno;
+      last_connect_error_ = "cannot connect to rank " + std::to_string(p.rank) + " at " + p.host + ":" + std::to_string(p.port) + ": " + ErrnoText(errno);
       close(fd);
       fd = -1;
-      if (expired()) {
-        freeaddrinfo(res);
-        throw CollError("ETIMEDOUT", "cannot connect to rank " + std::to_string(p.rank) + " at " + p.host + ":" +
-                                         std::to_string(p.port) + ": " + ErrnoText(err));
-      }
+      if (expired()) break;
       guard.Check();
       usleep(10000);
     }
     freeaddrinfo(res);
+    if (fd < 0) {
+      missing.push_back(p.rank);
+      continue;
+    }
     Tune(fd);
     if (::send(fd, &mine, sizeof mine, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof mine)) {
       close(fd);
@@ -119,33 +110,22 @@ void TcpLinks::Establish(int my_rank, const std::string& token, const std::vecto
     fds_[p.rank] = fd;
   }
   // Accept the higher ranks, every connection at once: each must greet with the token and a
-  // rank expected here within kGreetingMs, or it is closed without effect.
-  struct Greeting {
-    int fd;
-    std::chrono::steady_clock::time_point deadline;
-    Hello hello;
-    size_t got;
+  // rank expected here within kGreetingMs, or it is closed without effect. Connections still
+  // greeting when the wait ends are kept for the next call.
+  auto expected_accepts = [&] {
+    size_t n = 0;
+    for (const TcpPeer& p : peers) n += p.rank > my_rank && fds_.count(p.rank) == 0 ? 1 : 0;
+    return n;
   };
-  std::vector<Greeting> greeting;
-  struct CloseOnExit {
-    std::vector<Greeting>& list;
-    ~CloseOnExit() {
-      for (const Greeting& g : list) close(g.fd);
-    }
-  } close_on_exit{greeting};
   std::vector<pollfd> fds;
-  while (expected_accepts > 0) {
-    if (expired()) {
-      throw CollError("ETIMEDOUT", "waited " + std::to_string(timeout_ms) + " ms for " + std::to_string(expected_accepts) +
-                                       " higher rank(s) to connect");
-    }
+  while (expected_accepts() > 0 && !expired()) {
     fds.assign(1, pollfd{listen_fd_, POLLIN, 0});
-    for (const Greeting& g : greeting) fds.push_back(pollfd{g.fd, POLLIN, 0});
+    for (const Greeting& g : greeting_) fds.push_back(pollfd{g.fd, POLLIN, 0});
     if (poll(fds.data(), fds.size(), kSliceMs) <= 0) guard.Check();
     const auto now = std::chrono::steady_clock::now();
     // Read what the greeting connections sent; settle those that are complete, wrong or late.
-    for (size_t i = greeting.size(); i-- > 0;) {
-      Greeting& g = greeting[i];
+    for (size_t i = greeting_.size(); i-- > 0;) {
+      Greeting& g = greeting_[i];
       bool drop = now > g.deadline;
       if (!drop && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         ssize_t r = recv(g.fd, reinterpret_cast<char*>(&g.hello) + g.got, sizeof g.hello - g.got, MSG_DONTWAIT);
@@ -162,22 +142,25 @@ void TcpLinks::Establish(int my_rank, const std::string& token, const std::vecto
       if (accepted) {
         Tune(g.fd);
         fds_[g.hello.rank] = g.fd;
-        --expected_accepts;
       } else if (drop) {
         close(g.fd);
       }
       if (accepted || drop) {
-        greeting[i] = greeting.back();
-        greeting.pop_back();
+        greeting_[i] = greeting_.back();
+        greeting_.pop_back();
       }
     }
     // New connections; beyond kMaxGreeting at once the oldest keep their turn.
-    while ((fds[0].revents & POLLIN) != 0 && greeting.size() < kMaxGreeting) {
+    while ((fds[0].revents & POLLIN) != 0 && greeting_.size() < kMaxGreeting) {
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) break;
-      greeting.push_back(Greeting{fd, now + std::chrono::milliseconds(kGreetingMs), Hello{}, 0});
+      greeting_.push_back(Greeting{fd, now + std::chrono::milliseconds(kGreetingMs), Hello{}, 0});
     }
   }
+  for (const TcpPeer& p : peers) {
+    if (p.rank > my_rank && fds_.count(p.rank) == 0) missing.push_back(p.rank);
+  }
+  return missing;
 }
 
 int TcpLinks::FdOf(int rank) const {
@@ -315,6 +298,8 @@ void TcpLinks::ShutdownAll() {
 void TcpLinks::CloseAll() {
   for (auto& [rank, fd] : fds_) close(fd);
   fds_.clear();
+  for (const Greeting& g : greeting_) close(g.fd);
+  greeting_.clear();
   if (listen_fd_ >= 0) close(listen_fd_);
   listen_fd_ = -1;
 }

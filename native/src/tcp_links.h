@@ -6,6 +6,7 @@
 // goes through poll() in short slices, so aborts and dead peers are noticed while waiting.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -32,9 +33,20 @@ class TcpLinks {
   // Opens the listening socket on an ephemeral port of `address` (dotted IPv4); returns the port.
   int Listen(const std::string& address);
 
-  // Connects to every peer with a lower rank and accepts every peer with a higher one.
-  void Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int timeout_ms,
-                 WaitGuard& guard);
+  // Connects to every peer with a lower rank and accepts every peer with a higher one, waiting
+  // at most wait_ms; returns the peers not linked yet (empty: done). Call again for the rest:
+  // links made and connections still greeting are kept between calls.
+  std::vector<int> Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms,
+                             WaitGuard& guard);
+  // Why the last connect to a lower rank failed (for the caller's timeout message).
+  const std::string& last_connect_error() const { return last_connect_error_; }
+
+  static constexpr size_t kTokenBytes = 32;
+  // The hello a connecting rank sends: the token (padded) and its rank.
+  struct Hello {
+    char token[kTokenBytes];
+    int32_t rank;
+  };
 
   bool Connected(int rank) const { return fds_.count(rank) != 0; }
 
@@ -58,6 +70,15 @@ class TcpLinks {
   int FdOf(int rank) const;
   void WaitFd(int fd, short events, int rank, WaitGuard& guard);
 
+  // An accepted connection that has not greeted yet.
+  struct Greeting {
+    int fd;
+    std::chrono::steady_clock::time_point deadline;
+    Hello hello;
+    size_t got;
+  };
+  std::vector<Greeting> greeting_;
+  std::string last_connect_error_;
   int listen_fd_ = -1;
   uint32_t spin_reads_ = 0;
   std::unordered_map<int, int> fds_;

@@ -99,7 +99,10 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     const planner = new JobPlanner(job.rank, placements, net, engine, tcp);
     const plans = planner.build(config);
     warnIfUnbound(plans.plan, job.rank, locality);
-    planner.connect([plans.plan, plans.orderedPlan]);
+    await planner.connectWatching([plans.plan, plans.orderedPlan], async () => {
+      await new Promise((r) => setImmediate(r));
+      rdv?.client.throwIfAborted();
+    });
     const shmGroups = planner.registerShm(plans.plan);
     engine.start();
     if (rdv) {
@@ -269,11 +272,11 @@ async function openLinks(
       // mapping) ends this wait as soon as the rendezvous reports it.
       const deadline = Date.now() + timeoutMs;
       while (!engine.allMappedAndUnlink(5)) {
-        client.throwIfAborted();
         if (Date.now() > deadline) {
           throw new TopocollError('ETIMEDOUT', `not every rank of node ${node} mapped the shared segment within ${timeoutMs} ms`, { rank: job.rank, node });
         }
         await new Promise((r) => setImmediate(r));
+        client.throwIfAborted();
       }
     } else {
       engine.openSegment(await client.get(`init/shm/${nodeIndex}`, timeoutMs));

@@ -55,9 +55,27 @@ export class JobPlanner {
   /**
    * TCP links to the ranks of other nodes this rank shares a group with in any of `plans` and
    * has no link to yet. Both ends of every new link must call this at about the same time
-   * (init, or a collective reconfiguration): the lower rank accepts, the higher connects.
+   * (init, or a collective reconfiguration): the lower rank accepts, the higher connects. The
+   * native wait blocks this thread (the peers it waits for run in other processes) up to the
+   * link timeout; ETIMEDOUT names the ranks that never linked.
    */
   connect(plans: GroupPlan[]): void {
+    const peers = this.unlinkedPeers(plans);
+    if (peers.length > 0) this.link(peers, this.tcp!.timeoutMs, Date.now() + this.tcp!.timeoutMs);
+  }
+
+  /**
+   * connect() for init: waits in short native slices and runs `between` (which yields to the
+   * event loop and throws when the job's init was aborted) between them, so a rank that fails
+   * elsewhere stops this wait at once.
+   */
+  async connectWatching(plans: GroupPlan[], between: () => Promise<void>): Promise<void> {
+    const peers = this.unlinkedPeers(plans);
+    const deadline = Date.now() + (this.tcp?.timeoutMs ?? 0);
+    while (peers.length > 0 && !this.link(peers, 20, deadline)) await between();
+  }
+
+  private unlinkedPeers(plans: GroupPlan[]): TcpPeerAddress[] {
     const node = this.placements[this.rank]!.node;
     const remote = new Set<number>();
     for (const plan of plans) {
@@ -65,12 +83,22 @@ export class JobPlanner {
         for (const m of group.members) if (this.placements[m]!.node !== node && !this.linked.has(m)) remote.add(m);
       }
     }
-    if (remote.size === 0) return;
+    if (remote.size === 0) return [];
     if (this.tcp === undefined) throw new TopocollError('EINVAL', `rank ${this.rank} needs links to other nodes, but the job was started without them (no rendezvous)`, { rank: this.rank });
-    const peers = [...remote].sort((a, b) => a - b).map((rank) => this.tcp!.addresses[rank]!);
-    // The native connect blocks this thread; the peers it waits for run in other processes.
-    this.engine.connectTcp(this.tcp.token, peers, this.tcp.timeoutMs);
-    for (const r of remote) this.linked.add(r);
+    return [...remote].sort((a, b) => a - b).map((rank) => this.tcp!.addresses[rank]!);
+  }
+
+  /** One native wait of at most `waitMs`; true once every peer is linked, ETIMEDOUT past `deadline`. */
+  private link(peers: TcpPeerAddress[], waitMs: number, deadline: number): boolean {
+    const { missing, lastError } = this.engine.connectTcp(this.tcp!.token, peers, waitMs);
+    for (const p of peers) if (!missing.includes(p.rank)) this.linked.add(p.rank);
+    if (missing.length === 0) return true;
+    if (Date.now() < deadline) return false;
+    const lower = [...missing].filter((r) => r < this.rank);
+    throw new TopocollError('ETIMEDOUT', `no TCP link to rank(s) ${[...missing].join(', ')} within ${this.tcp!.timeoutMs} ms${lower.length > 0 && lastError ? ` (${lastError})` : ''}`, {
+      rank: this.rank,
+      hint: 'Check that the ranks can reach each other at the addresses they reach the rendezvous from (firewalls, several interfaces).',
+    });
   }
 
   /**

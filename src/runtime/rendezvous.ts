@@ -673,7 +673,7 @@ export class RendezvousClient {
 
   /** EPEERLOST when the job's init was aborted (see watchAbort). */
   throwIfAborted(): void {
-    if (this.aborted !== undefined) throw this.abortError('the local ranks');
+    if (this.aborted !== undefined) throw this.abortError('the other ranks');
   }
 
   private abortError(what: string): TopocollError {
