@@ -12,7 +12,7 @@ import { TopocollError, type ErrorLocation } from '../../errors.js';
 import { lines } from '../../util/lines.js';
 import { excerpt } from '../../util/quote.js';
 import { expandHostlist, HostlistBudget } from './hostlist.js';
-import { SwitchTreeChecker, padToLevels } from './switch-tree.js';
+import { MAX_SWITCH_LEVELS, SwitchTreeChecker, padToLevels } from './switch-tree.js';
 import type { NetworkTopology, NodeNetworkPath } from './types.js';
 
 const FORMAT_HINT = 'Each line is: <node or hostlist> <leaf switch> [<parent switch> …].';
@@ -31,10 +31,12 @@ export function parseSimpleNetworkFile(text: string, file: string): NetworkTopol
   const declarations: Declaration[] = [];
   for (const [raw, line] of lines(text, file)) {
     const hash = raw.indexOf('#');
-    const fields = [...(hash >= 0 ? raw.slice(0, hash) : raw).matchAll(/\S+/g)].map((m) => ({
-      text: m[0],
-      column: (m.index ?? 0) + 1,
-    }));
+    const fields: { text: string; column: number }[] = [];
+    for (const m of (hash >= 0 ? raw.slice(0, hash) : raw).matchAll(/\S+/g)) {
+      // One field more than a path may have is enough for the checker to refuse the line.
+      if (fields.length > MAX_SWITCH_LEVELS + 1) break;
+      fields.push({ text: m[0], column: m.index + 1 });
+    }
     const [nodeField, ...switchFields] = fields;
     if (nodeField === undefined) continue;
     const at = { file, line, column: nodeField.column };

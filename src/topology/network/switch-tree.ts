@@ -45,7 +45,7 @@ export class SwitchTreeChecker {
 
   check(switches: readonly (string | undefined)[], origin: PathOrigin): void {
     if (switches.length > MAX_SWITCH_LEVELS) {
-      throw new TopocollError('ETOPOLOGY', `the path ${origin.label} has ${switches.length} switch levels, more than ${MAX_SWITCH_LEVELS}`, {
+      throw new TopocollError('ETOPOLOGY', `the path ${origin.label} has more than ${MAX_SWITCH_LEVELS} switch levels, the limit for one network`, {
         ...origin.where,
         hint: 'List the switches of one path bottom-up, one per level; fabrics have a handful of levels.',
       });
