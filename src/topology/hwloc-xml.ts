@@ -48,11 +48,12 @@ const INSTRUCTION_CACHE = '2';
 const REEXPORT_HINT = 'Re-export it with hwloc 2 or later: lstopo-no-graphics --of xml --no-io > machine.xml.';
 
 /**
- * Limits that keep fast-xml-parser within bounded time and memory (it costs about 1 KB and
- * several µs per element or attribute, and ~40 bytes of memory per byte of one large text or
- * attribute). hwloc's largest exports stay far below them: a live export has about 8 elements
- * and 25 attributes per PU with I/O objects left out, Linux runs at most 8192 CPUs (NR_CPUS), and
- * a cpuset of 2^20 bits, the most any index list here may have, is 360 KB of text.
+ * Limits that keep fast-xml-parser within bounded time and memory (it costs about 1 KB and a few
+ * µs per element or attribute, and ~40 bytes of memory per byte of one large text or attribute).
+ * hwloc's largest exports stay within half of them: Linux runs at most 8192 CPUs (NR_CPUS), a live
+ * export without I/O objects has 8 elements and 56 attributes per PU when every core has one PU
+ * (three caches with an info element each, the core, the PU), and a cpuset of 2^20 bits, the most
+ * any index list here may have, is 360 KB of text.
  */
 export const XML_LIMITS = {
   /** Nesting of elements: hwloc's trees are about 15 deep; the parser and the reader recurse per level. */
@@ -60,7 +61,7 @@ export const XML_LIMITS = {
   /** Elements in the document. */
   elements: 1 << 17,
   /** Attributes in the document. */
-  attributes: 1 << 19,
+  attributes: 1 << 20,
   /** Attributes of one element (hwloc objects have at most about 16). */
   attributesPerElement: 64,
   /** Characters of one tag, or of one run of text or CDATA between tags. */

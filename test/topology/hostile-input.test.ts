@@ -251,7 +251,8 @@ describe('hwloc XML', () => {
   it('too many elements, too many attributes or a huge attribute fail before parsing', () => {
     const cases: [string, RegExp][] = [
       [xml(machine + '<info name="a" value="b"/>'.repeat(140_000)), /more than 131072 elements/],
-      [xml(`<object type="Machine" cpuset="0x1" ${Array.from({ length: 70 }, (_, i) => `a${i}="1"`).join(' ')}/>`), /more than 64 attributes/],
+      [xml(`<object type="Machine" cpuset="0x1" ${Array.from({ length: 70 }, (_, i) => `a${i}="1"`).join(' ')}/>`), /an element has more than 64 attributes/],
+      [xml(machine + `<info ${Array.from({ length: 60 }, (_, i) => `a${i}="1"`).join(' ')}/>`.repeat(20_000)), /the document has more than 1048576 attributes/],
       [xml(`<object type="Machine" cpuset="${'0x1,'.repeat(12_000_000)}0x1"/>`), /a tag of more than 1048576 characters/],
       [xml(machine + 'x'.repeat(2 << 20)), /a text of more than 1048576 characters/],
     ];
