@@ -99,7 +99,8 @@ function findTool(name: string): string | undefined {
 
 /**
  * Why a cluster cannot be started here, or undefined when it can: a missing command (with the
- * Debian package that has it), or not running as root (slurmd starts job steps as their user).
+ * Debian package that has it). Root is not needed: the daemons run as this user (SlurmUser,
+ * SlurmdUser) and start steps only for this user.
  */
 export function slurmUnavailable(): string | undefined {
   const missing = TOOLS.filter((t) => findTool(t) === undefined);
@@ -107,7 +108,6 @@ export function slurmUnavailable(): string | undefined {
     const packages = [...new Set(missing.map((t) => PACKAGE[t]))].join(', ');
     return `Slurm test cluster: missing ${missing.join(', ')} — install the Debian packages ${packages} (apt-get install slurm-wlm munge)`;
   }
-  if (process.getuid?.() !== 0) return `Slurm test cluster: slurmd must run as root to start job steps; this test runs as uid ${process.getuid?.()}`;
   return undefined;
 }
 
@@ -201,7 +201,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Starts a cluster (up to three attempts: a port taken between choosing and binding it fails
- * one). Resolves to `{ skip }` only when the packages are missing or this is not root.
+ * one). Resolves to `{ skip }` only when the packages are missing.
  */
 export async function startSlurmCluster(opts: { readyTimeoutMs?: number } = {}): Promise<SlurmCluster | { skip: string }> {
   const why = slurmUnavailable();
