@@ -45,6 +45,25 @@ export function writeRendezvousFile(file: string, content: RendezvousFileContent
  * user's private regular file, or does not parse, is ECONFIG: nothing in it is trusted.
  */
 export function readRendezvousFile(file: string): RendezvousFileContent | undefined {
+  let parsed: { port?: unknown; token?: unknown };
+  try {
+    const own = readOwnPrivateFile(file);
+    if (own === undefined) return undefined;
+    parsed = JSON.parse(own) as typeof parsed;
+  } catch (e) {
+    if (e instanceof TopocollError) throw e;
+    // Written atomically by rank 0: a partial file is not ours.
+    throw untrusted(file, `it does not hold a rendezvous address (${(e as Error).message})`);
+  }
+  if (typeof parsed.port !== 'number' || typeof parsed.token !== 'string') throw untrusted(file, 'it does not hold a rendezvous address (no port or token)');
+  return { port: parsed.port, token: parsed.token };
+}
+
+/**
+ * The text of `file` if it is a regular file of this user with no access for others; undefined
+ * while it does not exist; ECONFIG (untrusted) otherwise.
+ */
+function readOwnPrivateFile(file: string): string | undefined {
   let fd: number;
   try {
     fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -57,14 +76,7 @@ export function readRendezvousFile(file: string): RendezvousFileContent | undefi
     const uid = typeof process.getuid === 'function' ? process.getuid() : st.uid;
     if (!st.isFile() || st.uid !== uid || (st.mode & 0o077) !== 0) throw untrusted(file, 'it is not a private file of this user');
     const buf = Buffer.alloc(4096);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    const parsed = JSON.parse(buf.subarray(0, n).toString('utf8')) as { port?: unknown; token?: unknown; pid?: unknown };
-    if (typeof parsed.port !== 'number' || typeof parsed.token !== 'string') throw new Error('no port or token');
-    return { port: parsed.port, token: parsed.token };
-  } catch (e) {
-    if (e instanceof TopocollError) throw e;
-    // Written atomically by rank 0: a partial file is not ours.
-    throw untrusted(file, `it does not hold a rendezvous address (${(e as Error).message})`);
+    return buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
   } finally {
     closeSync(fd);
   }
@@ -78,16 +90,8 @@ export function removeRendezvousFile(file: string): void {
 /** Removes the file when the process that wrote it no longer exists. */
 export function removeRendezvousFileOfDeadWriter(file: string): void {
   try {
-    const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    let pid: unknown;
-    try {
-      const st = fstatSync(fd);
-      if (!st.isFile() || (typeof process.getuid === 'function' && st.uid !== process.getuid())) return;
-      const buf = Buffer.alloc(4096);
-      pid = (JSON.parse(buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('utf8')) as { pid?: unknown }).pid;
-    } finally {
-      closeSync(fd);
-    }
+    const own = readOwnPrivateFile(file);
+    const pid = own === undefined ? undefined : (JSON.parse(own) as { pid?: unknown }).pid;
     if (typeof pid === 'number' && !processExists(pid)) rmSync(file, { force: true });
   } catch {
     // gone already, or not ours: nothing to clean
