@@ -1,8 +1,15 @@
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The checkout: jobs, dist/ and node_modules/ must stay reachable inside the hosts. */
+const REPO_ROOT = realpathSync(fileURLToPath(new URL('../..', import.meta.url)));
+/** The checkout's path when it lies under /tmp (a clone there, as CI may make): the hosts' own
+ *  /tmp would cover it, so the holder binds it back at the same path. */
+const REPO_UNDER_TMP = !relative('/tmp', REPO_ROOT).startsWith('..') && REPO_ROOT !== '/tmp' ? REPO_ROOT : undefined;
 
 /**
  * "Hosts" made of Linux namespaces, for jobs that should see what a cluster gives them: every
@@ -18,7 +25,8 @@ import { join } from 'node:path';
  *   `hostname`, tmpfs mounts on /dev/shm and /tmp, and with `etcHosts` a bind mount of its own
  *   /etc/hosts (the file is unlinked once mounted: the mount keeps it). The holder keeps the UTS and mount
  *   namespaces alive between jobs, so what a job leaves in /dev/shm or /tmp stays visible
- *   (through /proc/<holder>/root) until `destroy()`.
+ *   (through /proc/<holder>/root) until `destroy()`. A checkout under /tmp is bound back at its
+ *   own path inside the host's /tmp (the only thing there besides what jobs leave).
  * Every process of a host is started with `nsenter --target <holder> --mount --uts --net`.
  *
  * Cleanup: `destroy()`; the process's 'exit' event (synchronous); PR_SET_PDEATHSIG (SIGKILL)
@@ -259,7 +267,7 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
       return port;
     },
     listShm: (i) => readdirSync(`/proc/${hostAt(i).holderPid}/root/dev/shm`),
-    listTmp: (i) => readdirSync(`/proc/${hostAt(i).holderPid}/root/tmp`),
+    listTmp: (i) => readdirSync(`/proc/${hostAt(i).holderPid}/root/tmp`).filter((name) => REPO_UNDER_TMP === undefined || name !== relative('/tmp', REPO_UNDER_TMP).split(sep)[0]),
     destroy() {
       destroyed ??= (async () => {
         const exits = [...spawned, ...holders]
@@ -289,11 +297,15 @@ function startHolder(ns: string, name: string, tmpfsBytes: number, etcHosts: str
     // Before /tmp is covered: the file lives in the test's /tmp.
     ...(etcHosts !== undefined ? ['mount --bind "$2" /etc/hosts'] : []),
     `mount -t tmpfs -o size=${tmpfsBytes},mode=1777 tmpfs /dev/shm`,
+    // A checkout under /tmp: the holder's working directory keeps it reachable through
+    // /proc/$$/cwd after /tmp is covered (-c: mount must not resolve that path by name).
+    ...(REPO_UNDER_TMP !== undefined ? ['cd "$3"'] : []),
     `mount -t tmpfs -o size=${tmpfsBytes},mode=1777 tmpfs /tmp`,
+    ...(REPO_UNDER_TMP !== undefined ? ['mkdir -p "$3"', 'mount -c --bind "/proc/$$/cwd" "$3"', 'cd /'] : []),
     'echo "ready $$"',
     'exec sleep infinity',
   ].join('\n');
-  const child = spawn('ip', ['netns', 'exec', ns, 'setpriv', '--pdeathsig', 'KILL', 'unshare', '--uts', '--mount', '--propagation', 'private', 'sh', '-c', script, 'holder', name, etcHosts ?? ''], {
+  const child = spawn('ip', ['netns', 'exec', ns, 'setpriv', '--pdeathsig', 'KILL', 'unshare', '--uts', '--mount', '--propagation', 'private', 'sh', '-c', script, 'holder', name, etcHosts ?? '', REPO_UNDER_TMP ?? ''], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return new Promise((resolve, reject) => {
