@@ -32,6 +32,8 @@ export interface NativeEngineOptions {
   asymmetricFences: boolean;
   /** The watchdog: a collective waiting longer fails with ETIMEDOUT on every rank; 0 = no limit. */
   collectiveTimeoutMs: number;
+  /** The scheduler slice the threads running collectives request (native/src/wait.h), µs; 0 = the kernel's. */
+  schedulerSliceUs: number;
 }
 
 /** Notification tree codes of native/src/shm_bcast.h. */

@@ -15,6 +15,7 @@
 
 #include "copy_rate.h"
 #include "engine.h"
+#include "wait.h"
 #include "errors.h"
 #include "placement.h"
 
@@ -125,6 +126,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     options.bcast = BcastParamsOf(o.Get("bcast"));
     options.asymmetric_fences = o.Get("asymmetricFences").ToBoolean();
     options.collective_timeout_ms = o.Get("collectiveTimeoutMs").As<Napi::Number>().Int64Value();
+    slice_us_ = o.Get("schedulerSliceUs").As<Napi::Number>().Uint32Value();
+    // Blocking collectives run on this (the JavaScript) thread; Close gives its slice back.
+    main_slice_ = std::make_unique<SchedulerSlice>(slice_us_);
     Guarded(env, [&] { engine_ = std::make_unique<Engine>(std::move(options)); });
     // Completions of Promise collectives come back to the JS thread through this function.
     tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),
@@ -387,6 +391,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   }
 
   void ProgressLoop() {
+    const SchedulerSlice slice(slice_us_);
     for (;;) {
       Job* job = nullptr;
       {
@@ -433,6 +438,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     if (progress_.joinable()) progress_.join();
     engine_->Close();
     tsfn_.Release();
+    main_slice_.reset();
   }
 
   Napi::Value SegmentBytesGetter(const Napi::CallbackInfo& info) {
@@ -442,6 +448,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   std::unique_ptr<Engine> engine_;
   Napi::ThreadSafeFunction tsfn_;
   std::thread progress_;
+  // The scheduler slice requested for the threads that run collectives (wait.h), microseconds.
+  uint32_t slice_us_ = 0;
+  std::unique_ptr<SchedulerSlice> main_slice_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;

@@ -2,6 +2,7 @@
 
 #include <linux/futex.h>
 #include <linux/membarrier.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,6 +25,51 @@ void FutexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::mill
 
 void FutexWakeAll(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+namespace {
+
+// sched_setattr(2)'s argument (the first version of the struct; the kernel accepts any size it
+// knows, and this one has no utilisation clamps).
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+};
+
+bool GetSchedAttr(SchedAttr& attr) {
+  std::memset(&attr, 0, sizeof attr);
+  return syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) == 0;
+}
+
+bool SetSliceNs(SchedAttr attr, uint64_t ns) {
+  attr.size = sizeof attr;
+  attr.sched_flags = 0;
+  attr.sched_runtime = ns;
+  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
+}
+
+}  // namespace
+
+SchedulerSlice::SchedulerSlice(uint32_t us) {
+  if (us == 0) return;
+  SchedAttr attr;
+  // The whole attribute set is written back: nice and policy stay as they are.
+  if (!GetSchedAttr(attr) || attr.sched_policy != SCHED_OTHER) return;
+  previous_ns_ = attr.sched_runtime;
+  applied_ = SetSliceNs(attr, uint64_t{us} * 1000);
+  thread_ = syscall(SYS_gettid);
+}
+
+SchedulerSlice::~SchedulerSlice() {
+  if (!applied_ || syscall(SYS_gettid) != thread_) return;
+  SchedAttr attr;
+  if (GetSchedAttr(attr) && attr.sched_policy == SCHED_OTHER) SetSliceNs(attr, previous_ns_);
 }
 
 bool RegisterForMembarrier() {

@@ -85,6 +85,31 @@ bool RegisterForMembarrier();
 // executes a full memory barrier before this returns.
 void HeavyFence();
 
+// The calling thread's scheduler slice (EEVDF's per-task request, sched_attr.sched_runtime of a
+// SCHED_OTHER thread; Linux 6.12 and later honour it, clamped to 0.1–100 ms). A thread whose
+// slice is short gets an early virtual deadline when it wakes, so it preempts a CPU-bound process
+// that does not yield instead of waiting out that process's slice; the ranks of a collective
+// wake each other many times per call, and each such wait would otherwise cost a whole slice
+// of whatever else runs on the core. Restores the thread's previous request when destroyed on
+// the same thread. Best effort: other policies (batch, idle, real-time) and kernels without
+// the call are left alone.
+class SchedulerSlice {
+ public:
+  SchedulerSlice() = default;
+  // Requests `us` microseconds (0: leave the slice alone).
+  explicit SchedulerSlice(uint32_t us);
+  ~SchedulerSlice();
+  SchedulerSlice(const SchedulerSlice&) = delete;
+  SchedulerSlice& operator=(const SchedulerSlice&) = delete;
+  // Whether the request was made and accepted.
+  bool applied() const { return applied_; }
+
+ private:
+  bool applied_ = false;
+  long thread_ = 0;
+  uint64_t previous_ns_ = 0;
+};
+
 // Sleeps on `word` while it equals `expected`, at most `timeout` (FUTEX_WAIT on a shared map).
 void FutexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::milliseconds timeout);
 void FutexWakeAll(std::atomic<uint32_t>& word);

@@ -87,6 +87,17 @@ const timeouts = z
   })
   .strict();
 
+const scheduler = z
+  .object({
+    /**
+     * The scheduler slice (µs) requested by the threads that run collectives: with a short
+     * slice a woken rank preempts a CPU-bound process sharing its core (Linux ≥ 6.12 EEVDF
+     * custom slices; the kernel clamps to 100…100000). 0: the kernel's default.
+     */
+    sliceUs: z.number().int().min(0).max(100_000).default(100),
+  })
+  .strict();
+
 const auto = <T extends z.ZodTypeAny>(inner: T) => z.union([z.literal('auto'), inner]).default('auto');
 
 const shmBcast = z
@@ -223,6 +234,7 @@ export const configSchema = z
     node: node.default({ identity: 'auto' }),
     topology: topology.default({ source: 'auto', hwlocXml: null, locality: null }),
     timeouts: timeouts.default({ initMs: 30_000, collectiveMs: 600_000 }),
+    scheduler: scheduler.default({ sliceUs: 100 }),
     shm: shm.default({
       budgetBytes: 64 << 20,
       channelBytes: 'auto',

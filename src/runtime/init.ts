@@ -94,6 +94,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       bcast: layout.bcast,
       asymmetricFences: config.shm.membarrier,
       collectiveTimeoutMs: config.timeouts.collectiveMs,
+      schedulerSliceUs: config.scheduler.sliceUs,
     });
     const tcp = rdv ? await openLinks(engine, rdv.client, rdv.token, job, infos, localRanks, timeoutMs) : undefined;
     const planner = new JobPlanner(job.rank, placements, net, engine, tcp);

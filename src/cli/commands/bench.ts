@@ -11,12 +11,13 @@ import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
 import { formatStrategies, runStrategies } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
+import { startHogs } from '../hogs.js';
 
 export const benchHelp = `topocoll bench — OSU-style latency of topocoll's collectives, with Open MPI's beside them
 
 Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|none]
                       [--collectives barrier,bcast,reduce,allreduce] [--min BYTES] [--max BYTES]
-                      [--modes sync,async] [--iterations N] [--no-mpi] [--json]
+                      [--modes sync,async] [--iterations N] [--hogs N] [--no-mpi] [--json]
        topocoll bench bcast --sweep [-n N]
        topocoll bench bcast|reduce|allreduce --strategies [-n N] [--nodes K] [--off LEVEL]
 
@@ -38,6 +39,8 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|n
   --iterations N     timed calls per size up to 8 KiB (default 1000; 100 above)
   --repeat R         time R loops per size and keep each rank's median (default 1; both
                      topocoll and Open MPI)
+  --hogs N           N busy processes (unbound) run beside the ranks for the whole benchmark,
+                     Open MPI's runs included: latency under CPU contention
   --no-mpi           skip the Open MPI baseline
   --json             one JSON object per row instead of tables
 
@@ -64,6 +67,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       modes: { type: 'string' },
       iterations: { type: 'string' },
       repeat: { type: 'string' },
+      hogs: { type: 'string' },
       sweep: { type: 'boolean' },
       strategies: { type: 'boolean' },
       off: { type: 'string' },
@@ -112,8 +116,19 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     io,
   };
 
-  if (values.strategies) return benchStrategies(job, target as 'bcast' | 'reduce' | 'allreduce', values.off, values['no-mpi'] === true);
+  const hogCount = parseNonNegativeInt('bench', 'hogs', values.hogs ?? '0');
+  if (hogCount > 64) throw new TopocollError('EINVAL', 'topocoll bench: --hogs must be 0…64');
+  const hogs = hogCount > 0 ? startHogs(hogCount) : undefined;
+  try {
+    if (values.strategies) return await benchStrategies(job, target as 'bcast' | 'reduce' | 'allreduce', values.off, values['no-mpi'] === true);
+    return await benchLatency(job, values, hogCount);
+  } finally {
+    hogs?.stop();
+  }
+}
 
+async function benchLatency(job: BenchJob, values: { sweep?: boolean; json?: boolean; 'no-mpi'?: boolean }, hogCount: number): Promise<number> {
+  const { ranks, settings, io } = job;
   const probe = coreLatencyProbe();
   probe.take('before');
   const result = await runBenchJob(job);
@@ -139,10 +154,11 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
 
   const sweepRows = values.sweep ? await runSweep(job) : [];
   if (values.json) {
-    for (const r of [...rows, ...sweepRows]) io.stdout(JSON.stringify({ ...r, ranks }) + '\n');
+    for (const r of [...rows, ...sweepRows]) io.stdout(JSON.stringify({ ...r, ranks, hogs: hogCount }) + '\n');
     if (probe.cpus) io.stdout(JSON.stringify({ probe: 'core-to-core-ns', cpus: probe.cpus, ...probe.taken }) + '\n');
     return 0;
   }
+  if (hogCount > 0) io.stdout(`# ${hogCount} busy process${hogCount > 1 ? 'es' : ''} ran beside every job (--hogs)\n`);
   io.stdout(formatTables(rows, ranks, settings, baselineNote, result.oversubscribed));
   if (probe.cpus) io.stdout(`# ${probe.describe()}\n`);
   if (values.sweep) io.stdout(formatSweep(sweepRows, ranks, settings));
