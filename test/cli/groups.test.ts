@@ -1,15 +1,15 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { GroupPlanJson } from '../../src/groups/plan-json.js';
+import { tempDir } from '../helpers/temp.js';
 import { cli, exampleMachine, exampleNetwork } from './helpers.js';
 
 const range = (from: number, to: number, step = 1) => Array.from({ length: Math.floor((to - from) / step) + 1 }, (_, i) => from + i * step);
 const seedJob = ['--hwloc-xml', exampleMachine, '--nodes', 'node[01-64]', '--ppn', '36', '--map-by', 'core', '--network', exampleNetwork];
 
 function tmpFile(name: string, text: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'topocoll-cli-'));
+  const dir = tempDir('topocoll-cli-');
   const file = join(dir, name);
   writeFileSync(file, text);
   return file;

@@ -1,9 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { TopoReport } from '../../src/cli/commands/topo.js';
+import { tempDir } from '../helpers/temp.js';
 import { cli, exampleMachine, repoRoot } from './helpers.js';
 
 describe('topocoll topo', () => {
@@ -43,7 +43,7 @@ describe('topocoll topo', () => {
     const r = await cli(['topo', '--hwloc-xml', exampleMachine, '--json'], { TOPOCOLL_LOCALITY: 'SK0:CR3' });
     const report = JSON.parse(r.stdout) as TopoReport;
     expect(report.process).toMatchObject({ locality: 'SK0:CR3', localitySource: 'override' });
-    const dir = mkdtempSync(join(tmpdir(), 'topocoll-topo-'));
+    const dir = tempDir('topocoll-topo-');
     writeFileSync(join(dir, 'c.yaml'), 'levels:\n  socket: { enabled: false }\n');
     const off = JSON.parse((await cli(['topo', '--hwloc-xml', exampleMachine, '--config', join(dir, 'c.yaml'), '--json'])).stdout) as TopoReport;
     expect(off.levels.find((l) => l.level === 'socket')).toEqual({ level: 'socket', units: 2, active: false, reason: 'disabled by configuration' });

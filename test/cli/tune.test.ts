@@ -1,15 +1,15 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { spawnSync } from 'node:child_process';
 import { fitModel, leastSquares, type Measured } from '../../src/cli/commands/tune.js';
+import { tempDir } from '../helpers/temp.js';
 import { cli, repoRoot } from './helpers.js';
 
 describe('topocoll tune shm', () => {
   it('measures the model on real processes and writes it under shm.model, keeping other keys', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'topocoll-tune-'));
+    const dir = tempDir('topocoll-tune-');
     const file = join(dir, 'mine.yaml');
     writeFileSync(file, '# my settings\nlevels:\n  socket: { enabled: false }\n');
     // The built CLI: tune starts its measurement ranks from dist/.

@@ -1,10 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG_PATH, loadConfigFile, parseConfig, resolveConfig, validateConfig } from '../../src/config/load.js';
 import { TopocollError } from '../../src/errors.js';
 import { resolveNodeIdentity } from '../../src/topology/node-identity.js';
+import { tempDir } from '../helpers/temp.js';
 
 function configError(text: string): TopocollError {
   try {
@@ -75,7 +75,7 @@ describe('configuration', () => {
   });
 
   it('takes TOPOCOLL_CONFIG when no path is given and reports a missing file', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'topocoll-config-'));
+    const dir = tempDir('topocoll-config-');
     const file = join(dir, 'c.yaml');
     writeFileSync(file, 'node:\n  identity: name:n7\n');
     expect(resolveConfig(undefined, { TOPOCOLL_CONFIG: file }).node.identity).toBe('name:n7');

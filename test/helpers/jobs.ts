@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { tempDir } from './temp.js';
 
 /** Helpers for tests that start real jobs with `topocoll run`. */
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -10,7 +10,7 @@ export const jobScript = (name: string) => `${repoRoot}test/jobs/${name}`;
 
 /** A configuration file (YAML text) in a fresh temporary directory, for `--config`. */
 export function configFile(yaml: string): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'topocoll-test-config-')), 'config.yaml');
+  const file = join(tempDir('topocoll-test-config-'), 'config.yaml');
   writeFileSync(file, yaml);
   return file;
 }

@@ -1,9 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { networkFromSlurmAddresses, parseNetworkFile, pathForNode, readNetworkFile } from '../../src/topology/network/index.js';
+import { tempDir } from '../helpers/temp.js';
 import { thrown } from '../helpers/thrown.js';
 
 const example = (name: string) => fileURLToPath(new URL(`../../config/examples/${name}`, import.meta.url));
@@ -38,7 +39,7 @@ describe('readNetworkFile', () => {
   });
 
   it('names the file in parse errors', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'topocoll-net-'));
+    const dir = tempDir('topocoll-net-');
     const file = join(dir, 'bad.conf');
     writeFileSync(file, 'SwitchName=s0 Nodes=n1\nSwitchName=s0 Nodes=n2\n');
     const e = thrown(() => readNetworkFile(file));

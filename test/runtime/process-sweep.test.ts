@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { jobScript, repoRoot, runJob } from '../helpers/jobs.js';
+import { tempDir } from '../helpers/temp.js';
 
 /**
  * Every process count p = 1 … 9 on every number of emulated nodes 1 … min(p, 4), with the
@@ -17,7 +17,7 @@ import { jobScript, repoRoot, runJob } from '../helpers/jobs.js';
  */
 const JOB_ARGS = ['0', '1', '17', '1000', '16411', '--types=17'];
 
-const dir = mkdtempSync(join(tmpdir(), 'topocoll-sweep-'));
+const dir = tempDir('topocoll-sweep-');
 /** Two switch levels: the shared 4-node fixture (2 + 2 nodes per leaf) and 3 nodes as 2 + 1. */
 const NETWORKS: Record<number, string> = {
   3: join(dir, 'three-nodes.txt'),

@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { jobScript, leftoverSegments, runJob } from '../helpers/jobs.js';
+import { tempDir } from '../helpers/temp.js';
 
 /**
  * The S0 engine through real processes: every notification tree, one and two buffer sets, a
@@ -10,7 +10,7 @@ import { jobScript, leftoverSegments, runJob } from '../helpers/jobs.js';
  */
 const FRAGMENT = 4096;
 const SLOTS = 16;
-const dir = mkdtempSync(join(tmpdir(), 'topocoll-s0-'));
+const dir = tempDir('topocoll-s0-');
 
 function config(tree: string, sets: number, membarrier: boolean): string {
   const file = join(dir, `${tree.replace(':', '-')}-${sets}-${membarrier}.yaml`);
