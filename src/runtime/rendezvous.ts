@@ -559,7 +559,8 @@ export class RendezvousClient {
   /**
    * Connects to the rendezvous at host:port and presents the token. Connection refused (the server
    * is not up yet) is retried until `timeoutMs`; then ETIMEDOUT naming host:port. A server that
-   * closes the connection instead of accepting the hello is ECONFIG (wrong token or not a rendezvous).
+   * closes the connection instead of accepting the hello is ECONFIG (wrong token or not a
+   * rendezvous), or EPEERLOST when nothing accepts connections there any more (it died).
    */
   static async connect(options: RendezvousClientOptions): Promise<RendezvousClient> {
     if (!isPlainObject(options)) throw new TopocollError('EINVAL', 'rendezvous client: options must be an object');
@@ -601,7 +602,19 @@ export class RendezvousClient {
         continue;
       }
       const client = new RendezvousClient(socket, where, timeoutMs);
-      await client.handshake(token, rank, deadline, timeoutMs);
+      try {
+        await client.handshake(token, rank, deadline, timeoutMs);
+      } catch (e) {
+        // A refused hello and a server that died as it read it look alike: a server that is
+        // still there accepts a new connection (then the token is wrong), a dead one does not.
+        if (isTopocollError(e) && e.code === 'ECONFIG' && !(await serverAnswers(host, port))) {
+          throw new TopocollError('EPEERLOST', `the rendezvous at ${where} went away during the hello`, {
+            rank,
+            hint: 'The process hosting it (rank 0, or the launcher) has ended; its output says why.',
+          });
+        }
+        throw e;
+      }
       return client;
     }
   }
@@ -671,9 +684,10 @@ export class RendezvousClient {
     await this.put(ABORT_KEY, JSON.stringify({ rank, reason: reason.slice(0, 4096) })).catch(() => undefined);
   }
 
-  /** EPEERLOST when the job's init was aborted (see watchAbort). */
+  /** EPEERLOST when the job's init was aborted (see watchAbort) or the rendezvous is gone. */
   throwIfAborted(): void {
     if (this.aborted !== undefined) throw this.abortError('the other ranks');
+    if (this.state === 'lost') throw new TopocollError('EPEERLOST', `rendezvous at ${this.where}: ${this.lostReason} while waiting for the other ranks`);
   }
 
   private abortError(what: string): TopocollError {
@@ -837,6 +851,17 @@ export class RendezvousClient {
   }
 }
 
+/** Whether something still accepts connections at host:port (within a second). */
+async function serverAnswers(host: string, port: number): Promise<boolean> {
+  try {
+    const socket = await openSocket(host, port, 1000);
+    socket.destroy();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A socket address as dotted IPv4 (IPv4-mapped IPv6 unwrapped); loopback for anything else. */
 function ipv4(address: string | undefined): string {
   const a = address ?? '127.0.0.1';
@@ -920,6 +945,9 @@ async function gatherAtRoot(
 }
 
 /** A non-root rank's wait for rank 0 to publish `key`; ETIMEDOUT says why it may not have. */
+/** How much longer the other ranks wait for rank 0's result than rank 0 waits for them. */
+const ROOT_FIRST_MS = 1000;
+
 async function awaitRoot(
   what: string,
   client: RendezvousClient,
@@ -931,7 +959,8 @@ async function awaitRoot(
   timeoutMs: number,
 ): Promise<string> {
   try {
-    return await client.get(key, remainingMs);
+    // Rank 0 gives up first: it knows which ranks are missing, and its abort reaches this get.
+    return await client.get(key, remainingMs + ROOT_FIRST_MS);
   } catch (e) {
     if (!isTopocollError(e, 'ETIMEDOUT')) throw e;
     throw new TopocollError('ETIMEDOUT', `${what} '${name}': not all ${size} ranks arrived within ${timeoutMs} ms (rank 0 did not publish '${key}')`, {

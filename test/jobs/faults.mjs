@@ -1,23 +1,70 @@
 // A rank of the fault-matrix tests. argv: <fault> <when> [size]
-//   fault: sigkill | close | return | exit | throw | sigstop — what the victim (the last rank) does
-//   when:  init (during init(); sigkill and exit only) | small | large | configure — in a loop
+//   fault: sigkill | close | return | exit | throw | sigstop — what the victim (the last rank, or
+//          FAULT_VICTIM) does
+//   when:  start (never calls init(); exit only) | init (during init(), once every rank has
+//          arrived; sigkill and exit only) | small | large | configure — in a loop
 //          of 8-byte or 1 MiB allreduces (large also bcasts through the shared-memory engine), or
 //          of configure() calls that switch the bcast segment
 // Every other rank keeps calling collectives and must end with an error: it prints
 // `rank R caught CODE: message` and exits 3. A survivor that gets through `LOOPS` calls prints
 // `rank R finished` (a hang is the test's timeout).
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { init } from 'topocoll';
 
 const [fault, when] = process.argv.slice(2);
 const rank = Number(process.env.TOPOCOLL_RANK ?? process.env.OMPI_COMM_WORLD_RANK ?? process.env.SLURM_PROCID ?? process.env.RANK);
 const size = Number(process.env.TOPOCOLL_SIZE ?? process.env.OMPI_COMM_WORLD_SIZE ?? process.env.SLURM_NTASKS ?? process.env.WORLD_SIZE);
-const victim = size - 1;
+const victim = Number(process.env.FAULT_VICTIM ?? size - 1);
 const LOOPS = when === 'configure' ? 20_000 : 200_000;
 
-if (rank === victim && when === 'init') {
-  // Dies (or leaves) while the others are in init: after its hello, before init completes.
-  setTimeout(() => (fault === 'sigkill' ? process.kill(process.pid, 'SIGKILL') : process.exit(0)), 30);
+/** This process's TCP sockets by state: established connections (a rank's first is to the
+ *  rendezvous) and listening sockets (a rank's data port, opened once every rank has arrived). */
+function sockets() {
+  const inodes = new Set();
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/self/fd/${fd}`));
+      if (m) inodes.add(m[1]);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const count = { established: 0, listening: 0 };
+  for (const table of ['/proc/self/net/tcp', '/proc/self/net/tcp6']) {
+    let text = '';
+    try {
+      text = readFileSync(table, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (!inodes.has(f[9])) continue;
+      if (f[3] === '01') count.established++;
+      if (f[3] === '0A') count.listening++;
+    }
+  }
+  return count;
 }
+
+if (rank === victim && when === 'start') process.exit(0); // never shows up
+if (rank === victim && when === 'init') {
+  // Dies (or leaves) while the others are in init, after every rank has arrived, so that none
+  // is still looking for a rendezvous that is gone: once this rank listens on its data port
+  // (jobs across nodes), else 300 ms after it connected to the rendezvous. Rank 0 without a
+  // launcher hosts the rendezvous (one more listening socket) and sees the others arrive: its
+  // own connection's two ends and one accepted socket per other rank.
+  const hosting = rank === 0 && !process.env.TOPOCOLL_RANK;
+  let connectedAt;
+  const poll = setInterval(() => {
+    const now = sockets();
+    if (connectedAt === undefined && now.established >= (hosting ? size + 1 : 1)) connectedAt = Date.now();
+    if (now.listening <= (hosting ? 1 : 0) && (connectedAt === undefined || Date.now() - connectedAt < 300)) return;
+    clearInterval(poll);
+    fault === 'sigkill' ? process.kill(process.pid, 'SIGKILL') : process.exit(0);
+  }, 2);
+}
+
 let comm;
 try {
   comm = await init();

@@ -1,17 +1,18 @@
 import { readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { configFile, jobScript, leftoverSegments, runJob } from '../helpers/jobs.js';
+import { jobScript, leftoverSegments, repoRoot, runJob } from '../helpers/jobs.js';
 import { runTorchrunJob } from '../helpers/torchrun.js';
 
 /**
  * The fault matrix: the last rank of a job fails in one way at one moment, and every other rank
  * must end with the right error (not hang, not succeed), in bounded time, leaving nothing in
- * /dev/shm or the temporary directory. Ranks are test/jobs/faults.mjs.
+ * /dev/shm or the temporary directory. Ranks are test/jobs/faults.mjs. The same cells across
+ * namespace hosts: hosts-faults.test.ts.
  */
 const RANKS = 4;
 // A short watchdog for the SIGSTOP cells; the others never wait that long.
-const config = configFile('timeouts: { initMs: 5000, collectiveMs: 2000 }\n');
+const config = `${repoRoot}test/jobs/fault-matrix.yaml`;
 
 type Fault = 'sigkill' | 'close' | 'return' | 'exit' | 'throw' | 'sigstop';
 type When = 'init' | 'small' | 'large' | 'configure';

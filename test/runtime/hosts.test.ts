@@ -1,10 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
-import { cpus, hostname } from 'node:os';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHosts, type HostRun, type Hosts, type HostsOptions } from '../helpers/hosts.js';
-import { jobScript, repoRoot } from '../helpers/jobs.js';
+import { hostname } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { expectNothingLeft, hostsForBlock, JOB_LIMIT_MS, rootLinks, runAcrossHosts, transcript, type RankResult } from '../helpers/host-jobs.js';
+import type { Hosts } from '../helpers/hosts.js';
+import { jobScript } from '../helpers/jobs.js';
 
 /**
  * Jobs across "hosts" made of Linux namespaces (test/helpers/hosts.ts): every host has its own
@@ -12,48 +10,6 @@ import { jobScript, repoRoot } from '../helpers/jobs.js';
  * convention (MASTER_ADDR = host 0's address), so node identity, addresses, TCP links and
  * per-node segments are exercised as on a cluster — not through `--nodes` emulation.
  */
-
-/** Longest a job may take before it counts as hung (every rank is then killed). */
-const JOB_LIMIT_MS = 90_000;
-
-interface RankResult extends HostRun {
-  rank: number;
-  host: number;
-}
-
-/** Variables of the surrounding test run that would make init() detect another launcher. */
-const LAUNCHER_VARS = /^(TOPOCOLL_|OMPI_|PMIX_|SLURM|RANK$|WORLD_SIZE$|LOCAL_RANK$|MASTER_)/;
-
-/**
- * Starts `node script args` for every rank: host k runs ranks in a block of perHost[k], local
- * rank j bound to CPU (rank mod CPUs) so a host's ranks sit on different cores as a launcher
- * would place them.
- */
-async function runAcrossHosts(h: Hosts, perHost: number[], script: string, args: string[] = [], masterAddr = h.hosts[0]!.address): Promise<{ ranks: RankResult[]; ms: number }> {
-  const size = perHost.reduce((a, b) => a + b, 0);
-  const port = await h.freePort(0);
-  const token = randomBytes(16).toString('hex');
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !LAUNCHER_VARS.test(k)));
-  const t0 = performance.now();
-  const runs: Promise<RankResult>[] = [];
-  let rank = 0;
-  perHost.forEach((count, host) => {
-    for (let j = 0; j < count; j++, rank++) {
-      const r = rank;
-      const env = { ...base, RANK: String(r), WORLD_SIZE: String(size), MASTER_ADDR: masterAddr, MASTER_PORT: String(port), TOPOCOLL_TOKEN: token };
-      runs.push(
-        h.run(host, process.execPath, [script, ...args], { env, cwd: repoRoot, cpus: String(r % cpus().length), timeoutMs: JOB_LIMIT_MS }).then((run) => ({ ...run, rank: r, host })),
-      );
-    }
-  });
-  const ranks = await Promise.all(runs);
-  return { ranks, ms: performance.now() - t0 };
-}
-
-/** Everything a failed job printed, rank by rank, for the assertion message. */
-function transcript(ranks: RankResult[]): string {
-  return ranks.map((r) => `--- rank ${r.rank} (host ${r.host}) exit ${r.code ?? r.signal} after ${Math.round(r.ms)} ms\n${r.stdout}${r.stderr}`).join('\n');
-}
 
 function expectJobOk(h: Hosts, perHost: number[], job: { ranks: RankResult[]; ms: number }): void {
   const log = transcript(job.ranks);
@@ -72,43 +28,6 @@ function expectJobOk(h: Hosts, perHost: number[], job: { ranks: RankResult[]; ms
     expect(Number(localRank)).toBe(r.rank - perHost.slice(0, r.host).reduce((a, b) => a + b, 0));
   }
   expect(job.ms).toBeLessThan(JOB_LIMIT_MS);
-}
-
-/** What a job left in the hosts' private /dev/shm and /tmp: nothing, once it has exited. */
-function expectNothingLeft(h: Hosts): void {
-  for (const host of h.hosts) {
-    expect(h.listShm(host.index), `/dev/shm of ${host.name}`).toEqual([]);
-    expect(h.listTmp(host.index), `/tmp of ${host.name}`).toEqual([]);
-  }
-}
-
-/** The test's own network interfaces (the root namespace's, when the test runs there). */
-function rootLinks(): string {
-  return readdirSync('/sys/class/net').sort().join(' ');
-}
-
-/**
- * Hosts for the tests of one describe block: made before them, destroyed after them (and then
- * no namespace of theirs may remain). `skip` is set instead when the sandbox refuses namespaces.
- */
-function hostsForBlock(n: number, opts: HostsOptions = {}): { h?: Hosts; skip: string; linksBefore: string } {
-  const block: { h?: Hosts; skip: string; linksBefore: string } = { skip: '', linksBefore: '' };
-  beforeAll(async () => {
-    block.linksBefore = rootLinks();
-    const made = await createHosts(n, opts);
-    if ('skip' in made) {
-      block.skip = made.skip;
-      console.warn(`hosts.test.ts: skipped: ${made.skip}`);
-    } else block.h = made;
-  }, 60_000);
-  afterAll(async () => {
-    const h = block.h;
-    if (!h) return;
-    await h.destroy();
-    const left = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout;
-    expect(left).not.toContain(h.id);
-  }, 60_000);
-  return block;
 }
 
 for (const perHost of [
@@ -189,7 +108,7 @@ describe('MASTER_ADDR is host 0\'s name, resolved through /etc/hosts where each 
     const seen = async (i: number) => (await h.run(i, 'getent', ['hosts', h.hosts[0]!.name])).stdout.split(/\s/)[0];
     expect(await seen(0)).toBe('127.0.1.1');
     expect(await seen(1)).toBe(h.hosts[0]!.address);
-    const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic'], h.hosts[0]!.name);
+    const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic'], { masterAddr: h.hosts[0]!.name });
     console.log(`hosts.test.ts: 2 hosts × 2+2 ranks, MASTER_ADDR by name, basic job: ${Math.round(job.ms)} ms`);
     expectJobOk(h, perHost, job);
     expectNothingLeft(h);
