@@ -111,15 +111,25 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
   for (const collective of settings.collectives) {
     for (const mode of settings.modes) {
       const sizes = collective === 'barrier' ? [0] : sizesOf(settings);
-      // Settle the JIT, the caches and the CPU clocks before the first measured size. Three
-      // rounds, not one: the optimising compiler's background threads still competed with the
-      // ranks for the two cores during the first measured size after a single round.
-      for (let round = 0; round < 3; round++) await measure(comm, collective, mode, sizes[0]!, Math.max(2000, settings.itersSmall));
-      for (const bytes of sizes) {
-        const iterations = bytes > settings.largeBytes ? settings.itersLarge : settings.itersSmall;
-        const us = await measure(comm, collective, mode, bytes, iterations, settings.repeats);
+      // Settle the JIT, the caches and the CPU clocks before the first measured size: the
+      // optimising compiler's background threads compete with the ranks for the cores.
+      // The rounds make the rows too (not printed): compiling that path in the background
+      // during the first measured sizes cost them up to 4× at p = 4.
+      const rowOf = async (bytes: number, iterations: number, repeats: number): Promise<string> => {
+        const us = await measure(comm, collective, mode, bytes, iterations, repeats);
         const row: BenchRow = { collective, mode, bytes, avgUs: across(us, 'sum') / comm.size, minUs: across(us, 'min'), maxUs: across(us, 'max'), iterations };
-        if (comm.rank === 0) console.log(JSON.stringify(row));
+        return JSON.stringify(row);
+      };
+      // At least 3 rounds and 300 ms (every rank takes the same decision: the slowest clock):
+      // the runtime's own background work after start-up slowed the third measured size 1.4×
+      // after 3 rounds alone.
+      const warmStart = performance.now();
+      for (let round = 0; round < 3 || across(performance.now() - warmStart, 'max') < 300; round++) {
+        await rowOf(sizes[0]!, Math.max(2000, settings.itersSmall), 1);
+      }
+      for (const bytes of sizes) {
+        const row = await rowOf(bytes, bytes > settings.largeBytes ? settings.itersLarge : settings.itersSmall, settings.repeats);
+        if (comm.rank === 0) console.log(row);
       }
     }
   }
