@@ -19,6 +19,18 @@
  * range may be empty when n < of (the step still runs; both sides agree it carries nothing).
  * The whole segment is first 0, count 1, of 1 (the default).
  *
+ * **Rank blocks (allgather).** A range with `of` 0 names one rank block: `first` is a global rank
+ * r, `count` is always 1. In an allgather call B is the result vector — the blocks of every rank
+ * in rank order, block r holding rank r's contribution, its length count(r) possibly differing
+ * per rank (allgatherv), at displacement displ(r). The executor segments allgather's gather phase
+ * by columns: in segment k (segment length s elements) rank block r means elements
+ * [displ(r) + min(k·s, count(r)), displ(r) + min((k+1)·s, count(r))) of B — empty once k·s ≥
+ * count(r); both sides still run the step. A SendRecv whose `range` is a rank block receives the
+ * rank block `range2.first` (`range2.count` 1; it shares `of` 0 with `range`). Rank-block steps
+ * are Send, Recv and SendRecv only; the encoded words are the same as for any range
+ * (`[…, first = r, count = 1, of = 0, …]`). The allgather's bcast phase moves the whole result
+ * vector with ordinary ranges, segmented as any bcast.
+ *
  * **Reduction order.** RecvReduce and SendRecvReduce combine the incoming data X with B's
  * range: `order` 0 computes B op X (X covers higher ranks than B), 1 computes X op B (X covers
  * lower ranks). Built-in operators are commutative; the order matters for user-defined
@@ -72,6 +84,14 @@ export interface BlockRange {
 
 export const WHOLE: BlockRange = { first: 0, count: 1, of: 1 };
 
+/** `of` of a rank-block range (see "Rank blocks" above). */
+export const RANK_BLOCKS = 0;
+
+/** The range naming rank r's block of an allgather's result vector. */
+export function rankBlock(rank: number): BlockRange {
+  return { first: rank, count: 1, of: RANK_BLOCKS };
+}
+
 export interface Step {
   kind: StepKind;
   /** Global rank of the other side (the receiver of a SendRecv*'s send; ShmBcast: the source). */
@@ -84,7 +104,7 @@ export interface Step {
   range?: BlockRange;
   /** SendRecv*: the rank received from. */
   peer2?: number;
-  /** SendRecv*: where the received data goes, in blocks of `range.of`. */
+  /** SendRecv*: where the received data goes, in blocks of `range.of` (a rank block when `range.of` is 0). */
   range2?: { first: number; count: number };
   /** RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B. */
   order?: 0 | 1;
@@ -92,7 +112,8 @@ export interface Step {
   everyRankCombines?: boolean;
 }
 
-export type CollectiveKind = 'bcast' | 'reduce';
+/** `allgather`: the gather phase of an allgather (rank-block ranges); its bcast phase is a `bcast`. */
+export type CollectiveKind = 'bcast' | 'reduce' | 'allgather';
 
 export interface Schedule {
   collective: CollectiveKind;
@@ -148,7 +169,7 @@ export function decodeSteps(words: Int32Array): Step[] {
   return steps;
 }
 
-/** Elements [start, end) of blocks [first, first + count) of `of` blocks over n elements. */
+/** Elements [start, end) of blocks [first, first + count) of `of` blocks over n elements (`of` ≥ 1: not for rank blocks). */
 export function blockElements(n: number, first: number, count: number, of: number): [number, number] {
   return [Math.floor((first * n) / of), Math.floor(((first + count) * n) / of)];
 }

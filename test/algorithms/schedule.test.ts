@@ -2,11 +2,13 @@ import { describe, expect, it } from 'vitest';
 import {
   STEP_WORDS,
   StepKind,
+  RANK_BLOCKS,
   WHOLE,
   blockElements,
   decodeSteps,
   encodeSchedule,
   hasExchanges,
+  rankBlock,
   type Schedule,
   type Step,
 } from '../../src/algorithms/schedule.js';
@@ -63,6 +65,21 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
     expect([...words.subarray(8 * STEP_WORDS, 9 * STEP_WORDS)]).toEqual([6, 7, 0, 0, 2, 2, 4, 7, 0, 2, 0, 0]);
     // the shared allreduce's protocol is the last word
     expect([...words.subarray(12 * STEP_WORDS, 13 * STEP_WORDS)]).toEqual([8, -1, 0, 0, 0, 1, 1, -1, 0, 0, 0, 1]);
+  });
+
+  it('round-trips rank-block ranges (of 0), rank 0\'s block included, in the same word layout', () => {
+    const steps: Step[] = [
+      { kind: StepKind.Send, peer: 1, level: 0, range: rankBlock(0) },
+      { kind: StepKind.Recv, peer: 2, level: 1, range: rankBlock(7) },
+      { kind: StepKind.SendRecv, peer: 3, level: 2, range: rankBlock(0), peer2: 4, range2: { first: 0, count: 1 } },
+      { kind: StepKind.SendRecv, peer: 3, level: 2, range: rankBlock(12), peer2: 4, range2: { first: 5, count: 1 } },
+    ];
+    expect(rankBlock(9)).toEqual({ first: 9, count: 1, of: RANK_BLOCKS });
+    expect(RANK_BLOCKS).toBe(0);
+    const words = encodeSchedule({ collective: 'allgather', root: 0, steps });
+    expect(decodeSteps(words)).toEqual(steps);
+    expect([...words.subarray(0, STEP_WORDS)]).toEqual([1, 1, 0, 0, 0, 1, 0, -1, 0, 0, 0, 0]);
+    expect([...words.subarray(3 * STEP_WORDS, 4 * STEP_WORDS)]).toEqual([5, 3, 2, 0, 12, 1, 0, 4, 5, 1, 0, 0]);
   });
 
   it('cuts segments into blocks the same way on both sides, empty blocks included', () => {
