@@ -16,14 +16,21 @@ export type ReduceAlgorithm = 'flat' | 'binomial' | KnomialChoice | 'rabenseifne
 /** Allreduce among one group (the top group of a reduce-allreduce-bcast): see `groupAllreduceSteps`. */
 export type AllreduceAlgorithm = 'recursive-doubling' | 'rabenseifner';
 
-export type GroupAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm;
+/** Allgather among one group (each level of a hierarchical allgather's gather phase): see `groupAllgatherSteps`. */
+export type GroupAllgatherAlgorithm = 'ring' | 'recursive-doubling' | 'bruck' | 'neighbor-exchange';
 
-export type CollectiveAlgorithmKind = 'bcast' | 'reduce' | 'allreduce';
+/** What configuration may name for an allgather; `shm` (through the shared-memory engine) is not implemented yet. */
+export type AllgatherAlgorithm = GroupAllgatherAlgorithm | 'shm';
+
+export type GroupAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | AllgatherAlgorithm;
+
+export type CollectiveAlgorithmKind = 'bcast' | 'reduce' | 'allreduce' | 'allgather';
 
 const NAMES: Record<CollectiveAlgorithmKind, readonly string[]> = {
   bcast: ['flat', 'binomial', 'knomial:K', 'scatter-allgather', 'shm'],
   reduce: ['flat', 'binomial', 'knomial:K', 'rabenseifner', 'shm'],
   allreduce: ['recursive-doubling', 'rabenseifner'],
+  allgather: ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm'],
 };
 
 /** Largest accepted k-nomial radix (any radix ≥ the group size is a flat tree). */
@@ -31,12 +38,13 @@ export const MAX_KNOMIAL_RADIX = 2 ** 31 - 1;
 
 /**
  * Parses an algorithm name: `flat`, `binomial`, `knomial:K` (K ≥ 2), `scatter-allgather`,
- * `shm`, `rabenseifner`, `recursive-doubling`. With `kind`, only the algorithms of that
+ * `shm`, `rabenseifner`, `recursive-doubling`, `ring`, `bruck`, `neighbor-exchange`. With `kind`, only the algorithms of that
  * collective are accepted. Bad input is an ECONFIG error naming the accepted forms.
  */
 export function parseAlgorithm(text: string, kind: 'bcast'): BcastAlgorithm;
 export function parseAlgorithm(text: string, kind: 'reduce'): ReduceAlgorithm;
 export function parseAlgorithm(text: string, kind: 'allreduce'): AllreduceAlgorithm;
+export function parseAlgorithm(text: string, kind: 'allgather'): AllgatherAlgorithm;
 export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): GroupAlgorithm;
 export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): GroupAlgorithm {
   const accepted = kind === undefined ? [...new Set(Object.values(NAMES).flat())] : NAMES[kind];
@@ -44,7 +52,7 @@ export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): Gr
   const what = kind === undefined ? 'algorithm' : `${kind} algorithm`;
   const algorithm = parseAnyAlgorithm(text, what, hint);
   const name = typeof algorithm === 'string' ? algorithm : 'knomial:K';
-  if (!accepted.includes(name)) throw new TopocollError('ECONFIG', `"${text}" is not a ${what}`, { hint });
+  if (!accepted.includes(name)) throw new TopocollError('ECONFIG', `"${text}" is not ${/^[aeiou]/.test(what) ? 'an' : 'a'} ${what}`, { hint });
   return algorithm;
 }
 
@@ -62,6 +70,9 @@ function parseAnyAlgorithm(text: string, what: string, hint: string): GroupAlgor
     case 'shm':
     case 'rabenseifner':
     case 'recursive-doubling':
+    case 'ring':
+    case 'bruck':
+    case 'neighbor-exchange':
       return text;
   }
   const m = /^knomial:(.*)$/.exec(text);

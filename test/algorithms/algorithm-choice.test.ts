@@ -4,7 +4,7 @@ import { thrown } from '../helpers/thrown.js';
 
 describe('parseAlgorithm / formatAlgorithm', () => {
   it('reads every name, k-nomial with its radix; knomial:2 is binomial', () => {
-    const names = ['flat', 'binomial', 'scatter-allgather', 'shm', 'rabenseifner', 'recursive-doubling'];
+    const names = ['flat', 'binomial', 'scatter-allgather', 'shm', 'rabenseifner', 'recursive-doubling', 'ring', 'bruck', 'neighbor-exchange'];
     for (const name of names) expect(parseAlgorithm(name)).toBe(name);
     expect(parseAlgorithm('knomial:4')).toEqual({ knomial: 4 });
     expect(parseAlgorithm('knomial:2')).toBe('binomial');
@@ -12,7 +12,7 @@ describe('parseAlgorithm / formatAlgorithm', () => {
   });
 
   it('formats back to the text it parses from', () => {
-    const all: GroupAlgorithm[] = ['flat', 'binomial', { knomial: 3 }, 'scatter-allgather', 'shm', 'rabenseifner', 'recursive-doubling'];
+    const all: GroupAlgorithm[] = ['flat', 'binomial', { knomial: 3 }, 'scatter-allgather', 'shm', 'rabenseifner', 'recursive-doubling', 'ring', 'bruck', 'neighbor-exchange'];
     for (const a of all) expect(parseAlgorithm(formatAlgorithm(a))).toEqual(a);
     expect(formatAlgorithm({ knomial: 8 })).toBe('knomial:8');
     expect(formatAlgorithm({ knomial: 2 })).toBe('binomial');
@@ -27,10 +27,14 @@ describe('parseAlgorithm / formatAlgorithm', () => {
     thrown(() => parseAlgorithm('scatter-allgather', 'reduce'), 'ECONFIG');
     thrown(() => parseAlgorithm('binomial', 'allreduce'), 'ECONFIG');
     thrown(() => parseAlgorithm('knomial:3', 'allreduce'), 'ECONFIG');
+    for (const name of ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm']) expect(parseAlgorithm(name, 'allgather')).toBe(name);
+    expect(thrown(() => parseAlgorithm('binomial', 'allgather'), 'ECONFIG').message).toMatch(/"binomial" is not an allgather algorithm.*Use ring, recursive-doubling, bruck, neighbor-exchange, shm/);
+    thrown(() => parseAlgorithm('ring', 'bcast'), 'ECONFIG');
+    thrown(() => parseAlgorithm('bruck', 'allreduce'), 'ECONFIG');
   });
 
   it('rejects unknown names and bad radices with ECONFIG', () => {
-    expect(thrown(() => parseAlgorithm('ring'), 'ECONFIG').message).toMatch(/unknown algorithm "ring"/);
+    expect(thrown(() => parseAlgorithm('tree'), 'ECONFIG').message).toMatch(/unknown algorithm "tree"/);
     for (const bad of ['knomial:1', 'knomial:0', 'knomial:', 'knomial:x', 'knomial:2.5', 'knomial:-3', 'Binomial', '']) {
       thrown(() => parseAlgorithm(bad), 'ECONFIG');
     }
