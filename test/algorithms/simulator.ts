@@ -4,7 +4,10 @@ import type { GroupPlan } from '../../src/groups/plan.js';
 /**
  * Runs every rank's schedule together on buffers of `elements` values per segment, with the
  * semantics of schedule.ts: every step works on the rank's B; ranges are block ranges of the
- * segment (`blockElements`); the step list runs once per segment.
+ * segment (`blockElements`); the step list runs once per segment. Rank-block ranges (`of` 0, an
+ * allgather's gather phase) need `rankBlockElements` = e: block r of a segment is its elements
+ * [r·e, (r+1)·e) — every rank's block equally long, each segment holding one column slice of
+ * every block, which is the executor's column segmentation with segment length e.
  *
  * Transport: per ordered pair (sender, receiver) a FIFO of messages. The send half of
  * SendRecv/SendRecvReduce is eager (it completes into the FIFO at once); a plain Send is eager
@@ -33,6 +36,8 @@ export interface SimulationOptions<V> {
   transport?: Transport;
   /** Members (global ranks) of every shared-memory group id, for ShmReduce. */
   shmGroups?: ReadonlyMap<number, readonly number[]>;
+  /** Elements per rank block per segment, for ranges with `of` 0; such ranges are errors without it. */
+  rankBlockElements?: number;
 }
 
 export interface Simulation<V> {
@@ -273,6 +278,14 @@ class Run<V> {
 
   private elementsOf(range: BlockRange, where: string): [number, number] {
     const { first, count, of } = range;
+    if (of === 0) {
+      const e = this.options.rankBlockElements;
+      if (e === undefined || !Number.isInteger(first) || first < 0 || count !== 1 || (first + 1) * e > this.elements) {
+        this.error(`${where}: bad rank-block range ${first}+${count}/0 (${e ?? 'no'} elements per rank block, ${this.elements} per segment)`);
+        return [0, 0];
+      }
+      return [first * e, (first + 1) * e];
+    }
     if (![first, count, of].every(Number.isInteger) || of < 1 || first < 0 || count < 0 || first + count > of) {
       this.error(`${where}: bad range ${first}+${count}/${of}`);
       return [0, 0];
