@@ -1,6 +1,7 @@
 import { TopocollError } from '../errors.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
-import type { AllreduceAlgorithm, BcastAlgorithm, ReduceAlgorithm } from './algorithm-choice.js';
+import type { AllreduceAlgorithm, BcastAlgorithm, GroupAllgatherAlgorithm, ReduceAlgorithm } from './algorithm-choice.js';
+import { groupAllgatherSteps } from './group-allgather.js';
 import { groupAllreduceSteps } from './group-allreduce.js';
 import { groupBcastSteps } from './group-bcast.js';
 import { groupReduceSteps } from './group-reduce.js';
@@ -8,11 +9,11 @@ import type { GroupView } from './group-steps.js';
 import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step } from './schedule.js';
 
 /**
- * Hierarchical bcast, reduce and allreduce schedules over the groups of a `GroupPlan`, for any
- * root, each group running the algorithm a callback chooses for it (group-bcast.ts,
- * group-reduce.ts, group-allreduce.ts; binomial trees by default), with no extra hop through
- * rank 0: every message travels between two members of one group, so only in-group links are
- * used.
+ * Hierarchical bcast, reduce, allreduce and allgather schedules over the groups of a
+ * `GroupPlan`, for any root, each group running the algorithm a callback chooses for it
+ * (group-bcast.ts, group-reduce.ts, group-allreduce.ts, group-allgather.ts; binomial trees by
+ * default; the ring for allgather), with no extra hop through rank 0: every message travels
+ * between two members of one group, so only in-group links are used.
  *
  * Coverage. A member m of a group G covers m itself and everything m leads below G: the members
  * of m's lower groups and, recursively, what they cover. Each rank ≠ 0 is a non-leader in
@@ -63,6 +64,23 @@ import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step
  *   leaders. The reduce phase holds the lower reduces and T's allreduce, the bcast phase the
  *   lower bcasts (T's members already hold the result). With `commutative: false` the lower
  *   groups keep position order: the result is in `reductionOrder(plan)`, identical everywhere.
+ *
+ * Allgather (`allgatherSchedules`), on rank blocks (schedule.ts): B is the result vector, block r
+ * rank r's contribution at its own place, so the result is in rank order whatever the placement
+ * (the ranks of a node need not be consecutive) and no group algorithm reorders anything.
+ * - Gather phase (`collective: 'allgather'`): every rank runs, bottom-up along its chain, the
+ *   group allgather (group-allgather.ts; `allgatherAlgorithm(g)`, default `ring`) of each group,
+ *   each member m holding the blocks of what it covers below the group (`coveredBelow`): itself
+ *   and, recursively, everything it leads below. After a group's allgather every member holds
+ *   the blocks of everything the group covers; leaders carry that upward into their next group.
+ *   The top group T's allgather leaves every member of T holding every block. Deadlock freedom as
+ *   for reduce: a member enters a group after the groups below it, which cover strictly less.
+ * - Bcast phase (`collective: 'bcast'`): the whole result vector goes down from T's members
+ *   exactly as in the bcast phase of `reduce-allreduce-bcast` (every group but T, from its
+ *   leader, top-down; ordinary whole-segment ranges, `bcastAlgorithm(g)` incl. `shm`).
+ * Lower groups' non-leaders receive the blocks of their group in the gather phase and the whole
+ * vector again in the bcast phase: a group allgather keeps every level one kind of step.
+ * Both phases have root 0; a job of one rank has no steps.
  */
 
 /** Groups of the plan that cover `root`, each with the member covering it (the source). */
@@ -145,6 +163,49 @@ export function allreduceSchedules(plan: GroupPlan, rank: number, options: Allre
     reduce: { collective: 'reduce', root: GLOBAL_LEADER, steps: reduceSteps(ctx, options, top && { group: top, algorithm }) },
     bcast: { collective: 'bcast', root: GLOBAL_LEADER, steps: bcastSteps(ctx, options, top) },
   };
+}
+
+/** How an allgather gathers inside each group: `allgatherAlgorithm(g)`, by default `ring`; its bcast phase as `BcastOptions`. */
+export interface AllgatherOptions extends BcastOptions {
+  allgatherAlgorithm?: (g: Group) => GroupAllgatherAlgorithm;
+}
+
+/** The two phases of an allgather: the gather phase (rank blocks), then the bcast phase (whole vector). */
+export interface AllgatherSchedules {
+  gather: Schedule;
+  bcast: Schedule;
+}
+
+/** The schedules of `rank` for an allgather (see "Allgather" above); both phases have root 0. */
+export function allgatherSchedules(plan: GroupPlan, rank: number, options: AllgatherOptions = {}): AllgatherSchedules {
+  const ctx = context(plan, rank, GLOBAL_LEADER);
+  const algorithmOf = options.allgatherAlgorithm ?? (() => 'ring' as const);
+  const gather: Step[] = [];
+  for (const g of ctx.chain) {
+    const covered = g.members.map((m) => coveredBelow(plan, m, g));
+    gather.push(...groupAllgatherSteps(algorithmOf(g), ctx.view(g), position(g, rank), (i) => covered[i]!));
+  }
+  return {
+    gather: { collective: 'allgather', root: GLOBAL_LEADER, steps: gather },
+    bcast: { collective: 'bcast', root: GLOBAL_LEADER, steps: bcastSteps(ctx, options, topGroup(plan)) },
+  };
+}
+
+/**
+ * The ranks `member` (of `group`) covers below `group`, ascending: itself and, for each group of
+ * its chain below `group` (all led by it), what the other members cover below that group.
+ */
+export function coveredBelow(plan: GroupPlan, member: number, group: Group): number[] {
+  const out: number[] = [];
+  const collect = (m: number, above: Group): void => {
+    out.push(m);
+    for (const g of plan.chain(m)) {
+      if (g === above || g.leader !== m) break;
+      for (const x of g.members) if (x !== m) collect(x, g);
+    }
+  };
+  collect(member, group);
+  return out.sort((a, b) => a - b);
 }
 
 /** The top group of the plan (the top of rank 0's chain); undefined for a job of one rank. */

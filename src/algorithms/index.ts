@@ -4,6 +4,8 @@ export {
   StepKind,
   STEP_WORDS,
   WHOLE,
+  RANK_BLOCKS,
+  rankBlock,
   encodeSchedule,
   decodeSteps,
   blockElements,
@@ -16,7 +18,9 @@ export {
 export {
   parseAlgorithm,
   formatAlgorithm,
+  type AllgatherAlgorithm,
   type AllreduceAlgorithm,
+  type GroupAllgatherAlgorithm,
   type BcastAlgorithm,
   type ReduceAlgorithm,
   type GroupAlgorithm,
@@ -25,17 +29,22 @@ export {
 export { groupBcastSteps, type GroupBcastOptions } from './group-bcast.js';
 export { groupReduceSteps, type GroupReduceOptions } from './group-reduce.js';
 export { groupAllreduceSteps } from './group-allreduce.js';
+export { groupAllgatherSteps, groupAllgatherRounds, averageLogicalDistance, allgatherAlcd } from './group-allgather.js';
 export type { GroupView } from './group-steps.js';
 export {
   bcastSchedule,
   reduceSchedule,
   allreduceSchedules,
+  allgatherSchedules,
+  coveredBelow,
   coveringSources,
   topGroup,
   reductionOrder,
   preservesRankOrder,
   ScheduleCache,
   GLOBAL_LEADER,
+  type AllgatherOptions,
+  type AllgatherSchedules,
   type AllreduceOptions,
   type AllreduceSchedules,
   type AllreduceVariant,

@@ -1,8 +1,10 @@
 import {
+  allgatherSchedules,
   allreduceSchedules,
   bcastSchedule,
   reduceSchedule,
   reductionOrder,
+  type AllgatherOptions,
   type AllreduceOptions,
   type BcastOptions,
   type ReduceOptions,
@@ -136,6 +138,58 @@ export function allreduceProblems(plan: GroupPlan, options: AllreduceOptions, ru
       spread.buffers.forEach((b, r) => {
         if (b[at] !== first) problems.push(`${where}: rank ${r} element ${e} differs from rank 0`);
       });
+    });
+  }
+  return problems;
+}
+
+/** An allgather run: `e` elements per rank block and segment (a segment holds p·e), segments, transport. */
+export interface AllgatherRun {
+  e: number;
+  segments: number;
+  transport: Transport;
+}
+
+/** Blocks of one and several elements, two segments, both transports. */
+export const ALLGATHER_RUNS: AllgatherRun[] = [
+  { e: 1, segments: 1, transport: 'rendezvous' },
+  { e: 2, segments: 2, transport: 'eager' },
+  { e: 3, segments: 1, transport: 'rendezvous' },
+];
+
+/**
+ * An allgather: the gather phase on rank blocks (every rank starting with its own block), then
+ * the bcast phase on the same B. Every rank ends with every rank's block at its place in rank
+ * order; every message stays in a group; no rank receives a block twice in the gather phase; the
+ * gather phase only moves rank blocks, the bcast phase only ordinary ranges.
+ */
+export function allgatherProblems(plan: GroupPlan, options: AllgatherOptions, runs: readonly AllgatherRun[], shm?: Map<number, readonly number[]>): string[] {
+  const p = plan.size;
+  const both = ranksOf(plan).map((r) => allgatherSchedules(plan, r, options));
+  const problems = [...outOfGroupSteps(plan, both.map((b) => b.gather)), ...outOfGroupSteps(plan, both.map((b) => b.bcast))];
+  if (!both.every((b) => b.gather.root === 0 && b.bcast.root === 0 && b.gather.collective === 'allgather' && b.bcast.collective === 'bcast')) problems.push('phases are not allgather/bcast at 0');
+  both.forEach((b, r) => {
+    if (b.gather.steps.some((s) => s.range?.of !== 0)) problems.push(`rank ${r}: a gather step without a rank block`);
+    if (b.bcast.steps.some((s) => s.range?.of === 0)) problems.push(`rank ${r}: a bcast step with a rank block`);
+    const received = b.gather.steps.flatMap((s) => (s.kind === StepKind.Recv ? [s.range!.first] : s.kind === StepKind.SendRecv ? [s.range2!.first] : []));
+    if (new Set(received).size !== received.length || received.includes(r)) problems.push(`rank ${r}: receives a block twice or its own`);
+  });
+  for (const run of runs) {
+    const where = `allgather e ${run.e} × ${run.segments} ${run.transport}`;
+    const elements = p * run.e;
+    const common = { elements, segments: run.segments, transport: run.transport, shmGroups: shm };
+    const own = (r: number, element: number, segment: number) => (Math.floor(element / run.e) === r ? contribution(r, element % run.e, segment) : undefined);
+    const gathered = simulate(both.map((b) => b.gather), { ...common, rankBlockElements: run.e, initial: own });
+    problems.push(...runProblems(gathered, `${where} gather phase`));
+    const spread = simulate(both.map((b) => b.bcast), { ...common, initial: (r, e, s) => gathered.buffers[r]![s * elements + e] });
+    problems.push(...runProblems(spread, `${where} bcast phase`));
+    spread.buffers.forEach((b, r) => {
+      for (let s = 0; s < run.segments; s++) {
+        for (let e = 0; e < elements; e++) {
+          const expected = contribution(Math.floor(e / run.e), e % run.e, s);
+          if (b[s * elements + e] !== expected && problems.length < 50) problems.push(`${where}: rank ${r} segment ${s} element ${e} holds ${b[s * elements + e]}, expected ${expected}`);
+        }
+      }
     });
   }
   return problems;
