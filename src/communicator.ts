@@ -3,8 +3,8 @@ import { mergeRuntimeConfig, type RuntimeConfigInput } from './config/load.js';
 import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
-import { NativeCollective, type NativeCollectiveCode, type NativeEngine } from './native.js';
-import { CollectivePlans } from './runtime/collective-plans.js';
+import { NativeCollective, type NativeAllgatherCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
+import { CollectivePlans, type AllgatherCallPlan } from './runtime/collective-plans.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import { summarizePlacement, type PlacementReport } from './runtime/placement.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray, type UserOp } from './runtime/datatypes.js';
@@ -20,7 +20,7 @@ export interface LevelInfo {
   groupSize: number;
   isLeader: boolean;
   /** The algorithm of this rank's group at the level, per collective and message-size class. */
-  algorithms?: { bcast: { small: string; large: string }; reduce: { small: string; large: string } };
+  algorithms?: { bcast: { small: string; large: string }; reduce: { small: string; large: string }; allgather: { small: string; large: string } };
 }
 
 /** A built-in operator name, or a JavaScript operator made with userOp(). */
@@ -244,6 +244,50 @@ export class Communicator {
     }, send, recv);
   }
 
+  /**
+   * Every rank's `send` gathered in rank order into `recv` on every rank: rank r's elements land
+   * at [r·n, (r+1)·n) with n = send.length, the same on every rank; recv needs size·n elements.
+   * IN_PLACE as send: this rank's block is already at its place in recv (n = recv.length / size).
+   */
+  allgatherSync(send: TypedArray | InPlace, recv: TypedArray): void {
+    const type = this.checkAllgather(send, recv, undefined);
+    const count = send === IN_PLACE ? recv.length / this.size : send.length;
+    const p = this.plans.allgather(count * this.size * type.bytes, type.bytes);
+    this.engine.runAllgather(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
+  }
+
+  allgather(send: TypedArray | InPlace, recv: TypedArray): Promise<void> {
+    return this.async(() => {
+      const type = this.checkAllgather(send, recv, undefined);
+      const count = send === IN_PLACE ? recv.length / this.size : send.length;
+      const p = this.plans.allgather(count * this.size * type.bytes, type.bytes);
+      return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
+    }, send, recv);
+  }
+
+  /**
+   * Allgather of blocks of different lengths: rank r contributes `counts[r]` elements (its
+   * `send`), placed in rank order one after another in `recv` on every rank. Every rank must pass
+   * the same `counts` (a rank passing others gets EMISMATCH). IN_PLACE: this rank's block is
+   * already at its place in recv.
+   */
+  allgathervSync(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): void {
+    const table = this.blockCounts(counts);
+    const type = this.checkAllgather(send, recv, table);
+    const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes);
+    this.engine.runAllgather(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
+  }
+
+  allgatherv(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): Promise<void> {
+    return this.async(() => {
+      // Its own copy: the call may start after the caller changed `counts`.
+      const table = Float64Array.from(this.blockCounts(counts));
+      const type = this.checkAllgather(send, recv, table);
+      const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes);
+      return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
+    }, send, recv);
+  }
+
   /** Returns once every rank has entered the barrier. */
   barrierSync(): void {
     this.ensureOpen();
@@ -357,6 +401,64 @@ export class Communicator {
     if (send.length !== recv.length) return this.argumentError('EINVAL', `send has ${send.length} elements but recv has ${recv.length}`);
     return this.argumentError('EINVAL', 'send and recv overlap', 'Pass IN_PLACE as send to reduce in place.');
   }
+
+  /** Checks an allgather's buffers (with `table`: allgatherv's counts); returns the datatype. */
+  private checkAllgather(send: TypedArray | InPlace, recv: TypedArray, table: Float64Array | undefined): Datatype {
+    this.ensureOpen();
+    const type = datatypeOf(recv, 'recv');
+    const own = table === undefined ? (send === IN_PLACE ? recv.length / this.size : send.length) : table[this.rank]!;
+    const total = table === undefined ? own * this.size : this.blockTotal;
+    if (send !== IN_PLACE) {
+      const sendType = datatypeOf(send, 'send');
+      if (sendType !== type) throw this.argumentError('EINVAL', `send is ${sendType.name} but recv is ${type.name}`);
+      if (send === recv && send.length > 0) throw this.argumentError('EINVAL', 'send and recv are the same array', 'Pass IN_PLACE as send when this rank\'s block is already in recv.');
+      if (table !== undefined && send.length !== own) throw this.argumentError('EINVAL', `send has ${send.length} elements but counts[${this.rank}] is ${own}`);
+    } else if (table === undefined && !Number.isInteger(own)) {
+      throw this.argumentError('EINVAL', `with IN_PLACE recv holds every rank's block, but its ${recv.length} elements do not divide among ${this.size} ranks`);
+    }
+    if (recv.length < total) throw this.argumentError('EINVAL', `recv has ${recv.length} elements but the allgather gathers ${total}`);
+    return type;
+  }
+
+  /** Sum of the counts blockCounts last checked. */
+  private blockTotal = 0;
+  private countsScratch?: Float64Array;
+
+  /** allgatherv's counts as a Float64Array of non-negative integers, one per rank (their sum in blockTotal). */
+  private blockCounts(counts: ArrayLike<number>): Float64Array {
+    this.ensureOpen();
+    if (counts === null || typeof counts !== 'object' || counts.length !== this.size) {
+      throw this.argumentError('EINVAL', `allgatherv needs one count per rank (${this.size}), got ${counts === null || typeof counts !== 'object' ? String(counts) : counts.length}`);
+    }
+    const table = counts instanceof Float64Array ? counts : (this.countsScratch ??= new Float64Array(this.size));
+    let total = 0;
+    for (let r = 0; r < this.size; r++) {
+      const c = counts[r]!;
+      if (!Number.isSafeInteger(c) || c < 0) throw this.argumentError('EINVAL', `allgatherv: counts[${r}] is ${c}, not a non-negative integer`);
+      table[r] = c;
+      total += c;
+    }
+    this.blockTotal = total;
+    return table;
+  }
+
+  private allgatherCall(p: AllgatherCallPlan, send: TypedArray, recv: TypedArray, count: number, type: Datatype, counts: Float64Array | undefined): NativeAllgatherCall {
+    const call = this.allgatherArgs;
+    call.gatherPlan = p.gather;
+    call.bcastPlan = p.bcast;
+    call.send = send;
+    call.recv = recv;
+    call.count = count;
+    call.counts = counts;
+    call.dtype = type.code;
+    call.planHash = this.planHash;
+    call.segment = p.segment;
+    call.bcastSegment = p.bcastSegment;
+    return call;
+  }
+
+  /** Reused by every allgather call (the native side reads it before the call returns or queues). */
+  private readonly allgatherArgs: NativeAllgatherCall = { gatherPlan: -1, bcastPlan: -1, send: new Uint8Array(0), recv: new Uint8Array(0), count: 0, dtype: 0, planHash: 0, segment: 0, bcastSegment: 0 };
 
   /**
    * Whether a user operator may be applied in any order; a non-commutative one needs a plan

@@ -12,7 +12,7 @@ import type { NativeUserOp } from './runtime/datatypes.js';
  */
 
 /** Collective numbers of native/src/message.h. */
-export const NativeCollective = { barrier: 1, bcast: 2, reduce: 3, allreduce: 4 } as const;
+export const NativeCollective = { barrier: 1, bcast: 2, reduce: 3, allreduce: 4, allgather: 5 } as const;
 export type NativeCollectiveCode = (typeof NativeCollective)[keyof typeof NativeCollective];
 
 export interface NativeEngineOptions {
@@ -60,6 +60,22 @@ export interface TcpPeerAddress {
 
 type BufferArg = ArrayBufferView | null;
 
+/** One allgather call (NativeEngine.runAllgather). */
+export interface NativeAllgatherCall {
+  gatherPlan: number;
+  bcastPlan: number;
+  send: ArrayBufferView;
+  recv: ArrayBufferView;
+  /** Elements per rank (ignored with `counts`). */
+  count: number;
+  /** Elements of every rank's block (allgatherv), one per rank. */
+  counts?: Float64Array;
+  dtype: number;
+  planHash: number;
+  segment: number;
+  bcastSegment: number;
+}
+
 /**
  * Slots of the call descriptor (NativeEngine::CallField in native/src/addon.cc): a call's
  * numbers travel through a shared Float64Array instead of as arguments, because converting ten
@@ -75,6 +91,7 @@ const enum CallField {
   root = 6,
   planHash = 7,
   segment = 8,
+  bcastSegment = 9,
 }
 
 interface RawEngine {
@@ -90,8 +107,8 @@ interface RawEngine {
   /** The call descriptor (CallField order), read by run and runAsync. */
   readonly callArea: Float64Array;
   /** Buffers after the first may be left out when null (fewer arguments, faster calls). */
-  run(recv: BufferArg, send?: BufferArg, user?: NativeUserOp): void;
-  runAsync(recv: BufferArg, send: BufferArg): Promise<void>;
+  run(recv: BufferArg, send?: BufferArg, user?: NativeUserOp | null, counts?: Float64Array): void;
+  runAsync(recv: BufferArg, send: BufferArg, counts?: Float64Array): Promise<void>;
   close(): void;
   ownRegionNodes(): Int32Array;
   readonly segmentBytes: number;
@@ -252,6 +269,37 @@ export class NativeEngine {
     } catch (e) {
       return Promise.reject(toTopocollError(e, this.rank));
     }
+  }
+
+  /**
+   * An allgather on the calling thread: `count` elements from every rank, or `counts[r]` from
+   * rank r (allgatherv); recv holds them in rank order; `send` may be `recv` itself (IN_PLACE:
+   * this rank's block is at its place). The gather phase runs in column segments of `segment`
+   * elements of every block, the bcast phase in segments of `bcastSegment` elements.
+   */
+  runAllgather(call: NativeAllgatherCall): void {
+    this.describeAllgather(call);
+    try {
+      if (call.counts !== undefined) this.raw.run(call.recv, call.send, null, call.counts);
+      else this.raw.run(call.recv, call.send);
+    } catch (e) {
+      rethrow(e, this.rank);
+    }
+  }
+
+  /** The same on the communicator's progress thread. */
+  runAllgatherAsync(call: NativeAllgatherCall): Promise<void> {
+    this.describeAllgather(call);
+    try {
+      return this.raw.runAsync(call.recv, call.send, call.counts).catch((e: unknown) => rethrow(e, this.rank));
+    } catch (e) {
+      return Promise.reject(toTopocollError(e, this.rank));
+    }
+  }
+
+  private describeAllgather(call: NativeAllgatherCall): void {
+    this.describe(NativeCollective.allgather, call.gatherPlan, call.bcastPlan, call.count, call.dtype, 0, 0, call.planHash, call.segment);
+    this.callArea[CallField.bcastSegment] = call.bcastSegment;
   }
 
   private describe(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, count: number, dtype: number, op: number, root: number, planHash: number, segment: number): void {

@@ -245,6 +245,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     kFieldRoot,
     kFieldPlanHash,
     kFieldSegment,
+    // Allgather: elements per segment of the bcast phase.
+    kFieldBcastSegment,
     kCallFields
   };
 
@@ -271,7 +273,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   // Reads the descriptor and checks it against the buffers, before anything is sent: an
   // unknown schedule id, a buffer smaller than the call, a missing one, or send and recv that
   // overlap without being the same bytes (IN_PLACE passes the same array twice) are CollErrors.
-  CallArgs ReadCall(const BufferView& send, const BufferView& recv) const {
+  CallArgs ReadCall(const BufferView& send, const BufferView& recv, const BufferView& counts) const {
     const double* d = call_area_;
     CallArgs a;
     a.collective = static_cast<Collective>(static_cast<int>(d[kFieldCollective]));
@@ -287,6 +289,12 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     a.root = static_cast<int>(d[kFieldRoot]);
     a.plan_hash = static_cast<uint32_t>(d[kFieldPlanHash]);
     a.segment = static_cast<uint64_t>(d[kFieldSegment]);
+    a.bcast_segment = static_cast<uint64_t>(d[kFieldBcastSegment]);
+    if (a.collective == Collective::kAllgather) {
+      if (a.reduce == nullptr || a.bcast == nullptr) throw CollError("EINVAL", "unknown schedule id");
+      CheckAllgatherBuffers(a, send, recv, counts);
+      return a;
+    }
     const bool needs_reduce = a.collective != Collective::kBcast;
     const bool needs_bcast = a.collective != Collective::kReduce;
     if ((needs_reduce && a.reduce == nullptr) || (needs_bcast && a.bcast == nullptr)) {
@@ -311,17 +319,48 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return a;
   }
 
-  // run(recv[, send[, user]]) with the descriptor in callArea: one collective on the calling
+  // Allgather: block lengths from `counts` (a Float64Array, one per rank: allgatherv) or
+  // a.count each; recv holds them all, send this rank's block unless it is recv (IN_PLACE).
+  void CheckAllgatherBuffers(CallArgs& a, const BufferView& send, const BufferView& recv, const BufferView& counts) const {
+    const int size = engine_->size();
+    if (counts.given) {
+      if (counts.elements != static_cast<size_t>(size)) {
+        throw CollError("EINVAL", "allgatherv: " + std::to_string(counts.elements) + " counts for " + std::to_string(size) + " ranks");
+      }
+      const auto* c = static_cast<const double*>(counts.data);
+      a.block_counts.resize(static_cast<size_t>(size));
+      for (int r = 0; r < size; ++r) a.block_counts[static_cast<size_t>(r)] = static_cast<uint64_t>(c[r]);
+    }
+    uint64_t total = 0;
+    for (int r = 0; r < size; ++r) total += counts.given ? a.block_counts[static_cast<size_t>(r)] : a.count;
+    const uint64_t own = counts.given ? a.block_counts[static_cast<size_t>(engine_->rank())] : a.count;
+    if (!recv.given || recv.elements < total) {
+      throw CollError("EINVAL", "recv is missing or smaller than the allgather's " + std::to_string(total) + " elements");
+    }
+    if (send.data == recv.data) return;  // IN_PLACE
+    if (own > 0 && (!send.given || send.elements < own)) {
+      throw CollError("EINVAL", "send is missing or smaller than this rank's block of " + std::to_string(own) + " elements");
+    }
+    const size_t elem = DtypeSize(a.dtype);
+    const auto* s = static_cast<const uint8_t*>(send.data);
+    const auto* r = static_cast<const uint8_t*>(recv.data);
+    if (own > 0 && s < r + total * elem && r < s + own * elem) {
+      throw CollError("EINVAL", "send and recv overlap (pass IN_PLACE as send when this rank's block is already in recv)");
+    }
+  }
+
+  // run(recv[, send[, user[, counts]]]) with the descriptor in callArea: one collective on the calling
   // thread (a bcast passes its one buffer only). A plain function bound to this object (no
   // unwrap on every call), installed as an own property of the wrapper in the constructor.
   static napi_value RunEntry(napi_env env, napi_callback_info info) {
-    size_t argc = 3;
-    napi_value argv[3];
+    size_t argc = 4;
+    napi_value argv[4];
     void* data = nullptr;
     napi_get_cb_info(env, info, &argc, argv, nullptr, &data);
     auto* self = static_cast<NativeEngine*>(data);
     try {
-      CallArgs args = self->ReadCall(argc > 1 ? RawBytes(env, argv[1]) : BufferView{}, argc > 0 ? RawBytes(env, argv[0]) : BufferView{});
+      CallArgs args = self->ReadCall(argc > 1 ? RawBytes(env, argv[1]) : BufferView{}, argc > 0 ? RawBytes(env, argv[0]) : BufferView{},
+                                     argc > 3 ? RawBytes(env, argv[3]) : BufferView{});
       napi_valuetype user_type = napi_undefined;
       if (argc > 2) napi_typeof(env, argv[2], &user_type);
       if (user_type == napi_object) self->AttachUserOp(Napi::Env(env), Napi::Object(env, argv[2]), args);
@@ -370,12 +409,12 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     engine_->Run(args);
   }
 
-  // runAsync(recv, send) with the descriptor in callArea: the same on the progress thread.
+  // runAsync(recv, send[, counts]) with the descriptor in callArea: the same on the progress thread.
   Napi::Value RunAsync(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     auto job = std::make_unique<Job>(env);
     try {
-      job->args = ReadCall(RawBytes(env, info[1]), RawBytes(env, info[0]));
+      job->args = ReadCall(RawBytes(env, info[1]), RawBytes(env, info[0]), info.Length() > 2 ? RawBytes(env, info[2]) : BufferView{});
     } catch (const CollError& e) {
       ThrowJs(env, e.code(), e.what());
     }

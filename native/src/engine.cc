@@ -406,7 +406,15 @@ void Engine::ThrowAborted() const {
 void Engine::SetPlan(int id, std::vector<Step> steps) {
   if (id < 0) throw CollError("EINVAL", "schedule ids are not negative");
   for (Step& s : steps) {
-    if (s.of == 0 || static_cast<uint64_t>(s.first) + s.count > s.of || static_cast<uint64_t>(s.first2) + s.count2 > s.of) {
+    if (s.of == 0) {
+      // Rank blocks: one rank's block each, in the ranges that move data.
+      const bool exchange = s.kind == StepKind::kSendRecv || s.kind == StepKind::kSendRecvReduce;
+      const bool moves = s.kind == StepKind::kSend || s.kind == StepKind::kRecv || exchange;
+      if (!moves || s.count != 1 || s.first >= static_cast<uint32_t>(options_.size) ||
+          (exchange && (s.count2 != 1 || s.first2 >= static_cast<uint32_t>(options_.size)))) {
+        throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a rank-block range that is not one rank's block of a send or receive");
+      }
+    } else if (static_cast<uint64_t>(s.first) + s.count > s.of || static_cast<uint64_t>(s.first2) + s.count2 > s.of) {
       throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a block range outside its segment");
     }
     s.local_peer = LocalIndex(s.peer);
@@ -500,6 +508,15 @@ void Engine::Run(const CallArgs& args) {
   }
   if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
   if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
+  BlockTable table;
+  if (args.collective == Collective::kAllgather) {
+    h.root = 0;
+    table = AllgatherBlocks(args);
+    // Ranks that disagree on the block lengths disagree on the call: fold them into what the
+    // header compares (the total, and a hash of the lengths for allgatherv).
+    h.count = table.displs.back() + table.counts.back();
+    if (!args.block_counts.empty()) h.plan_hash ^= BlockCountsHash(args.block_counts);
+  }
   const uint64_t segment = args.segment == 0 || args.segment > args.count ? args.count : args.segment;
   PublishCall(h);
   Guard guard(*this, h);
@@ -539,6 +556,26 @@ void Engine::Run(const CallArgs& args) {
         RunPhase(*args.bcast, h, data, Reducer{}, guard);
         if (data.pending != nullptr) data.pending->Materialize(0, args.count);
         NormalizeAlone(args, fn, bytes);
+        break;
+      }
+      case Collective::kAllgather: {
+        // This rank's block to its place, then the gather phase in column segments (every step
+        // moves one rank's block, at most `segment` elements of it), then the whole result down
+        // in the bcast phase's segments.
+        const uint64_t own = table.counts[static_cast<size_t>(options_.rank)];
+        uint8_t* place = recv + table.displs[static_cast<size_t>(options_.rank)] * elem;
+        // send == recv is IN_PLACE: the block is at its place already.
+        if (send != recv && send != place && own > 0) std::memcpy(place, send, static_cast<size_t>(own * elem));
+        const uint64_t longest = *std::max_element(table.counts.begin(), table.counts.end());
+        const uint64_t column = args.segment == 0 || args.segment > longest ? longest : args.segment;
+        PhaseData gather{recv, longest, column, elem};
+        gather.blocks = &table;
+        RunPhase(*args.reduce, h, gather, Reducer{}, guard);
+        h.phase = 1;
+        guard.SetPhase(1);
+        const uint64_t total = h.count;
+        PhaseData down{recv, total, args.bcast_segment == 0 || args.bcast_segment > total ? total : args.bcast_segment, elem};
+        RunPhase(*args.bcast, h, down, Reducer{}, guard);
         break;
       }
     }
@@ -599,9 +636,21 @@ ReduceChunk ChunkOf(const Reducer& reducer) {
 void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n,
                      uint64_t seg_index, const Reducer& reducer, Guard& guard) {
   const size_t elem = data.elem;
-  const ElementRange range = Blocks(seg_n, s.first, s.count, s.of);
-  const uint64_t begin = seg_start + range.begin;
-  const uint64_t end = seg_start + range.end;
+  // Elements of B a range names in this segment: blocks of the segment, or the segment's column
+  // of one rank's block.
+  auto elements = [&](uint32_t first, uint32_t count) -> ElementRange {
+    if (s.of != 0) {
+      const ElementRange r = Blocks(seg_n, first, count, s.of);
+      return {seg_start + r.begin, seg_start + r.end};
+    }
+    if (data.blocks == nullptr) throw CollError("EINVAL", "a rank-block step outside an allgather");
+    const uint64_t len = data.blocks->counts[first];
+    const uint64_t at = data.blocks->displs[first];
+    return {at + std::min(seg_start, len), at + std::min(seg_start + seg_n, len)};
+  };
+  const ElementRange range = elements(s.first, s.count);
+  const uint64_t begin = range.begin;
+  const uint64_t end = range.end;
   const size_t bytes = static_cast<size_t>((end - begin) * elem);
   PendingInput* pending = data.pending;
   // Where a step reads elements [b, e) of B from: the input while nothing was combined into
@@ -660,9 +709,9 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
     }
     case StepKind::kSendRecv:
     case StepKind::kSendRecvReduce: {
-      const ElementRange into_range = Blocks(seg_n, s.first2, s.count2, s.of);
-      const uint64_t b2 = seg_start + into_range.begin;
-      const uint64_t e2 = seg_start + into_range.end;
+      const ElementRange into_range = elements(s.first2, s.count2);
+      const uint64_t b2 = into_range.begin;
+      const uint64_t e2 = into_range.end;
       const size_t in_bytes = static_cast<size_t>((e2 - b2) * elem);
       const uint8_t* out = source(begin, end);
       if (s.local_peer >= 0 && s.local_peer2 >= 0) {
@@ -684,6 +733,31 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
     }
   }
   throw CollError("EINVAL", "unknown schedule step kind " + std::to_string(static_cast<int>(s.kind)));
+}
+
+Engine::BlockTable Engine::AllgatherBlocks(const CallArgs& args) const {
+  const auto size = static_cast<size_t>(options_.size);
+  BlockTable t;
+  if (args.block_counts.empty()) t.counts.assign(size, args.count);
+  else if (args.block_counts.size() == size) t.counts = args.block_counts;
+  else throw CollError("EINVAL", "allgatherv: " + std::to_string(args.block_counts.size()) + " block lengths for " + std::to_string(size) + " ranks");
+  t.displs.resize(size);
+  uint64_t at = 0;
+  for (size_t r = 0; r < size; ++r) {
+    t.displs[r] = at;
+    at += t.counts[r];
+  }
+  return t;
+}
+
+uint32_t Engine::BlockCountsHash(const std::vector<uint64_t>& counts) {
+  // FNV-1a over the lengths: equal vectors give equal hashes on every rank.
+  uint64_t x = 0xcbf29ce484222325ULL;
+  for (uint64_t c : counts) {
+    x ^= c;
+    x *= 0x100000001b3ULL;
+  }
+  return static_cast<uint32_t>(x ^ (x >> 32));
 }
 
 uint32_t Engine::CallHash(const MsgHeader& h) {

@@ -45,7 +45,8 @@ struct Step {
   int32_t peer;   // the other rank (the receiver of an exchange's send); kShmBcast: the group's source; kShmReduce: its destination
   int32_t level;
   int32_t group;  // kShmBcast: the shared-memory group id registered with SetShmGroup
-  // Blocks [first, first + count) of the segment cut into `of` blocks.
+  // Blocks [first, first + count) of the segment cut into `of` blocks. of = 0: rank block
+  // `first` (count 1) of an allgather's result (engine.cc, RunStep; schedule.ts).
   uint32_t first = 0, count = 1, of = 1;
   // Exchanges: the rank received from, and where its data goes (blocks of `of`).
   int32_t peer2 = -1;
@@ -145,7 +146,14 @@ struct CallArgs {
   int root = 0;
   uint32_t plan_hash = 0;
   // Elements per segment (0: the whole message in one); the same on every rank of the call.
+  // Allgather: the column segments of the gather phase (see Run).
   uint64_t segment = 0;
+  // Allgather only. `count` is each rank's block length, unless `block_counts` holds one length
+  // per rank (allgatherv; every rank passes the same). recv holds the blocks in rank order;
+  // send is this rank's block, or recv itself (IN_PLACE: the block is at its place).
+  std::vector<uint64_t> block_counts;
+  // Allgather: elements per segment of the bcast phase (0: one segment).
+  uint64_t bcast_segment = 0;
 };
 
 class Engine {
@@ -156,6 +164,7 @@ class Engine {
   ~Engine();
 
   int rank() const { return options_.rank; }
+  int size() const { return options_.size; }
 
   // --- setup, in this order ---
   int ListenTcp(const std::string& address);
@@ -211,13 +220,21 @@ class Engine {
   void Watch();
 
   // Where one phase of a call works: its buffer B, the input B starts from, and the segments.
+  // Allgather's rank blocks: rank r's block is elements [displs[r], displs[r] + counts[r]) of B.
+  struct BlockTable {
+    std::vector<uint64_t> counts;
+    std::vector<uint64_t> displs;
+  };
   struct PhaseData {
     uint8_t* buffer;   // B
-    uint64_t count;    // elements of the whole message
+    uint64_t count;    // elements of the whole message (rank-block phases: of the longest block)
     uint64_t segment;  // elements per segment
     size_t elem;
     // Set when B starts as a copy of the input that is made lazily (large reductions).
     PendingInput* pending = nullptr;
+    // Set for a phase whose steps name rank blocks (of = 0): segment k is then elements
+    // [k·segment, (k+1)·segment) of every rank's block (column segments).
+    const BlockTable* blocks = nullptr;
   };
   // Whether a schedule writes B (anything but sends).
   static bool ReceivesIn(const std::vector<Step>& steps);
@@ -231,6 +248,9 @@ class Engine {
   void NormalizeAlone(const CallArgs& args, const Reducer& reducer, size_t bytes);
   void PublishCall(const MsgHeader& call);
   static uint32_t CallHash(const MsgHeader& h);
+  // Allgather: every rank's block length (args.count each, or args.block_counts) and place.
+  BlockTable AllgatherBlocks(const CallArgs& args) const;
+  static uint32_t BlockCountsHash(const std::vector<uint64_t>& counts);
   bool ReadPublishedCall(int local_index, MsgHeader* out) const;
   void SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
   // Receives a message of `bytes` from `peer` and hands its body to `into`.

@@ -10,6 +10,7 @@ const char* CollectiveName(Collective c) {
     case Collective::kBcast: return "bcast";
     case Collective::kReduce: return "reduce";
     case Collective::kAllreduce: return "allreduce";
+    case Collective::kAllgather: return "allgather";
   }
   return "unknown collective";
 }

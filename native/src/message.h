@@ -16,7 +16,7 @@ constexpr uint32_t kProbeMagic = 0x54504350U;  // "TPCP"
 // `op` carries the error's code, so ranks of other nodes learn why, not only that it left.
 constexpr uint32_t kAbortMagic = 0x54504341U;  // "TPCA"
 
-enum class Collective : uint8_t { kBarrier = 1, kBcast = 2, kReduce = 3, kAllreduce = 4 };
+enum class Collective : uint8_t { kBarrier = 1, kBcast = 2, kReduce = 3, kAllreduce = 4, kAllgather = 5 };
 const char* CollectiveName(Collective c);
 
 struct MsgHeader {

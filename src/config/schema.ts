@@ -199,6 +199,15 @@ const reduceCollective = z
   })
   .strict();
 
+const allgatherCollective = z
+  .object({
+    levels: z
+      .record(levelKey, z.string().regex(/^(auto|ring|recursive-doubling|bruck|neighbor-exchange)$/, 'expected auto, ring, recursive-doubling, bruck or neighbor-exchange'))
+      .default({}),
+    segment: auto(byteSize),
+  })
+  .strict();
+
 const allreduceCollective = z
   .object({
     /**
@@ -245,6 +254,7 @@ export const configSchema = z
     bcast: bcastCollective.prefault({}),
     reduce: reduceCollective.prefault({}),
     allreduce: allreduceCollective.prefault({}),
+    allgather: allgatherCollective.prefault({}),
     collectives: collectiveTuning.prefault({}),
   })
   .strict();

@@ -1,5 +1,6 @@
 import { formatAlgorithm, parseAlgorithm, type AllreduceAlgorithm, type BcastAlgorithm, type ReduceAlgorithm } from '../algorithms/algorithm-choice.js';
-import { preservesRankOrder, ScheduleCache, topGroup, type AllreduceVariant, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
+import type { GroupAllgatherAlgorithm } from '../algorithms/group-allgather.js';
+import { allgatherSchedules, preservesRankOrder, ScheduleCache, topGroup, type AllreduceVariant, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
@@ -48,10 +49,14 @@ export type SizeClass = 'small' | 'large';
 
 export interface ClassChoice {
   bcast: (g: Group) => BcastAlgorithm;
+  allgather: (g: Group) => GroupAllgatherAlgorithm;
   reduce: (g: Group) => ReduceAlgorithm;
   allreduce: { variant: AllreduceVariant; top: AllreduceAlgorithm };
-  /** Bytes per segment of each collective; 0: the whole message at once. */
-  segmentBytes: { bcast: number; reduce: number; allreduce: number };
+  /**
+   * Bytes per segment of each collective; 0: the whole message at once. Allgather: its gather
+   * phase's column segments (of every rank's block), and its bcast phase's segments.
+   */
+  segmentBytes: { bcast: number; reduce: number; allreduce: number; allgather: number; allgatherBcast: number };
 }
 
 /** Largest allreduce the node-wide shared-memory allreduce takes (ShmAllreduce::kMaxBytes). */
@@ -103,6 +108,13 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
     if (nodeLocal(g)) return 'binomial';
     return large && g.members.length >= 4 ? 'rabenseifner' : 'binomial';
   };
+  // Recursive doubling needs the fewest rounds (small messages are latency); the ring moves each
+  // block over one link at a time (large ones are bandwidth).
+  const allgather = (g: Group): GroupAllgatherAlgorithm => {
+    const configured = config.allgather.levels[g.level];
+    if (configured !== undefined && configured !== 'auto') return configured as GroupAllgatherAlgorithm;
+    return large ? 'ring' : 'recursive-doubling';
+  };
   const variant: AllreduceVariant = config.allreduce.algorithm === 'auto' ? 'reduce-allreduce-bcast' : config.allreduce.algorithm;
   const top: AllreduceAlgorithm = config.allreduce.top === 'auto' ? (large ? 'rabenseifner' : 'recursive-doubling') : config.allreduce.top;
 
@@ -115,16 +127,29 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
     if (!exchanges || !Number.isFinite(eagerBytes)) return wanted;
     return wanted === 0 ? eagerBytes : Math.min(wanted, eagerBytes);
   };
+  // Every step of an allgather's gather phase may be an exchange between nodes.
+  const allgatherExchanges = groups.some((g) => g.members.length > 1);
   return {
     bcast,
+    allgather,
     reduce,
     allreduce: { variant, top },
     segmentBytes: {
       bcast: segment(config.bcast.segment, bcastExchanges),
       reduce: segment(config.reduce.segment, reduceExchanges),
       allreduce: segment(config.allreduce.segment, bcastExchanges || reduceExchanges || topExchanges),
+      allgather: segment(config.allgather.segment, allgatherExchanges),
+      allgatherBcast: segment(config.bcast.segment, bcastExchanges),
     },
   };
+}
+
+/** Native schedule ids of an allgather and its two phases' segments in elements (0: whole). */
+export interface AllgatherCallPlan {
+  gather: number;
+  bcast: number;
+  segment: number;
+  bcastSegment: number;
 }
 
 /** Native schedule ids of one call, and its segment in elements (0: whole). */
@@ -250,13 +275,38 @@ export class CollectivePlans {
     return this.call;
   }
 
-  /** The algorithm each level's groups use, per collective and class, as text. */
-  describe(group: Group): { bcast: Record<SizeClass, string>; reduce: Record<SizeClass, string> } {
-    const of = (pick: (c: ClassChoice) => string) => ({ small: pick(this.choices.small), large: pick(this.choices.large) });
-    return { bcast: of((c) => formatAlgorithm(c.bcast(group))), reduce: of((c) => formatAlgorithm(c.reduce(group))) };
+  private readonly allgatherCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
+  private readonly allgatherIds: Partial<Record<SizeClass, { gather: number; bcast: number }>> = {};
+
+  /** An allgather whose result holds `bytes` in all. */
+  allgather(bytes: number, elem: number): AllgatherCallPlan {
+    const size = this.classOf(bytes);
+    let ids = this.allgatherIds[size];
+    if (ids === undefined) {
+      const c = this.choices[size];
+      const s = allgatherSchedules(this.parts.plan, this.parts.rank, {
+        shmGroup: (g) => this.parts.shmGroups.get(g),
+        bcastAlgorithm: c.bcast,
+        allgatherAlgorithm: c.allgather,
+      });
+      ids = { gather: this.parts.register(encodeSchedule(s.gather)), bcast: this.parts.register(encodeSchedule(s.bcast)) };
+      this.allgatherIds[size] = ids;
+    }
+    const call = this.allgatherCall;
+    call.gather = ids.gather;
+    call.bcast = ids.bcast;
+    call.segment = this.segment(size, 'allgather', elem);
+    call.bcastSegment = this.segment(size, 'allgatherBcast', elem);
+    return call;
   }
 
-  private segment(size: SizeClass, collective: 'bcast' | 'reduce' | 'allreduce', elem: number): number {
+  /** The algorithm each level's groups use, per collective and class, as text. */
+  describe(group: Group): { bcast: Record<SizeClass, string>; reduce: Record<SizeClass, string>; allgather: Record<SizeClass, string> } {
+    const of = (pick: (c: ClassChoice) => string) => ({ small: pick(this.choices.small), large: pick(this.choices.large) });
+    return { bcast: of((c) => formatAlgorithm(c.bcast(group))), reduce: of((c) => formatAlgorithm(c.reduce(group))), allgather: of((c) => c.allgather(group)) };
+  }
+
+  private segment(size: SizeClass, collective: keyof ClassChoice['segmentBytes'], elem: number): number {
     const bytes = this.choices[size].segmentBytes[collective];
     return bytes === 0 ? 0 : Math.max(1, Math.floor(bytes / elem));
   }

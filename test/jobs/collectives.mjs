@@ -129,6 +129,58 @@ for (const root of roots) {
   }
 }
 
+// Allgather and allgatherv: every type, sizes from 0, IN_PLACE, ragged counts with zeros, Sync
+// and Promise; the expected vector is rebuilt here from every rank's known block.
+{
+  const value = (T, r, i) => {
+    const v = (r * 131 + i * 7 + 3) % 97;
+    return isBig(T) ? BigInt(v) - 40n * BigInt(r % 2) : T.name.startsWith('Uint') ? v : v - 40 * (r % 2);
+  };
+  const block = (T, r, n) => T.from({ length: n }, (_, i) => value(T, r, i));
+  const concat = (T, counts) => {
+    const out = new T(counts.reduce((a, b) => a + b, 0));
+    let at = 0;
+    counts.forEach((n, r) => {
+      out.set(block(T, r, n), at);
+      at += n;
+    });
+    return out;
+  };
+  for (const T of TYPES) {
+    for (const n of SIZES) {
+      const counts = Array(size).fill(n);
+      const want = concat(T, counts);
+      const out = new T(n * size);
+      comm.allgatherSync(block(T, rank, n), out);
+      expectEqual(out, want, `allgatherSync ${T.name} n=${n}`);
+      const inPlace = new T(n * size);
+      inPlace.set(block(T, rank, n), rank * n);
+      await comm.allgather(IN_PLACE, inPlace);
+      expectEqual(inPlace, want, `allgather IN_PLACE ${T.name} n=${n}`);
+    }
+  }
+  // Ragged: rank r gives (r·k + 3) mod 7 elements — zeros included — for several k.
+  for (const k of [1, 2, 5]) {
+    const counts = Array.from({ length: size }, (_, r) => (r * k + 3) % 7);
+    const want = concat(Float64Array, counts);
+    const out = new Float64Array(want.length);
+    comm.allgathervSync(block(Float64Array, rank, counts[rank]), out, counts);
+    expectEqual(out, want, `allgathervSync counts=${counts.join(',')}`);
+    const inPlace = new Float64Array(want.length);
+    inPlace.set(block(Float64Array, rank, counts[rank]), counts.slice(0, rank).reduce((a, b) => a + b, 0));
+    await comm.allgatherv(IN_PLACE, inPlace, counts);
+    expectEqual(inPlace, want, `allgatherv IN_PLACE counts=${counts.join(',')}`);
+  }
+  if (args.has('--big')) {
+    // 1 MiB + 3 bytes per rank: column segments in the gather phase, pipelined bcast after it.
+    const n = (1 << 20) + 3;
+    const counts = Array(size).fill(n);
+    const out = new Uint8Array(n * size);
+    comm.allgatherSync(block(Uint8Array, rank, n), out);
+    expectEqual(out, concat(Uint8Array, counts), 'allgather 1 MiB + 3 per rank');
+  }
+}
+
 // Promise collectives issued back to back, awaited together: they must run in call order.
 {
   const outs = [];

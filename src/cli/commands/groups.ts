@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { formatAlgorithm, type BcastAlgorithm, type ReduceAlgorithm } from '../../algorithms/algorithm-choice.js';
+import { allgatherAlcd } from '../../algorithms/group-allgather.js';
 import { DEFAULT_CONFIG_PATH, loadConfigFile } from '../../config/load.js';
 import type { TopocollConfig } from '../../config/schema.js';
 import { chooseForClass, type ClassChoice } from '../../runtime/collective-plans.js';
@@ -81,13 +82,26 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, config: 
     const l = names(groups, (g) => formatAlgorithm(of(large)(g)));
     return s === l ? s : `${s} / ${l}`;
   };
-  const rows = [['level', 'groups', 'size', 'leaders', 'bcast (small / large)', 'reduce (small / large)']];
+  // Allgather: the algorithm and its ALCD (S2's average logical communication distance, from the
+  // schedule of the level's largest group).
+  const allgatherOf = (groups: Group[], c: ClassChoice): string => {
+    const largest = groups.reduce<Group | undefined>((a, g) => (a === undefined || g.members.length > a.members.length ? g : a), undefined);
+    if (largest === undefined) return '-';
+    const algorithm = c.allgather(largest);
+    return `${algorithm} ${allgatherAlcd(algorithm, largest.members.length).toFixed(2)}`;
+  };
+  const allgatherText = (groups: Group[]) => {
+    const s = allgatherOf(groups, small);
+    const l = allgatherOf(groups, large);
+    return s === l ? s : `${s} / ${l}`;
+  };
+  const rows = [['level', 'groups', 'size', 'leaders', 'bcast (small / large)', 'reduce (small / large)', 'allgather, ALCD (small / large)']];
   for (const level of plan.levels) {
     const groups = plan.groups.get(level) ?? [];
     const sizes = groups.map((g) => g.members.length);
     const sizeText = sizes.length === 0 ? '-' : Math.min(...sizes) === Math.max(...sizes) ? String(sizes[0]) : `${Math.min(...sizes)}-${Math.max(...sizes)}`;
     const leaders = groups.map((g) => g.leader);
-    rows.push([level, String(groups.length), sizeText, abbreviate(leaders), bySize(groups, (c) => c.bcast), bySize(groups, (c) => c.reduce)]);
+    rows.push([level, String(groups.length), sizeText, abbreviate(leaders), bySize(groups, (c) => c.bcast), bySize(groups, (c) => c.reduce), allgatherText(groups)]);
   }
   lines.push(...table(rows));
   const top = (c: ClassChoice) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top group ${c.allreduce.top}`);
