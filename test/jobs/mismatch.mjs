@@ -1,5 +1,6 @@
 // A rank of a mismatch test: rank 1 calls a collective with one argument different from the
-// others (argv[2]: count | dtype | op | root | collective). No rank may finish with wrong data
+// others (argv[2]: count | dtype | op | root | collective | allgather-count | allgatherv-counts |
+// allgather-collective). No rank may finish with wrong data
 // or hang: each prints `rank R caught CODE` (exit 3), or `rank R finished` (exit 0) when the
 // mismatch did not involve it before the job ended.
 import { init } from 'topocoll';
@@ -28,6 +29,21 @@ try {
     case 'collective':
       if (odd) comm.bcastSync(new Int32Array(4), 0);
       else comm.allreduceSync(new Int32Array(4), new Int32Array(4), 'sum');
+      break;
+    case 'allgather-count': {
+      const n = odd ? 5 : 4;
+      comm.allgatherSync(new Int32Array(n).fill(comm.rank), new Int32Array(n * comm.size));
+      break;
+    }
+    case 'allgatherv-counts': {
+      // Same total, different split: only the counts tell the calls apart.
+      const counts = Array.from({ length: comm.size }, (_, r) => (odd ? [2, 4, 3, 3] : [3, 3, 3, 3])[r % 4]);
+      comm.allgathervSync(new Int32Array(counts[comm.rank]).fill(comm.rank), new Int32Array(counts.reduce((a, b) => a + b, 0)), counts);
+      break;
+    }
+    case 'allgather-collective':
+      if (odd) comm.allreduceSync(new Int32Array(4), new Int32Array(4), 'sum');
+      else comm.allgatherSync(new Int32Array(1), new Int32Array(comm.size));
       break;
   }
   // Whatever slipped through is caught by the next call, whose messages no longer line up.

@@ -24,6 +24,8 @@ describe('a rank killed with SIGKILL in the middle of a collective', () => {
     ['4 ranks on one node, allreduce, every rank combining', ['-n', '4', ...everyRank], 4, 'allreduce'],
     ['4 ranks on one node, a 2 MiB shared-memory bcast (the dead reader holds a set)', ['-n', '4'], 4, 'bcast'],
     ['6 ranks on 3 emulated nodes (the failure crosses TCP)', ['-n', '6', '--nodes', '3'], 6, 'allreduce'],
+    ['4 ranks on one node, a 256 KiB-per-rank allgather', ['-n', '4'], 4, 'allgather'],
+    ['6 ranks on 3 emulated nodes, a 256 KiB-per-rank allgather', ['-n', '6', '--nodes', '3'], 6, 'allgather'],
   ] as const) {
     it(`${name}: every survivor gets EPEERLOST, the launcher fails, /dev/shm is clean`, async () => {
       const r = run([...args, jobScript('peer-dies.mjs'), collective]);
@@ -38,7 +40,7 @@ describe('a rank killed with SIGKILL in the middle of a collective', () => {
 });
 
 describe('mismatched calls across ranks give errors, not hangs or wrong data', () => {
-  for (const kind of ['count', 'dtype', 'op', 'root', 'collective']) {
+  for (const kind of ['count', 'dtype', 'op', 'root', 'collective', 'allgather-count', 'allgatherv-counts', 'allgather-collective']) {
     for (const [where, args] of [
       ['1 node', ['--nodes', '1']],
       ['2 nodes', ['--nodes', '2']],
