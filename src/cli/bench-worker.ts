@@ -3,12 +3,13 @@
  * OSU micro-benchmarks do — warm-up, then a timed loop of back-to-back calls, per-rank mean —
  * and prints one JSON line per (collective, mode, size) on rank 0 with the average, minimum and
  * maximum over ranks. The send data changes on every iteration so caches do not flatter.
+ * allgather's size is the bytes each rank sends (it receives size × bytes).
  */
 import { Communicator } from '../communicator.js';
 import { init } from '../runtime/init.js';
 
 export interface BenchSettings {
-  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce')[];
+  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather')[];
   modes: ('sync' | 'async')[];
   minBytes: number;
   maxBytes: number;
@@ -18,6 +19,13 @@ export interface BenchSettings {
   largeBytes: number;
   /** Timed loops per size; each rank keeps the median of its loop means. */
   repeats: number;
+  /** Rank 0 also prints the sizes of the groups at every level (a `GroupSizesRecord`). */
+  groupSizes?: boolean;
+}
+
+/** The distinct sizes (> 1) of the groups at each enabled level of the job, bottom-up. */
+export interface GroupSizesRecord {
+  groupSizes: { level: string; sizes: number[] }[];
 }
 
 export interface BenchRow {
@@ -43,11 +51,15 @@ interface Buffers {
   raw: Uint8Array;
   ints: Int32Array;
   out: Int32Array;
+  /** allgather's result: every rank's `raw` (empty for the other collectives). */
+  gathered: Uint8Array;
 }
 
-function buffersFor(bytes: number): Buffers {
+function buffersFor(bytes: number, c: Collective, ranks: number): Buffers {
   const elems = Math.max(1, bytes >> 2);
-  return { raw: new Uint8Array(Math.max(bytes, 1)).subarray(0, bytes), ints: new Int32Array(elems).map((_, i) => i), out: new Int32Array(elems) };
+  // Every page written once, so first-touch faults stay out of the timing (as in coll_latency.c).
+  const gathered = new Uint8Array(c === 'allgather' ? bytes * ranks : 0).fill(1);
+  return { raw: new Uint8Array(Math.max(bytes, 1)).subarray(0, bytes), ints: new Int32Array(elems).map((_, i) => i), out: new Int32Array(elems), gathered };
 }
 
 // One top-level loop per mode, the same function for every size: the JIT optimises it once,
@@ -60,6 +72,7 @@ function syncLoop(comm: Communicator, c: Collective, b: Buffers, first: number, 
     if (c === 'barrier') comm.barrierSync();
     else if (c === 'bcast') comm.bcastSync(b.raw, 0);
     else if (c === 'reduce') comm.reduceSync(b.ints, root ? b.out : null, 'sum', 0);
+    else if (c === 'allgather') comm.allgatherSync(b.raw, b.gathered);
     else comm.allreduceSync(b.ints, b.out, 'sum');
   }
 }
@@ -72,6 +85,7 @@ async function asyncLoop(comm: Communicator, c: Collective, b: Buffers, first: n
     if (c === 'barrier') await comm.barrier();
     else if (c === 'bcast') await comm.bcast(b.raw, 0);
     else if (c === 'reduce') await comm.reduce(b.ints, root ? b.out : null, 'sum', 0);
+    else if (c === 'allgather') await comm.allgather(b.raw, b.gathered);
     else await comm.allreduce(b.ints, b.out, 'sum');
   }
 }
@@ -81,7 +95,7 @@ async function asyncLoop(comm: Communicator, c: Collective, b: Buffers, first: n
  * with `repeats` > 1 the median of that many timed loops (a VM's noise comes in bursts).
  */
 async function measure(comm: Communicator, c: Collective, mode: string, bytes: number, iterations: number, repeats = 1): Promise<number> {
-  const b = buffersFor(bytes);
+  const b = buffersFor(bytes, c, comm.size);
   const warmup = Math.max(200, Math.floor(iterations / 5));
   comm.barrierSync();
   if (mode === 'sync') syncLoop(comm, c, b, 0, warmup);
@@ -133,10 +147,14 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
       }
     }
   }
+  if (settings.groupSizes) reportGroupSizes(comm);
   // The copy-rate limit, measured here in the same run: one memcpy of each message size (a
-  // bcast must at least copy the message once into every reader).
+  // bcast must at least copy the message once into every reader) and, with allgather, of each
+  // result (size × bytes: every rank must at least write the whole result once).
   if (comm.rank === 0) {
-    for (const bytes of sizesOf(settings)) {
+    const copies = new Set(sizesOf(settings));
+    if (settings.collectives.includes('allgather')) for (const bytes of sizesOf(settings)) copies.add(bytes * comm.size);
+    for (const bytes of [...copies].sort((x, y) => x - y)) {
       const iterations = bytes > settings.largeBytes ? settings.itersLarge : settings.itersSmall;
       const row: BenchRow = { collective: 'memcpy', mode: 'memcpy', bytes, avgUs: memcpyUs(bytes, iterations), minUs: 0, maxUs: 0, iterations };
       row.minUs = row.maxUs = row.avgUs;
@@ -144,6 +162,22 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
     }
   }
   comm.close();
+}
+
+/** Rank 0 prints the distinct group sizes of every enabled level (gathered from every rank). */
+function reportGroupSizes(comm: Communicator): void {
+  const levels = comm.levels();
+  const mine = Int32Array.from(levels, (l) => (l.enabled ? l.groupSize : 0));
+  const all = new Int32Array(levels.length * comm.size);
+  comm.allgatherSync(mine, all);
+  if (comm.rank !== 0) return;
+  const record: GroupSizesRecord = { groupSizes: [] };
+  levels.forEach((l, i) => {
+    const sizes = new Set<number>();
+    for (let r = 0; r < comm.size; r++) if (all[r * levels.length + i]! > 1) sizes.add(all[r * levels.length + i]!);
+    if (sizes.size > 0) record.groupSizes.push({ level: l.name, sizes: [...sizes].sort((x, y) => x - y) });
+  });
+  console.log(JSON.stringify(record));
 }
 
 /** µs for one copy of `bytes` between two buffers, the source changing on every copy. */

@@ -1,14 +1,19 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { allgatherAlcd } from '../algorithms/group-allgather.js';
+import type { GroupAllgatherAlgorithm } from '../algorithms/algorithm-choice.js';
 import { TopocollError } from '../errors.js';
 import { sizesOf, type BenchRow, type BenchSettings } from './bench-worker.js';
 
 /**
  * `topocoll bench COLLECTIVE --strategies`: the collective once per per-level algorithm choice,
  * each applied at every level (S3's tables in form), as time relative to the flat algorithm,
- * beside the automatic choice and Open MPI at the same process count.
+ * beside the automatic choice and Open MPI at the same process count. allgather is relative to the
+ * ring (S2's figure), with every algorithm's ALCD for the job's group sizes.
  */
+
+export type StrategyCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather';
 
 const INSIDE = ['core', 'l1', 'l2', 'l3', 'numa', 'socket', 'node'];
 const BETWEEN = ['switch1', 'switch2', 'switch3', 'world'];
@@ -18,11 +23,14 @@ export interface Strategy {
   yaml: string;
 }
 
-const everyLevel = (collective: 'bcast' | 'reduce', inside: string, between = inside): string =>
+const everyLevel = (collective: 'bcast' | 'reduce' | 'allgather', inside: string, between = inside): string =>
   `${collective}:\n  levels: { ${[...INSIDE.map((l) => `${l}: ${inside}`), ...BETWEEN.map((l) => `${l}: ${between}`)].join(', ')} }\n`;
 
-/** The choices compared for each collective; the first is the reference (flat). */
-export const STRATEGIES: Record<'bcast' | 'reduce' | 'allreduce', Strategy[]> = {
+/** allgather's per-level algorithms, in the order of S2's figure. */
+export const ALLGATHER_ALGORITHMS: readonly GroupAllgatherAlgorithm[] = ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange'];
+
+/** The choices compared for each collective; the first is the reference (flat; ring for allgather). */
+export const STRATEGIES: Record<StrategyCollective, Strategy[]> = {
   bcast: [
     { name: 'flat', yaml: everyLevel('bcast', 'flat') },
     { name: 'binomial', yaml: everyLevel('bcast', 'binomial') },
@@ -48,11 +56,12 @@ export const STRATEGIES: Record<'bcast' | 'reduce' | 'allreduce', Strategy[]> = 
     { name: 'rab+rabenseifner', yaml: 'allreduce: { algorithm: reduce-allreduce-bcast, top: rabenseifner, shm: false }\n' },
     { name: 'auto', yaml: '' },
   ],
+  allgather: [...ALLGATHER_ALGORITHMS.map((a) => ({ name: a, yaml: everyLevel('allgather', a) })), { name: 'auto', yaml: '' }],
 };
 
 /** Runs every strategy of `collective` through `run` (one benchmark job each); rows tagged with the strategy. */
 export async function runStrategies(
-  collective: 'bcast' | 'reduce' | 'allreduce',
+  collective: StrategyCollective,
   off: string | undefined,
   run: (config: string) => Promise<{ code: number; rows: BenchRow[] }>,
 ): Promise<BenchRow[]> {
@@ -73,7 +82,7 @@ export async function runStrategies(
 }
 
 /** bytes | flat µs | every other strategy relative to flat | Open MPI µs | auto / Open MPI. */
-export function formatStrategies(collective: 'bcast' | 'reduce' | 'allreduce', rows: BenchRow[], ompi: BenchRow[], title: string, settings: BenchSettings): string {
+export function formatStrategies(collective: StrategyCollective, rows: BenchRow[], ompi: BenchRow[], title: string, settings: BenchSettings): string {
   const names = STRATEGIES[collective].map((s) => s.name);
   const cell = (name: string, bytes: number) => rows.find((r) => r.mode === name && r.bytes === bytes)?.avgUs;
   const ompiAt = (bytes: number) => ompi.find((r) => r.collective === collective && r.bytes === bytes)?.avgUs;
@@ -96,4 +105,23 @@ export function formatStrategies(collective: 'bcast' | 'reduce' | 'allreduce', r
   }
   const widths = header.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
   return ['', `# ${title}: ${names[0]} in µs, the others relative to it`, ...table.map((r) => r.map((v, c) => v.padStart(widths[c]!)).join('  '))].join('\n') + '\n';
+}
+
+/**
+ * S2's ALCD (average logical communication distance: mean |i − j| over the messages of the
+ * generated schedule, `allgatherAlcd`) of every allgather algorithm for each group size of the
+ * job, with the levels that have groups of that size, and for one group of all `ranks` (S2's
+ * flat setting) when the job has none that large. `auto` takes recursive doubling for small
+ * results and the ring for large ones.
+ */
+export function formatAllgatherAlcd(groupSizes: readonly { level: string; sizes: readonly number[] }[], ranks: number): string {
+  const levelsOf = new Map<number, string[]>();
+  for (const { level, sizes } of groupSizes) for (const n of sizes) levelsOf.set(n, [...(levelsOf.get(n) ?? []), level]);
+  if (ranks > 1 && !levelsOf.has(ranks)) levelsOf.set(ranks, ['(none: all ranks as one group)']);
+  const sizes = [...levelsOf.keys()].sort((a, b) => a - b);
+  if (sizes.length === 0) return '\n# ALCD: no group of more than one rank in this job\n';
+  const header = ['group size', 'levels', ...ALLGATHER_ALGORITHMS];
+  const table = [header, ...sizes.map((n) => [String(n), levelsOf.get(n)!.join(','), ...ALLGATHER_ALGORITHMS.map((a) => allgatherAlcd(a, n).toFixed(2))])];
+  const widths = header.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
+  return ['', "# ALCD (S2's average logical communication distance, mean |i − j| per message) of each algorithm for this job's group sizes; auto: recursive-doubling small, ring large", ...table.map((r) => r.map((v, c) => v.padStart(widths[c]!)).join('  '))].join('\n') + '\n';
 }

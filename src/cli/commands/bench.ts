@@ -6,34 +6,36 @@ import { crossCoreLatencyNs } from '../../native.js';
 import { readProcessAffinity } from '../../topology/affinity.js';
 import type { BindPolicy } from '../../runtime/launcher.js';
 import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
-import { sizesOf, type BenchRow, type BenchSettings } from '../bench-worker.js';
+import { sizesOf, type BenchRow, type BenchSettings, type GroupSizesRecord } from '../bench-worker.js';
 import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
-import { formatStrategies, runStrategies } from '../strategy-sweep.js';
+import { formatAllgatherAlcd, formatStrategies, runStrategies, type StrategyCollective } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
 import { startHogs } from '../hogs.js';
 
 export const benchHelp = `topocoll bench — OSU-style latency of topocoll's collectives, with Open MPI's beside them
 
 Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|none]
-                      [--collectives barrier,bcast,reduce,allreduce] [--min BYTES] [--max BYTES]
+                      [--collectives barrier,bcast,reduce,allreduce,allgather] [--min BYTES] [--max BYTES]
                       [--modes sync,async] [--iterations N] [--hogs N] [--no-mpi] [--json]
        topocoll bench bcast --sweep [-n N]
-       topocoll bench bcast|reduce|allreduce --strategies [-n N] [--nodes K] [--off LEVEL]
+       topocoll bench bcast|reduce|allreduce|allgather --strategies [-n N] [--nodes K] [--off LEVEL]
 
-  COLLECTIVE         one of barrier, bcast, reduce, allreduce (default: all four)
+  COLLECTIVE         one of barrier, bcast, reduce, allreduce, allgather (default: all five)
   --sweep            with bcast: the S0 engine for every notification tree, S ∈ {1, 4, 16, 64}
                      buffers of 8 KiB and q ∈ {1, 2} sets, each relative to S = 1 (up to 16 MiB)
 
   --strategies       the collective once per per-level algorithm (each at every level: flat,
                      binomial, knomial:4, scatter-allgather / rabenseifner, shm inside nodes,
-                     the allreduce variants, auto), relative to flat, with Open MPI at the same -n
+                     the allreduce variants, auto), relative to flat, with Open MPI at the same -n;
+                     allgather: ring, recursive-doubling, bruck, neighbor-exchange, auto relative
+                     to ring, and each algorithm's ALCD for the job's group sizes
   --off LEVEL        with --strategies: with LEVEL switched off
 
   -n N               ranks (default 2)
   --nodes K          emulate K nodes (TCP between them)
   --network FILE     a node-to-switch file for them (node0…nodeK−1): switch levels too
-  --collectives L    which collectives (default all four)
+  --collectives L    which collectives (default all five)
   --min, --max       message sizes, doubling (default 4 … 4194304 bytes)
   --modes L          sync (blocking) and/or async (Promise) calls (default both)
   --iterations N     timed calls per size up to 8 KiB (default 1000; 100 above)
@@ -45,12 +47,14 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|n
   --json             one JSON object per row instead of tables
 
 Latency is the per-rank mean over back-to-back calls after a warm-up, averaged over ranks
-(min and max across ranks in --json). bcast moves bytes; reduce/allreduce sum int32 elements.
+(min and max across ranks in --json). bcast moves bytes; reduce/allreduce sum int32 elements;
+allgather's size is the bytes each rank sends (every rank receives N × that). The memcpy columns
+are one copy of the message (bcast) or of the whole allgather result (N × bytes).
 The Open MPI figures come from bench/ompi/coll_latency.c under mpirun at the same -n, bound to
 cores, in the same run.
 `;
 
-const COLLECTIVES = ['barrier', 'bcast', 'reduce', 'allreduce'] as const;
+const COLLECTIVES = ['barrier', 'bcast', 'reduce', 'allreduce', 'allgather'] as const;
 
 export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCommandArgs(
@@ -86,8 +90,8 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     throw new TopocollError('EINVAL', `topocoll bench: unknown collective "${positionals.join(' ')}"`, { hint: `Use one of ${COLLECTIVES.join(', ')}, or none for all.` });
   }
   if (values.sweep && target !== 'bcast') throw new TopocollError('EINVAL', 'topocoll bench: --sweep goes with "bcast"');
-  if (values.strategies && target !== 'bcast' && target !== 'reduce' && target !== 'allreduce') {
-    throw new TopocollError('EINVAL', 'topocoll bench: --strategies goes with bcast, reduce or allreduce');
+  if (values.strategies && target !== 'bcast' && target !== 'reduce' && target !== 'allreduce' && target !== 'allgather') {
+    throw new TopocollError('EINVAL', 'topocoll bench: --strategies goes with bcast, reduce, allreduce or allgather');
   }
   const ranks = parseNonNegativeInt('bench', 'np', values.np ?? '2');
   const list = <T extends string>(name: string, text: string | undefined, allowed: readonly T[]): T[] =>
@@ -120,7 +124,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   if (hogCount > 64) throw new TopocollError('EINVAL', 'topocoll bench: --hogs must be 0…64');
   const hogs = hogCount > 0 ? startHogs(hogCount) : undefined;
   try {
-    if (values.strategies) return await benchStrategies(job, target as 'bcast' | 'reduce' | 'allreduce', values.off, values['no-mpi'] === true);
+    if (values.strategies) return await benchStrategies(job, target as StrategyCollective, values.off, values['no-mpi'] === true);
     return await benchLatency(job, values, hogCount);
   } finally {
     hogs?.stop();
@@ -165,9 +169,16 @@ async function benchLatency(job: BenchJob, values: { sweep?: boolean; json?: boo
   return 0;
 }
 
-async function benchStrategies(job: BenchJob, collective: 'bcast' | 'reduce' | 'allreduce', off: string | undefined, noMpi: boolean): Promise<number> {
-  const settings = { ...job.settings, collectives: [collective], modes: ['sync' as const] };
-  const rows = await runStrategies(collective, off, (config) => runBenchJob({ ...job, settings }, config));
+async function benchStrategies(job: BenchJob, collective: StrategyCollective, off: string | undefined, noMpi: boolean): Promise<number> {
+  // allgather: the jobs also report their group sizes, for the algorithms' ALCD.
+  const settings: BenchSettings = { ...job.settings, collectives: [collective], modes: ['sync'], groupSizes: collective === 'allgather' };
+  let groupSizes: GroupSizesRecord['groupSizes'] | undefined;
+  const rows = await runStrategies(collective, off, async (config) => {
+    const r = await runBenchJob({ ...job, settings }, config);
+    const record = (r.rows as unknown[]).find((x): x is GroupSizesRecord => typeof x === 'object' && x !== null && 'groupSizes' in x);
+    groupSizes ??= record?.groupSizes;
+    return r;
+  });
   let ompi: BenchRow[] = [];
   let note = '';
   if (!noMpi) {
@@ -181,7 +192,8 @@ async function benchStrategies(job: BenchJob, collective: 'bcast' | 'reduce' | '
     }
   }
   const where = `${job.ranks} ranks${job.nodes !== undefined ? ` on ${job.nodes} emulated nodes` : ''}${off ? `, ${off} off` : ''}`;
-  job.io.stdout(formatStrategies(collective, rows, ompi, `${collective}, ${where}`, settings) + note);
+  job.io.stdout(formatStrategies(collective, rows, ompi, `${collective}${collective === 'allgather' ? ' (bytes per rank)' : ''}, ${where}`, settings) + note);
+  if (collective === 'allgather' && groupSizes !== undefined) job.io.stdout(formatAllgatherAlcd(groupSizes, job.ranks));
   return 0;
 }
 
@@ -287,10 +299,13 @@ function formatTables(rows: BenchRow[], ranks: number, settings: BenchSettings, 
     const sizes = [...new Set(mine.map((r) => r.bytes))].sort((a, b) => a - b);
     const cell = (mode: string, bytes: number) => mine.find((r) => r.mode === mode && r.bytes === bytes)?.avgUs;
     const hasOmpi = mine.some((r) => r.mode === 'ompi');
-    const memcpy = (bytes: number) => rows.find((r) => r.collective === 'memcpy' && r.bytes === bytes)?.avgUs;
-    const hasMemcpy = collective === 'bcast' && sizes.some((b) => memcpy(b) !== undefined);
-    out.push('', `# ${collective}, ${ranks} ranks${oversubscribed ? ' (more ranks than cores)' : ''}: latency in µs per call, average over ranks`);
-    const header = ['bytes', ...settings.modes.map((m) => `topocoll ${m}`), ...(hasOmpi ? ['Open MPI', 'sync / OMPI'] : []), ...(hasMemcpy ? ['memcpy', 'sync / memcpy'] : [])];
+    // The copy each message needs at least: the message (bcast), the whole result (allgather).
+    const copied = (bytes: number) => (collective === 'allgather' ? bytes * ranks : bytes);
+    const memcpy = (bytes: number) => rows.find((r) => r.collective === 'memcpy' && r.bytes === copied(bytes))?.avgUs;
+    const hasMemcpy = (collective === 'bcast' || collective === 'allgather') && sizes.some((b) => memcpy(b) !== undefined);
+    const gather = collective === 'allgather';
+    out.push('', `# ${collective}, ${ranks} ranks${oversubscribed ? ' (more ranks than cores)' : ''}: latency in µs per call, average over ranks${gather ? `; bytes per rank, memcpy of the whole result (${ranks} × bytes)` : ''}`);
+    const header = [gather ? 'bytes/rank' : 'bytes', ...settings.modes.map((m) => `topocoll ${m}`), ...(hasOmpi ? ['Open MPI', 'sync / OMPI'] : []), ...(hasMemcpy ? [gather ? 'memcpy result' : 'memcpy', 'sync / memcpy'] : [])];
     const table = [header];
     for (const bytes of sizes) {
       const sync = cell('sync', bytes);

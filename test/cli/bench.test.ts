@@ -1,0 +1,84 @@
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { allgatherAlcd } from '../../src/algorithms/group-allgather.js';
+import { parseConfig } from '../../src/config/load.js';
+import { ALLGATHER_ALGORITHMS, formatAllgatherAlcd, formatStrategies, STRATEGIES } from '../../src/cli/strategy-sweep.js';
+import type { BenchRow, BenchSettings } from '../../src/cli/bench-worker.js';
+import { cli, repoRoot } from './helpers.js';
+
+/** `topocoll bench allgather`: the worker's rows, the memcpy of the whole result, the strategies' configurations and ALCD. */
+describe('topocoll bench allgather', () => {
+  it('measures sync and async allgather per rank size, with one memcpy of the whole result beside it', () => {
+    const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'bench', 'allgather', '-n', '2', '--min', '8', '--max', '64', '--iterations', '50', '--no-mpi', '--json'], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const rows = r.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{') && !l.includes('"probe"'))
+      .map((l) => JSON.parse(l) as BenchRow);
+    for (const mode of ['sync', 'async']) {
+      const mine = rows.filter((x) => x.collective === 'allgather' && x.mode === mode);
+      expect(mine.map((x) => x.bytes)).toEqual([8, 16, 32, 64]);
+      for (const x of mine) expect(x.avgUs).toBeGreaterThan(0);
+    }
+    // One copy of every message size and of every result (2 ranks × bytes).
+    expect(rows.filter((x) => x.collective === 'memcpy').map((x) => x.bytes)).toEqual([8, 16, 32, 64, 128]);
+  });
+
+  it('the table puts the memcpy of the whole result beside each per-rank size', () => {
+    const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'bench', 'allgather', '-n', '2', '--min', '1024', '--max', '2048', '--modes', 'sync', '--iterations', '50', '--no-mpi'], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/# allgather, 2 ranks: .*memcpy of the whole result \(2 × bytes\)/);
+    expect(r.stdout).toMatch(/bytes\/rank\s+topocoll sync\s+memcpy result\s+sync \/ memcpy/);
+    expect(r.stdout).toMatch(/^\s+1024\s+\S+\s+\S+\s+\S+$/m);
+  });
+
+  it('--strategies names allgather and refuses barrier', async () => {
+    const refused = await cli(['bench', 'barrier', '--strategies', '--no-mpi']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/--strategies goes with bcast, reduce, allreduce or allgather/);
+    const help = await cli(['bench', '--help']);
+    expect(help.stdout).toMatch(/bcast\|reduce\|allreduce\|allgather --strategies/);
+  });
+
+  it('every allgather strategy sets that algorithm at every level, the first (the reference) being the ring', () => {
+    const names = STRATEGIES.allgather.map((s) => s.name);
+    expect(names).toEqual(['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'auto']);
+    for (const s of STRATEGIES.allgather) {
+      const config = parseConfig(s.yaml, `${s.name}.yaml`);
+      const levels = Object.values(config.allgather.levels);
+      if (s.name === 'auto') expect(levels.every((l) => l === 'auto')).toBe(true);
+      else {
+        expect(levels.length).toBeGreaterThanOrEqual(7);
+        expect(new Set(levels)).toEqual(new Set([s.name]));
+      }
+    }
+  });
+
+  it('the strategies table is relative to the ring, with Open MPI beside auto', () => {
+    const settings: BenchSettings = { collectives: ['allgather'], modes: ['sync'], minBytes: 8, maxBytes: 16, itersSmall: 1, itersLarge: 1, largeBytes: 8192, repeats: 1 };
+    const row = (mode: string, bytes: number, avgUs: number): BenchRow => ({ collective: 'allgather', mode, bytes, avgUs, minUs: avgUs, maxUs: avgUs, iterations: 1 });
+    const rows = [8, 16].flatMap((b) => [row('ring', b, 10), row('recursive-doubling', b, 5), row('bruck', b, 20), row('neighbor-exchange', b, 10), row('auto', b, 4)]);
+    const text = formatStrategies('allgather', rows, [row('ompi', 8, 8), row('ompi', 16, 2)], 'allgather, 4 ranks', settings);
+    expect(text).toMatch(/bytes\s+ring µs\s+recursive-doubling\s+bruck\s+neighbor-exchange\s+auto\s+Open MPI µs\s+auto \/ OMPI/);
+    expect(text).toMatch(/^\s+8\s+10\.00\s+0\.50\s+2\.00\s+1\.00\s+0\.40\s+8\.00\s+0\.50$/m);
+    expect(text).toMatch(/^\s+16\s+10\.00\s+0\.50\s+2\.00\s+1\.00\s+0\.40\s+2\.00\s+2\.00$/m);
+  });
+
+  it("prints every algorithm's ALCD for the job's group sizes and for one group of all ranks", () => {
+    const text = formatAllgatherAlcd([{ level: 'l2', sizes: [2] }, { level: 'node', sizes: [2, 3] }], 8);
+    const line = (n: number) => text.split('\n').find((l) => new RegExp(`^\\s+${n}\\s`).test(l));
+    expect(line(2)).toMatch(/l2,node/);
+    expect(line(3)).toMatch(/\bnode\b/);
+    expect(line(8)).toMatch(/all ranks as one group/);
+    for (const n of [2, 3, 8]) {
+      const cells = line(n)!.trim().split(/\s+/).slice(-ALLGATHER_ALGORITHMS.length);
+      expect(cells).toEqual(ALLGATHER_ALGORITHMS.map((a) => allgatherAlcd(a, n).toFixed(2)));
+    }
+  });
+});
