@@ -1,5 +1,5 @@
-// A rank of a multi-process test job (started by `topocoll run --config …`): runs bcast, reduce
-// and allreduce with whatever per-level algorithms the configuration chose, over sizes on both
+// A rank of a multi-process test job (started by `topocoll run --config …`): runs bcast, reduce,
+// allreduce and allgather(v) with whatever per-level algorithms the configuration chose, over sizes on both
 // sides of the small/large threshold (and across several segments), every root, a few
 // datatypes and operators, IN_PLACE, and non-commutative user operators; checks every result
 // against a reference recomputed here from what every rank's input is, and that floating-point
@@ -94,6 +94,29 @@ for (const n of SIZES) {
   const again = new Float64Array(n);
   comm.allreduceSync(floats, again, 'sum');
   expectEqual(new BigUint64Array(again.buffer), new BigUint64Array(result.buffer), `allreduce float sum n=${n}: repeatable`);
+  // allgather (Sync, Promise IN_PLACE) and allgatherv with ragged counts (zeros included) of about n
+  const block = (r, len) => Int32Array.from({ length: len }, (_, i) => intInput(r, i) * 3 + r);
+  const gathered = (counts) => {
+    const out = new Int32Array(counts.reduce((a, b) => a + b, 0));
+    let at = 0;
+    counts.forEach((len, r) => {
+      out.set(block(r, len), at);
+      at += len;
+    });
+    return out;
+  };
+  const even = Array(size).fill(n);
+  const all = new Int32Array(n * size);
+  comm.allgatherSync(block(rank, n), all);
+  expectEqual(all, gathered(even), `allgather n=${n}`);
+  const allInPlace = new Int32Array(n * size);
+  allInPlace.set(block(rank, n), rank * n);
+  await comm.allgather(IN_PLACE, allInPlace);
+  expectEqual(allInPlace, gathered(even), `allgather IN_PLACE n=${n}`);
+  const ragged = Array.from({ length: size }, (_, r) => (r % 3 === 1 ? 0 : Math.max(0, n - r * 7)));
+  const v = new Int32Array(ragged.reduce((a, b) => a + b, 0));
+  comm.allgathervSync(block(rank, ragged[rank]), v, ragged);
+  expectEqual(v, gathered(ragged), `allgatherv counts=${ragged.join(',')}`);
 }
 
 // Non-commutative user operators: `first` keeps its left operand, `last` its right one, so the

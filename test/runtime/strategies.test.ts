@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { configFile, jobScript, repoRoot, runJob } from '../helpers/jobs.js';
 
 /**
- * Per-level algorithms through real processes: each combination of bcast, reduce and allreduce
- * algorithms runs test/jobs/strategies.mjs (every root, sizes across the small/large threshold
+ * Per-level algorithms through real processes: each combination of bcast, reduce, allreduce and
+ * allgather algorithms runs test/jobs/strategies.mjs (every root, sizes across the small/large threshold
  * and several segments, IN_PLACE, float results compared bitwise across ranks, non-commutative
  * user operators, and every datatype × every operator valid for it at 1, 17 and just over
  * 1100 bytes — above the 1 KiB large threshold of the combination that sets it) on one node with
@@ -18,23 +18,26 @@ interface Combination {
   bcast: [inside: string, between: string];
   reduce: [inside: string, between: string];
   allreduce: string;
+  /** Allgather's algorithm at every level. */
+  allgather: string;
   extra?: string;
 }
 
 const COMBINATIONS: Combination[] = [
-  { name: 'shm inside, binomial between, recursive doubling on top', bcast: ['shm', 'binomial'], reduce: ['shm', 'binomial'], allreduce: '{ algorithm: reduce-allreduce-bcast, top: recursive-doubling, shm: false }' },
-  { name: 'flat everywhere, reduce-bcast', bcast: ['flat', 'flat'], reduce: ['flat', 'flat'], allreduce: '{ algorithm: reduce-bcast, shm: false }' },
-  { name: 'knomial:3 everywhere, rabenseifner on top', bcast: ['knomial:3', 'knomial:3'], reduce: ['knomial:3', 'knomial:3'], allreduce: '{ algorithm: reduce-allreduce-bcast, top: rabenseifner, shm: false }' },
+  { name: 'shm inside, binomial between, recursive doubling on top', bcast: ['shm', 'binomial'], reduce: ['shm', 'binomial'], allreduce: '{ algorithm: reduce-allreduce-bcast, top: recursive-doubling, shm: false }', allgather: 'ring' },
+  { name: 'flat everywhere, reduce-bcast', bcast: ['flat', 'flat'], reduce: ['flat', 'flat'], allreduce: '{ algorithm: reduce-bcast, shm: false }', allgather: 'recursive-doubling' },
+  { name: 'knomial:3 everywhere, rabenseifner on top', bcast: ['knomial:3', 'knomial:3'], reduce: ['knomial:3', 'knomial:3'], allreduce: '{ algorithm: reduce-allreduce-bcast, top: rabenseifner, shm: false }', allgather: 'bruck' },
   {
     name: 'scatter-allgather and rabenseifner everywhere, 4 KiB segments, everything large',
     bcast: ['scatter-allgather', 'scatter-allgather'],
     reduce: ['rabenseifner', 'rabenseifner'],
     allreduce: '{ algorithm: reduce-allreduce-bcast, top: rabenseifner, segment: 4KiB, shm: false }',
+    allgather: 'neighbor-exchange',
     extra: 'collectives: { largeBytes: 1KiB }\n',
   },
   // On one node small allreduces (and barriers) go through the node-wide shared area here;
   // the combinations above switch it off to test their schedules at every size.
-  { name: 'auto (the defaults)', bcast: ['auto', 'auto'], reduce: ['auto', 'auto'], allreduce: '{ algorithm: auto }' },
+  { name: 'auto (the defaults)', bcast: ['auto', 'auto'], reduce: ['auto', 'auto'], allreduce: '{ algorithm: auto }', allgather: 'auto' },
 ];
 
 const PLACEMENTS: [string, string[]][] = [
@@ -49,6 +52,7 @@ function combinationConfig(c: Combination, disabled?: string): string {
     `bcast:\n  levels: { ${levels(INSIDE, c.bcast[0])}, ${levels(BETWEEN, c.bcast[1])} }\n` +
     `reduce:\n  levels: { ${levels(INSIDE, c.reduce[0])}, ${levels(BETWEEN, c.reduce[1])} }\n` +
     `allreduce: ${c.allreduce}\n` +
+    `allgather: { levels: { ${levels([...INSIDE, ...BETWEEN], c.allgather)} }${c.allgather === 'neighbor-exchange' ? ', segment: 4KiB' : ''} }\n` +
     (c.extra ?? '') +
     (disabled ? `levels: { ${disabled}: { enabled: false } }\n` : '');
   return configFile(yaml);
@@ -91,6 +95,7 @@ describe('per-level algorithms in real jobs', () => {
         bcast: ['scatter-allgather', 'scatter-allgather'],
         reduce: ['rabenseifner', 'rabenseifner'],
         allreduce: `{ algorithm: reduce-allreduce-bcast, top: ${top}, shm: false }`,
+        allgather: top === 'rabenseifner' ? 'bruck' : 'neighbor-exchange',
         extra: 'collectives: { largeBytes: 1KiB }\nshm: { channelBytes: 16384 }\n',
       };
       const r = runJob(['-n', ranks, '--config', combinationConfig(c), jobScript('strategies.mjs'), ...SIZES, '300000', '--big=1048576']);
@@ -102,7 +107,7 @@ describe('per-level algorithms in real jobs', () => {
   // here); forced with 5 ranks on the 2 cores.
   for (const [ranks, shm] of [['2', 'true'], ['5', 'every-rank']] as const) {
     it(`small allreduces on one node, every rank combining (allreduce.shm: ${shm}): ${ranks} ranks`, () => {
-      const c: Combination = { name: 'every rank combines', bcast: ['auto', 'auto'], reduce: ['auto', 'auto'], allreduce: `{ shm: ${shm} }` };
+      const c: Combination = { name: 'every rank combines', bcast: ['auto', 'auto'], reduce: ['auto', 'auto'], allreduce: `{ shm: ${shm} }`, allgather: 'auto' };
       const r = runJob(['-n', ranks, '--config', combinationConfig(c), jobScript('strategies.mjs'), ...SIZES, TYPES]);
       expectAllRanksOk(r, Number(ranks));
     });
