@@ -3,9 +3,13 @@ import { TopocollError } from '../errors.js';
 /**
  * The algorithms a group can run a collective with, as chosen per group (usually per level) by
  * configuration. Names are strings; the k-nomial tree carries its radix (`{ knomial: K }`,
- * written `knomial:K`; `knomial:2` is `binomial`, and parses as it).
+ * written `knomial:K`; `knomial:2` is `binomial`, and parses as it), the barrier's combining
+ * tree its fan-in (`{ combiningTree: K }`, written `combining-tree:K`, no alias).
  */
 export type KnomialChoice = { knomial: number };
+
+/** A barrier's combining tree of fan-in K ≥ 2 (group-barrier.ts). */
+export type CombiningTreeChoice = { combiningTree: number };
 
 /** Bcast inside one group: see `groupBcastSteps`. */
 export type BcastAlgorithm = 'flat' | 'binomial' | KnomialChoice | 'scatter-allgather' | 'shm';
@@ -22,36 +26,42 @@ export type GroupAllgatherAlgorithm = 'ring' | 'recursive-doubling' | 'bruck' | 
 /** What configuration may name for an allgather; `shm` (through the shared-memory engine) is not implemented yet. */
 export type AllgatherAlgorithm = GroupAllgatherAlgorithm | 'shm';
 
-export type GroupAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | AllgatherAlgorithm;
+/** Barrier inside one group (each level of a hierarchical barrier): see `groupBarrierSteps`. */
+export type GroupBarrierAlgorithm = 'central-counter' | CombiningTreeChoice | 'dissemination';
 
-export type CollectiveAlgorithmKind = 'bcast' | 'reduce' | 'allreduce' | 'allgather';
+export type GroupAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | AllgatherAlgorithm | GroupBarrierAlgorithm;
+
+export type CollectiveAlgorithmKind = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier';
 
 const NAMES: Record<CollectiveAlgorithmKind, readonly string[]> = {
   bcast: ['flat', 'binomial', 'knomial:K', 'scatter-allgather', 'shm'],
   reduce: ['flat', 'binomial', 'knomial:K', 'rabenseifner', 'shm'],
   allreduce: ['recursive-doubling', 'rabenseifner'],
   allgather: ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm'],
+  barrier: ['central-counter', 'combining-tree:K', 'dissemination'],
 };
 
-/** Largest accepted k-nomial radix (any radix ≥ the group size is a flat tree). */
+/** Largest accepted k-nomial radix or combining-tree fan-in (any radix ≥ the group size is a flat tree). */
 export const MAX_KNOMIAL_RADIX = 2 ** 31 - 1;
 
 /**
  * Parses an algorithm name: `flat`, `binomial`, `knomial:K` (K ≥ 2), `scatter-allgather`,
- * `shm`, `rabenseifner`, `recursive-doubling`, `ring`, `bruck`, `neighbor-exchange`. With `kind`, only the algorithms of that
+ * `shm`, `rabenseifner`, `recursive-doubling`, `ring`, `bruck`, `neighbor-exchange`,
+ * `central-counter`, `combining-tree:K` (K ≥ 2), `dissemination`. With `kind`, only the algorithms of that
  * collective are accepted. Bad input is an ECONFIG error naming the accepted forms.
  */
 export function parseAlgorithm(text: string, kind: 'bcast'): BcastAlgorithm;
 export function parseAlgorithm(text: string, kind: 'reduce'): ReduceAlgorithm;
 export function parseAlgorithm(text: string, kind: 'allreduce'): AllreduceAlgorithm;
 export function parseAlgorithm(text: string, kind: 'allgather'): AllgatherAlgorithm;
+export function parseAlgorithm(text: string, kind: 'barrier'): GroupBarrierAlgorithm;
 export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): GroupAlgorithm;
 export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): GroupAlgorithm {
   const accepted = kind === undefined ? [...new Set(Object.values(NAMES).flat())] : NAMES[kind];
   const hint = `Use ${accepted.join(', ')}.`;
   const what = kind === undefined ? 'algorithm' : `${kind} algorithm`;
   const algorithm = parseAnyAlgorithm(text, what, hint);
-  const name = typeof algorithm === 'string' ? algorithm : 'knomial:K';
+  const name = typeof algorithm === 'string' ? algorithm : 'knomial' in algorithm ? 'knomial:K' : 'combining-tree:K';
   if (!accepted.includes(name)) throw new TopocollError('ECONFIG', `"${text}" is not ${/^[aeiou]/.test(what) ? 'an' : 'a'} ${what}`, { hint });
   return algorithm;
 }
@@ -59,6 +69,7 @@ export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): Gr
 /** The canonical text of an algorithm (`{ knomial: 2 }` is `binomial`); `parseAlgorithm` reads it back. */
 export function formatAlgorithm(a: GroupAlgorithm): string {
   if (typeof a === 'string') return a;
+  if ('combiningTree' in a) return `combining-tree:${a.combiningTree}`;
   return a.knomial === 2 ? 'binomial' : `knomial:${a.knomial}`;
 }
 
@@ -73,13 +84,17 @@ function parseAnyAlgorithm(text: string, what: string, hint: string): GroupAlgor
     case 'ring':
     case 'bruck':
     case 'neighbor-exchange':
+    case 'central-counter':
+    case 'dissemination':
       return text;
   }
-  const m = /^knomial:(.*)$/.exec(text);
+  const m = /^(knomial|combining-tree):(.*)$/.exec(text);
   if (m === null) throw new TopocollError('ECONFIG', `unknown ${what} "${text}"`, { hint });
-  const radix = /^[0-9]+$/.test(m[1]!) ? Number(m[1]) : NaN;
+  const radix = /^[0-9]+$/.test(m[2]!) ? Number(m[2]) : NaN;
+  const tree = m[1] === 'knomial';
   if (!(radix >= 2 && radix <= MAX_KNOMIAL_RADIX)) {
-    throw new TopocollError('ECONFIG', `k-nomial radix "${m[1]}" in "${text}" is not an integer ≥ 2`, { hint });
+    throw new TopocollError('ECONFIG', `${tree ? 'k-nomial radix' : 'combining-tree fan-in'} "${m[2]}" in "${text}" is not an integer ≥ 2`, { hint });
   }
+  if (!tree) return { combiningTree: radix };
   return radix === 2 ? 'binomial' : { knomial: radix };
 }

@@ -33,6 +33,21 @@ describe('parseAlgorithm / formatAlgorithm', () => {
     thrown(() => parseAlgorithm('bruck', 'allreduce'), 'ECONFIG');
   });
 
+  it('barrier algorithms: central-counter, combining-tree:K (no alias for K = 2), dissemination; only for kind barrier', () => {
+    expect(parseAlgorithm('central-counter', 'barrier')).toBe('central-counter');
+    expect(parseAlgorithm('dissemination', 'barrier')).toBe('dissemination');
+    expect(parseAlgorithm('combining-tree:2', 'barrier')).toEqual({ combiningTree: 2 });
+    expect(parseAlgorithm('combining-tree:7')).toEqual({ combiningTree: 7 });
+    for (const a of ['central-counter', 'dissemination', { combiningTree: 2 }, { combiningTree: 16 }] as const) expect(parseAlgorithm(formatAlgorithm(a), 'barrier')).toEqual(a);
+    expect(formatAlgorithm({ combiningTree: 4 })).toBe('combining-tree:4');
+    expect(thrown(() => parseAlgorithm('binomial', 'barrier'), 'ECONFIG').message).toMatch(/"binomial" is not a barrier algorithm.*Use central-counter, combining-tree:K, dissemination/);
+    thrown(() => parseAlgorithm('knomial:3', 'barrier'), 'ECONFIG');
+    thrown(() => parseAlgorithm('combining-tree:3', 'reduce'), 'ECONFIG');
+    thrown(() => parseAlgorithm('dissemination', 'allreduce'), 'ECONFIG');
+    for (const bad of ['combining-tree:1', 'combining-tree:', 'combining-tree', 'combining-tree:x', 'combining-tree:02.5']) thrown(() => parseAlgorithm(bad, 'barrier'), 'ECONFIG');
+    expect(thrown(() => parseAlgorithm('combining-tree:1')).message).toMatch(/combining-tree fan-in "1" in "combining-tree:1" is not an integer ≥ 2/);
+  });
+
   it('rejects unknown names and bad radices with ECONFIG', () => {
     expect(thrown(() => parseAlgorithm('tree'), 'ECONFIG').message).toMatch(/unknown algorithm "tree"/);
     for (const bad of ['knomial:1', 'knomial:0', 'knomial:', 'knomial:x', 'knomial:2.5', 'knomial:-3', 'Binomial', '']) {
