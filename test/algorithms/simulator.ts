@@ -38,6 +38,13 @@ export interface SimulationOptions<V> {
   shmGroups?: ReadonlyMap<number, readonly number[]>;
   /** Elements per rank block per segment, for ranges with `of` 0; such ranges are errors without it. */
   rankBlockElements?: number;
+  /**
+   * Observers of causality: `onSend(from, to)` runs when a send is posted and returns a token
+   * the message carries; `onReceive(at, from, token)` runs when a receive takes the message.
+   * (A rendezvous Send completing tells the sender nothing here: only messages carry causality.)
+   */
+  onSend?: (from: number, to: number) => unknown;
+  onReceive?: (at: number, from: number, token: unknown) => void;
 }
 
 export interface Simulation<V> {
@@ -59,6 +66,7 @@ interface Message<V> {
   range: BlockRange;
   values: (V | undefined)[];
   taken: boolean;
+  token?: unknown;
 }
 
 export function simulate<V>(schedules: readonly Schedule[], options: SimulationOptions<V>): Simulation<V> {
@@ -171,7 +179,7 @@ class Run<V> {
 
   private post(a: number, to: number, level: number, segment: number, range: BlockRange, where: string): Message<V> {
     const values = this.read(a, segment, range, where);
-    const message: Message<V> = { from: a, level, segment, range, values, taken: false };
+    const message: Message<V> = { from: a, level, segment, range, values, taken: false, token: this.options.onSend?.(a, to) };
     const key = `${a}→${to}`;
     let fifo = this.fifos.get(key);
     if (fifo === undefined) this.fifos.set(key, (fifo = []));
@@ -184,6 +192,7 @@ class Run<V> {
     if (message === undefined) return false;
     message.taken = true;
     this.messages.push([from, a, message.level]);
+    this.options.onReceive?.(a, from, message.token);
     const sent = message.range;
     if (message.level !== s.level) this.error(`${where}: message ${from}→${a} on level ${message.level} met a receive on level ${s.level}`);
     if (message.segment !== segment) this.error(`${where}: message ${from}→${a} of segment ${message.segment} met a receive of segment ${segment}`);
