@@ -1,15 +1,16 @@
 import { TopocollError } from '../errors.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
-import type { AllreduceAlgorithm, BcastAlgorithm, GroupAllgatherAlgorithm, ReduceAlgorithm } from './algorithm-choice.js';
+import type { AllreduceAlgorithm, BcastAlgorithm, GroupAllgatherAlgorithm, GroupBarrierAlgorithm, ReduceAlgorithm } from './algorithm-choice.js';
 import { groupAllgatherSteps } from './group-allgather.js';
 import { groupAllreduceSteps } from './group-allreduce.js';
+import { arriveInformsAll, groupBarrierSteps } from './group-barrier.js';
 import { groupBcastSteps } from './group-bcast.js';
 import { groupReduceSteps } from './group-reduce.js';
 import type { GroupView } from './group-steps.js';
 import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step } from './schedule.js';
 
 /**
- * Hierarchical bcast, reduce, allreduce and allgather schedules over the groups of a
+ * Hierarchical bcast, reduce, allreduce, allgather and barrier schedules over the groups of a
  * `GroupPlan`, for any root, each group running the algorithm a callback chooses for it
  * (group-bcast.ts, group-reduce.ts, group-allreduce.ts, group-allgather.ts; binomial trees by
  * default; the ring for allgather), with no extra hop through rank 0: every message travels
@@ -80,6 +81,27 @@ import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step
  *   leader, top-down; ordinary whole-segment ranges, `bcastAlgorithm(g)` incl. `shm`).
  * Lower groups' non-leaders receive the blocks of their group in the gather phase and the whole
  * vector again in the bcast phase: a group allgather keeps every level one kind of step.
+ * Both phases have root 0; a job of one rank has no steps.
+ *
+ * Barrier (`barrierSchedules`), zero bytes, each group running the group barrier
+ * `barrierAlgorithm(g)` (group-barrier.ts; default `combining-tree:2`) in its two parts:
+ * - Arrive phase (`collective: 'reduce'`): every rank runs, bottom-up along its chain, the arrive
+ *   part of each group. After a group's arrive its leader (with `dissemination`, every member)
+ *   has in its causal past the entry of every rank the group covers: the members entered it only
+ *   after the arrives of the groups they lead below, which cover the rest. Leaders go on upward;
+ *   a non-leader's arrive phase ends with the top group of its chain. The arrive of the plan's top
+ *   group T leaves its leader (with `dissemination`, all its members) knowing that every rank
+ *   entered the barrier.
+ * - Release phase (`collective: 'bcast'`): every rank runs, top-down along its chain, the release
+ *   part of each group, except T's when T runs `dissemination` (its arrive already told every
+ *   member); with `central-counter` or `combining-tree:K` T runs its release too, which is how
+ *   its members learn. In every group below T the leader — who has finished the release of the
+ *   group above (or T's arrive) and so knows every rank entered — tells its members, who go on
+ *   telling their own groups below.
+ * So every rank's last step causally follows every rank's entry. Deadlock freedom: the arrive
+ * phase is a reduce (a member enters a group after groups covering strictly less); in the
+ * release phase a member of a group waits only for its leader, which waits only for groups higher
+ * up, ending at T, which every rank's arrive reaches: the waits follow the coverage tree.
  * Both phases have root 0; a job of one rank has no steps.
  */
 
@@ -188,6 +210,36 @@ export function allgatherSchedules(plan: GroupPlan, rank: number, options: Allga
   return {
     gather: { collective: 'allgather', root: GLOBAL_LEADER, steps: gather },
     bcast: { collective: 'bcast', root: GLOBAL_LEADER, steps: bcastSteps(ctx, options, topGroup(plan)) },
+  };
+}
+
+/** How a barrier synchronises inside each group: `barrierAlgorithm(g)`, by default `combining-tree:2`. */
+export interface BarrierOptions {
+  barrierAlgorithm?: (g: Group) => GroupBarrierAlgorithm;
+}
+
+/** The two phases of a barrier: arrive (bottom-up), then release (top-down). */
+export interface BarrierSchedules {
+  arrive: Schedule;
+  release: Schedule;
+}
+
+/** The schedules of `rank` for a barrier (see "Barrier" above); both phases have root 0. */
+export function barrierSchedules(plan: GroupPlan, rank: number, options: BarrierOptions = {}): BarrierSchedules {
+  const ctx = context(plan, rank, GLOBAL_LEADER);
+  const algorithmOf = options.barrierAlgorithm ?? (() => ({ combiningTree: 2 }) as const);
+  const top = topGroup(plan);
+  const arrive: Step[] = [];
+  const release: Step[][] = [];
+  for (const g of ctx.chain) {
+    const algorithm = algorithmOf(g);
+    const parts = groupBarrierSteps(algorithm, ctx.view(g), position(g, rank));
+    arrive.push(...parts.arrive);
+    if (g !== top || !arriveInformsAll(algorithm)) release.push(parts.release);
+  }
+  return {
+    arrive: { collective: 'reduce', root: GLOBAL_LEADER, steps: arrive },
+    release: { collective: 'bcast', root: GLOBAL_LEADER, steps: release.reverse().flat() },
   };
 }
 

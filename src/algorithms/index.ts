@@ -21,6 +21,8 @@ export {
   type AllgatherAlgorithm,
   type AllreduceAlgorithm,
   type GroupAllgatherAlgorithm,
+  type GroupBarrierAlgorithm,
+  type CombiningTreeChoice,
   type BcastAlgorithm,
   type ReduceAlgorithm,
   type GroupAlgorithm,
@@ -30,12 +32,14 @@ export { groupBcastSteps, type GroupBcastOptions } from './group-bcast.js';
 export { groupReduceSteps, type GroupReduceOptions } from './group-reduce.js';
 export { groupAllreduceSteps } from './group-allreduce.js';
 export { groupAllgatherSteps, groupAllgatherRounds, averageLogicalDistance, allgatherAlcd } from './group-allgather.js';
+export { groupBarrierSteps, groupBarrierArriveSteps, groupBarrierReleaseSteps, arriveInformsAll, type GroupBarrierSteps } from './group-barrier.js';
 export type { GroupView } from './group-steps.js';
 export {
   bcastSchedule,
   reduceSchedule,
   allreduceSchedules,
   allgatherSchedules,
+  barrierSchedules,
   coveredBelow,
   coveringSources,
   topGroup,
@@ -48,6 +52,8 @@ export {
   type AllreduceOptions,
   type AllreduceSchedules,
   type AllreduceVariant,
+  type BarrierOptions,
+  type BarrierSchedules,
   type BcastOptions,
   type ReduceOptions,
   type ReduceVariant,
