@@ -59,3 +59,11 @@ export {
   type ReduceVariant,
   type ScheduleCacheOptions,
 } from './hierarchical.js';
+export {
+  predictBarrierUs,
+  chooseBarrier,
+  DEFAULT_BARRIER_CANDIDATES,
+  type LogP,
+  type BarrierPrediction,
+  type BarrierChoice,
+} from './barrier-model.js';
