@@ -47,9 +47,10 @@ describe('chooseForClass', () => {
     const large = chooseForClass(config(), plan, 'large', 16384);
     expect(AUTO_SEGMENT_BYTES).toBe(65536);
     // world uses scatter-allgather / rabenseifner for large messages: exchanges.
-    expect(large.segmentBytes).toEqual({ bcast: 16384, reduce: 16384, allreduce: 16384 });
+    // Allgather's gather phase always exchanges; its bcast phase follows bcast's algorithms.
+    expect(large.segmentBytes).toEqual({ bcast: 16384, reduce: 16384, allreduce: 16384, allgather: 16384, allgatherBcast: 16384 });
     const noExchanges = chooseForClass(config({ bcast: { levels: { world: 'binomial' } }, reduce: { levels: { world: 'binomial' } }, allreduce: { algorithm: 'reduce-bcast' } }), plan, 'large', 16384);
-    expect(noExchanges.segmentBytes).toEqual({ bcast: 65536, reduce: 65536, allreduce: 65536 });
+    expect(noExchanges.segmentBytes).toEqual({ bcast: 65536, reduce: 65536, allreduce: 65536, allgather: 16384, allgatherBcast: 65536 });
     const fixed = chooseForClass(config({ bcast: { segment: '8KiB', levels: { world: 'binomial' } } }), plan, 'small', 16384);
     expect(fixed.segmentBytes.bcast).toBe(8192);
   });
