@@ -292,7 +292,10 @@ export class RendezvousServer {
       saidGoodbye: false,
     };
     this.conns.add(conn);
-    conn.helloTimer = setTimeout(() => this.drop(conn), this.helloTimeoutMs);
+    // The drop waits for the poll phase after the timer: when this thread was busy past the
+    // deadline, timers run before the data that arrived meanwhile is read, and a hello that came
+    // in time would otherwise be dropped with the silent connections.
+    conn.helloTimer = setTimeout(() => setImmediate(() => conn.helloTimer !== undefined && this.drop(conn)), this.helloTimeoutMs);
     socket.on('data', (chunk: Buffer) => this.onData(conn, chunk));
     socket.on('error', () => this.drop(conn));
     socket.on('close', () => this.drop(conn));

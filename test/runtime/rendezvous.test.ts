@@ -437,6 +437,26 @@ describe('allgather and barrier', () => {
     expect(e1?.message).toContain("barrier 'b'");
   });
 
+  it('keeps a hello that arrived in time when its thread was busy past the hello deadline', async () => {
+    const { server, token } = await startServer({ helloTimeoutMs: 50 });
+    const { connect: raw } = await import('node:net');
+    const socket = raw(server.address.port, server.address.host);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(JSON.stringify({ hello: token, rank: 0 }) + '\n');
+    // The hello is in the server's socket buffer (written at once on loopback) and this thread,
+    // the server's too, is busy until the deadline has passed.
+    const until = Date.now() + 200;
+    while (Date.now() < until);
+    const reply = await new Promise<string>((resolve) => {
+      let got = '';
+      socket.on('data', (d) => (got += d));
+      socket.on('close', () => resolve(got));
+      setTimeout(() => resolve(got), 500);
+    });
+    socket.destroy();
+    expect(reply).toContain('"hello":true');
+  });
+
   it('serves a few hundred clients at once', async () => {
     const { server, token } = await startServer();
     const size = 300;
