@@ -20,7 +20,7 @@ export interface LevelInfo {
   groupSize: number;
   isLeader: boolean;
   /** The algorithm of this rank's group at the level, per collective and message-size class. */
-  algorithms?: { bcast: { small: string; large: string }; reduce: { small: string; large: string }; allgather: { small: string; large: string } };
+  algorithms?: { bcast: { small: string; large: string }; reduce: { small: string; large: string }; allgather: { small: string; large: string }; barrier: string };
 }
 
 /** A built-in operator name, or a JavaScript operator made with userOp(). */
@@ -291,14 +291,14 @@ export class Communicator {
   /** Returns once every rank has entered the barrier. */
   barrierSync(): void {
     this.ensureOpen();
-    const p = this.plans.allreduce(0, 1, true);
+    const p = this.plans.barrier();
     this.engine.run(NativeCollective.barrier, p.reduce, p.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
   }
 
   barrier(): Promise<void> {
     return this.async(() => {
       this.ensureOpen();
-      const p = this.plans.allreduce(0, 1, true);
+      const p = this.plans.barrier();
       return this.engine.runAsync(NativeCollective.barrier, p.reduce, p.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
     });
   }

@@ -208,6 +208,32 @@ const allgatherCollective = z
   })
   .strict();
 
+/** LogP parameters of one kind of link, in µs (S4): latency, send and receive overheads, gap. */
+const logp = z.object({ L: z.number().nonnegative(), os: z.number().nonnegative(), or: z.number().nonnegative(), g: z.number().nonnegative() }).strict();
+
+/** Measured by `topocoll tune barrier` on the development machine (2 vCPU AMD EPYC; loopback TCP). */
+export const DEFAULT_BARRIER_LOGP = {
+  shm: { L: 0.3, os: 0.1, or: 0.1, g: 0.1 },
+  tcp: { L: 10, os: 3, or: 3, g: 3 },
+} as const;
+
+const barrierCollective = z
+  .object({
+    /**
+     * Each level's barrier: central-counter, combining-tree:K, dissemination; `auto`: the
+     * algorithm S4's LogP model predicts fastest for the group's size and link kind.
+     */
+    levels: z
+      .record(levelKey, z.string().regex(/^(auto|central-counter|combining-tree:([2-9]|[1-9][0-9]+)|dissemination)$/, 'expected auto, central-counter, combining-tree:K or dissemination'))
+      .default({}),
+    /** LogP parameters of shared memory and of TCP links, for `auto`. */
+    logp: z
+      .object({ shm: logp.default({ ...DEFAULT_BARRIER_LOGP.shm }), tcp: logp.default({ ...DEFAULT_BARRIER_LOGP.tcp }) })
+      .strict()
+      .default({ shm: { ...DEFAULT_BARRIER_LOGP.shm }, tcp: { ...DEFAULT_BARRIER_LOGP.tcp } }),
+  })
+  .strict();
+
 const allreduceCollective = z
   .object({
     /**
@@ -255,6 +281,7 @@ export const configSchema = z
     reduce: reduceCollective.prefault({}),
     allreduce: allreduceCollective.prefault({}),
     allgather: allgatherCollective.prefault({}),
+    barrier: barrierCollective.prefault({}),
     collectives: collectiveTuning.prefault({}),
   })
   .strict();

@@ -1,6 +1,8 @@
 import { formatAlgorithm, parseAlgorithm, type AllreduceAlgorithm, type BcastAlgorithm, type ReduceAlgorithm } from '../algorithms/algorithm-choice.js';
 import type { GroupAllgatherAlgorithm } from '../algorithms/group-allgather.js';
-import { allgatherSchedules, preservesRankOrder, ScheduleCache, topGroup, type AllreduceVariant, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
+import { chooseBarrier } from '../algorithms/barrier-model.js';
+import type { GroupBarrierAlgorithm } from '../algorithms/algorithm-choice.js';
+import { allgatherSchedules, barrierSchedules, preservesRankOrder, ScheduleCache, topGroup, type AllreduceVariant, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
@@ -49,6 +51,8 @@ export type SizeClass = 'small' | 'large';
 
 export interface ClassChoice {
   bcast: (g: Group) => BcastAlgorithm;
+  /** Each group's barrier (the same in both size classes: a barrier carries no data). */
+  barrier: (g: Group) => GroupBarrierAlgorithm;
   allgather: (g: Group) => GroupAllgatherAlgorithm;
   reduce: (g: Group) => ReduceAlgorithm;
   allreduce: { variant: AllreduceVariant; top: AllreduceAlgorithm };
@@ -115,6 +119,12 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
     if (configured !== undefined && configured !== 'auto') return configured as GroupAllgatherAlgorithm;
     return large ? 'ring' : 'recursive-doubling';
   };
+  // S4's AdaptiveBarrierLogP: the model's argmin for the group's size over its kind of link.
+  const barrier = (g: Group): GroupBarrierAlgorithm => {
+    const configured = config.barrier.levels[g.level];
+    if (configured !== undefined && configured !== 'auto') return parseAlgorithm(configured, 'barrier');
+    return chooseBarrier(g.members.length, nodeLocal(g) ? config.barrier.logp.shm : config.barrier.logp.tcp).algorithm;
+  };
   const variant: AllreduceVariant = config.allreduce.algorithm === 'auto' ? 'reduce-allreduce-bcast' : config.allreduce.algorithm;
   const top: AllreduceAlgorithm = config.allreduce.top === 'auto' ? (large ? 'rabenseifner' : 'recursive-doubling') : config.allreduce.top;
 
@@ -131,6 +141,7 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
   const allgatherExchanges = groups.some((g) => g.members.length > 1);
   return {
     bcast,
+    barrier,
     allgather,
     reduce,
     allreduce: { variant, top },
@@ -278,6 +289,26 @@ export class CollectivePlans {
   private readonly allgatherCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
   private readonly allgatherIds: Partial<Record<SizeClass, { gather: number; bcast: number }>> = {};
 
+  private barrierIds?: { arrive: number; release: number };
+
+  /**
+   * A barrier: through the node-wide shared area in a one-node job that uses it for small
+   * allreduces (unless barrier levels are configured), else every level's barrier algorithm
+   * (barrierSchedules: arrive bottom-up, release top-down) as the two phases.
+   */
+  barrier(): CallPlan {
+    const configured = Object.values(this.parts.config.barrier.levels).some((a) => a !== 'auto');
+    if (this.shmAllreduce && !configured) return this.allreduce(0, 1, true);
+    this.barrierIds ??= (() => {
+      const s = barrierSchedules(this.parts.plan, this.parts.rank, { barrierAlgorithm: this.choices.small.barrier });
+      return { arrive: this.parts.register(encodeSchedule(s.arrive)), release: this.parts.register(encodeSchedule(s.release)) };
+    })();
+    this.call.reduce = this.barrierIds.arrive;
+    this.call.bcast = this.barrierIds.release;
+    this.call.segment = 0;
+    return this.call;
+  }
+
   /** An allgather whose result holds `bytes` in all. */
   allgather(bytes: number, elem: number): AllgatherCallPlan {
     const size = this.classOf(bytes);
@@ -301,9 +332,14 @@ export class CollectivePlans {
   }
 
   /** The algorithm each level's groups use, per collective and class, as text. */
-  describe(group: Group): { bcast: Record<SizeClass, string>; reduce: Record<SizeClass, string>; allgather: Record<SizeClass, string> } {
+  describe(group: Group): { bcast: Record<SizeClass, string>; reduce: Record<SizeClass, string>; allgather: Record<SizeClass, string>; barrier: string } {
     const of = (pick: (c: ClassChoice) => string) => ({ small: pick(this.choices.small), large: pick(this.choices.large) });
-    return { bcast: of((c) => formatAlgorithm(c.bcast(group))), reduce: of((c) => formatAlgorithm(c.reduce(group))), allgather: of((c) => c.allgather(group)) };
+    return {
+      bcast: of((c) => formatAlgorithm(c.bcast(group))),
+      reduce: of((c) => formatAlgorithm(c.reduce(group))),
+      allgather: of((c) => c.allgather(group)),
+      barrier: formatAlgorithm(this.choices.small.barrier(group)),
+    };
   }
 
   private segment(size: SizeClass, collective: keyof ClassChoice['segmentBytes'], elem: number): number {
