@@ -12,7 +12,8 @@ Usage: topocoll run -n N [--bind core|numa|socket|none] [--nodes K] [--config F]
 
   -n, --np N         number of ranks
   --bind POLICY      bind each rank to a core (default), a NUMA node, a package, or not at all;
-                     wraps around when ranks outnumber the units
+                     (rank r → unit r mod units: emulated nodes share this machine's
+                     cores), wrapping around when ranks outnumber the units
   --nodes K          emulate K compute nodes node0…node{K-1} (ranks in blocks): separate
                      shared-memory domains and TCP between them
   --config F         topocoll YAML configuration for every rank
