@@ -1,4 +1,5 @@
 import { preservesRankOrder } from './algorithms/hierarchical.js';
+import { encodeSchedule, type Step } from './algorithms/schedule.js';
 import { mergeRuntimeConfig, type RuntimeConfigInput } from './config/load.js';
 import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
@@ -46,6 +47,8 @@ export interface CommunicatorParts {
 
 /** Marks the collectives configure() runs itself, so that a rank in any other call mismatches. */
 const CONTROL_TAG = 0x9e3779b9;
+/** Marks runProbe's calls the same way. */
+const PROBE_TAG = 0x85ebca6b;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -286,6 +289,26 @@ export class Communicator {
       const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes);
       return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
     }, send, recv);
+  }
+
+  /** Native ids of the schedules `runProbe` was given, by their encoded words. */
+  private readonly probes = new Map<string, number>();
+
+  /**
+   * @internal `topocoll tune barrier`: runs `steps` as one zero-byte call (a barrier's first
+   * phase; the second is empty). Every rank must pass its part of one schedule whose messages
+   * match, in the same call sequence as everything else.
+   */
+  runProbe(steps: Step[]): void {
+    this.ensureOpen();
+    const register = (s: Step[]): number => {
+      const encoded = encodeSchedule({ collective: 'reduce', root: 0, steps: s });
+      const key = encoded.join(',');
+      let id = this.probes.get(key);
+      if (id === undefined) this.probes.set(key, (id = this.register(encoded)));
+      return id;
+    };
+    this.engine.run(NativeCollective.barrier, register(steps), register([]), null, null, 0, 1, 0, 0, (this.planHash ^ PROBE_TAG) >>> 0, 0);
   }
 
   /** Returns once every rank has entered the barrier. */

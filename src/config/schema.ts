@@ -213,8 +213,8 @@ const logp = z.object({ L: z.number().nonnegative(), os: z.number().nonnegative(
 
 /** Measured by `topocoll tune barrier` on the development machine (2 vCPU AMD EPYC; loopback TCP). */
 export const DEFAULT_BARRIER_LOGP = {
-  shm: { L: 0.3, os: 0.1, or: 0.1, g: 0.1 },
-  tcp: { L: 10, os: 3, or: 3, g: 3 },
+  shm: { L: 0.61, os: 0.32, or: 0.29, g: 0.32 },
+  tcp: { L: 0.65, os: 4.54, or: 0.98, g: 4.57 },
 } as const;
 
 const barrierCollective = z

@@ -27,8 +27,33 @@ describe('topocoll tune shm', () => {
     expect(m.fragmentUs).toBeGreaterThanOrEqual(0);
   });
 
-  it('knows only the shm target', async () => {
+  it('knows only the shm and barrier targets', async () => {
     expect((await cli(['tune', 'tcp'])).stderr).toMatch(/EINVAL: topocoll tune: unknown target "tcp"/);
+  });
+});
+
+describe('topocoll tune barrier', () => {
+  it('measures LogP over shared memory and TCP on real processes, writes barrier.logp, keeps other keys, and prints the model\'s choices', () => {
+    const file = join(tempDir('topocoll-tune-'), 'mine.yaml');
+    writeFileSync(file, '# my settings\nbarrier:\n  levels: { node: central-counter }\n');
+    const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'tune', 'barrier', '--out', file], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/barrier\.logp written to .*mine\.yaml/);
+    expect(r.stdout).toMatch(/# barrier over shm: the model's prediction per algorithm/);
+    expect(r.stdout).toMatch(/# barrier over tcp: the model's prediction per algorithm/);
+    const text = readFileSync(file, 'utf8');
+    expect(text).toMatch(/# my settings/);
+    const config = parseConfig(text, file);
+    expect(config.barrier.levels.node).toBe('central-counter');
+    for (const p of [config.barrier.logp.shm, config.barrier.logp.tcp]) {
+      // Overheads are real costs; the gap is never below them (logp-worker.ts).
+      expect(p.os).toBeGreaterThan(0);
+      expect(p.or).toBeGreaterThan(0);
+      expect(p.g).toBeGreaterThanOrEqual(Math.max(p.os, p.or));
+      expect(p.L).toBeGreaterThanOrEqual(0);
+    }
+    // A message through the kernel's TCP costs more to send than one through shared memory.
+    expect(config.barrier.logp.tcp.os).toBeGreaterThan(config.barrier.logp.shm.os);
   });
 });
 

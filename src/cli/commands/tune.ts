@@ -10,12 +10,20 @@ import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
 import type { CliIo } from '../io.js';
 import type { TuneSettings } from '../tune-worker.js';
 import { runWorkerJob } from '../worker-job.js';
+import { tuneBarrier } from './tune-barrier.js';
 import { readOptionalTextFile } from '../../util/read-text-file.js';
 
-export const tuneHelp = `topocoll tune shm — measure the shared-memory cost model and write it to YAML
+export const tuneHelp = `topocoll tune shm|barrier — measure a cost model and write it to YAML
 
 Usage: topocoll tune shm [--out FILE] [-n N]
+       topocoll tune barrier [--out FILE]
 
+barrier: measures S4's LogP parameters (latency L, send and receive overheads o_s and o_r, gap
+g) of shared memory and of TCP with zero-byte messages between two ranks, writes them under
+barrier.logp in FILE (default topocoll.yaml), and prints the barrier algorithm the model then
+picks for each group size (barrier levels set to auto use it).
+
+shm:
 Runs short jobs of N ranks (default 2) on this machine and measures the copy rate of one core,
 the cost of a notification between ranks and the fixed cost per fragment of the S0 bcast
 engine. Writes them under shm.model in FILE (default topocoll.yaml; other keys are kept), prints
@@ -40,9 +48,10 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
     io.stdout(tuneHelp);
     return values.help ? 0 : 1;
   }
-  if (positionals[0] !== 'shm' || positionals.length > 1) {
-    throw new TopocollError('EINVAL', `topocoll tune: unknown target "${positionals.join(' ')}"`, { hint: 'Only "topocoll tune shm" exists.' });
+  if ((positionals[0] !== 'shm' && positionals[0] !== 'barrier') || positionals.length > 1) {
+    throw new TopocollError('EINVAL', `topocoll tune: unknown target "${positionals.join(' ')}"`, { hint: 'Use "topocoll tune shm" or "topocoll tune barrier".' });
   }
+  if (positionals[0] === 'barrier') return tuneBarrier(resolve(io.cwd, values.out ?? 'topocoll.yaml'), io);
   const ranks = parseNonNegativeInt('tune', 'np', values.np ?? '2');
   if (ranks < 2) throw new TopocollError('EINVAL', 'topocoll tune shm: -n must be at least 2');
   const out = resolve(io.cwd, values.out ?? 'topocoll.yaml');
