@@ -407,9 +407,10 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
   if (id < 0) throw CollError("EINVAL", "schedule ids are not negative");
   for (Step& s : steps) {
     if (s.of == 0) {
-      // Rank blocks: one rank's block each, in the ranges that move data.
+      // Rank blocks: one rank's block each, in the ranges that move data (a ShmBcast of one
+      // block: the shared-memory allgather, where each member publishes its own blocks).
       const bool exchange = s.kind == StepKind::kSendRecv || s.kind == StepKind::kSendRecvReduce;
-      const bool moves = s.kind == StepKind::kSend || s.kind == StepKind::kRecv || exchange;
+      const bool moves = s.kind == StepKind::kSend || s.kind == StepKind::kRecv || s.kind == StepKind::kShmBcast || exchange;
       if (!moves || s.count != 1 || s.first >= static_cast<uint32_t>(options_.size) ||
           (exchange && (s.count2 != 1 || s.first2 >= static_cast<uint32_t>(options_.size)))) {
         throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a rank-block range that is not one rank's block of a send or receive");
