@@ -689,9 +689,12 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       guard.WaitingOn(s.peer);
       // Tags: the call, the phase and the level, then a fragment number that runs on across the
       // call's segments (every member runs the same segments, so it agrees on the numbers).
+      // A rank-block step (the shared-memory allgather) numbers its fragments per block as well:
+      // one source may publish several blocks in one segment.
       const uint64_t per_segment = shm_bcast_->MaxFragments(static_cast<size_t>(data.segment * elem));
+      const uint64_t publication = s.of == 0 ? seg_index * static_cast<uint64_t>(options_.size) + s.first : seg_index;
       const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
-                                (static_cast<uint64_t>(s.level & 0x7f) << 24) | ((seg_index * per_segment) & 0xffffff);
+                                (static_cast<uint64_t>(s.level & 0x7f) << 24) | ((publication * per_segment) & 0xffffff);
       shm_bcast_->Run(s.group, s.local_peer, data.buffer + begin * elem, bytes, tag_base, CallHash(header), GroupPolicy(s.group), guard);
       return;
     }
