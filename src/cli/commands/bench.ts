@@ -12,6 +12,8 @@ import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
 import { formatAllgatherAlcd, formatStrategies, runStrategies, type StrategyCollective } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
 import { startHogs } from '../hogs.js';
+import { explainBarrier } from '../barrier-explain.js';
+import { loadConfigFile, resolveConfig } from '../../config/load.js';
 
 export const benchHelp = `topocoll bench — OSU-style latency of topocoll's collectives, with Open MPI's beside them
 
@@ -20,11 +22,17 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|n
                       [--modes sync,async] [--iterations N] [--hogs N] [--no-mpi] [--json]
        topocoll bench bcast --sweep [-n N]
        topocoll bench bcast|reduce|allreduce|allgather --strategies [-n N] [--nodes K] [--off LEVEL]
+       topocoll bench barrier --explain [-n N] [--nodes K] [--network F] [--config F]
 
   COLLECTIVE         one of barrier, bcast, reduce, allreduce, allgather (default: all five)
   --sweep            with bcast: the S0 engine for every notification tree, S ∈ {1, 4, 16, 64}
                      buffers of 8 KiB and q ∈ {1, 2} sets, each relative to S = 1 (up to 16 MiB)
 
+  --explain          with barrier: S4's LogP prediction beside the measured time for each
+                     algorithm at every level, the model's per-level choice (auto), the
+                     node-wide shared area and Open MPI's MPI_Barrier (one node); --config F
+                     gives the LogP parameters to predict with (barrier.logp; default: the
+                     defaults or TOPOCOLL_CONFIG)
   --strategies       the collective once per per-level algorithm (each at every level: flat,
                      binomial, knomial:4, scatter-allgather / rabenseifner, shm inside nodes,
                      the allreduce variants, auto), relative to flat, with Open MPI at the same -n;
@@ -74,6 +82,8 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       hogs: { type: 'string' },
       sweep: { type: 'boolean' },
       strategies: { type: 'boolean' },
+      explain: { type: 'boolean' },
+      config: { type: 'string' },
       off: { type: 'string' },
       'no-mpi': { type: 'boolean' },
       json: { type: 'boolean' },
@@ -124,6 +134,12 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   if (hogCount > 64) throw new TopocollError('EINVAL', 'topocoll bench: --hogs must be 0…64');
   const hogs = hogCount > 0 ? startHogs(hogCount) : undefined;
   try {
+    if (values.explain) {
+      if (target !== 'barrier') throw new TopocollError('EINVAL', 'topocoll bench: --explain goes with "barrier"');
+      const config = values.config !== undefined ? loadConfigFile(resolve(io.cwd, values.config)) : resolveConfig(undefined, io.env);
+      io.stdout(await explainBarrier({ ranks, bind: job.bind, nodes: job.nodes, network: job.network, iterations, io }, config));
+      return 0;
+    }
     if (values.strategies) return await benchStrategies(job, target as StrategyCollective, values.off, values['no-mpi'] === true);
     return await benchLatency(job, values, hogCount);
   } finally {
