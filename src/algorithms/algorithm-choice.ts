@@ -20,11 +20,15 @@ export type ReduceAlgorithm = 'flat' | 'binomial' | KnomialChoice | 'rabenseifne
 /** Allreduce among one group (the top group of a reduce-allreduce-bcast): see `groupAllreduceSteps`. */
 export type AllreduceAlgorithm = 'recursive-doubling' | 'rabenseifner';
 
-/** Allgather among one group (each level of a hierarchical allgather's gather phase): see `groupAllgatherSteps`. */
-export type GroupAllgatherAlgorithm = 'ring' | 'recursive-doubling' | 'bruck' | 'neighbor-exchange';
+/**
+ * Allgather among one group (each level of a hierarchical allgather's gather phase): see
+ * `groupAllgatherSteps`; `shm` (each member publishes its blocks through the shared-memory
+ * engine) only for a group inside one node registered with that engine.
+ */
+export type GroupAllgatherAlgorithm = 'ring' | 'recursive-doubling' | 'bruck' | 'neighbor-exchange' | 'shm';
 
-/** What configuration may name for an allgather; `shm` (through the shared-memory engine) is not implemented yet. */
-export type AllgatherAlgorithm = GroupAllgatherAlgorithm | 'shm';
+/** What configuration may name for an allgather: every group allgather. */
+export type AllgatherAlgorithm = GroupAllgatherAlgorithm;
 
 /** Barrier inside one group (each level of a hierarchical barrier): see `groupBarrierSteps`. */
 export type GroupBarrierAlgorithm = 'central-counter' | CombiningTreeChoice | 'dissemination';

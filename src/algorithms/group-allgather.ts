@@ -1,6 +1,6 @@
 import { TopocollError } from '../errors.js';
 import type { GroupAllgatherAlgorithm } from './algorithm-choice.js';
-import { checkPosition, GroupStepWriter, type GroupView } from './group-steps.js';
+import { checkPosition, GroupStepWriter, requireShmGroup, type GroupView } from './group-steps.js';
 import { log2, powerOfTwoFold } from './power-of-two.js';
 import { rankBlock, StepKind, type Step } from './schedule.js';
 
@@ -49,12 +49,27 @@ export type { GroupAllgatherAlgorithm } from './algorithm-choice.js';
  *   out; positions 0 … n − 2 run the even scheme, n − 2 standing for {n − 2, n − 1} (so it
  *   passes on n − 1's blocks together with its own); finally n − 2 sends n − 1 every block it
  *   did not hold.
- * - n = 1: no steps.
+ * - `shm` (issue 15), a group inside one node registered with the shared-memory engine (S0;
+ *   `options.shmGroup`, else ECONFIG as for a shm bcast): no tree and no messages — every member
+ *   copies each of its blocks into its own S0 queue once and reads the others' blocks directly
+ *   out of theirs. One round per position i, ascending: for each rank r of holds(i), ascending,
+ *   one ShmBcast step {peer: members[i], group: id, range: rankBlock(r)}; every member runs the
+ *   same list (position i publishes its blocks, the others copy them). The executor tags the
+ *   fragments per (segment, block), so a position publishes several blocks in a row. Deadlock
+ *   free: position i waits only on the publications of positions below i (it reads them before
+ *   its own), and a publication waits only on readers, who reach it after reading from lower
+ *   positions only — by induction from position 0, which waits for nobody.
+ * - n = 1: no steps (`shm` still needs the group's id).
  *
  * Every step's `level` is `view.level`; peers are global ranks (`view.members`).
  */
-export function groupAllgatherSteps(algorithm: GroupAllgatherAlgorithm, view: GroupView, me: number, holds: (position: number) => readonly number[]): Step[] {
-  return groupAllgatherRounds(algorithm, view, me, holds).flat();
+export interface GroupAllgatherOptions {
+  /** `shm`: the id under which the rank registered this group with the shared-memory engine. */
+  shmGroup?: number;
+}
+
+export function groupAllgatherSteps(algorithm: GroupAllgatherAlgorithm, view: GroupView, me: number, holds: (position: number) => readonly number[], options: GroupAllgatherOptions = {}): Step[] {
+  return groupAllgatherRounds(algorithm, view, me, holds, options).flat();
 }
 
 /**
@@ -62,11 +77,22 @@ export function groupAllgatherSteps(algorithm: GroupAllgatherAlgorithm, view: Gr
  * empty list; the lists of one member are not padded to the same length as another's). The
  * round structure is what `averageLogicalDistance` counts messages by.
  */
-export function groupAllgatherRounds(algorithm: GroupAllgatherAlgorithm, view: GroupView, me: number, holds: (position: number) => readonly number[]): Step[][] {
+export function groupAllgatherRounds(
+  algorithm: GroupAllgatherAlgorithm,
+  view: GroupView,
+  me: number,
+  holds: (position: number) => readonly number[],
+  options: GroupAllgatherOptions = {},
+): Step[][] {
   const n = view.members.length;
   checkPosition(n, me, 'own');
   const held = checkedHolds(view, holds);
   const rounds = new Rounds(view, held);
+  if (algorithm === 'shm') {
+    const group = requireShmGroup(view, options.shmGroup);
+    if (n > 1) rounds.publications(group);
+    return rounds.list;
+  }
   if (n === 1) {
     if (!ALGORITHMS.has(algorithm)) badAlgorithm(algorithm);
     return rounds.list;
@@ -90,7 +116,7 @@ export function groupAllgatherRounds(algorithm: GroupAllgatherAlgorithm, view: G
   return rounds.list;
 }
 
-const ALGORITHMS: ReadonlySet<string> = new Set<GroupAllgatherAlgorithm>(['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange']);
+const ALGORITHMS: ReadonlySet<string> = new Set<GroupAllgatherAlgorithm>(['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm']);
 
 /** Writes rounds: one round = blocks out to one position, blocks in from one position. */
 class Rounds {
@@ -114,6 +140,13 @@ class Rounds {
     for (let k = pairs; k < sent.length; k++) w.send(to, rankBlock(sent[k]!));
     for (let k = pairs; k < received.length; k++) w.recv(from, rankBlock(received[k]!));
     this.list.push(w.steps);
+  }
+
+  /** One round per position, ascending: a ShmBcast of each of its blocks from it, in group `group`. */
+  publications(group: number): void {
+    this.view.members.forEach((source, i) => {
+      this.list.push(this.blocksOf([i]).map((r) => ({ kind: StepKind.ShmBcast, peer: source, level: this.view.level, group, range: rankBlock(r) })));
+    });
   }
 
   /** The ascending union of the holds of `positions`, less those of `except`. */
@@ -228,10 +261,7 @@ function checkedHolds(view: GroupView, holds: (position: number) => readonly num
 }
 
 function badAlgorithm(a: string): never {
-  if (a === 'shm') {
-    throw new TopocollError('ECONFIG', 'shm allgather is not implemented yet', { hint: 'Use ring, recursive-doubling, bruck or neighbor-exchange.' });
-  }
-  throw new TopocollError('ECONFIG', `"${a}" is not an allgather algorithm`, { hint: 'Use ring, recursive-doubling, bruck or neighbor-exchange.' });
+  throw new TopocollError('ECONFIG', `"${a}" is not an allgather algorithm`, { hint: 'Use ring, recursive-doubling, bruck, neighbor-exchange or shm.' });
 }
 
 /**
@@ -243,6 +273,12 @@ function badAlgorithm(a: string): never {
  * (`groupAllgatherRounds`). With `per: 'block'` every step's block counts as a message of its own
  * instead (a message-size-weighted variant: S2's neighbour exchange sends two blocks per message
  * after the first round, the ring one). 0 when nothing is sent.
+ *
+ * `shm` sends no messages, but its data still goes from each source straight to every other
+ * member: a ShmBcast step at its source counts as a message from the source to every other member
+ * (one per receiver and round, or per receiver and block with `per: 'block'`). Every pair then
+ * talks directly, so over n members holding one block each D = Σ_{i≠j} |i − j| / (n(n − 1)) =
+ * (n + 1)/3 — the distance of a direct exchange, which through shared memory costs nothing extra.
  */
 export function averageLogicalDistance(view: GroupView, rounds: readonly (readonly (readonly Step[])[])[], per: 'message' | 'block' = 'message'): number {
   const positionOf = new Map(view.members.map((r, i) => [r, i]));
@@ -251,23 +287,30 @@ export function averageLogicalDistance(view: GroupView, rounds: readonly (readon
   rounds.forEach((mine, i) => {
     for (const round of mine) {
       const counted = new Set<number>();
-      for (const step of round) {
-        if (step.kind !== StepKind.Send && step.kind !== StepKind.SendRecv) continue;
-        if (per === 'message' && counted.has(step.peer)) continue;
-        counted.add(step.peer);
-        const j = positionOf.get(step.peer);
-        if (j === undefined) throw new TopocollError('EINVAL', `a step sends to rank ${step.peer}, which is not a member of the group`);
+      const count = (to: number): void => {
+        if (per === 'message' && counted.has(to)) return;
+        counted.add(to);
+        const j = positionOf.get(to);
+        if (j === undefined) throw new TopocollError('EINVAL', `a step sends to rank ${to}, which is not a member of the group`);
         distance += Math.abs(i - j);
         messages++;
+      };
+      for (const step of round) {
+        if (step.kind === StepKind.Send || step.kind === StepKind.SendRecv) count(step.peer);
+        // a publication at its source: to every other member
+        if (step.kind === StepKind.ShmBcast && step.peer === view.members[i]) for (const m of view.members) if (m !== step.peer) count(m);
       }
     }
   });
   return messages === 0 ? 0 : distance / messages;
 }
 
-/** `averageLogicalDistance` of `algorithm` over n members each holding its own block (S2's setting). */
+/**
+ * `averageLogicalDistance` of `algorithm` over n members each holding its own block (S2's
+ * setting); `shm` with a stand-in engine id (the distance does not depend on it).
+ */
 export function allgatherAlcd(algorithm: GroupAllgatherAlgorithm, n: number, per: 'message' | 'block' = 'message'): number {
   const view: GroupView = { members: Array.from({ length: n }, (_, i) => i), level: 0 };
   const own = (i: number): number[] => [i];
-  return averageLogicalDistance(view, view.members.map((_, me) => groupAllgatherRounds(algorithm, view, me, own)), per);
+  return averageLogicalDistance(view, view.members.map((_, me) => groupAllgatherRounds(algorithm, view, me, own, { shmGroup: 0 })), per);
 }

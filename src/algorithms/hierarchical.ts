@@ -70,7 +70,8 @@ import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step
  * rank r's contribution at its own place, so the result is in rank order whatever the placement
  * (the ranks of a node need not be consecutive) and no group algorithm reorders anything.
  * - Gather phase (`collective: 'allgather'`): every rank runs, bottom-up along its chain, the
- *   group allgather (group-allgather.ts; `allgatherAlgorithm(g)`, default `ring`) of each group,
+ *   group allgather (group-allgather.ts; `allgatherAlgorithm(g)`, default `ring`; `shm` through
+ *   the shared-memory engine for a group with an id `shmGroup(g)`, else ECONFIG) of each group,
  *   each member m holding the blocks of what it covers below the group (`coveredBelow`): itself
  *   and, recursively, everything it leads below. After a group's allgather every member holds
  *   the blocks of everything the group covers; leaders carry that upward into their next group.
@@ -187,7 +188,10 @@ export function allreduceSchedules(plan: GroupPlan, rank: number, options: Allre
   };
 }
 
-/** How an allgather gathers inside each group: `allgatherAlgorithm(g)`, by default `ring`; its bcast phase as `BcastOptions`. */
+/**
+ * How an allgather gathers inside each group: `allgatherAlgorithm(g)`, by default `ring` (`shm`
+ * needs `shmGroup(g)`); its bcast phase as `BcastOptions`.
+ */
 export interface AllgatherOptions extends BcastOptions {
   allgatherAlgorithm?: (g: Group) => GroupAllgatherAlgorithm;
 }
@@ -205,7 +209,7 @@ export function allgatherSchedules(plan: GroupPlan, rank: number, options: Allga
   const gather: Step[] = [];
   for (const g of ctx.chain) {
     const covered = g.members.map((m) => coveredBelow(plan, m, g));
-    gather.push(...groupAllgatherSteps(algorithmOf(g), ctx.view(g), position(g, rank), (i) => covered[i]!));
+    gather.push(...groupAllgatherSteps(algorithmOf(g), ctx.view(g), position(g, rank), (i) => covered[i]!, { shmGroup: options.shmGroup?.(g) }));
   }
   return {
     gather: { collective: 'allgather', root: GLOBAL_LEADER, steps: gather },

@@ -202,7 +202,7 @@ const reduceCollective = z
 const allgatherCollective = z
   .object({
     levels: z
-      .record(levelKey, z.string().regex(/^(auto|ring|recursive-doubling|bruck|neighbor-exchange)$/, 'expected auto, ring, recursive-doubling, bruck or neighbor-exchange'))
+      .record(levelKey, z.string().regex(/^(auto|ring|recursive-doubling|bruck|neighbor-exchange|shm)$/, 'expected auto, ring, recursive-doubling, bruck, neighbor-exchange or shm'))
       .default({}),
     segment: auto(byteSize),
   })

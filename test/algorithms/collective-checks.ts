@@ -171,7 +171,10 @@ export function allgatherProblems(plan: GroupPlan, options: AllgatherOptions, ru
   both.forEach((b, r) => {
     if (b.gather.steps.some((s) => s.range?.of !== 0)) problems.push(`rank ${r}: a gather step without a rank block`);
     if (b.bcast.steps.some((s) => s.range?.of === 0)) problems.push(`rank ${r}: a bcast step with a rank block`);
-    const received = b.gather.steps.flatMap((s) => (s.kind === StepKind.Recv ? [s.range!.first] : s.kind === StepKind.SendRecv ? [s.range2!.first] : []));
+    // a shm allgather's publications of other ranks are read: received too
+    const received = b.gather.steps.flatMap((s) =>
+      s.kind === StepKind.Recv || (s.kind === StepKind.ShmBcast && s.peer !== r) ? [s.range!.first] : s.kind === StepKind.SendRecv ? [s.range2!.first] : [],
+    );
     if (new Set(received).size !== received.length || received.includes(r)) problems.push(`rank ${r}: receives a block twice or its own`);
   });
   for (const run of runs) {

@@ -7,7 +7,9 @@ import { range } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';
 import { simulate, type Transport } from './simulator.js';
 
-const ALGORITHMS: GroupAllgatherAlgorithm[] = ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange'];
+const ALGORITHMS: GroupAllgatherAlgorithm[] = ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm'];
+/** The shared-memory engine id every case's group runs `shm` with (the other algorithms ignore it). */
+const SHM_ID = 5;
 
 /** Elements per rank block and segment, segments and transports every case is run with. */
 const RUNS: { e: number; segments: number; transport: Transport }[] = [
@@ -80,7 +82,8 @@ const value = (rank: number, element: number, segment: number): string => `${ran
 function problems(algorithm: GroupAllgatherAlgorithm, c: Case): string[] {
   const n = c.view.members.length;
   const positionOf = new Map(c.view.members.map((r, i) => [r, i]));
-  const steps = c.view.members.map((_, me) => groupAllgatherSteps(algorithm, c.view, me, (i) => c.holds[i]!));
+  const steps = c.view.members.map((_, me) => groupAllgatherSteps(algorithm, c.view, me, (i) => c.holds[i]!, { shmGroup: SHM_ID }));
+  const kinds: number[] = algorithm === 'shm' ? [StepKind.ShmBcast] : [StepKind.Send, StepKind.Recv, StepKind.SendRecv];
   const schedules: Schedule[] = range(0, c.ranks - 1).map((r) => ({ collective: 'allgather', root: 0, steps: positionOf.has(r) ? steps[positionOf.get(r)!]! : [] }));
   const union = c.holds.flat().sort((a, b) => a - b);
   const found: string[] = [];
@@ -90,10 +93,14 @@ function problems(algorithm: GroupAllgatherAlgorithm, c: Case): string[] {
       if (s.level !== c.view.level) found.push(`position ${me}: a step on level ${s.level}`);
       if (s.range?.of !== 0 || s.range.count !== 1) found.push(`position ${me}: range ${JSON.stringify(s.range)}`);
       if (s.kind === StepKind.SendRecv && s.range2?.count !== 1) found.push(`position ${me}: range2 ${JSON.stringify(s.range2)}`);
-      if (![StepKind.Send, StepKind.Recv, StepKind.SendRecv].includes(s.kind as 1)) found.push(`position ${me}: step kind ${s.kind}`);
+      if (!kinds.includes(s.kind)) found.push(`position ${me}: step kind ${s.kind}`);
+      if (s.kind === StepKind.ShmBcast && s.group !== SHM_ID) found.push(`position ${me}: shm group ${s.group}`);
     }
-    // each missing block arrives exactly once
-    const received = list.flatMap((s) => (s.kind === StepKind.Recv ? [s.range!.first] : s.kind === StepKind.SendRecv ? [s.range2!.first] : [])).sort((a, b) => a - b);
+    // each missing block arrives exactly once (a publication of another member is read)
+    const mine = c.view.members[me];
+    const receives = (s: Step): number[] =>
+      s.kind === StepKind.Recv || (s.kind === StepKind.ShmBcast && s.peer !== mine) ? [s.range!.first] : s.kind === StepKind.SendRecv ? [s.range2!.first] : [];
+    const received = list.flatMap(receives).sort((a, b) => a - b);
     const missing = union.filter((r) => !c.holds[me]!.includes(r));
     if (received.join(',') !== missing.join(',')) found.push(`position ${me} receives ${received.join(',')}, misses ${missing.join(',')}`);
   });
@@ -105,7 +112,8 @@ function problems(algorithm: GroupAllgatherAlgorithm, c: Case): string[] {
       const me = positionOf.get(rank);
       return me !== undefined && c.holds[me]!.includes(block) ? value(block, element % run.e, segment) : undefined;
     };
-    const sim = simulate(schedules, { elements, segments: run.segments, transport: run.transport, rankBlockElements: run.e, initial });
+    const shmGroups = new Map([[SHM_ID, c.view.members]]);
+    const sim = simulate(schedules, { elements, segments: run.segments, transport: run.transport, rankBlockElements: run.e, initial, shmGroups });
     found.push(...sim.errors.map((e) => `${where}: ${e}`));
     if (!sim.finished) found.push(`${where}: stuck ${sim.stuck.map((s) => `${s.rank}@${s.step.kind}`).join(' ')}`);
     for (const [rank, me] of positionOf) {
@@ -133,7 +141,7 @@ describe('group allgather', () => {
   });
 
   it('takes the number of rounds of each algorithm', () => {
-    const rounds = (a: GroupAllgatherAlgorithm, n: number) => Math.max(...range(0, n - 1).map((me) => groupAllgatherRounds(a, own(n).view, me, (i) => [i]).length));
+    const rounds = (a: GroupAllgatherAlgorithm, n: number) => Math.max(...range(0, n - 1).map((me) => groupAllgatherRounds(a, own(n).view, me, (i) => [i], { shmGroup: 0 }).length));
     for (let n = 2; n <= 40; n++) {
       const log = Math.ceil(Math.log2(n));
       const floorLog = Math.floor(Math.log2(n));
@@ -141,6 +149,7 @@ describe('group allgather', () => {
       expect(rounds('bruck', n), `bruck ${n}`).toBe(log);
       expect(rounds('recursive-doubling', n), `recursive-doubling ${n}`).toBe(2 ** floorLog === n ? floorLog : floorLog + 2);
       expect(rounds('neighbor-exchange', n), `neighbor-exchange ${n}`).toBe(n % 2 === 0 ? n / 2 : (n + 3) / 2);
+      expect(rounds('shm', n), `shm ${n}`).toBe(n);
     }
   });
 
@@ -211,13 +220,47 @@ describe('group allgather', () => {
     expect(groupAllgatherSteps('neighbor-exchange', view(5), 0, mine)).toEqual([ex(1, 0, 1, 1), ex(3, 0, 3, 2), ex(3, 1, 3, 3), recv(3, 4)]);
   });
 
-  it('one member: no steps', () => {
-    for (const a of ALGORITHMS) expect(groupAllgatherSteps(a, { members: [7], level: 1 }, 0, () => [7, 8])).toEqual([]);
+  it('shm: every member runs the same list, each position publishing its blocks in turn, ascending', () => {
+    // members 10, 20, 30 holding {1, 2, 3}, {}, {4}, engine id 9
+    const v: GroupView = { members: [10, 20, 30], level: 3, label: 'test group' };
+    const holds = (i: number) => [[3, 1, 2], [], [4]][i]!;
+    const pub = (source: number, block: number): Step => ({ kind: StepKind.ShmBcast, peer: source, level: 3, group: 9, range: rankBlock(block) });
+    const list = [pub(10, 1), pub(10, 2), pub(10, 3), pub(30, 4)];
+    for (const me of [0, 1, 2]) expect(groupAllgatherSteps('shm', v, me, holds, { shmGroup: 9 })).toEqual(list);
+    // one round per position, the empty one included
+    expect(groupAllgatherRounds('shm', v, 1, holds, { shmGroup: 9 })).toEqual([list.slice(0, 3), [], [list[3]]]);
   });
 
-  it('rejects shm, unknown algorithms, bad positions and blocks held twice', () => {
-    expect(thrown(() => groupAllgatherSteps('shm' as GroupAllgatherAlgorithm, view(3), 0, mine), 'ECONFIG').message).toMatch(/shm allgather is not implemented/);
-    thrown(() => groupAllgatherSteps('shm' as GroupAllgatherAlgorithm, view(1), 0, mine), 'ECONFIG');
+  it('shm through the simulator with publications that wait for every reader: members that publish out of turn deadlock, a reader of the wrong block is caught', () => {
+    const members = [0, 1];
+    const pub = (source: number, block: number): Step => ({ kind: StepKind.ShmBcast, peer: source, level: 0, group: 1, range: rankBlock(block) });
+    const run = (lists: Step[][], transport: Transport) =>
+      simulate(lists.map((steps) => ({ collective: 'allgather', root: 0, steps })), {
+        elements: 2,
+        rankBlockElements: 1,
+        transport,
+        shmGroups: new Map([[1, members]]),
+        initial: (r, e) => (e === r ? `b${r}` : undefined),
+      });
+    const good = run([[pub(0, 0), pub(1, 1)], [pub(0, 0), pub(1, 1)]], 'rendezvous');
+    expect(good.errors).toEqual([]);
+    expect(good.buffers).toEqual([['b0', 'b1'], ['b0', 'b1']]);
+    // each publishes first, then reads the other's: fine with buffering, a deadlock without
+    const crossed = [[pub(0, 0), pub(1, 1)], [pub(1, 1), pub(0, 0)]];
+    expect(run(crossed, 'eager').finished).toBe(true);
+    expect(run(crossed, 'rendezvous').finished).toBe(false);
+    const wrong = run([[pub(0, 0)], [{ ...pub(0, 0), range: rankBlock(1) }]], 'eager');
+    expect(wrong.errors.join('\n')).toMatch(/publishes blocks 0\+1\/0, the reader expects 1\+1\/0/);
+  });
+
+  it('one member: no steps', () => {
+    for (const a of ALGORITHMS) expect(groupAllgatherSteps(a, { members: [7], level: 1 }, 0, () => [7, 8], { shmGroup: 1 })).toEqual([]);
+  });
+
+  it('rejects shm without an engine id, unknown algorithms, bad positions and blocks held twice', () => {
+    expect(thrown(() => groupAllgatherSteps('shm', view(3), 0, mine), 'ECONFIG').message).toMatch(/not registered with the shared-memory engine/);
+    thrown(() => groupAllgatherSteps('shm', view(1), 0, mine), 'ECONFIG');
+    expect(groupAllgatherSteps('shm', view(3), 0, mine, { shmGroup: 0 })).toHaveLength(3);
     thrown(() => groupAllgatherSteps('binomial' as GroupAllgatherAlgorithm, view(3), 0, mine), 'ECONFIG');
     thrown(() => groupAllgatherSteps('ring', view(3), 3, mine), 'EINVAL');
     expect(thrown(() => groupAllgatherSteps('ring', view(3), 0, (i) => (i === 2 ? [1] : [i])), 'EINVAL').message).toMatch(/positions 1 and 2 both hold the block of rank 1/);
@@ -262,6 +305,21 @@ describe('average logical communication distance (S2)', () => {
       expect(close(allgatherAlcd('bruck', n), sum / (n * rounds)), `n ${n}`).toBe(true);
     }
     for (const n of [4, 8, 16, 32]) expect(close(allgatherAlcd('bruck', n), (4 * n - 6 + 2 / n) / (3 * Math.log2(n))), `n ${n}`).toBe(true);
+  });
+
+  it('shm: a publication counts as a message from its source to every other member, (n + 1)/3 over own blocks', () => {
+    expect(allgatherAlcd('shm', 1)).toBe(0);
+    // n = 3: distances 1, 2 | 1, 1 | 2, 1 over 6 messages
+    expect(close(allgatherAlcd('shm', 3), 8 / 6)).toBe(true);
+    for (let n = 2; n <= 64; n++) {
+      expect(close(allgatherAlcd('shm', n), (n + 1) / 3), `n ${n}`).toBe(true);
+      expect(close(allgatherAlcd('shm', n, 'block'), (n + 1) / 3), `n ${n} per block`).toBe(true);
+    }
+    // per block: a source of two blocks sends each to every other member
+    const v: GroupView = { members: [3, 50, 90], level: 0 };
+    const rounds = v.members.map((_, me) => groupAllgatherRounds('shm', v, me, (i) => (i === 0 ? [3, 4] : [v.members[i]!]), { shmGroup: 2 }));
+    expect(averageLogicalDistance(v, rounds)).toBe(8 / 6);
+    expect(averageLogicalDistance(v, rounds, 'block')).toBe(11 / 8);
   });
 
   it('per block: every step counts, so neighbour exchange\'s two-block messages weigh double', () => {

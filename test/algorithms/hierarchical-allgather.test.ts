@@ -3,6 +3,7 @@ import type { BcastAlgorithm, GroupAllgatherAlgorithm } from '../../src/algorith
 import { allgatherSchedules, allreduceSchedules, coveredBelow, topGroup } from '../../src/algorithms/hierarchical.js';
 import { StepKind, rankBlock, type Step } from '../../src/algorithms/schedule.js';
 import { planGroups, type Group, type GroupPlan, type RankPlacement } from '../../src/groups/plan.js';
+import { isNodeLocal } from '../../src/runtime/collective-plans.js';
 import { coreLocality, range } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';
 import { ALLGATHER_RUNS, allgatherProblems, shmRegistry } from './collective-checks.js';
@@ -26,7 +27,30 @@ function choices(plan: GroupPlan): { name: string; allgatherAlgorithm: (g: Group
       allgatherAlgorithm: byLevel<GroupAllgatherAlgorithm>(plan, 'recursive-doubling', 'ring', 'neighbor-exchange'),
       bcastAlgorithm: () => 'flat',
     },
+    // the shared-memory allgather at every level inside a node, the ring or recursive doubling between
+    {
+      name: 'shm inside nodes, ring between, shm / binomial bcasts',
+      allgatherAlgorithm: (g) => (isNodeLocal(plan, g) ? 'shm' : 'ring'),
+      bcastAlgorithm: (g) => (isNodeLocal(plan, g) ? 'shm' : 'binomial'),
+    },
+    {
+      name: 'shm inside nodes, recursive-doubling between, flat bcasts',
+      allgatherAlgorithm: (g) => (isNodeLocal(plan, g) ? 'shm' : 'recursive-doubling'),
+      bcastAlgorithm: () => 'flat',
+    },
   ];
+}
+
+/** Engine ids for the node-local groups only (as the runtime registers them). */
+function nodeLocalShm(plan: GroupPlan): { shmGroup: (g: Group) => number | undefined; members: Map<number, readonly number[]> } {
+  const ids = new Map<Group, number>();
+  const members = new Map<number, readonly number[]>();
+  for (const g of [...plan.groups.values()].flat()) {
+    if (!isNodeLocal(plan, g)) continue;
+    ids.set(g, ids.size + 1);
+    members.set(ids.size, g.members);
+  }
+  return { shmGroup: (g) => ids.get(g), members };
 }
 
 function checkPlan(plan: GroupPlan, runs = ALLGATHER_RUNS): string[] {
@@ -111,10 +135,26 @@ describe('allgather schedules by hand', () => {
     expect(allgatherSchedules(plan, 3).bcast.steps).toEqual([{ kind: StepKind.Recv, peer: 1, level: L.node }]);
   });
 
-  it('a job of one rank has no steps; shm allgather is rejected', () => {
+  it('a job of one rank has no steps; shm allgather in a group without an engine id is rejected', () => {
     const one = planGroups([{ rank: 0, node: 'a', locality: '' }]);
     expect(allgatherSchedules(one, 0)).toEqual({ gather: { collective: 'allgather', root: 0, steps: [] }, bcast: { collective: 'bcast', root: 0, steps: [] } });
-    thrown(() => allgatherSchedules(plan, 0, { allgatherAlgorithm: () => 'shm' as GroupAllgatherAlgorithm }), 'ECONFIG');
+    thrown(() => allgatherSchedules(plan, 0, { allgatherAlgorithm: () => 'shm' }), 'ECONFIG');
+    // the node groups have ids, the world group (across nodes) has none
+    const shm = nodeLocalShm(plan);
+    const message = thrown(() => allgatherSchedules(plan, 0, { allgatherAlgorithm: () => 'shm', shmGroup: shm.shmGroup }), 'ECONFIG').message;
+    expect(message).toMatch(/world group/);
     thrown(() => allgatherSchedules(plan, 6), 'EINVAL');
+  });
+
+  it('shm in the node groups: the group\'s own engine id, every member publishing its own block in turn, the world group exchanging as before', () => {
+    const shm = nodeLocalShm(plan);
+    const options = { allgatherAlgorithm: (g: Group) => (g.level === 'node' ? ('shm' as const) : ('ring' as const)), shmGroup: shm.shmGroup };
+    const node0 = plan.chain(0)[0]!;
+    const id = shm.shmGroup(node0)!;
+    const pub = (source: number): Step => ({ kind: StepKind.ShmBcast, peer: source, level: L.node, group: id, range: rankBlock(source) });
+    const nodeSteps = [pub(0), pub(2), pub(4)];
+    expect(allgatherSchedules(plan, 0, options).gather.steps).toEqual([...nodeSteps, ex(1, 0, 1, 1, L.world), ex(1, 2, 1, 3, L.world), ex(1, 4, 1, 5, L.world)]);
+    expect(allgatherSchedules(plan, 2, options).gather.steps).toEqual(nodeSteps);
+    expect(allgatherSchedules(plan, 3, options).gather.steps.map((s) => [s.peer, s.group, s.range!.first])).toEqual([[1, shm.shmGroup(plan.chain(1)[0]!), 1], [3, shm.shmGroup(plan.chain(1)[0]!), 3], [5, shm.shmGroup(plan.chain(1)[0]!), 5]]);
   });
 });

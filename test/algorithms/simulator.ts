@@ -13,7 +13,11 @@ import type { GroupPlan } from '../../src/groups/plan.js';
  * SendRecv/SendRecvReduce is eager (it completes into the FIFO at once); a plain Send is eager
  * too, or with `transport: 'rendezvous'` completes only when the receiver has taken the message.
  * ShmBcast: the source publishes B[range] and goes on; every reader copies the next
- * publication of its (source, group, level). ShmReduce: every member of `shmGroups.get(group)`
+ * publication of its (source, group, level) — a reader whose range or segment differs from the
+ * publication's is an error (rank-block ranges included: the shm allgather publishes one block per
+ * step, several in a row from one source). With `transport: 'rendezvous'` and the group's members in
+ * `shmGroups`, a publication completes at its source only once every other member has copied it
+ * (a queue of no buffering: stricter than S0's). ShmReduce: every member of `shmGroups.get(group)`
  * contributes B[range]; once all have, the destination's B[range] becomes their left-to-right
  * combination in member order, and every member goes on.
  *
@@ -34,7 +38,7 @@ export interface SimulationOptions<V> {
   /** The operator: RecvReduce with order 0 computes combine(B, X), order 1 combine(X, B). */
   combine?: (left: V, right: V) => V;
   transport?: Transport;
-  /** Members (global ranks) of every shared-memory group id, for ShmReduce. */
+  /** Members (global ranks) of every shared-memory group id, for ShmReduce (and rendezvous ShmBcast). */
   shmGroups?: ReadonlyMap<number, readonly number[]>;
   /** Elements per rank block per segment, for ranges with `of` 0; such ranges are errors without it. */
   rankBlockElements?: number;
@@ -83,7 +87,7 @@ class Run<V> {
   private readonly posted: (Message<V> | undefined)[];
   private readonly buffers: (V | undefined)[][];
   private readonly fifos = new Map<string, Message<V>[]>();
-  private readonly published = new Map<string, (V | undefined)[][]>();
+  private readonly published = new Map<string, { range: BlockRange; segment: number; values: (V | undefined)[]; readers: number }[]>();
   private readonly readCursor = new Map<string, number>();
   private readonly reduceRounds = new Map<string, Map<number, { range: BlockRange; values: (V | undefined)[] }>[]>();
   private readonly joined: boolean[];
@@ -151,8 +155,10 @@ class Run<V> {
         const range2 = { first: s.range2?.first ?? -1, count: s.range2?.count ?? -1, of: range.of };
         return (this.receive(a, s.peer2!, s, segment, range2, where) && this.complete(a)) || posted;
       }
-      case StepKind.ShmBcast:
-        return this.shm(a, s, segment, where) && this.complete(a);
+      case StepKind.ShmBcast: {
+        const publishing = s.peer === a && !this.joined[a];
+        return (this.shm(a, s, segment, where) && this.complete(a)) || publishing;
+      }
       case StepKind.ShmReduce: {
         const joined = !this.joined[a];
         return (this.shmReduce(a, s, segment, where) && this.complete(a)) || joined;
@@ -211,15 +217,28 @@ class Run<V> {
     let list = this.published.get(key);
     if (list === undefined) this.published.set(key, (list = []));
     if (a === s.peer) {
-      list.push(this.read(a, segment, range, where));
-      return true;
+      if (!this.joined[a]) {
+        this.joined[a] = true;
+        list.push({ range, segment, values: this.read(a, segment, range, where), readers: 0 });
+      }
+      const members = this.options.shmGroups?.get(s.group ?? -1);
+      if ((this.options.transport ?? 'eager') === 'eager' || members === undefined) return true;
+      // its own publication is the last of its list: it publishes nothing else until this one completes
+      return list[list.length - 1]!.readers >= members.length - 1;
     }
     const cursor = `${a}@${key}`;
     const next = this.readCursor.get(cursor) ?? 0;
-    const values = list[next];
-    if (values === undefined) return false;
+    const publication = list[next];
+    if (publication === undefined) return false;
     this.readCursor.set(cursor, next + 1);
-    this.write(a, segment, range, values, undefined, where);
+    publication.readers++;
+    const sent = publication.range;
+    if (publication.segment !== segment) this.error(`${where}: ShmBcast from ${s.peer} of segment ${publication.segment} met a reader in segment ${segment}`);
+    if (sent.first !== range.first || sent.count !== range.count || sent.of !== range.of) {
+      this.error(`${where}: ShmBcast from ${s.peer} publishes blocks ${sent.first}+${sent.count}/${sent.of}, the reader expects ${range.first}+${range.count}/${range.of}`);
+      return true;
+    }
+    this.write(a, segment, range, publication.values, undefined, where);
     return true;
   }
 

@@ -18,8 +18,8 @@ interface Combination {
   bcast: [inside: string, between: string];
   reduce: [inside: string, between: string];
   allreduce: string;
-  /** Allgather's algorithm at every level. */
-  allgather: string;
+  /** Allgather's algorithm at every level, or inside a node and between nodes. */
+  allgather: string | [inside: string, between: string];
   extra?: string;
 }
 
@@ -38,6 +38,17 @@ const COMBINATIONS: Combination[] = [
   // On one node small allreduces (and barriers) go through the node-wide shared area here;
   // the combinations above switch it off to test their schedules at every size.
   { name: 'auto (the defaults)', bcast: ['auto', 'auto'], reduce: ['auto', 'auto'], allreduce: '{ algorithm: auto }', allgather: 'auto' },
+  // The shared-memory allgather (every member publishes its blocks through its S0 queue) at every
+  // level inside a node, the ring between nodes; 4 KiB segments: several publications per segment
+  // and many segments per call.
+  {
+    name: 'shm allgather inside, ring between, 4 KiB allgather segments',
+    bcast: ['shm', 'binomial'],
+    reduce: ['binomial', 'binomial'],
+    allreduce: '{ algorithm: reduce-allreduce-bcast, top: recursive-doubling, shm: false }',
+    allgather: ['shm', 'ring'],
+    extra: 'collectives: { largeBytes: 1KiB }\n',
+  },
 ];
 
 const PLACEMENTS: [string, string[]][] = [
@@ -48,11 +59,12 @@ const PLACEMENTS: [string, string[]][] = [
 
 function combinationConfig(c: Combination, disabled?: string): string {
   const levels = (names: string[], algorithm: string) => names.map((l) => `${l}: ${algorithm}`).join(', ');
+  const allgatherLevels = (a: Combination['allgather']) => (typeof a === 'string' ? levels([...INSIDE, ...BETWEEN], a) : `${levels(INSIDE, a[0])}, ${levels(BETWEEN, a[1])}`);
   const yaml =
     `bcast:\n  levels: { ${levels(INSIDE, c.bcast[0])}, ${levels(BETWEEN, c.bcast[1])} }\n` +
     `reduce:\n  levels: { ${levels(INSIDE, c.reduce[0])}, ${levels(BETWEEN, c.reduce[1])} }\n` +
     `allreduce: ${c.allreduce}\n` +
-    `allgather: { levels: { ${levels([...INSIDE, ...BETWEEN], c.allgather)} }${c.allgather === 'neighbor-exchange' ? ', segment: 4KiB' : ''} }\n` +
+    `allgather: { levels: { ${allgatherLevels(c.allgather)} }${c.allgather === 'neighbor-exchange' || typeof c.allgather !== 'string' ? ', segment: 4KiB' : ''} }\n` +
     (c.extra ?? '') +
     (disabled ? `levels: { ${disabled}: { enabled: false } }\n` : '');
   return configFile(yaml);
