@@ -129,7 +129,7 @@ export class JobPlanner {
  * levels and everything that decides the schedules (algorithms, segments, shm on or off).
  */
 export function planHash(plan: GroupPlan, config: TopocollConfig): number {
-  const text = JSON.stringify([plan.levels, config.bcast, config.reduce, config.allreduce, config.collectives, config.shm.bcast.enabled]);
+  const text = JSON.stringify([plan.levels, config.bcast, config.reduce, config.allreduce, config.allgather, config.barrier, config.collectives, config.shm.bcast.enabled]);
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i);
