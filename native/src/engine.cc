@@ -518,6 +518,11 @@ void Engine::Run(const CallArgs& args) {
     h.count = table.displs.back() + table.counts.back();
     if (!args.block_counts.empty()) h.plan_hash ^= BlockCountsHash(args.block_counts);
   }
+  // Every message of this call also carries the identity of this rank's previous call: ranks
+  // that disagreed on it without noticing (a bcast whose two "roots" only sent) disagree here.
+  const uint32_t this_call = CallHash(h);
+  h.plan_hash ^= previous_call_;
+  previous_call_ = this_call;
   const uint64_t segment = args.segment == 0 || args.segment > args.count ? args.count : args.segment;
   PublishCall(h);
   Guard guard(*this, h);

@@ -248,6 +248,9 @@ class Engine {
   void NormalizeAlone(const CallArgs& args, const Reducer& reducer, size_t bytes);
   void PublishCall(const MsgHeader& call);
   static uint32_t CallHash(const MsgHeader& h);
+  // CallHash of this rank's previous call (before its own previous call was folded in), folded
+  // into the plan hash of the next call's messages. Calls run one at a time, in call order.
+  uint32_t previous_call_ = 0;
   // Allgather: every rank's block length (args.count each, or args.block_counts) and place.
   BlockTable AllgatherBlocks(const CallArgs& args) const;
   static uint32_t BlockCountsHash(const std::vector<uint64_t>& counts);

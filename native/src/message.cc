@@ -35,7 +35,7 @@ std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, in
     return "expected a message from rank " + std::to_string(peer) + " but got one from rank " + std::to_string(got.sender);
   }
   if (got.plan_hash != expected.plan_hash && got.seq == expected.seq) {
-    return "rank " + std::to_string(peer) + " planned with a different level configuration (configure() or setLevelEnabled() not called on every rank)";
+    return "rank " + std::to_string(peer) + " differs from this rank in the plan or in the previous collective call: a different level configuration (configure() or setLevelEnabled() not called on every rank), different allgatherv counts, or different arguments to the previous collective";
   }
   if (got.seq != expected.seq || got.collective != expected.collective || got.dtype != expected.dtype ||
       got.op != expected.op || got.root != expected.root || got.count != expected.count || got.phase != expected.phase) {
