@@ -255,7 +255,7 @@ export class Communicator {
   allgatherSync(send: TypedArray | InPlace, recv: TypedArray): void {
     const type = this.checkAllgather(send, recv, undefined);
     const count = send === IN_PLACE ? recv.length / this.size : send.length;
-    const p = this.plans.allgather(count * this.size * type.bytes, type.bytes);
+    const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
     this.engine.runAllgather(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
   }
 
@@ -263,7 +263,7 @@ export class Communicator {
     return this.async(() => {
       const type = this.checkAllgather(send, recv, undefined);
       const count = send === IN_PLACE ? recv.length / this.size : send.length;
-      const p = this.plans.allgather(count * this.size * type.bytes, type.bytes);
+      const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
       return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
     }, send, recv);
   }
@@ -277,7 +277,7 @@ export class Communicator {
   allgathervSync(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): void {
     const table = this.blockCounts(counts);
     const type = this.checkAllgather(send, recv, table);
-    const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes);
+    const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
     this.engine.runAllgather(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
   }
 
@@ -286,7 +286,7 @@ export class Communicator {
       // Its own copy: the call may start after the caller changed `counts`.
       const table = Float64Array.from(this.blockCounts(counts));
       const type = this.checkAllgather(send, recv, table);
-      const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes);
+      const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
       return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
     }, send, recv);
   }
@@ -443,8 +443,9 @@ export class Communicator {
     return type;
   }
 
-  /** Sum of the counts blockCounts last checked. */
+  /** Sum and largest of the counts blockCounts last checked. */
   private blockTotal = 0;
+  private blockLargest = 0;
   private countsScratch?: Float64Array;
 
   /** allgatherv's counts as a Float64Array of non-negative integers, one per rank (their sum in blockTotal). */
@@ -455,13 +456,16 @@ export class Communicator {
     }
     const table = counts instanceof Float64Array ? counts : (this.countsScratch ??= new Float64Array(this.size));
     let total = 0;
+    let largest = 0;
     for (let r = 0; r < this.size; r++) {
       const c = counts[r]!;
       if (!Number.isSafeInteger(c) || c < 0) throw this.argumentError('EINVAL', `allgatherv: counts[${r}] is ${c}, not a non-negative integer`);
       table[r] = c;
       total += c;
+      largest = Math.max(largest, c);
     }
     this.blockTotal = total;
+    this.blockLargest = largest;
     return table;
   }
 

@@ -420,8 +420,9 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
     }
     s.local_peer = LocalIndex(s.peer);
     s.local_peer2 = s.peer2 >= 0 ? LocalIndex(s.peer2) : -1;
-    if (s.kind == StepKind::kShmAllreduce && (options_.local_ranks.size() != static_cast<size_t>(options_.size) || options_.size < 2)) {
-      throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory allreduce, but the job is not one node of several ranks");
+    const bool node_wide = s.kind == StepKind::kShmAllreduce || s.kind == StepKind::kShmAllgather;
+    if (node_wide && (options_.local_ranks.size() != static_cast<size_t>(options_.size) || options_.size < 2)) {
+      throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory step, but the job is not one node of several ranks");
     }
   }
   if (plans_.size() <= static_cast<size_t>(id)) plans_.resize(static_cast<size_t>(id) + 1);
@@ -714,6 +715,16 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       guard.WaitingOnNode();
       shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, s.every_rank_combines, ChunkOf(reducer),
                           node_policy_, guard);
+      return;
+    }
+    case StepKind::kShmAllgather: {
+      // The whole call in one step: every block at once, so one column segment of the longest.
+      if (data.blocks == nullptr || seg_index != 0 || seg_n != data.count) {
+        throw CollError("EINVAL", "a node-wide shared-memory allgather step outside a whole allgather's gather phase");
+      }
+      guard.WaitingOnNode();
+      shm_allreduce_->Allgather(data.buffer, data.blocks->counts, data.blocks->displs, elem, header, s.every_rank_combines,
+                                node_policy_, guard);
       return;
     }
     case StepKind::kSendRecv:

@@ -39,6 +39,7 @@ enum class StepKind : int32_t {
   kSendRecvReduce = 6,
   kShmReduce = 7,
   kShmAllreduce = 8,
+  kShmAllgather = 9,
 };
 struct Step {
   StepKind kind;
@@ -53,7 +54,8 @@ struct Step {
   uint32_t first2 = 0, count2 = 0;
   // RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B.
   int32_t order = 0;
-  // kShmAllreduce: every rank combines the deposits (else the last to arrive does).
+  // kShmAllreduce: every rank combines the deposits (else the last to arrive does);
+  // kShmAllgather: every rank waits for each deposit itself (else the last to arrive tells all).
   bool every_rank_combines = false;
   // Resolved by SetPlan: local indices of peer and peer2 (−1: on another node).
   int32_t local_peer = -1, local_peer2 = -1;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "errors.h"
 #include "shm_segment.h"
@@ -34,66 +35,127 @@ void ShmAllreduce::CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, s
   if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
 }
 
-void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
-                       const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard) {
-  const size_t bytes = static_cast<size_t>(count) * elem;
-  if (bytes > kMaxBytes) throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+uint64_t ShmAllreduce::Deposit(const void* data, size_t bytes, const MsgHeader& header) {
   const uint64_t call = calls_++;
   Slot& mine = SlotOf(me_, call);
   mine.header = header;
   mine.header.sender = ranks_[static_cast<size_t>(me_)];
-  std::memcpy(mine.data, buf, bytes);
+  if (bytes > 0) std::memcpy(mine.data, data, bytes);
+  return call;
+}
+
+void ShmAllreduce::MarkDeposited(uint64_t call, const WaitPolicy& policy) {
+  SlotOf(me_, call).deposited.store(call + 1, std::memory_order_release);
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (static_cast<int>(r) != me_) doorbells_[r]->Ring(policy.asymmetric);
+  }
+}
+
+void ShmAllreduce::AwaitDeposit(uint64_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy,
+                                WaitGuard& guard) {
+  const Slot& theirs = SlotOf(static_cast<int>(r), call);
+  auto deposited = [&] { return theirs.deposited.load(std::memory_order_acquire) > call; };
+  if (!deposited()) WaitUntil(deposited, *doorbells_[static_cast<size_t>(me_)], policy, guard);
+  CheckHeader(header, theirs.header, r);
+}
+
+// `round`: the call's number among the last-arrival calls, which alone count in `arrived` and
+// `completed` (the protocol can change between calls, configure()).
+bool ShmAllreduce::Arrive(uint64_t call, uint64_t round, const MsgHeader& header) {
+  const uint64_t ranks = doorbells_.size();
+  // acq_rel: publishes this slot, and the last adder sees every slot the others published.
+  const uint64_t before = counters_->arrived.fetch_add(1, std::memory_order_acq_rel);
+  if (before != round * ranks + ranks - 1) return false;
+  for (uint64_t r = 0; r < ranks; ++r) CheckHeader(header, SlotOf(static_cast<int>(r), call).header, r);
+  return true;
+}
+
+void ShmAllreduce::Complete(uint64_t round, const WaitPolicy& policy) {
+  counters_->completed.store(round + 1, std::memory_order_release);
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (static_cast<int>(r) != me_) doorbells_[r]->Ring(policy.asymmetric);
+  }
+}
+
+void ShmAllreduce::AwaitComplete(uint64_t round, const WaitPolicy& policy, WaitGuard& guard) {
+  auto done = [&] { return counters_->completed.load(std::memory_order_acquire) > round; };
+  if (!done()) WaitUntil(done, *doorbells_[static_cast<size_t>(me_)], policy, guard);
+}
+
+void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
+                       const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard) {
+  const size_t bytes = static_cast<size_t>(count) * elem;
+  if (bytes > kMaxBytes) throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+  const uint64_t call = Deposit(buf, bytes, header);
   if (every_rank_combines) EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
   else LastCombines(call, last_arrival_calls_++, buf, bytes, count, header, combine, policy, guard);
 }
 
 void ShmAllreduce::EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
                                      const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard) {
-  const size_t ranks = doorbells_.size();
-  SlotOf(me_, call).deposited.store(call + 1, std::memory_order_release);
-  for (size_t r = 0; r < ranks; ++r) {
-    if (static_cast<int>(r) != me_) doorbells_[r]->Ring(policy.asymmetric);
-  }
+  MarkDeposited(call, policy);
   uint8_t* out = static_cast<uint8_t*>(buf);
-  for (size_t r = 0; r < ranks; ++r) {
-    const Slot& theirs = SlotOf(static_cast<int>(r), call);
-    if (static_cast<int>(r) != me_) {
-      auto deposited = [&] { return theirs.deposited.load(std::memory_order_acquire) > call; };
-      if (!deposited()) WaitUntil(deposited, *doorbells_[static_cast<size_t>(me_)], policy, guard);
-      CheckHeader(header, theirs.header, r);
-    }
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (static_cast<int>(r) != me_) AwaitDeposit(call, r, header, policy, guard);
     // A barrier has nothing to combine (and no operator). This rank's own data is in its slot.
     if (bytes == 0) continue;
+    const Slot& theirs = SlotOf(static_cast<int>(r), call);
     if (r == 0) std::memcpy(out, theirs.data, bytes);
     else combine(out, theirs.data, count);
   }
 }
 
-// `round`: the call's number among the last-arrival calls, which alone count in `arrived` and
-// `completed` (the protocol can change between calls, configure()).
 void ShmAllreduce::LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count,
                                 const MsgHeader& header, const ReduceChunk& combine, const WaitPolicy& policy,
                                 WaitGuard& guard) {
-  const uint64_t ranks = doorbells_.size();
-  // acq_rel: publishes this slot, and the last adder sees every slot the others published.
-  const uint64_t before = counters_->arrived.fetch_add(1, std::memory_order_acq_rel);
   uint8_t* result = Result(call);
-  if (before == round * ranks + ranks - 1) {
-    for (uint64_t r = 0; r < ranks; ++r) CheckHeader(header, SlotOf(static_cast<int>(r), call).header, r);
+  if (Arrive(call, round, header)) {
     // A barrier has nothing to combine (and no operator).
     if (bytes > 0) {
       std::memcpy(result, SlotOf(0, call).data, bytes);
-      for (uint64_t r = 1; r < ranks; ++r) combine(result, SlotOf(static_cast<int>(r), call).data, count);
+      for (size_t r = 1; r < doorbells_.size(); ++r) combine(result, SlotOf(static_cast<int>(r), call).data, count);
     }
-    counters_->completed.store(round + 1, std::memory_order_release);
-    for (uint64_t r = 0; r < ranks; ++r) {
-      if (static_cast<int>(r) != me_) doorbells_[r]->Ring(policy.asymmetric);
-    }
+    Complete(round, policy);
   } else {
-    auto done = [&] { return counters_->completed.load(std::memory_order_acquire) > round; };
-    if (!done()) WaitUntil(done, *doorbells_[static_cast<size_t>(me_)], policy, guard);
+    AwaitComplete(round, policy, guard);
   }
   std::memcpy(buf, result, bytes);
+}
+
+void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs,
+                             size_t elem, const MsgHeader& header, bool every_rank_waits, const WaitPolicy& policy,
+                             WaitGuard& guard) {
+  const auto block = [&](size_t r) {
+    const auto rank = static_cast<size_t>(ranks_[r]);
+    return std::pair<uint8_t*, size_t>{result + displs[rank] * elem, static_cast<size_t>(counts[rank]) * elem};
+  };
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (block(r).second > kMaxBytes) {
+      throw CollError("EINVAL", "shared-memory allgather of a block of " + std::to_string(block(r).second) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+    }
+  }
+  const auto [own, own_bytes] = block(static_cast<size_t>(me_));
+  const uint64_t call = Deposit(own, own_bytes, header);
+  // Copies local rank r's block out of its slot (which holds this call's block).
+  const auto take = [&](size_t r) {
+    const auto [place, bytes] = block(r);
+    if (bytes > 0) std::memcpy(place, SlotOf(static_cast<int>(r), call).data, bytes);
+  };
+  if (every_rank_waits) {
+    MarkDeposited(call, policy);
+    for (size_t r = 0; r < doorbells_.size(); ++r) {
+      if (static_cast<int>(r) == me_) continue;
+      AwaitDeposit(call, r, header, policy, guard);
+      take(r);
+    }
+    return;
+  }
+  const uint64_t round = last_arrival_calls_++;
+  if (Arrive(call, round, header)) Complete(round, policy);
+  else AwaitComplete(round, policy, guard);
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (static_cast<int>(r) != me_) take(r);
+  }
 }
 
 }  // namespace topocoll

@@ -21,6 +21,12 @@
 // Both combine the same slots in the same order with the same code, so every rank gets the
 // same bits, run after run, and operators need not commute.
 //
+// The allgather of small blocks (Allgather) uses the same slots and the same two protocols:
+// every rank deposits its own block in its slot, then, once it knows every slot holds this
+// call's block (it waited for each mark itself, or the last to arrive told it), copies each
+// peer's block from its slot to the block's place in its result. Nothing is combined and the
+// result area is unused; a slot is read only until its owner's next call but one (below).
+//
 // Slots and results come in two parities, whichever protocol each call used: a rank writes
 // call u's slot only after call u − 1 completed, which no rank does before it has finished
 // call u − 2 and so read the slot's previous contents; and the last rank of call u writes
@@ -40,7 +46,8 @@ namespace topocoll {
 
 class ShmAllreduce {
  public:
-  // Largest message (bytes) it takes; larger ones go through the group schedules.
+  // Largest message (bytes) it takes — an allreduce's, an allgather's block from one rank;
+  // larger ones go through the group schedules.
   static constexpr size_t kMaxBytes = 8192;
 
   // Bytes of the node-wide area for `local_size` ranks (a multiple of the page size).
@@ -55,6 +62,13 @@ class ShmAllreduce {
   // rank). Throws CollError EMISMATCH when the headers differ.
   void Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
            const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard);
+
+  // Allgather: local rank r's block (counts[ranks[r]] elements of elem bytes, at most kMaxBytes)
+  // lies at displs[ranks[r]] in every rank's `result`; this rank's own block is there already.
+  // `every_rank_waits`: each rank waits for every deposit itself, else the last to arrive tells
+  // all (the same on every rank, as for Run). Throws EMISMATCH when the headers differ.
+  void Allgather(uint8_t* result, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs, size_t elem,
+                 const MsgHeader& header, bool every_rank_waits, const WaitPolicy& policy, WaitGuard& guard);
 
  private:
   struct alignas(64) Counters {
@@ -73,6 +87,20 @@ class ShmAllreduce {
   uint8_t* Result(uint64_t call) const;
   // Checks that `theirs`, the header local rank r deposited, is this call's.
   void CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, size_t r) const;
+  // Writes this call's header into this rank's slot and `bytes` of `data` after it; returns
+  // the call's number.
+  uint64_t Deposit(const void* data, size_t bytes, const MsgHeader& header);
+  // Marks this rank's slot of `call` deposited and rings the others.
+  void MarkDeposited(uint64_t call, const WaitPolicy& policy);
+  // Waits until local rank r has deposited `call`, then checks its header.
+  void AwaitDeposit(uint64_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
+  // Counts this rank's arrival in last-arrival call `round` (publishing its slot); true for the
+  // last to arrive, which has then checked every header and must Complete the round.
+  bool Arrive(uint64_t call, uint64_t round, const MsgHeader& header);
+  // The last to arrive: marks `round` complete (its result published) and rings the others.
+  void Complete(uint64_t round, const WaitPolicy& policy);
+  // The others: wait until `round` is complete.
+  void AwaitComplete(uint64_t round, const WaitPolicy& policy, WaitGuard& guard);
   void LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
                     const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard);
   void EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,

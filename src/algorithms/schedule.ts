@@ -72,6 +72,13 @@ export const StepKind = {
    * arrive does and every rank copies its result. Messages ≤ 8 KiB.
    */
   ShmAllreduce: 8,
+  /**
+   * Allgather of small blocks among every rank of a job on one node through the same area: the
+   * whole gather phase in one step (segment: the longest block). Every rank deposits its block;
+   * with `everyRankCombines` each rank waits for every deposit itself, else the last to arrive
+   * tells all; then each copies every block to its place. Blocks ≤ 8 KiB.
+   */
+  ShmAllgather: 9,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 
@@ -108,7 +115,7 @@ export interface Step {
   range2?: { first: number; count: number };
   /** RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B. */
   order?: 0 | 1;
-  /** ShmAllreduce: every rank combines the deposits (else the last to arrive does). */
+  /** ShmAllreduce: every rank combines the deposits (else the last to arrive does); ShmAllgather: every rank waits for each deposit. */
   everyRankCombines?: boolean;
 }
 
@@ -163,7 +170,7 @@ export function decodeSteps(words: Int32Array): Step[] {
       step.range2 = { first: words[at + 8]!, count: words[at + 9]! };
     }
     if (kind === StepKind.RecvReduce || kind === StepKind.SendRecvReduce) step.order = words[at + 10]! === 1 ? 1 : 0;
-    if (kind === StepKind.ShmAllreduce && words[at + 11] === 1) step.everyRankCombines = true;
+    if ((kind === StepKind.ShmAllreduce || kind === StepKind.ShmAllgather) && words[at + 11] === 1) step.everyRankCombines = true;
     steps.push(step);
   }
   return steps;

@@ -205,6 +205,14 @@ const allgatherCollective = z
       .record(levelKey, z.string().regex(/^(auto|ring|recursive-doubling|bruck|neighbor-exchange|shm)$/, 'expected auto, ring, recursive-doubling, bruck, neighbor-exchange or shm'))
       .default({}),
     segment: auto(byteSize),
+    /**
+     * In a job on one node without configured levels, allgathers whose blocks are at most 8 KiB
+     * go through the node-wide shared area of `allreduce.shm` (native/src/shm_allreduce.h):
+     * every rank deposits its block, then copies every other block out. `every-rank`: each rank
+     * waits for every deposit itself; `last-arrival`: the last to arrive tells the others.
+     * `true`: as `allreduce.shm: true` picks; `false`: the schedules of the levels.
+     */
+    shm: z.union([z.boolean(), z.enum(['every-rank', 'last-arrival'])]).default(true),
   })
   .strict();
 

@@ -248,6 +248,8 @@ export class CollectivePlans {
     const node = plan.placements[0]?.node;
     const oneNode = plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
     this.shmAllreduce = oneNode ? shmAllreduceProtocol(config.allreduce.shm, plan.placements.length, parts.oversubscribed) : false;
+    const allgatherLevels = Object.values(config.allgather.levels).some((a) => a !== 'auto');
+    this.shmAllgather = oneNode && !allgatherLevels ? shmAllreduceProtocol(config.allgather.shm, plan.placements.length, parts.oversubscribed) : false;
   }
 
   classOf(bytes: number): SizeClass {
@@ -297,6 +299,13 @@ export class CollectivePlans {
 
   private readonly allgatherCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
   private readonly allgatherIds: Partial<Record<SizeClass, { gather: number; bcast: number }>> = {};
+  /**
+   * Allgathers with blocks ≤ 8 KiB go through the node-wide shared area (one node, `allgather.shm`,
+   * no allgather levels configured), with this protocol; false: they do not.
+   */
+  readonly shmAllgather: false | 'every-rank' | 'last-arrival';
+  /** Its two native schedule ids (the ShmAllgather step, and an empty bcast phase), once registered. */
+  private shmAllgatherIds?: { gather: number; bcast: number };
 
   private barrierIds?: { arrive: number; release: number };
 
@@ -318,8 +327,23 @@ export class CollectivePlans {
     return this.call;
   }
 
-  /** An allgather whose result holds `bytes` in all. */
-  allgather(bytes: number, elem: number): AllgatherCallPlan {
+  /** An allgather whose result holds `bytes` in all, of which `largestBlock` bytes from one rank at most. */
+  allgather(bytes: number, elem: number, largestBlock: number): AllgatherCallPlan {
+    const call = this.allgatherCall;
+    if (this.shmAllgather && largestBlock <= SHM_ALLREDUCE_MAX_BYTES) {
+      // Every block in one step, so one column segment; nothing left to send down.
+      this.shmAllgatherIds ??= {
+        gather: this.parts.register(
+          encodeSchedule({ collective: 'allgather', root: 0, steps: [{ kind: StepKind.ShmAllgather, peer: -1, level: 0, everyRankCombines: this.shmAllgather === 'every-rank' }] }),
+        ),
+        bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
+      };
+      call.gather = this.shmAllgatherIds.gather;
+      call.bcast = this.shmAllgatherIds.bcast;
+      call.segment = 0;
+      call.bcastSegment = 0;
+      return call;
+    }
     const size = this.classOf(bytes);
     let ids = this.allgatherIds[size];
     if (ids === undefined) {
@@ -332,7 +356,6 @@ export class CollectivePlans {
       ids = { gather: this.parts.register(encodeSchedule(s.gather)), bcast: this.parts.register(encodeSchedule(s.bcast)) };
       this.allgatherIds[size] = ids;
     }
-    const call = this.allgatherCall;
     call.gather = ids.gather;
     call.bcast = ids.bcast;
     call.segment = this.segment(size, 'allgather', elem);

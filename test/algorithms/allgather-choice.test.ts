@@ -57,7 +57,7 @@ describe('allgather shm in the configuration', () => {
       oversubscribed: false,
       register: (encoded) => registered.push(encoded) - 1,
     });
-    const call = plans.allgather(64, 4);
+    const call = plans.allgather(64, 4, 16);
     const steps = decodeSteps(registered[call.gather]!);
     const socket = plan.chain(1).find((g) => g.level === 'socket')!;
     const node = plan.groups.get('node' as never)![0]!;

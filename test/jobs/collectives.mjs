@@ -171,6 +171,19 @@ for (const root of roots) {
     await comm.allgatherv(IN_PLACE, inPlace, counts);
     expectEqual(inPlace, want, `allgatherv IN_PLACE counts=${counts.join(',')}`);
   }
+  // Blocks at the largest the one-node shared area takes (8 KiB) and just past it, alone or
+  // beside small and empty ones: one path or the other, the same result.
+  for (const counts of [
+    Array.from({ length: size }, () => 1024),
+    Array.from({ length: size }, (_, r) => (r === size - 1 ? 1025 : 1024)),
+    Array.from({ length: size }, (_, r) => (r % 2 === 0 ? 1024 : r % 3)),
+    Array.from({ length: size }, (_, r) => (r === 0 ? 1025 : 0)),
+  ]) {
+    const want = concat(Float64Array, counts);
+    const out = new Float64Array(want.length);
+    comm.allgathervSync(block(Float64Array, rank, counts[rank]), out, counts);
+    expectEqual(out, want, `allgathervSync counts=${counts.join(',')}`);
+  }
   if (args.has('--big')) {
     // 1 MiB + 3 bytes per rank: column segments in the gather phase, pipelined bcast after it.
     const n = (1 << 20) + 3;

@@ -1,6 +1,6 @@
 // A rank of a mismatch test: rank 1 calls a collective with one argument different from the
 // others (argv[2]: count | dtype | op | root | collective | allgather-count | allgatherv-counts |
-// allgather-collective). No rank may finish with wrong data
+// allgather-collective | allgather-shm-or-not). No rank may finish with wrong data
 // or hang: each prints `rank R caught CODE` (exit 3), or `rank R finished` (exit 0) when the
 // mismatch did not involve it before the job ended.
 import { init } from 'topocoll';
@@ -39,6 +39,12 @@ try {
       // Same total, different split: only the counts tell the calls apart.
       const counts = Array.from({ length: comm.size }, (_, r) => (odd ? [2, 4, 3, 3] : [3, 3, 3, 3])[r % 4]);
       comm.allgathervSync(new Int32Array(counts[comm.rank]).fill(comm.rank), new Int32Array(counts.reduce((a, b) => a + b, 0)), counts);
+      break;
+    }
+    case 'allgather-shm-or-not': {
+      // 8 KiB blocks go through a one-node job's shared area, 8 KiB + 4 through the schedules.
+      const n = odd ? 2049 : 2048;
+      comm.allgatherSync(new Int32Array(n).fill(comm.rank), new Int32Array(n * comm.size));
       break;
     }
     case 'allgather-collective':

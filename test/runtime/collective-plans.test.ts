@@ -134,6 +134,61 @@ describe('the one-node shared-memory allreduce', () => {
   });
 });
 
+describe('the one-node shared-memory allgather', () => {
+  /** What rank 0 registers for allgathers of `block` bytes per rank, decoded: [gather steps, bcast steps]. */
+  function allgatherSteps(placed: RankPlacement[], input: TopocollConfigInput, block: number, oversubscribed = false): { shm: CollectivePlans['shmAllgather']; gather: Step[]; bcast: Step[]; segment: number } {
+    const p = planGroups(placed);
+    const registered: Int32Array[] = [];
+    const plans = new CollectivePlans({
+      plan: p,
+      orderedPlan: p,
+      rank: 0,
+      config: config(input),
+      shmGroups: new Map([...p.groups.values()].flat().filter((g) => isNodeLocal(p, g)).map((g, i) => [g, i])),
+      eagerBytes: Infinity,
+      oversubscribed,
+      register: (encoded) => registered.push(encoded) - 1,
+    });
+    const call = plans.allgather(block * placed.length, 4, block);
+    return { shm: plans.shmAllgather, gather: decodeSteps(registered[call.gather]!), bcast: decodeSteps(registered[call.bcast]!), segment: call.segment + call.bcastSegment };
+  }
+  const oneNode = byCore(['a'], 4, 2);
+  const everyRank = { kind: StepKind.ShmAllgather, peer: -1, level: 0, everyRankCombines: true };
+  const lastArrival = { kind: StepKind.ShmAllgather, peer: -1, level: 0 };
+
+  it('takes blocks of up to 8 KiB in a job on one node: one ShmAllgather step, no bcast, whole columns', () => {
+    for (const block of [0, 4, SHM_ALLREDUCE_MAX_BYTES]) {
+      expect(allgatherSteps(oneNode, {}, block)).toEqual({ shm: 'every-rank', gather: [everyRank], bcast: [], segment: 0 });
+    }
+    // The total does not matter, only the largest block (allgatherv).
+    expect(allgatherSteps(byCore(['a'], 8, 8), {}, SHM_ALLREDUCE_MAX_BYTES).gather).toEqual([everyRank]);
+  });
+
+  it('picks its protocol as the allreduce does, or as allgather.shm names it', () => {
+    expect(allgatherSteps(oneNode, {}, 4, true).gather).toEqual([lastArrival]);
+    expect(allgatherSteps(oneNode, { allgather: { shm: 'every-rank' } }, 4, true).gather).toEqual([everyRank]);
+    expect(allgatherSteps(oneNode, { allgather: { shm: 'last-arrival' } }, 4).gather).toEqual([lastArrival]);
+    // Its own setting: the allreduce's does not turn it off.
+    expect(allgatherSteps(oneNode, { allreduce: { shm: false } }, 4).gather).toEqual([everyRank]);
+  });
+
+  it('leaves larger blocks, several nodes, one rank, configured levels and allgather.shm: false to the schedules', () => {
+    const larger = allgatherSteps(oneNode, {}, SHM_ALLREDUCE_MAX_BYTES + 4);
+    expect(larger.gather.some((s) => s.kind === StepKind.ShmAllgather)).toBe(false);
+    expect(larger.gather.length).toBeGreaterThan(0);
+    for (const [placed, input] of [
+      [placements, {}],
+      [byCore(['a'], 1, 2), {}],
+      [oneNode, { allgather: { shm: false } }],
+      [oneNode, { allgather: { levels: { node: 'ring' } } }],
+    ] as [RankPlacement[], TopocollConfigInput][]) {
+      const r = allgatherSteps(placed, input, 4);
+      expect(r.shm).toBe(false);
+      expect(r.gather.some((s) => s.kind === StepKind.ShmAllgather)).toBe(false);
+    }
+  });
+});
+
 describe('rankOrderedPlan', () => {
   it('is the plan itself when its groups keep rank order', () => {
     expect(preservesRankOrder(plan)).toBe(true);

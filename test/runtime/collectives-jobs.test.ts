@@ -7,10 +7,11 @@ import { configFile, jobScript, leftoverSegments, repoRoot, runJob } from '../he
  */
 const job = jobScript('collectives.mjs');
 const fourNodes = `${repoRoot}test/fixtures/network/four-nodes.txt`;
-// By default every rank combines small one-node allreduces only while each has a core (p = 2
-// here); these make it so with more ranks than cores, and the other way round.
-const everyRank = configFile('allreduce: { shm: every-rank }\n');
-const lastArrival = configFile('allreduce: { shm: last-arrival }\n');
+// By default every rank combines small one-node allreduces (and waits for every block of
+// small one-node allgathers) only while each has a core (p = 2 here); these make it so with
+// more ranks than cores, and the other way round.
+const everyRank = configFile('allreduce: { shm: every-rank }\nallgather: { shm: every-rank }\n');
+const lastArrival = configFile('allreduce: { shm: last-arrival }\nallgather: { shm: last-arrival }\n');
 
 const configurations: [string, string[]][] = [
   ['1 rank', ['-n', '1', job, '--big']],

@@ -3,7 +3,7 @@ import { configFile, jobScript, leftoverSegments, runJob } from '../helpers/jobs
 
 /** Failure behaviour of real jobs started with `topocoll run`. */
 // Small one-node allreduces with every rank combining (by default only while each rank has a core).
-const everyRank = ['--config', configFile('allreduce: { shm: every-rank }\n')];
+const everyRank = ['--config', configFile('allreduce: { shm: every-rank }\nallgather: { shm: every-rank }\n')];
 
 function run(args: string[]) {
   const r = runJob(['--timeout', '5', ...args], 120_000);
@@ -40,7 +40,7 @@ describe('a rank killed with SIGKILL in the middle of a collective', () => {
 });
 
 describe('mismatched calls across ranks give errors, not hangs or wrong data', () => {
-  for (const kind of ['count', 'dtype', 'op', 'root', 'collective', 'allgather-count', 'allgatherv-counts', 'allgather-collective']) {
+  for (const kind of ['count', 'dtype', 'op', 'root', 'collective', 'allgather-count', 'allgatherv-counts', 'allgather-collective', 'allgather-shm-or-not']) {
     for (const [where, args] of [
       ['1 node', ['--nodes', '1']],
       ['2 nodes', ['--nodes', '2']],
