@@ -510,10 +510,10 @@ void Engine::Run(const CallArgs& args) {
   }
   if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
   if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
-  BlockTable table;
+  BlockTable& table = block_table_;
   if (args.collective == Collective::kAllgather) {
     h.root = 0;
-    table = AllgatherBlocks(args);
+    FillAllgatherBlocks(args, table);
     // Ranks that disagree on the block lengths disagree on the call: fold them into what the
     // header compares (the total, and a hash of the lengths for allgatherv).
     h.count = table.displs.back() + table.counts.back();
@@ -755,9 +755,8 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
   throw CollError("EINVAL", "unknown schedule step kind " + std::to_string(static_cast<int>(s.kind)));
 }
 
-Engine::BlockTable Engine::AllgatherBlocks(const CallArgs& args) const {
+void Engine::FillAllgatherBlocks(const CallArgs& args, BlockTable& t) const {
   const auto size = static_cast<size_t>(options_.size);
-  BlockTable t;
   if (args.block_counts.empty()) t.counts.assign(size, args.count);
   else if (args.block_counts.size() == size) t.counts = args.block_counts;
   else throw CollError("EINVAL", "allgatherv: " + std::to_string(args.block_counts.size()) + " block lengths for " + std::to_string(size) + " ranks");
@@ -767,7 +766,6 @@ Engine::BlockTable Engine::AllgatherBlocks(const CallArgs& args) const {
     t.displs[r] = at;
     at += t.counts[r];
   }
-  return t;
 }
 
 uint32_t Engine::BlockCountsHash(const std::vector<uint64_t>& counts) {

@@ -254,7 +254,8 @@ class Engine {
   // into the plan hash of the next call's messages. Calls run one at a time, in call order.
   uint32_t previous_call_ = 0;
   // Allgather: every rank's block length (args.count each, or args.block_counts) and place.
-  BlockTable AllgatherBlocks(const CallArgs& args) const;
+  // An allgather's block lengths and places, into `t` (reused call after call: no allocation).
+  void FillAllgatherBlocks(const CallArgs& args, BlockTable& t) const;
   static uint32_t BlockCountsHash(const std::vector<uint64_t>& counts);
   bool ReadPublishedCall(int local_index, MsgHeader* out) const;
   void SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
@@ -307,6 +308,8 @@ class Engine {
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> staging_;
   std::vector<uint8_t> combine_scratch_;
+  // The block table of the allgather in progress (calls run one at a time).
+  BlockTable block_table_;
   std::vector<uint8_t> exchange_copy_;
   PendingInput pending_;
   uint32_t seq_ = 0;

@@ -1,5 +1,6 @@
 #include "shm_allreduce.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -125,36 +126,46 @@ void ShmAllreduce::LastCombines(uint64_t call, uint64_t round, void* buf, size_t
 void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs,
                              size_t elem, const MsgHeader& header, bool every_rank_waits, const WaitPolicy& policy,
                              WaitGuard& guard) {
+  const size_t ranks = doorbells_.size();
+  // Local rank r's block: its place in the result and its bytes.
   const auto block = [&](size_t r) {
     const auto rank = static_cast<size_t>(ranks_[r]);
-    return std::pair<uint8_t*, size_t>{result + displs[rank] * elem, static_cast<size_t>(counts[rank]) * elem};
+    return std::pair<uint8_t*, uint64_t>{result + displs[rank] * elem, counts[rank] * elem};
   };
-  for (size_t r = 0; r < doorbells_.size(); ++r) {
-    if (block(r).second > kMaxBytes) {
-      throw CollError("EINVAL", "shared-memory allgather of a block of " + std::to_string(block(r).second) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
-    }
-  }
+  uint64_t longest = 0;
+  for (size_t r = 0; r < ranks; ++r) longest = std::max(longest, block(r).second);
+  // At least one round: an allgather of nothing still checks that every rank makes this call.
+  const uint64_t rounds = longest == 0 ? 1 : (longest + kSlotBytes - 1) / kSlotBytes;
+  // Bytes [k·S, (k+1)·S) of a block of `bytes`: their offset and length.
+  const auto column = [](uint64_t k, uint64_t bytes) {
+    const uint64_t at = std::min(k * kSlotBytes, bytes);
+    return std::pair<uint64_t, size_t>{at, static_cast<size_t>(std::min<uint64_t>(kSlotBytes, bytes - at))};
+  };
   const auto [own, own_bytes] = block(static_cast<size_t>(me_));
-  const uint64_t call = Deposit(own, own_bytes, header);
-  // Copies local rank r's block out of its slot (which holds this call's block).
-  const auto take = [&](size_t r) {
-    const auto [place, bytes] = block(r);
-    if (bytes > 0) std::memcpy(place, SlotOf(static_cast<int>(r), call).data, bytes);
-  };
-  if (every_rank_waits) {
-    MarkDeposited(call, policy);
-    for (size_t r = 0; r < doorbells_.size(); ++r) {
-      if (static_cast<int>(r) == me_) continue;
-      AwaitDeposit(call, r, header, policy, guard);
-      take(r);
+  for (uint64_t k = 0; k < rounds; ++k) {
+    const auto [own_at, own_n] = column(k, own_bytes);
+    const uint64_t call = Deposit(own + own_at, own_n, header);
+    // Copies local rank r's column of this round out of its slot.
+    const auto take = [&](size_t r) {
+      const auto [place, bytes] = block(r);
+      const auto [at, n] = column(k, bytes);
+      if (n > 0) std::memcpy(place + at, SlotOf(static_cast<int>(r), call).data, n);
+    };
+    if (every_rank_waits) {
+      MarkDeposited(call, policy);
+      for (size_t r = 0; r < ranks; ++r) {
+        if (static_cast<int>(r) == me_) continue;
+        AwaitDeposit(call, r, header, policy, guard);
+        take(r);
+      }
+      continue;
     }
-    return;
-  }
-  const uint64_t round = last_arrival_calls_++;
-  if (Arrive(call, round, header)) Complete(round, policy);
-  else AwaitComplete(round, policy, guard);
-  for (size_t r = 0; r < doorbells_.size(); ++r) {
-    if (static_cast<int>(r) != me_) take(r);
+    const uint64_t round = last_arrival_calls_++;
+    if (Arrive(call, round, header)) Complete(round, policy);
+    else AwaitComplete(round, policy, guard);
+    for (size_t r = 0; r < ranks; ++r) {
+      if (static_cast<int>(r) != me_) take(r);
+    }
   }
 }
 

@@ -14,18 +14,21 @@
 //   in local order into the result, publishes it and rings everyone; the others wait for it
 //   and copy it out. Why not a tree, or every rank combining: with more ranks than cores every
 //   rank of a core must run once per call, and each run that waits on a rank of the same core
-//   costs a context switch (~2.3 µs here). Here whoever runs last completes the call, so the
+//   costs a context switch. Here whoever runs last completes the call, so the
 //   one run a rank gets after depositing call k + 1 often completes k + 1 as well: at 2 ranks
 //   per core one switch per core and call instead of two.
 //
 // Both combine the same slots in the same order with the same code, so every rank gets the
 // same bits, run after run, and operators need not commute.
 //
-// The allgather of small blocks (Allgather) uses the same slots and the same two protocols:
-// every rank deposits its own block in its slot, then, once it knows every slot holds this
-// call's block (it waited for each mark itself, or the last to arrive told it), copies each
-// peer's block from its slot to the block's place in its result. Nothing is combined and the
-// result area is unused; a slot is read only until its owner's next call but one (below).
+// The allgather (Allgather) uses the same slots and the same two protocols, in rounds: in
+// round k every rank deposits bytes [k·S, (k+1)·S) of its own block (S = kSlotBytes; nothing
+// once its block is done), then, once it knows every slot holds this round's column (it waited
+// for each mark itself, or the last to arrive told it), copies each peer's column from its slot
+// to its place in the result. Every round counts as a call below. Nothing is combined and the
+// result area is unused. Why rounds through the slots and not a schedule: with more ranks than
+// cores each round costs every rank one run, where a ring or a tree of p − 1 or log p steps
+// costs a context switch per step and rank.
 //
 // Slots and results come in two parities, whichever protocol each call used: a rank writes
 // call u's slot only after call u − 1 completed, which no rank does before it has finished
@@ -46,9 +49,10 @@ namespace topocoll {
 
 class ShmAllreduce {
  public:
-  // Largest message (bytes) it takes — an allreduce's, an allgather's block from one rank;
-  // larger ones go through the group schedules.
+  // Largest allreduce (bytes) it takes; larger ones go through the group schedules.
   static constexpr size_t kMaxBytes = 8192;
+  // Bytes of a slot's data: an allgather's column per round.
+  static constexpr size_t kSlotBytes = 64 * 1024;
 
   // Bytes of the node-wide area for `local_size` ranks (a multiple of the page size).
   static size_t AreaBytes(size_t local_size);
@@ -63,8 +67,8 @@ class ShmAllreduce {
   void Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
            const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard);
 
-  // Allgather: local rank r's block (counts[ranks[r]] elements of elem bytes, at most kMaxBytes)
-  // lies at displs[ranks[r]] in every rank's `result`; this rank's own block is there already.
+  // Allgather: local rank r's block (counts[ranks[r]] elements of elem bytes) lies at
+  // displs[ranks[r]] in every rank's `result`; this rank's own block is there already.
   // `every_rank_waits`: each rank waits for every deposit itself, else the last to arrive tells
   // all (the same on every rank, as for Run). Throws EMISMATCH when the headers differ.
   void Allgather(uint8_t* result, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs, size_t elem,
@@ -81,7 +85,7 @@ class ShmAllreduce {
   struct alignas(64) Slot {
     std::atomic<uint64_t> deposited;  // call + 1 once this call's header and data are written
     MsgHeader header;
-    uint8_t data[kMaxBytes];  // 8-byte aligned: combined in place
+    uint8_t data[kSlotBytes];  // 8-byte aligned: combined in place
   };
   Slot& SlotOf(int rank, uint64_t call) const;
   uint8_t* Result(uint64_t call) const;

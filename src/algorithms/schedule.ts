@@ -73,10 +73,10 @@ export const StepKind = {
    */
   ShmAllreduce: 8,
   /**
-   * Allgather of small blocks among every rank of a job on one node through the same area: the
-   * whole gather phase in one step (segment: the longest block). Every rank deposits its block;
-   * with `everyRankCombines` each rank waits for every deposit itself, else the last to arrive
-   * tells all; then each copies every block to its place. Blocks ≤ 8 KiB.
+   * Allgather among every rank of a job on one node through the same area: the whole gather
+   * phase in one step (segment: the longest block), in rounds of 64 KiB columns. Every rank
+   * deposits its column; with `everyRankCombines` each rank waits for every deposit itself, else
+   * the last to arrive tells all; then each copies every column to its place.
    */
   ShmAllgather: 9,
 } as const;

@@ -115,7 +115,7 @@ const shmBcast = z
   })
   .strict();
 
-/** Defaults measured by `topocoll tune shm` on the development machine (2 vCPU AMD EPYC). */
+/** Defaults measured by `topocoll tune shm`, recorded in bench/RESULTS.md. */
 const shmModel = z
   .object({
     /** Bytes per µs through one pipeline stage: the root's copy into the queue, a reader's out of it (fitted by topocoll tune shm). */
@@ -206,11 +206,12 @@ const allgatherCollective = z
       .default({}),
     segment: auto(byteSize),
     /**
-     * In a job on one node without configured levels, allgathers whose blocks are at most 8 KiB
-     * go through the node-wide shared area of `allreduce.shm` (native/src/shm_allreduce.h):
-     * every rank deposits its block, then copies every other block out. `every-rank`: each rank
-     * waits for every deposit itself; `last-arrival`: the last to arrive tells the others.
-     * `true`: as `allreduce.shm: true` picks; `false`: the schedules of the levels.
+     * In a job on one node without configured levels, allgathers go through the node-wide
+     * shared area of `allreduce.shm` (native/src/shm_allreduce.h), in rounds of 64 KiB columns:
+     * every rank deposits its column, then copies every other one out. `every-rank`: each rank
+     * waits for every deposit itself (blocks up to 4 KiB; larger ones take the schedules);
+     * `last-arrival`: the last to arrive tells the others (every size). `true`: as
+     * `allreduce.shm: true` picks; `false`: the schedules of the levels.
      */
     shm: z.union([z.boolean(), z.enum(['every-rank', 'last-arrival'])]).default(true),
   })
@@ -219,7 +220,7 @@ const allgatherCollective = z
 /** LogP parameters of one kind of link, in µs (S4): latency, send and receive overheads, gap. */
 const logp = z.object({ L: z.number().nonnegative(), os: z.number().nonnegative(), or: z.number().nonnegative(), g: z.number().nonnegative() }).strict();
 
-/** Measured by `topocoll tune barrier` on the development machine (2 vCPU AMD EPYC; loopback TCP). */
+/** Defaults measured by `topocoll tune barrier` (loopback TCP), recorded in bench/RESULTS.md. */
 export const DEFAULT_BARRIER_LOGP = {
   shm: { L: 0.61, os: 0.32, or: 0.29, g: 0.32 },
   tcp: { L: 0.65, os: 4.54, or: 0.98, g: 4.57 },

@@ -19,7 +19,7 @@ import { planGroups, type Group, type GroupPlan, type PlanOptions, type RankPlac
  *   binomial); between nodes binomial, and for large messages in groups of 4 or more
  *   scatter-allgather (van de Geijn: each link carries ~2m instead of m·log p).
  * - reduce: inside a node binomial (the shared-memory reduce, where every core combines a
- *   slice, is a choice: on the 2-core development machine it lost at every size); between nodes
+ *   slice, is a choice: it did not beat the trees in bench/RESULTS.md); between nodes
  *   binomial, and Rabenseifner's reduce-scatter + gather for large messages in groups of 4 or more.
  * - allreduce: reduce-allreduce-bcast (S3 §5.1), recursive doubling among the top group for
  *   small messages and Rabenseifner (reduce-scatter + allgather) for large ones.
@@ -112,15 +112,15 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
   const reduce = (g: Group): ReduceAlgorithm => {
     const configured = config.reduce.levels[g.level];
     if (configured !== undefined && configured !== 'auto') return checked('reduce', g, parseAlgorithm(configured, 'reduce'));
-    // The shared-memory reduce lost to binomial trees over the channels at every size measured
-    // on this 2-core machine (bench/RESULTS.md): it stays a choice, not the default.
+    // Binomial trees over the channels by default; the shared-memory reduce stays a choice
+    // (bench/RESULTS.md).
     if (nodeLocal(g)) return 'binomial';
     return large && g.members.length >= 4 ? 'rabenseifner' : 'binomial';
   };
   // Recursive doubling needs the fewest rounds (small messages are latency); the ring moves each
   // block over one link at a time (large ones are bandwidth). The shared-memory allgather (`shm`)
-  // stays a choice: on the 2-core development machine it beat neither at any size consistently
-  // (p = 4 and 8 on one node, 8 B … 4 MiB per rank).
+  // stays a choice: it beat neither consistently (bench/RESULTS.md). One-node jobs take the
+  // node-wide shared area instead (CollectivePlans.allgather).
   const allgather = (g: Group): GroupAllgatherAlgorithm => {
     const configured = config.allgather.levels[g.level];
     if (configured !== undefined && configured !== 'auto') return checked('allgather', g, parseAlgorithm(configured, 'allgather'));
@@ -193,6 +193,16 @@ export interface CollectivePlansParts {
   /** Hands a schedule to the native engine; returns the id it is known by there. */
   register: (encoded: Int32Array) => number;
 }
+
+/**
+ * Largest block the one-node shared area takes with the every-rank protocol. Each round of it
+ * has every rank copy its column in, wait for all and copy the others' out; while every rank
+ * has a core, larger blocks move faster through the channel schedules, whose sends and
+ * receives overlap piece by piece. With the last-arrival protocol (more ranks than cores) the
+ * area takes every size: a round costs each rank one turn on its core, where every step of a
+ * schedule costs a context switch (bench/RESULTS.md, "Allgather").
+ */
+export const SHM_ALLGATHER_EVERY_RANK_MAX_BYTES = 4096;
 
 /** Most ranks for which `allreduce.shm: true` has every rank combine: each reads every deposit. */
 export const EVERY_RANK_COMBINES_MAX_RANKS = 8;
@@ -300,8 +310,9 @@ export class CollectivePlans {
   private readonly allgatherCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
   private readonly allgatherIds: Partial<Record<SizeClass, { gather: number; bcast: number }>> = {};
   /**
-   * Allgathers with blocks ≤ 8 KiB go through the node-wide shared area (one node, `allgather.shm`,
-   * no allgather levels configured), with this protocol; false: they do not.
+   * Allgathers go through the node-wide shared area (one node, `allgather.shm`, no allgather
+   * levels configured) with this protocol — every-rank: blocks up to
+   * SHM_ALLGATHER_EVERY_RANK_MAX_BYTES; last-arrival: every size; false: they do not.
    */
   readonly shmAllgather: false | 'every-rank' | 'last-arrival';
   /** Its two native schedule ids (the ShmAllgather step, and an empty bcast phase), once registered. */
@@ -330,7 +341,7 @@ export class CollectivePlans {
   /** An allgather whose result holds `bytes` in all, of which `largestBlock` bytes from one rank at most. */
   allgather(bytes: number, elem: number, largestBlock: number): AllgatherCallPlan {
     const call = this.allgatherCall;
-    if (this.shmAllgather && largestBlock <= SHM_ALLREDUCE_MAX_BYTES) {
+    if (this.shmAllgather === 'last-arrival' || (this.shmAllgather === 'every-rank' && largestBlock <= SHM_ALLGATHER_EVERY_RANK_MAX_BYTES)) {
       // Every block in one step, so one column segment; nothing left to send down.
       this.shmAllgatherIds ??= {
         gather: this.parts.register(

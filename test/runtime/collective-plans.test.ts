@@ -13,6 +13,7 @@ import {
   isNodeLocal,
   rankOrderedPlan,
   SHM_ALLREDUCE_MAX_BYTES,
+  SHM_ALLGATHER_EVERY_RANK_MAX_BYTES,
   shmAllreduceProtocol,
 } from '../../src/runtime/collective-plans.js';
 import { thrown } from '../helpers/thrown.js';
@@ -156,33 +157,39 @@ describe('the one-node shared-memory allgather', () => {
   const everyRank = { kind: StepKind.ShmAllgather, peer: -1, level: 0, everyRankCombines: true };
   const lastArrival = { kind: StepKind.ShmAllgather, peer: -1, level: 0 };
 
-  it('takes blocks of up to 8 KiB in a job on one node: one ShmAllgather step, no bcast, whole columns', () => {
-    for (const block of [0, 4, SHM_ALLREDUCE_MAX_BYTES]) {
+  it('takes blocks of up to 4 KiB in a job on one node while ranks have cores: one ShmAllgather step, no bcast, whole columns', () => {
+    for (const block of [0, 4, SHM_ALLGATHER_EVERY_RANK_MAX_BYTES]) {
       expect(allgatherSteps(oneNode, {}, block)).toEqual({ shm: 'every-rank', gather: [everyRank], bcast: [], segment: 0 });
     }
     // The total does not matter, only the largest block (allgatherv).
-    expect(allgatherSteps(byCore(['a'], 8, 8), {}, SHM_ALLREDUCE_MAX_BYTES).gather).toEqual([everyRank]);
+    expect(allgatherSteps(byCore(['a'], 8, 8), {}, SHM_ALLGATHER_EVERY_RANK_MAX_BYTES).gather).toEqual([everyRank]);
+    const larger = allgatherSteps(oneNode, {}, SHM_ALLGATHER_EVERY_RANK_MAX_BYTES + 4);
+    expect(larger.gather.some((s) => s.kind === StepKind.ShmAllgather)).toBe(false);
+    expect(larger.gather.length).toBeGreaterThan(0);
+  });
+
+  it('takes every size with the last-arrival protocol (more ranks than cores, or configured)', () => {
+    for (const block of [4, SHM_ALLGATHER_EVERY_RANK_MAX_BYTES + 4, 4 << 20]) {
+      expect(allgatherSteps(oneNode, {}, block, true)).toEqual({ shm: 'last-arrival', gather: [lastArrival], bcast: [], segment: 0 });
+      expect(allgatherSteps(oneNode, { allgather: { shm: 'last-arrival' } }, block).gather).toEqual([lastArrival]);
+    }
   });
 
   it('picks its protocol as the allreduce does, or as allgather.shm names it', () => {
-    expect(allgatherSteps(oneNode, {}, 4, true).gather).toEqual([lastArrival]);
     expect(allgatherSteps(oneNode, { allgather: { shm: 'every-rank' } }, 4, true).gather).toEqual([everyRank]);
-    expect(allgatherSteps(oneNode, { allgather: { shm: 'last-arrival' } }, 4).gather).toEqual([lastArrival]);
+    expect(allgatherSteps(byCore(['a'], 9, 9), {}, 4).shm).toBe('last-arrival');
     // Its own setting: the allreduce's does not turn it off.
     expect(allgatherSteps(oneNode, { allreduce: { shm: false } }, 4).gather).toEqual([everyRank]);
   });
 
-  it('leaves larger blocks, several nodes, one rank, configured levels and allgather.shm: false to the schedules', () => {
-    const larger = allgatherSteps(oneNode, {}, SHM_ALLREDUCE_MAX_BYTES + 4);
-    expect(larger.gather.some((s) => s.kind === StepKind.ShmAllgather)).toBe(false);
-    expect(larger.gather.length).toBeGreaterThan(0);
+  it('leaves several nodes, one rank, configured levels and allgather.shm: false to the schedules', () => {
     for (const [placed, input] of [
       [placements, {}],
       [byCore(['a'], 1, 2), {}],
       [oneNode, { allgather: { shm: false } }],
       [oneNode, { allgather: { levels: { node: 'ring' } } }],
     ] as [RankPlacement[], TopocollConfigInput][]) {
-      const r = allgatherSteps(placed, input, 4);
+      const r = allgatherSteps(placed, input, 4, true);
       expect(r.shm).toBe(false);
       expect(r.gather.some((s) => s.kind === StepKind.ShmAllgather)).toBe(false);
     }
