@@ -255,16 +255,28 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     void* data = nullptr;
     size_t elements = 0;
     bool given = false;
+    napi_typedarray_type type = napi_uint8_array;  // set by RawTyped only
   };
 
   // Raw Node-API: the wrapper classes' checks cost more than the call. Anything that is not a
-  // TypedArray counts as absent; src/communicator.ts has checked that the array's class is the
-  // call's datatype, so its length in elements is what ReadCall checks (asking Node-API for the
-  // element type as well walks eleven type tests and costs ~20 ns a buffer).
+  // TypedArray counts as absent; src/communicator.ts has checked the array's class with the
+  // built-in tag getter, which no object can fake, so its length in elements is what ReadCall
+  // checks (asking Node-API for the element type as well walks eleven type tests per buffer).
   static BufferView RawBytes(napi_env env, napi_value value) {
     BufferView v;
     size_t length = 0;
     if (napi_get_typedarray_info(env, value, nullptr, &length, &v.data, nullptr, nullptr) != napi_ok) return v;
+    v.elements = length;
+    v.given = true;
+    return v;
+  }
+
+  // As RawBytes, with the element type: for the arguments no TypeScript check stands behind
+  // (allgatherv's counts).
+  static BufferView RawTyped(napi_env env, napi_value value) {
+    BufferView v;
+    size_t length = 0;
+    if (napi_get_typedarray_info(env, value, &v.type, &length, &v.data, nullptr, nullptr) != napi_ok) return v;
     v.elements = length;
     v.given = true;
     return v;
@@ -324,20 +336,30 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   void CheckAllgatherBuffers(CallArgs& a, const BufferView& send, const BufferView& recv, const BufferView& counts) const {
     const int size = engine_->size();
     if (counts.given) {
-      if (counts.elements != static_cast<size_t>(size)) {
-        throw CollError("EINVAL", "allgatherv: " + std::to_string(counts.elements) + " counts for " + std::to_string(size) + " ranks");
+      if (counts.type != napi_float64_array || counts.elements != static_cast<size_t>(size)) {
+        throw CollError("EINVAL", "allgatherv: counts must be a Float64Array of " + std::to_string(size) + " (one per rank), got " + std::to_string(counts.elements) + " elements");
       }
       const auto* c = static_cast<const double*>(counts.data);
       a.block_counts.resize(static_cast<size_t>(size));
-      for (int r = 0; r < size; ++r) a.block_counts[static_cast<size_t>(r)] = static_cast<uint64_t>(c[r]);
+      for (int r = 0; r < size; ++r) {
+        // Whole numbers in [0, 2^53] only: anything else has no exact uint64_t.
+        if (!(c[r] >= 0 && c[r] <= 9007199254740992.0) || c[r] != static_cast<double>(static_cast<uint64_t>(c[r]))) {
+          throw CollError("EINVAL", "allgatherv: counts[" + std::to_string(r) + "] is not a non-negative integer");
+        }
+        a.block_counts[static_cast<size_t>(r)] = static_cast<uint64_t>(c[r]);
+      }
     }
+    if (!recv.given) throw CollError("EINVAL", "recv is missing");
+    // Summed against what recv holds as it goes, so no sum wraps around.
     uint64_t total = 0;
-    for (int r = 0; r < size; ++r) total += counts.given ? a.block_counts[static_cast<size_t>(r)] : a.count;
-    const uint64_t own = counts.given ? a.block_counts[static_cast<size_t>(engine_->rank())] : a.count;
-    if (!recv.given || recv.elements < total) {
-      throw CollError("EINVAL", "recv is missing or smaller than the allgather's " + std::to_string(total) + " elements");
+    for (int r = 0; r < size; ++r) {
+      const uint64_t n = counts.given ? a.block_counts[static_cast<size_t>(r)] : a.count;
+      if (n > recv.elements - total) throw CollError("EINVAL", "recv has " + std::to_string(recv.elements) + " elements, fewer than the allgather gathers");
+      total += n;
     }
-    if (send.data == recv.data) return;  // IN_PLACE
+    const uint64_t own = counts.given ? a.block_counts[static_cast<size_t>(engine_->rank())] : a.count;
+    // IN_PLACE passes recv itself as send; a view of part of recv is not that.
+    if (send.data == recv.data && send.elements == recv.elements) return;
     if (own > 0 && (!send.given || send.elements < own)) {
       throw CollError("EINVAL", "send is missing or smaller than this rank's block of " + std::to_string(own) + " elements");
     }
@@ -360,7 +382,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     auto* self = static_cast<NativeEngine*>(data);
     try {
       CallArgs args = self->ReadCall(argc > 1 ? RawBytes(env, argv[1]) : BufferView{}, argc > 0 ? RawBytes(env, argv[0]) : BufferView{},
-                                     argc > 3 ? RawBytes(env, argv[3]) : BufferView{});
+                                     argc > 3 ? RawTyped(env, argv[3]) : BufferView{});
       napi_valuetype user_type = napi_undefined;
       if (argc > 2) napi_typeof(env, argv[2], &user_type);
       if (user_type == napi_object) self->AttachUserOp(Napi::Env(env), Napi::Object(env, argv[2]), args);
@@ -414,7 +436,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     Napi::Env env = info.Env();
     auto job = std::make_unique<Job>(env);
     try {
-      job->args = ReadCall(RawBytes(env, info[1]), RawBytes(env, info[0]), info.Length() > 2 ? RawBytes(env, info[2]) : BufferView{});
+      job->args = ReadCall(RawBytes(env, info[1]), RawBytes(env, info[0]), info.Length() > 2 ? RawTyped(env, info[2]) : BufferView{});
     } catch (const CollError& e) {
       ThrowJs(env, e.code(), e.what());
     }

@@ -20,9 +20,8 @@ const OPS: Record<ReduceOpName, { code: number; integerOnly: boolean }> = {
 };
 
 // A switch, not a Map: V8 compares the few internalized strings directly where a Map lookup
-// hashed on every call (with the datatype lookups 8–13 % of an 8-byte reduce's CPU time at
-// p = 8, docs/architecture-notes.md). Only the nine names get through, so OPS's prototype keys
-// never answer.
+// hashed on every call, a visible share of a small reduce (docs/architecture-notes.md). Only
+// the nine names get through, so OPS's prototype keys never answer.
 function opEntry(op: unknown): { code: number; integerOnly: boolean } | undefined {
   switch (op) {
     case 'sum':
@@ -110,14 +109,18 @@ export type TypedArray =
   | BigInt64Array
   | BigUint64Array;
 
+/** %TypedArray%.prototype[@@toStringTag]'s getter: the class of a typed array's storage, which no object can fake. */
+const typedArrayTag = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype) as object, Symbol.toStringTag)!.get! as (this: unknown) => string | undefined;
+
 /**
  * The datatype of a buffer argument, or EINVAL naming what was passed instead. Stateless on
  * purpose: remembering the last type in a module variable made V8 deoptimise the calling code
- * whenever the type changed (8-byte bcasts 30× slower after an allreduce of another type).
+ * whenever the type changed.
  */
 export function datatypeOf(buffer: unknown, what: string): Datatype {
-  // DataView is a view too, but its tag is not among the cases.
-  const tag: unknown = ArrayBuffer.isView(buffer) ? (buffer as TypedArray)[Symbol.toStringTag] : undefined;
+  // The built-in getter, not `buffer[Symbol.toStringTag]`, which an object can redefine: the
+  // addon trusts this type for the buffer's element size. (It gives undefined for a DataView.)
+  const tag: unknown = ArrayBuffer.isView(buffer) ? typedArrayTag.call(buffer) : undefined;
   const type = datatypeOfTag(tag);
   if (type !== undefined) return type;
   throw notATypedArray(buffer, what);

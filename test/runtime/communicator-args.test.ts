@@ -51,6 +51,15 @@ describe('a communicator of one process', () => {
     // addon from the addresses; both name the rank.
     expect(thrown(() => comm.allreduceSync(whole, whole), 'EINVAL').message).toMatch(/overlap.*rank 0.*IN_PLACE/);
     expect(thrown(() => comm.reduceSync(whole.subarray(1, 5), whole.subarray(0, 4), 'sum', 0), 'EINVAL').message).toMatch(/overlap.*IN_PLACE.*rank 0/);
+    // A view of the start of recv is not IN_PLACE (the addon sees the same address).
+    expect(thrown(() => comm.allgatherSync(whole.subarray(0, 2), whole), 'EINVAL').message).toMatch(/overlap.*IN_PLACE/);
+    // A typed array whose class name is faked: its element size is what the addon trusts.
+    const fake = new Uint8Array(8);
+    Object.defineProperty(fake, Symbol.toStringTag, { value: 'Float64Array' });
+    expect(thrown(() => comm.allreduceSync(new Float64Array(8), fake as unknown as Float64Array), 'EINVAL').message).toMatch(/send is float64 but recv is uint8/);
+    class Posing extends Uint8Array {}
+    Object.defineProperty(Posing.prototype, Symbol.toStringTag, { get: () => 'Float64Array' });
+    expect(thrown(() => comm.allgatherSync(new Float64Array(8), new Posing(8) as unknown as Float64Array), 'EINVAL').message).toMatch(/send is float64 but recv is uint8/);
   });
 
   it('refuses a TypedArray that claims more elements than its memory holds, in the addon', () => {
