@@ -147,10 +147,10 @@ size_t ShmChannel::ConsumePublished(size_t n, Sink& consume, const WaitPolicy& p
   // is then at or past tail_; it waits for half the ring. Only such a sender is rung. A `head`
   // behind tail_ is from an earlier wait or stream, and ringing on it would wake the sender
   // from whatever else it sleeps on (a barrier, say) once per message consumed — each time a
-  // futex wake, a context switch and the sleeper's membarrier (2 µs per 8-byte reduce at
-  // p = 2, where 0.2 µs is the pace). The store of tail_ and the load of `head` pair with the
-  // sender's store of `head` and load of `tail` (Dekker): a fence here, or the membarrier the
-  // sender makes before it sleeps.
+  // futex wake, a context switch and the sleeper's membarrier, far more than the message
+  // itself. The store of tail_ and the load of `head` pair with the sender's store of `head`
+  // and load of `tail` (Dekker): a fence here, or the membarrier the sender makes before it
+  // sleeps.
   if (policy.asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);
   else std::atomic_thread_fence(std::memory_order_seq_cst);
   const uint64_t advertised = control_->head.load(std::memory_order_relaxed);

@@ -128,15 +128,14 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
       // Settle the JIT, the caches and the CPU clocks before the first measured size: the
       // optimising compiler's background threads compete with the ranks for the cores.
       // The rounds make the rows too (not printed): compiling that path in the background
-      // during the first measured sizes cost them up to 4× at p = 4.
+      // distorted the first measured sizes.
       const rowOf = async (bytes: number, iterations: number, repeats: number): Promise<string> => {
         const us = await measure(comm, collective, mode, bytes, iterations, repeats);
         const row: BenchRow = { collective, mode, bytes, avgUs: across(us, 'sum') / comm.size, minUs: across(us, 'min'), maxUs: across(us, 'max'), iterations };
         return JSON.stringify(row);
       };
       // At least 3 rounds and 300 ms (every rank takes the same decision: the slowest clock):
-      // the runtime's own background work after start-up slowed the third measured size 1.4×
-      // after 3 rounds alone.
+      // with rounds alone, the runtime's background work after start-up slowed early sizes.
       const warmStart = performance.now();
       for (let round = 0; round < 3 || across(performance.now() - warmStart, 'max') < 300; round++) {
         await rowOf(sizes[0]!, Math.max(2000, settings.itersSmall), 1);

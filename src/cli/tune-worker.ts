@@ -85,7 +85,7 @@ export async function tuneMain(settings: TuneSettings): Promise<void> {
       comm.bcastSync(buf, 0);
       if (k >= 5) times[k - 5] = Number(process.hrtime.bigint() - start) / 1000;
     }
-    // The median call: this VM's neighbours preempt a rank now and then, which a mean would count.
+    // Median: occasional preemption by other load would skew a mean.
     times.sort();
     out({ kind: 'bcast', bytes, us: slowest(times[iterations >> 1]!) });
   }

@@ -17,8 +17,8 @@ export const DEFAULT_CONFIG_PATH = resolve(dirname(fileURLToPath(import.meta.url
 
 /**
  * YAML tokens (keys, values, indicators; not spaces or comments) a configuration may have:
- * config/default.yaml has about 260. The yaml package costs about 1 KB of memory per token, and
- * its duplicate-key check is quadratic in the keys of a map, so a file is counted with the
+ * config/default.yaml has about 260. The yaml package's memory grows per token, and its
+ * duplicate-key check is quadratic in the keys of a map, so a file is counted with the
  * streaming lexer and refused beyond this before it is parsed.
  */
 export const MAX_YAML_TOKENS = 8192;

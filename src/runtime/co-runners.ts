@@ -1,9 +1,8 @@
 /**
  * Which ranks of a node take turns on this rank's CPUs. A rank waiting on such a peer gains
  * nothing by spinning: the peer is most likely not running, and it cannot run on these CPUs
- * until the waiter gives them up. The engine yields at once on waits for them (measured on
- * 2 cores: a spin of 16 pauses costs ~0.4 µs, and a 4-rank allreduce waits on a rank bound to
- * its own core once per call).
+ * until the waiter gives them up. The engine yields at once on waits for them: spinning only
+ * delays the peer.
  */
 
 /** @param cpusByRank the allowed CPUs of each rank of this node, ascending. */

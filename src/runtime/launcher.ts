@@ -152,8 +152,7 @@ export function nodeLayout(ranks: number, nodes: number): NodeLayout {
  * The CPUs of each rank: rank r gets core (or NUMA node / package) r mod the units. The emulated
  * nodes all run on this machine, so ranks are spread over its cores as one set: binding by the
  * node-local index put local rank 0 of every emulated node on core 0, and two ranks linked by
- * TCP then shared one core while the others stood idle (a 2-rank, 2-node barrier took 800 µs
- * instead of 6).
+ * TCP then shared one core while the others stood idle.
  */
 export function bindings(machine: MachineTopology, bind: Exclude<BindPolicy, 'none'>, layout: NodeLayout, warn: (t: string) => void): number[][] {
   const kind = bind === 'core' ? 'core' : bind;

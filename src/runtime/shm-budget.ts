@@ -21,8 +21,7 @@ const MIN_CHANNEL = 16 * 1024;
 /**
  * The largest channel `auto` picks. Larger rings were slower for large messages, not faster:
  * a 1 MiB ring's lines stay in the caches of the two cores, while 4 MiB rings streamed through
- * the L3 (p = 2 allreduce of 4 MiB 287 µs with 1 MiB channels against 431–494 µs with 4 MiB;
- * bench/RESULTS.md, issue 5 fourth session).
+ * the L3 (bench/RESULTS.md).
  */
 const AUTO_MAX_CHANNEL = 1024 * 1024;
 

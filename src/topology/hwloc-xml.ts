@@ -48,8 +48,8 @@ const INSTRUCTION_CACHE = '2';
 const REEXPORT_HINT = 'Re-export it with hwloc 2 or later: lstopo-no-graphics --of xml --no-io > machine.xml.';
 
 /**
- * Limits that keep fast-xml-parser within bounded time and memory (it costs about 1 KB and a few
- * µs per element or attribute, and ~40 bytes of memory per byte of one large text or attribute).
+ * Limits that keep fast-xml-parser within bounded time and memory (its cost grows per element
+ * or attribute, and per byte of one large text or attribute).
  * hwloc's largest exports stay within half of them: Linux runs at most 8192 CPUs (NR_CPUS), a live
  * export without I/O objects has 8 elements and 56 attributes per PU when every core has one PU
  * (three caches with an info element each, the core, the PU), and a cpuset of 2^20 bits, the most

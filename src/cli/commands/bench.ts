@@ -215,9 +215,9 @@ async function benchStrategies(job: BenchJob, collective: StrategyCollective, of
 
 /**
  * The one-way time of a cache line between the first two CPUs this process may use, taken
- * around the runs. On a VM the host moves the virtual CPUs: this changed from 14 to 170 ns and
- * back within seconds on the development machine, and small-message times follow it, so rows
- * measured under different values do not compare.
+ * around the runs. On a VM the host moves the virtual CPUs, so this can change sharply within
+ * seconds (bench/RESULTS.md), and small-message times follow it, so rows measured under
+ * different values do not compare.
  */
 function coreLatencyProbe() {
   const allowed = readProcessAffinity();

@@ -57,8 +57,8 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
   const out = resolve(io.cwd, values.out ?? 'topocoll.yaml');
   const dir = mkdtempSync(join(tmpdir(), 'topocoll-tune-'));
   try {
-    // Each measuring job runs three times and every figure is the median of its three: a
-    // shared VM's bursts of noise otherwise move single figures by 2×.
+    // Each measuring job runs three times and every figure is the median of its three:
+    // bursts of noise otherwise move single figures.
     const job = async (name: string, yaml: string, settings: TuneSettings) => {
       const file = join(dir, `${name}.yaml`);
       writeFileSync(file, yaml);
@@ -127,7 +127,7 @@ async function runTuneJob(ranks: number, config: string, settings: TuneSettings,
  * with fragments f of 4 KiB … 128 KiB: t = m/c + (m/f)·o, a least-squares fit of the pipeline
  * stage's copy rate c and its fixed cost per fragment o (o ≥ 0). Back-to-back calls measure the
  * pipeline's throughput without its fill, which keeps the two apart; single calls are what the
- * fit is then checked against. A plain memcpy rate would be wrong by 2–4×: the root copies into
+ * fit is then checked against. A plain memcpy rate would overstate c: the root copies into
  * queue lines the readers still hold, and taking each line back from another core is what
  * limits the pipeline (tune prints both rates). The memory-bound rate comes from 16 MiB
  * broadcasts, and applies from a quarter of the last-level cache up (the root's buffer, the
