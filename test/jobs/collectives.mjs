@@ -171,13 +171,15 @@ for (const root of roots) {
     await comm.allgatherv(IN_PLACE, inPlace, counts);
     expectEqual(inPlace, want, `allgatherv IN_PLACE counts=${counts.join(',')}`);
   }
-  // Blocks at the largest the one-node shared area takes (8 KiB) and just past it, alone or
-  // beside small and empty ones: one path or the other, the same result.
+  // Blocks at the largest the one-node shared area takes while ranks have cores (4 KiB) and
+  // just past it, alone or beside small and empty ones: one path or the other, the same
+  // result; and blocks of several 64 KiB rounds through it (with more ranks than cores).
   for (const counts of [
-    Array.from({ length: size }, () => 1024),
-    Array.from({ length: size }, (_, r) => (r === size - 1 ? 1025 : 1024)),
-    Array.from({ length: size }, (_, r) => (r % 2 === 0 ? 1024 : r % 3)),
-    Array.from({ length: size }, (_, r) => (r === 0 ? 1025 : 0)),
+    Array.from({ length: size }, () => 512),
+    Array.from({ length: size }, (_, r) => (r === size - 1 ? 513 : 512)),
+    Array.from({ length: size }, (_, r) => (r % 2 === 0 ? 512 : r % 3)),
+    Array.from({ length: size }, (_, r) => (r === 0 ? 513 : 0)),
+    Array.from({ length: size }, (_, r) => (r === 0 ? 20000 : r % 2 === 0 ? 0 : 8192 * r + 1)),
   ]) {
     const want = concat(Float64Array, counts);
     const out = new Float64Array(want.length);

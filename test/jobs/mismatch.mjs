@@ -42,8 +42,9 @@ try {
       break;
     }
     case 'allgather-shm-or-not': {
-      // 8 KiB blocks go through a one-node job's shared area, 8 KiB + 4 through the schedules.
-      const n = odd ? 2049 : 2048;
+      // 4 KiB blocks go through a one-node job's shared area while ranks have cores (every-rank),
+      // 4 KiB + 4 through the schedules.
+      const n = odd ? 1025 : 1024;
       comm.allgatherSync(new Int32Array(n).fill(comm.rank), new Int32Array(n * comm.size));
       break;
     }
