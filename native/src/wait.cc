@@ -47,29 +47,41 @@ bool GetSchedAttr(SchedAttr& attr) {
   return syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) == 0;
 }
 
+// SCHED_FLAG_RESET_ON_FORK of <linux/sched.h> (which clashes with glibc's <sched.h>).
+constexpr uint64_t kResetOnFork = 0x01;
+
+// Writes `attr` back with another slice (0: the default); reset-on-fork stays as it was.
 bool SetSliceNs(SchedAttr attr, uint64_t ns) {
   attr.size = sizeof attr;
-  attr.sched_flags = 0;
+  attr.sched_flags &= kResetOnFork;
   attr.sched_runtime = ns;
   return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
 }
+
+// This thread's SchedulerSlice holders, and whether the first one's request was accepted.
+thread_local int slice_holders = 0;
+thread_local bool slice_applied = false;
 
 }  // namespace
 
 SchedulerSlice::SchedulerSlice(uint32_t us) {
   if (us == 0) return;
-  SchedAttr attr;
-  // The whole attribute set is written back: nice and policy stay as they are.
-  if (!GetSchedAttr(attr) || attr.sched_policy != SCHED_OTHER) return;
-  previous_ns_ = attr.sched_runtime;
-  applied_ = SetSliceNs(attr, uint64_t{us} * 1000);
   thread_ = syscall(SYS_gettid);
+  holding_ = true;
+  if (slice_holders++ == 0) {
+    SchedAttr attr;
+    // The whole attribute set is written back: nice and policy stay as they are.
+    slice_applied = GetSchedAttr(attr) && attr.sched_policy == SCHED_OTHER && SetSliceNs(attr, uint64_t{us} * 1000);
+  }
+  applied_ = slice_applied;
 }
 
 SchedulerSlice::~SchedulerSlice() {
-  if (!applied_ || syscall(SYS_gettid) != thread_) return;
+  if (!holding_ || syscall(SYS_gettid) != thread_) return;
+  if (--slice_holders > 0 || !slice_applied) return;
+  slice_applied = false;
   SchedAttr attr;
-  if (GetSchedAttr(attr) && attr.sched_policy == SCHED_OTHER) SetSliceNs(attr, previous_ns_);
+  if (GetSchedAttr(attr) && attr.sched_policy == SCHED_OTHER) SetSliceNs(attr, 0);
 }
 
 bool RegisterForMembarrier() {

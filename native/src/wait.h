@@ -90,9 +90,11 @@ void HeavyFence();
 // slice is short gets an early virtual deadline when it wakes, so it preempts a CPU-bound process
 // that does not yield instead of waiting out that process's slice; the ranks of a collective
 // wake each other many times per call, and each such wait would otherwise cost a whole slice
-// of whatever else runs on the core. Restores the thread's previous request when destroyed on
-// the same thread. Best effort: other policies (batch, idle, real-time) and kernels without
-// the call are left alone.
+// of whatever else runs on the core. Holders on one thread nest (every communicator's engine
+// holds one on the JavaScript thread): the first to arrive makes the request, the last to leave
+// returns the thread to the kernel's default slice — not to a custom slice it had before, which
+// sched_getattr cannot tell from the default one (it reports the slice in effect). Best effort:
+// other policies (batch, idle, real-time) and kernels without the call are left alone.
 class SchedulerSlice {
  public:
   SchedulerSlice() = default;
@@ -106,8 +108,8 @@ class SchedulerSlice {
 
  private:
   bool applied_ = false;
+  bool holding_ = false;
   long thread_ = 0;
-  uint64_t previous_ns_ = 0;
 };
 
 // Sleeps on `word` while it equals `expected`, at most `timeout` (FUTEX_WAIT on a shared map).
