@@ -70,6 +70,23 @@ describe('chooseForClass', () => {
   });
 });
 
+/** Rank 0's CollectivePlans for a job on `placed`, and the schedules it registered (by id). */
+function rankZeroPlans(placed: RankPlacement[], input: TopocollConfigInput, oversubscribed: boolean): { plans: CollectivePlans; registered: Int32Array[] } {
+  const p = planGroups(placed);
+  const registered: Int32Array[] = [];
+  const plans = new CollectivePlans({
+    plan: p,
+    orderedPlan: p,
+    rank: 0,
+    config: config(input),
+    shmGroups: new Map([...p.groups.values()].flat().filter((g) => isNodeLocal(p, g)).map((g, i) => [g, i])),
+    eagerBytes: Infinity,
+    oversubscribed,
+    register: (encoded) => registered.push(encoded) - 1,
+  });
+  return { plans, registered };
+}
+
 describe('the one-node shared-memory allreduce', () => {
   /** The schedules rank 0 registers for allreduces of each size, decoded. */
   function allreduceSteps(
@@ -78,18 +95,7 @@ describe('the one-node shared-memory allreduce', () => {
     sizes: number[],
     oversubscribed = false,
   ): { shm: CollectivePlans['shmAllreduce']; steps: Step[][] } {
-    const p = planGroups(placed);
-    const registered: Int32Array[] = [];
-    const plans = new CollectivePlans({
-      plan: p,
-      orderedPlan: p,
-      rank: 0,
-      config: config(input),
-      shmGroups: new Map([...p.groups.values()].flat().filter((g) => isNodeLocal(p, g)).map((g, i) => [g, i])),
-      eagerBytes: Infinity,
-      oversubscribed,
-      register: (encoded) => registered.push(encoded) - 1,
-    });
+    const { plans, registered } = rankZeroPlans(placed, input, oversubscribed);
     const steps = sizes.map((bytes) => {
       const call = plans.allreduce(bytes, 4, true);
       return [...decodeSteps(registered[call.reduce]!), ...decodeSteps(registered[call.bcast]!)];
@@ -138,18 +144,7 @@ describe('the one-node shared-memory allreduce', () => {
 describe('the one-node shared-memory allgather', () => {
   /** What rank 0 registers for allgathers of `block` bytes per rank, decoded: [gather steps, bcast steps]. */
   function allgatherSteps(placed: RankPlacement[], input: TopocollConfigInput, block: number, oversubscribed = false): { shm: CollectivePlans['shmAllgather']; gather: Step[]; bcast: Step[]; segment: number } {
-    const p = planGroups(placed);
-    const registered: Int32Array[] = [];
-    const plans = new CollectivePlans({
-      plan: p,
-      orderedPlan: p,
-      rank: 0,
-      config: config(input),
-      shmGroups: new Map([...p.groups.values()].flat().filter((g) => isNodeLocal(p, g)).map((g, i) => [g, i])),
-      eagerBytes: Infinity,
-      oversubscribed,
-      register: (encoded) => registered.push(encoded) - 1,
-    });
+    const { plans, registered } = rankZeroPlans(placed, input, oversubscribed);
     const call = plans.allgather(block * placed.length, 4, block);
     return { shm: plans.shmAllgather, gather: decodeSteps(registered[call.gather]!), bcast: decodeSteps(registered[call.bcast]!), segment: call.segment + call.bcastSegment };
   }
