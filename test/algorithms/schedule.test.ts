@@ -36,7 +36,7 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
   });
 
   it('keeps the numeric kinds the C++ side expects', () => {
-    expect(StepKind).toEqual({ Send: 1, Recv: 2, RecvReduce: 3, ShmBcast: 4, SendRecv: 5, SendRecvReduce: 6, ShmReduce: 7, ShmAllreduce: 8 });
+    expect(StepKind).toEqual({ Send: 1, Recv: 2, RecvReduce: 3, ShmBcast: 4, SendRecv: 5, SendRecvReduce: 6, ShmReduce: 7, ShmAllreduce: 8, ShmAllgather: 9 });
     expect(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })).toHaveLength(0);
   });
 
@@ -55,6 +55,8 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
       { kind: StepKind.ShmReduce, peer: 2, level: 1, group: 9 },
       { kind: StepKind.ShmAllreduce, peer: -1, level: 0 },
       { kind: StepKind.ShmAllreduce, peer: -1, level: 0, everyRankCombines: true },
+      { kind: StepKind.ShmAllgather, peer: -1, level: 0 },
+      { kind: StepKind.ShmAllgather, peer: -1, level: 0, everyRankCombines: true },
     ];
     const words = encodeSchedule({ collective: 'bcast', root: 0, steps });
     expect(words).toHaveLength(steps.length * STEP_WORDS);

@@ -3,7 +3,7 @@
 // computed here from the inputs every rank would have — an independent recomputation, not the
 // library's own output. Prints one line `rank R ok N` or throws (non-zero exit).
 //
-// Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB; [--quick] fewer sizes.
+// Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB (allgather: 4 MiB + 1 per rank); [--quick] fewer sizes.
 import { init, IN_PLACE, userOp } from 'topocoll';
 
 const args = new Set(process.argv.slice(2));
@@ -277,6 +277,15 @@ if (args.has('--huge')) {
   if (rank === size - 1) for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 31) & 0xff;
   comm.bcastSync(bytes, size - 1);
   for (let i = 0; i < bytes.length; i++) if (bytes[i] !== ((i * 31) & 0xff)) throw new Error(`bcast 64 MiB: byte ${i} is ${bytes[i]}`);
+  checks++;
+  // 4 MiB + 1 per rank, the largest size the allgather bench goes to (IN_PLACE).
+  const per = (4 << 20) + 1;
+  const all = new Uint8Array(per * size);
+  for (let i = 0; i < per; i++) all[rank * per + i] = (i * 13 + rank * 7) & 0xff;
+  comm.allgatherSync(IN_PLACE, all);
+  for (let r = 0; r < size; r++) {
+    for (let i = 0; i < per; i++) if (all[r * per + i] !== ((i * 13 + r * 7) & 0xff)) throw new Error(`allgather 4 MiB + 1 per rank: rank ${r}'s byte ${i} is ${all[r * per + i]}`);
+  }
   checks++;
 }
 
