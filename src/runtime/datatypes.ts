@@ -20,7 +20,7 @@ const OPS: Record<ReduceOpName, { code: number; integerOnly: boolean }> = {
 };
 
 // A switch, not a Map: V8 compares the few internalized strings directly where a Map lookup
-// hashed on every call, a visible share of a small reduce (docs/architecture-notes.md). Only
+// hashed on every call, a visible share of a small reduce (docs/architecture.md §9.3). Only
 // the nine names get through, so OPS's prototype keys never answer.
 function opEntry(op: unknown): { code: number; integerOnly: boolean } | undefined {
   switch (op) {
