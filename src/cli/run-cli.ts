@@ -28,7 +28,8 @@ Commands:
   groups       the per-level groups and leaders of a job, without running it
   run          start a job of N processes on this machine (optionally as K emulated nodes)
   bench        OSU-style latency tables, with Open MPI's own collectives beside them
-  tune         measure the shared-memory cost model (tune shm) and write it to YAML
+  tune         measure the shared-memory cost model (tune shm) or the LogP parameters of the
+               barrier model (tune barrier) and write them to YAML
 
 "topocoll <command> --help" shows a command's options.
 `;
