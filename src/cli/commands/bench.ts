@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { TopocollError } from '../../errors.js';
@@ -7,9 +7,12 @@ import { readProcessAffinity } from '../../topology/affinity.js';
 import type { BindPolicy } from '../../runtime/launcher.js';
 import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
 import { sizesOf, type BenchRow, type BenchSettings, type GroupSizesRecord } from '../bench-worker.js';
+import { benchCharts, parseBenchJson, topocollCommit, writeReport, type ReportRow } from '../bench-report.js';
+import { Progress } from '../progress.js';
+import { formatBytes } from '../svg-chart.js';
 import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
-import { formatAllgatherAlcd, formatStrategies, runStrategies, type StrategyCollective } from '../strategy-sweep.js';
+import { formatAllgatherAlcd, formatStrategies, runStrategies, STRATEGIES, type StrategyCollective } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
 import { startHogs } from '../hogs.js';
 import { explainBarrier } from '../barrier-explain.js';
@@ -19,7 +22,8 @@ export const benchHelp = `topocoll bench — OSU-style latency of topocoll's col
 
 Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|none]
                       [--collectives barrier,bcast,reduce,allreduce,allgather] [--min BYTES] [--max BYTES]
-                      [--modes sync,async] [--iterations N] [--hogs N] [--no-mpi] [--json]
+                      [--modes sync,async] [--iterations N] [--hogs N] [--no-mpi] [--json] [--report DIR]
+       topocoll bench [COLLECTIVE] --from-json FILE --report DIR
        topocoll bench bcast --sweep [-n N]
        topocoll bench bcast|reduce|allreduce|allgather --strategies [-n N] [--nodes K] [--off LEVEL]
        topocoll bench barrier --explain [-n N] [--nodes K] [--network F] [--config F]
@@ -52,7 +56,17 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|n
   --hogs N           N busy processes (unbound) run beside the ranks for the whole benchmark,
                      Open MPI's runs included: latency under CPU contention
   --no-mpi           skip the Open MPI baseline
-  --json             one JSON object per row instead of tables
+  --json             one JSON object per row instead of tables (with the job: ranks, hogs,
+                     nodes, and the commit and day of the run)
+  --report DIR       after the run, one SVG chart per collective into DIR (made if missing):
+                     latency against size on log-log axes, topocoll sync and async, Open MPI
+                     and the memcpy limit where the table has it; named COLLECTIVE-pN.svg
+                     (-nodesK, -hogsH when given). barrier has one size and no chart
+  --from-json FILE   with --report: draw the charts from saved --json output instead of
+                     measuring (COLLECTIVE or --collectives pick some); a point several runs
+                     in FILE have is drawn at the fastest, as bench/min-of-runs.mjs merges
+
+On a terminal, a line on stderr shows which case runs and how many are left.
 
 Latency is the per-rank mean over back-to-back calls after a warm-up, averaged over ranks
 (min and max across ranks in --json). bcast moves bytes; reduce/allreduce sum int32 elements;
@@ -87,6 +101,8 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       off: { type: 'string' },
       'no-mpi': { type: 'boolean' },
       json: { type: 'boolean' },
+      report: { type: 'string' },
+      'from-json': { type: 'string' },
       help: { type: 'boolean' },
     },
     true,
@@ -98,6 +114,10 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   const target = positionals[0];
   if (positionals.length > 1 || (target !== undefined && !(COLLECTIVES as readonly string[]).includes(target))) {
     throw new TopocollError('EINVAL', `topocoll bench: unknown collective "${positionals.join(' ')}"`, { hint: `Use one of ${COLLECTIVES.join(', ')}, or none for all.` });
+  }
+  if (values['from-json'] !== undefined) return chartsFromJson(values, target, io);
+  if (values.report !== undefined && (values.strategies || values.explain)) {
+    throw new TopocollError('EINVAL', 'topocoll bench: --report draws the latency run, not --strategies or --explain');
   }
   if (values.sweep && target !== 'bcast') throw new TopocollError('EINVAL', 'topocoll bench: --sweep goes with "bcast"');
   if (values.strategies && target !== 'bcast' && target !== 'reduce' && target !== 'allreduce' && target !== 'allgather') {
@@ -147,65 +167,140 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   }
 }
 
-async function benchLatency(job: BenchJob, values: { sweep?: boolean; json?: boolean; 'no-mpi'?: boolean }, hogCount: number): Promise<number> {
+async function benchLatency(job: BenchJob, values: { sweep?: boolean; json?: boolean; 'no-mpi'?: boolean; report?: string }, hogCount: number): Promise<number> {
   const { ranks, settings, io } = job;
-  const probe = coreLatencyProbe();
-  probe.take('before');
-  const result = await runBenchJob(job);
-  if (result.code !== 0) return result.code;
-  const rows = result.rows;
-  probe.take('after topocoll');
-
+  // The commit and day go into every --json row and the charts' footers: rows merged from
+  // several runs, or charts redrawn later, still say what measured them and when.
+  const commit = topocollCommit();
+  const date = new Date().toISOString().slice(0, 10);
+  const withOmpi = !values['no-mpi'] && job.nodes === undefined;
+  const progress = new Progress('topocoll bench', 1 + (withOmpi ? settings.collectives.length : 0) + (values.sweep ? SWEEP_CASES.length : 0));
+  const jobIo = progress.around(io);
+  let rows: BenchRow[];
+  let sweepRows: BenchRow[];
   let baselineNote = '';
-  if (!values['no-mpi'] && job.nodes === undefined) {
-    const why = ompiUnavailable();
-    if (why !== undefined) baselineNote = `no Open MPI baseline: ${why}`;
-    else {
-      for (const collective of settings.collectives) {
-        const run = runOmpi(collective, ranks, settings);
-        rows.push(...run.rows);
-        baselineNote = run.version;
-      }
-    }
-  } else if (job.nodes !== undefined) {
-    baselineNote = 'no Open MPI baseline with emulated nodes';
-  }
-  if (rows.some((r) => r.mode === 'ompi')) probe.take('after Open MPI');
+  let oversubscribed: boolean;
+  const probe = coreLatencyProbe();
+  try {
+    probe.take('before');
+    const sizes = settings.minBytes === settings.maxBytes ? formatBytes(settings.minBytes) : `${formatBytes(settings.minBytes)}–${formatBytes(settings.maxBytes)}`;
+    progress.step(`topocoll ${settings.collectives.join(', ')} (${settings.modes.join(' and ')}, ${sizes}, ${ranks} ranks)`);
+    const result = await runBenchJob({ ...job, io: jobIo });
+    if (result.code !== 0) return result.code;
+    rows = result.rows;
+    oversubscribed = result.oversubscribed;
+    probe.take('after topocoll');
 
-  const sweepRows = values.sweep ? await runSweep(job) : [];
-  if (values.json) {
-    for (const r of [...rows, ...sweepRows]) io.stdout(JSON.stringify({ ...r, ranks, hogs: hogCount }) + '\n');
-    if (probe.cpus) io.stdout(JSON.stringify({ probe: 'core-to-core-ns', cpus: probe.cpus, ...probe.taken }) + '\n');
-    return 0;
+    if (withOmpi) {
+      const why = ompiUnavailable();
+      if (why !== undefined) {
+        baselineNote = `no Open MPI baseline: ${why}`;
+        progress.setTotal(1 + (values.sweep ? SWEEP_CASES.length : 0));
+      } else {
+        for (const collective of settings.collectives) {
+          progress.step(`Open MPI ${collective} (${ranks} ranks)`);
+          const run = runOmpi(collective, ranks, settings);
+          rows.push(...run.rows);
+          baselineNote = run.version;
+        }
+      }
+    } else if (job.nodes !== undefined) {
+      baselineNote = 'no Open MPI baseline with emulated nodes';
+    }
+    if (rows.some((r) => r.mode === 'ompi')) probe.take('after Open MPI');
+
+    sweepRows = values.sweep ? await runSweep({ ...job, io: jobIo }, progress) : [];
+  } finally {
+    progress.finish();
   }
-  if (hogCount > 0) io.stdout(`# ${hogCount} busy process${hogCount > 1 ? 'es' : ''} ran beside every job (--hogs)\n`);
-  io.stdout(formatTables(rows, ranks, settings, baselineNote, result.oversubscribed));
-  if (probe.cpus) io.stdout(`# ${probe.describe()}\n`);
-  if (values.sweep) io.stdout(formatSweep(sweepRows, ranks, settings));
+  const jobRows: ReportRow[] = [...rows, ...sweepRows].map((r) => ({
+    ...r,
+    ranks,
+    hogs: hogCount,
+    ...(job.nodes !== undefined ? { nodes: job.nodes } : {}),
+    ...(commit !== undefined ? { commit } : {}),
+    date,
+  }));
+  if (values.json) {
+    for (const r of jobRows) io.stdout(JSON.stringify(r) + '\n');
+    if (probe.cpus) io.stdout(JSON.stringify({ probe: 'core-to-core-ns', cpus: probe.cpus, ...probe.taken }) + '\n');
+  } else {
+    if (hogCount > 0) io.stdout(`# ${hogCount} busy process${hogCount > 1 ? 'es' : ''} ran beside every job (--hogs)\n`);
+    io.stdout(formatTables(rows, ranks, settings, baselineNote, oversubscribed));
+    if (probe.cpus) io.stdout(`# ${probe.describe()}\n`);
+    if (values.sweep) io.stdout(formatSweep(sweepRows, ranks, settings));
+  }
+  // The charts come from the very rows --json prints, so --from-json redraws them byte for byte.
+  if (values.report !== undefined) reportCharts(jobRows, resolve(io.cwd, values.report), io);
   return 0;
+}
+
+/** `--from-json FILE --report DIR`: charts from saved rows, nothing measured. */
+function chartsFromJson(values: Record<string, string | boolean | undefined>, target: string | undefined, io: CliIo): number {
+  const measuring = ['np', 'nodes', 'network', 'bind', 'min', 'max', 'modes', 'iterations', 'repeat', 'hogs', 'sweep', 'strategies', 'explain', 'config', 'off', 'no-mpi', 'json'];
+  const given = measuring.filter((k) => values[k] !== undefined);
+  if (given.length > 0) {
+    throw new TopocollError('EINVAL', `topocoll bench: --from-json draws saved rows; ${given.map((k) => (k === 'np' ? '-n' : `--${k}`)).join(', ')} would measure`);
+  }
+  if (typeof values.report !== 'string') throw new TopocollError('EINVAL', 'topocoll bench: --from-json goes with --report DIR');
+  const file = resolve(io.cwd, values['from-json'] as string);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (cause) {
+    throw new TopocollError('EINVAL', `topocoll bench: cannot read ${file}: ${(cause as Error).message}`, { cause });
+  }
+  let rows = parseBenchJson(text, file);
+  const picked =
+    target !== undefined ? [target] : typeof values.collectives === 'string' ? values.collectives.split(',').map((c) => requireOne('bench', 'collectives', c.trim(), COLLECTIVES)) : undefined;
+  if (picked !== undefined) rows = rows.filter((r) => r.collective === 'memcpy' || picked.includes(r.collective));
+  reportCharts(rows, resolve(io.cwd, values.report), io);
+  return 0;
+}
+
+function reportCharts(rows: readonly ReportRow[], dir: string, io: CliIo): void {
+  const charts = benchCharts(rows);
+  if (charts.length === 0) {
+    io.stderr(`topocoll bench: no charts for ${dir}: no rows of bcast, reduce, allreduce or allgather (barrier has one size)\n`);
+    return;
+  }
+  writeReport(dir, charts);
+  io.stderr(`topocoll bench: ${charts.length} chart${charts.length === 1 ? '' : 's'} in ${dir}: ${charts.map((c) => c.file).join(', ')}\n`);
 }
 
 async function benchStrategies(job: BenchJob, collective: StrategyCollective, off: string | undefined, noMpi: boolean): Promise<number> {
   // allgather: the jobs also report their group sizes, for the algorithms' ALCD.
   const settings: BenchSettings = { ...job.settings, collectives: [collective], modes: ['sync'], groupSizes: collective === 'allgather' };
   let groupSizes: GroupSizesRecord['groupSizes'] | undefined;
-  const rows = await runStrategies(collective, off, async (config) => {
-    const r = await runBenchJob({ ...job, settings }, config);
-    const record = (r.rows as unknown[]).find((x): x is GroupSizesRecord => typeof x === 'object' && x !== null && 'groupSizes' in x);
-    groupSizes ??= record?.groupSizes;
-    return r;
-  });
+  const strategies = STRATEGIES[collective];
+  const progress = new Progress('topocoll bench', strategies.length + (noMpi ? 0 : 1));
+  const jobIo = progress.around(job.io);
+  let rows: BenchRow[];
   let ompi: BenchRow[] = [];
   let note = '';
-  if (!noMpi) {
-    const why = ompiUnavailable();
-    if (why === undefined) {
-      const run = runOmpi(collective, job.ranks, settings);
-      ompi = run.rows;
-      note = `\n# Open MPI: ${run.version}${job.nodes !== undefined ? ' (one node: it cannot emulate nodes)' : ''}\n`;
-    } else {
-      note = `\n# no Open MPI baseline: ${why}\n`;
+  try {
+    let done = 0;
+    rows = await runStrategies(collective, off, async (config) => {
+      // runStrategies runs STRATEGIES[collective] in its order, one job each.
+      progress.step(`${collective} with ${strategies[done++]?.name ?? 'a strategy'} (${job.ranks} ranks)`);
+      const r = await runBenchJob({ ...job, settings, io: jobIo }, config);
+      const record = (r.rows as unknown[]).find((x): x is GroupSizesRecord => typeof x === 'object' && x !== null && 'groupSizes' in x);
+      groupSizes ??= record?.groupSizes;
+      return r;
+    });
+    if (!noMpi) {
+      const why = ompiUnavailable();
+      if (why === undefined) {
+        progress.step(`Open MPI ${collective} (${job.ranks} ranks)`);
+        const run = runOmpi(collective, job.ranks, settings);
+        ompi = run.rows;
+        note = `\n# Open MPI: ${run.version}${job.nodes !== undefined ? ' (one node: it cannot emulate nodes)' : ''}\n`;
+      } else {
+        note = `\n# no Open MPI baseline: ${why}\n`;
+      }
     }
+  } finally {
+    progress.finish();
   }
   const where = `${job.ranks} ranks${job.nodes !== undefined ? ` on ${job.nodes} emulated nodes` : ''}${off ? `, ${off} off` : ''}`;
   job.io.stdout(formatStrategies(collective, rows, ompi, `${collective}${collective === 'allgather' ? ' (bytes per rank)' : ''}, ${where}`, settings) + note);
@@ -261,22 +356,20 @@ async function runBenchJob(job: BenchJob, config?: string): Promise<{ code: numb
 export const SWEEP_TREES = ['flat', 'chain', 'kary:2', 'knomial:2', 'knomial:4'] as const;
 export const SWEEP_BUFFERS = [1, 4, 16, 64] as const;
 const SWEEP_FRAGMENT = 8192;
+/** Every (tree, S, q) of the sweep, q ≤ S, in the order it runs. */
+const SWEEP_CASES = SWEEP_TREES.flatMap((tree) => SWEEP_BUFFERS.flatMap((buffers) => [1, 2].filter((sets) => sets <= buffers).map((sets) => ({ tree, buffers, sets }))));
 
-async function runSweep(job: BenchJob): Promise<BenchRow[]> {
+async function runSweep(job: BenchJob, progress: Progress): Promise<BenchRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'topocoll-sweep-'));
   const rows: BenchRow[] = [];
   try {
-    for (const tree of SWEEP_TREES) {
-      for (const buffers of SWEEP_BUFFERS) {
-        for (const sets of [1, 2]) {
-          if (sets > buffers) continue;
-          const file = join(dir, 'sweep.yaml');
-          writeFileSync(file, `shm:\n  bcast:\n    tree: ${tree}\n    queueBytes: ${buffers * SWEEP_FRAGMENT}\n    fragmentBytes: ${SWEEP_FRAGMENT}\n    sets: ${sets}\n`);
-          const r = await runBenchJob({ ...job, settings: { ...job.settings, collectives: ['bcast'], modes: ['sync'] } }, file);
-          if (r.code !== 0) throw new TopocollError('EINVAL', `topocoll bench: the sweep job ${tree} S=${buffers} q=${sets} failed`);
-          for (const row of r.rows) if (row.collective === 'bcast') rows.push({ ...row, mode: `${tree} S=${buffers} q=${sets}` });
-        }
-      }
+    for (const { tree, buffers, sets } of SWEEP_CASES) {
+      progress.step(`bcast sweep: ${tree} tree, S=${buffers} q=${sets}`);
+      const file = join(dir, 'sweep.yaml');
+      writeFileSync(file, `shm:\n  bcast:\n    tree: ${tree}\n    queueBytes: ${buffers * SWEEP_FRAGMENT}\n    fragmentBytes: ${SWEEP_FRAGMENT}\n    sets: ${sets}\n`);
+      const r = await runBenchJob({ ...job, settings: { ...job.settings, collectives: ['bcast'], modes: ['sync'] } }, file);
+      if (r.code !== 0) throw new TopocollError('EINVAL', `topocoll bench: the sweep job ${tree} S=${buffers} q=${sets} failed`);
+      for (const row of r.rows) if (row.collective === 'bcast') rows.push({ ...row, mode: `${tree} S=${buffers} q=${sets}` });
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

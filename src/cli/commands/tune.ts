@@ -10,6 +10,7 @@ import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
 import type { CliIo } from '../io.js';
 import type { TuneSettings } from '../tune-worker.js';
 import { runWorkerJob } from '../worker-job.js';
+import { Progress } from '../progress.js';
 import { tuneBarrier } from './tune-barrier.js';
 import { readOptionalTextFile } from '../../util/read-text-file.js';
 
@@ -56,28 +57,42 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
   if (ranks < 2) throw new TopocollError('EINVAL', 'topocoll tune shm: -n must be at least 2');
   const out = resolve(io.cwd, values.out ?? 'topocoll.yaml');
   const dir = mkdtempSync(join(tmpdir(), 'topocoll-tune-'));
+  const extraFragments = [8192, 16384, 32768, 131072];
+  // Seven measuring jobs (small, large, one per extra fragment size) and the check, three runs each.
+  const runs = 3;
+  const progress = new Progress('topocoll tune shm', runs * (2 + extraFragments.length + 1));
+  const jobIo = progress.around(io);
   try {
     // Each measuring job runs three times and every figure is the median of its three:
     // bursts of noise otherwise move single figures.
-    const job = async (name: string, yaml: string, settings: TuneSettings) => {
+    const measureRuns = async (what: string, config: string, settings: TuneSettings) => {
+      let run = 0;
+      return medianOf(
+        await repeat(runs, () => {
+          progress.step(`${what}, run ${++run} of ${runs}`);
+          return runTuneJob(ranks, config, settings, jobIo);
+        }),
+      );
+    };
+    const job = async (name: string, what: string, yaml: string, settings: TuneSettings) => {
       const file = join(dir, `${name}.yaml`);
       writeFileSync(file, yaml);
-      return medianOf(await repeat(3, () => runTuneJob(ranks, file, settings, io)));
+      return measureRuns(what, file, settings);
     };
     io.stderr('topocoll tune: measuring copy rates, notifications and fragments…\n');
     const mb = 1 << 20;
-    const small = await job('small', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', { sizes: [8], streamed: [mb], iterations: 20000 });
-    const large = await job('large', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 65536\n', { sizes: [], streamed: [mb, 16 * mb], iterations: 400 });
+    const small = await job('small', 'copy rates and inline bcasts', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', { sizes: [8], streamed: [mb], iterations: 20000 });
+    const large = await job('large', '1 and 16 MiB bcasts, 64 KiB fragments', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 65536\n', { sizes: [], streamed: [mb, 16 * mb], iterations: 400 });
     // 1 MiB streamed with fragments between those two as well: the fit needs more than two
     // points to stand the noise.
     const oneMiB = new Map<number, number>([[4096, small.streamed.get(mb)!], [65536, large.streamed.get(mb)!]]);
-    for (const f of [8192, 16384, 32768, 131072]) {
-      oneMiB.set(f, (await job(`f${f}`, `shm:\n  bcast:\n    tree: flat\n    fragmentBytes: ${f}\n`, { sizes: [], streamed: [mb], iterations: 400 })).streamed.get(mb)!);
+    for (const f of extraFragments) {
+      oneMiB.set(f, (await job(`f${f}`, `1 MiB bcasts, ${f / 1024} KiB fragments`, `shm:\n  bcast:\n    tree: flat\n    fragmentBytes: ${f}\n`, { sizes: [], streamed: [mb], iterations: 400 })).streamed.get(mb)!);
     }
     const model = fitModel(small, large, oneMiB, lastLevelCacheBytes());
     writeModel(out, model);
-    io.stdout(`shm.model written to ${out}: ${Object.entries(model).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-    io.stdout(
+    jobIo.stdout(`shm.model written to ${out}: ${Object.entries(model).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+    jobIo.stdout(
       `  for comparison, bytes/µs: one core's memcpy ${round(small.copy!)} (cached) and ${round(small.largeCopy!)} (16 MiB); ` +
         `across two cores, 256 KiB: into lines the other core has read ${round(small.writeShared!)}, out of lines it has just written ${round(small.readRemote!)}\n`,
     );
@@ -86,10 +101,11 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
     const config = loadConfigFile(out);
     for (const p of [2, 4, 8]) {
       const layout = shmLayout(config, p, cpus().length);
-      io.stdout(`  ${p} ranks: ${layout.tree} tree, queue ${layout.bcast.queueBytes / 1024} KiB, fragments ${describeTable(layout.bcast.fragmentForLog2)}\n`);
+      jobIo.stdout(`  ${p} ranks: ${layout.tree} tree, queue ${layout.bcast.queueBytes / 1024} KiB, fragments ${describeTable(layout.bcast.fragmentForLog2)}\n`);
     }
     const sizes = [8, 1024, 4096, 16384, 65536, 262144, mb, 4 * mb, 8 * mb, 16 * mb];
-    const check = medianOf(await repeat(3, () => runTuneJob(ranks, out, { sizes, iterations: 4000 }, io)));
+    const check = await measureRuns('single bcasts with the model, 8 B–16 MiB', out, { sizes, iterations: 4000 });
+    progress.finish();
     const layout = shmLayout(config, ranks, cpus().length);
     io.stdout(`\n# single bcast, ${ranks} ranks: predicted vs measured (µs)\n  bytes  fragment  predicted  measured\n`);
     for (const bytes of sizes) {
@@ -100,6 +116,7 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
     }
     return 0;
   } finally {
+    progress.finish();
     rmSync(dir, { recursive: true, force: true });
   }
 }

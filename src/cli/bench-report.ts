@@ -1,0 +1,174 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TopocollError } from '../errors.js';
+import type { BenchRow } from './bench-worker.js';
+import { renderLogLogChart, type ChartSeries } from './svg-chart.js';
+
+/**
+ * `topocoll bench --report DIR`: one latency-against-size chart per collective and job shape,
+ * drawn from the rows `--json` prints, so a chart made right after a run and one made later from
+ * its saved rows (`--from-json`) are the same bytes.
+ */
+
+/** One line of `topocoll bench --json`: a row and the job it came from. */
+export interface ReportRow extends BenchRow {
+  ranks: number;
+  hogs?: number;
+  /** Emulated nodes (absent: the real node). */
+  nodes?: number;
+  /** `git rev-parse --short HEAD` of the topocoll that measured (absent outside a checkout). */
+  commit?: string;
+  /** The day the run started, UTC, YYYY-MM-DD. */
+  date?: string;
+}
+
+export interface ReportChart {
+  file: string;
+  svg: string;
+}
+
+/** The collectives' order in a report; others (there are none today) follow alphabetically. */
+const ORDER = ['bcast', 'reduce', 'allreduce', 'allgather'];
+
+const SERIES: Record<'sync' | 'async' | 'ompi' | 'memcpy', Omit<ChartSeries, 'points'>> = {
+  sync: { label: 'topocoll sync', color: '#0072B2', marker: 'circle' },
+  async: { label: 'topocoll async', color: '#CC79A7', marker: 'square' },
+  ompi: { label: 'Open MPI', color: '#D55E00', marker: 'diamond' },
+  memcpy: { label: 'memcpy', color: '#555555', marker: 'triangle', dashed: true },
+};
+
+/**
+ * The rows of a `--json` output: every line that starts with `{`, the probe and group-size
+ * records left out. Other lines (notes a worker printed) are skipped.
+ */
+export function parseBenchJson(text: string, source: string): ReportRow[] {
+  const rows: ReportRow[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (!line.startsWith('{')) return;
+    let o: unknown;
+    try {
+      o = JSON.parse(line);
+    } catch (cause) {
+      throw new TopocollError('EINVAL', `topocoll bench: ${source}:${i + 1} is not JSON: ${(cause as Error).message}`);
+    }
+    if (typeof o !== 'object' || o === null || 'probe' in o || 'groupSizes' in o) return;
+    const r = o as Record<string, unknown>;
+    const ok =
+      typeof r.collective === 'string' && typeof r.mode === 'string' && typeof r.bytes === 'number' && typeof r.avgUs === 'number' && typeof r.ranks === 'number' &&
+      (r.nodes === undefined || typeof r.nodes === 'number') && (r.hogs === undefined || typeof r.hogs === 'number') &&
+      (r.commit === undefined || typeof r.commit === 'string') && (r.date === undefined || typeof r.date === 'string');
+    if (!ok) throw new TopocollError('EINVAL', `topocoll bench: ${source}:${i + 1} is not a row of "topocoll bench --json" (collective, mode, bytes, avgUs, ranks)`);
+    rows.push(o as ReportRow);
+  });
+  return rows;
+}
+
+/**
+ * One chart per collective and job (ranks, emulated nodes, busy processes), barrier left out
+ * (it has one size, nothing to draw against). Rows of the same point from several runs in one
+ * file: the fastest, as bench/min-of-runs.mjs merges runs. Charts come in a fixed order.
+ */
+export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
+  const jobKey = (r: ReportRow) => `${r.ranks}/${r.nodes ?? ''}/${r.hogs ?? 0}`;
+  const jobs = new Map<string, ReportRow[]>();
+  for (const r of rows) {
+    const list = jobs.get(jobKey(r));
+    if (list) list.push(r);
+    else jobs.set(jobKey(r), [r]);
+  }
+  const charts: ReportChart[] = [];
+  const jobOrder = [...jobs.values()].sort((a, b) => a[0]!.ranks - b[0]!.ranks || (a[0]!.nodes ?? 0) - (b[0]!.nodes ?? 0) || (a[0]!.hogs ?? 0) - (b[0]!.hogs ?? 0));
+  for (const job of jobOrder) {
+    const { ranks, nodes, hogs = 0 } = job[0]!;
+    const collectives = [...new Set(job.map((r) => r.collective))]
+      .filter((c) => c !== 'memcpy' && c !== 'barrier')
+      .sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+    for (const collective of collectives) {
+      const mine = job.filter((r) => r.collective === collective);
+      const fastest = (mode: string, bytesOf: (x: number) => number): { x: number; y: number }[] => {
+        const sizes = [...new Set(mine.map((r) => r.bytes))].sort((a, b) => a - b);
+        const points: { x: number; y: number }[] = [];
+        for (const x of sizes) {
+          const at = job.filter((r) => r.mode === mode && r.bytes === bytesOf(x) && (mode === 'memcpy' || r.collective === collective));
+          if (at.length > 0) points.push({ x, y: Math.min(...at.map((r) => r.avgUs)) });
+        }
+        return points;
+      };
+      const gather = collective === 'allgather';
+      const series: ChartSeries[] = [];
+      for (const mode of ['sync', 'async', 'ompi'] as const) {
+        const points = fastest(mode, (x) => x);
+        if (points.length > 0) series.push({ ...SERIES[mode], points });
+      }
+      // The copy each call needs at least, where the table shows it: the message (bcast), the
+      // whole result (allgather: ranks × the bytes each rank sends).
+      if (collective === 'bcast' || gather) {
+        const points = fastest('memcpy', (x) => (gather ? x * ranks : x));
+        if (points.length > 0) series.push({ ...SERIES.memcpy, label: gather ? `memcpy of result` : 'memcpy', points });
+      }
+      const where = nodes !== undefined ? `on ${nodes} emulated node${nodes === 1 ? '' : 's'}` : 'one node';
+      const busy = hogs > 0 ? `, ${hogs} busy process${hogs === 1 ? '' : 'es'} beside` : '';
+      const what: Record<string, string> = {
+        bcast: 'bytes from rank 0 to every rank; memcpy: one copy of the message',
+        reduce: 'sum of int32 elements to rank 0',
+        allreduce: 'sum of int32 elements',
+        allgather: `x: bytes each rank sends; memcpy: one copy of the whole result (${ranks} × bytes)`,
+      };
+      const svg = renderLogLogChart({
+        title: `${collective}, ${ranks} rank${ranks === 1 ? '' : 's'}, ${where}${busy}`,
+        subtitle: what[collective],
+        xLabel: gather ? 'bytes per rank' : 'message size',
+        yLabel: 'latency per call (µs)',
+        footer: ['per-rank mean over back-to-back calls, averaged over ranks', ...provenance(mine)].join(' · '),
+        series,
+      });
+      charts.push({ file: `${collective}-p${ranks}${nodes !== undefined ? `-nodes${nodes}` : ''}${hogs > 0 ? `-hogs${hogs}` : ''}.svg`, svg });
+    }
+  }
+  return charts;
+}
+
+function rank(collective: string): number {
+  const i = ORDER.indexOf(collective);
+  return i < 0 ? ORDER.length : i;
+}
+
+/** `topocoll 1a2b3c4`, `2025-01-31`: what measured and when, from the rows (several runs: all of them). */
+function provenance(rows: readonly ReportRow[]): string[] {
+  const commits = [...new Set(rows.map((r) => r.commit).filter((c): c is string => c !== undefined))].sort();
+  const dates = [...new Set(rows.map((r) => r.date).filter((d): d is string => d !== undefined))].sort();
+  const parts: string[] = [];
+  if (commits.length > 0) parts.push(`topocoll ${commits.join(', ')}`);
+  if (dates.length > 0) parts.push(dates.length === 1 ? dates[0]! : `${dates[0]} – ${dates[dates.length - 1]}`);
+  return parts;
+}
+
+/** Writes the charts into `dir` (made if missing); returns their paths. */
+export function writeReport(dir: string, charts: readonly ReportChart[]): string[] {
+  mkdirSync(dir, { recursive: true });
+  return charts.map((c) => {
+    const path = join(dir, c.file);
+    writeFileSync(path, c.svg);
+    return path;
+  });
+}
+
+const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/**
+ * The short commit of this topocoll when it runs from its own git checkout; undefined otherwise
+ * (no git, or an installed copy inside some other repository, whose commit would mislead).
+ */
+export function topocollCommit(): string | undefined {
+  const r = spawnSync('git', ['-C', packageRoot, 'rev-parse', '--show-toplevel', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  if (r.status !== 0 || r.error) return undefined;
+  const [top, commit] = r.stdout.trim().split('\n');
+  if (top === undefined || commit === undefined) return undefined;
+  try {
+    return realpathSync(top) === realpathSync(packageRoot) ? commit : undefined;
+  } catch {
+    return undefined;
+  }
+}
