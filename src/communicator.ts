@@ -4,8 +4,8 @@ import { mergeRuntimeConfig, type RuntimeConfigInput } from './config/load.js';
 import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
-import { NativeCollective, type NativeAllgatherCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
-import { CollectivePlans, type AllgatherCallPlan } from './runtime/collective-plans.js';
+import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
+import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import { summarizePlacement, type PlacementReport } from './runtime/placement.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray, type UserOp } from './runtime/datatypes.js';
@@ -169,21 +169,24 @@ export class Communicator {
   private controlAllreduce(send: Float64Array, recv: Float64Array): void {
     const type = datatypeOf(send, 'send');
     const p = this.control.allreduce(send.byteLength, type.bytes, true);
-    this.engine.run(NativeCollective.allreduce, p.reduce, p.bcast, send, recv, send.length, type.code, reduceOpCode('max', type), 0, (this.planHash ^ CONTROL_TAG) >>> 0, 0);
+    const call = this.nativeCall(NativeCollective.allreduce, p, send, recv, send.length, type.code, reduceOpCode('max', type), 0);
+    call.planHash = (this.planHash ^ CONTROL_TAG) >>> 0;
+    call.segment = 0;
+    this.engine.run(call);
   }
 
   /** Every rank receives `buf` of rank `root`. */
   bcastSync(buf: TypedArray, root = 0): void {
     const type = this.checkBuffer(buf, 'buf', root);
     const p = this.plans.bcast(root, buf.byteLength, type.bytes);
-    this.engine.run(NativeCollective.bcast, -1, p.bcast, null, buf, buf.length, type.code, 0, root, this.planHash, p.segment);
+    this.engine.run(this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root));
   }
 
   bcast(buf: TypedArray, root = 0): Promise<void> {
     return this.async(() => {
       const type = this.checkBuffer(buf, 'buf', root);
       const p = this.plans.bcast(root, buf.byteLength, type.bytes);
-      return this.engine.runAsync(NativeCollective.bcast, -1, p.bcast, null, buf, buf.length, type.code, 0, root, this.planHash, p.segment);
+      return this.engine.runAsync(this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root));
     }, buf);
   }
 
@@ -198,14 +201,16 @@ export class Communicator {
     if (isUserOp(op)) return this.reduceWithUserOp(input, out, type, op, root);
     const opCode = reduceOpCode(op, type);
     const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
-    this.engine.run(NativeCollective.reduce, p.reduce, -1, input, out, input.length, type.code, opCode, root, this.planHash, p.segment);
+    this.engine.run(this.nativeCall(NativeCollective.reduce, p, input, out, input.length, type.code, opCode, root));
   }
 
   // The user-operator paths live apart from the built-in ones: V8 inlines a hot function into its
   // caller only while the two stay small, and the latency path should not pay for code it skips.
   private reduceWithUserOp(input: TypedArray, out: TypedArray | null, type: Datatype, op: UserOp, root: number): void {
     const p = this.plans.reduce(root, input.byteLength, type.bytes, this.checkOrder(op));
-    this.engine.run(NativeCollective.reduce, p.reduce, -1, input, out, input.length, type.code, 0, root, this.planHash, p.segment, nativeUserOp(op, type));
+    const call = this.nativeCall(NativeCollective.reduce, p, input, out, input.length, type.code, 0, root);
+    call.user = nativeUserOp(op, type);
+    this.engine.run(call);
   }
 
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
@@ -216,7 +221,7 @@ export class Communicator {
       const type = this.checkReduce(input, recv, send === IN_PLACE, root);
       const opCode = reduceOpCode(op, type);
       const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
-      return this.engine.runAsync(NativeCollective.reduce, p.reduce, -1, input, this.rank === root ? recv : null, input.length, type.code, opCode, root, this.planHash, p.segment);
+      return this.engine.runAsync(this.nativeCall(NativeCollective.reduce, p, input, this.rank === root ? recv : null, input.length, type.code, opCode, root));
     }, send, recv);
   }
 
@@ -227,12 +232,14 @@ export class Communicator {
     if (isUserOp(op)) return this.allreduceWithUserOp(input, recv, type, op);
     const opCode = reduceOpCode(op, type);
     const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
-    this.engine.run(NativeCollective.allreduce, p.reduce, p.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash, p.segment);
+    this.engine.run(this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0));
   }
 
   private allreduceWithUserOp(input: TypedArray, recv: TypedArray, type: Datatype, op: UserOp): void {
     const p = this.plans.allreduce(recv.byteLength, type.bytes, this.checkOrder(op));
-    this.engine.run(NativeCollective.allreduce, p.reduce, p.bcast, input, recv, recv.length, type.code, 0, 0, this.planHash, p.segment, nativeUserOp(op, type));
+    const call = this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, 0, 0);
+    call.user = nativeUserOp(op, type);
+    this.engine.run(call);
   }
 
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
@@ -243,7 +250,7 @@ export class Communicator {
       const type = this.checkAllreduce(input, recv, send === IN_PLACE);
       const opCode = reduceOpCode(op, type);
       const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
-      return this.engine.runAsync(NativeCollective.allreduce, p.reduce, p.bcast, input, recv, recv.length, type.code, opCode, 0, this.planHash, p.segment);
+      return this.engine.runAsync(this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0));
     }, send, recv);
   }
 
@@ -308,21 +315,23 @@ export class Communicator {
       if (id === undefined) this.probes.set(key, (id = this.register(encoded)));
       return id;
     };
-    this.engine.run(NativeCollective.barrier, register(steps), register([]), null, null, 0, 1, 0, 0, (this.planHash ^ PROBE_TAG) >>> 0, 0);
+    const call = this.nativeCall(NativeCollective.barrier, { reduce: register(steps), bcast: register([]), segment: 0 }, null, null, 0, 1, 0, 0);
+    call.planHash = (this.planHash ^ PROBE_TAG) >>> 0;
+    this.engine.run(call);
   }
 
   /** Returns once every rank has entered the barrier. */
   barrierSync(): void {
     this.ensureOpen();
     const p = this.plans.barrier();
-    this.engine.run(NativeCollective.barrier, p.reduce, p.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
+    this.engine.run(this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0));
   }
 
   barrier(): Promise<void> {
     return this.async(() => {
       this.ensureOpen();
       const p = this.plans.barrier();
-      return this.engine.runAsync(NativeCollective.barrier, p.reduce, p.bcast, null, null, 0, 1, 0, 0, this.planHash, 0);
+      return this.engine.runAsync(this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0));
     });
   }
 
@@ -467,6 +476,32 @@ export class Communicator {
     this.blockLargest = largest;
     return table;
   }
+
+  /**
+   * Fills and returns the one NativeCall of this communicator: collective `c` with the
+   * schedules and segment of `p` (CollectivePlans gives -1 for a phase the collective lacks),
+   * this communicator's plan hash and no user operator (callers that need others set the
+   * fields after).
+   */
+  private nativeCall(c: NativeCollectiveCode, p: CallPlan, send: TypedArray | null, recv: TypedArray | null, count: number, dtype: number, op: number, root: number): NativeCall {
+    const call = this.callArgs;
+    call.collective = c;
+    call.reducePlan = p.reduce;
+    call.bcastPlan = p.bcast;
+    call.send = send;
+    call.recv = recv;
+    call.count = count;
+    call.dtype = dtype;
+    call.op = op;
+    call.root = root;
+    call.planHash = this.planHash;
+    call.segment = p.segment;
+    call.user = undefined;
+    return call;
+  }
+
+  /** Reused by every call but the allgathers (the native side reads it before the call returns or queues). */
+  private readonly callArgs: NativeCall = { collective: NativeCollective.barrier, reducePlan: -1, bcastPlan: -1, send: null, recv: null, count: 0, dtype: 0, op: 0, root: 0, planHash: 0, segment: 0, user: undefined };
 
   private allgatherCall(p: AllgatherCallPlan, send: TypedArray, recv: TypedArray, count: number, type: Datatype, counts: Float64Array | undefined): NativeAllgatherCall {
     const call = this.allgatherArgs;

@@ -11,7 +11,7 @@ import type { NativeUserOp } from './runtime/datatypes.js';
  * TopocollError so callers see one error type.
  */
 
-/** Collective numbers of native/src/message.h. */
+/** Collective numbers of native/src/message.h (test/native-tables.test.ts checks them against the addon). */
 export const NativeCollective = { barrier: 1, bcast: 2, reduce: 3, allreduce: 4, allgather: 5 } as const;
 export type NativeCollectiveCode = (typeof NativeCollective)[keyof typeof NativeCollective];
 
@@ -36,7 +36,7 @@ export interface NativeEngineOptions {
   schedulerSliceUs: number;
 }
 
-/** Notification tree codes of native/src/shm_bcast.h. */
+/** Notification tree codes of native/src/shm_bcast.h (checked against the addon like NativeCollective). */
 export const NativeTree = { flat: 0, chain: 1, kary: 2, knomial: 3 } as const;
 
 export interface NativeBcastParams {
@@ -60,6 +60,27 @@ export interface TcpPeerAddress {
 
 type BufferArg = ArrayBufferView | null;
 
+/**
+ * One collective call other than an allgather (NativeEngine.run, runAsync). Callers fill one
+ * object per communicator and pass it again and again: a call allocates nothing.
+ */
+export interface NativeCall {
+  collective: NativeCollectiveCode;
+  /** Schedule ids of the two phases; -1 where the collective has no such phase. */
+  reducePlan: number;
+  bcastPlan: number;
+  send: BufferArg;
+  recv: BufferArg;
+  count: number;
+  dtype: number;
+  op: number;
+  root: number;
+  planHash: number;
+  segment: number;
+  /** A JavaScript operator in place of `op` (run only: it is called back on this thread). */
+  user: NativeUserOp | undefined;
+}
+
 /** One allgather call (NativeEngine.runAllgather). */
 export interface NativeAllgatherCall {
   gatherPlan: number;
@@ -79,7 +100,8 @@ export interface NativeAllgatherCall {
 /**
  * Slots of the call descriptor (NativeEngine::CallField in native/src/addon.cc): a call's
  * numbers travel through a shared Float64Array instead of as arguments, because converting ten
- * arguments cost more than the rest of a small collective.
+ * arguments cost more than the rest of a small collective. A `const enum` so that the writes
+ * on the latency path index with literals; CALL_FIELDS is its runtime copy for the table test.
  */
 const enum CallField {
   collective = 0,
@@ -92,6 +114,54 @@ const enum CallField {
   planHash = 7,
   segment = 8,
   bcastSegment = 9,
+}
+
+/** CallField as an object (the type makes it list exactly the enum's members, with their values). */
+export const CALL_FIELDS: { readonly [K in Exclude<keyof typeof CallField, number>]: (typeof CallField)[K] } = {
+  collective: CallField.collective,
+  reducePlan: CallField.reducePlan,
+  bcastPlan: CallField.bcastPlan,
+  count: CallField.count,
+  dtype: CallField.dtype,
+  op: CallField.op,
+  root: CallField.root,
+  planHash: CallField.planHash,
+  segment: CallField.segment,
+  bcastSegment: CallField.bcastSegment,
+};
+
+/**
+ * The numbers the addon is built with, taken from its C++ enums and constants
+ * (nativeTables in native/src/addon.cc). TypeScript keeps its own constants for their types;
+ * test/native-tables.test.ts asserts that they equal these.
+ */
+export interface NativeTables {
+  /** StepKind of native/src/engine.h. */
+  readonly stepKinds: Readonly<Record<string, number>>;
+  /** Int32 words per encoded step (kStepWords). */
+  readonly stepWords: number;
+  /** Slots of the call descriptor (NativeEngine::CallField). */
+  readonly callFields: Readonly<Record<string, number>>;
+  /** Collective of native/src/message.h. */
+  readonly collectives: Readonly<Record<string, number>>;
+  /** Dtype of native/src/datatypes.h, by DtypeName. */
+  readonly datatypes: Readonly<Record<string, number>>;
+  /** Bytes of an element of each datatype (DtypeSize). */
+  readonly datatypeBytes: Readonly<Record<string, number>>;
+  /** ReduceOp of native/src/datatypes.h, by OpName. */
+  readonly reduceOps: Readonly<Record<string, number>>;
+  /** The operators with a kernel for each datatype (FindReduce). */
+  readonly reduceOpsByDatatype: Readonly<Record<string, readonly string[]>>;
+  /** TreeKind of native/src/shm_bcast.h. */
+  readonly trees: Readonly<Record<string, number>>;
+  /** Largest allreduce of the node-wide shared area (ShmAllreduce::kMaxBytes). */
+  readonly shmAllreduceMaxBytes: number;
+  /** Bytes of the shared-area allgather's column per round (ShmAllreduce::kSlotBytes). */
+  readonly shmAllgatherColumnBytes: number;
+  /** The codes an abort carries between ranks (kAbortCodes of native/src/engine.h, by index from 1). */
+  readonly abortCodes: readonly string[];
+  readonly eagerBytes: number;
+  readonly messageHeaderBytes: number;
 }
 
 interface RawEngine {
@@ -123,6 +193,7 @@ interface RawAddon {
   crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: number): number;
   readonly eagerBytes: number;
   readonly messageHeaderBytes: number;
+  readonly nativeTables: NativeTables;
 }
 
 let addon: RawAddon | undefined;
@@ -150,48 +221,47 @@ function rethrow(e: unknown, rank?: number): never {
   throw e;
 }
 
+/**
+ * `f()`, its native errors rethrown as TopocollError. For the calls made once or rarely: the
+ * closure each call allocates would be garbage on the collectives' latency path, which has its
+ * own try/catch (NativeEngine.invoke).
+ */
+function guarded<T>(rank: number | undefined, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    rethrow(e, rank);
+  }
+}
+
 /** The native side of one communicator: shared segment, TCP links, schedules, executor. */
 export class NativeEngine {
   private readonly raw: RawEngine;
   private readonly callArea: Float64Array;
   /** Named in the errors the addon raises. */
   private readonly rank: number;
+  /** Rejects a Promise collective's failure as TopocollError; made once, not per call. */
+  private readonly rethrowAsync = (e: unknown): never => rethrow(e, this.rank);
 
   constructor(options: NativeEngineOptions) {
     this.rank = options.rank;
-    try {
-      this.raw = new (load().NativeEngine)(options);
-    } catch (e) {
-      rethrow(e, this.rank);
-    }
+    this.raw = guarded(this.rank, () => new (load().NativeEngine)(options));
     this.callArea = this.raw.callArea;
   }
 
   /** Opens a TCP listening socket on an ephemeral port of `address` (IPv4) only; returns the port. */
   listenTcp(address: string): number {
-    try {
-      return this.raw.listenTcp(address);
-    } catch (e) {
-      rethrow(e, this.rank);
-    }
+    return guarded(this.rank, () => this.raw.listenTcp(address));
   }
 
   /** Node leader: creates the node's segment (O_EXCL, mode 0600) and maps it. */
   createSegment(name: string): void {
-    try {
-      this.raw.createSegment(name);
-    } catch (e) {
-      rethrow(e, this.rank);
-    }
+    guarded(this.rank, () => this.raw.createSegment(name));
   }
 
   /** Other local ranks: maps the segment the leader created. */
   openSegment(name: string): void {
-    try {
-      this.raw.openSegment(name);
-    } catch (e) {
-      rethrow(e, this.rank);
-    }
+    guarded(this.rank, () => this.raw.openSegment(name));
   }
 
   /**
@@ -199,11 +269,7 @@ export class NativeEngine {
    * have, removes its name and returns true. (close() removes it too, if it is still there.)
    */
   allMappedAndUnlink(waitMs: number): boolean {
-    try {
-      return this.raw.allMappedAndUnlink(waitMs);
-    } catch (e) {
-      rethrow(e, this.rank);
-    }
+    return guarded(this.rank, () => this.raw.allMappedAndUnlink(waitMs));
   }
 
   /**
@@ -212,11 +278,7 @@ export class NativeEngine {
    * the last connect failed. Links made and connections still greeting are kept between calls.
    */
   connectTcp(token: string, peers: TcpPeerAddress[], waitMs: number): { missing: Int32Array; lastError: string } {
-    try {
-      return this.raw.connectTcp(token, peers, waitMs);
-    } catch (e) {
-      rethrow(e, this.rank);
-    }
+    return guarded(this.rank, () => this.raw.connectTcp(token, peers, waitMs));
   }
 
   /** Starts the watcher thread that turns a dead local peer into an abort. */
@@ -234,11 +296,7 @@ export class NativeEngine {
 
   /** Declares a group of this node's ranks that broadcasts through the S0 engine as `id`. */
   setShmGroup(id: number, ranks: readonly number[]): void {
-    try {
-      this.raw.setShmGroup(id, ranks);
-    } catch (e) {
-      rethrow(e, this.rank);
-    }
+    guarded(this.rank, () => this.raw.setShmGroup(id, ranks));
   }
 
   /** Registers a compiled schedule (`encodeSchedule`) under `id`. */
@@ -247,28 +305,21 @@ export class NativeEngine {
   }
 
   /**
-   * Runs one collective on the calling thread. Plan ids are -1 where the collective has no such
-   * phase. `user` replaces `op` with a JavaScript operator (called back on this thread).
+   * Runs one collective on the calling thread. `call.user` replaces `call.op` with a JavaScript
+   * operator (called back on this thread). The addon has read `call` when this returns.
    */
-  run(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, segment: number, user?: NativeUserOp): void {
-    this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash, segment);
-    try {
-      if (user !== undefined) this.raw.run(recv, send, user);
-      else if (send === null) this.raw.run(recv);
-      else this.raw.run(recv, send);
-    } catch (e) {
-      rethrow(e, this.rank);
-    }
+  run(call: NativeCall): void {
+    this.describe(call.collective, call.reducePlan, call.bcastPlan, call.count, call.dtype, call.op, call.root, call.planHash, call.segment);
+    this.invoke(call.recv, call.send, call.user, undefined);
   }
 
-  /** The same on the communicator's progress thread; collectives still run in call order. */
-  runAsync(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, send: BufferArg, recv: BufferArg, count: number, dtype: number, op: number, root: number, planHash: number, segment: number): Promise<void> {
-    this.describe(c, reducePlan, bcastPlan, count, dtype, op, root, planHash, segment);
-    try {
-      return this.raw.runAsync(recv, send).catch((e: unknown) => rethrow(e, this.rank));
-    } catch (e) {
-      return Promise.reject(toTopocollError(e, this.rank));
-    }
+  /**
+   * The same on the communicator's progress thread; collectives still run in call order. (No
+   * `user`: a JavaScript operator runs through `run`.) The addon has read `call` when this returns.
+   */
+  runAsync(call: NativeCall): Promise<void> {
+    this.describe(call.collective, call.reducePlan, call.bcastPlan, call.count, call.dtype, call.op, call.root, call.planHash, call.segment);
+    return this.invokeAsync(call.recv, call.send, undefined);
   }
 
   /**
@@ -279,19 +330,34 @@ export class NativeEngine {
    */
   runAllgather(call: NativeAllgatherCall): void {
     this.describeAllgather(call);
-    try {
-      if (call.counts !== undefined) this.raw.run(call.recv, call.send, null, call.counts);
-      else this.raw.run(call.recv, call.send);
-    } catch (e) {
-      rethrow(e, this.rank);
-    }
+    this.invoke(call.recv, call.send, undefined, call.counts);
   }
 
   /** The same on the communicator's progress thread. */
   runAllgatherAsync(call: NativeAllgatherCall): Promise<void> {
     this.describeAllgather(call);
+    return this.invokeAsync(call.recv, call.send, call.counts);
+  }
+
+  /**
+   * The one crossing into the addon's `run`, with the descriptor written: every Sync collective
+   * passes through this try/catch. Arguments after the last one needed are left out (fewer
+   * arguments, faster calls).
+   */
+  private invoke(recv: BufferArg, send: BufferArg, user: NativeUserOp | undefined, counts: Float64Array | undefined): void {
     try {
-      return this.raw.runAsync(call.recv, call.send, call.counts).catch((e: unknown) => rethrow(e, this.rank));
+      if (user !== undefined || counts !== undefined) this.raw.run(recv, send, user ?? null, counts);
+      else if (send === null) this.raw.run(recv);
+      else this.raw.run(recv, send);
+    } catch (e) {
+      rethrow(e, this.rank);
+    }
+  }
+
+  /** The same for `runAsync`: a failure to queue (a bad call) rejects like a failure of the call. */
+  private invokeAsync(recv: BufferArg, send: BufferArg, counts: Float64Array | undefined): Promise<void> {
+    try {
+      return this.raw.runAsync(recv, send, counts).catch(this.rethrowAsync);
     } catch (e) {
       return Promise.reject(toTopocollError(e, this.rank));
     }
@@ -347,11 +413,7 @@ function toTopocollError(e: unknown, rank: number): unknown {
  * main thread around each spawn so the child starts (and stays) on its CPUs.
  */
 export function setThreadAffinity(cpus: readonly number[]): number[] {
-  try {
-    return load().setThreadAffinity(cpus);
-  } catch (e) {
-    rethrow(e);
-  }
+  return guarded(undefined, () => load().setThreadAffinity(cpus));
 }
 
 /** Bytes of a node segment for `localSize` ranks, channels of `channelBytes` and these bcast queues. */
@@ -374,20 +436,12 @@ export interface CrossCoreRates {
 
 /** Measures both copies of an S0 bcast across `writerCpu` and `readerCpu` over `rounds` rounds of `bytes`. */
 export function crossCoreRates(bytes: number, rounds: number, writerCpu: number, readerCpu: number): CrossCoreRates {
-  try {
-    return load().crossCoreRates(bytes, rounds, writerCpu, readerCpu);
-  } catch (e) {
-    rethrow(e);
-  }
+  return guarded(undefined, () => load().crossCoreRates(bytes, rounds, writerCpu, readerCpu));
 }
 
 /** One-way ns of a cache line between `cpuA` and `cpuB`, the mean of `roundTrips` round trips (native/src/copy_rate.h). */
 export function crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: number): number {
-  try {
-    return load().crossCoreLatencyNs(cpuA, cpuB, roundTrips);
-  } catch (e) {
-    rethrow(e);
-  }
+  return guarded(undefined, () => load().crossCoreLatencyNs(cpuA, cpuB, roundTrips));
 }
 
 /**
@@ -397,4 +451,9 @@ export function crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: numbe
 export function nativeLimits(): { eagerBytes: number; messageHeaderBytes: number } {
   const a = load();
   return { eagerBytes: a.eagerBytes, messageHeaderBytes: a.messageHeaderBytes };
+}
+
+/** The addon's copy of every table TypeScript mirrors (see NativeTables). */
+export function nativeTables(): NativeTables {
+  return load().nativeTables;
 }

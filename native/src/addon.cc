@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "copy_rate.h"
 #include "engine.h"
@@ -151,6 +152,25 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   }
 
   ~NativeEngine() override { Shutdown(); }
+
+  // { name: slot } of the call descriptor, for nativeTables().
+  static Napi::Object CallFieldTable(Napi::Env env) {
+    struct Entry {
+      const char* name;
+      CallField field;
+    };
+    static constexpr Entry kEntries[] = {
+        {"collective", kFieldCollective}, {"reducePlan", kFieldReducePlan}, {"bcastPlan", kFieldBcastPlan},
+        {"count", kFieldCount},           {"dtype", kFieldDtype},           {"op", kFieldOp},
+        {"root", kFieldRoot},             {"planHash", kFieldPlanHash},     {"segment", kFieldSegment},
+        {"bcastSegment", kFieldBcastSegment},
+    };
+    // The slots are numbered 0 … kCallFields − 1: one entry each, or the table is incomplete.
+    static_assert(sizeof(kEntries) / sizeof(kEntries[0]) == kCallFields, "an entry per call field");
+    Napi::Object out = Napi::Object::New(env);
+    for (const Entry& e : kEntries) out.Set(e.name, Napi::Number::New(env, static_cast<double>(e.field)));
+    return out;
+  }
 
  private:
   template <typename F>
@@ -584,6 +604,86 @@ Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(Engine::SegmentBytes(local_size, channel, BcastParamsOf(info[2]))));
 }
 
+// { name: value } of an enum whose values, cast to double, are the entries' numbers.
+template <typename E, size_t N>
+Napi::Object EnumTable(Napi::Env env, const std::pair<const char*, E> (&entries)[N]) {
+  Napi::Object out = Napi::Object::New(env);
+  for (const auto& [name, value] : entries) out.Set(name, Napi::Number::New(env, static_cast<double>(value)));
+  return out;
+}
+
+// The numbers src/ mirrors as TypeScript constants (test/native-tables.test.ts compares them
+// with this object): built from the C++ enums and constants themselves, so the test sees what
+// the engine uses. The names are TypeScript's; where an enum is numbered contiguously a
+// static_assert ties its entry count to its last value, so a new enum member needs an entry.
+Napi::Object NativeTables(Napi::Env env) {
+  Napi::Object out = Napi::Object::New(env);
+
+  static constexpr std::pair<const char*, StepKind> kSteps[] = {
+      {"Send", StepKind::kSend},         {"Recv", StepKind::kRecv},
+      {"RecvReduce", StepKind::kRecvReduce}, {"ShmBcast", StepKind::kShmBcast},
+      {"SendRecv", StepKind::kSendRecv}, {"SendRecvReduce", StepKind::kSendRecvReduce},
+      {"ShmReduce", StepKind::kShmReduce}, {"ShmAllreduce", StepKind::kShmAllreduce},
+      {"ShmAllgather", StepKind::kShmAllgather},
+  };
+  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kShmAllgather), "step kinds are 1 … the last");
+  out.Set("stepKinds", EnumTable(env, kSteps));
+  out.Set("stepWords", Napi::Number::New(env, static_cast<double>(kStepWords)));
+
+  out.Set("callFields", NativeEngine::CallFieldTable(env));
+
+  static constexpr std::pair<const char*, Collective> kCollectives[] = {
+      {"barrier", Collective::kBarrier}, {"bcast", Collective::kBcast}, {"reduce", Collective::kReduce},
+      {"allreduce", Collective::kAllreduce}, {"allgather", Collective::kAllgather},
+  };
+  static_assert(sizeof(kCollectives) / sizeof(kCollectives[0]) == static_cast<size_t>(Collective::kAllgather), "collectives are 1 … the last");
+  out.Set("collectives", EnumTable(env, kCollectives));
+
+  // Datatypes and operators by the names the engine reports in its errors; which pairs have
+  // a kernel (the rest are refused by TypeScript before they reach the engine).
+  Napi::Object dtypes = Napi::Object::New(env);
+  Napi::Object dtype_bytes = Napi::Object::New(env);
+  Napi::Object ops = Napi::Object::New(env);
+  Napi::Object supported = Napi::Object::New(env);
+  for (size_t o = 0; o < static_cast<size_t>(ReduceOp::kCount); ++o) {
+    ops.Set(OpName(static_cast<ReduceOp>(o)), Napi::Number::New(env, static_cast<double>(o)));
+  }
+  for (size_t t = 0; t < static_cast<size_t>(Dtype::kCount); ++t) {
+    const auto dtype = static_cast<Dtype>(t);
+    dtypes.Set(DtypeName(dtype), Napi::Number::New(env, static_cast<double>(t)));
+    dtype_bytes.Set(DtypeName(dtype), Napi::Number::New(env, static_cast<double>(DtypeSize(dtype))));
+    Napi::Array with = Napi::Array::New(env);
+    uint32_t n = 0;
+    for (size_t o = 0; o < static_cast<size_t>(ReduceOp::kCount); ++o) {
+      const auto op = static_cast<ReduceOp>(o);
+      if (FindReduce(dtype, op).in_place != nullptr) with.Set(n++, Napi::String::New(env, OpName(op)));
+    }
+    supported.Set(DtypeName(dtype), with);
+  }
+  out.Set("datatypes", dtypes);
+  out.Set("datatypeBytes", dtype_bytes);
+  out.Set("reduceOps", ops);
+  out.Set("reduceOpsByDatatype", supported);
+
+  static constexpr std::pair<const char*, TreeKind> kTrees[] = {
+      {"flat", TreeKind::kFlat}, {"chain", TreeKind::kChain}, {"kary", TreeKind::kKary}, {"knomial", TreeKind::kKnomial},
+  };
+  static_assert(sizeof(kTrees) / sizeof(kTrees[0]) == static_cast<size_t>(TreeKind::kKnomial) + 1, "trees are 0 … the last");
+  out.Set("trees", EnumTable(env, kTrees));
+
+  out.Set("shmAllreduceMaxBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kMaxBytes)));
+  out.Set("shmAllgatherColumnBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kSlotBytes)));
+
+  // By index, as they travel (index 0, no abort, left out).
+  Napi::Array aborts = Napi::Array::New(env);
+  for (size_t i = 1; i < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]); ++i) aborts.Set(static_cast<uint32_t>(i - 1), Napi::String::New(env, kAbortCodes[i]));
+  out.Set("abortCodes", aborts);
+
+  out.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
+  out.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));
+  return out;
+}
+
 }  // namespace
 
 Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
@@ -596,6 +696,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   // Limits TypeScript plans with (segments of schedules with exchanges).
   exports.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
   exports.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));
+  exports.Set("nativeTables", NativeTables(env));
   return exports;
 }
 

@@ -15,8 +15,6 @@ namespace topocoll {
 
 namespace {
 
-constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL"};
-
 uint32_t AbortCodeIndex(const std::string& code) {
   for (uint32_t i = 1; i < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]); ++i) {
     if (code == kAbortCodes[i]) return i;

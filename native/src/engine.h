@@ -66,6 +66,9 @@ constexpr size_t kStepWords = 12;
 // hold it (they are at least this large on any Linux default). Between ranks of one node the
 // limit is the channel's capacity less two message headers.
 constexpr uint64_t kEagerBytes = 64 * 1024;
+// Error codes an abort carries, by the index that travels in the node's segment and in abort
+// notices (index 0: no abort). Append only: ranks of one job must agree on the indices.
+inline constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL"};
 
 struct EngineOptions {
   int rank = 0;

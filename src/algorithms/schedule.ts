@@ -42,7 +42,10 @@
  * exchange, or a ring of them, never wait on each other's send.
  */
 
-/** What a step does. A plain object rather than a `const enum` so isolated transpilers agree. */
+/**
+ * What a step does (StepKind of native/src/engine.h; test/native-tables.test.ts checks the two
+ * agree). A plain object rather than a `const enum` so isolated transpilers agree.
+ */
 export const StepKind = {
   /** Send B[range] to `peer`. */
   Send: 1,
@@ -128,7 +131,7 @@ export interface Schedule {
   steps: Step[];
 }
 
-/** Int32 words per encoded step (native/src/engine.h, `Step`). */
+/** Int32 words per encoded step (native/src/engine.h, `Step`; test/native-tables.test.ts checks it). */
 export const STEP_WORDS = 12;
 
 /**

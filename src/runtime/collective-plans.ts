@@ -63,7 +63,11 @@ export interface ClassChoice {
   segmentBytes: { bcast: number; reduce: number; allreduce: number; allgather: number; allgatherBcast: number };
 }
 
-/** Largest allreduce the node-wide shared-memory allreduce takes (ShmAllreduce::kMaxBytes). */
+/**
+ * Largest allreduce the node-wide shared-memory allreduce takes (ShmAllreduce::kMaxBytes;
+ * test/native-tables.test.ts checks it). A literal rather than read from the addon, so that
+ * planning without the addon (topocoll groups) still works.
+ */
 export const SHM_ALLREDUCE_MAX_BYTES = 8192;
 
 /** Longest segment of a large message when the configuration says `auto`. */

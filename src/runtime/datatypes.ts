@@ -7,7 +7,8 @@ import { TopocollError } from '../errors.js';
 
 export type ReduceOpName = 'sum' | 'prod' | 'min' | 'max' | 'band' | 'bor' | 'bxor' | 'land' | 'lor';
 
-const OPS: Record<ReduceOpName, { code: number; integerOnly: boolean }> = {
+/** Operator codes (ReduceOp of native/src/datatypes.h; test/native-tables.test.ts checks them). */
+const OPS: Readonly<Record<ReduceOpName, { readonly code: number; readonly integerOnly: boolean }>> = {
   sum: { code: 0, integerOnly: false },
   prod: { code: 1, integerOnly: false },
   min: { code: 2, integerOnly: false },
@@ -61,6 +62,12 @@ const FLOAT32 = dt('float32', 7, 4, false, Float32Array);
 const FLOAT64 = dt('float64', 8, 8, false, Float64Array);
 const INT64 = dt('int64', 9, 8, true, BigInt64Array);
 const UINT64 = dt('uint64', 10, 8, true, BigUint64Array);
+
+/** Every datatype (Dtype of native/src/datatypes.h), for the test that compares the two sides. */
+export const DATATYPES: readonly Datatype[] = [INT8, UINT8, UINT8_CLAMPED, INT16, UINT16, INT32, UINT32, FLOAT32, FLOAT64, INT64, UINT64];
+
+/** Every built-in operator by name, likewise. */
+export const REDUCE_OPS = OPS;
 
 /**
  * By the name a TypedArray's Symbol.toStringTag getter returns (Buffer's is Uint8Array):
