@@ -198,11 +198,15 @@ interface RawAddon {
 
 let addon: RawAddon | undefined;
 
-/** Loads build/Release/topocoll.node (built by cmake-js on install) once. */
+/**
+ * Loads build/Release/topocoll.node (built by cmake-js on install) once; `TOPOCOLL_ADDON` names
+ * another build instead (a sanitizer build: native/CMakeLists.txt, TOPOCOLL_SANITIZE).
+ */
 function load(): RawAddon {
   if (addon !== undefined) return addon;
   const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-  const candidates = ['build/Release/topocoll.node', 'build/Debug/topocoll.node'].map((p) => join(root, p));
+  const chosen = process.env.TOPOCOLL_ADDON;
+  const candidates = chosen ? [chosen] : ['build/Release/topocoll.node', 'build/Debug/topocoll.node'].map((p) => join(root, p));
   const path = candidates.find((p) => existsSync(p));
   if (path === undefined) {
     throw new TopocollError('EINVAL', `the native addon is not built (looked for ${candidates.join(', ')})`, {

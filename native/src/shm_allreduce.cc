@@ -120,7 +120,8 @@ void ShmAllreduce::LastCombines(uint64_t call, uint64_t round, void* buf, size_t
   } else {
     AwaitComplete(round, policy, guard);
   }
-  std::memcpy(buf, result, bytes);
+  // A barrier passes no buffer (memcpy of nothing from or to null is still undefined).
+  if (bytes > 0) std::memcpy(buf, result, bytes);
 }
 
 void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs,
