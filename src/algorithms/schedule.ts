@@ -27,19 +27,23 @@
  * [displ(r) + min(k·s, count(r)), displ(r) + min((k+1)·s, count(r))) of B — empty once k·s ≥
  * count(r); both sides still run the step. A SendRecv whose `range` is a rank block receives the
  * rank block `range2.first` (`range2.count` 1; it shares `of` 0 with `range`). Rank-block steps
- * are Send, Recv and SendRecv only; the encoded words are the same as for any range
- * (`[…, first = r, count = 1, of = 0, …]`). The allgather's bcast phase moves the whole result
- * vector with ordinary ranges, segmented as any bcast.
+ * are Send, Recv, SendRecv and ShmBcast (the `shm` group allgather: each member publishes its
+ * own blocks); the encoded words are the same as for any range (`[…, first = r, count = 1,
+ * of = 0, …]`). ShmAllgather runs the whole gather phase in one step on the call's block table
+ * and names no range. The allgather's bcast phase moves the whole result vector with ordinary
+ * ranges, segmented as any bcast.
  *
  * **Reduction order.** RecvReduce and SendRecvReduce combine the incoming data X with B's
  * range: `order` 0 computes B op X (X covers higher ranks than B), 1 computes X op B (X covers
  * lower ranks). Built-in operators are commutative; the order matters for user-defined
  * non-commutative operators, and writing it down keeps every schedule honest about it.
  *
- * **Exchanges.** SendRecv and SendRecvReduce send their range first and then receive: the
- * executor's transports buffer a whole segment (shared-memory channels and TCP socket buffers
- * are at least the largest segment a schedule with exchanges is run with), so two ranks that
- * exchange, or a ring of them, never wait on each other's send.
+ * **Exchanges.** SendRecv and SendRecvReduce send their range and receive: between two ranks
+ * of one node the executor interleaves the two piece by piece (no channel must hold a whole
+ * segment); with a peer on another node it sends first and then receives, so the TCP socket
+ * buffers (and a channel, when the other peer is local) must hold a whole segment — schedules
+ * with exchanges run with segments of at most that (eagerBytes, src/runtime/job-planner.ts).
+ * Either way two ranks that exchange, or a ring of them, never wait on each other's send.
  */
 
 /**
