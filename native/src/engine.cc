@@ -60,6 +60,15 @@ class Engine::Guard : public WaitGuard {
   }
   // A wait on every other rank of this node: the probe compares the calls of them all.
   void WaitingOnNode() { WaitingOn(kEveryLocal); }
+
+  // The watcher shuts this rank's links when another rank of the node aborts (Watch); a read or
+  // write cut short by that reports the abort, not the peer.
+  void LinkEnded() override {
+    if (engine_.header_ != nullptr && engine_.header_->abort_code.load(std::memory_order_acquire) != 0) {
+      engine_.CloseLinksAfterAbort(engine_.NodeAbortCode());
+      engine_.ThrowAborted();
+    }
+  }
   void SetPhase(uint8_t phase) { call_.phase = phase; }
 
   void Check() override {

@@ -175,6 +175,7 @@ void TcpLinks::WaitFd(int fd, short events, int rank, WaitGuard& guard) {
     int r = poll(&pfd, 1, kSliceMs);
     if (r > 0) {
       if ((pfd.revents & (POLLERR | POLLNVAL)) != 0) {
+        guard.LinkEnded();
         throw CollError("EPEERLOST", "the connection to rank " + std::to_string(rank) + " failed");
       }
       return;  // readable, writable or hung up: the next recv/send tells which
@@ -205,7 +206,9 @@ void TcpLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& 
         continue;
       }
       if (errno == EINTR) continue;
-      throw CollError("EPEERLOST", "lost the connection to rank " + std::to_string(rank) + ": " + ErrnoText(errno));
+      const int error = errno;
+      guard.LinkEnded();
+      throw CollError("EPEERLOST", "lost the connection to rank " + std::to_string(rank) + ": " + ErrnoText(error));
     }
     size_t left = static_cast<size_t>(sent);
     while (first < n && left >= iov[first].iov_len) left -= iov[first++].iov_len;
@@ -228,6 +231,7 @@ void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
       continue;
     }
     if (r == 0) {
+      guard.LinkEnded();
       const size_t got = static_cast<size_t>(out - static_cast<char*>(dst));
       const size_t keep = got < kTailBytes ? got : kTailBytes;
       throw PeerClosed("rank " + std::to_string(rank) + " closed its connection (it exited or failed) ", std::string(out - keep, keep));
@@ -242,7 +246,9 @@ void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
       continue;
     }
     if (errno == EINTR) continue;
-    throw CollError("EPEERLOST", "lost the connection to rank " + std::to_string(rank) + ": " + ErrnoText(errno));
+    const int error = errno;
+    guard.LinkEnded();
+    throw CollError("EPEERLOST", "lost the connection to rank " + std::to_string(rank) + ": " + ErrnoText(error));
   }
 }
 

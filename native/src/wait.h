@@ -37,6 +37,10 @@ class WaitGuard {
  public:
   virtual ~WaitGuard() = default;
   virtual void Check() = 0;
+  // Called when a link ended (closed, reset, failed) just before that is reported. A guard whose
+  // own side shut the links — an abort raised on this node while the wait was on — throws that
+  // abort's error instead: the link ended because of it, not because the peer failed.
+  virtual void LinkEnded() {}
 };
 
 struct WaitPolicy {
