@@ -39,7 +39,7 @@ export { planToJson, type GroupPlanJson } from './groups/plan-json.js';
 export type { LevelName } from './groups/levels.js';
 
 // Runtime.
-export { init, type InitOptions } from './runtime/init.js';
+export { init, type InitOptions } from './init.js';
 export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } from './communicator.js';
 export { userOp, type UserOp, type ReduceOpName, type TypedArray } from './runtime/datatypes.js';
 export type { PlacementReport } from './runtime/placement.js';

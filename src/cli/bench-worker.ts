@@ -6,7 +6,7 @@
  * allgather's size is the bytes each rank sends (it receives size × bytes).
  */
 import { Communicator } from '../communicator.js';
-import { init } from '../runtime/init.js';
+import { init } from '../init.js';
 
 export interface BenchSettings {
   collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather')[];

@@ -17,7 +17,7 @@
  * - L = (pingpong − c) / 2 − o_s − o_r, at least 0.
  */
 import { StepKind, type Step } from '../algorithms/schedule.js';
-import { init } from '../runtime/init.js';
+import { init } from '../init.js';
 
 export interface LogpSettings {
   /** Messages per burst (K). */

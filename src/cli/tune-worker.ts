@@ -14,7 +14,7 @@
  */
 import { cpus } from 'node:os';
 import { crossCoreRates } from '../native.js';
-import { init } from '../runtime/init.js';
+import { init } from '../init.js';
 
 export interface TuneSettings {
   /** Single broadcasts (a barrier before each). */

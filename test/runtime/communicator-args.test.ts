@@ -3,7 +3,7 @@ import type { Communicator } from '../../src/communicator.js';
 import { IN_PLACE } from '../../src/communicator.js';
 import { userOp } from '../../src/runtime/datatypes.js';
 import { TopocollError } from '../../src/errors.js';
-import { init } from '../../src/runtime/init.js';
+import { init } from '../../src/init.js';
 import { thrown } from '../helpers/thrown.js';
 import { jobScript, runJob } from '../helpers/jobs.js';
 
