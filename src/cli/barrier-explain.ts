@@ -6,7 +6,7 @@ import { chooseBarrier, predictBarrierUs, type LogP } from '../algorithms/barrie
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { isHardwareLevel } from '../groups/levels.js';
-import type { BindPolicy } from '../runtime/launcher.js';
+import type { BindPolicy } from './launcher.js';
 import type { BenchRow, BenchSettings, GroupSizesRecord } from './bench-worker.js';
 import type { CliIo } from './io.js';
 import { ompiUnavailable, runOmpi } from './ompi-baseline.js';

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { launch, type BindPolicy } from '../runtime/launcher.js';
+import { launch, type BindPolicy } from './launcher.js';
 import type { CliIo } from './io.js';
 
 /**

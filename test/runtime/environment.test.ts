@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { detectEnvironment } from '../../src/runtime/environment.js';
 import { channelBytes, shmLayout } from '../../src/runtime/shm-budget.js';
 import { parseConfig, validateConfig } from '../../src/config/load.js';
-import { nodeLayout } from '../../src/runtime/launcher.js';
+import { nodeLayout } from '../../src/cli/launcher.js';
 import { thrown } from '../helpers/thrown.js';
 
 describe('detectEnvironment, in the order of architecture §5', () => {

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { TopocollError } from '../../errors.js';
 import { crossCoreLatencyNs } from '../../native.js';
 import { readProcessAffinity } from '../../topology/affinity.js';
-import type { BindPolicy } from '../../runtime/launcher.js';
+import type { BindPolicy } from '../launcher.js';
 import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
 import { sizesOf, type BenchRow, type BenchSettings, type GroupSizesRecord } from '../bench-worker.js';
 import { benchCharts, parseBenchJson, topocollCommit, writeReport, type ReportRow } from '../bench-report.js';

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { TopocollError } from '../../errors.js';
-import { launch, type BindPolicy } from '../../runtime/launcher.js';
+import { launch, type BindPolicy } from '../launcher.js';
 import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
 import type { CliIo } from '../io.js';
 

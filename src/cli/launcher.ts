@@ -6,8 +6,8 @@ import { TopocollError } from '../errors.js';
 import { setThreadAffinity } from '../native.js';
 import { discoverMachine } from '../topology/discover.js';
 import type { MachineTopology } from '../topology/types.js';
-import { createJobToken, RendezvousServer } from './rendezvous.js';
-import { removeJobSegments } from './segment-name.js';
+import { createJobToken, RendezvousServer } from '../runtime/rendezvous.js';
+import { removeJobSegments } from '../runtime/segment-name.js';
 
 /**
  * `topocoll run`: starts N Node processes on this machine, binds them, hands each its part of
