@@ -8,7 +8,8 @@ import { NativeCollective, type NativeAllgatherCall, type NativeCall, type Nativ
 import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import { summarizePlacement, type PlacementReport } from './runtime/placement.js';
-import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type TypedArray, type UserOp } from './runtime/datatypes.js';
+import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
+import type { TypedArray } from './util/typed-array.js';
 
 /** Pass as the send buffer to reduce in place: the receive buffer holds the input and the result. */
 export const IN_PLACE: unique symbol = Symbol('topocoll.IN_PLACE');

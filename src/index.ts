@@ -41,7 +41,8 @@ export type { LevelName } from './groups/levels.js';
 // Runtime.
 export { init, type InitOptions } from './init.js';
 export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } from './communicator.js';
-export { userOp, type UserOp, type ReduceOpName, type TypedArray } from './runtime/datatypes.js';
+export { userOp, type UserOp, type ReduceOpName } from './runtime/datatypes.js';
+export type { TypedArray } from './util/typed-array.js';
 export type { PlacementReport } from './runtime/placement.js';
 
 // Configuration.

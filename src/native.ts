@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TopocollError, type TopocollErrorCode } from './errors.js';
-import type { NativeUserOp } from './runtime/datatypes.js';
+import type { TypedArray } from './util/typed-array.js';
 
 /**
  * The one typed wrapper over the C++ addon (native/src/addon.cc). Nothing else loads the
@@ -56,6 +56,13 @@ export interface TcpPeerAddress {
   rank: number;
   host: string;
   port: number;
+}
+
+/** What the addon needs to run a user operator: scratch arrays and a chunk combiner. */
+export interface NativeUserOp {
+  combine: (count: number) => void;
+  dst: TypedArray;
+  src: TypedArray;
 }
 
 type BufferArg = ArrayBufferView | null;

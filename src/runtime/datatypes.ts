@@ -1,4 +1,6 @@
 import { TopocollError } from '../errors.js';
+import type { NativeUserOp } from '../native.js';
+import type { TypedArray } from '../util/typed-array.js';
 
 /**
  * Element types and reduction operators, with the numbers native/src/datatypes.h uses. The
@@ -103,19 +105,6 @@ function datatypeOfTag(tag: unknown): Datatype | undefined {
   }
 }
 
-export type TypedArray =
-  | Int8Array
-  | Uint8Array
-  | Uint8ClampedArray
-  | Int16Array
-  | Uint16Array
-  | Int32Array
-  | Uint32Array
-  | Float32Array
-  | Float64Array
-  | BigInt64Array
-  | BigUint64Array;
-
 /** %TypedArray%.prototype[@@toStringTag]'s getter: the class of a typed array's storage, which no object can fake. */
 const typedArrayTag = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype) as object, Symbol.toStringTag)!.get! as (this: unknown) => string | undefined;
 
@@ -159,13 +148,6 @@ export function userOp<V extends number | bigint>(combine: (a: V, b: V) => V, op
 
 export function isUserOp(op: unknown): op is UserOp {
   return typeof op === 'object' && op !== null && (op as UserOp).kind === 'user-op';
-}
-
-/** What the addon needs to run a user operator: scratch arrays and a chunk combiner. */
-export interface NativeUserOp {
-  combine: (count: number) => void;
-  dst: TypedArray;
-  src: TypedArray;
 }
 
 const USER_OP_CHUNK = 4096;
