@@ -34,7 +34,7 @@ export {
 export type { NetworkTopology, NodeNetworkPath, SourceLine, LocalNetworkView } from './topology/network/index.js';
 
 // Groups.
-export { planGroups, GroupPlan, type Group, type RankPlacement, type PlanOptions, type DroppedLevel } from './groups/plan.js';
+export { planGroups, GroupPlan, type Group, type PlanOptions, type DroppedLevel } from './groups/plan.js';
 export { planToJson, type GroupPlanJson } from './groups/plan-json.js';
 export type { LevelName } from './groups/levels.js';
 

@@ -1,10 +1,10 @@
 import { resolve } from 'node:path';
 import { TopocollError } from '../errors.js';
-import type { RankPlacement } from '../groups/plan.js';
 import { readHwlocXmlFile } from '../topology/hwloc-xml.js';
 import { readLocalitiesFile } from '../topology/localities-file.js';
 import { expandHostlist } from '../topology/network/hostlist.js';
 import { placeRanks, type BindTo, type MapBy } from '../topology/placement.js';
+import type { RankPlacement } from '../topology/types.js';
 import { parseNonNegativeInt, requireOne } from './args.js';
 import type { CliIo } from './io.js';
 

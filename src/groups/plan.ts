@@ -2,7 +2,7 @@ import { TopocollError } from '../errors.js';
 import { parseLocality, localityIndices } from '../topology/locality-string.js';
 import { pathForNode } from '../topology/network/network-file.js';
 import type { NetworkTopology } from '../topology/network/types.js';
-import { HARDWARE_LEVELS, LOCALITY_CODE, type HardwareLevel, type Locality } from '../topology/types.js';
+import { HARDWARE_LEVELS, LOCALITY_CODE, type HardwareLevel, type Locality, type RankPlacement } from '../topology/types.js';
 import { switchLevelName, validateDisabledLevels, type LevelName } from './levels.js';
 import { describeDrop, isWarningDrop, selectNodeLevels, type DropReason, type NodeLevelSelection } from './node-levels.js';
 
@@ -16,14 +16,6 @@ import { describeDrop, isWarningDrop, selectNodeLevels, type DropReason, type No
  * 4. disabled levels are removed before building; `world` cannot be disabled.
  * Every rank that builds a plan from the same inputs gets the same plan.
  */
-
-/** Where one rank runs. */
-export interface RankPlacement {
-  rank: number;
-  node: string;
-  /** PMIx locality string; empty or undefined when unknown (e.g. an unbound process). */
-  locality?: string;
-}
 
 export interface PlanOptions {
   /** Switch paths of the nodes; without it there are no switch levels. */

@@ -7,7 +7,8 @@ import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
 import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
-import { planGroups, type Group, type GroupPlan, type PlanOptions, type RankPlacement } from '../groups/plan.js';
+import { planGroups, type Group, type GroupPlan, type PlanOptions } from '../groups/plan.js';
+import type { RankPlacement } from '../topology/types.js';
 
 /**
  * Which algorithm every group of a plan runs each collective with, per message-size class, and

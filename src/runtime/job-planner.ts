@@ -1,7 +1,8 @@
 import { cpus as osCpus } from 'node:os';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
-import { planGroups, type Group, type GroupPlan, type RankPlacement } from '../groups/plan.js';
+import { planGroups, type Group, type GroupPlan } from '../groups/plan.js';
+import type { RankPlacement } from '../topology/types.js';
 import { nativeLimits, type NativeEngine, type TcpPeerAddress } from '../native.js';
 import type { NetworkTopology } from '../topology/network/types.js';
 import { rankOrderedPlan } from './collective-plans.js';

@@ -1,5 +1,5 @@
 import { TopocollError } from '../errors.js';
-import type { RankPlacement } from '../groups/plan.js';
+import type { RankPlacement } from './types.js';
 import { parseLocality } from './locality-string.js';
 import { readTextFile } from '../util/read-text-file.js';
 import { lines } from '../util/lines.js';

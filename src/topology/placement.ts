@@ -1,8 +1,7 @@
 import { TopocollError } from '../errors.js';
-import type { RankPlacement } from '../groups/plan.js';
 import { formatLocality } from './locality-string.js';
 import { computeLocality } from './process-locality.js';
-import type { MachineTopology, TopologyObject } from './types.js';
+import type { MachineTopology, RankPlacement, TopologyObject } from './types.js';
 
 /**
  * Where a launcher would put the ranks of a job on identical nodes — the `mpirun --map-by …

@@ -68,3 +68,11 @@ export interface LocalityToken {
   code: LocalityCode;
   indices: number[];
 }
+
+/** Where one rank runs. */
+export interface RankPlacement {
+  rank: number;
+  node: string;
+  /** PMIx locality string; empty or undefined when unknown (e.g. an unbound process). */
+  locality?: string;
+}

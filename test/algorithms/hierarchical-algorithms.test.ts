@@ -11,7 +11,8 @@ import {
   type AllreduceVariant,
 } from '../../src/algorithms/hierarchical.js';
 import { StepKind, encodeSchedule, type Step } from '../../src/algorithms/schedule.js';
-import { planGroups, type Group, type GroupPlan, type RankPlacement } from '../../src/groups/plan.js';
+import { planGroups, type Group, type GroupPlan } from '../../src/groups/plan.js';
+import type { RankPlacement } from '../../src/topology/types.js';
 import { parseSimpleNetworkFile } from '../../src/topology/network/simple-file.js';
 import { byCore, coreLocality, pad, range } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';

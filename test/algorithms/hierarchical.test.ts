@@ -8,7 +8,8 @@ import {
 } from '../../src/algorithms/hierarchical.js';
 import { StepKind, encodeSchedule, type Schedule, type Step } from '../../src/algorithms/schedule.js';
 import { TopocollError } from '../../src/errors.js';
-import { planGroups, type GroupPlan, type RankPlacement } from '../../src/groups/plan.js';
+import { planGroups, type GroupPlan } from '../../src/groups/plan.js';
+import type { RankPlacement } from '../../src/topology/types.js';
 import { parseSimpleNetworkFile } from '../../src/topology/network/simple-file.js';
 import { parseSlurmTopologyConf } from '../../src/topology/network/slurm-topology-conf.js';
 import { UNBALANCED_CONF, exampleFile } from '../helpers/network-examples.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { planGroups, type RankPlacement } from '../../src/groups/plan.js';
+import { planGroups } from '../../src/groups/plan.js';
+import type { RankPlacement } from '../../src/topology/types.js';
 import { planToJson } from '../../src/groups/plan-json.js';
 import { parseSimpleNetworkFile } from '../../src/topology/network/simple-file.js';
 import type { TopocollErrorCode } from '../../src/errors.js';

@@ -1,4 +1,4 @@
-import type { RankPlacement } from '../../src/groups/plan.js';
+import type { RankPlacement } from '../../src/topology/types.js';
 
 /**
  * Locality string of a rank bound to core `c` of a node whose sockets have `coresPerSocket`

@@ -3,7 +3,8 @@ import { formatAlgorithm } from '../../src/algorithms/algorithm-choice.js';
 import { preservesRankOrder } from '../../src/algorithms/hierarchical.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { TopocollConfigInput } from '../../src/config/schema.js';
-import { planGroups, type Group, type RankPlacement } from '../../src/groups/plan.js';
+import { planGroups, type Group } from '../../src/groups/plan.js';
+import type { RankPlacement } from '../../src/topology/types.js';
 import { decodeSteps, StepKind, type Step } from '../../src/algorithms/schedule.js';
 import {
   AUTO_SEGMENT_BYTES,
