@@ -19,6 +19,7 @@
 #include "wait.h"
 #include "errors.h"
 #include "placement.h"
+#include "segment_layout.h"
 
 namespace topocoll {
 
@@ -601,7 +602,7 @@ Napi::Value CrossCoreLatencyOf(const Napi::CallbackInfo& info) {
 Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
   const size_t local_size = info[0].As<Napi::Number>().Uint32Value();
   const uint64_t channel = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
-  return Napi::Number::New(info.Env(), static_cast<double>(Engine::SegmentBytes(local_size, channel, BcastParamsOf(info[2]))));
+  return Napi::Number::New(info.Env(), static_cast<double>(SegmentLayout(local_size, channel, BcastParamsOf(info[2])).total_bytes()));
 }
 
 // { name: value } of an enum whose values, cast to double, are the entries' numbers.

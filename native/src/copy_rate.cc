@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache_line.h"
 #include "errors.h"
 #include "wait.h"
 
@@ -72,7 +73,7 @@ double MeasureCrossCoreLatencyNs(int cpu_a, int cpu_b, int round_trips) {
   // The counter goes 0 → 1 on cpu_a, 1 → 2 on cpu_b, and so on: each step waits for the line
   // the other thread has just written. Two threads of their own: the caller's CPUs stay as
   // they are.
-  alignas(64) std::atomic<int64_t> turn{0};
+  alignas(kFalseSharingBytes) std::atomic<int64_t> turn{0};
   std::atomic<bool> pinned{true};
   std::atomic<int> ready{0};
   double us = 0;

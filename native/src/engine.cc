@@ -10,6 +10,7 @@
 
 #include "errors.h"
 #include "placement.h"
+#include "segment_layout.h"
 
 namespace topocoll {
 
@@ -24,11 +25,6 @@ uint32_t AbortCodeIndex(const std::string& code) {
 
 // How long a failing rank waits, at most, for room to send its abort notice on its links.
 constexpr int kLastWordsMs = 250;
-
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-size_t ControlsBytes(size_t local_size) { return RoundUp(local_size * sizeof(RankControl), kPage); }
-size_t ChannelStride(uint64_t channel_bytes) { return kPage + channel_bytes; }
 
 }  // namespace
 
@@ -201,15 +197,9 @@ Engine::~Engine() { Close(); }
 
 int Engine::ListenTcp(const std::string& address) { return tcp_.Listen(address); }
 
-size_t Engine::SegmentBytes(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast) {
-  const size_t channels = local_size * (local_size - 1);
-  return kPage + ControlsBytes(local_size) + channels * ChannelStride(channel_bytes) +
-         local_size * ShmBcast::RegionBytes(bcast) + ShmAllreduce::AreaBytes(local_size);
-}
-
 void Engine::CreateSegment(const std::string& name) {
   const size_t local_size = options_.local_ranks.size();
-  const size_t bytes = SegmentBytes(local_size, options_.channel_bytes, options_.bcast);
+  const size_t bytes = SegmentLayout(local_size, options_.channel_bytes, options_.bcast).total_bytes();
   segment_ = ShmSegment::Create(name, bytes);
   created_name_ = name;
   auto* h = new (segment_.base()) SegmentHeader();
@@ -227,7 +217,7 @@ void Engine::OpenSegment(const std::string& name) {
   const auto* h = reinterpret_cast<const SegmentHeader*>(segment_.base());
   if (h->magic != kSegmentMagic || h->version != kSegmentVersion || h->local_size != options_.local_ranks.size() ||
       h->channel_capacity != options_.channel_bytes ||
-      h->total_bytes != SegmentBytes(options_.local_ranks.size(), options_.channel_bytes, options_.bcast)) {
+      h->total_bytes != SegmentLayout(options_.local_ranks.size(), options_.channel_bytes, options_.bcast).total_bytes()) {
     throw CollError("EINVAL", "shared segment " + name + " does not match this job's layout");
   }
   // The creator chose asymmetric fences for the whole node: every waker skips its fence from
@@ -240,10 +230,11 @@ void Engine::OpenSegment(const std::string& name) {
 
 void Engine::InitViews() {
   const size_t local_size = options_.local_ranks.size();
+  const SegmentLayout layout(local_size, options_.channel_bytes, options_.bcast);
   uint8_t* base = segment_.base();
-  header_ = reinterpret_cast<SegmentHeader*>(base);
+  header_ = layout.Header(base);
   policy_.asymmetric = yield_policy_.asymmetric = header_->asymmetric_fences != 0;
-  auto* controls = reinterpret_cast<RankControl*>(base + kPage);
+  RankControl* controls = layout.Controls(base);
   locals_.clear();
   for (size_t i = 0; i < local_size; ++i) locals_.push_back({options_.local_ranks[i], &controls[i]});
   co_runner_bells_.clear();
@@ -256,54 +247,36 @@ void Engine::InitViews() {
   policy_.co_runner_count = co_runner_bells_.size();
   node_policy_ = policy_;
   if (!co_runner_bells_.empty()) node_policy_.spin_iterations = 0;
-  uint8_t* channel_base = base + kPage + ControlsBytes(local_size);
-  const size_t stride = ChannelStride(options_.channel_bytes);
   channels_.assign(local_size * local_size, ShmChannel());
-  size_t slot = 0;
   for (size_t from = 0; from < local_size; ++from) {
     for (size_t to = 0; to < local_size; ++to) {
       if (from == to) continue;
-      uint8_t* block = channel_base + slot++ * stride;
-      channels_[from * local_size + to] =
-          ShmChannel(reinterpret_cast<ChannelControl*>(block), block + kPage, options_.channel_bytes,
-                     &controls[from].doorbell, &controls[to].doorbell);
+      uint8_t* ring = layout.ChannelRing(base, from, to);
+      channels_[from * local_size + to] = ShmChannel(layout.ChannelControlOf(base, from, to), ring, options_.channel_bytes,
+                                                     &controls[from].doorbell, &controls[to].doorbell);
       // First touch: the writer of a channel places its pages on its own NUMA node.
-      if (from == static_cast<size_t>(local_index_)) std::memset(block + kPage, 0, options_.channel_bytes);
+      if (from == static_cast<size_t>(local_index_)) std::memset(ring, 0, options_.channel_bytes);
     }
   }
-  // The S0 bcast regions follow the channels, one per local rank.
-  uint8_t* bcast_base = channel_base + slot * stride;
-  const size_t region_bytes = ShmBcast::RegionBytes(options_.bcast);
-  const size_t slots_per_queue = static_cast<size_t>(options_.bcast.queue_bytes / options_.bcast.min_fragment);
   std::vector<BcastRegion> regions;
   std::vector<Doorbell*> doorbells;
   for (size_t i = 0; i < local_size; ++i) {
-    uint8_t* r = bcast_base + i * region_bytes;
-    BcastRegion region{};
-    region.sets = reinterpret_cast<SetCounter*>(r);
-    region.slot_waiter = reinterpret_cast<std::atomic<int32_t>*>(r + kMaxSets * sizeof(SetCounter));
-    region.consumed = reinterpret_cast<PaddedCounter*>(r + kMaxSets * sizeof(SetCounter) + 128);
-    static_assert(kMaxSets * sizeof(SetCounter) + 128 + kMaxRings * sizeof(PaddedCounter) <= 2048, "set and ring counters fit below the reduce counters");
-    static_assert(2048 + kMaxRings * sizeof(ReduceCounters) <= kPage, "the reduce counters fit in the region's first page");
-    region.reduce = reinterpret_cast<ReduceCounters*>(r + 2048);
-    region.rings = reinterpret_cast<FragmentControl*>(r + kPage);
-    region.queue = r + kPage + (kMaxRings * slots_per_queue * sizeof(FragmentControl) + kPage - 1) / kPage * kPage;
-    regions.push_back(region);
+    regions.push_back(layout.RegionViews(base, i));
     doorbells.push_back(&controls[i].doorbell);
   }
   {
     // First touch of this rank's own region (its queue is read by everyone but written only
     // here); random access advice keeps the kernel from faulting in neighbours' pages for us.
-    uint8_t* own = bcast_base + static_cast<size_t>(local_index_) * region_bytes;
+    uint8_t* own = layout.Region(base, static_cast<size_t>(local_index_));
     own_region_ = own;
-    own_region_bytes_ = region_bytes;
-    madvise(own, region_bytes, MADV_RANDOM);
-    std::memset(own, 0, region_bytes);
+    own_region_bytes_ = layout.region_bytes();
+    madvise(own, own_region_bytes_, MADV_RANDOM);
+    std::memset(own, 0, own_region_bytes_);
     regions[static_cast<size_t>(local_index_)].slot_waiter->store(-1, std::memory_order_relaxed);
   }
   shm_reduce_ = std::make_unique<ShmReduce>(regions, doorbells, local_index_, options_.bcast.queue_bytes);
-  // The small-message allreduce's area follows the bcast regions (zero, as ftruncate left it).
-  shm_allreduce_ = std::make_unique<ShmAllreduce>(bcast_base + local_size * region_bytes, options_.local_ranks, doorbells, local_index_);
+  // The node-wide area is zero, as ftruncate left it.
+  shm_allreduce_ = std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index_);
   shm_bcast_ = std::make_unique<ShmBcast>(options_.bcast, std::move(regions), std::move(doorbells), local_index_);
 
   RankControl& mine = controls[local_index_];

@@ -173,8 +173,6 @@ class Engine {
 
   // --- setup, in this order ---
   int ListenTcp(const std::string& address);
-  // Size of the node's segment for these options.
-  static size_t SegmentBytes(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast);
   // The node leader creates the segment; the others open it once the leader said so.
   void CreateSegment(const std::string& name);
   void OpenSegment(const std::string& name);

@@ -6,19 +6,13 @@
 #include <utility>
 
 #include "errors.h"
-#include "shm_segment.h"
 
 namespace topocoll {
 
-size_t ShmAllreduce::AreaBytes(size_t local_size) {
-  const size_t bytes = sizeof(Counters) + 2 * kMaxBytes + 2 * local_size * sizeof(Slot);
-  return (bytes + kPage - 1) / kPage * kPage;
-}
-
-ShmAllreduce::ShmAllreduce(uint8_t* area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me)
-    : counters_(reinterpret_cast<Counters*>(area)),
-      results_(area + sizeof(Counters)),
-      slots_(reinterpret_cast<Slot*>(area + sizeof(Counters) + 2 * kMaxBytes)),
+ShmAllreduce::ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me)
+    : counters_(area.counters),
+      results_(area.results),
+      slots_(area.slots),
       ranks_(std::move(ranks)),
       doorbells_(std::move(doorbells)),
       me_(me) {}

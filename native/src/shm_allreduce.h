@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cache_line.h"
 #include "message.h"
 #include "shm_reduce.h"
 #include "wait.h"
@@ -54,12 +55,29 @@ class ShmAllreduce {
   // Bytes of a slot's data: an allgather's column per round.
   static constexpr size_t kSlotBytes = 64 * 1024;
 
-  // Bytes of the node-wide area for `local_size` ranks (a multiple of the page size).
-  static size_t AreaBytes(size_t local_size);
+  // The parts of the node-wide area (segment_layout.h carves them).
+  struct Counters {
+    // deposits ever made in last-arrival calls (L per call); written by every rank
+    alignas(kFalseSharingBytes) std::atomic<uint64_t> arrived;
+    // last-arrival calls whose result is published; written by the last to arrive
+    alignas(kFalseSharingBytes) std::atomic<uint64_t> completed;
+  };
+  // The mark, the header and the first 24 bytes of data share a cache line: a peer waiting
+  // for a small deposit takes all of it in one transfer.
+  struct alignas(kFalseSharingBytes) Slot {
+    std::atomic<uint64_t> deposited;  // call + 1 once this call's header and data are written
+    MsgHeader header;
+    uint8_t data[kSlotBytes];  // 8-byte aligned: combined in place
+  };
+  struct Area {
+    Counters* counters;
+    uint8_t* results;  // 2 parities × kMaxBytes
+    Slot* slots;       // 2 parities × L, by parity then local index
+  };
 
-  // `area`: AreaBytes(L) bytes of the shared segment, zeroed by its creator; `ranks`: the
+  // `area`: the node-wide area of the shared segment, zeroed by its creator; `ranks`: the
   // global ranks of the L local ranks, ascending; `me`: this rank's local index.
-  ShmAllreduce(uint8_t* area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me);
+  ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me);
 
   // Combines every local rank's `buf` (count elements of elem bytes; the same `header` on every
   // rank) into every rank's `buf`; `every_rank_combines` picks the protocol (the same on every
@@ -75,18 +93,6 @@ class ShmAllreduce {
                  const MsgHeader& header, bool every_rank_waits, const WaitPolicy& policy, WaitGuard& guard);
 
  private:
-  struct alignas(64) Counters {
-    std::atomic<uint64_t> arrived;  // deposits ever made in last-arrival calls (L per call)
-    uint8_t pad[56];
-    std::atomic<uint64_t> completed;  // last-arrival calls whose result is published
-  };
-  // The mark, the header and the first 24 bytes of data share a cache line: a peer waiting
-  // for a small deposit takes all of it in one transfer.
-  struct alignas(64) Slot {
-    std::atomic<uint64_t> deposited;  // call + 1 once this call's header and data are written
-    MsgHeader header;
-    uint8_t data[kSlotBytes];  // 8-byte aligned: combined in place
-  };
   Slot& SlotOf(int rank, uint64_t call) const;
   uint8_t* Result(uint64_t call) const;
   // Checks that `theirs`, the header local rank r deposited, is this call's.

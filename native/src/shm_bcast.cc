@@ -9,15 +9,9 @@ namespace topocoll {
 
 namespace {
 
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
 size_t SlotCount(const ShmBcastParams& p) { return static_cast<size_t>(p.queue_bytes / p.min_fragment); }
 
 }  // namespace
-
-size_t ShmBcast::RegionBytes(const ShmBcastParams& p) {
-  return kPage + RoundUp(kMaxRings * SlotCount(p) * sizeof(FragmentControl), kPage) + p.queue_bytes;
-}
 
 ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me)
     : params_(std::move(params)),

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cache_line.h"
 #include "shm_segment.h"
 #include "wait.h"
 
@@ -55,22 +56,21 @@ constexpr size_t kInlineBytes = 104;
 
 // One fragment's notification, written by the parent, read by the owner; a block changes only
 // when the parent writes a new tag (tags are unique per call, level and fragment).
-struct alignas(128) FragmentControl {
+struct alignas(kFalseSharingBytes) FragmentControl {
   std::atomic<uint64_t> tag;  // 0 before the first use
   uint64_t offset;            // where the fragment sits in the root's queue
   uint32_t size;
   uint32_t call_hash;
   uint8_t inline_data[kInlineBytes];
 };
-static_assert(sizeof(FragmentControl) == 128, "one control block is two cache lines");
+static_assert(sizeof(FragmentControl) == kFalseSharingBytes, "a control block fills its padding: kInlineBytes is what the other fields leave");
 
-struct alignas(128) SetCounter {
+struct alignas(kFalseSharingBytes) SetCounter {
   std::atomic<uint32_t> pending;  // readers that have not released this set of the owner's queue
 };
 
-// Views of one rank's part of the segment.
 // A counter on a cache line of its own.
-struct alignas(64) PaddedCounter {
+struct alignas(kFalseSharingBytes) PaddedCounter {
   std::atomic<uint64_t> value;
 };
 
@@ -80,6 +80,7 @@ struct ReduceCounters {
   PaddedCounter in, out, free;
 };
 
+// Views of one rank's S0 region of the segment (segment_layout.h carves it).
 struct BcastRegion {
   SetCounter* sets;
   std::atomic<int32_t>* slot_waiter;  // local index of a writer sleeping on this rank, or -1
@@ -95,9 +96,6 @@ struct BcastRegion {
 
 class ShmBcast {
  public:
-  // Bytes of one rank's region for these parameters (page multiples).
-  static size_t RegionBytes(const ShmBcastParams& params);
-
   ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me);
 
   // Declares a group of local ranks (local indices, ascending) under `id` and precomputes this

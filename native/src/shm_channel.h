@@ -21,13 +21,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cache_line.h"
 #include "wait.h"
 
 namespace topocoll {
 
 struct ChannelControl {
-  alignas(128) std::atomic<uint64_t> head;  // bytes published (sender; streamed messages only)
-  alignas(128) std::atomic<uint64_t> tail;  // bytes consumed (receiver)
+  alignas(kFalseSharingBytes) std::atomic<uint64_t> head;  // bytes published (sender; streamed messages only)
+  alignas(kFalseSharingBytes) std::atomic<uint64_t> tail;  // bytes consumed (receiver)
 };
 
 struct ByteSlice {

@@ -8,12 +8,13 @@
 #include <cstdint>
 #include <string>
 
+#include "cache_line.h"
 #include "wait.h"
 
 namespace topocoll {
 
 constexpr uint64_t kSegmentMagic = 0x4c4c4f434f504f54ULL;  // "TOPOCOLL"
-constexpr uint32_t kSegmentVersion = 3;
+constexpr uint32_t kSegmentVersion = 4;  // raised whenever segment_layout.h changes
 constexpr size_t kPage = 4096;
 
 // First page of the segment.
@@ -26,9 +27,9 @@ struct SegmentHeader {
   // 1 when every process of the segment registered for membarrier(2): wakers skip their
   // store-load fence and sleepers pay it (wait.h). Decided by the creator for everyone.
   uint32_t asymmetric_fences;
-  alignas(64) std::atomic<uint32_t> mapped;
+  alignas(kFalseSharingBytes) std::atomic<uint32_t> mapped;
   // Set once by the first process that fails; every waiter checks it and stops.
-  alignas(64) std::atomic<uint32_t> abort_code;
+  alignas(kFalseSharingBytes) std::atomic<uint32_t> abort_code;
   int32_t abort_rank;
   char abort_message[512];
 };
@@ -38,11 +39,11 @@ struct SegmentHeader {
 // `call` is the collective the rank is in (a MsgHeader's bytes), published under a seqlock
 // (`call_version` odd while it is written) so a peer that waits long can check it is in the
 // same collective.
-struct alignas(128) RankControl {
+struct alignas(kFalseSharingBytes) RankControl {
   Doorbell doorbell;
-  alignas(64) std::atomic<int32_t> pid;
+  alignas(kFalseSharingBytes) std::atomic<int32_t> pid;
   std::atomic<uint32_t> departed;
-  alignas(64) std::atomic<uint32_t> call_version;
+  alignas(kFalseSharingBytes) std::atomic<uint32_t> call_version;
   std::atomic<uint64_t> call[4];
 };
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "cache_line.h"
+
 namespace topocoll {
 
 // A per-process wake-up word in shared memory. Whoever makes a condition true that this
@@ -21,7 +23,7 @@ namespace topocoll {
 // `asymmetric` the sleeper pays it all — a membarrier(2) that makes every process of the
 // segment pass a full barrier — and the wakers, the fast path, need none (the technique of
 // liburcu's membarrier flavour). Without membarrier both sides fence.
-struct alignas(64) Doorbell {
+struct alignas(kFalseSharingBytes) Doorbell {
   std::atomic<uint32_t> bell{0};
   std::atomic<uint32_t> sleeping{0};
   // Set while the owner waits (past its spin) and nobody has rung since: the owner cannot go
