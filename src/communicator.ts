@@ -7,7 +7,7 @@ import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
 import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
-import { summarizePlacement, type PlacementReport } from './runtime/placement.js';
+import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
 import type { TypedArray } from './util/typed-array.js';
 
@@ -359,7 +359,7 @@ export class Communicator {
    */
   placement(): PlacementReport {
     this.ensureOpen();
-    return summarizePlacement(this.engine.ownRegionNodes(), this.numaNode);
+    return summarizeResidency(this.engine.ownRegionNodes(), this.numaNode);
   }
 
   /** Releases shared memory, sockets and threads. Idempotent; collectives afterwards fail with ECLOSED. */

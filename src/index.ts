@@ -43,7 +43,7 @@ export { init, type InitOptions } from './init.js';
 export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } from './communicator.js';
 export { userOp, type UserOp, type ReduceOpName } from './runtime/datatypes.js';
 export type { TypedArray } from './util/typed-array.js';
-export type { PlacementReport } from './runtime/placement.js';
+export type { PlacementReport } from './runtime/numa-residency.js';
 
 // Configuration.
 export { parseConfig, loadConfigFile, resolveConfig, validateConfig, DEFAULT_CONFIG_PATH } from './config/load.js';

@@ -17,7 +17,7 @@ import { resolveNodeIdentity } from './topology/node-identity.js';
 import { computeLocality } from './topology/process-locality.js';
 import type { RankPlacement } from './topology/types.js';
 import { detectEnvironment, type JobEnvironment } from './runtime/environment.js';
-import { numaNodeOf } from './runtime/placement.js';
+import { numaNodeOf } from './runtime/numa-residency.js';
 import { removeJobSegments, segmentName } from './runtime/segment-name.js';
 import { shmLayout } from './runtime/shm-budget.js';
 import { coRunnersOf } from './runtime/co-runners.js';

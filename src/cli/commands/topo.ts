@@ -9,7 +9,7 @@ import { placeRanks } from '../../topology/placement.js';
 import { computeLocality } from '../../topology/process-locality.js';
 import { HARDWARE_LEVELS, type HardwareLevel } from '../../topology/types.js';
 import { pageNodes } from '../../native.js';
-import { describePlacement, numaNodeOf, summarizePlacement, type PlacementReport } from '../../runtime/placement.js';
+import { describeResidency, numaNodeOf, summarizeResidency, type PlacementReport } from '../../runtime/numa-residency.js';
 import { shmLayout } from '../../runtime/shm-budget.js';
 import { parseCommandArgs } from '../args.js';
 import type { CliIo } from '../io.js';
@@ -110,7 +110,7 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
 function firstTouchCheck(expectedNode: number | undefined): PlacementReport {
   const buffer = new Uint8Array(256 * 1024);
   for (let i = 0; i < buffer.length; i += 4096) buffer[i] = 1;
-  return summarizePlacement(pageNodes(buffer), expectedNode);
+  return summarizeResidency(pageNodes(buffer), expectedNode);
 }
 
 function formatTopo(r: TopoReport): string {
@@ -127,7 +127,7 @@ function formatTopo(r: TopoReport): string {
   lines.push(
     `shared memory per node: ${mib(shm.segmentBytes)} for ${shm.localRanks} ranks (bcast queues of ${shm.bcastQueueBytes / 1024} KiB, ${shm.bcastTree} tree; ${shm.localRanks * (shm.localRanks - 1)} channels of ${shm.channelBytes / 1024} KiB; budget ${mib(shm.budgetBytes)})`,
   );
-  lines.push(`NUMA placement of first-touched memory (move_pages): ${describePlacement(r.placement)}`);
+  lines.push(`NUMA placement of first-touched memory (move_pages): ${describeResidency(r.placement)}`);
   if (!r.process.bound) lines.push('hint: unbound processes are grouped from the node level up; bind each process to a core (mpirun --bind-to core, srun --cpu-bind=cores, taskset -c N) to use the levels inside the node.');
   return lines.join('\n') + '\n';
 }

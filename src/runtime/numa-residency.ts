@@ -1,9 +1,11 @@
 /**
- * Checking NUMA placement: S0 wants each rank's queue on the rank's own NUMA node, which first
+ * Where memory pages reside, against the NUMA node they should be on (not where ranks run:
+ * that is a RankPlacement). S0 wants each rank's queue on the rank's own NUMA node, which first
  * touch arranges. `move_pages` (query mode) reports where each page really is; this turns the
  * per-page answer into a verdict. Pure, so the logic is tested without a NUMA machine.
  */
 
+/** The residency verdict for one buffer; public as PlacementReport, what Communicator.placement() returns. */
 export interface PlacementReport {
   pages: number;
   /** Pages on the expected node (all resident pages when no node is expected). */
@@ -20,7 +22,7 @@ export interface PlacementReport {
 const ENOENT = 2;
 
 /** @param status move_pages' answer per page: a node number, or −errno. */
-export function summarizePlacement(status: ArrayLike<number>, expectedNode?: number): PlacementReport {
+export function summarizeResidency(status: ArrayLike<number>, expectedNode?: number): PlacementReport {
   const byNode: Record<number, number> = {};
   let absent = 0;
   for (let i = 0; i < status.length; i++) {
@@ -35,7 +37,7 @@ export function summarizePlacement(status: ArrayLike<number>, expectedNode?: num
   return { pages: status.length, onNode, byNode, absent, ...(expectedNode === undefined ? {} : { expectedNode }), verdict };
 }
 
-export function describePlacement(r: PlacementReport): string {
+export function describeResidency(r: PlacementReport): string {
   if (r.verdict === 'unknown') return r.pages === 0 ? 'not available (no move_pages or nothing mapped)' : `no page resident yet (${r.pages} pages)`;
   const nodes = Object.entries(r.byNode).map(([n, c]) => `node ${n}: ${c}`).join(', ');
   const where = r.expectedNode === undefined ? '' : ` (expected node ${r.expectedNode})`;
