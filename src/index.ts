@@ -14,7 +14,7 @@ export { readSysfsTopology } from './topology/sysfs.js';
 export { discoverMachine, type DiscoverOptions } from './topology/discover.js';
 export { readProcessAffinity, parseAffinityFromStatus } from './topology/affinity.js';
 export { computeLocality } from './topology/process-locality.js';
-export { placeRanks, type PlacementOptions, type MapBy, type BindTo } from './topology/placement.js';
+export { placeRanks, type PlacementOptions, type MapBy, type BindTo } from './topology/rank-mapping.js';
 export { parseLocalitiesFile, formatLocalitiesFile, readLocalitiesFile } from './topology/localities-file.js';
 export { resolveNodeIdentity } from './topology/node-identity.js';
 

@@ -11,7 +11,7 @@ import { compressHostlist } from '../../topology/network/hostlist.js';
 import { readNetworkFile } from '../../topology/network/network-file.js';
 import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
 import type { CliIo } from '../io.js';
-import { placementOptions, placementsFrom, placementUsage } from '../placement-options.js';
+import { mappingOptions, placementsFrom, mappingUsage } from '../mapping-options.js';
 
 export const groupsHelp = `topocoll groups — plan the per-level groups of a job, without running it
 
@@ -20,7 +20,7 @@ Usage: topocoll groups (--localities FILE | <placement options>) [--network FILE
 
   --localities FILE  where every rank runs: "<rank> <node> <locality>" lines
                      (as printed by "topocoll localities")
-${placementUsage}
+${mappingUsage}
   --network FILE     node-to-switch file or Slurm topology.conf (format detected)
   --disable LEVELS   comma-separated levels to leave out (core, l1, l2, l3, numa, socket,
                      node, switch1…switchK; not world)
@@ -31,7 +31,7 @@ ${placementUsage}
 
 export function groupsCommand(argv: string[], io: CliIo): number {
   const { values } = parseCommandArgs('groups', argv, {
-    ...placementOptions,
+    ...mappingOptions,
     localities: { type: 'string' },
     network: { type: 'string' },
     disable: { type: 'string' },

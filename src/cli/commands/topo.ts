@@ -5,7 +5,7 @@ import { readProcessAffinity } from '../../topology/affinity.js';
 import { discoverMachine } from '../../topology/discover.js';
 import { formatIndexList } from '../../topology/index-list.js';
 import { formatLocality, parseLocality } from '../../topology/locality-string.js';
-import { placeRanks } from '../../topology/placement.js';
+import { placeRanks } from '../../topology/rank-mapping.js';
 import { computeLocality } from '../../topology/process-locality.js';
 import { HARDWARE_LEVELS, type HardwareLevel } from '../../topology/types.js';
 import { pageNodes } from '../../native.js';

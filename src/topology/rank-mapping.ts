@@ -4,7 +4,7 @@ import { computeLocality } from './process-locality.js';
 import type { MachineTopology, RankPlacement, TopologyObject } from './types.js';
 
 /**
- * Where a launcher would put the ranks of a job on identical nodes — the `mpirun --map-by …
+ * Rank mapping: where a launcher would put the ranks of a job on identical nodes — the `mpirun --map-by …
  * --bind-to …` of a described cluster — so groups can be planned without running anything.
  * Ranks fill nodes in order: node k holds ranks k·ppn … k·ppn + ppn − 1.
  */
@@ -12,6 +12,7 @@ import type { MachineTopology, RankPlacement, TopologyObject } from './types.js'
 export type MapBy = 'core' | 'numa' | 'socket';
 export type BindTo = 'core' | 'socket' | 'none';
 
+/** The mapping policy (public as PlacementOptions, the options of placeRanks). */
 export interface PlacementOptions {
   nodes: readonly string[];
   ranksPerNode: number;

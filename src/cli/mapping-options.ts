@@ -3,13 +3,13 @@ import { TopocollError } from '../errors.js';
 import { readHwlocXmlFile } from '../topology/hwloc-xml.js';
 import { readLocalitiesFile } from '../topology/localities-file.js';
 import { expandHostlist } from '../topology/network/hostlist.js';
-import { placeRanks, type BindTo, type MapBy } from '../topology/placement.js';
+import { placeRanks, type BindTo, type MapBy } from '../topology/rank-mapping.js';
 import type { RankPlacement } from '../topology/types.js';
 import { parseNonNegativeInt, requireOne } from './args.js';
 import type { CliIo } from './io.js';
 
-/** The options that describe a job's placement on a cluster of identical nodes. */
-export const placementOptions = {
+/** The options that map a described job's ranks onto a cluster of identical nodes (mpirun's --map-by/--bind-to). */
+export const mappingOptions = {
   'hwloc-xml': { type: 'string' },
   nodes: { type: 'string' },
   ppn: { type: 'string' },
@@ -17,7 +17,7 @@ export const placementOptions = {
   'bind-to': { type: 'string' },
 } as const;
 
-export const placementUsage = `  --hwloc-xml FILE   the machine of every node (hwloc XML, v2 or v3)
+export const mappingUsage = `  --hwloc-xml FILE   the machine of every node (hwloc XML, v2 or v3)
   --nodes HOSTLIST   node names, e.g. node[01-64]
   --ppn N            ranks per node (at most the number of cores)
   --map-by core|numa|socket
@@ -26,7 +26,7 @@ export const placementUsage = `  --hwloc-xml FILE   the machine of every node (h
   --bind-to core|socket|none
                      what each rank may run on (default core)`;
 
-export interface PlacementValues {
+export interface MappingValues {
   'hwloc-xml'?: string;
   nodes?: string;
   ppn?: string;
@@ -34,7 +34,7 @@ export interface PlacementValues {
   'bind-to'?: string;
 }
 
-export function placementFromOptions(command: string, values: PlacementValues, io: CliIo): RankPlacement[] {
+export function placementsFromMapping(command: string, values: MappingValues, io: CliIo): RankPlacement[] {
   const missing = (['hwloc-xml', 'nodes', 'ppn', 'map-by'] as const).filter((k) => values[k] === undefined);
   if (missing.length > 0) {
     throw new TopocollError('EINVAL', `topocoll ${command}: missing ${missing.map((k) => `--${k}`).join(', ')}`, {
@@ -49,14 +49,14 @@ export function placementFromOptions(command: string, values: PlacementValues, i
   return placeRanks(machine, { nodes, ranksPerNode, mapBy, bindTo });
 }
 
-/** `--localities FILE`, or the placement options; not both. */
-export function placementsFrom(command: string, values: PlacementValues & { localities?: string }, io: CliIo): RankPlacement[] {
-  const described = Object.keys(placementOptions).some((k) => values[k as keyof PlacementValues] !== undefined);
+/** `--localities FILE`, or the mapping options; not both. */
+export function placementsFrom(command: string, values: MappingValues & { localities?: string }, io: CliIo): RankPlacement[] {
+  const described = Object.keys(mappingOptions).some((k) => values[k as keyof MappingValues] !== undefined);
   if (values.localities !== undefined) {
     if (described) {
       throw new TopocollError('EINVAL', `topocoll ${command}: give either --localities or the placement options, not both`);
     }
     return readLocalitiesFile(resolve(io.cwd, values.localities));
   }
-  return placementFromOptions(command, values, io);
+  return placementsFromMapping(command, values, io);
 }
