@@ -1,10 +1,14 @@
 import { z } from 'zod';
+import { DEFAULT_MACHINE_PROFILE, MACHINE_PROFILES } from './machine-profiles.js';
 
 /**
  * The configuration schema — the single source of truth for what a topocoll YAML file may
  * contain, its defaults and its types. Every section is strict: an unknown key is an error
  * (a typo must not silently fall back to a default).
  */
+
+/** The machine whose measured cost-model parameters are the defaults. */
+const PROFILE = MACHINE_PROFILES[DEFAULT_MACHINE_PROFILE];
 
 /** `core l1 l2 l3 numa socket node world switch1 switch2 …` */
 export const LEVEL_NAME_PATTERN = /^(core|l1|l2|l3|numa|socket|node|world|switch[1-9][0-9]*)$/;
@@ -115,20 +119,20 @@ const shmBcast = z
   })
   .strict();
 
-/** Defaults measured by `topocoll tune shm`, recorded in bench/RESULTS.md. */
+/** Defaults from the default machine profile (machine-profiles.ts), measured by `topocoll tune shm`. */
 const shmModel = z
   .object({
     /** Bytes per µs through one pipeline stage: the root's copy into the queue, a reader's out of it (fitted by topocoll tune shm). */
-    copyBytesPerUs: z.number().positive().default(25600),
+    copyBytesPerUs: z.number().positive().default(PROFILE.shmModel.copyBytesPerUs),
     /** The same for messages above largeBytes, which no longer stay in the caches. */
-    largeCopyBytesPerUs: z.number().positive().default(11500),
-    largeBytes: z.number().int().positive().default(8 << 20),
+    largeCopyBytesPerUs: z.number().positive().default(PROFILE.shmModel.largeCopyBytesPerUs),
+    largeBytes: z.number().int().positive().default(PROFILE.shmModel.largeBytes),
     /** µs to write a child's control block and for the child to see it. */
-    notifyUs: z.number().positive().default(0.19),
+    notifyUs: z.number().positive().default(PROFILE.shmModel.notifyUs),
     /** Fixed µs per fragment per rank. */
-    fragmentUs: z.number().nonnegative().default(0.065),
+    fragmentUs: z.number().nonnegative().default(PROFILE.shmModel.fragmentUs),
     /** Fixed µs per call (entering native code, checks, publishing the call). */
-    callUs: z.number().nonnegative().default(0),
+    callUs: z.number().nonnegative().default(PROFILE.shmModel.callUs),
   })
   .strict();
 
@@ -156,7 +160,7 @@ const shm = z
      */
     membarrier: z.boolean().default(true),
     bcast: shmBcast.default({ enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' }),
-    model: shmModel.default({ copyBytesPerUs: 25600, largeCopyBytesPerUs: 11500, largeBytes: 8 << 20, notifyUs: 0.19, fragmentUs: 0.065, callUs: 0 }),
+    model: shmModel.default({ ...PROFILE.shmModel }),
   })
   .strict();
 
@@ -220,12 +224,6 @@ const allgatherCollective = z
 /** LogP parameters of one kind of link, in µs (S4): latency, send and receive overheads, gap. */
 const logp = z.object({ L: z.number().nonnegative(), os: z.number().nonnegative(), or: z.number().nonnegative(), g: z.number().nonnegative() }).strict();
 
-/** Defaults measured by `topocoll tune barrier` (loopback TCP), recorded in bench/RESULTS.md. */
-export const DEFAULT_BARRIER_LOGP = {
-  shm: { L: 0.61, os: 0.32, or: 0.29, g: 0.32 },
-  tcp: { L: 0.65, os: 4.54, or: 0.98, g: 4.57 },
-} as const;
-
 const barrierCollective = z
   .object({
     /**
@@ -235,11 +233,11 @@ const barrierCollective = z
     levels: z
       .record(levelKey, z.string().regex(/^(auto|central-counter|combining-tree:([2-9]|[1-9][0-9]+)|dissemination)$/, 'expected auto, central-counter, combining-tree:K or dissemination'))
       .default({}),
-    /** LogP parameters of shared memory and of TCP links, for `auto`. */
+    /** LogP parameters of shared memory and of TCP links, for `auto`; defaults from the default machine profile. */
     logp: z
-      .object({ shm: logp.default({ ...DEFAULT_BARRIER_LOGP.shm }), tcp: logp.default({ ...DEFAULT_BARRIER_LOGP.tcp }) })
+      .object({ shm: logp.default({ ...PROFILE.barrierLogP.shm }), tcp: logp.default({ ...PROFILE.barrierLogP.tcp }) })
       .strict()
-      .default({ shm: { ...DEFAULT_BARRIER_LOGP.shm }, tcp: { ...DEFAULT_BARRIER_LOGP.tcp } }),
+      .default({ shm: { ...PROFILE.barrierLogP.shm }, tcp: { ...PROFILE.barrierLogP.tcp } }),
   })
   .strict();
 
@@ -284,7 +282,7 @@ export const configSchema = z
       channelBytes: 'auto',
       membarrier: true,
       bcast: { enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' },
-      model: { copyBytesPerUs: 25600, largeCopyBytesPerUs: 11500, largeBytes: 8 << 20, notifyUs: 0.19, fragmentUs: 0.065, callUs: 0 },
+      model: { ...PROFILE.shmModel },
     }),
     bcast: bcastCollective.prefault({}),
     reduce: reduceCollective.prefault({}),
