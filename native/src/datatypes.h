@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace topocoll {
 
@@ -49,5 +50,24 @@ struct ReduceKernels {
 };
 // Both null when the pair is not supported (bitwise and logical operators on floating-point types).
 ReduceKernels FindReduce(Dtype t, ReduceOp op);
+
+// A user-defined operator: combines n elements of src into dst (dst = dst op src).
+using CustomReduce = std::function<void(void* dst, const void* src, size_t n)>;
+
+// The reduction of one call, as the executor and every shared-memory engine take it: a
+// built-in kernel or the caller's operator; reducer(dst, src, n) is dst = dst op src.
+struct Reducer {
+  ReduceFn kernel = nullptr;
+  Reduce3Fn kernel3 = nullptr;  // dst = a op b; with kernel
+  const CustomReduce* custom = nullptr;
+  // a op b and b op a have the same bits (integer operators, floating-point sum and product):
+  // the order of a step's operands can then be ignored.
+  bool symmetric = false;
+  explicit operator bool() const { return kernel != nullptr || custom != nullptr; }
+  void operator()(void* dst, const void* src, size_t n) const {
+    if (kernel != nullptr) kernel(dst, src, n);
+    else (*custom)(dst, src, n);
+  }
+};
 
 }  // namespace topocoll

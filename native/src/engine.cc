@@ -612,12 +612,6 @@ ElementRange Blocks(uint64_t n, uint32_t first, uint32_t count, uint32_t of) {
   return {n * first / of, n * (static_cast<uint64_t>(first) + count) / of};
 }
 
-// The reducer as the shared-memory engines take it (dst = dst op src). Built only by the steps
-// that use it: it wraps the reducer, which outlives the step.
-ReduceChunk ChunkOf(const Reducer& reducer) {
-  return [&reducer](void* dst, const void* src, size_t n) { reducer(dst, src, n); };
-}
-
 }  // namespace
 
 void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n,
@@ -687,13 +681,13 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
     case StepKind::kShmReduce: {
       if (pending != nullptr) pending->Materialize(begin, end);
       guard.WaitingOn(s.peer);
-      shm_reduce_->Run(s.group, s.local_peer, data.buffer + begin * elem, end - begin, elem, ChunkOf(reducer), GroupPolicy(s.group), guard);
+      shm_reduce_->Run(s.group, s.local_peer, data.buffer + begin * elem, end - begin, elem, reducer, GroupPolicy(s.group), guard);
       return;
     }
     case StepKind::kShmAllreduce: {
       if (pending != nullptr) pending->Materialize(begin, end);
       guard.WaitingOnNode();
-      shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, s.every_rank_combines, ChunkOf(reducer),
+      shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, s.every_rank_combines, reducer,
                           node_policy_, guard);
       return;
     }

@@ -91,24 +91,6 @@ struct EngineOptions {
   int64_t collective_timeout_ms = 0;
 };
 
-// A user-defined operator: combines n elements of src into dst (dst = dst op src).
-using CustomReduce = std::function<void(void* dst, const void* src, size_t n)>;
-
-// The reduction of one call: a built-in kernel or the caller's operator.
-struct Reducer {
-  ReduceFn kernel = nullptr;
-  Reduce3Fn kernel3 = nullptr;  // dst = a op b; with kernel
-  const CustomReduce* custom = nullptr;
-  // a op b and b op a have the same bits (integer operators, floating-point sum and product):
-  // the order of a step's operands can then be ignored.
-  bool symmetric = false;
-  explicit operator bool() const { return kernel != nullptr || custom != nullptr; }
-  void operator()(void* dst, const void* src, size_t n) const {
-    if (kernel != nullptr) kernel(dst, src, n);
-    else (*custom)(dst, src, n);
-  }
-};
-
 // Where a received body goes, piece by piece: copied to dst, or combined into it in the step's
 // order (incoming_first: dst = incoming op dst, else dst op incoming) — or, given `own`, with
 // own in dst's place (dst = own op incoming in one pass; the reducer has kernel3).

@@ -3,6 +3,7 @@
 // arguments — a mismatch becomes EMISMATCH instead of a hang or wrong data.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -32,6 +33,13 @@ struct MsgHeader {
   int32_t sender;
 };
 static_assert(sizeof(MsgHeader) == 32, "the header is part of the wire format");
+
+// One piece of a message a transport writes: a header and a body go out as two slices, back to
+// back, in one message (ShmChannel::Send, TcpLinks::Send).
+struct ByteSlice {
+  const void* data;
+  size_t size;
+};
 
 // Empty when `got` is what the receiver expected from `peer`; else a description of the
 // difference for an EMISMATCH error.

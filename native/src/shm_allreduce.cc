@@ -78,7 +78,7 @@ void ShmAllreduce::AwaitComplete(uint64_t round, const WaitPolicy& policy, WaitG
 }
 
 void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
-                       const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard) {
+                       const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard) {
   const size_t bytes = static_cast<size_t>(count) * elem;
   if (bytes > kMaxBytes) throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
   const uint64_t call = Deposit(buf, bytes, header);
@@ -87,7 +87,7 @@ void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& 
 }
 
 void ShmAllreduce::EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
-                                     const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard) {
+                                     const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard) {
   MarkDeposited(call, policy);
   uint8_t* out = static_cast<uint8_t*>(buf);
   for (size_t r = 0; r < doorbells_.size(); ++r) {
@@ -101,7 +101,7 @@ void ShmAllreduce::EveryRankCombines(uint64_t call, void* buf, size_t bytes, uin
 }
 
 void ShmAllreduce::LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count,
-                                const MsgHeader& header, const ReduceChunk& combine, const WaitPolicy& policy,
+                                const MsgHeader& header, const Reducer& combine, const WaitPolicy& policy,
                                 WaitGuard& guard) {
   uint8_t* result = Result(call);
   if (Arrive(call, round, header)) {

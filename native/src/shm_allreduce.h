@@ -42,8 +42,8 @@
 #include <vector>
 
 #include "cache_line.h"
+#include "datatypes.h"
 #include "message.h"
-#include "shm_reduce.h"
 #include "wait.h"
 
 namespace topocoll {
@@ -83,7 +83,7 @@ class ShmAllreduce {
   // rank) into every rank's `buf`; `every_rank_combines` picks the protocol (the same on every
   // rank). Throws CollError EMISMATCH when the headers differ.
   void Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
-           const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard);
+           const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard);
 
   // Allgather: local rank r's block (counts[ranks[r]] elements of elem bytes) lies at
   // displs[ranks[r]] in every rank's `result`; this rank's own block is there already.
@@ -112,9 +112,9 @@ class ShmAllreduce {
   // The others: wait until `round` is complete.
   void AwaitComplete(uint64_t round, const WaitPolicy& policy, WaitGuard& guard);
   void LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
-                    const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard);
+                    const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard);
   void EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
-                         const ReduceChunk& combine, const WaitPolicy& policy, WaitGuard& guard);
+                         const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard);
 
   Counters* counters_;
   uint8_t* results_;

@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "cache_line.h"
+#include "message.h"
 #include "wait.h"
 
 namespace topocoll {
@@ -29,11 +30,6 @@ namespace topocoll {
 struct ChannelControl {
   alignas(kFalseSharingBytes) std::atomic<uint64_t> head;  // bytes published (sender; streamed messages only)
   alignas(kFalseSharingBytes) std::atomic<uint64_t> tail;  // bytes consumed (receiver)
-};
-
-struct ByteSlice {
-  const void* data;
-  size_t size;
 };
 
 class ShmChannel {

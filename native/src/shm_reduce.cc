@@ -35,7 +35,7 @@ void ShmReduce::RingAll(const Group& g, const WaitPolicy& policy) {
   }
 }
 
-void ShmReduce::Run(int id, int destination, void* buf, uint64_t count, size_t elem, const ReduceChunk& combine,
+void ShmReduce::Run(int id, int destination, void* buf, uint64_t count, size_t elem, const Reducer& combine,
                     const WaitPolicy& policy, WaitGuard& guard) {
   if (id < 0 || static_cast<size_t>(id) >= groups_.size() || groups_[static_cast<size_t>(id)].members.empty()) {
     throw CollError("EINVAL", "unknown shared-memory group " + std::to_string(id));

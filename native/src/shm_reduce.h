@@ -15,16 +15,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
+#include "datatypes.h"
 #include "shm_bcast.h"
 #include "wait.h"
 
 namespace topocoll {
-
-// Combines n elements of src into dst (dst = dst op src).
-using ReduceChunk = std::function<void(void* dst, const void* src, size_t n)>;
 
 class ShmReduce {
  public:
@@ -35,7 +32,7 @@ class ShmReduce {
 
   // Reduces `count` elements of `elem` bytes of every member's `buf` into the `buf` of the
   // member with local index `destination`. Every member calls it with the same arguments.
-  void Run(int id, int destination, void* buf, uint64_t count, size_t elem, const ReduceChunk& combine,
+  void Run(int id, int destination, void* buf, uint64_t count, size_t elem, const Reducer& combine,
            const WaitPolicy& policy, WaitGuard& guard);
 
   // Forgets every group's progress (after a reconfiguration, when no collective is running).

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shm_channel.h"
+#include "message.h"
 #include "wait.h"
 
 namespace topocoll {
