@@ -10,6 +10,7 @@ import type { BindPolicy } from './launcher.js';
 import type { BenchRow, BenchSettings, GroupSizesRecord } from './bench-worker.js';
 import type { CliIo } from './io.js';
 import { ompiUnavailable, runOmpi } from './ompi-baseline.js';
+import { Progress } from './progress.js';
 import { runWorkerJob } from './worker-job.js';
 
 /** The algorithms `topocoll bench barrier --explain` runs at every level, one job each. */
@@ -42,6 +43,10 @@ interface Level {
  */
 export async function explainBarrier(job: ExplainJob, config: TopocollConfig): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'topocoll-explain-'));
+  const multiNode = (job.nodes ?? 1) > 1;
+  // The default job, one per forced algorithm, the model's choice, and Open MPI on one node.
+  const progress = new Progress('topocoll bench', 1 + FORCED.length + 1 + (multiNode ? 0 : 1));
+  const jobIo = progress.around(job.io);
   try {
     const settings: BenchSettings = {
       collectives: ['barrier'],
@@ -57,7 +62,8 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
     const run = async (name: string, yaml: string | undefined): Promise<{ us: number; levels: { level: string; sizes: number[] }[] }> => {
       let file: string | undefined;
       if (yaml !== undefined) writeFileSync((file = join(dir, `${name}.yaml`)), yaml);
-      const { code, records } = await runWorkerJob({ ...job, config: file, worker: 'bench-worker.js', settingsVariable: 'TOPOCOLL_BENCH', settings });
+      progress.step(`barrier --explain: ${name} (${job.ranks} ranks)`);
+      const { code, records } = await runWorkerJob({ ...job, io: jobIo, config: file, worker: 'bench-worker.js', settingsVariable: 'TOPOCOLL_BENCH', settings });
       const row = (records as BenchRow[]).find((r) => r.collective === 'barrier');
       const sizes = (records as Partial<GroupSizesRecord>[]).find((r) => r.groupSizes !== undefined)?.groupSizes;
       if (code !== 0 || row === undefined || sizes === undefined) throw new TopocollError('EINVAL', `topocoll bench barrier --explain: the ${name} job failed (exit ${code})`);
@@ -68,7 +74,6 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
 
     // The default job first: it reports the levels and their group sizes.
     const base = await run('default', undefined);
-    const multiNode = (job.nodes ?? 1) > 1;
     const levels: Level[] = base.levels.map(({ level, sizes }) => ({
       level,
       size: Math.max(...sizes),
@@ -92,10 +97,14 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
     if (!multiNode) {
       const why = ompiUnavailable();
       if (why === undefined) {
+        progress.step(`barrier --explain: Open MPI (${job.ranks} ranks)`);
         const o = runOmpi('barrier', job.ranks, settings);
         const row = o.rows.find((r) => r.collective === 'barrier');
         if (row !== undefined) rows.push([`Open MPI MPI_Barrier (${o.version.split(',')[0]})`, '-', row.avgUs]);
-      } else ompi = `# no Open MPI baseline: ${why}\n`;
+      } else {
+        progress.setTotal(1 + FORCED.length + 1);
+        ompi = `# no Open MPI baseline: ${why}\n`;
+      }
     } else ompi = '# no Open MPI baseline with emulated nodes\n';
 
     const best = Math.min(...rows.filter((r) => !r[0].startsWith('Open MPI')).map((r) => r[2]));
@@ -110,6 +119,7 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
     for (const r of table) lines.push(r.map((v, c) => (c === 0 ? v.padEnd(widths[c]!) : v.padStart(widths[c]!))).join('  ').trimEnd());
     return lines.join('\n') + '\n' + ompi;
   } finally {
+    progress.finish();
     rmSync(dir, { recursive: true, force: true });
   }
 }

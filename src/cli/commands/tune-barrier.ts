@@ -6,6 +6,7 @@ import { TopocollError } from '../../errors.js';
 import { readOptionalTextFile } from '../../util/read-text-file.js';
 import type { CliIo } from '../io.js';
 import type { LogpRecord, LogpSettings } from '../logp-worker.js';
+import { Progress } from '../progress.js';
 import { runWorkerJob } from '../worker-job.js';
 
 /** Group sizes the printed table shows the model's choice for. */
@@ -19,15 +20,25 @@ const SHOWN_SIZES = [2, 3, 4, 8, 16, 32, 64, 256];
  */
 export async function tuneBarrier(out: string, io: CliIo): Promise<number> {
   const settings: LogpSettings = { messages: 64, repeats: 201 };
-  const measure = async (nodes: number): Promise<LogP & { callUs: number; pingpongUs: number }> => {
-    const { code, records } = await runWorkerJob({ ranks: 2, bind: 'core', nodes, worker: 'logp-worker.js', settingsVariable: 'TOPOCOLL_LOGP', settings, io });
+  // One measuring job per kind of link.
+  const progress = new Progress('topocoll tune barrier', 2);
+  const jobIo = progress.around(io);
+  const measure = async (nodes: number, what: string): Promise<LogP & { callUs: number; pingpongUs: number }> => {
+    progress.step(what);
+    const { code, records } = await runWorkerJob({ ranks: 2, bind: 'core', nodes, worker: 'logp-worker.js', settingsVariable: 'TOPOCOLL_LOGP', settings, io: jobIo });
     const record = (records as LogpRecord[]).find((r) => r.kind === 'logp');
     if (code !== 0 || record === undefined) throw new TopocollError('EINVAL', `topocoll tune barrier: the measurement job failed (exit ${code})`);
     return record;
   };
   io.stderr('topocoll tune: measuring LogP parameters over shared memory and TCP…\n');
-  const shm = await measure(1);
-  const tcp = await measure(2);
+  let shm: Awaited<ReturnType<typeof measure>>;
+  let tcp: Awaited<ReturnType<typeof measure>>;
+  try {
+    shm = await measure(1, 'LogP over shared memory (2 ranks, one node)');
+    tcp = await measure(2, 'LogP over TCP (2 ranks, 2 emulated nodes)');
+  } finally {
+    progress.finish();
+  }
   const { doc } = parseYaml(readOptionalTextFile(out, 'ECONFIG', 'configuration file') ?? '', out);
   for (const [link, p] of [['shm', shm], ['tcp', tcp]] as const) {
     for (const key of ['L', 'os', 'or', 'g'] as const) doc.setIn(['barrier', 'logp', link, key], p[key]);
