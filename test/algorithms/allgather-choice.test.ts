@@ -3,7 +3,8 @@ import { decodeSteps, StepKind } from '../../src/algorithms/schedule.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group } from '../../src/groups/plan.js';
-import { chooseForClass, CollectivePlans, isNodeLocal } from '../../src/runtime/collective-plans.js';
+import { chooseForClass, isNodeLocal } from '../../src/algorithms/selection.js';
+import { CollectivePlans } from '../../src/runtime/collective-plans.js';
 import { byCore } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';
 

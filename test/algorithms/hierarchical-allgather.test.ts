@@ -4,7 +4,7 @@ import { allgatherSchedules, allreduceSchedules, coveredBelow, topGroup } from '
 import { StepKind, rankBlock, type Step } from '../../src/algorithms/schedule.js';
 import { planGroups, type Group, type GroupPlan } from '../../src/groups/plan.js';
 import type { RankPlacement } from '../../src/topology/types.js';
-import { isNodeLocal } from '../../src/runtime/collective-plans.js';
+import { isNodeLocal } from '../../src/algorithms/selection.js';
 import { coreLocality, range } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';
 import { ALLGATHER_RUNS, allgatherProblems, shmRegistry } from './collective-checks.js';

@@ -6,17 +6,8 @@ import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group } from '../../src/groups/plan.js';
 import type { RankPlacement } from '../../src/topology/types.js';
 import { decodeSteps, StepKind, type Step } from '../../src/algorithms/schedule.js';
-import {
-  AUTO_SEGMENT_BYTES,
-  chooseForClass,
-  CollectivePlans,
-  EVERY_RANK_COMBINES_MAX_RANKS,
-  isNodeLocal,
-  rankOrderedPlan,
-  SHM_ALLREDUCE_MAX_BYTES,
-  SHM_ALLGATHER_EVERY_RANK_MAX_BYTES,
-  shmAllreduceProtocol,
-} from '../../src/runtime/collective-plans.js';
+import { AUTO_SEGMENT_BYTES, chooseForClass, EVERY_RANK_COMBINES_MAX_RANKS, isNodeLocal, shmAllreduceProtocol } from '../../src/algorithms/selection.js';
+import { CollectivePlans, rankOrderedPlan, SHM_ALLREDUCE_MAX_BYTES, SHM_ALLGATHER_EVERY_RANK_MAX_BYTES } from '../../src/runtime/collective-plans.js';
 import { thrown } from '../helpers/thrown.js';
 import { byCore, coreLocality } from '../helpers/placements.js';
 

@@ -3,7 +3,7 @@ import { formatAlgorithm, type BcastAlgorithm, type ReduceAlgorithm } from '../.
 import { allgatherAlcd } from '../../algorithms/group-allgather.js';
 import { DEFAULT_CONFIG_PATH, loadConfigFile } from '../../config/load.js';
 import type { TopocollConfig } from '../../config/schema.js';
-import { chooseForClass, type ClassChoice } from '../../runtime/collective-plans.js';
+import { chooseForClass, type ClassChoice } from '../../algorithms/selection.js';
 import { TopocollError } from '../../errors.js';
 import { planToJson } from '../../groups/plan-json.js';
 import { planGroups, type DroppedLevel, type Group, type GroupPlan } from '../../groups/plan.js';
