@@ -1,3 +1,4 @@
+// @ts-check
 // Ranks other than the root pass IN_PLACE to reduce: each must get EINVAL before anything is
 // sent, so the next (correct) collectives still line up and give the right result. Then a user
 // operator throws mid-collective.

@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of the barrier test: in each of ROUNDS rounds every rank waits a different time, writes
 // "r:k" to a file all ranks of the job share (argv[2], O_APPEND), and enters the barrier; after
 // it, every rank reads the file and must find every rank's line of round k — no rank may leave
@@ -6,11 +7,11 @@
 import { appendFileSync, readFileSync } from 'node:fs';
 import { init } from 'topocoll';
 
-const file = process.argv[2];
+const file = /** @type {string} */ (process.argv[2]);
 const ROUNDS = 20;
 const comm = await init();
 const { rank, size } = comm;
-const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+const sleep = (/** @type {number} */ ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 
 for (let k = 0; k < ROUNDS; k++) {
   // A different rank is last each round.
@@ -21,7 +22,7 @@ for (let k = 0; k < ROUNDS; k++) {
   const seen = new Set(readFileSync(file, 'utf8').split('\n').filter((l) => l.endsWith(`:${k}`)));
   if (seen.size !== size) throw new Error(`rank ${rank} left barrier ${k} having seen ${seen.size} of ${size} ranks enter it`);
 }
-const algorithms = comm.levels().filter((l) => l.algorithms).map((l) => `${l.name}:${l.algorithms.barrier}`);
+const algorithms = comm.levels().filter((l) => l.algorithms).map((l) => `${l.name}:${/** @type {NonNullable<typeof l.algorithms>} */ (l.algorithms).barrier}`);
 if (rank === 0) console.log(`barriers of rank 0: ${algorithms.join(' ')}`);
 console.log(`rank ${rank} ok ${ROUNDS}`);
 comm.close();

@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of a multi-process test job (started by `topocoll run`): runs every collective with
 // every datatype, operator, root and size class, and checks each result against a reference
 // computed here from the inputs every rank would have — an independent recomputation, not the
@@ -6,19 +7,37 @@
 // Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB (allgather: 4 MiB + 1 per rank); [--quick] fewer sizes.
 import { init, IN_PLACE, userOp } from 'topocoll';
 
+/** @import { ReduceOpName, TypedArray } from 'topocoll' */
+/**
+ * An element: a number, or a bigint for BigInt64Array and BigUint64Array. The references below
+ * mix the two as the array type decides, which the checker cannot follow, so elements are `any`.
+ * @typedef {any} Scalar
+ */
+/** @typedef {TypedArray & { [i: number]: Scalar }} Values */
+/** @typedef {{ new (length: number): Values, from(src: ArrayLike<unknown>, map: (v: unknown, i: number) => Scalar): Values, readonly name: string }} ArrayType */
+
 const args = new Set(process.argv.slice(2));
 const comm = await init();
 const { rank, size } = comm;
 let checks = 0;
 
+/** @type {ArrayType[]} */
 const TYPES = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array];
-const isBig = (T) => T === BigInt64Array || T === BigUint64Array;
-const isFloat = (T) => T === Float32Array || T === Float64Array;
+const isBig = (/** @type {ArrayType} */ T) => T === BigInt64Array || T === BigUint64Array;
+const isFloat = (/** @type {ArrayType} */ T) => T === Float32Array || T === Float64Array;
+/** @type {ReduceOpName[]} */
 const OPS = ['sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor'];
-const opsFor = (T) => (isFloat(T) ? OPS.slice(0, 4) : OPS);
+const opsFor = (/** @type {ArrayType} */ T) => (isFloat(T) ? OPS.slice(0, 4) : OPS);
 const SIZES = args.has('--quick') ? [0, 1, 5] : [0, 1, 2, 3, 4, 7, 33, 1000];
 
 /** Input of rank r at index i for operator op: small values so every float result is exact. */
+/**
+ * @param {ArrayType} T
+ * @param {ReduceOpName} op
+ * @param {number} r
+ * @param {number} i
+ * @returns {Scalar}
+ */
 function input(T, op, r, i) {
   let v;
   switch (op) {
@@ -31,6 +50,12 @@ function input(T, op, r, i) {
   return isBig(T) ? BigInt(v) : v;
 }
 
+/**
+ * @param {ArrayType} T
+ * @param {ReduceOpName} op
+ * @param {number} r
+ * @param {number} n
+ */
 function fill(T, op, r, n) {
   const a = new T(n);
   for (let i = 0; i < n; i++) a[i] = input(T, op, r, i);
@@ -38,13 +63,20 @@ function fill(T, op, r, n) {
 }
 
 /** The reduction of all ranks' inputs, computed in plain JS and stored into T (wrapping/clamping as T does). */
+/**
+ * @param {ArrayType} T
+ * @param {ReduceOpName} op
+ * @param {number} n
+ */
 function reference(T, op, n) {
   const out = new T(n);
   for (let i = 0; i < n; i++) {
+    /** @type {Scalar[]} */
     const vals = [];
     for (let r = 0; r < size; r++) vals.push(input(T, op, r, i));
     const big = isBig(T);
     const zero = big ? 0n : 0;
+    /** @type {Scalar} */
     let acc;
     switch (op) {
       case 'sum': acc = vals.reduce((a, b) => a + b, zero); break;
@@ -72,6 +104,11 @@ function reference(T, op, n) {
   return out;
 }
 
+/**
+ * @param {Values} got
+ * @param {Values} want
+ * @param {string} what
+ */
 function expectEqual(got, want, what) {
   checks++;
   if (got.length !== want.length) throw new Error(`${what}: length ${got.length}, expected ${want.length}`);
@@ -101,7 +138,7 @@ for (const T of TYPES) {
       const root = roots[(k + TYPES.indexOf(T)) % size];
       const result = rank === root ? new T(n) : null;
       comm.reduceSync(mine, result, op, root);
-      if (rank === root) expectEqual(result, want, `reduceSync ${T.name} ${op} n=${n} root=${root}`);
+      if (rank === root) expectEqual(/** @type {Values} */ (result), want, `reduceSync ${T.name} ${op} n=${n} root=${root}`);
     }
   }
 }
@@ -132,11 +169,14 @@ for (const root of roots) {
 // Allgather and allgatherv: every type, sizes from 0, IN_PLACE, ragged counts with zeros, Sync
 // and Promise; the expected vector is rebuilt here from every rank's known block.
 {
+  /** @type {(T: ArrayType, r: number, i: number) => Scalar} */
   const value = (T, r, i) => {
     const v = (r * 131 + i * 7 + 3) % 97;
     return isBig(T) ? BigInt(v) - 40n * BigInt(r % 2) : T.name.startsWith('Uint') ? v : v - 40 * (r % 2);
   };
+  /** @type {(T: ArrayType, r: number, n: number) => Values} */
   const block = (T, r, n) => T.from({ length: n }, (_, i) => value(T, r, i));
+  /** @type {(T: ArrayType, counts: number[]) => Values} */
   const concat = (T, counts) => {
     const out = new T(counts.reduce((a, b) => a + b, 0));
     let at = 0;
@@ -164,10 +204,10 @@ for (const root of roots) {
     const counts = Array.from({ length: size }, (_, r) => (r * k + 3) % 7);
     const want = concat(Float64Array, counts);
     const out = new Float64Array(want.length);
-    comm.allgathervSync(block(Float64Array, rank, counts[rank]), out, counts);
+    comm.allgathervSync(block(Float64Array, rank, /** @type {number} */ (counts[rank])), out, counts);
     expectEqual(out, want, `allgathervSync counts=${counts.join(',')}`);
     const inPlace = new Float64Array(want.length);
-    inPlace.set(block(Float64Array, rank, counts[rank]), counts.slice(0, rank).reduce((a, b) => a + b, 0));
+    inPlace.set(block(Float64Array, rank, /** @type {number} */ (counts[rank])), counts.slice(0, rank).reduce((a, b) => a + b, 0));
     await comm.allgatherv(IN_PLACE, inPlace, counts);
     expectEqual(inPlace, want, `allgatherv IN_PLACE counts=${counts.join(',')}`);
   }
@@ -183,7 +223,7 @@ for (const root of roots) {
   ]) {
     const want = concat(Float64Array, counts);
     const out = new Float64Array(want.length);
-    comm.allgathervSync(block(Float64Array, rank, counts[rank]), out, counts);
+    comm.allgathervSync(block(Float64Array, rank, /** @type {number} */ (counts[rank])), out, counts);
     expectEqual(out, want, `allgathervSync counts=${counts.join(',')}`);
   }
   if (args.has('--big')) {
@@ -223,7 +263,7 @@ for (const root of roots) {
 // User-defined operators (a JavaScript function per chunk of elements).
 {
   // Commutative and associative, and it counts its own applications: size − 1 of them.
-  const plusOne = userOp((a, b) => a + b + 1, { commutative: true });
+  const plusOne = userOp((/** @type {number} */ a, /** @type {number} */ b) => a + b + 1, { commutative: true });
   const n = 5000; // more than one scratch chunk
   const mine = Float64Array.from({ length: n }, (_, i) => ((i * 13 + rank * 7) % 50) + 1);
   const out = new Float64Array(n);
@@ -234,14 +274,14 @@ for (const root of roots) {
     return s;
   });
   expectEqual(out, want, 'allreduce with a user operator');
-  const bigSum = userOp((a, b) => a + b, { commutative: true });
+  const bigSum = userOp((/** @type {bigint} */ a, /** @type {bigint} */ b) => a + b, { commutative: true });
   const root = size - 1;
   const big = BigInt64Array.from({ length: 7 }, (_, i) => BigInt(rank) * 1000000000000n + BigInt(i));
   const bigOut = rank === root ? new BigInt64Array(7) : null;
   await comm.reduce(big, bigOut, bigSum, root);
   if (rank === root) {
     const total = BigInt((size * (size - 1)) / 2) * 1000000000000n;
-    expectEqual(bigOut, BigInt64Array.from({ length: 7 }, (_, i) => total + BigInt(size * i)), 'reduce with a user operator on int64');
+    expectEqual(/** @type {Values} */ (bigOut), BigInt64Array.from({ length: 7 }, (_, i) => total + BigInt(size * i)), 'reduce with a user operator on int64');
   }
 }
 

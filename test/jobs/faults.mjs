@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of the fault-matrix tests. argv: <fault> <when> [size]
 //   fault: sigkill | close | return | exit | throw | sigstop — what the victim (the last rank, or
 //          FAULT_VICTIM) does
@@ -55,6 +56,7 @@ if (rank === victim && when === 'init') {
   // launcher hosts the rendezvous (one more listening socket) and sees the others arrive: its
   // own connection's two ends and one accepted socket per other rank.
   const hosting = rank === 0 && !process.env.TOPOCOLL_RANK;
+  /** @type {number | undefined} */
   let connectedAt;
   const poll = setInterval(() => {
     const now = sockets();
@@ -76,7 +78,7 @@ try {
 const n = when === 'large' ? 1 << 17 : 1;
 const send = new Float64Array(n).fill(comm.rank + 1);
 const recv = new Float64Array(n);
-const call = (i) => {
+const call = (/** @type {number} */ i) => {
   if (when === 'configure') comm.configure({ bcast: { segment: i % 2 === 0 ? 4096 : 8192 } });
   else if (when === 'large' && i % 2 === 1) comm.bcastSync(recv, 0);
   else comm.allreduceSync(send, recv, 'sum');

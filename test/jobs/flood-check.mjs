@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of the port-flood test (test/runtime/port-flood.test.ts): init, an allreduce, a bcast
 // and a barrier checked against formulas computed here, close. Prints `rank R ok` and exits 0,
 // or prints the reason to stderr and exits 1.
@@ -26,6 +27,10 @@ const holdRank = process.env.FLOOD_HOLD_RANK === undefined ? -1 : Number(process
 const holdMs = Number(process.env.FLOOD_HOLD_MS ?? 2000);
 const holdAt = process.env.FLOOD_HOLD_AT ?? 'link';
 
+/**
+ * @param {string} message
+ * @returns {never}
+ */
 function fail(message) {
   console.error(`flood-check: rank ${rank}: ${message}`);
   process.exit(1);
@@ -45,14 +50,16 @@ function listeningPorts() {
   const ports = [];
   for (const line of readFileSync('/proc/self/net/tcp', 'utf8').split('\n').slice(1)) {
     const f = line.trim().split(/\s+/);
-    if (f[3] === '0A' && inodes.has(f[9])) ports.push(parseInt(f[1].split(':')[1], 16));
+    if (f[3] === '0A' && inodes.has(f[9])) ports.push(parseInt(/** @type {string} */ (/** @type {string} */ (f[1]).split(':')[1]), 16));
   }
   return ports;
 }
 
-const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+const sleep = (/** @type {number} */ ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 
+/** @type {number | undefined} */
 let held;
+/** @type {number | undefined} */
 let holdEnd;
 const hold = () => {
   sleep(holdMs);
@@ -60,8 +67,8 @@ const hold = () => {
 };
 if (rank === holdRank) {
   if (holdAt !== 'publish' && holdAt !== 'link') fail(`FLOOD_HOLD_AT must be publish or link, got ${holdAt}`);
-  const write = net.Socket.prototype.write;
-  net.Socket.prototype.write = function (...args) {
+  const write = /** @type {(this: net.Socket, ...args: any[]) => boolean} */ (net.Socket.prototype.write);
+  net.Socket.prototype.write = function (/** @type {any[]} */ ...args) {
     // A rank of the launcher listens on nothing but its data port.
     const ports = held === undefined ? listeningPorts() : [];
     if (ports.length === 0) return write.apply(this, args);

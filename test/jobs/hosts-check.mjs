@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of a job started by hand with the torchrun convention (RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT, TOPOCOLL_TOKEN), e.g. inside the namespace hosts of test/helpers/hosts.ts.
 // Prints:
@@ -9,6 +10,9 @@
 import { hostname } from 'node:os';
 import { init, IN_PLACE } from 'topocoll';
 
+/** @typedef {Float64Array | Int32Array | Uint8Array} Values */
+/** @typedef {{ new (length: number): Values, from(src: ArrayLike<unknown>, map: (v: unknown, i: number) => number): Values, readonly name: string }} ArrayType */
+
 const basic = process.argv.includes('--basic');
 const expectRank = Number(process.env.RANK);
 const expectSize = Number(process.env.WORLD_SIZE);
@@ -19,6 +23,11 @@ if (rank !== expectRank || size !== expectSize) throw new Error(`init gave rank 
 console.log(`rank ${rank} node ${comm.node} localRank ${comm.localRank} localSize ${comm.localSize} hostname ${hostname()}`);
 
 let checks = 0;
+/**
+ * @param {Values} got
+ * @param {Values} want
+ * @param {string} what
+ */
 function expectEqual(got, want, what) {
   checks++;
   if (got.length !== want.length) throw new Error(`rank ${rank}: ${what}: length ${got.length}, expected ${want.length}`);
@@ -28,9 +37,14 @@ function expectEqual(got, want, what) {
 }
 
 /** Rank r's input at index i: small integers, so every float sum here is exact. */
-const input = (r, i) => ((r * 7 + i * 3) % 11) - 5;
-const fill = (T, r, n) => T.from({ length: n }, (_, i) => input(r, i));
+const input = (/** @type {number} */ r, /** @type {number} */ i) => ((r * 7 + i * 3) % 11) - 5;
+const fill = (/** @type {ArrayType} */ T, /** @type {number} */ r, /** @type {number} */ n) => T.from({ length: n }, (_, i) => input(r, i));
 /** The reduction of every rank's input, in plain JavaScript (stored into T, which wraps as the library's T does). */
+/**
+ * @param {ArrayType} T
+ * @param {'sum' | 'max'} op
+ * @param {number} n
+ */
 function reference(T, op, n) {
   const out = new T(n);
   for (let i = 0; i < n; i++) {
@@ -55,16 +69,16 @@ for (const T of TYPES) {
       expectEqual(ba, fill(T, root, n), `bcast ${T.name}[${n}] root ${root}`);
       if (basic) continue;
       // reduce: only the root has a result.
-      for (const op of ['sum', 'max']) {
+      for (const op of /** @type {const} */ (['sum', 'max'])) {
         const recv = rank === root ? new T(n).fill(99) : null;
         comm.reduceSync(fill(T, rank, n), recv, op, root);
-        if (rank === root) expectEqual(recv, reference(T, op, n), `reduceSync ${op} ${T.name}[${n}] root ${root}`);
+        if (rank === root) expectEqual(/** @type {Values} */ (recv), reference(T, op, n), `reduceSync ${op} ${T.name}[${n}] root ${root}`);
         const recvA = rank === root ? new T(n).fill(99) : null;
         await comm.reduce(fill(T, rank, n), recvA, op, root);
-        if (rank === root) expectEqual(recvA, reference(T, op, n), `reduce ${op} ${T.name}[${n}] root ${root}`);
+        if (rank === root) expectEqual(/** @type {Values} */ (recvA), reference(T, op, n), `reduce ${op} ${T.name}[${n}] root ${root}`);
       }
     }
-    for (const op of basic ? ['sum'] : ['sum', 'max']) {
+    for (const op of /** @type {('sum' | 'max')[]} */ (basic ? ['sum'] : ['sum', 'max'])) {
       const out = new T(n).fill(99);
       comm.allreduceSync(fill(T, rank, n), out, op);
       expectEqual(out, reference(T, op, n), `allreduceSync ${op} ${T.name}[${n}]`);

@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of a job started by any launcher (srun, mpirun, torchrun-style variables, topocoll run):
 // checks that init() found the rank and size the launcher assigned, then runs one allreduce,
 // bcast and barrier and checks their results against formulas computed here. Prints
@@ -8,6 +9,7 @@
 // SLURM_PROCID/SLURM_NTASKS, RANK/WORLD_SIZE. With none of them the job is a world of one.
 import { init } from 'topocoll';
 
+/** @type {[rankVar: string, sizeVar: string][]} */
 const LAUNCHER_VARS = [
   ['TOPOCOLL_RANK', 'TOPOCOLL_SIZE'],
   ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE'],
@@ -24,6 +26,10 @@ function expected() {
   return { rank: 0, size: 1, from: 'no launcher variables' };
 }
 
+/**
+ * @param {string} message
+ * @returns {never}
+ */
 function fail(message) {
   console.error(`launch-check: ${message}`);
   process.exit(1);

@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of a mismatch test: rank 1 calls a collective with one argument different from the
 // others (argv[2]: count | dtype | op | root | collective | allgather-count | allgatherv-counts |
 // allgather-collective | allgather-shm-or-not). No rank may finish with wrong data
@@ -37,8 +38,8 @@ try {
     }
     case 'allgatherv-counts': {
       // Same total, different split: only the counts tell the calls apart.
-      const counts = Array.from({ length: comm.size }, (_, r) => (odd ? [2, 4, 3, 3] : [3, 3, 3, 3])[r % 4]);
-      comm.allgathervSync(new Int32Array(counts[comm.rank]).fill(comm.rank), new Int32Array(counts.reduce((a, b) => a + b, 0)), counts);
+      const counts = Array.from({ length: comm.size }, (_, r) => /** @type {number} */ ((odd ? [2, 4, 3, 3] : [3, 3, 3, 3])[r % 4]));
+      comm.allgathervSync(new Int32Array(/** @type {number} */ (counts[comm.rank])).fill(comm.rank), new Int32Array(counts.reduce((a, b) => a + b, 0)), counts);
       break;
     }
     case 'allgather-shm-or-not': {

@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of a failure test: the last rank starts a Promise collective (argv[2]: allreduce,
 // allgather, or bcast — large, so the rank dies holding a set of the shared-memory engine) and SIGKILLs itself
 // while it runs; every other rank keeps calling collectives and must get an error (EPEERLOST)

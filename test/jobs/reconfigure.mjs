@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of a multi-process test job: a loop of collectives with the configuration switched in
 // the middle — levels off and on again, algorithms changed — every result checked against a
 // reference. `--disagree` makes the last rank ask for another configuration than the others:
@@ -13,6 +14,11 @@ const disagree = process.argv.includes('--disagree');
 const skip = process.argv.includes('--skip');
 let checks = 0;
 
+/**
+ * @param {number} n
+ * @param {number} root
+ * @param {number} step
+ */
 function check(n, root, step) {
   const buf = new Float64Array(n);
   if (rank === root) for (let i = 0; i < n; i++) buf[i] = step * 1000 + i;
@@ -27,7 +33,7 @@ function check(n, root, step) {
   }
   const red = rank === root ? new Int32Array(n) : null;
   comm.reduceSync(mine, red, 'max', root);
-  if (rank === root) for (let i = 0; i < n; i++) if (red[i] !== size - 1 + i + step) throw new Error(`rank ${rank} step ${step}: reduce element ${i} is ${red[i]}`);
+  if (rank === root) for (let i = 0; i < n; i++) if (/** @type {Int32Array} */ (red)[i] !== size - 1 + i + step) throw new Error(`rank ${rank} step ${step}: reduce element ${i} is ${/** @type {Int32Array} */ (red)[i]}`);
   const all = new Int32Array(n * size);
   comm.allgatherSync(mine, all);
   for (let r = 0; r < size; r++) {
@@ -39,12 +45,12 @@ function check(n, root, step) {
 const levels = comm.levels().map((l) => l.name);
 const switchable = levels.filter((l) => l !== 'world');
 const settings = [
-  () => switchable.length > 0 && comm.setLevelEnabled(switchable[0], false),
+  () => switchable.length > 0 && comm.setLevelEnabled(/** @type {string} */ (switchable[0]), false),
   // On one node, small allreduces switch the shared area's protocol too (both directions).
   () => comm.configure({ bcast: { levels: Object.fromEntries(levels.map((l) => [l, 'flat'])) }, allreduce: { algorithm: 'reduce-bcast', shm: 'every-rank' }, allgather: { levels: Object.fromEntries(levels.map((l) => [l, 'bruck'])) } }),
-  () => switchable.length > 0 && comm.setLevelEnabled(switchable[0], true),
+  () => switchable.length > 0 && comm.setLevelEnabled(/** @type {string} */ (switchable[0]), true),
   () => comm.configure({ reduce: { levels: Object.fromEntries(levels.map((l) => [l, 'knomial:3'])) }, allreduce: { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner', shm: 'last-arrival' }, allgather: { levels: Object.fromEntries(levels.map((l) => [l, 'neighbor-exchange'])), segment: 4096 }, collectives: { largeBytes: 1024 } }),
-  () => switchable.length > 1 && comm.setLevelEnabled(switchable[1], false),
+  () => switchable.length > 1 && comm.setLevelEnabled(/** @type {string} */ (switchable[1]), false),
 ];
 
 for (let step = 0; step < 30; step++) {

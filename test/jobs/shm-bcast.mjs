@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of the S0 shared-memory bcast tests. The configuration (TOPOCOLL_CONFIG) fixes the
 // queue, fragment, sets and tree; argv[2] is the fragment size and argv[3] the number of slots,
 // so the sizes of every regime of S0 can be named: inline, m = f, f + 1, S·f, beyond S·f.
@@ -12,8 +13,13 @@ const slots = Number(process.argv[3]);
 const sizes = [0, 1, 7, 104, 105, 1000, f - 1, f, f + 1, 2 * f, slots * f - 1, slots * f, slots * f + 1, 3 * slots * f + 17];
 let checks = 0;
 
-const pattern = (root, call, i) => (root * 31 + call * 7 + i * 13) & 0xff;
+const pattern = (/** @type {number} */ root, /** @type {number} */ call, /** @type {number} */ i) => (root * 31 + call * 7 + i * 13) & 0xff;
 let call = 0;
+/**
+ * @param {number} root
+ * @param {number} n
+ * @param {boolean} sync
+ */
 function once(root, n, sync) {
   const buf = new Uint8Array(n);
   if (rank === root) for (let i = 0; i < n; i++) buf[i] = pattern(root, call, i);
@@ -37,7 +43,7 @@ for (let root = 0; root < size; root++) for (const n of sizes) once(root, n, tru
 // Back to back with the root changing on every call, Promise and Sync interleaved.
 for (let k = 0; k < 4 * size; k++) {
   const root = (k * 3) % size;
-  const n = sizes[k % sizes.length];
+  const n = /** @type {number} */ (sizes[k % sizes.length]);
   if (k % 2 === 0) once(root, n, true);
   else await once(root, n, false);
 }

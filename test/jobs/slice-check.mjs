@@ -1,3 +1,4 @@
+// @ts-check
 // A one-process program (a world of one): prints the main thread's scheduler slice (se.slice of
 // /proc/self/sched, in ns) before init, with one and two communicators open, after closing the
 // first and after closing both — as "stage ns" lines.

@@ -1,3 +1,4 @@
+// @ts-check
 // A rank of a multi-process test job (started by `topocoll run --config …`): runs bcast, reduce,
 // allreduce and allgather(v) with whatever per-level algorithms the configuration chose, over sizes on both
 // sides of the small/large threshold (and across several segments), every root, a few
@@ -17,6 +18,25 @@
 //                    of 4N + 3 bytes), roots 0 and size − 1, IN_PLACE, float sums bitwise equal
 import { init, IN_PLACE, userOp } from 'topocoll';
 
+/** @import { ReduceOpName, TypedArray } from 'topocoll' */
+/**
+ * A typed array or Buffer whose elements are numbers or bigints by type; the references below
+ * mix the two as the datatype decides, which the checker cannot follow, so elements are `any`.
+ * @typedef {TypedArray & { [i: number]: any }} Values
+ */
+/**
+ * A datatype of the --types matrix.
+ * @typedef {object} DataType
+ * @property {string} name
+ * @property {number} bytes
+ * @property {(n: number) => Values} make
+ * @property {boolean} integer
+ * @property {number} [bits] integer types
+ * @property {boolean} [signed] integer types
+ * @property {boolean} [big] integer types: 64-bit, elements are bigints
+ * @property {boolean} [clamped] Uint8ClampedArray
+ */
+
 const comm = await init();
 const { rank, size } = comm;
 let checks = 0;
@@ -25,6 +45,11 @@ const given = argv.map(Number).filter((n, k) => argv[k] !== '' && Number.isInteg
 const options = new Map(argv.filter((a) => a.startsWith('--')).map((a) => { const [k, v] = a.slice(2).split('='); return [k, v]; }));
 const SIZES = given.length > 0 ? given : options.size > 0 ? [] : [0, 1, 3, 17, 1000, 16411, 70001, 300000];
 
+/**
+ * @param {Values} got
+ * @param {Values} want
+ * @param {string} what
+ */
 function expectEqual(got, want, what) {
   checks++;
   if (got.length !== want.length) throw new Error(`rank ${rank}: ${what}: length ${got.length}, expected ${want.length}`);
@@ -34,19 +59,19 @@ function expectEqual(got, want, what) {
 }
 
 // Integer inputs: sums and maxima checked exactly.
-const intInput = (r, i) => ((r * 131 + i * 7) % 1009) - 500;
-const intSum = (n) => Int32Array.from({ length: n }, (_, i) => {
+const intInput = (/** @type {number} */ r, /** @type {number} */ i) => ((r * 131 + i * 7) % 1009) - 500;
+const intSum = (/** @type {number} */ n) => Int32Array.from({ length: n }, (_, i) => {
   let s = 0;
   for (let r = 0; r < size; r++) s += intInput(r, i);
   return s;
 });
-const intMax = (n) => Int32Array.from({ length: n }, (_, i) => {
+const intMax = (/** @type {number} */ n) => Int32Array.from({ length: n }, (_, i) => {
   let m = -Infinity;
   for (let r = 0; r < size; r++) m = Math.max(m, intInput(r, i));
   return m;
 });
 // Float inputs whose sums round: the order of additions shows in the last bits.
-const floatInput = (r, i) => Math.sin(r * 12.9898 + i * 78.233) * 43758.5453;
+const floatInput = (/** @type {number} */ r, /** @type {number} */ i) => Math.sin(r * 12.9898 + i * 78.233) * 43758.5453;
 
 for (const n of SIZES) {
   const roots = n <= 1000 ? Array.from({ length: size }, (_, r) => r) : [size - 1, 0];
@@ -60,7 +85,7 @@ for (const n of SIZES) {
     const mine = Int32Array.from({ length: n }, (_, i) => intInput(rank, i));
     const out = rank === root ? new Int32Array(n) : null;
     comm.reduceSync(mine, out, 'sum', root);
-    if (rank === root) expectEqual(out, intSum(n), `reduce sum n=${n} root=${root}`);
+    if (rank === root) expectEqual(/** @type {Int32Array} */ (out), intSum(n), `reduce sum n=${n} root=${root}`);
     if (rank === root) {
       const inPlace = Int32Array.from(mine);
       await comm.reduce(IN_PLACE, inPlace, 'max', root);
@@ -84,7 +109,7 @@ for (const n of SIZES) {
   for (let i = 0; i < n; i++) {
     let want = 0;
     for (let r = 0; r < size; r++) want += floatInput(r, i);
-    if (Math.abs(result[i] - want) > 1e-9 * size * 43758.5453) throw new Error(`rank ${rank}: allreduce float sum n=${n}: element ${i} is ${result[i]}, expected about ${want}`);
+    if (Math.abs(/** @type {number} */ (result[i]) - want) > 1e-9 * size * 43758.5453) throw new Error(`rank ${rank}: allreduce float sum n=${n}: element ${i} is ${result[i]}, expected about ${want}`);
   }
   // Every rank's bits equal rank 0's: broadcast rank 0's result and compare.
   const bits = new Float64Array(result);
@@ -95,8 +120,8 @@ for (const n of SIZES) {
   comm.allreduceSync(floats, again, 'sum');
   expectEqual(new BigUint64Array(again.buffer), new BigUint64Array(result.buffer), `allreduce float sum n=${n}: repeatable`);
   // allgather (Sync, Promise IN_PLACE) and allgatherv with ragged counts (zeros included) of about n
-  const block = (r, len) => Int32Array.from({ length: len }, (_, i) => intInput(r, i) * 3 + r);
-  const gathered = (counts) => {
+  const block = (/** @type {number} */ r, /** @type {number} */ len) => Int32Array.from({ length: len }, (_, i) => intInput(r, i) * 3 + r);
+  const gathered = (/** @type {number[]} */ counts) => {
     const out = new Int32Array(counts.reduce((a, b) => a + b, 0));
     let at = 0;
     counts.forEach((len, r) => {
@@ -115,15 +140,15 @@ for (const n of SIZES) {
   expectEqual(allInPlace, gathered(even), `allgather IN_PLACE n=${n}`);
   const ragged = Array.from({ length: size }, (_, r) => (r % 3 === 1 ? 0 : Math.max(0, n - r * 7)));
   const v = new Int32Array(ragged.reduce((a, b) => a + b, 0));
-  comm.allgathervSync(block(rank, ragged[rank]), v, ragged);
+  comm.allgathervSync(block(rank, /** @type {number} */ (ragged[rank])), v, ragged);
   expectEqual(v, gathered(ragged), `allgatherv counts=${ragged.join(',')}`);
 }
 
 // Non-commutative user operators: `first` keeps its left operand, `last` its right one, so the
 // result names the rank that came first or last in the reduction order — rank order says 0 and
 // size − 1.
-const first = userOp((a) => a, { commutative: false });
-const last = userOp((_a, b) => b, { commutative: false });
+const first = userOp((/** @type {number} */ a) => a, { commutative: false });
+const last = userOp((/** @type {number} */ _a, /** @type {number} */ b) => b, { commutative: false });
 for (const n of [1, 5, 4099]) {
   const mine = new Float64Array(n).fill(rank);
   const lo = new Float64Array(n);
@@ -135,7 +160,7 @@ for (const n of [1, 5, 4099]) {
   for (const root of [0, size - 1]) {
     const out = rank === root ? new Float64Array(n) : null;
     comm.reduceSync(mine, out, last, root);
-    if (rank === root) expectEqual(out, new Float64Array(n).fill(size - 1), `reduce non-commutative last n=${n} root=${root}`);
+    if (rank === root) expectEqual(/** @type {Float64Array} */ (out), new Float64Array(n).fill(size - 1), `reduce non-commutative last n=${n} root=${root}`);
   }
 }
 
@@ -150,6 +175,7 @@ for (const n of [1, 5, 4099]) {
 // Number with the reference, never through a typed array the library filled.
 
 /** 32 well-mixed bits of a tuple of small integers. */
+/** @param {...number} xs */
 function hash32(...xs) {
   let h = 0x811c9dc5;
   for (const x of xs) {
@@ -162,9 +188,11 @@ function hash32(...xs) {
   }
   return h >>> 0;
 }
-const rand64 = (...xs) => (BigInt(hash32(...xs, 0x51)) << 32n) | BigInt(hash32(...xs, 0xa7));
+const rand64 = (/** @type {number[]} */ ...xs) => (BigInt(hash32(...xs, 0x51)) << 32n) | BigInt(hash32(...xs, 0xa7));
 
+/** @type {(name: string, bits: number, signed: boolean, make: DataType['make'], more?: { clamped?: boolean }) => DataType} */
 const integer = (name, bits, signed, make, more = {}) => ({ name, bits, bytes: bits / 8, signed, make, integer: true, big: bits === 64, ...more });
+/** @type {(name: string, bytes: number, make: DataType['make']) => DataType} */
 const floating = (name, bytes, make) => ({ name, bytes, make, integer: false });
 const TYPES = [
   integer('Int8Array', 8, true, (n) => new Int8Array(n)),
@@ -180,12 +208,23 @@ const TYPES = [
   floating('Float32Array', 4, (n) => new Float32Array(n)),
   floating('Float64Array', 8, (n) => new Float64Array(n)),
 ];
+/** @type {ReduceOpName[]} */
 const INT_OPS = ['sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor'];
+/** @type {ReduceOpName[]} */
 const FLOAT_OPS = ['sum', 'prod', 'min', 'max'];
 
-const wrap = (ty, v) => (ty.signed ? BigInt.asIntN(ty.bits, v) : BigInt.asUintN(ty.bits, v));
+/** @type {(ty: DataType, v: bigint) => bigint} */
+const wrap = (ty, v) => (ty.signed ? BigInt.asIntN(/** @type {number} */ (ty.bits), v) : BigInt.asUintN(/** @type {number} */ (ty.bits), v));
 
 /** Rank r's element i for type number t and operator op (a BigInt for integer types). */
+/**
+ * @param {DataType} ty
+ * @param {number} t
+ * @param {ReduceOpName} op
+ * @param {number} r
+ * @param {number} i
+ * @returns {bigint}
+ */
 function matrixIntInput(ty, t, op, r, i) {
   const o = INT_OPS.indexOf(op);
   const h = rand64(t, o, r, i);
@@ -209,7 +248,7 @@ function matrixIntInput(ty, t, op, r, i) {
       const zero = i % 3 === 0 ? false : i % 3 === 1 ? r === i % size : i % 2 === 0 || r !== (i >> 1) % size;
       if (zero) return 0n;
       // Nonzero values whose low bits are 0 (the sign bit alone) must count as true too.
-      if (i % 5 === 0) return wrap(ty, 1n << BigInt(ty.bits - 1));
+      if (i % 5 === 0) return wrap(ty, 1n << BigInt(/** @type {number} */ (ty.bits) - 1));
       const v = wrap(ty, h);
       return v === 0n ? 1n : v;
     }
@@ -219,11 +258,19 @@ function matrixIntInput(ty, t, op, r, i) {
 
 const PROD_FACTORS = [1, -1, 2, 0.5, 1.5, -0.25, 3, -1.5];
 /** Rank r's element i for a float type: every sum, product, min and max of these is exact. */
+/**
+ * @param {DataType} ty
+ * @param {number} t
+ * @param {ReduceOpName} op
+ * @param {number} r
+ * @param {number} i
+ * @returns {number}
+ */
 function matrixFloatInput(ty, t, op, r, i) {
   const h = hash32(t, FLOAT_OPS.indexOf(op), r, i);
   switch (op) {
     case 'sum': return ((h % 2001) - 1000) / 8;
-    case 'prod': return PROD_FACTORS[h % PROD_FACTORS.length];
+    case 'prod': return /** @type {number} */ (PROD_FACTORS[h % PROD_FACTORS.length]);
     default: {
       if (h % 17 === 0) return i % 2 === 0 ? Infinity : -Infinity;
       const v = (h - 2 ** 31) * 1e-3 + hash32(t, r, i, 7) * 2 ** -40;
@@ -232,6 +279,12 @@ function matrixFloatInput(ty, t, op, r, i) {
   }
 }
 
+/**
+ * @param {DataType} ty
+ * @param {ReduceOpName} op
+ * @param {any[]} vals numbers for float types, bigints for integer types
+ * @returns {any}
+ */
 function referenceOf(ty, op, vals) {
   if (!ty.integer) {
     switch (op) {
@@ -241,6 +294,7 @@ function referenceOf(ty, op, vals) {
       case 'max': return vals.reduce((a, b) => (b > a ? b : a));
     }
   }
+  /** @type {bigint} */
   let acc;
   switch (op) {
     case 'sum': acc = vals.reduce((a, b) => a + b, 0n); break;
@@ -258,6 +312,12 @@ function referenceOf(ty, op, vals) {
 }
 
 /** got (a typed array or Buffer) against want (BigInt or Number references). */
+/**
+ * @param {DataType} ty
+ * @param {Values} got
+ * @param {any[]} want
+ * @param {string} what
+ */
 function expectValues(ty, got, want, what) {
   checks++;
   if (got.length !== want.length) throw new Error(`rank ${rank}: ${what}: length ${got.length}, expected ${want.length}`);
@@ -267,12 +327,20 @@ function expectValues(ty, got, want, what) {
   }
 }
 
+/**
+ * @param {DataType} ty
+ * @param {any[]} values
+ */
 function filled(ty, values) {
   const a = ty.make(values.length);
   for (let i = 0; i < values.length; i++) a[i] = ty.big || !ty.integer ? values[i] : Number(values[i]);
   return a;
 }
 
+/**
+ * @param {DataType} ty
+ * @param {Values} a
+ */
 function copyOf(ty, a) {
   const c = ty.make(a.length);
   c.set(a);
@@ -281,6 +349,7 @@ function copyOf(ty, a) {
 
 const reduceRoots = [...new Set([0, size - 1])];
 
+/** @param {string[]} counts */
 async function typeMatrix(counts) {
   for (const [t, ty] of TYPES.entries()) {
     const resolved = counts.map((c) => (c === 'kib' ? Math.ceil(1100 / ty.bytes) | 1 : Number(c)));
@@ -297,7 +366,7 @@ async function typeMatrix(counts) {
         const all = Array.from({ length: size }, (_, r) => Array.from({ length: n }, (_, i) => input(ty, t, op, r, i)));
         const want = Array.from({ length: n }, (_, i) => referenceOf(ty, op, all.map((v) => v[i])));
         const what = `${ty.name} ${op} n=${n}`;
-        const mine = filled(ty, all[rank]);
+        const mine = filled(ty, /** @type {any[]} */ (all[rank]));
 
         const out = ty.make(n);
         comm.allreduceSync(mine, out, op);
@@ -311,7 +380,7 @@ async function typeMatrix(counts) {
           const recv = rank === root ? ty.make(n) : null;
           if (k === 0) comm.reduceSync(mine, recv, op, root);
           else await comm.reduce(mine, recv, op, root);
-          if (rank === root) expectValues(ty, recv, want, `reduce ${what} root=${root}`);
+          if (rank === root) expectValues(ty, /** @type {Values} */ (recv), want, `reduce ${what} root=${root}`);
           if (rank === root) {
             const own = copyOf(ty, mine);
             if (k === 0) await comm.reduce(IN_PLACE, own, op, root);
@@ -321,7 +390,7 @@ async function typeMatrix(counts) {
           else comm.reduceSync(mine, null, op, root);
         }
         // The send buffer of the out-of-place calls is left as it was.
-        expectValues(ty, mine, all[rank], `send buffer after ${what}`);
+        expectValues(ty, mine, /** @type {any[]} */ (all[rank]), `send buffer after ${what}`);
       }
       if (!ty.integer) await inexactFloatSums(ty, t, n);
     }
@@ -329,6 +398,10 @@ async function typeMatrix(counts) {
 }
 
 /** Every rank's bytes of `a` equal rank 0's (rank 0's broadcast and compared). */
+/**
+ * @param {Values} a
+ * @param {string} what
+ */
 function expectSameBitsAsRank0(a, what) {
   const mine = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
   const zeros = Uint8Array.from(mine);
@@ -339,6 +412,11 @@ function expectSameBitsAsRank0(a, what) {
   }
 }
 
+/**
+ * @param {Values} a
+ * @param {Values} b
+ * @param {string} what
+ */
 function expectSameBits(a, b, what) {
   checks++;
   const x = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
@@ -351,9 +429,14 @@ function expectSameBits(a, b, what) {
  * Float sums that round (the order of additions shows in the last bits): within the rounding
  * bound of the exact sum, bitwise the same on every rank, the same again on a repeat and IN_PLACE.
  */
+/**
+ * @param {DataType} ty
+ * @param {number} t
+ * @param {number} n
+ */
 async function inexactFloatSums(ty, t, n) {
   const eps = ty.bytes === 4 ? 2 ** -24 : 2 ** -53;
-  const value = (r, i) => {
+  const value = (/** @type {number} */ r, /** @type {number} */ i) => {
     const v = Math.sin(r * 12.9898 + i * 78.233 + t) * 43758.5453;
     return ty.bytes === 4 ? Math.fround(v) : v;
   };
@@ -366,10 +449,10 @@ async function inexactFloatSums(ty, t, n) {
     }
     return [s, abs];
   });
-  const near = (got, what) => {
+  const near = (/** @type {Values} */ got, /** @type {string} */ what) => {
     checks++;
     for (let i = 0; i < n; i++) {
-      const [s, abs] = exact[i];
+      const [s, abs] = /** @type {[number, number]} */ (exact[i]);
       if (!(Math.abs(got[i] - s) <= 2 * size * eps * abs)) throw new Error(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected about ${s}`);
     }
   };
@@ -390,7 +473,7 @@ async function inexactFloatSums(ty, t, n) {
   for (const root of reduceRoots) {
     const recv = rank === root ? ty.make(n) : null;
     comm.reduceSync(mine, recv, 'sum', root);
-    if (rank === root) near(recv, `reduce ${what} root=${root}`);
+    if (rank === root) near(/** @type {Values} */ (recv), `reduce ${what} root=${root}`);
   }
 }
 
@@ -401,10 +484,10 @@ if (options.has('types')) await typeMatrix((options.get('types') ?? '1,17,kib').
 // number of bytes, every element checked against the reference.
 if (options.has('big')) {
   const n = Number(options.get('big'));
-  const intIn = (r, i) => ((r * 7919 + i * 104729) % 2000003) - 1000001; // sums of up to 2147 ranks fit
+  const intIn = (/** @type {number} */ r, /** @type {number} */ i) => ((r * 7919 + i * 104729) % 2000003) - 1000001; // sums of up to 2147 ranks fit
   // Floats with full mantissas (their sums round) from a cheap hash (Math.sin of large arguments
   // is slow enough to dominate at a million elements).
-  const floatIn = (r, i) => Math.fround((Math.imul(i + 0x3c6ef372, 0x9e3779b1) ^ Math.imul(r + 1, 0x85ebca6b)) * 2 ** -21 * 1.1);
+  const floatIn = (/** @type {number} */ r, /** @type {number} */ i) => Math.fround((Math.imul(i + 0x3c6ef372, 0x9e3779b1) ^ Math.imul(r + 1, 0x85ebca6b)) * 2 ** -21 * 1.1);
   for (const root of reduceRoots) {
     const f = new Float32Array(n);
     if (rank === root) for (let i = 0; i < n; i++) f[i] = floatIn(root, i);
@@ -417,8 +500,9 @@ if (options.has('big')) {
     checks++;
     for (let i = 0; i < bytes.length; i++) if (bytes[i] !== ((i * 131 + root * 7 + (i >> 12)) & 0xff)) throw new Error(`rank ${rank}: bcast Buffer of ${bytes.length} bytes root=${root}: byte ${i} is ${bytes[i]}`);
   }
-  const intSumBig = (i) => { let s = 0; for (let r = 0; r < size; r++) s += intIn(r, i); return s; };
-  const intMinBig = (i) => { let m = Infinity; for (let r = 0; r < size; r++) m = Math.min(m, intIn(r, i)); return m; };
+  const intSumBig = (/** @type {number} */ i) => { let s = 0; for (let r = 0; r < size; r++) s += intIn(r, i); return s; };
+  const intMinBig = (/** @type {number} */ i) => { let m = Infinity; for (let r = 0; r < size; r++) m = Math.min(m, intIn(r, i)); return m; };
+  /** @type {(got: Int32Array, want: (i: number) => number, what: string) => void} */
   const expectInts = (got, want, what) => {
     checks++;
     for (let i = 0; i < n; i++) if (got[i] !== want(i)) throw new Error(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want(i)}`);
@@ -427,7 +511,7 @@ if (options.has('big')) {
   for (const root of reduceRoots) {
     const recv = rank === root ? new Int32Array(n) : null;
     comm.reduceSync(mine, recv, 'sum', root);
-    if (rank === root) expectInts(recv, intSumBig, `reduce Int32 sum n=${n} root=${root}`);
+    if (rank === root) expectInts(/** @type {Int32Array} */ (recv), intSumBig, `reduce Int32 sum n=${n} root=${root}`);
     if (rank === root) {
       const own = Int32Array.from(mine);
       await comm.reduce(IN_PLACE, own, 'min', root);
@@ -452,7 +536,7 @@ if (options.has('big')) {
       s += floatIn(r, i);
       abs += Math.abs(floatIn(r, i));
     }
-    if (!(Math.abs(fsum[i] - s) <= 2 * size * 2 ** -24 * abs)) throw new Error(`rank ${rank}: allreduce Float32 sum n=${n}: element ${i} is ${fsum[i]}, expected about ${s}`);
+    if (!(Math.abs(/** @type {number} */ (fsum[i]) - s) <= 2 * size * 2 ** -24 * abs)) throw new Error(`rank ${rank}: allreduce Float32 sum n=${n}: element ${i} is ${fsum[i]}, expected about ${s}`);
   }
   expectSameBitsAsRank0(fsum, `allreduce Float32 sum n=${n}`);
   const fInPlace = Float32Array.from(floats);
