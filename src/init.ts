@@ -22,7 +22,9 @@ import { removeJobSegments, segmentName } from './runtime/segment-name.js';
 import { shmLayout } from './runtime/shm-budget.js';
 import { coRunnersOf } from './runtime/co-runners.js';
 import { JobPlanner, type TcpDirectory } from './runtime/job-planner.js';
-import { allgather, barrier, createJobToken, RendezvousClient } from './runtime/rendezvous.js';
+import { RendezvousClient } from './runtime/rendezvous/client.js';
+import { allgather, barrier } from './runtime/rendezvous/collectives.js';
+import { createJobToken } from './runtime/rendezvous/protocol.js';
 import { readRendezvousFile, removeRendezvousFileOfDeadWriter, rendezvousFilePath } from './runtime/rendezvous-file.js';
 import { hostRendezvous, type HostedRendezvous } from './runtime/rendezvous-host.js';
 

@@ -6,7 +6,8 @@ import { TopocollError } from '../errors.js';
 import { setThreadAffinity } from '../native.js';
 import { discoverMachine } from '../topology/discover.js';
 import type { MachineTopology } from '../topology/types.js';
-import { createJobToken, RendezvousServer } from '../runtime/rendezvous.js';
+import { createJobToken } from '../runtime/rendezvous/protocol.js';
+import { RendezvousServer } from '../runtime/rendezvous/server.js';
 import { removeJobSegments } from '../runtime/segment-name.js';
 
 /**

@@ -3,7 +3,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { isTopocollError } from '../errors.js';
 import { removeRendezvousFile } from './rendezvous-file.js';
 import type { HostMessage, RendezvousHostOptions } from './rendezvous-host.js';
-import { RendezvousServer } from './rendezvous.js';
+import { RendezvousServer } from './rendezvous/server.js';
 
 const options = workerData as RendezvousHostOptions;
 const post = (m: HostMessage): void => parentPort!.postMessage(m);

@@ -1,14 +1,10 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TopocollError, type TopocollErrorCode } from '../../src/errors.js';
-import {
-  RendezvousClient,
-  RendezvousServer,
-  allgather,
-  barrier,
-  createJobToken,
-  type RendezvousServerOptions,
-} from '../../src/runtime/rendezvous.js';
+import { RendezvousClient } from '../../src/runtime/rendezvous/client.js';
+import { allgather, barrier } from '../../src/runtime/rendezvous/collectives.js';
+import { createJobToken } from '../../src/runtime/rendezvous/protocol.js';
+import { RendezvousServer, type RendezvousServerOptions } from '../../src/runtime/rendezvous/server.js';
 
 const HOST = '127.0.0.1';
 
