@@ -25,8 +25,8 @@ import { JobPlanner, type TcpDirectory } from './runtime/job-planner.js';
 import { RendezvousClient } from './runtime/rendezvous/client.js';
 import { allgather, barrier } from './runtime/rendezvous/collectives.js';
 import { createJobToken } from './runtime/rendezvous/protocol.js';
-import { readRendezvousFile, removeRendezvousFileOfDeadWriter, rendezvousFilePath } from './runtime/rendezvous-file.js';
-import { hostRendezvous, type HostedRendezvous } from './runtime/rendezvous-host.js';
+import { readRendezvousFile, removeRendezvousFileOfDeadWriter, rendezvousFilePath } from './runtime/rendezvous/file.js';
+import { hostRendezvous, type HostedRendezvous } from './runtime/rendezvous/host.js';
 
 export interface InitOptions {
   /** A YAML file, or configuration given in code; default: TOPOCOLL_CONFIG, else the shipped defaults. */

@@ -1,9 +1,9 @@
-/** The thread that hosts rank 0's rendezvous server (see rendezvous-host.ts). */
+/** The thread that hosts rank 0's rendezvous server (see host.ts). */
 import { parentPort, workerData } from 'node:worker_threads';
-import { isTopocollError } from '../errors.js';
-import { removeRendezvousFile } from './rendezvous-file.js';
-import type { HostMessage, RendezvousHostOptions } from './rendezvous-host.js';
-import { RendezvousServer } from './rendezvous/server.js';
+import { isTopocollError } from '../../errors.js';
+import { removeRendezvousFile } from './file.js';
+import type { HostMessage, RendezvousHostOptions } from './host.js';
+import { RendezvousServer } from './server.js';
 
 const options = workerData as RendezvousHostOptions;
 const post = (m: HostMessage): void => parentPort!.postMessage(m);

@@ -13,8 +13,8 @@
  * has connected, and rank 0 removes it at exit whatever happened before.
  */
 import { Worker } from 'node:worker_threads';
-import { TopocollError } from '../errors.js';
-import { removeRendezvousFile, writeRendezvousFile } from './rendezvous-file.js';
+import { TopocollError } from '../../errors.js';
+import { removeRendezvousFile, writeRendezvousFile } from './file.js';
 
 export interface RendezvousHostOptions {
   token: string;
@@ -48,7 +48,7 @@ export async function hostRendezvous(options: RendezvousHostOptions): Promise<Ho
     if (options.file !== undefined) removeRendezvousFile(options.file);
   };
   process.once('exit', removeFile);
-  const worker = new Worker(new URL('./rendezvous-worker.js', import.meta.url), { workerData: options });
+  const worker = new Worker(new URL('./worker.js', import.meta.url), { workerData: options });
   let port: number;
   try {
     port = await new Promise<number>((resolve, reject) => {

@@ -10,7 +10,7 @@
 import { closeSync, constants, fstatSync, openSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TopocollError } from '../errors.js';
+import { TopocollError } from '../../errors.js';
 
 export interface RendezvousFileContent {
   port: number;
