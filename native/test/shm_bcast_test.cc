@@ -189,7 +189,7 @@ TEST(ShmBcastFlowControl, RootBlocksOnAFullQueueAndNeverOverwritesUnreadFragment
   constexpr size_t kMessages = 200;
   constexpr size_t kBytes = 3000;  // one 4 KiB fragment each
   const WaitPolicy policy = TestPolicy();
-  std::thread root([&] {
+  JoiningThread root(stop, [&] {
     DeadlineGuard guard(kDeadline, &stop);
     ShmBcast bcast(params, node.regions(), node.doorbells(), 0);
     bcast.SetGroup(0, {0, 1});
@@ -246,7 +246,7 @@ TEST(ShmBcastStraddle, DISABLED_AFragmentRunningIntoTheNextSetWaitsForThatSet) {
   std::atomic<bool> reader_done_with_m0{false};
   std::atomic<size_t> completed{0};
   const WaitPolicy policy = TestPolicy();
-  std::thread root([&] {
+  JoiningThread root(stop, [&] {
     DeadlineGuard guard(std::chrono::seconds(5), &stop);
     ShmBcast bcast(params, node.regions(), node.doorbells(), 0);
     bcast.SetGroup(0, {0, 1});

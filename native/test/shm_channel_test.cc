@@ -70,6 +70,8 @@ struct Case {
   uint64_t total_bytes;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << "ring of " << c.capacity << " bytes, " << c.total_bytes << " bytes sent"; }
+
 class ShmChannelTest : public ::testing::TestWithParam<Case> {};
 
 // Writer and reader in two threads; the reader is slow now and then (so the writer runs a whole
@@ -171,7 +173,7 @@ TEST(ShmChannelFlowControl, WriterBlocksOnAFullRingAndNeverOverwritesUnreadBytes
   constexpr size_t kMessages = 4000;
   constexpr size_t kFit = (kCapacity - 8) / (8 + kBody);
 
-  std::thread writer([&] {
+  JoiningThread writer(stop, [&] {
     DeadlineGuard guard(kDeadline, &stop);
     ShmChannel w = ring.Writer();
     uint8_t body[kBody];
@@ -228,7 +230,7 @@ TEST(ShmChannelFlowControl, StreamedMessageWaitsMidwayForTheReader) {
   const WaitPolicy policy = TestPolicy();
   std::vector<uint8_t> body(kSize);
   FillPattern(body.data(), kSize, 42);
-  std::thread writer([&] {
+  JoiningThread writer(stop, [&] {
     DeadlineGuard guard(kDeadline, &stop);
     ShmChannel w = ring.Writer();
     ByteSlice slice{body.data(), body.size()};

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "errors.h"
@@ -88,6 +89,25 @@ inline std::string RunThreads(size_t count, const std::function<void(size_t)>& b
   for (auto& t : threads) t.join();
   return first_error;
 }
+
+// A thread that is joined however the test ends: a failed ASSERT returns early, and then sets
+// `stop` so the thread's waits end (through its guard) instead of blocking the join.
+class JoiningThread {
+ public:
+  template <typename F>
+  JoiningThread(std::atomic<bool>& stop, F&& body) : stop_(stop), thread_(std::forward<F>(body)) {}
+  ~JoiningThread() {
+    if (thread_.joinable()) {
+      stop_.store(true);
+      thread_.join();
+    }
+  }
+  void join() { thread_.join(); }
+
+ private:
+  std::atomic<bool>& stop_;
+  std::thread thread_;
+};
 
 // The byte at `position` of message `message`: distinct across messages and positions, so a
 // byte taken from the wrong message or offset shows.
