@@ -5,37 +5,22 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <utility>
 
 #include "copy_rate.h"
 #include "engine.h"
 #include "wait.h"
 #include "errors.h"
+#include "job_queue.h"
+#include "js_error.h"
 #include "placement.h"
 #include "segment_layout.h"
 
 namespace topocoll {
 
 namespace {
-
-// Errors reach JavaScript as Error objects with a `code` property; src/native.ts turns them
-// into TopocollError.
-Napi::Error ToJsError(Napi::Env env, const std::string& code, const std::string& message) {
-  Napi::Error error = Napi::Error::New(env, message);
-  error.Set("code", Napi::String::New(env, code));
-  return error;
-}
-
-[[noreturn]] void ThrowJs(Napi::Env env, const std::string& code, const std::string& message) {
-  throw ToJsError(env, code, message);
-}
 
 // Raw bytes of a TypedArray / DataView / Buffer, or nullptr for null/undefined.
 void* BytesOf(const Napi::Value& value) {
@@ -83,15 +68,6 @@ Napi::Int32Array ToInt32Array(Napi::Env env, const std::vector<int32_t>& values)
   return out;
 }
 
-// One queued Promise collective.
-struct Job {
-  CallArgs args;
-  Napi::Promise::Deferred deferred;
-  std::string error_code;
-  std::string error_message;
-  explicit Job(Napi::Env env) : deferred(Napi::Promise::Deferred::New(env)) {}
-};
-
 }  // namespace
 
 class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
@@ -132,10 +108,6 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     // Blocking collectives run on this (the JavaScript) thread; Close gives its slice back.
     main_slice_ = std::make_unique<SchedulerSlice>(slice_us_);
     Guarded(env, [&] { engine_ = std::make_unique<Engine>(std::move(options)); });
-    // Completions of Promise collectives come back to the JS thread through this function.
-    tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),
-                                          "topocoll-progress", 0, 1);
-    tsfn_.Unref(env);
     Napi::Object self = info.This().As<Napi::Object>();
     // The descriptor lives in an ArrayBuffer created here (never on V8's heap, so it never
     // moves); the reference keeps it alive as long as this object.
@@ -149,7 +121,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     // The function keeps this object alive: `this` must outlive any holder of `run`.
     run.Set("engine", self);
     self.Set("run", run);
-    progress_ = std::thread([this] { ProgressLoop(); });
+    jobs_ = std::make_unique<JobQueue>(env, *engine_, slice_us_);
   }
 
   ~NativeEngine() override { Shutdown(); }
@@ -441,66 +413,22 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     };
   }
 
-  // Collectives run in call order: queued Promise collectives finish first. Only this (JS)
-  // thread queues jobs, so once none is in flight none can start while this call runs — the
-  // common case costs one load, not a lock.
+  // Collectives run in call order: queued Promise collectives finish first.
   void RunNow(const CallArgs& args) {
-    if (async_in_flight_.load(std::memory_order_acquire) != 0) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      idle_.wait(lock, [&] { return async_in_flight_.load(std::memory_order_acquire) == 0; });
-    }
+    jobs_->WaitIdle();
     engine_->Run(args);
   }
 
   // runAsync(recv, send[, counts]) with the descriptor in callArea: the same on the progress thread.
   Napi::Value RunAsync(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    auto job = std::make_unique<Job>(env);
+    CallArgs args;
     try {
-      job->args = ReadCall(RawBytes(env, info[1]), RawBytes(env, info[0]), info.Length() > 2 ? RawTyped(env, info[2]) : BufferView{});
+      args = ReadCall(RawBytes(env, info[1]), RawBytes(env, info[0]), info.Length() > 2 ? RawTyped(env, info[2]) : BufferView{});
     } catch (const CollError& e) {
       ThrowJs(env, e.code(), e.what());
     }
-    Napi::Promise promise = job->deferred.Promise();
-    if (pending_++ == 0) tsfn_.Ref(env);
-    async_in_flight_.fetch_add(1, std::memory_order_acq_rel);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(job.release());
-    }
-    wake_.notify_one();
-    return promise;
-  }
-
-  void ProgressLoop() {
-    const SchedulerSlice slice(slice_us_);
-    for (;;) {
-      Job* job = nullptr;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (stopping_ && queue_.empty()) return;
-        job = queue_.front();
-        queue_.pop_front();
-      }
-      try {
-        engine_->Run(job->args);
-      } catch (const CollError& e) {
-        job->error_code = e.code();
-        job->error_message = e.what();
-      }
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        async_in_flight_.fetch_sub(1, std::memory_order_acq_rel);
-      }
-      idle_.notify_all();
-      tsfn_.BlockingCall(job, [this](Napi::Env env, Napi::Function, Job* done) {
-        std::unique_ptr<Job> owned(done);
-        if (owned->error_code.empty()) owned->deferred.Resolve(env.Undefined());
-        else owned->deferred.Reject(ToJsError(env, owned->error_code, owned->error_message).Value());
-        if (--pending_ == 0) tsfn_.Unref(env);
-      });
-    }
+    return jobs_->Push(env, std::move(args));
   }
 
   void Close(const Napi::CallbackInfo&) { Shutdown(); }
@@ -510,16 +438,11 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   void Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
+    jobs_->Stop();
     // A Promise collective still waiting on its peers must end for the thread to be joined.
     engine_->RequestClose();
-    if (progress_.joinable()) progress_.join();
+    jobs_->Join();
     engine_->Close();
-    tsfn_.Release();
     main_slice_.reset();
   }
 
@@ -528,23 +451,14 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   }
 
   std::unique_ptr<Engine> engine_;
-  Napi::ThreadSafeFunction tsfn_;
-  std::thread progress_;
+  // Promise collectives; kept until this object goes (settlements may still be on their way).
+  std::unique_ptr<JobQueue> jobs_;
   // The scheduler slice requested for the threads that run collectives (wait.h), microseconds.
   uint32_t slice_us_ = 0;
   std::unique_ptr<SchedulerSlice> main_slice_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable idle_;
-  std::deque<Job*> queue_;
-  // Promise collectives queued or running; written on the JS thread (up) and the progress
-  // thread (down, under mutex_ so a waiting Sync call cannot miss it).
-  std::atomic<uint32_t> async_in_flight_{0};
   double* call_area_ = nullptr;
   Napi::Reference<Napi::Float64Array> call_area_ref_;
-  bool stopping_ = false;
   bool shut_down_ = false;
-  int pending_ = 0;  // touched on the JS thread only
 };
 
 namespace {
