@@ -6,36 +6,12 @@
  * bench/RESULTS.md records the runs behind each profile.
  */
 
-export interface ShmModelProfile {
-  /** Bytes per µs through one pipeline stage of the shared-memory bcast. */
-  copyBytesPerUs: number;
-  /** The same for messages above largeBytes, which no longer stay in the caches. */
-  largeCopyBytesPerUs: number;
-  /** Where copies stop being cache-resident (a quarter of the last-level cache). */
-  largeBytes: number;
-  /** µs to write a child's control block and for the child to see it. */
-  notifyUs: number;
-  /** Fixed µs per fragment per rank. */
-  fragmentUs: number;
-  /** Fixed µs per call. */
-  callUs: number;
-}
-
-/** LogP parameters of one kind of link, in µs (S4): latency, send and receive overheads, gap. */
-export interface LogPProfile {
-  L: number;
-  os: number;
-  or: number;
-  g: number;
-}
-
-export interface MachineProfile {
-  /** `topocoll tune shm`. */
-  shmModel: Readonly<ShmModelProfile>;
-  /** `topocoll tune barrier` (TCP over loopback). */
-  barrierLogP: { readonly shm: Readonly<LogPProfile>; readonly tcp: Readonly<LogPProfile> };
-}
-
+/**
+ * Each profile: `shmModel`, the shared-memory bcast's cost model (shm.model, fields as in
+ * algorithms/shm-bcast-model.ts's ShmCostModel), from `topocoll tune shm`; `barrierLogP`, S4's
+ * LogP parameters of shared memory and of TCP (barrier.logp), from `topocoll tune barrier`.
+ * schema.ts names every field, so a profile without one does not compile.
+ */
 export const MACHINE_PROFILES = {
   /** A 2 vCPU AMD EPYC virtual machine with a 32 MiB L3. */
   'amd-epyc-2vcpu-vm': {
@@ -45,7 +21,7 @@ export const MACHINE_PROFILES = {
       tcp: { L: 0.65, os: 4.54, or: 0.98, g: 4.57 },
     },
   },
-} as const satisfies Record<string, MachineProfile>;
+} as const;
 
 export type MachineProfileName = keyof typeof MACHINE_PROFILES;
 
