@@ -1,0 +1,207 @@
+// The node-wide small-message allreduce and the allgather through its slots (shm_allreduce.h),
+// threads as the local ranks: both protocols (every rank combines / the last to arrive computes)
+// alternating from call to call as configure() may switch them, calls back to back so the two
+// slot and result parities are reused while slow ranks lag, allgather blocks of several rounds.
+// The operator is neither commutative nor associative (dst = 3·dst + src): only the fold in
+// local order gives the reference. Headers that differ end every rank's call with EMISMATCH.
+#include "shm_allreduce.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bcast_node.h"
+#include "datatypes.h"
+#include "errors.h"
+#include "message.h"
+#include "test_support.h"
+
+namespace topocoll::test {
+namespace {
+
+constexpr auto kDeadline = std::chrono::seconds(20);
+
+void Combine(void* dst_v, const void* src_v, size_t n) {
+  auto* dst = static_cast<uint64_t*>(dst_v);
+  const auto* src = static_cast<const uint64_t*>(src_v);
+  for (size_t i = 0; i < n; ++i) dst[i] = dst[i] * 3 + src[i];
+}
+
+uint64_t InputValue(uint64_t call, uint64_t rank, uint64_t i) {
+  uint64_t x = (call * 7919 + rank) * 0x9e3779b97f4a7c15ULL + i * 0xbf58476d1ce4e5b9ULL;
+  return x ^ (x >> 31);
+}
+
+// The node-wide area (counters, two results, two parities of L slots), zeroed, shared.
+class NodeArea {
+ public:
+  explicit NodeArea(size_t local_size)
+      : counters_bytes_(RoundUp(sizeof(ShmAllreduce::Counters), kPageBytes)),
+        results_bytes_(RoundUp(2 * ShmAllreduce::kMaxBytes, kPageBytes)),
+        memory_(counters_bytes_ + results_bytes_ + 2 * local_size * sizeof(ShmAllreduce::Slot) +
+                RoundUp(local_size * sizeof(Doorbell), kPageBytes)) {
+    area_.counters = new (memory_.base()) ShmAllreduce::Counters();
+    area_.results = memory_.base() + counters_bytes_;
+    area_.slots = reinterpret_cast<ShmAllreduce::Slot*>(memory_.base() + counters_bytes_ + results_bytes_);
+    auto* bells = reinterpret_cast<Doorbell*>(memory_.base() + counters_bytes_ + results_bytes_ +
+                                              2 * local_size * sizeof(ShmAllreduce::Slot));
+    for (size_t i = 0; i < local_size; ++i) doorbells_.push_back(new (&bells[i]) Doorbell());
+  }
+  ShmAllreduce::Area area() const { return area_; }
+  const std::vector<Doorbell*>& doorbells() const { return doorbells_; }
+
+ private:
+  size_t counters_bytes_, results_bytes_;
+  Mapping memory_;
+  ShmAllreduce::Area area_{};
+  std::vector<Doorbell*> doorbells_;
+};
+
+MsgHeader HeaderOf(Collective collective, uint64_t call, uint64_t count) {
+  MsgHeader h{};
+  h.magic = kMsgMagic;
+  h.seq = static_cast<uint32_t>(call);
+  h.collective = static_cast<uint8_t>(collective);
+  h.dtype = static_cast<uint8_t>(Dtype::kUint64);
+  h.count = count;
+  return h;
+}
+
+struct Case {
+  const char* name;
+  std::vector<int> ranks;  // global ranks of the local ranks, ascending
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class ShmAllreduceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
+  const Case c = GetParam();
+  const size_t local = c.ranks.size();
+  const size_t global = static_cast<size_t>(c.ranks.back()) + 1;
+  NodeArea node(local);
+  struct Call {
+    bool allgather;
+    bool every_rank;        // the protocol
+    uint64_t count;         // allreduce elements
+    std::vector<uint64_t> counts, displs;  // allgather blocks (elements, by global rank)
+  };
+  std::vector<Call> calls;
+  std::mt19937 rng(31);
+  constexpr uint64_t kMaxCount = ShmAllreduce::kMaxBytes / sizeof(uint64_t);
+  constexpr uint64_t kColumn = ShmAllreduce::kSlotBytes / sizeof(uint64_t);
+  for (int k = 0; k < 300; ++k) {
+    Call call;
+    call.allgather = rng() % 4 == 0;
+    call.every_rank = rng() % 2 == 0;
+    const uint64_t counts[] = {0, 1, 2, 3, kMaxCount - 1, kMaxCount, 1 + rng() % kMaxCount};
+    call.count = counts[rng() % 7];
+    if (call.allgather) {
+      uint64_t at = 0;
+      call.counts.assign(global, 0);
+      call.displs.assign(global, 0);
+      for (int r : c.ranks) {
+        const uint64_t blocks[] = {0, 1, kColumn - 1, kColumn, kColumn + 1, 2 * kColumn + 3, rng() % 100};
+        call.counts[static_cast<size_t>(r)] = blocks[rng() % 7];
+        call.displs[static_cast<size_t>(r)] = at;
+        at += call.counts[static_cast<size_t>(r)];
+      }
+    }
+    calls.push_back(call);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> checked{0};
+  const WaitPolicy policy = TestPolicy();
+  const CustomReduce combine_fn = Combine;
+  Reducer combine;
+  combine.custom = &combine_fn;
+
+  const std::string error = RunThreads(local, [&](size_t me) {
+    DeadlineGuard guard(kDeadline, &stop);
+    ShmAllreduce engine(node.area(), c.ranks, node.doorbells(), static_cast<int>(me));
+    const int my_rank = c.ranks[me];
+    std::mt19937 late(static_cast<uint32_t>(me) + 11);
+    std::vector<uint64_t> buf;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      const Call& call = calls[k];
+      if (late() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(late() % 200));
+      if (call.allgather) {
+        uint64_t total = 0;
+        for (uint64_t n : call.counts) total += n;
+        buf.assign(total, ~uint64_t{0});
+        const auto mine = static_cast<size_t>(my_rank);
+        for (uint64_t i = 0; i < call.counts[mine]; ++i) buf[call.displs[mine] + i] = InputValue(k, mine, i);
+        engine.Allgather(reinterpret_cast<uint8_t*>(buf.data()), call.counts, call.displs, sizeof(uint64_t),
+                         HeaderOf(Collective::kAllgather, k, total), call.every_rank, policy, guard);
+        for (int r : c.ranks) {
+          const auto g = static_cast<size_t>(r);
+          for (uint64_t i = 0; i < call.counts[g]; ++i) {
+            if (buf[call.displs[g] + i] != InputValue(k, g, i)) {
+              throw std::runtime_error("allgather " + std::to_string(k) + ": element " + std::to_string(i) + " of rank " +
+                                       std::to_string(r) + "'s block differs");
+            }
+          }
+        }
+      } else {
+        buf.resize(call.count);
+        for (uint64_t i = 0; i < call.count; ++i) buf[i] = InputValue(k, static_cast<uint64_t>(my_rank), i);
+        engine.Run(buf.data(), call.count, sizeof(uint64_t), HeaderOf(Collective::kAllreduce, k, call.count),
+                   call.every_rank, combine, policy, guard);
+        for (uint64_t i = 0; i < call.count; ++i) {
+          uint64_t expected = InputValue(k, static_cast<uint64_t>(c.ranks[0]), i);
+          for (size_t r = 1; r < local; ++r) expected = expected * 3 + InputValue(k, static_cast<uint64_t>(c.ranks[r]), i);
+          if (buf[i] != expected) {
+            throw std::runtime_error("allreduce " + std::to_string(k) + " (" + std::to_string(call.count) + " elements, " +
+                                     (call.every_rank ? "every rank combines" : "last to arrive") + "): element " +
+                                     std::to_string(i) + " differs");
+          }
+        }
+      }
+      ++checked;
+    }
+  }, stop);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(checked.load(), calls.size() * local);
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, ShmAllreduceTest,
+                         ::testing::Values(Case{"two_ranks", {0, 1}}, Case{"three_ranks_of_a_job", {1, 4, 5}},
+                                           Case{"five_ranks", {0, 1, 2, 3, 4}}),
+                         [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+// One rank calls with another count: the call ends in EMISMATCH (on the ranks that see the
+// headers; the others' waits end through the test's stop flag, as an abort ends them in a job).
+TEST(ShmAllreduceMismatch, DifferentCountsEndTheCallWithEmismatch) {
+  for (bool every_rank : {true, false}) {
+    SCOPED_TRACE(every_rank ? "every rank combines" : "last to arrive");
+    const std::vector<int> ranks = {0, 1, 2};
+    NodeArea node(ranks.size());
+    std::atomic<bool> stop{false};
+    const CustomReduce combine_fn = Combine;
+    Reducer combine;
+    combine.custom = &combine_fn;
+    std::atomic<int> mismatches{0};
+    const std::string error = RunThreads(ranks.size(), [&](size_t me) {
+      DeadlineGuard guard(std::chrono::seconds(5), &stop);
+      ShmAllreduce engine(node.area(), ranks, node.doorbells(), static_cast<int>(me));
+      const uint64_t count = me == 2 ? 5 : 4;
+      std::vector<uint64_t> buf(count, 1);
+      try {
+        engine.Run(buf.data(), count, sizeof(uint64_t), HeaderOf(Collective::kAllreduce, 0, count), every_rank, combine,
+                   TestPolicy(), guard);
+      } catch (const CollError& e) {
+        if (e.code() == "EMISMATCH") ++mismatches;
+        throw;
+      }
+    }, stop);
+    EXPECT_NE(error, "");
+    EXPECT_GE(mismatches.load(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace topocoll::test
