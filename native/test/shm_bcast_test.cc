@@ -177,6 +177,14 @@ INSTANTIATE_TEST_SUITE_P(
                       BcastCase{"queue_of_5_pages", 20 * 1024, 2, TreeKind::kKnomial, 2, 3, 0}),
     CaseName);
 
+// Four sets in a queue that is not a multiple of 4 · min_fragment: the sets are rounded down to
+// whole fragments and the queue's rest becomes a fifth "set", whose counter sets[4] lies past
+// the kMaxSets counters of the region. Disabled: FAILS (see the report of issue 16 part 4).
+INSTANTIATE_TEST_SUITE_P(
+    DISABLED_SetIndexPastKMaxSets, ShmBcastTest,
+    ::testing::Values(BcastCase{"four_sets_in_5_pages", 20 * 1024, 4, TreeKind::kKnomial, 2, 3, 4096}),
+    CaseName);
+
 // A root far ahead of a reader that has not started: it fills the queue and then waits — it
 // completes no more broadcasts than the queue has fragments — and the reader, once it runs,
 // receives every message intact.
