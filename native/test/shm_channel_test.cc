@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -259,6 +260,98 @@ TEST(ShmChannelFlowControl, StreamedMessageWaitsMidwayForTheReader) {
   EXPECT_TRUE(done.load());
   EXPECT_EQ(FirstPatternMismatch(got.data(), kSize, 42), kSize);
 }
+
+// Both directions at once (the engine's exchange of large messages between local peers): each
+// of `ranks` threads streams a message to the next thread while taking one from the previous,
+// a budgeted piece at a time with SendSome and ConsumeArrived, and waits — after announcing it
+// wants room — until either its ring to the next has half free or bytes arrived from the
+// previous. Every thread's ring fills (messages of several rings), so an exchange that loses a
+// wake-up or needs a whole ring free hangs; every byte must arrive in order.
+class ShmChannelExchange : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(ShmChannelExchange, StreamsBothWaysWithoutDeadlockOrDamage) {
+  const size_t ranks = GetParam();
+  constexpr uint64_t kCapacity = 4096;
+  constexpr size_t kHeader = 32;
+  std::vector<std::unique_ptr<Ring>> rings;  // rings[r]: r → r + 1
+  for (size_t r = 0; r < ranks; ++r) rings.push_back(std::make_unique<Ring>(kCapacity));
+  // Doorbells by rank: the ring r → r + 1 rings r as its sender and r + 1 as its receiver.
+  std::vector<Doorbell> bells(ranks);
+  std::vector<ShmChannel> tx, rx;
+  for (size_t r = 0; r < ranks; ++r) {
+    tx.emplace_back(rings[r]->control, rings[r]->data, kCapacity, &bells[r], &bells[(r + 1) % ranks]);
+  }
+  for (size_t r = 0; r < ranks; ++r) {
+    const size_t from = (r + ranks - 1) % ranks;
+    rx.emplace_back(rings[from]->control, rings[from]->data, kCapacity, &bells[from], &bells[r]);
+  }
+  std::mt19937 sizes_rng(5);
+  std::vector<size_t> sizes;  // body bytes of round k (the same on every thread)
+  for (int k = 0; k < 200; ++k) {
+    const size_t options[] = {kCapacity - kHeader, kCapacity, 3 * kCapacity + 5, kCapacity / 2 + sizes_rng() % (8 * kCapacity)};
+    sizes.push_back(options[sizes_rng() % 4]);
+  }
+  std::atomic<bool> stop{false};
+  const WaitPolicy policy = TestPolicy();
+  const std::string error = RunThreads(ranks, [&](size_t me) {
+    DeadlineGuard guard(kDeadline, &stop);
+    const size_t from = (me + ranks - 1) % ranks;
+    std::mt19937 rng(static_cast<uint32_t>(me) + 17);
+    std::vector<uint8_t> header(kHeader), body, got_header(kHeader), got;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      // Message (k, sender): header and body from one pattern.
+      const uint64_t id = k * ranks + me;
+      FillPattern(header.data(), kHeader, id);
+      body.resize(sizes[k]);
+      FillPattern(body.data(), body.size(), id, kHeader);
+      if (tx[me].AtOnce(kHeader + body.size())) throw std::runtime_error("the exchange test needs streamed messages");
+      const ByteSlice slices[2] = {{header.data(), kHeader}, {body.data(), body.size()}};
+      ShmChannel::Outgoing out{slices, 2};
+      got.assign(sizes[k], 0);
+      size_t header_left = kHeader, body_left = got.size();
+      size_t header_at = 0, body_at = 0;  // where the sinks copy to (ConsumeArrived may call them several times)
+      const uint64_t piece = std::min<uint64_t>(1 + rng() % (kCapacity / 2), kCapacity / 4) / 8 * 8 + 8;
+      while (!out.done || header_left > 0 || body_left > 0) {
+        bool moved = !out.done && tx[me].SendSome(out, piece, policy);
+        if (header_left > 0) {
+          const size_t n = rx[me].ConsumeArrived(
+              header_left, [&](const uint8_t* p, size_t len) {
+                std::memcpy(got_header.data() + header_at, p, len);
+                header_at += len;
+              },
+              policy);
+          header_left -= n;
+          moved = moved || n > 0;
+        }
+        if (header_left == 0 && body_left > 0) {
+          const size_t n = rx[me].ConsumeArrived(
+              std::min<size_t>(body_left, piece),
+              [&](const uint8_t* p, size_t len) {
+                std::memcpy(got.data() + body_at, p, len);
+                body_at += len;
+              },
+              policy);
+          body_left -= n;
+          moved = moved || n > 0;
+        }
+        if (moved) continue;
+        const bool receiving = header_left > 0 || body_left > 0;
+        if (!out.done) tx[me].AnnounceWaitForRoom(policy);
+        WaitUntil([&] { return (!out.done && tx[me].HalfFree()) || (receiving && rx[me].Arrived()); }, bells[me], policy, guard);
+      }
+      const uint64_t their = k * ranks + from;
+      if (FirstPatternMismatch(got_header.data(), kHeader, their) != kHeader ||
+          FirstPatternMismatch(got.data(), got.size(), their, kHeader) != got.size()) {
+        throw std::runtime_error("round " + std::to_string(k) + ": the message from thread " + std::to_string(from) + " arrived damaged");
+      }
+      if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+    }
+  }, stop);
+  EXPECT_EQ(error, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Peers, ShmChannelExchange, ::testing::Values(size_t{2}, size_t{3}),
+                         [](const ::testing::TestParamInfo<size_t>& info) { return std::to_string(info.param) + "_threads"; });
 
 }  // namespace
 }  // namespace topocoll::test
