@@ -62,7 +62,7 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
     const run = async (name: string, yaml: string | undefined): Promise<{ us: number; levels: { level: string; sizes: number[] }[] }> => {
       let file: string | undefined;
       if (yaml !== undefined) writeFileSync((file = join(dir, `${name}.yaml`)), yaml);
-      progress.step(`barrier --explain: ${name} (${job.ranks} ranks)`);
+      progress.step(`barrier ${name} (${job.ranks} ranks)`);
       const { code, records } = await runWorkerJob({ ...job, io: jobIo, config: file, worker: 'bench-worker.js', settingsVariable: 'TOPOCOLL_BENCH', settings });
       const row = (records as BenchRow[]).find((r) => r.collective === 'barrier');
       const sizes = (records as Partial<GroupSizesRecord>[]).find((r) => r.groupSizes !== undefined)?.groupSizes;
@@ -97,7 +97,7 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
     if (!multiNode) {
       const why = ompiUnavailable();
       if (why === undefined) {
-        progress.step(`barrier --explain: Open MPI (${job.ranks} ranks)`);
+        progress.step(`Open MPI barrier (${job.ranks} ranks)`);
         const o = runOmpi('barrier', job.ranks, settings);
         const row = o.rows.find((r) => r.collective === 'barrier');
         if (row !== undefined) rows.push([`Open MPI MPI_Barrier (${o.version.split(',')[0]})`, '-', row.avgUs]);

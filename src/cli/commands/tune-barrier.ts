@@ -34,8 +34,8 @@ export async function tuneBarrier(out: string, io: CliIo): Promise<number> {
   let shm: Awaited<ReturnType<typeof measure>>;
   let tcp: Awaited<ReturnType<typeof measure>>;
   try {
-    shm = await measure(1, 'LogP over shared memory (2 ranks, one node)');
-    tcp = await measure(2, 'LogP over TCP (2 ranks, 2 emulated nodes)');
+    shm = await measure(1, 'shared memory (2 ranks)');
+    tcp = await measure(2, 'TCP (2 emulated nodes)');
   } finally {
     progress.finish();
   }
