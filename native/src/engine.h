@@ -1,6 +1,10 @@
 // The per-process communication engine: the node's shared segment with its channels, the TCP
 // links to other nodes, the schedules TypeScript compiled, and the executor that runs one
 // collective per call. No Node-API here: the addon layer wraps it.
+//
+// Its definitions: engine.cc (setup: segment, links, schedules, groups), engine_executor.cc
+// (Run: phases, segments, steps, transfers), engine_liveness.cc (Guard, the watcher, aborts, the
+// published call, close); engine_guard.h declares Guard for those three files only.
 #pragma once
 
 #include <atomic>
@@ -187,15 +191,17 @@ class Engine {
   std::vector<int32_t> OwnRegionNodes() const;
 
  private:
-  class Guard;
+  class Guard;  // engine_guard.h
   struct LocalPeer {
     int rank;
     RankControl* control;
   };
 
+  // --- setup (engine.cc) ---
   void InitViews();
   // Removes the name of the segment this rank created, if it has not yet.
   void UnlinkCreated();
+  // --- liveness (engine_liveness.cc) ---
   void Abort(const std::string& code, const std::string& message);
   // The code index of the node's abort (waits out the moment its message is being written).
   uint32_t NodeAbortCode() const;
@@ -203,6 +209,10 @@ class Engine {
   void CloseLinksAfterAbort(uint32_t code_index);
   [[noreturn]] void ThrowAborted() const;
   void Watch();
+  void PublishCall(const MsgHeader& call);
+  bool ReadPublishedCall(int local_index, MsgHeader* out) const;
+
+  // --- the executor (engine_executor.cc) ---
 
   // Where one phase of a call works: its buffer B, the input B starts from, and the segments.
   // Allgather's rank blocks: rank r's block is elements [displs[r], displs[r] + counts[r]) of B.
@@ -231,7 +241,6 @@ class Engine {
   void RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n,
                uint64_t seg_index, const Reducer& reducer, Guard& guard);
   void NormalizeAlone(const CallArgs& args, const Reducer& reducer, size_t bytes);
-  void PublishCall(const MsgHeader& call);
   static uint32_t CallHash(const MsgHeader& h);
   // CallHash of this rank's previous call (before its own previous call was folded in), folded
   // into the plan hash of the next call's messages. Calls run one at a time, in call order.
@@ -240,7 +249,6 @@ class Engine {
   // An allgather's block lengths and places, into `t` (reused call after call: no allocation).
   void FillAllgatherBlocks(const CallArgs& args, BlockTable& t) const;
   static uint32_t BlockCountsHash(const std::vector<uint64_t>& counts);
-  bool ReadPublishedCall(int local_index, MsgHeader* out) const;
   void SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
   // Receives a message of `bytes` from `peer` and hands its body to `into`.
   void RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_t bytes, Delivery& into, Guard& guard);
@@ -251,8 +259,10 @@ class Engine {
   // How much an exchange sends before it looks at what came in (at most a quarter of the ring).
   static constexpr uint64_t kExchangePiece = 256 * 1024;
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);
-  int LocalIndex(int rank) const;
   uint8_t* Scratch(size_t bytes);
+
+  // --- lookups (engine.cc) ---
+  int LocalIndex(int rank) const;
   // How to wait on a local peer (an index into locals_), or on a shared-memory group's members.
   const WaitPolicy& PolicyFor(int local_peer) const;
   const WaitPolicy& GroupPolicy(int group) const;

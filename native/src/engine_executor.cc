@@ -1,0 +1,487 @@
+// The executor: one collective call (Engine::Run) as the phases of its schedules, each phase's
+// segments through every step, each step on a channel, a TCP link or a shared-memory engine.
+#include <algorithm>
+#include <cstring>
+
+#include "engine.h"
+#include "engine_guard.h"
+#include "errors.h"
+
+namespace topocoll {
+
+uint8_t* Engine::Scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void Engine::Run(const CallArgs& args) {
+  if (closed_) throw CollError("ECLOSED", "the communicator is closed");
+  if (header_ != nullptr && header_->abort_code.load(std::memory_order_acquire) != 0) ThrowAborted();
+  ++seq_;
+  const size_t elem = DtypeSize(args.dtype);
+  const size_t bytes = static_cast<size_t>(args.count) * elem;
+  const bool reduces = args.collective == Collective::kReduce || args.collective == Collective::kAllreduce;
+  MsgHeader h{};
+  h.magic = kMsgMagic;
+  h.seq = seq_;
+  h.collective = static_cast<uint8_t>(args.collective);
+  h.dtype = static_cast<uint8_t>(args.dtype);
+  const bool custom = static_cast<bool>(args.custom);
+  h.op = !reduces ? 0 : custom ? kUserOpCode : static_cast<uint8_t>(args.op);
+  h.phase = 0;
+  h.root = args.root;
+  h.count = args.count;
+  h.plan_hash = args.plan_hash;
+  h.sender = options_.rank;
+  Reducer fn;
+  if (reduces && custom) {
+    fn.custom = &args.custom;
+  } else if (reduces) {
+    const ReduceKernels kernels = FindReduce(args.dtype, args.op);
+    fn.kernel = kernels.in_place;
+    fn.kernel3 = kernels.apart;
+    const bool floating = args.dtype == Dtype::kFloat32 || args.dtype == Dtype::kFloat64;
+    // Floating-point min and max pick an operand, and which one differs for NaN and ±0.
+    fn.symmetric = !floating || args.op == ReduceOp::kSum || args.op == ReduceOp::kProd;
+  }
+  if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
+  if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
+  BlockTable& table = block_table_;
+  if (args.collective == Collective::kAllgather) {
+    h.root = 0;
+    FillAllgatherBlocks(args, table);
+    // Ranks that disagree on the block lengths disagree on the call: fold them into what the
+    // header compares (the total, and a hash of the lengths for allgatherv).
+    h.count = table.displs.back() + table.counts.back();
+    if (!args.block_counts.empty()) h.plan_hash ^= BlockCountsHash(args.block_counts);
+  }
+  // Every message of this call also carries the identity of this rank's previous call: ranks
+  // that disagreed on it without noticing (a bcast whose two "roots" only sent) disagree here.
+  const uint32_t this_call = CallHash(h);
+  h.plan_hash ^= previous_call_;
+  previous_call_ = this_call;
+  const uint64_t segment = args.segment == 0 || args.segment > args.count ? args.count : args.segment;
+  PublishCall(h);
+  Guard guard(*this, h);
+  try {
+    auto* recv = static_cast<uint8_t*>(args.recv);
+    const auto* send = static_cast<const uint8_t*>(args.send);
+    switch (args.collective) {
+      case Collective::kBcast: {
+        PhaseData data{recv, args.count, segment, elem};
+        RunPhase(*args.bcast, h, data, Reducer{}, guard);
+        break;
+      }
+      case Collective::kReduce: {
+        // The accumulator: the result buffer at the root, scratch elsewhere — needed only by a
+        // rank that receives; one that only sends reads its input.
+        const bool root = options_.rank == args.root;
+        uint8_t* acc = root ? recv : ReceivesIn(*args.reduce) ? Scratch(bytes) : nullptr;
+        // A rank that only sends never writes B: its input serves as B.
+        PhaseData data{acc != nullptr ? acc : const_cast<uint8_t*>(send), args.count, segment, elem};
+        if (acc != nullptr && acc != send && bytes > 0) StartAccumulator(data, send, fn);
+        RunPhase(*args.reduce, h, data, fn, guard);
+        // The root's result must be whole; scratch elsewhere is dropped.
+        if (root && data.pending != nullptr) data.pending->Materialize(0, args.count);
+        if (root) NormalizeAlone(args, fn, bytes);
+        break;
+      }
+      case Collective::kAllreduce:
+      case Collective::kBarrier: {
+        // The result buffer is every rank's accumulator; the bcast phase then spreads it. A
+        // lazy accumulator stays lazy through it: what the bcast phase overwrites (at two
+        // ranks, the half the other rank reduced) is never copied from the input first.
+        PhaseData data{recv, args.count, segment, elem};
+        if (recv != send && bytes > 0) StartAccumulator(data, send, fn);
+        RunPhase(*args.reduce, h, data, fn, guard);
+        h.phase = 1;
+        guard.SetPhase(1);
+        RunPhase(*args.bcast, h, data, Reducer{}, guard);
+        if (data.pending != nullptr) data.pending->Materialize(0, args.count);
+        NormalizeAlone(args, fn, bytes);
+        break;
+      }
+      case Collective::kAllgather: {
+        // This rank's block to its place, then the gather phase in column segments (every step
+        // moves one rank's block, at most `segment` elements of it), then the whole result down
+        // in the bcast phase's segments.
+        const uint64_t own = table.counts[static_cast<size_t>(options_.rank)];
+        uint8_t* place = recv + table.displs[static_cast<size_t>(options_.rank)] * elem;
+        // send == recv is IN_PLACE: the block is at its place already.
+        if (send != recv && send != place && own > 0) std::memcpy(place, send, static_cast<size_t>(own * elem));
+        const uint64_t longest = *std::max_element(table.counts.begin(), table.counts.end());
+        const uint64_t column = args.segment == 0 || args.segment > longest ? longest : args.segment;
+        PhaseData gather{recv, longest, column, elem};
+        gather.blocks = &table;
+        RunPhase(*args.reduce, h, gather, Reducer{}, guard);
+        h.phase = 1;
+        guard.SetPhase(1);
+        const uint64_t total = h.count;
+        PhaseData down{recv, total, args.bcast_segment == 0 || args.bcast_segment > total ? total : args.bcast_segment, elem};
+        RunPhase(*args.bcast, h, down, Reducer{}, guard);
+        break;
+      }
+    }
+  } catch (const CollError& e) {
+    // Whatever went wrong mid-collective leaves peers waiting: tell them.
+    Abort(e.code(), e.what());
+    throw;
+  }
+}
+
+bool Engine::ReceivesIn(const std::vector<Step>& steps) {
+  for (const Step& s : steps) {
+    if (s.kind != StepKind::kSend) return true;
+  }
+  return false;
+}
+
+void Engine::StartAccumulator(PhaseData& data, const uint8_t* input, const Reducer& reducer) {
+  const size_t bytes = static_cast<size_t>(data.count) * data.elem;
+  // Small messages copy at once: the copy costs less than keeping track. User operators have
+  // no one-pass form.
+  if (bytes < kLazyInputBytes || reducer.kernel3 == nullptr) {
+    std::memcpy(data.buffer, input, bytes);
+    return;
+  }
+  pending_.Start(input, data.buffer, data.elem);
+  data.pending = &pending_;
+}
+
+void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer,
+                      Guard& guard) {
+  const uint64_t segments = data.count == 0 ? 1 : (data.count + data.segment - 1) / data.segment;
+  for (uint64_t k = 0; k < segments; ++k) {
+    const uint64_t start = k * data.segment;
+    const uint64_t n = data.count == 0 ? 0 : std::min(data.segment, data.count - start);
+    for (const Step& s : steps) RunStep(s, header, data, start, n, k, reducer, guard);
+  }
+}
+
+namespace {
+
+// Elements [begin, end) of blocks [first, first + count) of `of` blocks over n elements.
+struct ElementRange {
+  uint64_t begin, end;
+};
+ElementRange Blocks(uint64_t n, uint32_t first, uint32_t count, uint32_t of) {
+  return {n * first / of, n * (static_cast<uint64_t>(first) + count) / of};
+}
+
+}  // namespace
+
+void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n,
+                     uint64_t seg_index, const Reducer& reducer, Guard& guard) {
+  const size_t elem = data.elem;
+  // Elements of B a range names in this segment: blocks of the segment, or the segment's column
+  // of one rank's block.
+  auto elements = [&](uint32_t first, uint32_t count) -> ElementRange {
+    if (s.of != 0) {
+      const ElementRange r = Blocks(seg_n, first, count, s.of);
+      return {seg_start + r.begin, seg_start + r.end};
+    }
+    if (data.blocks == nullptr) throw CollError("EINVAL", "a rank-block step outside an allgather");
+    const uint64_t len = data.blocks->counts[first];
+    const uint64_t at = data.blocks->displs[first];
+    return {at + std::min(seg_start, len), at + std::min(seg_start + seg_n, len)};
+  };
+  const ElementRange range = elements(s.first, s.count);
+  const uint64_t begin = range.begin;
+  const uint64_t end = range.end;
+  const size_t bytes = static_cast<size_t>((end - begin) * elem);
+  PendingInput* pending = data.pending;
+  // Where a step reads elements [b, e) of B from: the input while nothing was combined into
+  // them, else B (after copying whatever of them is still only in the input).
+  auto source = [&](uint64_t b, uint64_t e) -> const uint8_t* {
+    if (pending != nullptr) {
+      if (pending->Untouched(b, e)) return pending->Input(b);
+      pending->Materialize(b, e);
+    }
+    return data.buffer + b * elem;
+  };
+  // Where elements [b, e) of B arrive: into B, copied or combined with the reducer — with the
+  // input standing in for B's own operand while they are untouched (a lazy accumulator).
+  auto arriving = [&](uint64_t b, uint64_t e, bool reduce) {
+    const void* own = nullptr;
+    if (pending != nullptr) {
+      if (reduce && pending->Untouched(b, e)) own = pending->Input(b);
+      else if (reduce) pending->Materialize(b, e);
+      pending->MarkWritten(b, e);
+    }
+    return Delivery(data.buffer + b * elem, reduce ? reducer : Reducer{}, s.order == 1, elem, own, combine_scratch_);
+  };
+  switch (s.kind) {
+    case StepKind::kSend:
+      SendTo(s.peer, s.local_peer, header, source(begin, end), bytes, guard);
+      return;
+    case StepKind::kRecv:
+    case StepKind::kRecvReduce: {
+      Delivery into = arriving(begin, end, s.kind == StepKind::kRecvReduce);
+      RecvFrom(s.peer, s.local_peer, header, bytes, into, guard);
+      return;
+    }
+    case StepKind::kShmBcast: {
+      if (pending != nullptr) pending->Materialize(begin, end);
+      guard.WaitingOn(s.peer);
+      // Tags: the call, the phase and the level, then a fragment number that runs on across the
+      // call's segments (every member runs the same segments, so it agrees on the numbers).
+      // A rank-block step (the shared-memory allgather) numbers its fragments per block as well:
+      // one source may publish several blocks in one segment.
+      const uint64_t per_segment = shm_bcast_->MaxFragments(static_cast<size_t>(data.segment * elem));
+      const uint64_t publication = s.of == 0 ? seg_index * static_cast<uint64_t>(options_.size) + s.first : seg_index;
+      const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
+                                (static_cast<uint64_t>(s.level & 0x7f) << 24) | ((publication * per_segment) & 0xffffff);
+      shm_bcast_->Run(s.group, s.local_peer, data.buffer + begin * elem, bytes, tag_base, CallHash(header), GroupPolicy(s.group), guard);
+      return;
+    }
+    case StepKind::kShmReduce: {
+      if (pending != nullptr) pending->Materialize(begin, end);
+      guard.WaitingOn(s.peer);
+      shm_reduce_->Run(s.group, s.local_peer, data.buffer + begin * elem, end - begin, elem, reducer, GroupPolicy(s.group), guard);
+      return;
+    }
+    case StepKind::kShmAllreduce: {
+      if (pending != nullptr) pending->Materialize(begin, end);
+      guard.WaitingOnNode();
+      shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, s.every_rank_combines, reducer,
+                          node_policy_, guard);
+      return;
+    }
+    case StepKind::kShmAllgather: {
+      // The whole call in one step: every block at once, so one column segment of the longest.
+      if (data.blocks == nullptr || seg_index != 0 || seg_n != data.count) {
+        throw CollError("EINVAL", "a node-wide shared-memory allgather step outside a whole allgather's gather phase");
+      }
+      guard.WaitingOnNode();
+      shm_allreduce_->Allgather(data.buffer, data.blocks->counts, data.blocks->displs, elem, header, s.every_rank_combines,
+                                node_policy_, guard);
+      return;
+    }
+    case StepKind::kSendRecv:
+    case StepKind::kSendRecvReduce: {
+      const ElementRange into_range = elements(s.first2, s.count2);
+      const uint64_t b2 = into_range.begin;
+      const uint64_t e2 = into_range.end;
+      const size_t in_bytes = static_cast<size_t>((e2 - b2) * elem);
+      const uint8_t* out = source(begin, end);
+      if (s.local_peer >= 0 && s.local_peer2 >= 0) {
+        // Both inside the node: sends and receives interleave, so no transport has to hold the
+        // whole segment.
+        Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
+        ExchangeLocal(s, header, out, bytes, into, in_bytes, guard);
+        return;
+      }
+      // Both sides send before they receive: the transports must hold the whole segment.
+      const uint64_t limit = s.local_peer >= 0 ? options_.channel_bytes - 2 * sizeof(MsgHeader) : kEagerBytes;
+      if (bytes > limit) {
+        throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) + " bytes between nodes; schedules with such exchanges must run with segments of at most " + std::to_string(limit) + " bytes here");
+      }
+      SendTo(s.peer, s.local_peer, header, out, bytes, guard);
+      Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
+      RecvFrom(s.peer2, s.local_peer2, header, in_bytes, into, guard);
+      return;
+    }
+  }
+  throw CollError("EINVAL", "unknown schedule step kind " + std::to_string(static_cast<int>(s.kind)));
+}
+
+void Engine::FillAllgatherBlocks(const CallArgs& args, BlockTable& t) const {
+  const auto size = static_cast<size_t>(options_.size);
+  if (args.block_counts.empty()) t.counts.assign(size, args.count);
+  else if (args.block_counts.size() == size) t.counts = args.block_counts;
+  else throw CollError("EINVAL", "allgatherv: " + std::to_string(args.block_counts.size()) + " block lengths for " + std::to_string(size) + " ranks");
+  t.displs.resize(size);
+  uint64_t at = 0;
+  for (size_t r = 0; r < size; ++r) {
+    t.displs[r] = at;
+    at += t.counts[r];
+  }
+}
+
+uint32_t Engine::BlockCountsHash(const std::vector<uint64_t>& counts) {
+  // FNV-1a over the lengths: equal vectors give equal hashes on every rank.
+  uint64_t x = 0xcbf29ce484222325ULL;
+  for (uint64_t c : counts) {
+    x ^= c;
+    x *= 0x100000001b3ULL;
+  }
+  return static_cast<uint32_t>(x ^ (x >> 32));
+}
+
+uint32_t Engine::CallHash(const MsgHeader& h) {
+  // A 64-bit mix (splitmix64's finaliser) of the fields every rank of a call must agree on.
+  auto mix = [](uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  uint64_t x = mix((static_cast<uint64_t>(h.seq) << 32) | h.plan_hash);
+  x = mix(x ^ ((static_cast<uint64_t>(h.collective) << 56) | (static_cast<uint64_t>(h.dtype) << 48) |
+               (static_cast<uint64_t>(h.op) << 40) | (static_cast<uint64_t>(h.phase) << 32) |
+               static_cast<uint32_t>(h.root)));
+  x = mix(x ^ h.count);
+  return static_cast<uint32_t>(x ^ (x >> 32));
+}
+
+
+void Engine::NormalizeAlone(const CallArgs& args, const Reducer& fn, size_t bytes) {
+  // Alone in the job, no operator was applied: logical operators still owe a 0/1 result, which
+  // combining the value with itself gives.
+  if (options_.size != 1 || bytes == 0 || args.custom) return;
+  if (args.op != ReduceOp::kLand && args.op != ReduceOp::kLor) return;
+  uint8_t* copy = Scratch(bytes);
+  std::memcpy(copy, args.recv, bytes);
+  fn(args.recv, copy, args.count);
+}
+
+void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard) {
+  guard.WaitingOn(peer);
+  const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
+  if (local_peer >= 0) {
+    const size_t local_size = locals_.size();
+    channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(local_peer)].Send(slices, 2, PolicyFor(local_peer), guard);
+  } else {
+    tcp_.Send(peer, slices, 2, guard);
+  }
+}
+
+void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer) {
+  MsgHeader want = expected;
+  want.sender = peer;
+  const std::string mismatch = DescribeMismatch(want, got, peer);
+  if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+}
+
+void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_t bytes, Delivery& into, Guard& guard) {
+  guard.WaitingOn(peer);
+  MsgHeader got{};
+  if (local_peer >= 0) {
+    ShmChannel& channel = channels_[static_cast<size_t>(local_peer) * locals_.size() + static_cast<size_t>(local_index_)];
+    const WaitPolicy& policy = PolicyFor(local_peer);
+    channel.ReadExact(&got, sizeof got, policy, guard);
+    CheckHeader(expected, got, peer);
+    channel.Consume(bytes, into, policy, guard);
+    return;
+  }
+  // Probes a waiting peer sent us come before its next message: a mismatched one is an error,
+  // the others (the peer was merely slower) are skipped.
+  for (;;) {
+    tcp_.ReadExact(peer, &got, sizeof got, guard);
+    if (got.magic == kAbortMagic) {
+      const char* code = got.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]) && got.op > 0 ? kAbortCodes[got.op] : "EPEERLOST";
+      throw CollError(code, "rank " + std::to_string(got.sender) + " stopped the collective (" + code + " there)");
+    }
+    if (got.magic != kProbeMagic) break;
+    MsgHeader mine = expected;
+    const std::string mismatch = DescribeCallMismatch(mine, got, peer);
+    if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+  }
+  CheckHeader(expected, got, peer);
+  try {
+    if (!into.combines()) {
+      tcp_.ReadExact(peer, into.next(), bytes, guard);
+      return;
+    }
+    constexpr size_t kStaging = 256 * 1024;  // a multiple of every element size
+    if (staging_.size() < kStaging) staging_.resize(kStaging);
+    for (size_t done = 0; done < bytes;) {
+      const size_t piece = std::min(kStaging, bytes - done);
+      tcp_.ReadExact(peer, staging_.data(), piece, guard);
+      into(staging_.data(), piece);
+      done += piece;
+    }
+  } catch (const PeerClosed& e) {
+    // The peer stopped in the middle of this body: its abort notice, if it sent one, is what
+    // came last — report its reason rather than only the closed link.
+    MsgHeader notice{};
+    if (e.tail().size() == sizeof notice) {
+      std::memcpy(&notice, e.tail().data(), sizeof notice);
+      if (notice.magic == kAbortMagic && notice.sender == peer && notice.op > 0 && notice.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0])) {
+        const char* code = kAbortCodes[notice.op];
+        throw CollError(code, "rank " + std::to_string(peer) + " stopped the collective (" + code + " there)");
+      }
+    }
+    throw;
+  }
+}
+
+void Delivery::operator()(const uint8_t* in, size_t len) {
+  if (!reducer_) {
+    std::memcpy(out_, in, len);
+  } else if (own_ != nullptr) {
+    // Left operand first, as below: the same bits as copying `own` into out and combining.
+    if (!incoming_first_ || reducer_.symmetric) reducer_.kernel3(out_, own_, in, len / elem_);
+    else reducer_.kernel3(out_, in, own_, len / elem_);
+    own_ += len;
+  } else if (!incoming_first_ || reducer_.symmetric) {
+    reducer_(out_, in, len / elem_);
+  } else {
+    // out = in op out: the operator writes its left operand, so work on a copy of `in`.
+    if (scratch_.size() < len) scratch_.resize(len);
+    std::memcpy(scratch_.data(), in, len);
+    reducer_(scratch_.data(), out_, len / elem_);
+    std::memcpy(out_, scratch_.data(), len);
+  }
+  out_ += len;
+}
+
+void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into,
+                           size_t in_bytes, Guard& guard) {
+  const size_t local_size = locals_.size();
+  ShmChannel& tx = channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(s.local_peer)];
+  ShmChannel& rx = channels_[static_cast<size_t>(s.local_peer2) * local_size + static_cast<size_t>(local_index_)];
+  if (tx.AtOnce(sizeof header + bytes)) {
+    // Small: one write the ring holds, then the receive (the fastest path for both).
+    SendTo(s.peer, s.local_peer, header, data, bytes, guard);
+    RecvFrom(s.peer2, s.local_peer2, header, in_bytes, into, guard);
+    return;
+  }
+  // Large: a piece out, then whatever has come in, and so on. The peers run in step, each
+  // piece is read soon after it was written, and no ring has to hold a whole message. What is
+  // sent must not change while it is being sent: a step that receives into the range it sends
+  // (recursive doubling) sends a copy.
+  const uint8_t* into_at = into.next();
+  if (bytes > 0 && in_bytes > 0 && data < into_at + in_bytes && into_at < data + bytes) {
+    if (exchange_copy_.size() < bytes) exchange_copy_.resize(bytes);
+    std::memcpy(exchange_copy_.data(), data, bytes);
+    data = exchange_copy_.data();
+  }
+  const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
+  ShmChannel::Outgoing out{slices, 2};
+  MsgHeader got{};
+  uint8_t* got_at = reinterpret_cast<uint8_t*>(&got);
+  size_t header_left = sizeof got;
+  size_t body_left = in_bytes;
+  auto read_header = [&](const uint8_t* p, size_t n) {
+    std::memcpy(got_at, p, n);
+    got_at += n;
+  };
+  Doorbell& mine = locals_[static_cast<size_t>(local_index_)].control->doorbell;
+  // A quarter of the ring: the sender streams on while the receiver frees the half it waits for.
+  const uint64_t piece = std::min<uint64_t>(kExchangePiece, tx.capacity() / 4);
+  // Either peer may be the one that must run for this rank to go on.
+  const WaitPolicy& policy = PolicyFor(co_runner_[static_cast<size_t>(s.local_peer)] ? s.local_peer : s.local_peer2);
+  while (!out.done || header_left > 0 || body_left > 0) {
+    bool moved = !out.done && tx.SendSome(out, piece, policy);
+    if (header_left > 0) {
+      const size_t n = rx.ConsumeArrived(header_left, read_header, policy);
+      header_left -= n;
+      moved = moved || n > 0;
+      if (n > 0 && header_left == 0) CheckHeader(header, got, s.peer2);
+    }
+    if (header_left == 0 && body_left > 0) {
+      const size_t n = rx.ConsumeArrived(std::min<size_t>(body_left, piece), into, policy);
+      body_left -= n;
+      moved = moved || n > 0;
+    }
+    if (moved) continue;
+    const bool receiving = header_left > 0 || body_left > 0;
+    if (!out.done) tx.AnnounceWaitForRoom(policy);
+    guard.WaitingOn(receiving ? s.peer2 : s.peer);
+    WaitUntil([&] { return (!out.done && tx.HalfFree()) || (receiving && rx.Arrived()); }, mine, policy, guard);
+  }
+}
+
+}  // namespace topocoll
