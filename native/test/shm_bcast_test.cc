@@ -214,7 +214,7 @@ TEST(ShmBcastFlowControl, RootBlocksOnAFullQueueAndNeverOverwritesUnreadFragment
     }
   });
   const size_t slots = c.queue_bytes / 4096;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);  // ends as soon as it is full
   while (std::chrono::steady_clock::now() < until && completed.load() < slots) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(completed.load(), slots) << "the root completed more broadcasts than its queue holds before anyone read";

@@ -191,7 +191,7 @@ TEST(ShmChannelFlowControl, WriterBlocksOnAFullRingAndNeverOverwritesUnreadBytes
     }
   });
   // Give the writer time to fill the ring; it must then be blocked, not overwriting.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);  // ends as soon as it is full
   while (std::chrono::steady_clock::now() < until && sent.load() < kFit) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(sent.load(), kFit) << "the writer completed more messages than the ring holds before anything was read";
