@@ -9,15 +9,23 @@ namespace topocoll {
 
 namespace {
 
+const ShmBcastParams& Checked(const ShmBcastParams& p) {
+  if (p.min_fragment == 0 || p.queue_bytes < p.min_fragment) {
+    throw CollError("EINVAL", "the S0 queue (" + std::to_string(p.queue_bytes) + " bytes) holds no fragment of " + std::to_string(p.min_fragment) + " bytes");
+  }
+  return p;
+}
+
 size_t SlotCount(const ShmBcastParams& p) { return static_cast<size_t>(p.queue_bytes / p.min_fragment); }
 
 }  // namespace
 
 ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me)
-    : params_(std::move(params)),
+    : params_(Checked(params)),
       blocks_(SlotCount(params_)),
-      set_bytes_(params_.queue_bytes / std::clamp<uint32_t>(params_.sets, 1, kMaxSets) / params_.min_fragment *
-                 params_.min_fragment),
+      set_bytes_(std::max<uint64_t>(params_.queue_bytes / std::clamp<uint32_t>(params_.sets, 1, kMaxSets) /
+                                        params_.min_fragment * params_.min_fragment,
+                                    params_.min_fragment)),
       regions_(std::move(regions)),
       doorbells_(std::move(doorbells)),
       me_(me),
@@ -30,9 +38,8 @@ size_t ShmBcast::FragmentFor(size_t bytes) const {
   while ((size_t{1} << log2) < bytes) ++log2;
   const auto& table = params_.fragment_for_log2;
   size_t f = table.empty() ? params_.min_fragment : table[std::min(log2, table.size() - 1)];
-  // At least one slot per set, and a whole number of minimal fragments.
-  const size_t largest = static_cast<size_t>(params_.queue_bytes / std::max<uint32_t>(params_.sets, 1));
-  f = std::clamp<size_t>(f, params_.min_fragment, std::max<size_t>(largest, params_.min_fragment));
+  // Within a set (a fragment never crosses a set boundary), a whole number of minimal fragments.
+  f = std::clamp<size_t>(f, params_.min_fragment, static_cast<size_t>(set_bytes_));
   return f / params_.min_fragment * params_.min_fragment;
 }
 
@@ -191,18 +198,15 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
              inline_src ? size : 0, policy, guard);
     }
   };
-  const uint64_t set_bytes = std::max<uint64_t>(set_bytes_, frag);
-  auto set_of = [&](uint64_t offset) { return static_cast<int64_t>(offset / set_bytes); };
-
   if (me_ == root) {
     for (size_t i = 0; i < fragments; ++i) {
       const size_t piece = inline_mode ? bytes : std::min(frag, bytes - i * frag);
       uint64_t offset = 0;
       if (!inline_mode) {
-        // The queue is a ring of whole fragments: one that would cross the end starts over at 0.
-        if (cursor_.offset + frag > params_.queue_bytes) cursor_.offset = 0;
-        offset = cursor_.offset;
-        const int64_t set = set_of(offset);
+        // Where the previous fragment ended, or — when this one would run into the next set —
+        // that set's start, which is entered (and waited for) below.
+        offset = Place(cursor_.offset, frag);
+        const int64_t set = SetOf(offset);
         std::atomic<uint32_t>& pending = source.sets[set].pending;
         const bool enters = set != cursor_.set || offset == 0 || (i == 0 && cursor_.set < 0);
         if (enters) {
@@ -253,11 +257,11 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
     else std::memcpy(data + i * frag, source.queue + offset, piece);
     Release(ring, first_block + i, policy);
     if (inline_mode) continue;
-    // Release the root's set after this call's last fragment in it.
-    uint64_t next = offset + frag;
-    if (next + frag > params_.queue_bytes) next = 0;
-    if (i + 1 == fragments || set_of(next) != set_of(offset) || next == 0) {
-      source.sets[set_of(offset)].pending.fetch_sub(1, std::memory_order_acq_rel);
+    // Release the root's set after this call's last fragment in it: the next one, placed as the
+    // root places it, is in another set or starts the only set over.
+    const uint64_t next = Place(offset + frag, frag);
+    if (i + 1 == fragments || SetOf(next) != SetOf(offset) || next == 0) {
+      source.sets[SetOf(offset)].pending.fetch_sub(1, std::memory_order_acq_rel);
       doorbells_[static_cast<size_t>(root)]->Ring(policy.asymmetric);
     }
   }

@@ -17,8 +17,36 @@
 // parent only waits when the child is a whole ring behind (flow control on the child's
 // published count of consumed blocks), so back-to-back broadcasts stream: a root runs ahead of
 // its readers by up to the queue (minus the set being drained) instead of waiting for them.
+//
+// The protocol, by word (r: the root; p: a parent in the notification tree; c: its child):
+//
+//   Queue placement: no word carries it, every member computes it. The queue is split into
+//   sets of `set_bytes` (whole min_fragments of an equal share, at least one); a rest the
+//   division leaves is one more set. A call's fragments all take `frag` bytes of the queue (its
+//   last piece may fill less), and frag ≤ set_bytes. A fragment never crosses a set boundary:
+//   it goes where the previous fragment (of this call or, for the first, of r's previous call
+//   in any group) ended when it fits in that set there, else at the start of the next set (0
+//   after the last, or when the next is too small for it). A reader derives the next fragment's
+//   place from the current one's the same way. Entering a set (its start, or any first
+//   fragment of r after Reset) is the only step that waits for that set's readers.
+//   queue bytes [offset, offset + size): r writes them once the set they lie in has
+//     pending = 0 (entering) or holds this call's count (continuing), then notifies its
+//     children; readers copy them after seeing the block's tag.
+//   sets[s].pending (r's region): r, entering set s, waits until it is 0, then stores the
+//     readers of its call (n − 1); r, starting a call in the set its previous fragment is in,
+//     adds n − 1. Each reader subtracts 1 (acq_rel) after copying the call's last fragment in s
+//     (the next would be in another set, or at 0, or there is none), then rings r's doorbell.
+//   FragmentControl block k of ring g (c's region): p waits until c's consumed[g] > k − blocks
+//     (the block's previous use was read), writes offset, size, call_hash and inline data, then
+//     tag (release), then rings c's doorbell. c waits for a tag other than the block's previous
+//     one (acquire), checks it, notifies its own children, copies, then stores
+//     consumed[g] = k + 1 (release).
+//   slot_waiter (c's region): p, about to wait on c's consumed count, stores its own index
+//     (seq_cst) and loads the count again; c, after storing consumed, fences, loads it, and if
+//     it is a rank, exchanges −1 and rings that rank (the Dekker pair of wait.h).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -140,6 +168,17 @@ class ShmBcast {
   void Release(int ring, uint64_t index, const WaitPolicy& policy);
   void WakeWaiter(BcastRegion& region, const WaitPolicy& policy);
 
+  // The queue's sets (see the protocol above): the set an offset lies in, the end of a set,
+  // and where a fragment of `frag` bytes goes when the previous one ended at `end`.
+  uint32_t SetOf(uint64_t offset) const { return static_cast<uint32_t>(offset / set_bytes_); }
+  uint64_t SetEnd(uint32_t set) const { return std::min<uint64_t>((set + uint64_t{1}) * set_bytes_, params_.queue_bytes); }
+  uint64_t Place(uint64_t end, uint64_t frag) const {
+    const uint32_t set = SetOf(end);
+    if (end + frag <= SetEnd(set)) return end;
+    const uint64_t next = (set + uint64_t{1}) * set_bytes_;
+    return next + frag <= params_.queue_bytes ? next : 0;
+  }
+
   // Where this rank, as a root, writes next in its queue, and the set it last wrote in.
   struct QueueCursor {
     uint64_t offset = 0;
@@ -148,7 +187,7 @@ class ShmBcast {
 
   ShmBcastParams params_;
   uint64_t blocks_;  // control blocks per rank
-  uint64_t set_bytes_;
+  uint64_t set_bytes_;  // a multiple of min_fragment, ≥ min_fragment
   QueueCursor cursor_;
   std::vector<BcastRegion> regions_;
   std::vector<Doorbell*> doorbells_;

@@ -165,13 +165,12 @@ INSTANTIATE_TEST_SUITE_P(
     CaseName);
 
 // Fragment sizes that change from call to call, as with the cost model's tables (4 KiB for small
-// messages, up to a whole set for large ones). Disabled: FAILS — the root's queue cursor is a
-// multiple of the last call's fragment only, so a larger fragment can start inside one set and
-// run into the next; the root waits for the set its fragment starts in, not for the one it
-// runs into, and overwrites bytes the readers of that set may still have to copy.
-// ShmBcastStraddle.DISABLED_… below is the same fault, deterministic.
+// messages, up to a whole set for large ones): the root's queue cursor is then a multiple of
+// the last call's fragment only, and a larger fragment that would run from one set into the
+// next must start at the next set (waiting for its readers) instead. ShmBcastStraddle below is
+// the same case, deterministic.
 INSTANTIATE_TEST_SUITE_P(
-    DISABLED_MixedFragments, ShmBcastTest,
+    MixedFragments, ShmBcastTest,
     ::testing::Values(BcastCase{"two_sets_knomial", 64 * 1024, 2, TreeKind::kKnomial, 2, 4, 0},
                       BcastCase{"two_ranks", 16 * 1024, 2, TreeKind::kKnomial, 2, 2, 0},
                       BcastCase{"queue_of_5_pages", 20 * 1024, 2, TreeKind::kKnomial, 2, 3, 0}),
@@ -239,8 +238,9 @@ TEST(ShmBcastFlowControl, RootBlocksOnAFullQueueAndNeverOverwritesUnreadFragment
 // fragments) fill set 1. The reader reads M0 only: set 0 is free, set 1 is not. Lap 2: M3 (one
 // 4 KiB fragment) wraps to offset 0, in set 0; M4 (32 KiB) goes at 4 KiB, still "in set 0" by
 // its start, and covers [4 KiB, 36 KiB) — M1's first fragment, unread. The root must wait for
-// set 1 before M4; it does not, and the reader then finds M4's bytes in M1.
-TEST(ShmBcastStraddle, DISABLED_AFragmentRunningIntoTheNextSetWaitsForThatSet) {
+// set 1 before M4 (it goes at set 1's start, 32 KiB, once the reader has read M1 and M2);
+// otherwise the reader finds M4's bytes in M1.
+TEST(ShmBcastStraddle, AFragmentRunningIntoTheNextSetWaitsForThatSet) {
   ShmBcastParams params;
   params.queue_bytes = 64 * 1024;
   params.min_fragment = 4096;

@@ -47,6 +47,18 @@ describe('S0 shared-memory bcast', () => {
     });
   }
 
+  // The default configuration picks larger fragments for larger messages: a call's fragments
+  // start where the previous call's smaller ones ended, and must not run into a set the
+  // readers have not released. 1200 calls of 1 byte … 3 MB (fragments of 4 KiB … 64 KiB).
+  for (const ranks of [3, 4]) {
+    it(`${ranks} ranks, the default configuration: a random mix of sizes, so of fragment sizes, every byte checked`, () => {
+      const r = runJob(['-n', String(ranks), jobScript('shm-bcast-mixed.mjs'), '1200', '3000000']);
+      expect(r.stderr).not.toMatch(/Error/);
+      expect(r.status).toBe(0);
+      expect(r.lines.filter((l) => /^rank \d+ ok \d+$/.test(l))).toHaveLength(ranks);
+    });
+  }
+
   it('with the default model-chosen parameters, next to TCP between emulated nodes', () => {
     const r = runJob(['-n', '6', '--nodes', '2', jobScript('shm-bcast.mjs'), '8192', '64']);
     expect(r.status).toBe(0);
