@@ -22,7 +22,12 @@ export interface LevelInfo {
   groupSize: number;
   isLeader: boolean;
   /** The algorithm of this rank's group at the level, per collective and message-size class. */
-  algorithms?: { bcast: { small: string; large: string }; reduce: { small: string; large: string }; allgather: { small: string; large: string }; barrier: string };
+  algorithms?: {
+    bcast: { small: string; large: string };
+    reduce: { small: string; large: string };
+    allgather: { small: string; large: string };
+    barrier: string;
+  };
 }
 
 /** A built-in operator name, or a JavaScript operator made with userOp(). */
@@ -128,7 +133,11 @@ export class Communicator {
     const extremes = new Float64Array(2);
     this.controlAllreduce(hashes, extremes);
     if (extremes[0] !== -extremes[1]!) {
-      throw new TopocollError('EMISMATCH', `configure(): the ranks asked for different configurations (plan hashes ${-extremes[1]!} … ${extremes[0]!}); the old one stays in force`, { rank: this.rank });
+      throw new TopocollError(
+        'EMISMATCH',
+        `configure(): the ranks asked for different configurations (plan hashes ${-extremes[1]!} … ${extremes[0]!}); the old one stays in force`,
+        { rank: this.rank },
+      );
     }
     this.planner.connect([next.plan, next.orderedPlan]);
     this.engine.resetShm();
@@ -149,7 +158,16 @@ export class Communicator {
   }
 
   private collectivePlans(plans: JobPlans, config: TopocollConfig, shmGroups: ReadonlyMap<Group, number>): CollectivePlans {
-    return new CollectivePlans({ plan: plans.plan, orderedPlan: plans.orderedPlan, rank: this.rank, config, shmGroups, eagerBytes: plans.eagerBytes, oversubscribed: this.oversubscribed, register: this.register });
+    return new CollectivePlans({
+      plan: plans.plan,
+      orderedPlan: plans.orderedPlan,
+      rank: this.rank,
+      config,
+      shmGroups,
+      eagerBytes: plans.eagerBytes,
+      oversubscribed: this.oversubscribed,
+      register: this.register,
+    });
   }
 
   /** Every schedule of this communicator gets its own native id, whichever plan it belongs to. */
@@ -163,8 +181,22 @@ export class Communicator {
   /** Binomial trees over channels and TCP only, reduce then bcast: never the shared-memory engines. */
   private controlPlans(plans: JobPlans): CollectivePlans {
     const binomial = Object.fromEntries(plans.plan.levels.map((l) => [l, 'binomial']));
-    const config = { ...this.config, bcast: { levels: binomial, segment: 0 }, reduce: { levels: binomial, segment: 0 }, allreduce: { algorithm: 'reduce-bcast', top: 'recursive-doubling', segment: 0, shm: false } } as TopocollConfig;
-    return new CollectivePlans({ plan: plans.plan, orderedPlan: plans.plan, rank: this.rank, config, shmGroups: new Map(), eagerBytes: plans.eagerBytes, oversubscribed: this.oversubscribed, register: this.register });
+    const config = {
+      ...this.config,
+      bcast: { levels: binomial, segment: 0 },
+      reduce: { levels: binomial, segment: 0 },
+      allreduce: { algorithm: 'reduce-bcast', top: 'recursive-doubling', segment: 0, shm: false },
+    } as TopocollConfig;
+    return new CollectivePlans({
+      plan: plans.plan,
+      orderedPlan: plans.plan,
+      rank: this.rank,
+      config,
+      shmGroups: new Map(),
+      eagerBytes: plans.eagerBytes,
+      oversubscribed: this.oversubscribed,
+      register: this.register,
+    });
   }
 
   private controlAllreduce(send: Float64Array, recv: Float64Array): void {
@@ -216,14 +248,20 @@ export class Communicator {
 
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
   reduce(send: TypedArray | InPlace, recv: TypedArray | null, op: Operator = 'sum', root = 0): Promise<void> {
-    if (isUserOp(op)) return this.async(async () => this.reduceSync(send, recv, op, root));
-    return this.async(() => {
-      const input = this.reduceInput(send, recv, root);
-      const type = this.checkReduce(input, recv, send === IN_PLACE, root);
-      const opCode = reduceOpCode(op, type);
-      const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
-      return this.engine.runAsync(this.nativeCall(NativeCollective.reduce, p, input, this.rank === root ? recv : null, input.length, type.code, opCode, root));
-    }, send, recv);
+    if (isUserOp(op)) return this.async(() => Promise.resolve(this.reduceSync(send, recv, op, root)));
+    return this.async(
+      () => {
+        const input = this.reduceInput(send, recv, root);
+        const type = this.checkReduce(input, recv, send === IN_PLACE, root);
+        const opCode = reduceOpCode(op, type);
+        const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
+        return this.engine.runAsync(
+          this.nativeCall(NativeCollective.reduce, p, input, this.rank === root ? recv : null, input.length, type.code, opCode, root),
+        );
+      },
+      send,
+      recv,
+    );
   }
 
   /** Combines every rank's `send` with `op`; every rank receives the result in `recv`. */
@@ -245,14 +283,18 @@ export class Communicator {
 
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
   allreduce(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): Promise<void> {
-    if (isUserOp(op)) return this.async(async () => this.allreduceSync(send, recv, op));
-    return this.async(() => {
-      const input = send === IN_PLACE ? recv : send;
-      const type = this.checkAllreduce(input, recv, send === IN_PLACE);
-      const opCode = reduceOpCode(op, type);
-      const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
-      return this.engine.runAsync(this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0));
-    }, send, recv);
+    if (isUserOp(op)) return this.async(() => Promise.resolve(this.allreduceSync(send, recv, op)));
+    return this.async(
+      () => {
+        const input = send === IN_PLACE ? recv : send;
+        const type = this.checkAllreduce(input, recv, send === IN_PLACE);
+        const opCode = reduceOpCode(op, type);
+        const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
+        return this.engine.runAsync(this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0));
+      },
+      send,
+      recv,
+    );
   }
 
   /**
@@ -268,12 +310,16 @@ export class Communicator {
   }
 
   allgather(send: TypedArray | InPlace, recv: TypedArray): Promise<void> {
-    return this.async(() => {
-      const type = this.checkAllgather(send, recv, undefined);
-      const count = send === IN_PLACE ? recv.length / this.size : send.length;
-      const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
-      return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
-    }, send, recv);
+    return this.async(
+      () => {
+        const type = this.checkAllgather(send, recv, undefined);
+        const count = send === IN_PLACE ? recv.length / this.size : send.length;
+        const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
+        return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
+      },
+      send,
+      recv,
+    );
   }
 
   /**
@@ -290,13 +336,17 @@ export class Communicator {
   }
 
   allgatherv(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): Promise<void> {
-    return this.async(() => {
-      // Its own copy: the call may start after the caller changed `counts`.
-      const table = Float64Array.from(this.blockCounts(counts));
-      const type = this.checkAllgather(send, recv, table);
-      const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
-      return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
-    }, send, recv);
+    return this.async(
+      () => {
+        // Its own copy: the call may start after the caller changed `counts`.
+        const table = Float64Array.from(this.blockCounts(counts));
+        const type = this.checkAllgather(send, recv, table);
+        const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
+        return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
+      },
+      send,
+      recv,
+    );
   }
 
   /** Native ids of the schedules `runProbe` was given, by their encoded words. */
@@ -379,7 +429,8 @@ export class Communicator {
   }
 
   private checkRoot(root: number): void {
-    if (!Number.isInteger(root) || root < 0 || root >= this.size) throw this.argumentError('EINVAL', `root ${root} is not a rank of this communicator (0…${this.size - 1})`);
+    if (!Number.isInteger(root) || root < 0 || root >= this.size)
+      throw this.argumentError('EINVAL', `root ${root} is not a rank of this communicator (0…${this.size - 1})`);
   }
 
   private argumentError(code: 'EINVAL' | 'ECLOSED', message: string, hint?: string): TopocollError {
@@ -400,7 +451,8 @@ export class Communicator {
     this.ensureOpen();
     this.checkRoot(root);
     if (send !== IN_PLACE) return send;
-    if (this.rank !== root) throw this.argumentError('EINVAL', 'IN_PLACE is only valid at the root of a reduce', 'Pass the input buffer as send on the other ranks.');
+    if (this.rank !== root)
+      throw this.argumentError('EINVAL', 'IN_PLACE is only valid at the root of a reduce', 'Pass the input buffer as send on the other ranks.');
     if (recv === null) throw this.argumentError('EINVAL', 'the root of a reduce needs a receive buffer');
     return recv;
   }
@@ -425,7 +477,8 @@ export class Communicator {
    * cost more than the rest of a small call).
    */
   private checkPair(send: TypedArray, sendType: Datatype, recv: TypedArray, recvType: Datatype, inPlace: boolean): void {
-    if (sendType !== recvType || send.length !== recv.length || (!inPlace && send === recv && send.length > 0)) throw this.pairError(send, sendType, recv, recvType);
+    if (sendType !== recvType || send.length !== recv.length || (!inPlace && send === recv && send.length > 0))
+      throw this.pairError(send, sendType, recv, recvType);
   }
 
   private pairError(send: TypedArray, sendType: Datatype, recv: TypedArray, recvType: Datatype): TopocollError {
@@ -443,7 +496,8 @@ export class Communicator {
     if (send !== IN_PLACE) {
       const sendType = datatypeOf(send, 'send');
       if (sendType !== type) throw this.argumentError('EINVAL', `send is ${sendType.name} but recv is ${type.name}`);
-      if (send === recv && send.length > 0) throw this.argumentError('EINVAL', 'send and recv are the same array', 'Pass IN_PLACE as send when this rank\'s block is already in recv.');
+      if (send === recv && send.length > 0)
+        throw this.argumentError('EINVAL', 'send and recv are the same array', "Pass IN_PLACE as send when this rank's block is already in recv.");
       if (table !== undefined && send.length !== own) throw this.argumentError('EINVAL', `send has ${send.length} elements but counts[${this.rank}] is ${own}`);
     } else if (table === undefined && !Number.isInteger(own)) {
       throw this.argumentError('EINVAL', `with IN_PLACE recv holds every rank's block, but its ${recv.length} elements do not divide among ${this.size} ranks`);
@@ -461,7 +515,10 @@ export class Communicator {
   private blockCounts(counts: ArrayLike<number>): Float64Array {
     this.ensureOpen();
     if (counts === null || typeof counts !== 'object' || counts.length !== this.size) {
-      throw this.argumentError('EINVAL', `allgatherv needs one count per rank (${this.size}), got ${counts === null || typeof counts !== 'object' ? String(counts) : counts.length}`);
+      throw this.argumentError(
+        'EINVAL',
+        `allgatherv needs one count per rank (${this.size}), got ${counts === null || typeof counts !== 'object' ? String(counts) : counts.length}`,
+      );
     }
     const table = counts instanceof Float64Array ? counts : (this.countsScratch ??= new Float64Array(this.size));
     let total = 0;
@@ -484,7 +541,16 @@ export class Communicator {
    * this communicator's plan hash and no user operator (callers that need others set the
    * fields after).
    */
-  private nativeCall(c: NativeCollectiveCode, p: CallPlan, send: TypedArray | null, recv: TypedArray | null, count: number, dtype: number, op: number, root: number): NativeCall {
+  private nativeCall(
+    c: NativeCollectiveCode,
+    p: CallPlan,
+    send: TypedArray | null,
+    recv: TypedArray | null,
+    count: number,
+    dtype: number,
+    op: number,
+    root: number,
+  ): NativeCall {
     const call = this.callArgs;
     call.collective = c;
     call.reducePlan = p.reduce;
@@ -502,9 +568,29 @@ export class Communicator {
   }
 
   /** Reused by every call but the allgathers (the native side reads it before the call returns or queues). */
-  private readonly callArgs: NativeCall = { collective: NativeCollective.barrier, reducePlan: -1, bcastPlan: -1, send: null, recv: null, count: 0, dtype: 0, op: 0, root: 0, planHash: 0, segment: 0, user: undefined };
+  private readonly callArgs: NativeCall = {
+    collective: NativeCollective.barrier,
+    reducePlan: -1,
+    bcastPlan: -1,
+    send: null,
+    recv: null,
+    count: 0,
+    dtype: 0,
+    op: 0,
+    root: 0,
+    planHash: 0,
+    segment: 0,
+    user: undefined,
+  };
 
-  private allgatherCall(p: AllgatherCallPlan, send: TypedArray, recv: TypedArray, count: number, type: Datatype, counts: Float64Array | undefined): NativeAllgatherCall {
+  private allgatherCall(
+    p: AllgatherCallPlan,
+    send: TypedArray,
+    recv: TypedArray,
+    count: number,
+    type: Datatype,
+    counts: Float64Array | undefined,
+  ): NativeAllgatherCall {
     const call = this.allgatherArgs;
     call.gatherPlan = p.gather;
     call.bcastPlan = p.bcast;
@@ -520,7 +606,17 @@ export class Communicator {
   }
 
   /** Reused by every allgather call (the native side reads it before the call returns or queues). */
-  private readonly allgatherArgs: NativeAllgatherCall = { gatherPlan: -1, bcastPlan: -1, send: new Uint8Array(0), recv: new Uint8Array(0), count: 0, dtype: 0, planHash: 0, segment: 0, bcastSegment: 0 };
+  private readonly allgatherArgs: NativeAllgatherCall = {
+    gatherPlan: -1,
+    bcastPlan: -1,
+    send: new Uint8Array(0),
+    recv: new Uint8Array(0),
+    count: 0,
+    dtype: 0,
+    planHash: 0,
+    segment: 0,
+    bcastSegment: 0,
+  };
 
   /**
    * Whether a user operator may be applied in any order; a non-commutative one needs a plan
@@ -529,14 +625,17 @@ export class Communicator {
   private checkOrder(op: UserOp): boolean {
     if (op.commutative) return true;
     if (!this.rankOrdered) {
-      throw new TopocollError('EINVAL', 'a non-commutative operator needs groups of consecutive ranks, and this placement interleaves the ranks of different nodes or sockets', {
-        rank: this.rank,
-        hint: 'Place consecutive ranks together (topocoll run does; mpirun --map-by core), or use a commutative operator.',
-      });
+      throw new TopocollError(
+        'EINVAL',
+        'a non-commutative operator needs groups of consecutive ranks, and this placement interleaves the ranks of different nodes or sockets',
+        {
+          rank: this.rank,
+          hint: 'Place consecutive ranks together (topocoll run does; mpirun --map-by core), or use a commutative operator.',
+        },
+      );
     }
     return false;
   }
-
 
   /** Argument errors reject the Promise instead of throwing; buffers stay referenced until it settles. */
   private async(start: () => Promise<void>, ...keepAlive: unknown[]): Promise<void> {

@@ -78,7 +78,9 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
 
   let engine: NativeEngine | undefined;
   try {
-    const infos = rdv ? (await allgather(rdv.client, 'init/info', job.rank, job.size, JSON.stringify(me), timeoutMs)).map((s) => JSON.parse(s) as RankInfo) : [me];
+    const infos = rdv
+      ? (await allgather(rdv.client, 'init/info', job.rank, job.size, JSON.stringify(me), timeoutMs)).map((s) => JSON.parse(s) as RankInfo)
+      : [me];
     const placements: RankPlacement[] = infos.map((info, rank) => ({ rank, node: info.node, locality: info.locality }));
     const net: NetworkTopology | undefined =
       network.kind === 'file' ? network.network : network.kind === 'slurm' ? networkFromSlurmAddresses(infos.map((i) => i.slurmPath!)) : undefined;
@@ -115,7 +117,18 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       // once all have (so nothing of it keeps a process alive).
       await rdv.client.close();
     }
-    return new Communicator({ engine, planner, plans, config, node, localRank, localSize: localRanks.length, oversubscribed, shmGroups, numaNode: here.numaNode });
+    return new Communicator({
+      engine,
+      planner,
+      plans,
+      config,
+      node,
+      localRank,
+      localSize: localRanks.length,
+      oversubscribed,
+      shmGroups,
+      numaNode: here.numaNode,
+    });
   } catch (e) {
     engine?.close();
     if (rdv) {
@@ -152,7 +165,9 @@ function warnIfUnbound(plan: GroupPlan, rank: number, locality: string): void {
   if (plan.placements.filter((p) => p.node === node).length < 2) return;
   const spans = plan.dropped.find((d) => d.node === node && (d.cause === 'spans' || d.cause === 'unknown') && d.rank === rank);
   if (spans !== undefined && rank === plan.placements.find((p) => p.node === node)!.rank) {
-    process.emitWarning(`topocoll: processes on ${node} are not bound to cores (${spans.reason}; locality ${locality || 'unknown'}), so only the node level and above are used. Bind them: topocoll run --bind core, mpirun --bind-to core, or srun --cpu-bind=cores.`);
+    process.emitWarning(
+      `topocoll: processes on ${node} are not bound to cores (${spans.reason}; locality ${locality || 'unknown'}), so only the node level and above are used. Bind them: topocoll run --bind core, mpirun --bind-to core, or srun --cpu-bind=cores.`,
+    );
   }
 }
 
@@ -223,7 +238,10 @@ async function connectRendezvous(job: JobEnvironment, timeoutMs: number): Promis
       removeRendezvousFileOfDeadWriter(file!);
       throw new TopocollError('ETIMEDOUT', `rank 0 did not publish the rendezvous in ${file} within ${timeoutMs} ms`, {
         rank: job.rank,
-        hint: plan.kind === 'file' ? 'Rank 0 may have failed (see its output). For jobs on several nodes set MASTER_ADDR, MASTER_PORT and TOPOCOLL_TOKEN.' : 'Rank 0 may have failed (see its output).',
+        hint:
+          plan.kind === 'file'
+            ? 'Rank 0 may have failed (see its output). For jobs on several nodes set MASTER_ADDR, MASTER_PORT and TOPOCOLL_TOKEN.'
+            : 'Rank 0 may have failed (see its output).',
       });
     }
     await new Promise((r) => setTimeout(r, 20));
@@ -306,4 +324,3 @@ function linkAddress(infos: RankInfo[], rank: number): string {
   if (!own.startsWith('127.')) return own;
   return infos.find((i) => !i.address.startsWith('127.'))?.rendezvousAddress ?? own;
 }
-

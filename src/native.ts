@@ -379,7 +379,17 @@ export class NativeEngine {
     this.callArea[CallField.bcastSegment] = call.bcastSegment;
   }
 
-  private describe(c: NativeCollectiveCode, reducePlan: number, bcastPlan: number, count: number, dtype: number, op: number, root: number, planHash: number, segment: number): void {
+  private describe(
+    c: NativeCollectiveCode,
+    reducePlan: number,
+    bcastPlan: number,
+    count: number,
+    dtype: number,
+    op: number,
+    root: number,
+    planHash: number,
+    segment: number,
+  ): void {
     const area = this.callArea;
     area[CallField.collective] = c;
     area[CallField.reducePlan] = reducePlan;

@@ -44,17 +44,33 @@ export function predictBarrierUs(algorithm: GroupBarrierAlgorithm, P: number, p:
   const ts = Math.max(g, os + L + or);
   if (algorithm === 'central-counter') return 2 * (os + L + or) + (P - 2) * fr + (P - 2) * fs;
   if (algorithm === 'dissemination') return Math.max(fr, fs, os + L + or) * ceilLog2(P);
-  if (typeof algorithm === 'object' && algorithm !== null && 'combiningTree' in algorithm && Number.isInteger(algorithm.combiningTree) && algorithm.combiningTree >= 2) {
+  if (
+    typeof algorithm === 'object' &&
+    algorithm !== null &&
+    'combiningTree' in algorithm &&
+    Number.isInteger(algorithm.combiningTree) &&
+    algorithm.combiningTree >= 2
+  ) {
     const n = algorithm.combiningTree;
     return (os + L + fr * (n - 2) + or) * (Math.log(P) / Math.log(n)) + os + (Math.log2(P) - 1) * ts + L + or;
   }
-  throw new TopocollError('ECONFIG', `"${typeof algorithm === 'object' && algorithm !== null ? JSON.stringify(algorithm) : String(algorithm)}" is not a barrier algorithm`, {
-    hint: 'Use central-counter, combining-tree:K (K ≥ 2) or dissemination.',
-  });
+  throw new TopocollError(
+    'ECONFIG',
+    `"${typeof algorithm === 'object' && algorithm !== null ? JSON.stringify(algorithm) : String(algorithm)}" is not a barrier algorithm`,
+    {
+      hint: 'Use central-counter, combining-tree:K (K ≥ 2) or dissemination.',
+    },
+  );
 }
 
 /** S4's candidates: central counter, combining trees of fan-in 2, 3 and 4, dissemination. */
-export const DEFAULT_BARRIER_CANDIDATES: readonly GroupBarrierAlgorithm[] = ['central-counter', { combiningTree: 2 }, { combiningTree: 3 }, { combiningTree: 4 }, 'dissemination'];
+export const DEFAULT_BARRIER_CANDIDATES: readonly GroupBarrierAlgorithm[] = [
+  'central-counter',
+  { combiningTree: 2 },
+  { combiningTree: 3 },
+  { combiningTree: 4 },
+  'dissemination',
+];
 
 export interface BarrierPrediction {
   algorithm: GroupBarrierAlgorithm;
@@ -90,6 +106,7 @@ function checkArguments(P: number, p: LogP): void {
   if (!Number.isInteger(P) || P < 1) throw new TopocollError('EINVAL', `barrier model: P = ${P} is not a positive integer`);
   for (const key of ['L', 'os', 'or', 'g'] as const) {
     const v = p[key];
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw new TopocollError('EINVAL', `barrier model: LogP ${key} = ${String(v)} is not a finite number ≥ 0`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+      throw new TopocollError('EINVAL', `barrier model: LogP ${key} = ${String(v)} is not a finite number ≥ 0`);
   }
 }

@@ -21,7 +21,10 @@ export function binomialTree(size: number, rootIndex: number, index: number): Bi
   if (!Number.isInteger(size) || size < 1) {
     throw new TopocollError('EINVAL', `binomial tree size ${size} is not a positive integer`);
   }
-  for (const [name, value] of [['root', rootIndex], ['index', index]] as const) {
+  for (const [name, value] of [
+    ['root', rootIndex],
+    ['index', index],
+  ] as const) {
     if (!Number.isInteger(value) || value < 0 || value >= size) {
       throw new TopocollError('EINVAL', `binomial tree ${name} ${value} is outside 0…${size - 1}`);
     }

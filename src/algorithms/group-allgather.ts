@@ -68,7 +68,13 @@ export interface GroupAllgatherOptions {
   shmGroup?: number;
 }
 
-export function groupAllgatherSteps(algorithm: GroupAllgatherAlgorithm, view: GroupView, me: number, holds: (position: number) => readonly number[], options: GroupAllgatherOptions = {}): Step[] {
+export function groupAllgatherSteps(
+  algorithm: GroupAllgatherAlgorithm,
+  view: GroupView,
+  me: number,
+  holds: (position: number) => readonly number[],
+  options: GroupAllgatherOptions = {},
+): Step[] {
   return groupAllgatherRounds(algorithm, view, me, holds, options).flat();
 }
 
@@ -152,7 +158,10 @@ class Rounds {
   /** The ascending union of the holds of `positions`, less those of `except`. */
   blocksOf(positions: readonly number[], except: readonly number[] = []): number[] {
     const skip = new Set(except.flatMap((p) => this.held[p]!));
-    return positions.flatMap((p) => this.held[p]!).filter((r) => !skip.has(r)).sort((a, b) => a - b);
+    return positions
+      .flatMap((p) => this.held[p]!)
+      .filter((r) => !skip.has(r))
+      .sort((a, b) => a - b);
   }
 
   /** A round that sends the blocks of `positions` less those `to` holds itself (−1: none). */
@@ -312,5 +321,9 @@ export function averageLogicalDistance(view: GroupView, rounds: readonly (readon
 export function allgatherAlcd(algorithm: GroupAllgatherAlgorithm, n: number, per: 'message' | 'block' = 'message'): number {
   const view: GroupView = { members: Array.from({ length: n }, (_, i) => i), level: 0 };
   const own = (i: number): number[] => [i];
-  return averageLogicalDistance(view, view.members.map((_, me) => groupAllgatherRounds(algorithm, view, me, own, { shmGroup: 0 })), per);
+  return averageLogicalDistance(
+    view,
+    view.members.map((_, me) => groupAllgatherRounds(algorithm, view, me, own, { shmGroup: 0 })),
+    per,
+  );
 }

@@ -1,5 +1,5 @@
 import { TopocollError } from '../errors.js';
-import { formatAlgorithm, type GroupAlgorithm, type GroupBarrierAlgorithm } from './algorithm-choice.js';
+import { formatAlgorithm, type GroupBarrierAlgorithm } from './algorithm-choice.js';
 import { checkPosition, GroupStepWriter, type GroupView } from './group-steps.js';
 import { knomialTree } from './knomial-tree.js';
 import type { Step } from './schedule.js';
@@ -115,7 +115,7 @@ function checkAlgorithm(a: GroupBarrierAlgorithm): void {
   if (a === 'central-counter' || a === 'dissemination') return;
   const hint = 'Use central-counter, combining-tree:K (K ≥ 2) or dissemination.';
   if (typeof a !== 'object' || a === null || !('combiningTree' in a)) {
-    const text = typeof a === 'object' && a !== null ? ('knomial' in a ? formatAlgorithm(a as GroupAlgorithm) : JSON.stringify(a)) : String(a);
+    const text = typeof a === 'object' && a !== null ? ('knomial' in a ? formatAlgorithm(a) : JSON.stringify(a)) : String(a);
     throw new TopocollError('ECONFIG', `"${text}" is not a barrier algorithm`, { hint });
   }
   const k = a.combiningTree;

@@ -59,7 +59,10 @@ function checkTreeArguments(size: number, radix: number, rootIndex: number, inde
   if (!Number.isInteger(radix) || radix < 2) {
     throw new TopocollError('EINVAL', `k-nomial tree radix ${radix} is not an integer ≥ 2`);
   }
-  for (const [name, value] of [['root', rootIndex], ['index', index]] as const) {
+  for (const [name, value] of [
+    ['root', rootIndex],
+    ['index', index],
+  ] as const) {
     if (!Number.isInteger(value) || value < 0 || value >= size) {
       throw new TopocollError('EINVAL', `k-nomial tree ${name} ${value} is outside 0…${size - 1}`);
     }

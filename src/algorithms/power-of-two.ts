@@ -27,7 +27,7 @@ export interface PowerOfTwoFold {
   /** Active index of position `p`; −1 for a position that sits out. */
   indexOf(p: number): number;
   /** Position that holds active index `i`. */
-  positionOf(i: number): number;
+  positionOf: (i: number) => number;
   /** The other position of p's pair, or −1 when p is not in a pair. */
   partnerOf(p: number): number;
 }

@@ -1,4 +1,11 @@
-import { parseAlgorithm, type AllreduceAlgorithm, type BcastAlgorithm, type GroupAlgorithm, type GroupBarrierAlgorithm, type ReduceAlgorithm } from './algorithm-choice.js';
+import {
+  parseAlgorithm,
+  type AllreduceAlgorithm,
+  type BcastAlgorithm,
+  type GroupAlgorithm,
+  type GroupBarrierAlgorithm,
+  type ReduceAlgorithm,
+} from './algorithm-choice.js';
 import { chooseBarrier } from './barrier-model.js';
 import type { GroupAllgatherAlgorithm } from './group-allgather.js';
 import { topGroup, type AllreduceVariant } from './hierarchical.js';
@@ -148,7 +155,11 @@ export const EVERY_RANK_COMBINES_MAX_RANKS = 8;
  * ranks than cores each such wait is a context switch, and the last to arrive combining for all
  * is cheaper (native/src/shm_allreduce.h).
  */
-export function shmAllreduceProtocol(setting: boolean | 'every-rank' | 'last-arrival', ranks: number, oversubscribed: boolean): false | 'every-rank' | 'last-arrival' {
+export function shmAllreduceProtocol(
+  setting: boolean | 'every-rank' | 'last-arrival',
+  ranks: number,
+  oversubscribed: boolean,
+): false | 'every-rank' | 'last-arrival' {
   if (setting !== true) return setting;
   return !oversubscribed && ranks <= EVERY_RANK_COMBINES_MAX_RANKS ? 'every-rank' : 'last-arrival';
 }

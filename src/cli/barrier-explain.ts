@@ -63,10 +63,18 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
       let file: string | undefined;
       if (yaml !== undefined) writeFileSync((file = join(dir, `${name}.yaml`)), yaml);
       progress.step(`barrier ${name} (${job.ranks} ranks)`);
-      const { code, records } = await runWorkerJob({ ...job, io: jobIo, config: file, worker: 'bench-worker.js', settingsVariable: 'TOPOCOLL_BENCH', settings });
+      const { code, records } = await runWorkerJob({
+        ...job,
+        io: jobIo,
+        config: file,
+        worker: 'bench-worker.js',
+        settingsVariable: 'TOPOCOLL_BENCH',
+        settings,
+      });
       const row = (records as BenchRow[]).find((r) => r.collective === 'barrier');
       const sizes = (records as Partial<GroupSizesRecord>[]).find((r) => r.groupSizes !== undefined)?.groupSizes;
-      if (code !== 0 || row === undefined || sizes === undefined) throw new TopocollError('EINVAL', `topocoll bench barrier --explain: the ${name} job failed (exit ${code})`);
+      if (code !== 0 || row === undefined || sizes === undefined)
+        throw new TopocollError('EINVAL', `topocoll bench barrier --explain: the ${name} job failed (exit ${code})`);
       return { us: row.avgUs, levels: sizes };
     };
     const everyLevel = (a: GroupBarrierAlgorithm, levels: readonly Level[]) =>
@@ -91,7 +99,11 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
     const modelChoice = (l: Level) => chooseBarrier(l.size, logp(l)).algorithm;
     const chosenYaml = `barrier:\n  levels: { ${levels.map((l) => `${l.level}: ${formatAlgorithm(modelChoice(l))}`).join(', ')} }\n`;
     const chosen = await run('model', chosenYaml);
-    rows.push([`the model's choice (auto): ${levels.map((l) => `${l.level} ${formatAlgorithm(modelChoice(l))}`).join(', ')}`, predicted(modelChoice).toFixed(2), chosen.us]);
+    rows.push([
+      `the model's choice (auto): ${levels.map((l) => `${l.level} ${formatAlgorithm(modelChoice(l))}`).join(', ')}`,
+      predicted(modelChoice).toFixed(2),
+      chosen.us,
+    ]);
     if (!multiNode) rows.push(['default: the node-wide shared area', '-', base.us]);
     let ompi = '';
     if (!multiNode) {
@@ -116,7 +128,13 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
     ];
     const table = [['barrier', 'predicted', 'measured', ''], ...rows.map(([name, p, us]) => [name, p, us.toFixed(2), us === best ? '← fastest measured' : ''])];
     const widths = table[0]!.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
-    for (const r of table) lines.push(r.map((v, c) => (c === 0 ? v.padEnd(widths[c]!) : v.padStart(widths[c]!))).join('  ').trimEnd());
+    for (const r of table)
+      lines.push(
+        r
+          .map((v, c) => (c === 0 ? v.padEnd(widths[c]!) : v.padStart(widths[c]!)))
+          .join('  ')
+          .trimEnd(),
+      );
     return lines.join('\n') + '\n' + ompi;
   } finally {
     progress.finish();

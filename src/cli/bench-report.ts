@@ -56,10 +56,17 @@ export function parseBenchJson(text: string, source: string): ReportRow[] {
     if (typeof o !== 'object' || o === null || 'probe' in o || 'groupSizes' in o) return;
     const r = o as Record<string, unknown>;
     const ok =
-      typeof r.collective === 'string' && typeof r.mode === 'string' && typeof r.bytes === 'number' && typeof r.avgUs === 'number' && typeof r.ranks === 'number' &&
-      (r.nodes === undefined || typeof r.nodes === 'number') && (r.hogs === undefined || typeof r.hogs === 'number') &&
-      (r.commit === undefined || typeof r.commit === 'string') && (r.date === undefined || typeof r.date === 'string');
-    if (!ok) throw new TopocollError('EINVAL', `topocoll bench: ${source}:${i + 1} is not a row of "topocoll bench --json" (collective, mode, bytes, avgUs, ranks)`);
+      typeof r.collective === 'string' &&
+      typeof r.mode === 'string' &&
+      typeof r.bytes === 'number' &&
+      typeof r.avgUs === 'number' &&
+      typeof r.ranks === 'number' &&
+      (r.nodes === undefined || typeof r.nodes === 'number') &&
+      (r.hogs === undefined || typeof r.hogs === 'number') &&
+      (r.commit === undefined || typeof r.commit === 'string') &&
+      (r.date === undefined || typeof r.date === 'string');
+    if (!ok)
+      throw new TopocollError('EINVAL', `topocoll bench: ${source}:${i + 1} is not a row of "topocoll bench --json" (collective, mode, bytes, avgUs, ranks)`);
     rows.push(o as ReportRow);
   });
   return rows;
@@ -79,7 +86,9 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
     else jobs.set(jobKey(r), [r]);
   }
   const charts: ReportChart[] = [];
-  const jobOrder = [...jobs.values()].sort((a, b) => a[0]!.ranks - b[0]!.ranks || (a[0]!.nodes ?? 0) - (b[0]!.nodes ?? 0) || (a[0]!.hogs ?? 0) - (b[0]!.hogs ?? 0));
+  const jobOrder = [...jobs.values()].sort(
+    (a, b) => a[0]!.ranks - b[0]!.ranks || (a[0]!.nodes ?? 0) - (b[0]!.nodes ?? 0) || (a[0]!.hogs ?? 0) - (b[0]!.hogs ?? 0),
+  );
   for (const job of jobOrder) {
     const { ranks, nodes, hogs = 0 } = job[0]!;
     const collectives = [...new Set(job.map((r) => r.collective))]

@@ -159,11 +159,15 @@ export function bindings(machine: MachineTopology, bind: Exclude<BindPolicy, 'no
   const kind = bind === 'core' ? 'core' : bind;
   const units = (machine.objects[kind] ?? (kind === 'core' ? machine.objects.pu : undefined) ?? []).filter((u) => u.pus.length > 0);
   if (units.length === 0) {
-    throw new TopocollError('EINVAL', `--bind ${bind}: this machine (${machine.source}) reports no ${kind} with CPUs`, { hint: 'Use --bind core or --bind none.' });
+    throw new TopocollError('EINVAL', `--bind ${bind}: this machine (${machine.source}) reports no ${kind} with CPUs`, {
+      hint: 'Use --bind core or --bind none.',
+    });
   }
   const ranks = layout.nodeOf.length;
   if (ranks > units.length) {
-    warn(`topocoll run: ${ranks} ranks on ${units.length} ${kind === 'core' ? 'cores' : `${kind} units`}: binding wraps around (rank r → ${kind} r mod ${units.length})\n`);
+    warn(
+      `topocoll run: ${ranks} ranks on ${units.length} ${kind === 'core' ? 'cores' : `${kind} units`}: binding wraps around (rank r → ${kind} r mod ${units.length})\n`,
+    );
   }
   return layout.nodeOf.map((_, r) => units[r % units.length]!.pus);
 }

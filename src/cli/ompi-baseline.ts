@@ -40,8 +40,10 @@ export interface OmpiRun {
 export function runOmpi(collective: string, ranks: number, settings: BenchSettings, mca: string[] = []): OmpiRun {
   const args = [
     '--oversubscribe',
-    '--bind-to', 'core:overload-allowed',
-    '-np', String(ranks),
+    '--bind-to',
+    'core:overload-allowed',
+    '-np',
+    String(ranks),
     ...mca,
     harnessBinary,
     collective,

@@ -51,7 +51,10 @@ export const STRATEGIES: Record<StrategyCollective, Strategy[]> = {
     // The named schedules run at every size (`shm: false`); `auto` takes the one-node shared
     // area for small messages where it applies.
     { name: 'flat', yaml: `${everyLevel('reduce', 'flat')}${everyLevel('bcast', 'flat')}allreduce: { algorithm: reduce-bcast, shm: false }\n` },
-    { name: 'reduce-bcast', yaml: `${everyLevel('reduce', 'binomial')}${everyLevel('bcast', 'shm', 'binomial')}allreduce: { algorithm: reduce-bcast, shm: false }\n` },
+    {
+      name: 'reduce-bcast',
+      yaml: `${everyLevel('reduce', 'binomial')}${everyLevel('bcast', 'shm', 'binomial')}allreduce: { algorithm: reduce-bcast, shm: false }\n`,
+    },
     { name: 'rab+rec.doubling', yaml: 'allreduce: { algorithm: reduce-allreduce-bcast, top: recursive-doubling, shm: false }\n' },
     { name: 'rab+rabenseifner', yaml: 'allreduce: { algorithm: reduce-allreduce-bcast, top: rabenseifner, shm: false }\n' },
     { name: 'auto', yaml: '' },
@@ -104,7 +107,9 @@ export function formatStrategies(collective: StrategyCollective, rows: BenchRow[
     ]);
   }
   const widths = header.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
-  return ['', `# ${title}: ${names[0]} in µs, the others relative to it`, ...table.map((r) => r.map((v, c) => v.padStart(widths[c]!)).join('  '))].join('\n') + '\n';
+  return (
+    ['', `# ${title}: ${names[0]} in µs, the others relative to it`, ...table.map((r) => r.map((v, c) => v.padStart(widths[c]!)).join('  '))].join('\n') + '\n'
+  );
 }
 
 /**
@@ -123,5 +128,11 @@ export function formatAllgatherAlcd(groupSizes: readonly { level: string; sizes:
   const header = ['group size', 'levels', ...ALLGATHER_ALGORITHMS];
   const table = [header, ...sizes.map((n) => [String(n), levelsOf.get(n)!.join(','), ...ALLGATHER_ALGORITHMS.map((a) => allgatherAlcd(a, n).toFixed(2))])];
   const widths = header.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
-  return ['', "# ALCD (S2's average logical communication distance, mean |i − j| per message) of each algorithm for this job's group sizes; auto: recursive-doubling small, ring large", ...table.map((r) => r.map((v, c) => v.padStart(widths[c]!)).join('  '))].join('\n') + '\n';
+  return (
+    [
+      '',
+      "# ALCD (S2's average logical communication distance, mean |i − j| per message) of each algorithm for this job's group sizes; auto: recursive-doubling small, ring large",
+      ...table.map((r) => r.map((v, c) => v.padStart(widths[c]!)).join('  ')),
+    ].join('\n') + '\n'
+  );
 }

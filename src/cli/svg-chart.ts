@@ -77,7 +77,11 @@ function decimalTicks(lo: number, hi: number): DecimalTick[] {
 }
 
 function nextTick(t: DecimalTick): DecimalTick {
-  return t.mantissa === 1 ? { mantissa: 2, exponent: t.exponent } : t.mantissa === 2 ? { mantissa: 5, exponent: t.exponent } : { mantissa: 1, exponent: t.exponent + 1 };
+  return t.mantissa === 1
+    ? { mantissa: 2, exponent: t.exponent }
+    : t.mantissa === 2
+      ? { mantissa: 5, exponent: t.exponent }
+      : { mantissa: 1, exponent: t.exponent + 1 };
 }
 
 /** Six significant digits at most, so a value's text does not depend on the last bits of a float. */
@@ -174,12 +178,15 @@ export function renderLogLogChart(chart: LogLogChart): string {
   }
   for (const v of xTicks) out.push(`<line x1="${px(x(v))}" x2="${px(x(v))}" y1="${PLOT.top}" y2="${PLOT.bottom}"/>`);
   out.push(`</g>`);
-  out.push(`<rect class="frame" x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}" fill="none" stroke="#888888"/>`);
+  out.push(
+    `<rect class="frame" x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}" fill="none" stroke="#888888"/>`,
+  );
   out.push(`<g class="x-ticks" text-anchor="middle" fill="#333333">`);
   for (const v of xTicks) out.push(`<text x="${px(x(v))}" y="${PLOT.bottom + 18}" data-value="${num(v)}">${escapeXml(formatBytes(v))}</text>`);
   out.push(`</g>`);
   out.push(`<g class="y-ticks" text-anchor="end" fill="#333333">`);
-  for (const t of yLabelled) out.push(`<text x="${PLOT.left - 6}" y="${px(y(tickValue(t)) + 4)}" data-value="${formatDecimalTick(t)}">${formatDecimalTick(t)}</text>`);
+  for (const t of yLabelled)
+    out.push(`<text x="${PLOT.left - 6}" y="${px(y(tickValue(t)) + 4)}" data-value="${formatDecimalTick(t)}">${formatDecimalTick(t)}</text>`);
   out.push(`</g>`);
   out.push(`<text x="${(PLOT.left + PLOT.right) / 2}" y="${PLOT.bottom + 40}" text-anchor="middle">${escapeXml(chart.xLabel)}</text>`);
   out.push(`<text transform="translate(20 ${(PLOT.top + PLOT.bottom) / 2}) rotate(-90)" text-anchor="middle">${escapeXml(chart.yLabel)}</text>`);
@@ -208,14 +215,17 @@ export function renderLogLogChart(chart: LogLogChart): string {
     const lx = legendLeft + i * entryWidth;
     const ly = 72;
     out.push(`<g data-series="${escapeXml(s.label)}">`);
-    out.push(`<line x1="${px(lx)}" x2="${px(lx + 28)}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
+    out.push(
+      `<line x1="${px(lx)}" x2="${px(lx + 28)}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`,
+    );
     const m = markerPath(s.marker, lx + 14, ly, s.color);
     if (m) out.push(m);
     out.push(`<text x="${px(lx + 34)}" y="${ly + 4}">${escapeXml(s.label)}</text>`);
     out.push(`</g>`);
   });
   out.push(`</g>`);
-  if (chart.footer) out.push(`<text class="footer" x="${WIDTH - 12}" y="${HEIGHT - 12}" text-anchor="end" font-size="11" fill="#666666">${escapeXml(chart.footer)}</text>`);
+  if (chart.footer)
+    out.push(`<text class="footer" x="${WIDTH - 12}" y="${HEIGHT - 12}" text-anchor="end" font-size="11" fill="#666666">${escapeXml(chart.footer)}</text>`);
   out.push(`</svg>`);
   return out.join('\n') + '\n';
 }

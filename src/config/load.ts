@@ -154,7 +154,10 @@ export function mergeRuntimeConfig(current: TopocollConfig, partial: unknown, or
   for (const [key, value] of Object.entries(partial)) {
     if ((RUNTIME_KEYS as readonly string[]).includes(key)) continue;
     const onlyBcastEnabled =
-      key === 'shm' && isObject(value) && Object.keys(value).every((k) => k === 'bcast') && (!isObject(value.bcast) || Object.keys(value.bcast).every((k) => k === 'enabled'));
+      key === 'shm' &&
+      isObject(value) &&
+      Object.keys(value).every((k) => k === 'bcast') &&
+      (!isObject(value.bcast) || Object.keys(value.bcast).every((k) => k === 'enabled'));
     if (onlyBcastEnabled) continue;
     throw new TopocollError('EINVAL', `${origin}: "${key}" cannot change while the communicator runs`, {
       hint: `Settings that can: ${RUNTIME_KEYS.join(', ')}, shm.bcast.enabled. The others need a new communicator (init()).`,
@@ -210,7 +213,7 @@ function locate(doc: Document, lc: LineCounter, issue: z.core.$ZodIssue): { key:
   const path = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0]!] : [...issue.path];
   const key = path.length === 0 ? '(top level)' : path.map(String).join('.');
   // Walk down as far as the document goes; a missing key is reported at its parent.
-  let node: YamlNode | null | undefined = doc.contents as YamlNode | null;
+  let node: YamlNode | null | undefined = doc.contents;
   let keyNode: YamlNode | undefined;
   for (const segment of path) {
     if (!isMap(node)) break;

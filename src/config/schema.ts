@@ -55,7 +55,10 @@ const node = z
      */
     identity: z
       .string()
-      .regex(/^(auto|short-hostname|hostname|slurm|env:[A-Za-z_][A-Za-z0-9_]*|name:\S+)$/, 'expected auto, short-hostname, hostname, slurm, env:VAR or name:LITERAL')
+      .regex(
+        /^(auto|short-hostname|hostname|slurm|env:[A-Za-z_][A-Za-z0-9_]*|name:\S+)$/,
+        'expected auto, short-hostname, hostname, slurm, env:VAR or name:LITERAL',
+      )
       .default('auto'),
   })
   .strict();
@@ -87,7 +90,12 @@ const timeouts = z
      * stopped, or never calling) fails with ETIMEDOUT on every rank, naming the ranks it waited
      * on. 0 turns it off. Dead or departed peers do not need it: they are reported at once.
      */
-    collectiveMs: z.number().int().min(0).max(2 ** 31 - 1).default(600_000),
+    collectiveMs: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1)
+      .default(600_000),
   })
   .strict();
 
@@ -109,13 +117,28 @@ const shmBcast = z
     /** Broadcast inside node-local groups through the S0 engine (false: binomial trees over the channels). */
     enabled: z.boolean().default(true),
     /** Bytes of each rank's S0 queue (S·f); `auto`: from the budget. */
-    queueBytes: auto(z.number().int().min(4096).max(1 << 30)),
+    queueBytes: auto(
+      z
+        .number()
+        .int()
+        .min(4096)
+        .max(1 << 30),
+    ),
     /** Fragment size; `auto`: chosen per message size by the cost model. */
-    fragmentBytes: auto(z.number().int().min(4096).refine((v) => (v & (v - 1)) === 0, 'must be a power of two')),
+    fragmentBytes: auto(
+      z
+        .number()
+        .int()
+        .min(4096)
+        .refine((v) => (v & (v - 1)) === 0, 'must be a power of two'),
+    ),
     /** Buffer sets q: the root refills one while readers drain another. */
     sets: z.number().int().min(1).max(4).default(2),
     /** Notification tree: flat, chain, binomial, kary:K, knomial:K; `auto`: the cost model's choice. */
-    tree: z.string().regex(/^(auto|flat|chain|binomial|(kary|knomial):([2-9]|[1-9][0-9]+))$/, 'expected auto, flat, chain, binomial, kary:K or knomial:K').default('auto'),
+    tree: z
+      .string()
+      .regex(/^(auto|flat|chain|binomial|(kary|knomial):([2-9]|[1-9][0-9]+))$/, 'expected auto, flat, chain, binomial, kary:K or knomial:K')
+      .default('auto'),
   })
   .strict();
 
@@ -139,7 +162,11 @@ const shmModel = z
 const shm = z
   .object({
     /** Bytes of shared memory per node: the S0 bcast queues and the channels between local ranks. */
-    budgetBytes: z.number().int().min(1 << 20).default(64 << 20),
+    budgetBytes: z
+      .number()
+      .int()
+      .min(1 << 20)
+      .default(64 << 20),
     /**
      * Bytes of each one-way channel between two ranks of a node (a power of two, 16 KiB …
      * 64 MiB); `auto`: an equal share of what the budget leaves after the bcast queues, at most
@@ -188,7 +215,12 @@ const KNOMIAL = 'knomial:([2-9]|[1-9][0-9]+)';
 const bcastCollective = z
   .object({
     levels: z
-      .record(levelKey, z.string().regex(new RegExp(`^(auto|flat|binomial|${KNOMIAL}|scatter-allgather|shm)$`), 'expected auto, flat, binomial, knomial:K, scatter-allgather or shm'))
+      .record(
+        levelKey,
+        z
+          .string()
+          .regex(new RegExp(`^(auto|flat|binomial|${KNOMIAL}|scatter-allgather|shm)$`), 'expected auto, flat, binomial, knomial:K, scatter-allgather or shm'),
+      )
       .default({}),
     segment: auto(byteSize),
   })
@@ -197,7 +229,10 @@ const bcastCollective = z
 const reduceCollective = z
   .object({
     levels: z
-      .record(levelKey, z.string().regex(new RegExp(`^(auto|flat|binomial|${KNOMIAL}|rabenseifner|shm)$`), 'expected auto, flat, binomial, knomial:K, rabenseifner or shm'))
+      .record(
+        levelKey,
+        z.string().regex(new RegExp(`^(auto|flat|binomial|${KNOMIAL}|rabenseifner|shm)$`), 'expected auto, flat, binomial, knomial:K, rabenseifner or shm'),
+      )
       .default({}),
     segment: auto(byteSize),
   })
@@ -206,7 +241,12 @@ const reduceCollective = z
 const allgatherCollective = z
   .object({
     levels: z
-      .record(levelKey, z.string().regex(/^(auto|ring|recursive-doubling|bruck|neighbor-exchange|shm)$/, 'expected auto, ring, recursive-doubling, bruck, neighbor-exchange or shm'))
+      .record(
+        levelKey,
+        z
+          .string()
+          .regex(/^(auto|ring|recursive-doubling|bruck|neighbor-exchange|shm)$/, 'expected auto, ring, recursive-doubling, bruck, neighbor-exchange or shm'),
+      )
       .default({}),
     segment: auto(byteSize),
     /**
@@ -231,7 +271,15 @@ const barrierCollective = z
      * algorithm S4's LogP model predicts fastest for the group's size and link kind.
      */
     levels: z
-      .record(levelKey, z.string().regex(/^(auto|central-counter|combining-tree:([2-9]|[1-9][0-9]+)|dissemination)$/, 'expected auto, central-counter, combining-tree:K or dissemination'))
+      .record(
+        levelKey,
+        z
+          .string()
+          .regex(
+            /^(auto|central-counter|combining-tree:([2-9]|[1-9][0-9]+)|dissemination)$/,
+            'expected auto, central-counter, combining-tree:K or dissemination',
+          ),
+      )
       .default({}),
     /** LogP parameters of shared memory and of TCP links, for `auto`; defaults from the default machine profile. */
     logp: z

@@ -46,10 +46,7 @@ interface Candidate {
  *   (the process reported no locality, e.g. it is not bound).
  * @param enabled hardware levels not disabled by configuration.
  */
-export function selectNodeLevels(
-  localities: readonly (Locality | undefined)[],
-  enabled: ReadonlySet<string>,
-): NodeLevelSelection {
+export function selectNodeLevels(localities: readonly (Locality | undefined)[], enabled: ReadonlySet<string>): NodeLevelSelection {
   const dropped: DroppedHardwareLevel[] = [];
   let candidates: Candidate[] = [];
   for (const level of HARDWARE_LEVELS) {
@@ -90,10 +87,7 @@ export function selectNodeLevels(
 }
 
 /** The node's ranks split by their unit of `level`, or why they cannot be. */
-function partitionOf(
-  level: HardwareLevel,
-  localities: readonly (Locality | undefined)[],
-): { unitOf: Int32Array; blocks: number } | DropReason {
+function partitionOf(level: HardwareLevel, localities: readonly (Locality | undefined)[]): { unitOf: Int32Array; blocks: number } | DropReason {
   const code = LOCALITY_CODE[level];
   const unitOf = new Int32Array(localities.length);
   const firstRankOfUnit = new Map<number, number>();

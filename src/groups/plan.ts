@@ -147,7 +147,10 @@ export function planGroups(placements: readonly RankPlacement[], options: PlanOp
       selection = selectNodeLevels(ranks.map(localityOf), enabledHardware);
       selectionCache.set(signature, selection);
     }
-    hardwareOrderOfNode.set(node, selection.kept.map((k) => k.level));
+    hardwareOrderOfNode.set(
+      node,
+      selection.kept.map((k) => k.level),
+    );
     for (const d of selection.dropped) {
       const named = 'local' in d.reason ? { rank: ranks[d.reason.local]! } : {};
       dropped.push({ node, level: d.level, reason: describeDrop(d.level, d.reason, ranks), cause: d.reason.kind, ...named, warning: isWarningDrop(d.reason) });

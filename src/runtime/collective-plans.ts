@@ -151,7 +151,11 @@ export class CollectivePlans {
       // commutative or not, with the same bits on every rank.
       this.shmAllreduceIds ??= {
         reduce: this.parts.register(
-          encodeSchedule({ collective: 'reduce', root: 0, steps: [{ kind: StepKind.ShmAllreduce, peer: -1, level: 0, everyRankCombines: this.shmAllreduce === 'every-rank' }] }),
+          encodeSchedule({
+            collective: 'reduce',
+            root: 0,
+            steps: [{ kind: StepKind.ShmAllreduce, peer: -1, level: 0, everyRankCombines: this.shmAllreduce === 'every-rank' }],
+          }),
         ),
         bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
       };
@@ -205,7 +209,11 @@ export class CollectivePlans {
       // Every block in one step, so one column segment; nothing left to send down.
       this.shmAllgatherIds ??= {
         gather: this.parts.register(
-          encodeSchedule({ collective: 'allgather', root: 0, steps: [{ kind: StepKind.ShmAllgather, peer: -1, level: 0, everyRankCombines: this.shmAllgather === 'every-rank' }] }),
+          encodeSchedule({
+            collective: 'allgather',
+            root: 0,
+            steps: [{ kind: StepKind.ShmAllgather, peer: -1, level: 0, everyRankCombines: this.shmAllgather === 'every-rank' }],
+          }),
         ),
         bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
       };

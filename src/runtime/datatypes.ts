@@ -106,7 +106,10 @@ function datatypeOfTag(tag: unknown): Datatype | undefined {
 }
 
 /** %TypedArray%.prototype[@@toStringTag]'s getter: the class of a typed array's storage, which no object can fake. */
-const typedArrayTag = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype) as object, Symbol.toStringTag)!.get! as (this: unknown) => string | undefined;
+// eslint-disable-next-line @typescript-eslint/unbound-method -- taken off its prototype on purpose, called with .call(buffer)
+const typedArrayTag = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype) as object, Symbol.toStringTag)!.get! as (
+  this: unknown,
+) => string | undefined;
 
 /**
  * The datatype of a buffer argument, or EINVAL naming what was passed instead. Stateless on
@@ -169,6 +172,9 @@ export function reduceOpCode(op: unknown, type: Datatype): number {
 }
 
 function opError(op: unknown, type: Datatype): TopocollError {
-  if (opEntry(op) === undefined) return new TopocollError('EINVAL', `unknown reduction operator ${JSON.stringify(op)}`, { hint: `Use one of ${Object.keys(OPS).join(', ')}.` });
-  return new TopocollError('EINVAL', `the operator ${String(op)} is for integer types, not ${type.name}`, { hint: 'Use sum, prod, min or max on floating-point data.' });
+  if (opEntry(op) === undefined)
+    return new TopocollError('EINVAL', `unknown reduction operator ${JSON.stringify(op)}`, { hint: `Use one of ${Object.keys(OPS).join(', ')}.` });
+  return new TopocollError('EINVAL', `the operator ${String(op)} is for integer types, not ${type.name}`, {
+    hint: 'Use sum, prod, min or max on floating-point data.',
+  });
 }

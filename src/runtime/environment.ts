@@ -97,7 +97,14 @@ function rendezvousFor(env: NodeJS.ProcessEnv, jobKey: string | undefined, size:
   if (env.MASTER_ADDR && env.MASTER_PORT) {
     const port = intVar(env, 'MASTER_PORT');
     if (port < 1 || port > 65535) throw new TopocollError('ECONFIG', `MASTER_PORT=${port} is not a TCP port (1–65535)`, { rank });
-    return { kind: 'address', host: env.MASTER_ADDR, port, token: env.TOPOCOLL_TOKEN || undefined, hostedByRank0: true, jobKey: `addr-${env.MASTER_ADDR}-${port}` };
+    return {
+      kind: 'address',
+      host: env.MASTER_ADDR,
+      port,
+      token: env.TOPOCOLL_TOKEN || undefined,
+      hostedByRank0: true,
+      jobKey: `addr-${env.MASTER_ADDR}-${port}`,
+    };
   }
   if (multiNode) {
     throw new TopocollError('ECONFIG', 'the job spans several nodes, and no rendezvous address is set', {

@@ -42,7 +42,9 @@ export class JobPlanner {
 
   /** The plans for `config` (pure: nothing is sent or registered). */
   build(config: TopocollConfig): JobPlans {
-    const disabled = Object.entries(config.levels).filter(([, s]) => !s.enabled).map(([name]) => name);
+    const disabled = Object.entries(config.levels)
+      .filter(([, s]) => !s.enabled)
+      .map(([name]) => name);
     const options = { network: this.network, disabled };
     const plan = planGroups(this.placements, options);
     return { plan, orderedPlan: rankOrderedPlan(plan, this.placements, options), hash: planHash(plan, config), eagerBytes: eagerBytes(config, plan) };
@@ -85,7 +87,10 @@ export class JobPlanner {
       }
     }
     if (remote.size === 0) return [];
-    if (this.tcp === undefined) throw new TopocollError('EINVAL', `rank ${this.rank} needs links to other nodes, but the job was started without them (no rendezvous)`, { rank: this.rank });
+    if (this.tcp === undefined)
+      throw new TopocollError('EINVAL', `rank ${this.rank} needs links to other nodes, but the job was started without them (no rendezvous)`, {
+        rank: this.rank,
+      });
     return [...remote].sort((a, b) => a - b).map((rank) => this.tcp!.addresses[rank]!);
   }
 
@@ -96,10 +101,14 @@ export class JobPlanner {
     if (missing.length === 0) return true;
     if (Date.now() < deadline) return false;
     const lower = [...missing].filter((r) => r < this.rank);
-    throw new TopocollError('ETIMEDOUT', `no TCP link to rank(s) ${[...missing].join(', ')} within ${this.tcp!.timeoutMs} ms${lower.length > 0 && lastError ? ` (${lastError})` : ''}`, {
-      rank: this.rank,
-      hint: 'Check that the ranks can reach each other at the addresses they reach the rendezvous from (firewalls, several interfaces).',
-    });
+    throw new TopocollError(
+      'ETIMEDOUT',
+      `no TCP link to rank(s) ${[...missing].join(', ')} within ${this.tcp!.timeoutMs} ms${lower.length > 0 && lastError ? ` (${lastError})` : ''}`,
+      {
+        rank: this.rank,
+        hint: 'Check that the ranks can reach each other at the addresses they reach the rendezvous from (firewalls, several interfaces).',
+      },
+    );
   }
 
   /**
@@ -130,7 +139,16 @@ export class JobPlanner {
  * levels and everything that decides the schedules (algorithms, segments, shm on or off).
  */
 export function planHash(plan: GroupPlan, config: TopocollConfig): number {
-  const text = JSON.stringify([plan.levels, config.bcast, config.reduce, config.allreduce, config.allgather, config.barrier, config.collectives, config.shm.bcast.enabled]);
+  const text = JSON.stringify([
+    plan.levels,
+    config.bcast,
+    config.reduce,
+    config.allreduce,
+    config.allgather,
+    config.barrier,
+    config.collectives,
+    config.shm.bcast.enabled,
+  ]);
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i);

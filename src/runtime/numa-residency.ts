@@ -39,7 +39,9 @@ export function summarizeResidency(status: ArrayLike<number>, expectedNode?: num
 
 export function describeResidency(r: PlacementReport): string {
   if (r.verdict === 'unknown') return r.pages === 0 ? 'not available (no move_pages or nothing mapped)' : `no page resident yet (${r.pages} pages)`;
-  const nodes = Object.entries(r.byNode).map(([n, c]) => `node ${n}: ${c}`).join(', ');
+  const nodes = Object.entries(r.byNode)
+    .map(([n, c]) => `node ${n}: ${c}`)
+    .join(', ');
   const where = r.expectedNode === undefined ? '' : ` (expected node ${r.expectedNode})`;
   return `${r.verdict === 'local' ? 'local' : 'MISPLACED'} — ${r.pages} pages, ${nodes}${where}`;
 }

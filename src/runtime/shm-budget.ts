@@ -73,9 +73,13 @@ export function shmLayout(config: TopocollConfig, localSize: number, cores: numb
   const channel = config.shm.channelBytes === 'auto' ? channelBytes(budgetBytes - fixed, localSize) : config.shm.channelBytes;
   const total = localSize > 1 ? fixed + channels * channel : 0;
   if (total > budgetBytes) {
-    throw new TopocollError('ECONFIG', `the node's shared segment needs ${total} bytes for ${localSize} ranks (bcast queue ${queueBytes} bytes per rank, ${localSize * (localSize - 1)} channels of ${channel} bytes), more than shm.budgetBytes = ${budgetBytes}`, {
-      hint: 'Raise shm.budgetBytes or lower shm.bcast.queueBytes or shm.channelBytes.',
-    });
+    throw new TopocollError(
+      'ECONFIG',
+      `the node's shared segment needs ${total} bytes for ${localSize} ranks (bcast queue ${queueBytes} bytes per rank, ${localSize * (localSize - 1)} channels of ${channel} bytes), more than shm.budgetBytes = ${budgetBytes}`,
+      {
+        hint: 'Raise shm.budgetBytes or lower shm.bcast.queueBytes or shm.channelBytes.',
+      },
+    );
   }
   return { channelBytes: channel, bcast: native, tree: formatTree(tree), segmentBytes: total };
 }

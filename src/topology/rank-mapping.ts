@@ -73,9 +73,13 @@ function mapRoundRobin(machine: MachineTopology, cores: TopologyObject[], mapBy:
     }
     if (core === undefined) {
       const inUnits = new Set(coresOfUnit.flat()).size;
-      throw new TopocollError('EINVAL', `--map-by ${mapBy}: no free core left for local rank ${j}: only ${inUnits} of the ${cores.length} cores lie in a ${mapBy} unit (${machine.source})`, {
-        hint: `Use --ppn ${inUnits} or less, or map by core.`,
-      });
+      throw new TopocollError(
+        'EINVAL',
+        `--map-by ${mapBy}: no free core left for local rank ${j}: only ${inUnits} of the ${cores.length} cores lie in a ${mapBy} unit (${machine.source})`,
+        {
+          hint: `Use --ppn ${inUnits} or less, or map by core.`,
+        },
+      );
     }
     used.add(core);
     out.push(core);

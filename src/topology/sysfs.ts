@@ -36,7 +36,7 @@ export function readSysfsTopology(root = '/'): MachineTopology {
 
   const collectors: Partial<Record<ObjectKind, Collector>> = {};
   const add = (kind: ObjectKind, key: string, pus: readonly number[], osIndex: number | undefined): void => {
-    const collector = (collectors[kind] ??= new Map());
+    const collector = (collectors[kind] ??= new Map() as Collector);
     let entry = collector.get(key);
     if (entry === undefined) {
       entry = osIndex === undefined ? { pus: new Set() } : { osIndex, pus: new Set() };

@@ -26,7 +26,7 @@ export function* lines(text: string, file: string | undefined): Generator<[line:
     }
   }
   let number = 0;
-  for (let start = 0; start <= text.length; ) {
+  for (let start = 0; start <= text.length;) {
     let end = text.indexOf('\n', start);
     if (end < 0) end = text.length;
     const line = end > start && text.charCodeAt(end - 1) === 0x0d ? text.slice(start, end - 1) : text.slice(start, end);

@@ -90,13 +90,18 @@ function read(path: string, code: TopocollErrorCode, what: string, hint: string 
 
 function cannotRead(path: string, code: TopocollErrorCode, what: string, hint: string | undefined, cause: unknown): TopocollError {
   const errno = (cause as NodeJS.ErrnoException).code;
-  const reason = errno === 'ENOENT' ? 'no such file' : errno === 'EACCES' ? 'permission denied' : errno === 'EISDIR' ? 'it is a directory' : (cause as Error).message;
+  const reason =
+    errno === 'ENOENT' ? 'no such file' : errno === 'EACCES' ? 'permission denied' : errno === 'EISDIR' ? 'it is a directory' : (cause as Error).message;
   return new TopocollError(code, `cannot read the ${what}: ${reason}`, { file: path, hint, cause });
 }
 
 /** `64 MiB (67108864 bytes)`, or just the bytes when they are not a whole number of KiB. */
 function formatLimit(bytes: number): string {
-  for (const [unit, size] of [['GiB', 1 << 30], ['MiB', 1 << 20], ['KiB', 1024]] as const) {
+  for (const [unit, size] of [
+    ['GiB', 1 << 30],
+    ['MiB', 1 << 20],
+    ['KiB', 1024],
+  ] as const) {
     if (bytes % size === 0) return `${bytes / size} ${unit} (${bytes} bytes)`;
   }
   return `${bytes} bytes`;

@@ -345,7 +345,7 @@ async function startOnce(readyTimeoutMs: number): Promise<SlurmCluster> {
         if (stopped) return;
         cancelAll(tool('scancel'), env, user);
         for (const d of daemons) if (d.exitCode === null && d.signalCode === null) d.kill('SIGTERM');
-        await Promise.race([Promise.all(daemons.map((d) => (d.exitCode !== null || d.signalCode !== null ? undefined : new Promise((r) => d.once('exit', r))))), sleep(5_000)]);
+        await Promise.race([Promise.all(daemons.map((d) => (d.exitCode !== null || d.signalCode !== null ? Promise.resolve() : new Promise((r) => d.once('exit', r))))), sleep(5_000)]);
         killAllSync();
         process.off('exit', killAllSync);
       },

@@ -113,7 +113,9 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   }
   const target = positionals[0];
   if (positionals.length > 1 || (target !== undefined && !(COLLECTIVES as readonly string[]).includes(target))) {
-    throw new TopocollError('EINVAL', `topocoll bench: unknown collective "${positionals.join(' ')}"`, { hint: `Use one of ${COLLECTIVES.join(', ')}, or none for all.` });
+    throw new TopocollError('EINVAL', `topocoll bench: unknown collective "${positionals.join(' ')}"`, {
+      hint: `Use one of ${COLLECTIVES.join(', ')}, or none for all.`,
+    });
   }
   if (values['from-json'] !== undefined) return chartsFromJson(values, target, io);
   if (values.report !== undefined && (values.strategies || values.explain)) {
@@ -167,7 +169,11 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   }
 }
 
-async function benchLatency(job: BenchJob, values: { sweep?: boolean; json?: boolean; 'no-mpi'?: boolean; report?: string }, hogCount: number): Promise<number> {
+async function benchLatency(
+  job: BenchJob,
+  values: { sweep?: boolean; json?: boolean; 'no-mpi'?: boolean; report?: string },
+  hogCount: number,
+): Promise<number> {
   const { ranks, settings, io } = job;
   // The commit and day go into every --json row and the charts' footers: rows merged from
   // several runs, or charts redrawn later, still say what measured them and when.
@@ -183,7 +189,8 @@ async function benchLatency(job: BenchJob, values: { sweep?: boolean; json?: boo
   const probe = coreLatencyProbe();
   try {
     probe.take('before');
-    const sizes = settings.minBytes === settings.maxBytes ? formatBytes(settings.minBytes) : `${formatBytes(settings.minBytes)}–${formatBytes(settings.maxBytes)}`;
+    const sizes =
+      settings.minBytes === settings.maxBytes ? formatBytes(settings.minBytes) : `${formatBytes(settings.minBytes)}–${formatBytes(settings.maxBytes)}`;
     progress.step(`topocoll ${settings.collectives.join(', ')} (${settings.modes.join(' and ')}, ${sizes}, ${ranks} ranks)`);
     const result = await runBenchJob({ ...job, io: jobIo });
     if (result.code !== 0) return result.code;
@@ -237,10 +244,31 @@ async function benchLatency(job: BenchJob, values: { sweep?: boolean; json?: boo
 
 /** `--from-json FILE --report DIR`: charts from saved rows, nothing measured. */
 function chartsFromJson(values: Record<string, string | boolean | undefined>, target: string | undefined, io: CliIo): number {
-  const measuring = ['np', 'nodes', 'network', 'bind', 'min', 'max', 'modes', 'iterations', 'repeat', 'hogs', 'sweep', 'strategies', 'explain', 'config', 'off', 'no-mpi', 'json'];
+  const measuring = [
+    'np',
+    'nodes',
+    'network',
+    'bind',
+    'min',
+    'max',
+    'modes',
+    'iterations',
+    'repeat',
+    'hogs',
+    'sweep',
+    'strategies',
+    'explain',
+    'config',
+    'off',
+    'no-mpi',
+    'json',
+  ];
   const given = measuring.filter((k) => values[k] !== undefined);
   if (given.length > 0) {
-    throw new TopocollError('EINVAL', `topocoll bench: --from-json draws saved rows; ${given.map((k) => (k === 'np' ? '-n' : `--${k}`)).join(', ')} would measure`);
+    throw new TopocollError(
+      'EINVAL',
+      `topocoll bench: --from-json draws saved rows; ${given.map((k) => (k === 'np' ? '-n' : `--${k}`)).join(', ')} would measure`,
+    );
   }
   if (typeof values.report !== 'string') throw new TopocollError('EINVAL', 'topocoll bench: --from-json goes with --report DIR');
   const file = resolve(io.cwd, values['from-json'] as string);
@@ -252,7 +280,11 @@ function chartsFromJson(values: Record<string, string | boolean | undefined>, ta
   }
   let rows = parseBenchJson(text, file);
   const picked =
-    target !== undefined ? [target] : typeof values.collectives === 'string' ? values.collectives.split(',').map((c) => requireOne('bench', 'collectives', c.trim(), COLLECTIVES)) : undefined;
+    target !== undefined
+      ? [target]
+      : typeof values.collectives === 'string'
+        ? values.collectives.split(',').map((c) => requireOne('bench', 'collectives', c.trim(), COLLECTIVES))
+        : undefined;
   if (picked !== undefined) rows = rows.filter((r) => r.collective === 'memcpy' || picked.includes(r.collective));
   reportCharts(rows, resolve(io.cwd, values.report), io);
   return 0;
@@ -357,7 +389,9 @@ export const SWEEP_TREES = ['flat', 'chain', 'kary:2', 'knomial:2', 'knomial:4']
 export const SWEEP_BUFFERS = [1, 4, 16, 64] as const;
 const SWEEP_FRAGMENT = 8192;
 /** Every (tree, S, q) of the sweep, q ≤ S, in the order it runs. */
-const SWEEP_CASES = SWEEP_TREES.flatMap((tree) => SWEEP_BUFFERS.flatMap((buffers) => [1, 2].filter((sets) => sets <= buffers).map((sets) => ({ tree, buffers, sets }))));
+const SWEEP_CASES = SWEEP_TREES.flatMap((tree) =>
+  SWEEP_BUFFERS.flatMap((buffers) => [1, 2].filter((sets) => sets <= buffers).map((sets) => ({ tree, buffers, sets }))),
+);
 
 async function runSweep(job: BenchJob, progress: Progress): Promise<BenchRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'topocoll-sweep-'));
@@ -366,7 +400,10 @@ async function runSweep(job: BenchJob, progress: Progress): Promise<BenchRow[]> 
     for (const { tree, buffers, sets } of SWEEP_CASES) {
       progress.step(`bcast sweep: ${tree} tree, S=${buffers} q=${sets}`);
       const file = join(dir, 'sweep.yaml');
-      writeFileSync(file, `shm:\n  bcast:\n    tree: ${tree}\n    queueBytes: ${buffers * SWEEP_FRAGMENT}\n    fragmentBytes: ${SWEEP_FRAGMENT}\n    sets: ${sets}\n`);
+      writeFileSync(
+        file,
+        `shm:\n  bcast:\n    tree: ${tree}\n    queueBytes: ${buffers * SWEEP_FRAGMENT}\n    fragmentBytes: ${SWEEP_FRAGMENT}\n    sets: ${sets}\n`,
+      );
       const r = await runBenchJob({ ...job, settings: { ...job.settings, collectives: ['bcast'], modes: ['sync'] } }, file);
       if (r.code !== 0) throw new TopocollError('EINVAL', `topocoll bench: the sweep job ${tree} S=${buffers} q=${sets} failed`);
       for (const row of r.rows) if (row.collective === 'bcast') rows.push({ ...row, mode: `${tree} S=${buffers} q=${sets}` });
@@ -389,10 +426,14 @@ function formatSweep(rows: BenchRow[], ranks: number, settings: BenchSettings): 
     const table = [header];
     for (const bytes of sizes) {
       const base = cell(1, 1, bytes);
-      table.push([String(bytes), base === undefined ? '-' : base.toFixed(2), ...variants.map(([s, q]) => {
-        const t = cell(s, q, bytes);
-        return t === undefined || base === undefined ? '-' : (t / base).toFixed(2);
-      })]);
+      table.push([
+        String(bytes),
+        base === undefined ? '-' : base.toFixed(2),
+        ...variants.map(([s, q]) => {
+          const t = cell(s, q, bytes);
+          return t === undefined || base === undefined ? '-' : (t / base).toFixed(2);
+        }),
+      ]);
     }
     const widths = header.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
     for (const r of table) out.push(r.map((v, c) => v.padStart(widths[c]!)).join('  '));
@@ -413,8 +454,16 @@ function formatTables(rows: BenchRow[], ranks: number, settings: BenchSettings, 
     const memcpy = (bytes: number) => rows.find((r) => r.collective === 'memcpy' && r.bytes === copied(bytes))?.avgUs;
     const hasMemcpy = (collective === 'bcast' || collective === 'allgather') && sizes.some((b) => memcpy(b) !== undefined);
     const gather = collective === 'allgather';
-    out.push('', `# ${collective}, ${ranks} ranks${oversubscribed ? ' (more ranks than cores)' : ''}: latency in µs per call, average over ranks${gather ? `; bytes per rank, memcpy of the whole result (${ranks} × bytes)` : ''}`);
-    const header = [gather ? 'bytes/rank' : 'bytes', ...settings.modes.map((m) => `topocoll ${m}`), ...(hasOmpi ? ['Open MPI', 'sync / OMPI'] : []), ...(hasMemcpy ? [gather ? 'memcpy result' : 'memcpy', 'sync / memcpy'] : [])];
+    out.push(
+      '',
+      `# ${collective}, ${ranks} ranks${oversubscribed ? ' (more ranks than cores)' : ''}: latency in µs per call, average over ranks${gather ? `; bytes per rank, memcpy of the whole result (${ranks} × bytes)` : ''}`,
+    );
+    const header = [
+      gather ? 'bytes/rank' : 'bytes',
+      ...settings.modes.map((m) => `topocoll ${m}`),
+      ...(hasOmpi ? ['Open MPI', 'sync / OMPI'] : []),
+      ...(hasMemcpy ? [gather ? 'memcpy result' : 'memcpy', 'sync / memcpy'] : []),
+    ];
     const table = [header];
     for (const bytes of sizes) {
       const sync = cell('sync', bytes);

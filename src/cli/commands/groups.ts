@@ -49,8 +49,13 @@ export function groupsCommand(argv: string[], io: CliIo): number {
   const networkFile = values.network !== undefined ? resolve(io.cwd, values.network) : (config?.network.file ?? undefined);
   const network = networkFile === undefined ? undefined : readNetworkFile(networkFile);
   const disabled = [
-    ...Object.entries(config?.levels ?? {}).filter(([, s]) => !s.enabled).map(([name]) => name),
-    ...(values.disable?.split(',').map((s) => s.trim()).filter((s) => s !== '') ?? []),
+    ...Object.entries(config?.levels ?? {})
+      .filter(([, s]) => !s.enabled)
+      .map(([name]) => name),
+    ...(values.disable
+      ?.split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '') ?? []),
   ];
   const plan = planGroups(placements, { network, disabled });
   const rank = values.rank === undefined ? undefined : parseNonNegativeInt('groups', 'rank', values.rank);
@@ -101,11 +106,22 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, config: 
     const sizes = groups.map((g) => g.members.length);
     const sizeText = sizes.length === 0 ? '-' : Math.min(...sizes) === Math.max(...sizes) ? String(sizes[0]) : `${Math.min(...sizes)}-${Math.max(...sizes)}`;
     const leaders = groups.map((g) => g.leader);
-    rows.push([level, String(groups.length), sizeText, abbreviate(leaders), bySize(groups, (c) => c.bcast), bySize(groups, (c) => c.reduce), allgatherText(groups)]);
+    rows.push([
+      level,
+      String(groups.length),
+      sizeText,
+      abbreviate(leaders),
+      bySize(groups, (c) => c.bcast),
+      bySize(groups, (c) => c.reduce),
+      allgatherText(groups),
+    ]);
   }
   lines.push(...table(rows));
   const top = (c: ClassChoice) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top group ${c.allreduce.top}`);
-  lines.push('', `allreduce: ${top(small)} (small)${top(large) === top(small) ? '' : `; ${top(large)} (large)`}; large above ${config.collectives.largeBytes} bytes`);
+  lines.push(
+    '',
+    `allreduce: ${top(small)} (small)${top(large) === top(small) ? '' : `; ${top(large)} (large)`}; large above ${config.collectives.largeBytes} bytes`,
+  );
   const byReason = dropsByReason(plan.dropped);
   if (byReason.size > 0) {
     lines.push('', 'dropped levels:');
@@ -145,5 +161,10 @@ function abbreviate(values: readonly number[], max = 8): string {
 
 function table(rows: string[][]): string[] {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  ').trimEnd());
+  return rows.map((r) =>
+    r
+      .map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!)))
+      .join('  ')
+      .trimEnd(),
+  );
 }

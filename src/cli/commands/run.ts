@@ -62,7 +62,8 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     throw new TopocollError('EINVAL', `topocoll run: the script ${script} does not exist`, { file: resolve(io.cwd, script) });
   }
   const timeout = values.timeout === undefined ? undefined : Number(values.timeout);
-  if (timeout !== undefined && !(timeout > 0)) throw new TopocollError('EINVAL', `topocoll run: --timeout must be a positive number of seconds, got "${values.timeout}"`);
+  if (timeout !== undefined && !(timeout > 0))
+    throw new TopocollError('EINVAL', `topocoll run: --timeout must be a positive number of seconds, got "${values.timeout}"`);
   return launch({
     ranks: parseNonNegativeInt('run', 'np', values.np),
     bind: requireOne<BindPolicy>('run', 'bind', values.bind ?? 'core', ['core', 'numa', 'socket', 'none']),

@@ -49,7 +49,11 @@ export function topoCommand(argv: string[], io: CliIo): number {
     io.stdout(topoHelp);
     return 0;
   }
-  const report = topoReport(values['hwloc-xml'] === undefined ? undefined : resolve(io.cwd, values['hwloc-xml']), values.config === undefined ? undefined : resolve(io.cwd, values.config), io.env);
+  const report = topoReport(
+    values['hwloc-xml'] === undefined ? undefined : resolve(io.cwd, values['hwloc-xml']),
+    values.config === undefined ? undefined : resolve(io.cwd, values.config),
+    io.env,
+  );
   io.stdout(values.json ? JSON.stringify(report, null, 2) + '\n' : formatTopo(report));
   return 0;
 }
@@ -61,7 +65,11 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
     env,
     source: hwlocXml === undefined ? config.topology.source : 'hwloc-xml',
   });
-  const disabled = new Set(Object.entries(config.levels).filter(([, s]) => !s.enabled).map(([n]) => n));
+  const disabled = new Set(
+    Object.entries(config.levels)
+      .filter(([, s]) => !s.enabled)
+      .map(([n]) => n),
+  );
   const cores = machine.objects.core ?? machine.objects.pu ?? [];
   // Judge the levels for the placement `topocoll run` uses: one rank bound to each core.
   const placements = placeRanks(machine, { nodes: ['this'], ranksPerNode: cores.length, mapBy: 'core', bindTo: 'core' });
@@ -128,6 +136,9 @@ function formatTopo(r: TopoReport): string {
     `shared memory per node: ${mib(shm.segmentBytes)} for ${shm.localRanks} ranks (bcast queues of ${shm.bcastQueueBytes / 1024} KiB, ${shm.bcastTree} tree; ${shm.localRanks * (shm.localRanks - 1)} channels of ${shm.channelBytes / 1024} KiB; budget ${mib(shm.budgetBytes)})`,
   );
   lines.push(`NUMA placement of first-touched memory (move_pages): ${describeResidency(r.placement)}`);
-  if (!r.process.bound) lines.push('hint: unbound processes are grouped from the node level up; bind each process to a core (mpirun --bind-to core, srun --cpu-bind=cores, taskset -c N) to use the levels inside the node.');
+  if (!r.process.bound)
+    lines.push(
+      'hint: unbound processes are grouped from the node level up; bind each process to a core (mpirun --bind-to core, srun --cpu-bind=cores, taskset -c N) to use the levels inside the node.',
+    );
   return lines.join('\n') + '\n';
 }

@@ -25,7 +25,15 @@ export async function tuneBarrier(out: string, io: CliIo): Promise<number> {
   const jobIo = progress.around(io);
   const measure = async (nodes: number, what: string): Promise<LogP & { callUs: number; pingpongUs: number }> => {
     progress.step(what);
-    const { code, records } = await runWorkerJob({ ranks: 2, bind: 'core', nodes, worker: 'logp-worker.js', settingsVariable: 'TOPOCOLL_LOGP', settings, io: jobIo });
+    const { code, records } = await runWorkerJob({
+      ranks: 2,
+      bind: 'core',
+      nodes,
+      worker: 'logp-worker.js',
+      settingsVariable: 'TOPOCOLL_LOGP',
+      settings,
+      io: jobIo,
+    });
     const record = (records as LogpRecord[]).find((r) => r.kind === 'logp');
     if (code !== 0 || record === undefined) throw new TopocollError('EINVAL', `topocoll tune barrier: the measurement job failed (exit ${code})`);
     return record;
@@ -40,22 +48,36 @@ export async function tuneBarrier(out: string, io: CliIo): Promise<number> {
     progress.finish();
   }
   const { doc } = parseYaml(readOptionalTextFile(out, 'ECONFIG', 'configuration file') ?? '', out);
-  for (const [link, p] of [['shm', shm], ['tcp', tcp]] as const) {
+  for (const [link, p] of [
+    ['shm', shm],
+    ['tcp', tcp],
+  ] as const) {
     for (const key of ['L', 'os', 'or', 'g'] as const) doc.setIn(['barrier', 'logp', link, key], p[key]);
   }
   writeFileSync(out, doc.toString());
   const lines = [`barrier.logp written to ${out} (µs):`];
-  for (const [link, p] of [['shm', shm], ['tcp', tcp]] as const) {
+  for (const [link, p] of [
+    ['shm', shm],
+    ['tcp', tcp],
+  ] as const) {
     lines.push(`  ${link}: L ${p.L}, o_s ${p.os}, o_r ${p.or}, g ${p.g}   (a zero-byte call ${p.callUs}, a ping-pong ${p.pingpongUs})`);
   }
-  for (const [link, p] of [['shm', shm], ['tcp', tcp]] as const) {
+  for (const [link, p] of [
+    ['shm', shm],
+    ['tcp', tcp],
+  ] as const) {
     lines.push('', `# barrier over ${link}: the model's prediction per algorithm (µs), * = chosen`);
     const candidates = chooseBarrier(2, p).all.map((c) => formatAlgorithm(c.algorithm));
     lines.push(['P'.padStart(5), ...candidates.map((c) => c.padStart(18))].join(''));
     for (const size of SHOWN_SIZES) {
       const choice = chooseBarrier(size, p);
       const chosen = formatAlgorithm(choice.algorithm);
-      lines.push([String(size).padStart(5), ...choice.all.map((c) => `${formatAlgorithm(c.algorithm) === chosen ? '*' : ''}${c.predictedUs.toFixed(2)}`.padStart(18))].join(''));
+      lines.push(
+        [
+          String(size).padStart(5),
+          ...choice.all.map((c) => `${formatAlgorithm(c.algorithm) === chosen ? '*' : ''}${c.predictedUs.toFixed(2)}`.padStart(18)),
+        ].join(''),
+      );
     }
   }
   io.stdout(lines.join('\n') + '\n');

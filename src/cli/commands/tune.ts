@@ -44,13 +44,20 @@ export interface Measured {
 }
 
 export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseCommandArgs('tune', argv, { out: { type: 'string' }, np: { type: 'string', short: 'n' }, help: { type: 'boolean' } }, true);
+  const { values, positionals } = parseCommandArgs(
+    'tune',
+    argv,
+    { out: { type: 'string' }, np: { type: 'string', short: 'n' }, help: { type: 'boolean' } },
+    true,
+  );
   if (values.help || positionals.length === 0) {
     io.stdout(tuneHelp);
     return values.help ? 0 : 1;
   }
   if ((positionals[0] !== 'shm' && positionals[0] !== 'barrier') || positionals.length > 1) {
-    throw new TopocollError('EINVAL', `topocoll tune: unknown target "${positionals.join(' ')}"`, { hint: 'Use "topocoll tune shm" or "topocoll tune barrier".' });
+    throw new TopocollError('EINVAL', `topocoll tune: unknown target "${positionals.join(' ')}"`, {
+      hint: 'Use "topocoll tune shm" or "topocoll tune barrier".',
+    });
   }
   if (positionals[0] === 'barrier') return tuneBarrier(resolve(io.cwd, values.out ?? 'topocoll.yaml'), io);
   const ranks = parseNonNegativeInt('tune', 'np', values.np ?? '2');
@@ -81,17 +88,41 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
     };
     io.stderr('topocoll tune: measuring copy rates, notifications and fragments…\n');
     const mb = 1 << 20;
-    const small = await job('small', 'copy rates and inline bcasts', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', { sizes: [8], streamed: [mb], iterations: 20000 });
-    const large = await job('large', '1 and 16 MiB bcasts, 64 KiB fragments', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 65536\n', { sizes: [], streamed: [mb, 16 * mb], iterations: 400 });
+    const small = await job('small', 'copy rates and inline bcasts', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 4096\n', {
+      sizes: [8],
+      streamed: [mb],
+      iterations: 20000,
+    });
+    const large = await job('large', '1 and 16 MiB bcasts, 64 KiB fragments', 'shm:\n  bcast:\n    tree: flat\n    fragmentBytes: 65536\n', {
+      sizes: [],
+      streamed: [mb, 16 * mb],
+      iterations: 400,
+    });
     // 1 MiB streamed with fragments between those two as well: the fit needs more than two
     // points to stand the noise.
-    const oneMiB = new Map<number, number>([[4096, small.streamed.get(mb)!], [65536, large.streamed.get(mb)!]]);
+    const oneMiB = new Map<number, number>([
+      [4096, small.streamed.get(mb)!],
+      [65536, large.streamed.get(mb)!],
+    ]);
     for (const f of extraFragments) {
-      oneMiB.set(f, (await job(`f${f}`, `1 MiB bcasts, ${f / 1024} KiB fragments`, `shm:\n  bcast:\n    tree: flat\n    fragmentBytes: ${f}\n`, { sizes: [], streamed: [mb], iterations: 400 })).streamed.get(mb)!);
+      oneMiB.set(
+        f,
+        (
+          await job(`f${f}`, `1 MiB bcasts, ${f / 1024} KiB fragments`, `shm:\n  bcast:\n    tree: flat\n    fragmentBytes: ${f}\n`, {
+            sizes: [],
+            streamed: [mb],
+            iterations: 400,
+          })
+        ).streamed.get(mb)!,
+      );
     }
     const model = fitModel(small, large, oneMiB, lastLevelCacheBytes());
     writeModel(out, model);
-    jobIo.stdout(`shm.model written to ${out}: ${Object.entries(model).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+    jobIo.stdout(
+      `shm.model written to ${out}: ${Object.entries(model)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}\n`,
+    );
     jobIo.stdout(
       `  for comparison, bytes/µs: one core's memcpy ${round(small.copy!)} (cached) and ${round(small.largeCopy!)} (16 MiB); ` +
         `across two cores, 256 KiB: into lines the other core has read ${round(small.writeShared!)}, out of lines it has just written ${round(small.readRemote!)}\n`,
@@ -101,7 +132,9 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
     const config = loadConfigFile(out);
     for (const p of [2, 4, 8]) {
       const layout = shmLayout(config, p, cpus().length);
-      jobIo.stdout(`  ${p} ranks: ${layout.tree} tree, queue ${layout.bcast.queueBytes / 1024} KiB, fragments ${describeTable(layout.bcast.fragmentForLog2)}\n`);
+      jobIo.stdout(
+        `  ${p} ranks: ${layout.tree} tree, queue ${layout.bcast.queueBytes / 1024} KiB, fragments ${describeTable(layout.bcast.fragmentForLog2)}\n`,
+      );
     }
     const sizes = [8, 1024, 4096, 16384, 65536, 262144, mb, 4 * mb, 8 * mb, 16 * mb];
     const check = await measureRuns('single bcasts with the model, 8 B–16 MiB', out, { sizes, iterations: 4000 });
@@ -112,7 +145,9 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
       const f = layout.bcast.fragmentForLog2[Math.min(26, Math.ceil(Math.log2(Math.max(1, bytes))))]!;
       const shape = { queueBytes: layout.bcast.queueBytes, minFragment: layout.bcast.minFragment, sets: layout.bcast.sets, tree: parseTree(layout.tree) };
       const predicted = predictBcastUs(model, bytes, ranks, cpus().length, shape, f);
-      io.stdout(`${String(bytes).padStart(8)}  ${String(bytes <= 104 ? 'inline' : f).padStart(8)}  ${predicted.toFixed(2).padStart(9)}  ${check.bcast.get(bytes)!.toFixed(2).padStart(8)}\n`);
+      io.stdout(
+        `${String(bytes).padStart(8)}  ${String(bytes <= 104 ? 'inline' : f).padStart(8)}  ${predicted.toFixed(2).padStart(9)}  ${check.bcast.get(bytes)!.toFixed(2).padStart(8)}\n`,
+      );
     }
     return 0;
   } finally {
@@ -162,7 +197,7 @@ export function fitModel(small: Measured, large: Measured, oneMiB: Map<number, n
   const { perByte, perStage } = leastSquares(points);
   const fitted = perByte > 0 ? 1 / perByte : small.copy!;
   const fragmentUs = round(perStage);
-  const perByte16m = (large.streamed.get(16 * mb)! - callUs - (16 * mb / 65536) * fragmentUs) / (16 * mb);
+  const perByte16m = (large.streamed.get(16 * mb)! - callUs - ((16 * mb) / 65536) * fragmentUs) / (16 * mb);
   return {
     copyBytesPerUs: round(fitted),
     largeCopyBytesPerUs: round(perByte16m > 0 ? Math.min(fitted, 1 / perByte16m) : small.largeCopy!),
@@ -175,7 +210,11 @@ export function fitModel(small: Measured, large: Measured, oneMiB: Map<number, n
 
 /** y ≈ a·x1 + b·x2 with a > 0 and b ≥ 0, least squares (b = 0 when the free fit makes it negative). */
 export function leastSquares(points: { x1: number; x2: number; y: number }[]): { perByte: number; perStage: number } {
-  let s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
+  let s11 = 0,
+    s12 = 0,
+    s22 = 0,
+    s1y = 0,
+    s2y = 0;
   for (const { x1, x2, y } of points) {
     s11 += x1 * x1;
     s12 += x1 * x2;

@@ -1,6 +1,20 @@
 import net from 'node:net';
 import { TopocollError, isTopocollError } from '../../errors.js';
-import { LineReader, isPlainObject, validateToken, validateHost, validatePort, validateTimeout, validateKey, errnoCode, formatBytes, MAX_REQUEST_LINE, HELLO_ACK, ABORT_KEY, type JobAbort } from './protocol.js';
+import {
+  LineReader,
+  isPlainObject,
+  validateToken,
+  validateHost,
+  validatePort,
+  validateTimeout,
+  validateKey,
+  errnoCode,
+  formatBytes,
+  MAX_REQUEST_LINE,
+  HELLO_ACK,
+  ABORT_KEY,
+  type JobAbort,
+} from './protocol.js';
 
 /** A rank's connection to the rendezvous server (protocol.ts has the wire format). */
 
@@ -222,9 +236,7 @@ export class RendezvousClient {
         () => {
           this.hello = undefined;
           this.socket.destroy();
-          reject(
-            new TopocollError('ETIMEDOUT', `the rendezvous at ${this.where} did not accept the hello within ${timeoutMs} ms`, { rank }),
-          );
+          reject(new TopocollError('ETIMEDOUT', `the rendezvous at ${this.where} did not accept the hello within ${timeoutMs} ms`, { rank }));
         },
         Math.max(0, deadline - Date.now()),
       );
@@ -339,9 +351,7 @@ export class RendezvousClient {
     }
     const wasClosing = this.state === 'closing';
     this.state = wasClosing ? 'closed' : 'lost';
-    this.failPending(
-      (p) => new TopocollError('EPEERLOST', `rendezvous at ${this.where}: ${this.lostReason} while waiting for ${p.what}`),
-    );
+    this.failPending((p) => new TopocollError('EPEERLOST', `rendezvous at ${this.where}: ${this.lostReason} while waiting for ${p.what}`));
   }
 
   private failPending(error: (p: Pending) => TopocollError): void {

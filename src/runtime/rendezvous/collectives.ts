@@ -41,13 +41,13 @@ async function gatherAtRoot(
   const settled = await Promise.allSettled(gets);
   const values: string[] = [];
   const missing: number[] = [];
-  let other: unknown;
+  // The first failure other than a timeout, as it was thrown.
+  const other = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected' && !isTopocollError(s.reason, 'ETIMEDOUT'));
   settled.forEach((s, r) => {
     if (s.status === 'fulfilled') values.push(s.value);
     else if (isTopocollError(s.reason, 'ETIMEDOUT')) missing.push(r);
-    else other ??= s.reason;
   });
-  if (other !== undefined) throw other;
+  if (other !== undefined) throw other.reason as unknown;
   if (missing.length > 0) {
     throw new TopocollError('ETIMEDOUT', `${what} '${name}': rank(s) ${describeRanks(missing)} of ${size} did not arrive within ${timeoutMs} ms`, {
       rank: 0,
@@ -90,14 +90,7 @@ async function awaitRoot(
  * the other ranks get: 3·size requests in all rather than size² (one get per rank per value), which
  * is what keeps a few thousand ranks fast. The individual keys `name/<rank>` remain readable.
  */
-export async function allgather(
-  client: RendezvousClient,
-  name: string,
-  rank: number,
-  size: number,
-  value: string,
-  timeoutMs: number,
-): Promise<string[]> {
+export async function allgather(client: RendezvousClient, name: string, rank: number, size: number, value: string, timeoutMs: number): Promise<string[]> {
   validateGroup('allgather', name, rank, size);
   validateTimeout(timeoutMs, `allgather '${name}'`);
   if (typeof value !== 'string') throw new TopocollError('EINVAL', `allgather '${name}': the value must be a string (JSON-encode it)`);
@@ -123,7 +116,7 @@ export async function allgather(
       hint: 'Use a fresh name for every allgather, and the same size on every rank.',
     });
   }
-  return values as string[];
+  return values;
 }
 
 /**

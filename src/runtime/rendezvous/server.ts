@@ -1,7 +1,19 @@
 import { timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import { TopocollError } from '../../errors.js';
-import { LineReader, isPlainObject, validateToken, validateHost, validatePort, validateTimeout, errnoCode, formatBytes, MAX_REQUEST_LINE, HELLO_ACK, ABORT_KEY } from './protocol.js';
+import {
+  LineReader,
+  isPlainObject,
+  validateToken,
+  validateHost,
+  validatePort,
+  validateTimeout,
+  errnoCode,
+  formatBytes,
+  MAX_REQUEST_LINE,
+  HELLO_ACK,
+  ABORT_KEY,
+} from './protocol.js';
 
 /**
  * The rendezvous server: the key-value store every rank of a job connects to (protocol.ts has
@@ -358,7 +370,12 @@ export class RendezvousServer {
     if (goodbye) this.goodbyes.add(rank);
     this.connectedRanks.delete(rank);
     if (!goodbye && !this.store.has(ABORT_KEY)) {
-      this.put(undefined, 0, ABORT_KEY, JSON.stringify({ rank, reason: 'its connection to the rendezvous ended before init completed (the process died or its init failed)' }));
+      this.put(
+        undefined,
+        0,
+        ABORT_KEY,
+        JSON.stringify({ rank, reason: 'its connection to the rendezvous ended before init completed (the process died or its init failed)' }),
+      );
     }
     if (this.acceptedRanks.size === this.options.ranks && this.connectedRanks.size === 0) this.options.onAllLeft?.();
   }

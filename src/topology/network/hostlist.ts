@@ -79,7 +79,12 @@ export function hostlistSize(expr: string, where: ErrorLocation = {}): number {
       fail(expr, `expands to more than ${MAX_HOSTS_PER_EXPRESSION} names`, where, 'Split it, or check the ranges for a typo.');
     }
     if (length > MAX_HOST_NAME_LENGTH) {
-      fail(expr, `gives names of up to ${length} characters, more than ${MAX_HOST_NAME_LENGTH}`, where, 'Host names have at most 253 characters; check the brackets.');
+      fail(
+        expr,
+        `gives names of up to ${length} characters, more than ${MAX_HOST_NAME_LENGTH}`,
+        where,
+        'Host names have at most 253 characters; check the brackets.',
+      );
     }
   }
   return total;
@@ -98,7 +103,12 @@ export class HostlistBudget {
   take(expr: string, where: ErrorLocation): void {
     this.names += hostlistSize(expr, where);
     if (this.names > this.limit) {
-      fail(expr, `takes the names of this file past ${this.limit}, the limit for one file`, where, 'No cluster has that many nodes; check the ranges for a typo.');
+      fail(
+        expr,
+        `takes the names of this file past ${this.limit}, the limit for one file`,
+        where,
+        'No cluster has that many nodes; check the ranges for a typo.',
+      );
     }
   }
 }
@@ -242,7 +252,7 @@ interface Numbered {
 function toRanges(numbers: Numbered[]): string[] {
   numbers.sort((a, b) => a.value - b.value || a.digits.length - b.digits.length);
   const ranges: string[] = [];
-  for (let i = 0; i < numbers.length; ) {
+  for (let i = 0; i < numbers.length;) {
     const first = numbers[i] as Numbered;
     let last = first;
     for (let next = numbers[++i]; next !== undefined; next = numbers[++i]) {

@@ -37,8 +37,7 @@ export function pathForNode(net: NetworkTopology, node: string, where: ErrorLoca
   if (path !== undefined) return path;
   const names = [...net.nodes.keys()];
   const all = compressHostlist(names);
-  const shown =
-    all.length <= HINT_NODES_CHARS ? all : `${compressHostlist(names.slice(0, HINT_FEW_NODES))} and ${names.length - HINT_FEW_NODES} more`;
+  const shown = all.length <= HINT_NODES_CHARS ? all : `${compressHostlist(names.slice(0, HINT_FEW_NODES))} and ${names.length - HINT_FEW_NODES} more`;
   const similar = names.find((n) => n.split('.')[0] === node.split('.')[0]);
   const suggestion = similar === undefined ? '' : ` Did you mean ${similar}?`;
   throw new TopocollError('ETOPOLOGY', `node ${node} is not in ${net.file ?? net.source}`, {

@@ -13,10 +13,7 @@ import type { NetworkTopology, NodeNetworkPath } from './types.js';
  * - `none`: no switch levels.
  * `auto` takes the file when one is set, else the Slurm address when Slurm exported one.
  */
-export type LocalNetworkView =
-  | { kind: 'none' }
-  | { kind: 'file'; network: NetworkTopology }
-  | { kind: 'slurm'; path: NodeNetworkPath };
+export type LocalNetworkView = { kind: 'none' } | { kind: 'file'; network: NetworkTopology } | { kind: 'slurm'; path: NodeNetworkPath };
 
 export function resolveNetworkSource(setting: TopocollConfig['network'], env: NodeJS.ProcessEnv, node: string): LocalNetworkView {
   const source = setting.source === 'auto' ? (setting.file !== null ? 'file' : env.SLURM_TOPOLOGY_ADDR ? 'slurm' : 'none') : setting.source;

@@ -116,5 +116,9 @@ export function networkFromSlurmAddresses(paths: NodeNetworkPath[]): NetworkTopo
 
 /** A path written back as Slurm would print it (top-down, dot-separated), for messages. */
 function formatAddress(p: NodeNetworkPath): string {
-  return [...p.switches].reverse().map((s) => s ?? '').concat(p.node).join('.');
+  return [...p.switches]
+    .reverse()
+    .map((s) => s ?? '')
+    .concat(p.node)
+    .join('.');
 }

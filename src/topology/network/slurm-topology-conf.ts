@@ -237,7 +237,10 @@ function toSwitchDef(statement: Statement, file: string, budget: HostlistBudget)
     });
   }
   const def: SwitchDef = { name: name.value, line: start.line as number };
-  for (const [key, pair] of [['nodes', nodes], ['children', children]] as const) {
+  for (const [key, pair] of [
+    ['nodes', nodes],
+    ['children', children],
+  ] as const) {
     if (pair === undefined) continue;
     budget.take(pair.value, pair.at);
     def[key] = { hostlist: pair.value, names: [], at: pair.at };
@@ -270,7 +273,9 @@ function chooseParents(defs: Map<string, SwitchDef>, warnings: string[]): Map<st
     const first = [...parents].sort()[0] as string;
     chosen.set(child, first);
     if (parents.length > 1) {
-      warnings.push(`switch ${child} (line ${defs.get(child)?.line}) has ${parents.length} parents ${compressHostlist(parents)}; node paths go through ${first}`);
+      warnings.push(
+        `switch ${child} (line ${defs.get(child)?.line}) has ${parents.length} parents ${compressHostlist(parents)}; node paths go through ${first}`,
+      );
     }
   }
   return chosen;
@@ -295,7 +300,12 @@ function computeLevels(defs: Map<string, SwitchDef>, file: string): Map<string, 
       const child = children[top.next++];
       if (child !== undefined) {
         if (levels.has(child)) continue;
-        if (onStack.has(child)) throw cycleError(defs, stack.map((e) => e.name), child);
+        if (onStack.has(child))
+          throw cycleError(
+            defs,
+            stack.map((e) => e.name),
+            child,
+          );
         // The switch at the bottom of the stack is at least as many levels up as the stack is deep.
         if (stack.length === MAX_SWITCH_LEVELS) throw tooDeep(defs, stack[0]!.name, file);
         stack.push({ name: child, next: 0 });
