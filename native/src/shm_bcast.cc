@@ -18,14 +18,19 @@ const ShmBcastParams& Checked(const ShmBcastParams& p) {
 
 size_t SlotCount(const ShmBcastParams& p) { return static_cast<size_t>(p.queue_bytes / p.min_fragment); }
 
+// Sets of at least one min_fragment each, at most kMaxSets: a counter for each in the region.
+uint32_t SetCount(const ShmBcastParams& p) {
+  const uint64_t wanted = std::clamp<uint32_t>(p.sets, 1, kMaxSets);
+  return static_cast<uint32_t>(std::min<uint64_t>(wanted, SlotCount(p)));
+}
+
 }  // namespace
 
 ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me)
     : params_(Checked(params)),
       blocks_(SlotCount(params_)),
-      set_bytes_(std::max<uint64_t>(params_.queue_bytes / std::clamp<uint32_t>(params_.sets, 1, kMaxSets) /
-                                        params_.min_fragment * params_.min_fragment,
-                                    params_.min_fragment)),
+      set_count_(SetCount(params_)),
+      set_bytes_(blocks_ / set_count_ * params_.min_fragment),
       regions_(std::move(regions)),
       doorbells_(std::move(doorbells)),
       me_(me),

@@ -20,15 +20,16 @@
 //
 // The protocol, by word (r: the root; p: a parent in the notification tree; c: its child):
 //
-//   Queue placement: no word carries it, every member computes it. The queue is split into
-//   sets of `set_bytes` (whole min_fragments of an equal share, at least one); a rest the
-//   division leaves is one more set. A call's fragments all take `frag` bytes of the queue (its
-//   last piece may fill less), and frag ≤ set_bytes. A fragment never crosses a set boundary:
-//   it goes where the previous fragment (of this call or, for the first, of r's previous call
-//   in any group) ended when it fits in that set there, else at the start of the next set (0
-//   after the last, or when the next is too small for it). A reader derives the next fragment's
-//   place from the current one's the same way. Entering a set (its start, or any first
-//   fragment of r after Reset) is the only step that waits for that set's readers.
+//   Queue placement: no word carries it, every member computes it. The queue is `set_count` =
+//   min(sets, queue_bytes / min_fragment) sets of `set_bytes` (whole min_fragments of an equal
+//   share); the last set also takes what the division leaves, so a set index is always below
+//   set_count ≤ kMaxSets. A call's fragments all take `frag` bytes of the queue (its last piece
+//   may fill less), and frag ≤ set_bytes. A fragment never crosses a set boundary: it goes
+//   where the previous fragment (of this call or, for the first, of r's previous call in any
+//   group) ended when it fits in that set there, else at the start of the next set (0 after the
+//   last). A reader derives the next fragment's place from the current one's the same way.
+//   Entering a set (its start, or any first fragment of r after Reset) is the only step that
+//   waits for that set's readers.
 //   queue bytes [offset, offset + size): r writes them once the set they lie in has
 //     pending = 0 (entering) or holds this call's count (continuing), then notifies its
 //     children; readers copy them after seeing the block's tag.
@@ -46,7 +47,6 @@
 //     it is a rank, exchanges −1 and rings that rank (the Dekker pair of wait.h).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -67,7 +67,8 @@ struct ShmBcastParams {
   uint64_t queue_bytes = 512 * 1024;
   // Smallest fragment; the queue has queue_bytes / min_fragment control blocks.
   uint32_t min_fragment = 4096;
-  // Buffer sets (q of S0): 1 or 2 (up to kMaxSets).
+  // Buffer sets (q of S0): 1 or 2 (up to kMaxSets; fewer when the queue has fewer
+  // min_fragments).
   uint32_t sets = 2;
   TreeKind tree = TreeKind::kKnomial;
   uint32_t radix = 2;
@@ -170,13 +171,15 @@ class ShmBcast {
 
   // The queue's sets (see the protocol above): the set an offset lies in, the end of a set,
   // and where a fragment of `frag` bytes goes when the previous one ended at `end`.
-  uint32_t SetOf(uint64_t offset) const { return static_cast<uint32_t>(offset / set_bytes_); }
-  uint64_t SetEnd(uint32_t set) const { return std::min<uint64_t>((set + uint64_t{1}) * set_bytes_, params_.queue_bytes); }
+  uint32_t SetOf(uint64_t offset) const {
+    const uint64_t s = offset / set_bytes_;
+    return s < set_count_ ? static_cast<uint32_t>(s) : set_count_ - 1;
+  }
+  uint64_t SetEnd(uint32_t set) const { return set + 1 == set_count_ ? params_.queue_bytes : (set + uint64_t{1}) * set_bytes_; }
   uint64_t Place(uint64_t end, uint64_t frag) const {
     const uint32_t set = SetOf(end);
     if (end + frag <= SetEnd(set)) return end;
-    const uint64_t next = (set + uint64_t{1}) * set_bytes_;
-    return next + frag <= params_.queue_bytes ? next : 0;
+    return set + 1 < set_count_ ? (set + uint64_t{1}) * set_bytes_ : 0;
   }
 
   // Where this rank, as a root, writes next in its queue, and the set it last wrote in.
@@ -187,7 +190,8 @@ class ShmBcast {
 
   ShmBcastParams params_;
   uint64_t blocks_;  // control blocks per rank
-  uint64_t set_bytes_;  // a multiple of min_fragment, ≥ min_fragment
+  uint32_t set_count_;  // 1 … kMaxSets
+  uint64_t set_bytes_;  // a multiple of min_fragment, ≥ min_fragment; the last set may be larger
   QueueCursor cursor_;
   std::vector<BcastRegion> regions_;
   std::vector<Doorbell*> doorbells_;

@@ -44,7 +44,7 @@ struct Message {
 
 std::vector<Message> MessageSequence(const BcastCase& c, const std::vector<std::vector<int>>& groups, size_t count) {
   const uint64_t q = c.queue_bytes;
-  const uint64_t set = q / c.sets / 4096 * 4096;
+  const uint64_t set = std::max<uint64_t>(q / c.sets / 4096 * 4096, 4096);
   std::vector<size_t> interesting = {0, 1, 8, kInlineBytes, kInlineBytes + 1, 4095, 4096, 4097, 8192 + 8,
                                      set - 1, set, set + 1, q - 4096, q - 1, q, q + 1, 2 * q + 4096 + 3, 3 * q + 7};
   std::mt19937 rng(2024);
@@ -176,12 +176,17 @@ INSTANTIATE_TEST_SUITE_P(
                       BcastCase{"queue_of_5_pages", 20 * 1024, 2, TreeKind::kKnomial, 2, 3, 0}),
     CaseName);
 
-// Four sets in a queue that is not a multiple of 4 · min_fragment: the sets are rounded down to
-// whole fragments and the queue's rest becomes a fifth "set", whose counter sets[4] lies past
-// the kMaxSets counters of the region. Disabled: FAILS (see the report of issue 16 part 4).
+// Queues that are not a multiple of sets · min_fragment: the sets are whole min_fragments of an
+// equal share and the last one also takes the rest of the queue (were the rest a set of its
+// own, its counter — sets[4] with four sets in 5 pages — would lie past the region's kMaxSets
+// counters). More sets than the queue has min_fragments: one set per min_fragment.
 INSTANTIATE_TEST_SUITE_P(
-    DISABLED_SetIndexPastKMaxSets, ShmBcastTest,
-    ::testing::Values(BcastCase{"four_sets_in_5_pages", 20 * 1024, 4, TreeKind::kKnomial, 2, 3, 4096}),
+    RestOfTheQueueInTheLastSet, ShmBcastTest,
+    ::testing::Values(BcastCase{"four_sets_in_5_pages", 20 * 1024, 4, TreeKind::kKnomial, 2, 3, 4096},
+                      BcastCase{"three_sets_in_5_pages_mixed", 20 * 1024, 3, TreeKind::kKnomial, 2, 3, 0},
+                      BcastCase{"four_sets_in_7_pages_mixed", 28 * 1024, 4, TreeKind::kFlat, 2, 4, 0},
+                      BcastCase{"three_sets_in_11_pages_8k", 44 * 1024, 3, TreeKind::kChain, 2, 3, 8192},
+                      BcastCase{"four_sets_in_3_pages", 12 * 1024, 4, TreeKind::kKnomial, 2, 3, 0}),
     CaseName);
 
 // A root far ahead of a reader that has not started: it fills the queue and then waits — it

@@ -116,13 +116,18 @@ const shmBcast = z
   .object({
     /** Broadcast inside node-local groups through the S0 engine (false: binomial trees over the channels). */
     enabled: z.boolean().default(true),
-    /** Bytes of each rank's S0 queue (S·f); `auto`: from the budget. */
+    /**
+     * Bytes of each rank's S0 queue (S·f), a multiple of the 4 KiB smallest fragment and at
+     * least one per set; the sets are equal whole numbers of 4 KiB and the last one also takes
+     * the rest. `auto`: from the budget.
+     */
     queueBytes: auto(
       z
         .number()
         .int()
         .min(4096)
-        .max(1 << 30),
+        .max(1 << 30)
+        .refine((v) => v % 4096 === 0, 'must be a multiple of 4096 (the smallest fragment)'),
     ),
     /** Fragment size; `auto`: chosen per message size by the cost model. */
     fragmentBytes: auto(
@@ -140,7 +145,16 @@ const shmBcast = z
       .regex(/^(auto|flat|chain|binomial|(kary|knomial):([2-9]|[1-9][0-9]+))$/, 'expected auto, flat, chain, binomial, kary:K or knomial:K')
       .default('auto'),
   })
-  .strict();
+  .strict()
+  .superRefine((value, ctx) => {
+    if (value.queueBytes !== 'auto' && value.queueBytes < value.sets * 4096) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['queueBytes'],
+        message: `${value.queueBytes} bytes cannot hold ${value.sets} sets of at least one 4096-byte fragment each (raise queueBytes or lower shm.bcast.sets)`,
+      });
+    }
+  });
 
 /** Defaults from the default machine profile (machine-profiles.ts), measured by `topocoll tune shm`. */
 const shmModel = z

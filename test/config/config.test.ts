@@ -74,6 +74,17 @@ describe('configuration', () => {
     expect(configError('network:\n  source: file\n').message).toMatch(/network\.file/);
   });
 
+  it('rejects an S0 queue that is not whole 4 KiB fragments, at least one per set, at the key', () => {
+    const pages = configError('shm:\n  bcast:\n    queueBytes: 20000\n');
+    expect([pages.file, pages.line, pages.column]).toEqual(['my.yaml', 3, 17]);
+    expect(pages.message).toMatch(/shm\.bcast\.queueBytes: must be a multiple of 4096/);
+    const sets = configError('shm:\n  bcast:\n    sets: 3\n    queueBytes: 8192\n');
+    expect(sets.line).toBe(4);
+    expect(sets.message).toMatch(/shm\.bcast\.queueBytes: 8192 bytes cannot hold 3 sets/);
+    // Not a multiple of sets · 4 KiB: accepted (the last set takes the rest).
+    expect(parseConfig('shm:\n  bcast:\n    sets: 4\n    queueBytes: 20480\n', 'my.yaml').shm.bcast.queueBytes).toBe(20480);
+  });
+
   it('takes TOPOCOLL_CONFIG when no path is given and reports a missing file', () => {
     const dir = tempDir('topocoll-config-');
     const file = join(dir, 'c.yaml');

@@ -59,6 +59,19 @@ describe('S0 shared-memory bcast', () => {
     });
   }
 
+  // 5 pages in 3 or 4 sets: whole pages per set, the last set takes the rest (a fifth "set"
+  // would have its counter past the region's kMaxSets counters).
+  for (const sets of [3, 4]) {
+    it(`${sets} sets in a queue of 5 pages, fragments chosen per size: 4 ranks`, () => {
+      const file = join(dir, `five-pages-${sets}.yaml`);
+      writeFileSync(file, `shm:\n  bcast:\n    tree: knomial:2\n    sets: ${sets}\n    queueBytes: ${5 * FRAGMENT}\n`);
+      const r = runJob(['-n', '4', '--config', file, jobScript('shm-bcast.mjs'), String(FRAGMENT), '5']);
+      expect(r.stderr).not.toMatch(/Error/);
+      expect(r.status).toBe(0);
+      expect(r.lines.filter((l) => /^rank \d+ ok \d+$/.test(l))).toHaveLength(4);
+    });
+  }
+
   it('with the default model-chosen parameters, next to TCP between emulated nodes', () => {
     const r = runJob(['-n', '6', '--nodes', '2', jobScript('shm-bcast.mjs'), '8192', '64']);
     expect(r.status).toBe(0);
