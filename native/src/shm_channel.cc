@@ -1,6 +1,18 @@
 #include "shm_channel.h"
 
+#include "errors.h"
+
 namespace topocoll {
+
+namespace {
+
+// A frame word of 0 means "no message yet": a message without bytes would never arrive, and its
+// receiver would wait for good.
+void CheckNotEmpty(uint64_t length) {
+  if (length == 0) throw CollError("EINVAL", "a shared-memory channel message needs at least one byte (a frame of length 0 reads as no message)");
+}
+
+}  // namespace
 
 void ShmChannel::CopyIn(uint64_t position, const uint8_t* src, uint64_t n) {
   const uint64_t offset = position & (capacity_ - 1);
@@ -33,6 +45,7 @@ void ShmChannel::WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard
 void ShmChannel::Send(const ByteSlice* slices, size_t count, const WaitPolicy& policy, WaitGuard& guard) {
   uint64_t length = 0;
   for (size_t s = 0; s < count; ++s) length += slices[s].size;
+  CheckNotEmpty(length);
   if (AtOnce(length)) {
     // At once: the body, the next frame zeroed, then the frame.
     const uint64_t end = head_ + 8 + Padded(length);
@@ -62,6 +75,7 @@ bool ShmChannel::SendSome(Outgoing& m, uint64_t budget, const WaitPolicy& policy
   if (!m.framed) {
     uint64_t length = 0;
     for (size_t s = 0; s < m.count; ++s) length += m.slices[s].size;
+    CheckNotEmpty(length);
     FrameAt(head_).store(kStreamed | length, std::memory_order_release);
     head_ += 8;
     m.framed = true;

@@ -41,7 +41,8 @@ class ShmChannel {
   bool valid() const { return control_ != nullptr; }
   uint64_t capacity() const { return capacity_; }
 
-  // Sender: writes the slices back to back as one message.
+  // Sender: writes the slices back to back as one message (of at least one byte: EINVAL and
+  // nothing written otherwise).
   void Send(const ByteSlice* slices, size_t count, const WaitPolicy& policy, WaitGuard& guard);
 
   // Receiver: waits for `n` bytes of the current message (the next one when the last is done)
@@ -67,7 +68,7 @@ class ShmChannel {
   // Whether Send writes a message of `length` bytes at once; larger ones are streamed.
   bool AtOnce(uint64_t length) const { return 8 + Padded(length) <= AtOnceLimit(); }
   // Sender: streams up to `budget` more bytes of m that fit the ring now and publishes them;
-  // false when the ring had no room.
+  // false when the ring had no room. m has at least one byte (EINVAL otherwise).
   bool SendSome(Outgoing& m, uint64_t budget, const WaitPolicy& policy);
   // Sender, before waiting for room: publishes its position, so the receiver rings once half
   // the ring is free (HalfFree).

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "errors.h"
 #include "test_support.h"
 
 namespace topocoll::test {
@@ -218,6 +219,47 @@ TEST(ShmChannelFlowControl, WriterBlocksOnAFullRingAndNeverOverwritesUnreadBytes
   }
   writer.join();
   EXPECT_EQ(sent.load(), kMessages);
+}
+
+// A message of no bytes would have a frame word of 0, which reads as "no message": its receiver
+// would wait for good. Send and SendSome refuse it at once (EINVAL) and write nothing: the next
+// message arrives as if it had not been tried.
+TEST(ShmChannelEmptyMessage, IsRefusedAtOnceAndLeavesTheRingAsItWas) {
+  Ring ring(4096);
+  ShmChannel w = ring.Writer();
+  ShmChannel r = ring.Reader();
+  std::atomic<bool> stop{false};
+  DeadlineGuard guard(std::chrono::seconds(5), &stop);
+  const WaitPolicy policy = TestPolicy();
+  uint8_t body[16];
+  const ByteSlice empty_slices[2] = {{body, 0}, {body + 8, 0}};
+  auto expect_einval = [](auto&& send) {
+    try {
+      send();
+      ADD_FAILURE() << "a message of 0 bytes was accepted";
+    } catch (const CollError& e) {
+      EXPECT_EQ(e.code(), "EINVAL");
+    }
+  };
+  expect_einval([&] { w.Send(nullptr, 0, policy, guard); });
+  expect_einval([&] { w.Send(empty_slices, 2, policy, guard); });
+  ShmChannel::Outgoing streamed{empty_slices, 2};
+  expect_einval([&] { w.SendSome(streamed, ~uint64_t{0}, policy); });
+  EXPECT_EQ(ring.control->head.load(), 0u);
+  EXPECT_FALSE(r.Arrived());
+
+  // Then a real message, at once and streamed: both arrive intact.
+  FillPattern(body, sizeof body, 1);
+  const ByteSlice one{body, sizeof body};
+  w.Send(&one, 1, policy, guard);
+  uint8_t got[sizeof body] = {};
+  r.ReadExact(got, sizeof got, policy, guard);
+  EXPECT_EQ(FirstPatternMismatch(got, sizeof got, 1), sizeof got);
+  ShmChannel::Outgoing more{&one, 1};
+  while (!more.done) ASSERT_TRUE(w.SendSome(more, ~uint64_t{0}, policy));
+  std::fill(std::begin(got), std::end(got), uint8_t{0});
+  r.ReadExact(got, sizeof got, policy, guard);
+  EXPECT_EQ(FirstPatternMismatch(got, sizeof got, 1), sizeof got);
 }
 
 // A streamed message larger than the ring, with the reader asleep: the writer publishes what
