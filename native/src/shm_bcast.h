@@ -189,7 +189,7 @@ class ShmBcast {
   };
 
   ShmBcastParams params_;
-  uint64_t blocks_;  // control blocks per rank
+  uint64_t blocks_;     // control blocks per rank
   uint32_t set_count_;  // 1 … kMaxSets
   uint64_t set_bytes_;  // a multiple of min_fragment, ≥ min_fragment; the last set may be larger
   QueueCursor cursor_;

@@ -9,7 +9,9 @@ namespace {
 // A frame word of 0 means "no message yet": a message without bytes would never arrive, and its
 // receiver would wait for good.
 void CheckNotEmpty(uint64_t length) {
-  if (length == 0) throw CollError("EINVAL", "a shared-memory channel message needs at least one byte (a frame of length 0 reads as no message)");
+  if (length == 0) {
+    throw CollError("EINVAL", "a shared-memory channel message needs at least one byte (a frame of length 0 reads as no message)");
+  }
 }
 
 }  // namespace
