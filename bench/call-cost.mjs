@@ -7,9 +7,18 @@ const calls = Number(process.argv[2] ?? 5_000_000);
 const a = new Int32Array(2);
 const b = new Int32Array(2);
 const cases = {
-  bcastSync: (i) => { a[0] = i; comm.bcastSync(a, 0); },
-  reduceSync: (i) => { a[0] = i; comm.reduceSync(a, b, 'sum', 0); },
-  allreduceSync: (i) => { a[0] = i; comm.allreduceSync(a, b, 'sum'); },
+  bcastSync: (i) => {
+    a[0] = i;
+    comm.bcastSync(a, 0);
+  },
+  reduceSync: (i) => {
+    a[0] = i;
+    comm.reduceSync(a, b, 'sum', 0);
+  },
+  allreduceSync: (i) => {
+    a[0] = i;
+    comm.allreduceSync(a, b, 'sum');
+  },
 };
 for (const [name, call] of Object.entries(cases)) {
   for (let i = 0; i < 200_000; i++) call(i);

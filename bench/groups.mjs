@@ -27,7 +27,9 @@ if (nodesArg < 0) {
   console.log('| ranks | nodes | levels | groups | planning (s) | ns per rank×level | peak RSS (MiB) |');
   console.log('|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
-    console.log(`| ${r.ranks.toLocaleString('en')} | ${r.nodes.toLocaleString('en')} | ${r.levels} | ${r.groups.toLocaleString('en')} | ${r.planSeconds.toFixed(2)} | ${r.nsPerRankLevel.toFixed(0)} | ${r.peakRssMiB.toFixed(0)} |`);
+    console.log(
+      `| ${r.ranks.toLocaleString('en')} | ${r.nodes.toLocaleString('en')} | ${r.levels} | ${r.groups.toLocaleString('en')} | ${r.planSeconds.toFixed(2)} | ${r.nsPerRankLevel.toFixed(0)} | ${r.peakRssMiB.toFixed(0)} |`,
+    );
   }
   const small = rows[0];
   const large = rows[rows.length - 1];

@@ -18,7 +18,11 @@ for (const file of files) {
     if (!line.startsWith('{')) continue;
     const row = JSON.parse(line);
     if (row.probe !== undefined) {
-      probes.push(...Object.entries(row).filter(([k]) => k !== 'probe' && k !== 'cpus').map(([, ns]) => ns));
+      probes.push(
+        ...Object.entries(row)
+          .filter(([k]) => k !== 'probe' && k !== 'cpus')
+          .map(([, ns]) => ns),
+      );
       continue;
     }
     ranks = row.ranks ?? ranks;
@@ -37,7 +41,9 @@ for (const c of collectives) {
     const sync = best.get(`${c} sync ${bytes}`);
     const ompi = best.get(`${c} ompi ${bytes}`);
     const copy = best.get(`memcpy memcpy ${bytes}`);
-    console.log(`${String(bytes).padStart(7)}  ${fmt(sync).padStart(13)}  ${fmt(ompi).padStart(8)}  ${ratio(sync, ompi).padStart(11)}  ${fmt(copy).padStart(6)}  ${ratio(sync, copy).padStart(13)}`);
+    console.log(
+      `${String(bytes).padStart(7)}  ${fmt(sync).padStart(13)}  ${fmt(ompi).padStart(8)}  ${ratio(sync, ompi).padStart(11)}  ${fmt(copy).padStart(6)}  ${ratio(sync, copy).padStart(13)}`,
+    );
   }
 }
 if (probes.length > 0) {

@@ -33,6 +33,11 @@ const timings = [
   time('barrier', () => comm.barrierSync()),
 ];
 
-const levels = comm.levels().map((l) => `${l.name}${l.groupSize > 1 ? `(${l.groupSize})` : ''}`).join(' → ');
-console.log(`rank ${rank}/${size} on ${comm.node}: sum ${sum[0]}, bcast "${new TextDecoder().decode(word).replace(/\0+$/, '')}", levels ${levels}; ${timings.join(', ')}`);
+const levels = comm
+  .levels()
+  .map((l) => `${l.name}${l.groupSize > 1 ? `(${l.groupSize})` : ''}`)
+  .join(' → ');
+console.log(
+  `rank ${rank}/${size} on ${comm.node}: sum ${sum[0]}, bcast "${new TextDecoder().decode(word).replace(/\0+$/, '')}", levels ${levels}; ${timings.join(', ')}`,
+);
 comm.close();

@@ -67,7 +67,15 @@ describe('TypeScript tables match the addon', () => {
 
   it('abort codes are TopocollError codes', () => {
     // A Record over the union: tsc fails when a code is added to or removed from the type.
-    const codes: Record<TopocollErrorCode, true> = { EINVAL: true, ECONFIG: true, ETOPOLOGY: true, EMISMATCH: true, ETIMEDOUT: true, EPEERLOST: true, ECLOSED: true };
+    const codes: Record<TopocollErrorCode, true> = {
+      EINVAL: true,
+      ECONFIG: true,
+      ETOPOLOGY: true,
+      EMISMATCH: true,
+      ETIMEDOUT: true,
+      EPEERLOST: true,
+      ECLOSED: true,
+    };
     expect(tables.abortCodes.length).toBeGreaterThan(0);
     for (const code of tables.abortCodes) expect(Object.keys(codes)).toContain(code);
   });

@@ -11,12 +11,12 @@
 
 #include "copy_rate.h"
 #include "engine.h"
-#include "wait.h"
 #include "errors.h"
 #include "job_queue.h"
 #include "js_error.h"
 #include "placement.h"
 #include "segment_layout.h"
+#include "wait.h"
 
 namespace topocoll {
 
@@ -133,9 +133,15 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       CallField field;
     };
     static constexpr Entry kEntries[] = {
-        {"collective", kFieldCollective}, {"reducePlan", kFieldReducePlan}, {"bcastPlan", kFieldBcastPlan},
-        {"count", kFieldCount},           {"dtype", kFieldDtype},           {"op", kFieldOp},
-        {"root", kFieldRoot},             {"planHash", kFieldPlanHash},     {"segment", kFieldSegment},
+        {"collective", kFieldCollective},
+        {"reducePlan", kFieldReducePlan},
+        {"bcastPlan", kFieldBcastPlan},
+        {"count", kFieldCount},
+        {"dtype", kFieldDtype},
+        {"op", kFieldOp},
+        {"root", kFieldRoot},
+        {"planHash", kFieldPlanHash},
+        {"segment", kFieldSegment},
         {"bcastSegment", kFieldBcastSegment},
     };
     // The slots are numbered 0 … kCallFields − 1: one entry each, or the table is incomplete.
@@ -183,8 +189,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     std::vector<TcpPeer> peers;
     for (uint32_t i = 0; i < list.Length(); ++i) {
       auto p = list.Get(i).As<Napi::Object>();
-      peers.push_back({p.Get("rank").As<Napi::Number>().Int32Value(), p.Get("host").As<Napi::String>(),
-                       p.Get("port").As<Napi::Number>().Int32Value()});
+      peers.push_back(
+          {p.Get("rank").As<Napi::Number>().Int32Value(), p.Get("host").As<Napi::String>(), p.Get("port").As<Napi::Number>().Int32Value()});
     }
     const int wait = info[2].As<Napi::Number>().Int32Value();
     std::vector<int> missing;
@@ -330,7 +336,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     const int size = engine_->size();
     if (counts.given) {
       if (counts.type != napi_float64_array || counts.elements != static_cast<size_t>(size)) {
-        throw CollError("EINVAL", "allgatherv: counts must be a Float64Array of " + std::to_string(size) + " (one per rank), got " + std::to_string(counts.elements) + " elements");
+        throw CollError("EINVAL", "allgatherv: counts must be a Float64Array of " + std::to_string(size) + " (one per rank), got " +
+                                      std::to_string(counts.elements) + " elements");
       }
       const auto* c = static_cast<const double*>(counts.data);
       a.block_counts.resize(static_cast<size_t>(size));
@@ -347,7 +354,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     uint64_t total = 0;
     for (int r = 0; r < size; ++r) {
       const uint64_t n = counts.given ? a.block_counts[static_cast<size_t>(r)] : a.count;
-      if (n > recv.elements - total) throw CollError("EINVAL", "recv has " + std::to_string(recv.elements) + " elements, fewer than the allgather gathers");
+      if (n > recv.elements - total)
+        throw CollError("EINVAL", "recv has " + std::to_string(recv.elements) + " elements, fewer than the allgather gathers");
       total += n;
     }
     const uint64_t own = counts.given ? a.block_counts[static_cast<size_t>(engine_->rank())] : a.count;
@@ -506,8 +514,9 @@ Napi::Value CrossCoreRatesOf(const Napi::CallbackInfo& info) {
 // crossCoreLatencyNs(cpuA, cpuB, roundTrips): one-way ns of a cache line between the two CPUs.
 Napi::Value CrossCoreLatencyOf(const Napi::CallbackInfo& info) {
   try {
-    return Napi::Number::New(info.Env(), MeasureCrossCoreLatencyNs(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value(),
-                                                                   info[2].As<Napi::Number>().Int32Value()));
+    return Napi::Number::New(info.Env(),
+                             MeasureCrossCoreLatencyNs(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value(),
+                                                       info[2].As<Napi::Number>().Int32Value()));
   } catch (const CollError& e) {
     ThrowJs(info.Env(), e.code(), e.what());
   }
@@ -535,10 +544,14 @@ Napi::Object NativeTables(Napi::Env env) {
   Napi::Object out = Napi::Object::New(env);
 
   static constexpr std::pair<const char*, StepKind> kSteps[] = {
-      {"Send", StepKind::kSend},         {"Recv", StepKind::kRecv},
-      {"RecvReduce", StepKind::kRecvReduce}, {"ShmBcast", StepKind::kShmBcast},
-      {"SendRecv", StepKind::kSendRecv}, {"SendRecvReduce", StepKind::kSendRecvReduce},
-      {"ShmReduce", StepKind::kShmReduce}, {"ShmAllreduce", StepKind::kShmAllreduce},
+      {"Send", StepKind::kSend},
+      {"Recv", StepKind::kRecv},
+      {"RecvReduce", StepKind::kRecvReduce},
+      {"ShmBcast", StepKind::kShmBcast},
+      {"SendRecv", StepKind::kSendRecv},
+      {"SendRecvReduce", StepKind::kSendRecvReduce},
+      {"ShmReduce", StepKind::kShmReduce},
+      {"ShmAllreduce", StepKind::kShmAllreduce},
       {"ShmAllgather", StepKind::kShmAllgather},
   };
   static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kShmAllgather), "step kinds are 1 … the last");
@@ -548,10 +561,11 @@ Napi::Object NativeTables(Napi::Env env) {
   out.Set("callFields", NativeEngine::CallFieldTable(env));
 
   static constexpr std::pair<const char*, Collective> kCollectives[] = {
-      {"barrier", Collective::kBarrier}, {"bcast", Collective::kBcast}, {"reduce", Collective::kReduce},
+      {"barrier", Collective::kBarrier},     {"bcast", Collective::kBcast},         {"reduce", Collective::kReduce},
       {"allreduce", Collective::kAllreduce}, {"allgather", Collective::kAllgather},
   };
-  static_assert(sizeof(kCollectives) / sizeof(kCollectives[0]) == static_cast<size_t>(Collective::kAllgather), "collectives are 1 … the last");
+  static_assert(sizeof(kCollectives) / sizeof(kCollectives[0]) == static_cast<size_t>(Collective::kAllgather),
+                "collectives are 1 … the last");
   out.Set("collectives", EnumTable(env, kCollectives));
 
   // Datatypes and operators by the names the engine reports in its errors; which pairs have
@@ -581,7 +595,10 @@ Napi::Object NativeTables(Napi::Env env) {
   out.Set("reduceOpsByDatatype", supported);
 
   static constexpr std::pair<const char*, TreeKind> kTrees[] = {
-      {"flat", TreeKind::kFlat}, {"chain", TreeKind::kChain}, {"kary", TreeKind::kKary}, {"knomial", TreeKind::kKnomial},
+      {"flat", TreeKind::kFlat},
+      {"chain", TreeKind::kChain},
+      {"kary", TreeKind::kKary},
+      {"knomial", TreeKind::kKnomial},
   };
   static_assert(sizeof(kTrees) / sizeof(kTrees[0]) == static_cast<size_t>(TreeKind::kKnomial) + 1, "trees are 0 … the last");
   out.Set("trees", EnumTable(env, kTrees));
@@ -591,7 +608,8 @@ Napi::Object NativeTables(Napi::Env env) {
 
   // By index, as they travel (index 0, no abort, left out).
   Napi::Array aborts = Napi::Array::New(env);
-  for (size_t i = 1; i < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]); ++i) aborts.Set(static_cast<uint32_t>(i - 1), Napi::String::New(env, kAbortCodes[i]));
+  for (size_t i = 1; i < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]); ++i)
+    aborts.Set(static_cast<uint32_t>(i - 1), Napi::String::New(env, kAbortCodes[i]));
   out.Set("abortCodes", aborts);
 
   out.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));

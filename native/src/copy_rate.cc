@@ -61,7 +61,8 @@ CrossCoreRates MeasureCrossCoreRates(size_t bytes, int rounds, int writer_cpu, i
   writer.join();
   reader.join();
   if (!pinned) {
-    throw CollError("EINVAL", "could not place the copy threads on CPUs " + std::to_string(writer_cpu) + " and " + std::to_string(reader_cpu));
+    throw CollError("EINVAL",
+                    "could not place the copy threads on CPUs " + std::to_string(writer_cpu) + " and " + std::to_string(reader_cpu));
   }
   // Reading the result keeps the copies from being optimised away.
   if (bytes > 0 && local[bytes / 2] != static_cast<uint8_t>(rounds & 0xff)) throw CollError("EINVAL", "copy-rate check failed");
@@ -95,7 +96,8 @@ double MeasureCrossCoreLatencyNs(int cpu_a, int cpu_b, int round_trips) {
   std::thread b(player, cpu_b, 1);
   a.join();
   b.join();
-  if (!pinned) throw CollError("EINVAL", "could not place the latency threads on CPUs " + std::to_string(cpu_a) + " and " + std::to_string(cpu_b));
+  if (!pinned)
+    throw CollError("EINVAL", "could not place the latency threads on CPUs " + std::to_string(cpu_a) + " and " + std::to_string(cpu_b));
   return us * 1000.0 / (2.0 * round_trips);
 }
 

@@ -65,8 +65,10 @@ struct Reducer {
   bool symmetric = false;
   explicit operator bool() const { return kernel != nullptr || custom != nullptr; }
   void operator()(void* dst, const void* src, size_t n) const {
-    if (kernel != nullptr) kernel(dst, src, n);
-    else (*custom)(dst, src, n);
+    if (kernel != nullptr)
+      kernel(dst, src, n);
+    else
+      (*custom)(dst, src, n);
   }
 };
 

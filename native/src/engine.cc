@@ -70,7 +70,8 @@ void Engine::OpenSegment(const std::string& name) {
   // The creator chose asymmetric fences for the whole node: every waker skips its fence from
   // now on, so every process must be reachable by the sleepers' membarrier.
   if (h->asymmetric_fences != 0 && !RegisterForMembarrier()) {
-    throw CollError("EINVAL", "membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) failed in this process but worked in the node leader's");
+    throw CollError("EINVAL",
+                    "membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) failed in this process but worked in the node leader's");
   }
   InitViews();
 }
@@ -156,7 +157,6 @@ std::vector<int> Engine::ConnectTcp(const std::string& token, const std::vector<
   return tcp_.Establish(options_.rank, token, peers, wait_ms, guard);
 }
 
-
 void Engine::SetPlan(int id, std::vector<Step> steps) {
   if (id < 0) throw CollError("EINVAL", "schedule ids are not negative");
   for (Step& s : steps) {
@@ -167,7 +167,8 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
       const bool moves = s.kind == StepKind::kSend || s.kind == StepKind::kRecv || s.kind == StepKind::kShmBcast || exchange;
       if (!moves || s.count != 1 || s.first >= static_cast<uint32_t>(options_.size) ||
           (exchange && (s.count2 != 1 || s.first2 >= static_cast<uint32_t>(options_.size)))) {
-        throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a rank-block range that is not one rank's block of a send or receive");
+        throw CollError("EINVAL",
+                        "schedule " + std::to_string(id) + " has a rank-block range that is not one rank's block of a send or receive");
       }
     } else if (static_cast<uint64_t>(s.first) + s.count > s.of || static_cast<uint64_t>(s.first2) + s.count2 > s.of) {
       throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a block range outside its segment");
@@ -176,7 +177,8 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
     s.local_peer2 = s.peer2 >= 0 ? LocalIndex(s.peer2) : -1;
     const bool node_wide = s.kind == StepKind::kShmAllreduce || s.kind == StepKind::kShmAllgather;
     if (node_wide && (options_.local_ranks.size() != static_cast<size_t>(options_.size) || options_.size < 2)) {
-      throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory step, but the job is not one node of several ranks");
+      throw CollError(
+          "EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory step, but the job is not one node of several ranks");
     }
   }
   if (plans_.size() <= static_cast<size_t>(id)) plans_.resize(static_cast<size_t>(id) + 1);
@@ -200,7 +202,8 @@ void Engine::SetShmGroup(int id, const std::vector<int>& ranks) {
   shm_bcast_->SetGroup(id, locals);
   shm_reduce_->SetGroup(id, locals);
   if (group_has_co_runner_.size() <= static_cast<size_t>(id)) group_has_co_runner_.resize(static_cast<size_t>(id) + 1, false);
-  group_has_co_runner_[static_cast<size_t>(id)] = std::any_of(locals.begin(), locals.end(), [&](int li) { return co_runner_[static_cast<size_t>(li)]; });
+  group_has_co_runner_[static_cast<size_t>(id)] =
+      std::any_of(locals.begin(), locals.end(), [&](int li) { return co_runner_[static_cast<size_t>(li)]; });
 }
 
 const WaitPolicy& Engine::PolicyFor(int local_peer) const {
@@ -208,7 +211,8 @@ const WaitPolicy& Engine::PolicyFor(int local_peer) const {
 }
 
 const WaitPolicy& Engine::GroupPolicy(int group) const {
-  return static_cast<size_t>(group) < group_has_co_runner_.size() && group_has_co_runner_[static_cast<size_t>(group)] ? yield_policy_ : policy_;
+  return static_cast<size_t>(group) < group_has_co_runner_.size() && group_has_co_runner_[static_cast<size_t>(group)] ? yield_policy_
+                                                                                                                      : policy_;
 }
 
 void Engine::ResetShm() {

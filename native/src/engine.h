@@ -10,9 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
-#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -47,7 +47,7 @@ enum class StepKind : int32_t {
 };
 struct Step {
   StepKind kind;
-  int32_t peer;   // the other rank (the receiver of an exchange's send); kShmBcast: the group's source; kShmReduce: its destination
+  int32_t peer;  // the other rank (the receiver of an exchange's send); kShmBcast: the group's source; kShmReduce: its destination
   int32_t level;
   int32_t group;  // kShmBcast: the shared-memory group id registered with SetShmGroup
   // Blocks [first, first + count) of the segment cut into `of` blocks. of = 0: rank block
@@ -100,10 +100,13 @@ struct EngineOptions {
 // own in dst's place (dst = own op incoming in one pass; the reducer has kernel3).
 class Delivery {
  public:
-  Delivery(void* dst, const Reducer& reducer, bool incoming_first, size_t elem, const void* own,
-           std::vector<uint8_t>& scratch)
-      : out_(static_cast<uint8_t*>(dst)), own_(static_cast<const uint8_t*>(own)), reducer_(reducer),
-        incoming_first_(incoming_first), elem_(elem), scratch_(scratch) {}
+  Delivery(void* dst, const Reducer& reducer, bool incoming_first, size_t elem, const void* own, std::vector<uint8_t>& scratch)
+      : out_(static_cast<uint8_t*>(dst)),
+        own_(static_cast<const uint8_t*>(own)),
+        reducer_(reducer),
+        incoming_first_(incoming_first),
+        elem_(elem),
+        scratch_(scratch) {}
   // Takes the next `len` bytes (whole elements).
   void operator()(const uint8_t* in, size_t len);
   bool combines() const { return static_cast<bool>(reducer_); }
@@ -238,8 +241,8 @@ class Engine {
   void StartAccumulator(PhaseData& data, const uint8_t* input, const Reducer& reducer);
   static constexpr size_t kLazyInputBytes = 16 * 1024;
   void RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer, Guard& guard);
-  void RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n,
-               uint64_t seg_index, const Reducer& reducer, Guard& guard);
+  void RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n, uint64_t seg_index,
+               const Reducer& reducer, Guard& guard);
   void NormalizeAlone(const CallArgs& args, const Reducer& reducer, size_t bytes);
   static uint32_t CallHash(const MsgHeader& h);
   // CallHash of this rank's previous call (before its own previous call was folded in), folded
@@ -254,8 +257,8 @@ class Engine {
   void RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_t bytes, Delivery& into, Guard& guard);
   // A step that sends to s.peer while it receives from s.peer2, both on this node: the send in
   // pieces between the pieces received (large messages), so neither ring must hold it all.
-  void ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into,
-                     size_t in_bytes, Guard& guard);
+  void ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into, size_t in_bytes,
+                     Guard& guard);
   // How much an exchange sends before it looks at what came in (at most a quarter of the ring).
   static constexpr uint64_t kExchangePiece = 256 * 1024;
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);

@@ -148,8 +148,7 @@ void Engine::StartAccumulator(PhaseData& data, const uint8_t* input, const Reduc
   data.pending = &pending_;
 }
 
-void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer,
-                      Guard& guard) {
+void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer, Guard& guard) {
   const uint64_t segments = data.count == 0 ? 1 : (data.count + data.segment - 1) / data.segment;
   for (uint64_t k = 0; k < segments; ++k) {
     const uint64_t start = k * data.segment;
@@ -170,8 +169,8 @@ ElementRange Blocks(uint64_t n, uint32_t first, uint32_t count, uint32_t of) {
 
 }  // namespace
 
-void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n,
-                     uint64_t seg_index, const Reducer& reducer, Guard& guard) {
+void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n, uint64_t seg_index,
+                     const Reducer& reducer, Guard& guard) {
   const size_t elem = data.elem;
   // Elements of B a range names in this segment: blocks of the segment, or the segment's column
   // of one rank's block.
@@ -204,16 +203,16 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
   auto arriving = [&](uint64_t b, uint64_t e, bool reduce) {
     const void* own = nullptr;
     if (pending != nullptr) {
-      if (reduce && pending->Untouched(b, e)) own = pending->Input(b);
-      else if (reduce) pending->Materialize(b, e);
+      if (reduce && pending->Untouched(b, e))
+        own = pending->Input(b);
+      else if (reduce)
+        pending->Materialize(b, e);
       pending->MarkWritten(b, e);
     }
     return Delivery(data.buffer + b * elem, reduce ? reducer : Reducer{}, s.order == 1, elem, own, combine_scratch_);
   };
   switch (s.kind) {
-    case StepKind::kSend:
-      SendTo(s.peer, s.local_peer, header, source(begin, end), bytes, guard);
-      return;
+    case StepKind::kSend: SendTo(s.peer, s.local_peer, header, source(begin, end), bytes, guard); return;
     case StepKind::kRecv:
     case StepKind::kRecvReduce: {
       Delivery into = arriving(begin, end, s.kind == StepKind::kRecvReduce);
@@ -243,8 +242,7 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
     case StepKind::kShmAllreduce: {
       if (pending != nullptr) pending->Materialize(begin, end);
       guard.WaitingOnNode();
-      shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, s.every_rank_combines, reducer,
-                          node_policy_, guard);
+      shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, s.every_rank_combines, reducer, node_policy_, guard);
       return;
     }
     case StepKind::kShmAllgather: {
@@ -253,8 +251,8 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
         throw CollError("EINVAL", "a node-wide shared-memory allgather step outside a whole allgather's gather phase");
       }
       guard.WaitingOnNode();
-      shm_allreduce_->Allgather(data.buffer, data.blocks->counts, data.blocks->displs, elem, header, s.every_rank_combines,
-                                node_policy_, guard);
+      shm_allreduce_->Allgather(data.buffer, data.blocks->counts, data.blocks->displs, elem, header, s.every_rank_combines, node_policy_,
+                                guard);
       return;
     }
     case StepKind::kSendRecv:
@@ -274,7 +272,9 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       // Both sides send before they receive: the transports must hold the whole segment.
       const uint64_t limit = s.local_peer >= 0 ? options_.channel_bytes - 2 * sizeof(MsgHeader) : kEagerBytes;
       if (bytes > limit) {
-        throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) + " bytes between nodes; schedules with such exchanges must run with segments of at most " + std::to_string(limit) + " bytes here");
+        throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) +
+                                      " bytes between nodes; schedules with such exchanges must run with segments of at most " +
+                                      std::to_string(limit) + " bytes here");
       }
       SendTo(s.peer, s.local_peer, header, out, bytes, guard);
       Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
@@ -287,9 +287,13 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
 
 void Engine::FillAllgatherBlocks(const CallArgs& args, BlockTable& t) const {
   const auto size = static_cast<size_t>(options_.size);
-  if (args.block_counts.empty()) t.counts.assign(size, args.count);
-  else if (args.block_counts.size() == size) t.counts = args.block_counts;
-  else throw CollError("EINVAL", "allgatherv: " + std::to_string(args.block_counts.size()) + " block lengths for " + std::to_string(size) + " ranks");
+  if (args.block_counts.empty())
+    t.counts.assign(size, args.count);
+  else if (args.block_counts.size() == size)
+    t.counts = args.block_counts;
+  else
+    throw CollError("EINVAL",
+                    "allgatherv: " + std::to_string(args.block_counts.size()) + " block lengths for " + std::to_string(size) + " ranks");
   t.displs.resize(size);
   uint64_t at = 0;
   for (size_t r = 0; r < size; ++r) {
@@ -318,13 +322,11 @@ uint32_t Engine::CallHash(const MsgHeader& h) {
     return x ^ (x >> 31);
   };
   uint64_t x = mix((static_cast<uint64_t>(h.seq) << 32) | h.plan_hash);
-  x = mix(x ^ ((static_cast<uint64_t>(h.collective) << 56) | (static_cast<uint64_t>(h.dtype) << 48) |
-               (static_cast<uint64_t>(h.op) << 40) | (static_cast<uint64_t>(h.phase) << 32) |
-               static_cast<uint32_t>(h.root)));
+  x = mix(x ^ ((static_cast<uint64_t>(h.collective) << 56) | (static_cast<uint64_t>(h.dtype) << 48) | (static_cast<uint64_t>(h.op) << 40) |
+               (static_cast<uint64_t>(h.phase) << 32) | static_cast<uint32_t>(h.root)));
   x = mix(x ^ h.count);
   return static_cast<uint32_t>(x ^ (x >> 32));
 }
-
 
 void Engine::NormalizeAlone(const CallArgs& args, const Reducer& fn, size_t bytes) {
   // Alone in the job, no operator was applied: logical operators still owe a 0/1 result, which
@@ -341,7 +343,8 @@ void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const voi
   const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
   if (local_peer >= 0) {
     const size_t local_size = locals_.size();
-    channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(local_peer)].Send(slices, 2, PolicyFor(local_peer), guard);
+    channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(local_peer)].Send(slices, 2, PolicyFor(local_peer),
+                                                                                                     guard);
   } else {
     tcp_.Send(peer, slices, 2, guard);
   }
@@ -398,7 +401,8 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_
     MsgHeader notice{};
     if (e.tail().size() == sizeof notice) {
       std::memcpy(&notice, e.tail().data(), sizeof notice);
-      if (notice.magic == kAbortMagic && notice.sender == peer && notice.op > 0 && notice.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0])) {
+      if (notice.magic == kAbortMagic && notice.sender == peer && notice.op > 0 &&
+          notice.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0])) {
         const char* code = kAbortCodes[notice.op];
         throw CollError(code, "rank " + std::to_string(peer) + " stopped the collective (" + code + " there)");
       }
@@ -412,8 +416,10 @@ void Delivery::operator()(const uint8_t* in, size_t len) {
     std::memcpy(out_, in, len);
   } else if (own_ != nullptr) {
     // Left operand first, as below: the same bits as copying `own` into out and combining.
-    if (!incoming_first_ || reducer_.symmetric) reducer_.kernel3(out_, own_, in, len / elem_);
-    else reducer_.kernel3(out_, in, own_, len / elem_);
+    if (!incoming_first_ || reducer_.symmetric)
+      reducer_.kernel3(out_, own_, in, len / elem_);
+    else
+      reducer_.kernel3(out_, in, own_, len / elem_);
     own_ += len;
   } else if (!incoming_first_ || reducer_.symmetric) {
     reducer_(out_, in, len / elem_);
@@ -427,8 +433,8 @@ void Delivery::operator()(const uint8_t* in, size_t len) {
   out_ += len;
 }
 
-void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into,
-                           size_t in_bytes, Guard& guard) {
+void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into, size_t in_bytes,
+                           Guard& guard) {
   const size_t local_size = locals_.size();
   ShmChannel& tx = channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(s.local_peer)];
   ShmChannel& rx = channels_[static_cast<size_t>(s.local_peer2) * local_size + static_cast<size_t>(local_index_)];

@@ -48,9 +48,9 @@ void Engine::Guard::Check() {
       call_timing_ = true;
       call_since_ = now;
     } else if (now - call_since_ > std::chrono::milliseconds(engine_.options_.collective_timeout_ms)) {
-      const std::string text = "the " + CallName() + " did not complete within " +
-                               std::to_string(engine_.options_.collective_timeout_ms) + " ms (timeouts.collectiveMs) on rank " +
-                               std::to_string(engine_.options_.rank) + ", which was waiting on " + Awaited();
+      const std::string text = "the " + CallName() + " did not complete within " + std::to_string(engine_.options_.collective_timeout_ms) +
+                               " ms (timeouts.collectiveMs) on rank " + std::to_string(engine_.options_.rank) + ", which was waiting on " +
+                               Awaited();
       engine_.Abort("ETIMEDOUT", text);
       throw CollError("ETIMEDOUT", text);
     }
@@ -138,8 +138,7 @@ void Engine::Watch() {
       const int pid = peer.control->pid.load(std::memory_order_relaxed);
       if (pid <= 0 || peer.control->departed.load(std::memory_order_acquire) != 0) continue;
       if (kill(pid, 0) != 0 && errno == ESRCH) {
-        Abort("EPEERLOST", "rank " + std::to_string(peer.rank) + " (pid " + std::to_string(pid) +
-                               ") on this node died");
+        Abort("EPEERLOST", "rank " + std::to_string(peer.rank) + " (pid " + std::to_string(pid) + ") on this node died");
         break;
       }
     }
@@ -187,8 +186,8 @@ void Engine::CloseLinksAfterAbort(uint32_t code_index) {
 void Engine::ThrowAborted() const {
   const uint32_t code = NodeAbortCode();
   const char* name = code < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]) ? kAbortCodes[code] : "EPEERLOST";
-  throw CollError(name, "the communicator was aborted: rank " + std::to_string(header_->abort_rank) + ": " +
-                            std::string(header_->abort_message));
+  throw CollError(name,
+                  "the communicator was aborted: rank " + std::to_string(header_->abort_rank) + ": " + std::string(header_->abort_message));
 }
 
 void Engine::PublishCall(const MsgHeader& call) {

@@ -10,8 +10,7 @@ namespace topocoll {
 
 class CollError : public std::runtime_error {
  public:
-  CollError(std::string code, const std::string& message)
-      : std::runtime_error(message), code_(std::move(code)) {}
+  CollError(std::string code, const std::string& message) : std::runtime_error(message), code_(std::move(code)) {}
   const std::string& code() const { return code_; }
 
  private:

@@ -21,8 +21,7 @@ struct JobQueue::Job {
 
 JobQueue::JobQueue(Napi::Env env, Engine& engine, uint32_t slice_us) : engine_(engine) {
   // Completions come back to the JS thread through this function.
-  tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),
-                                        "topocoll-progress", 0, 1);
+  tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), "topocoll-progress", 0, 1);
   tsfn_.Unref(env);
   thread_ = std::thread([this, slice_us] { Loop(slice_us); });
 }
@@ -75,8 +74,10 @@ void JobQueue::Loop(uint32_t slice_us) {
     idle_.notify_all();
     tsfn_.BlockingCall(job, [this](Napi::Env env, Napi::Function, Job* done) {
       std::unique_ptr<Job> owned(done);
-      if (owned->error_code.empty()) owned->deferred.Resolve(env.Undefined());
-      else owned->deferred.Reject(ToJsError(env, owned->error_code, owned->error_message).Value());
+      if (owned->error_code.empty())
+        owned->deferred.Resolve(env.Undefined());
+      else
+        owned->deferred.Reject(ToJsError(env, owned->error_code, owned->error_message).Value());
       if (--pending_ == 0) tsfn_.Unref(env);
     });
   }

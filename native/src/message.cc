@@ -35,10 +35,12 @@ std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, in
     return "expected a message from rank " + std::to_string(peer) + " but got one from rank " + std::to_string(got.sender);
   }
   if (got.plan_hash != expected.plan_hash && got.seq == expected.seq) {
-    return "rank " + std::to_string(peer) + " differs from this rank in the plan or in the previous collective call: a different level configuration (configure() or setLevelEnabled() not called on every rank), different allgatherv counts, or different arguments to the previous collective";
+    return "rank " + std::to_string(peer) +
+           " differs from this rank in the plan or in the previous collective call: a different level configuration (configure() or "
+           "setLevelEnabled() not called on every rank), different allgatherv counts, or different arguments to the previous collective";
   }
-  if (got.seq != expected.seq || got.collective != expected.collective || got.dtype != expected.dtype ||
-      got.op != expected.op || got.root != expected.root || got.count != expected.count || got.phase != expected.phase) {
+  if (got.seq != expected.seq || got.collective != expected.collective || got.dtype != expected.dtype || got.op != expected.op ||
+      got.root != expected.root || got.count != expected.count || got.phase != expected.phase) {
     return "rank " + std::to_string(peer) + " called " + Describe(got) + " but this rank called " + Describe(expected);
   }
   return {};
@@ -46,8 +48,8 @@ std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, in
 
 std::string DescribeCallMismatch(const MsgHeader& mine, const MsgHeader& theirs, int peer) {
   if (theirs.seq != mine.seq) return {};
-  if (theirs.collective == mine.collective && theirs.dtype == mine.dtype && theirs.op == mine.op &&
-      theirs.root == mine.root && theirs.count == mine.count && theirs.plan_hash == mine.plan_hash) {
+  if (theirs.collective == mine.collective && theirs.dtype == mine.dtype && theirs.op == mine.op && theirs.root == mine.root &&
+      theirs.count == mine.count && theirs.plan_hash == mine.plan_hash) {
     return {};
   }
   return "rank " + std::to_string(peer) + " called " + Describe(theirs) + " but this rank called " + Describe(mine);

@@ -22,14 +22,14 @@ const char* CollectiveName(Collective c);
 
 struct MsgHeader {
   uint32_t magic;
-  uint32_t seq;          // per-communicator call number (low 32 bits)
-  uint8_t collective;    // Collective
-  uint8_t dtype;         // Dtype
-  uint8_t op;            // ReduceOp (0 where there is none)
-  uint8_t phase;         // 0 = reduce / bcast alone, 1 = the bcast half of an allreduce
+  uint32_t seq;        // per-communicator call number (low 32 bits)
+  uint8_t collective;  // Collective
+  uint8_t dtype;       // Dtype
+  uint8_t op;          // ReduceOp (0 where there is none)
+  uint8_t phase;       // 0 = reduce / bcast alone, 1 = the bcast half of an allreduce
   int32_t root;
-  uint64_t count;        // elements
-  uint32_t plan_hash;    // identifies the level configuration the sender planned with
+  uint64_t count;      // elements
+  uint32_t plan_hash;  // identifies the level configuration the sender planned with
   int32_t sender;
 };
 static_assert(sizeof(MsgHeader) == 32, "the header is part of the wire format");

@@ -22,8 +22,7 @@ constexpr size_t kSlotsAt = RoundUp(kResultsAt + 2 * ShmAllreduce::kMaxBytes, al
 
 }  // namespace
 
-SegmentLayout::SegmentLayout(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast)
-    : local_size_(local_size) {
+SegmentLayout::SegmentLayout(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast) : local_size_(local_size) {
   const size_t blocks = static_cast<size_t>(bcast.queue_bytes / bcast.min_fragment);
   controls_ = kPage;
   channels_ = controls_ + RoundUp(local_size * sizeof(RankControl), kPage);

@@ -46,8 +46,7 @@ void ShmAllreduce::MarkDeposited(uint64_t call, const WaitPolicy& policy) {
   }
 }
 
-void ShmAllreduce::AwaitDeposit(uint64_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy,
-                                WaitGuard& guard) {
+void ShmAllreduce::AwaitDeposit(uint64_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {
   const Slot& theirs = SlotOf(static_cast<int>(r), call);
   auto deposited = [&] { return theirs.deposited.load(std::memory_order_acquire) > call; };
   if (!deposited()) WaitUntil(deposited, *doorbells_[static_cast<size_t>(me_)], policy, guard);
@@ -77,13 +76,16 @@ void ShmAllreduce::AwaitComplete(uint64_t round, const WaitPolicy& policy, WaitG
   if (!done()) WaitUntil(done, *doorbells_[static_cast<size_t>(me_)], policy, guard);
 }
 
-void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
-                       const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard) {
+void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines, const Reducer& combine,
+                       const WaitPolicy& policy, WaitGuard& guard) {
   const size_t bytes = static_cast<size_t>(count) * elem;
-  if (bytes > kMaxBytes) throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+  if (bytes > kMaxBytes)
+    throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
   const uint64_t call = Deposit(buf, bytes, header);
-  if (every_rank_combines) EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
-  else LastCombines(call, last_arrival_calls_++, buf, bytes, count, header, combine, policy, guard);
+  if (every_rank_combines)
+    EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
+  else
+    LastCombines(call, last_arrival_calls_++, buf, bytes, count, header, combine, policy, guard);
 }
 
 void ShmAllreduce::EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
@@ -95,14 +97,15 @@ void ShmAllreduce::EveryRankCombines(uint64_t call, void* buf, size_t bytes, uin
     // A barrier has nothing to combine (and no operator). This rank's own data is in its slot.
     if (bytes == 0) continue;
     const Slot& theirs = SlotOf(static_cast<int>(r), call);
-    if (r == 0) std::memcpy(out, theirs.data, bytes);
-    else combine(out, theirs.data, count);
+    if (r == 0)
+      std::memcpy(out, theirs.data, bytes);
+    else
+      combine(out, theirs.data, count);
   }
 }
 
-void ShmAllreduce::LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count,
-                                const MsgHeader& header, const Reducer& combine, const WaitPolicy& policy,
-                                WaitGuard& guard) {
+void ShmAllreduce::LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
+                                const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard) {
   uint8_t* result = Result(call);
   if (Arrive(call, round, header)) {
     // A barrier has nothing to combine (and no operator).
@@ -118,9 +121,8 @@ void ShmAllreduce::LastCombines(uint64_t call, uint64_t round, void* buf, size_t
   if (bytes > 0) std::memcpy(buf, result, bytes);
 }
 
-void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs,
-                             size_t elem, const MsgHeader& header, bool every_rank_waits, const WaitPolicy& policy,
-                             WaitGuard& guard) {
+void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs, size_t elem,
+                             const MsgHeader& header, bool every_rank_waits, const WaitPolicy& policy, WaitGuard& guard) {
   const size_t ranks = doorbells_.size();
   // Local rank r's block: its place in the result and its bytes.
   const auto block = [&](size_t r) {
@@ -156,8 +158,10 @@ void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& count
       continue;
     }
     const uint64_t round = last_arrival_calls_++;
-    if (Arrive(call, round, header)) Complete(round, policy);
-    else AwaitComplete(round, policy, guard);
+    if (Arrive(call, round, header))
+      Complete(round, policy);
+    else
+      AwaitComplete(round, policy, guard);
     for (size_t r = 0; r < ranks; ++r) {
       if (static_cast<int>(r) != me_) take(r);
     }

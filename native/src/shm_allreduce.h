@@ -82,8 +82,8 @@ class ShmAllreduce {
   // Combines every local rank's `buf` (count elements of elem bytes; the same `header` on every
   // rank) into every rank's `buf`; `every_rank_combines` picks the protocol (the same on every
   // rank). Throws CollError EMISMATCH when the headers differ.
-  void Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines,
-           const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard);
+  void Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines, const Reducer& combine,
+           const WaitPolicy& policy, WaitGuard& guard);
 
   // Allgather: local rank r's block (counts[ranks[r]] elements of elem bytes) lies at
   // displs[ranks[r]] in every rank's `result`; this rank's own block is there already.
@@ -111,10 +111,10 @@ class ShmAllreduce {
   void Complete(uint64_t round, const WaitPolicy& policy);
   // The others: wait until `round` is complete.
   void AwaitComplete(uint64_t round, const WaitPolicy& policy, WaitGuard& guard);
-  void LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
-                    const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard);
-  void EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
-                         const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard);
+  void LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header, const Reducer& combine,
+                    const WaitPolicy& policy, WaitGuard& guard);
+  void EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header, const Reducer& combine,
+                         const WaitPolicy& policy, WaitGuard& guard);
 
   Counters* counters_;
   uint8_t* results_;

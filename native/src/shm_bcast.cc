@@ -11,7 +11,8 @@ namespace {
 
 const ShmBcastParams& Checked(const ShmBcastParams& p) {
   if (p.min_fragment == 0 || p.queue_bytes < p.min_fragment) {
-    throw CollError("EINVAL", "the S0 queue (" + std::to_string(p.queue_bytes) + " bytes) holds no fragment of " + std::to_string(p.min_fragment) + " bytes");
+    throw CollError("EINVAL", "the S0 queue (" + std::to_string(p.queue_bytes) + " bytes) holds no fragment of " +
+                                  std::to_string(p.min_fragment) + " bytes");
   }
   return p;
 }
@@ -55,8 +56,10 @@ ShmBcast::TreeLinks ShmBcast::LinksFor(int n, int root_pos, int my_pos, const st
   std::vector<int> children;
   switch (params_.tree) {
     case TreeKind::kFlat:
-      if (v > 0) parent = 0;
-      else for (int c = 1; c < n; ++c) children.push_back(c);
+      if (v > 0)
+        parent = 0;
+      else
+        for (int c = 1; c < n; ++c) children.push_back(c);
       break;
     case TreeKind::kChain:
       if (v > 0) parent = v - 1;
@@ -123,9 +126,8 @@ FragmentControl& ShmBcast::Block(int owner, int ring, uint64_t index) {
   return regions_[static_cast<size_t>(owner)].rings[static_cast<uint64_t>(ring) * blocks_ + index % blocks_];
 }
 
-void ShmBcast::Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_t offset, uint32_t size,
-                      uint32_t call_hash, const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy,
-                      WaitGuard& guard) {
+void ShmBcast::Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_t offset, uint32_t size, uint32_t call_hash,
+                      const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard) {
   BcastRegion& region = regions_[static_cast<size_t>(child)];
   // The child's consumed count is read only when the copy known here says the block may still
   // be in use: reading the child's line on every notification would cost a cache miss each.
@@ -136,8 +138,8 @@ void ShmBcast::Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_
     if (index >= known + blocks_) {
       // The child is a whole ring behind: wait until it has read this block's previous use.
       region.slot_waiter->store(me_, std::memory_order_seq_cst);
-      WaitUntil([&] { return index < (known = consumed.load(std::memory_order_acquire)) + blocks_; },
-                *doorbells_[static_cast<size_t>(me_)], policy, guard);
+      WaitUntil([&] { return index < (known = consumed.load(std::memory_order_acquire)) + blocks_; }, *doorbells_[static_cast<size_t>(me_)],
+                policy, guard);
     }
   }
   FragmentControl& c = Block(child, ring, index);
@@ -152,8 +154,10 @@ void ShmBcast::Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_
 void ShmBcast::WakeWaiter(BcastRegion& region, const WaitPolicy& policy) {
   // The same Dekker pair as a doorbell's (wait.h): the consumed count stored, then the waiter
   // loaded; the parent stores itself as waiter, then loads the count.
-  if (policy.asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);
-  else std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (policy.asymmetric)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   if (region.slot_waiter->load(std::memory_order_relaxed) >= 0) {
     const int waiter = region.slot_waiter->exchange(-1, std::memory_order_acq_rel);
     if (waiter >= 0) doorbells_[static_cast<size_t>(waiter)]->Ring(policy.asymmetric);
@@ -166,8 +170,8 @@ void ShmBcast::Release(int ring, uint64_t index, const WaitPolicy& policy) {
   WakeWaiter(own, policy);
 }
 
-void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash,
-                   const WaitPolicy& policy, WaitGuard& guard) {
+void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, const WaitPolicy& policy,
+                   WaitGuard& guard) {
   if (!HasGroup(id)) throw CollError("EINVAL", "unknown shared-memory group " + std::to_string(id));
   const Group& g = groups_[static_cast<size_t>(id)];
   const int n = static_cast<int>(g.members.size());
@@ -199,8 +203,7 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
   }
   auto notify_children = [&](size_t i, uint64_t tag, uint64_t offset, uint32_t size, const uint8_t* inline_src) {
     for (size_t c = 0; c < links.children.size(); ++c) {
-      Notify(links.children[c], ring, child_first[c] + i, tag, offset, size, call_hash, inline_src,
-             inline_src ? size : 0, policy, guard);
+      Notify(links.children[c], ring, child_first[c] + i, tag, offset, size, call_hash, inline_src, inline_src ? size : 0, policy, guard);
     }
   };
   if (me_ == root) {
@@ -247,19 +250,24 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
         WaitUntil([&] { return (seen = c.tag.load(std::memory_order_acquire)) != previous; }, mine, policy, guard);
       }
       if (seen != tag) {
-        throw CollError("EMISMATCH", "a shared-memory bcast fragment from another collective call arrived (the ranks of this group are in different calls)");
+        throw CollError(
+            "EMISMATCH",
+            "a shared-memory bcast fragment from another collective call arrived (the ranks of this group are in different calls)");
       }
     }
     previous = tag;
     if (c.call_hash != call_hash) throw CollError("EMISMATCH", "a shared-memory bcast fragment of a call with other arguments arrived");
     if (c.size != piece) {
-      throw CollError("EMISMATCH", "the bcast root sends " + std::to_string(c.size) + "-byte fragments where this rank expects " + std::to_string(piece) + " (count or datatype differ)");
+      throw CollError("EMISMATCH", "the bcast root sends " + std::to_string(c.size) + "-byte fragments where this rank expects " +
+                                       std::to_string(piece) + " (count or datatype differ)");
     }
     const uint64_t offset = c.offset;
     // Notify the children first, so they copy in parallel with this rank.
     notify_children(i, tag, offset, static_cast<uint32_t>(piece), inline_mode ? c.inline_data : nullptr);
-    if (inline_mode) std::memcpy(data, c.inline_data, piece);
-    else std::memcpy(data + i * frag, source.queue + offset, piece);
+    if (inline_mode)
+      std::memcpy(data, c.inline_data, piece);
+    else
+      std::memcpy(data + i * frag, source.queue + offset, piece);
     Release(ring, first_block + i, policy);
     if (inline_mode) continue;
     // Release the root's set after this call's last fragment in it: the next one, placed as the

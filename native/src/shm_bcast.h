@@ -92,7 +92,8 @@ struct alignas(kFalseSharingBytes) FragmentControl {
   uint32_t call_hash;
   uint8_t inline_data[kInlineBytes];
 };
-static_assert(sizeof(FragmentControl) == kFalseSharingBytes, "a control block fills its padding: kInlineBytes is what the other fields leave");
+static_assert(sizeof(FragmentControl) == kFalseSharingBytes,
+              "a control block fills its padding: kInlineBytes is what the other fields leave");
 
 struct alignas(kFalseSharingBytes) SetCounter {
   std::atomic<uint32_t> pending;  // readers that have not released this set of the owner's queue
@@ -135,8 +136,7 @@ class ShmBcast {
   // Broadcasts `bytes` of `buf` inside group `id` from its member with local index `root`.
   // `tag_base` is unique per (collective call, level); `call_hash` identifies the call's
   // arguments so a rank in a different call is detected. `guard` runs while waiting.
-  void Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, const WaitPolicy& policy,
-           WaitGuard& guard);
+  void Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, const WaitPolicy& policy, WaitGuard& guard);
 
   // Starts over after a reconfiguration, when no collective runs and none has notifications in
   // flight: forgets every group's counts and clears this rank's own control blocks and

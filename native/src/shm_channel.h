@@ -149,8 +149,10 @@ size_t ShmChannel::ConsumePublished(size_t n, Sink& consume, const WaitPolicy& p
   // itself. The store of tail_ and the load of `head` pair with the sender's store of `head`
   // and load of `tail` (Dekker): a fence here, or the membarrier the sender makes before it
   // sleeps.
-  if (policy.asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);
-  else std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (policy.asymmetric)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   const uint64_t advertised = control_->head.load(std::memory_order_relaxed);
   if (advertised >= tail_ && advertised - tail_ <= capacity_ / 2) sender_->Ring(policy.asymmetric);
   return static_cast<size_t>(piece);

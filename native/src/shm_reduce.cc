@@ -35,8 +35,8 @@ void ShmReduce::RingAll(const Group& g, const WaitPolicy& policy) {
   }
 }
 
-void ShmReduce::Run(int id, int destination, void* buf, uint64_t count, size_t elem, const Reducer& combine,
-                    const WaitPolicy& policy, WaitGuard& guard) {
+void ShmReduce::Run(int id, int destination, void* buf, uint64_t count, size_t elem, const Reducer& combine, const WaitPolicy& policy,
+                    WaitGuard& guard) {
   if (id < 0 || static_cast<size_t>(id) >= groups_.size() || groups_[static_cast<size_t>(id)].members.empty()) {
     throw CollError("EINVAL", "unknown shared-memory group " + std::to_string(id));
   }
@@ -63,7 +63,8 @@ void ShmReduce::Run(int id, int destination, void* buf, uint64_t count, size_t e
   // Readers of this rank's earlier broadcasts may still copy out of its queue.
   for (uint32_t s = 0; s < kMaxSets; ++s) {
     std::atomic<uint32_t>& pending = own.sets[s].pending;
-    if (pending.load(std::memory_order_acquire) != 0) WaitUntil([&] { return pending.load(std::memory_order_acquire) == 0; }, mine, policy, guard);
+    if (pending.load(std::memory_order_acquire) != 0)
+      WaitUntil([&] { return pending.load(std::memory_order_acquire) == 0; }, mine, policy, guard);
   }
 
   uint8_t* data = static_cast<uint8_t*>(buf);
@@ -106,7 +107,8 @@ void ShmReduce::Run(int id, int destination, void* buf, uint64_t count, size_t e
       wait_all([](const ReduceCounters& rc) -> const PaddedCounter& { return rc.out; }, seq);
       for (size_t k = 0; k < n; ++k) {
         const auto [ka, kb] = slice(len, k);
-        if (kb > ka) std::memcpy(data + (start + ka) * elem, regions_[static_cast<size_t>(g.members[k])].queue + offset + ka * elem, (kb - ka) * elem);
+        if (kb > ka)
+          std::memcpy(data + (start + ka) * elem, regions_[static_cast<size_t>(g.members[k])].queue + offset + ka * elem, (kb - ka) * elem);
       }
       my_counters.free.value.store(seq, std::memory_order_release);
       RingAll(g, policy);

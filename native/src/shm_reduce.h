@@ -32,8 +32,8 @@ class ShmReduce {
 
   // Reduces `count` elements of `elem` bytes of every member's `buf` into the `buf` of the
   // member with local index `destination`. Every member calls it with the same arguments.
-  void Run(int id, int destination, void* buf, uint64_t count, size_t elem, const Reducer& combine,
-           const WaitPolicy& policy, WaitGuard& guard);
+  void Run(int id, int destination, void* buf, uint64_t count, size_t elem, const Reducer& combine, const WaitPolicy& policy,
+           WaitGuard& guard);
 
   // Forgets every group's progress (after a reconfiguration, when no collective is running).
   void Reset();

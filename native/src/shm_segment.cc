@@ -37,8 +37,7 @@ ShmSegment ShmSegment::Create(const std::string& name, size_t bytes) {
     int err = errno;
     close(fd);
     shm_unlink(name.c_str());
-    throw CollError("EINVAL", "cannot size shared segment " + name + " to " + std::to_string(bytes) +
-                                  " bytes: " + ErrnoText(err));
+    throw CollError("EINVAL", "cannot size shared segment " + name + " to " + std::to_string(bytes) + " bytes: " + ErrnoText(err));
   }
   try {
     return ShmSegment(MapFd(fd, bytes, name), bytes);
@@ -64,8 +63,7 @@ ShmSegment ShmSegment::Open(const std::string& name) {
 
 void ShmSegment::Unlink(const std::string& name) { shm_unlink(name.c_str()); }
 
-ShmSegment::ShmSegment(ShmSegment&& other) noexcept
-    : base_(std::exchange(other.base_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+ShmSegment::ShmSegment(ShmSegment&& other) noexcept : base_(std::exchange(other.base_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
   if (this != &other) {

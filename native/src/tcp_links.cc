@@ -70,7 +70,7 @@ int TcpLinks::Listen(const std::string& address) {
 }
 
 std::vector<int> TcpLinks::Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms,
-                                    WaitGuard& guard) {
+                                     WaitGuard& guard) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   auto expired = [&] { return std::chrono::steady_clock::now() > deadline; };
   const Hello mine = MakeHello(token, my_rank);
@@ -89,7 +89,8 @@ std::vector<int> TcpLinks::Establish(int my_rank, const std::string& token, cons
     for (;;) {
       fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) break;
-      last_connect_error_ = "cannot connect to rank " + std::to_string(p.rank) + " at " + p.host + ":" + std::to_string(p.port) + ": " + ErrnoText(errno);
+      last_connect_error_ =
+          "cannot connect to rank " + std::to_string(p.rank) + " at " + p.host + ":" + std::to_string(p.port) + ": " + ErrnoText(errno);
       close(fd);
       fd = -1;
       if (expired()) break;
@@ -129,8 +130,10 @@ std::vector<int> TcpLinks::Establish(int my_rank, const std::string& token, cons
       bool drop = now > g.deadline;
       if (!drop && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         ssize_t r = recv(g.fd, reinterpret_cast<char*>(&g.hello) + g.got, sizeof g.hello - g.got, MSG_DONTWAIT);
-        if (r > 0) g.got += static_cast<size_t>(r);
-        else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = true;
+        if (r > 0)
+          g.got += static_cast<size_t>(r);
+        else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+          drop = true;
       }
       bool accepted = false;
       if (!drop && g.got == sizeof g.hello) {

@@ -36,8 +36,7 @@ class TcpLinks {
   // Connects to every peer with a lower rank and accepts every peer with a higher one, waiting
   // at most wait_ms; returns the peers not linked yet (empty: done). Call again for the rest:
   // links made and connections still greeting are kept between calls.
-  std::vector<int> Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms,
-                             WaitGuard& guard);
+  std::vector<int> Establish(int my_rank, const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms, WaitGuard& guard);
   // Why the last connect to a lower rank failed (for the caller's timeout message).
   const std::string& last_connect_error() const { return last_connect_error_; }
 

@@ -99,8 +99,10 @@ void HeavyFence() {
 void Doorbell::Ring(bool asymmetric) {
   // The caller's store of the condition must be ordered before the load of `sleeping`: by the
   // sleeper's membarrier, or here.
-  if (asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);
-  else std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (asymmetric)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   if (idle.load(std::memory_order_relaxed) != 0) idle.store(0, std::memory_order_relaxed);
   // The first ringer takes the announcement: one wake-up syscall per sleep, however many ring
   // (the sleeper announces again, and looks again, before it sleeps again).

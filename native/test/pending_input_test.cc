@@ -73,8 +73,15 @@ template <typename T>
 class LazyReduction {
  public:
   LazyReduction(Dtype dtype, ReduceOp op, uint64_t count, uint32_t seed)
-      : op_(op), clamped_(dtype == Dtype::kUint8Clamped), count_(count), kernels_(FindReduce(dtype, op)),
-        input_(count), acc_(count), model_(count), written_(count, false), rng_(seed) {
+      : op_(op),
+        clamped_(dtype == Dtype::kUint8Clamped),
+        count_(count),
+        kernels_(FindReduce(dtype, op)),
+        input_(count),
+        acc_(count),
+        model_(count),
+        written_(count, false),
+        rng_(seed) {
     for (auto& v : input_) v = RandomValue<T>(rng_);
     model_ = input_;
     // Bytes the accumulator never received must never be read as if they were the input's.
@@ -119,16 +126,20 @@ class LazyReduction {
     for (auto& v : incoming) v = RandomValue<T>(rng_);
     // As the engine's `arriving`: the input stands in for the accumulator while untouched.
     const T* own = nullptr;
-    if (pending_.Untouched(r.begin, r.end)) own = reinterpret_cast<const T*>(pending_.Input(r.begin));
-    else pending_.Materialize(r.begin, r.end);
+    if (pending_.Untouched(r.begin, r.end))
+      own = reinterpret_cast<const T*>(pending_.Input(r.begin));
+    else
+      pending_.Materialize(r.begin, r.end);
     pending_.MarkWritten(r.begin, r.end);
     Mark(r);
     uint64_t at = 0;
     while (at < incoming.size()) {
       const uint64_t piece = std::min<uint64_t>(incoming.size() - at, 1 + rng_() % 97);
       T* dst = acc_.data() + r.begin + at;
-      if (own != nullptr) kernels_.apart(dst, own + at, incoming.data() + at, piece);
-      else kernels_.in_place(dst, incoming.data() + at, piece);
+      if (own != nullptr)
+        kernels_.apart(dst, own + at, incoming.data() + at, piece);
+      else
+        kernels_.in_place(dst, incoming.data() + at, piece);
       at += piece;
     }
     for (uint64_t i = r.begin; i < r.end; ++i) model_[i] = Reference<T>(op_, model_[i], incoming[i - r.begin], clamped_);
@@ -213,8 +224,10 @@ void RunRandomSteps(Dtype dtype, ReduceOp op, uint64_t count, uint32_t seed) {
   for (int s = 0; s < steps && !::testing::Test::HasFatalFailure(); ++s) {
     const Range range = r.RandomRange(blocks);
     switch (r.rng()() % 6) {
-      case 0: case 1: r.Send(range); break;
-      case 2: case 3: r.ReceiveReduce(range); break;
+      case 0:
+      case 1: r.Send(range); break;
+      case 2:
+      case 3: r.ReceiveReduce(range); break;
       case 4: r.ReceiveCopy(range); break;
       default: r.SharedStep(range); break;
     }
@@ -236,9 +249,8 @@ void AllOps(Dtype dtype, std::initializer_list<ReduceOp> ops) {
   }
 }
 
-constexpr auto kSum = ReduceOp::kSum, kProd = ReduceOp::kProd, kMin = ReduceOp::kMin, kMax = ReduceOp::kMax,
-               kBand = ReduceOp::kBand, kBor = ReduceOp::kBor, kBxor = ReduceOp::kBxor, kLand = ReduceOp::kLand,
-               kLor = ReduceOp::kLor;
+constexpr auto kSum = ReduceOp::kSum, kProd = ReduceOp::kProd, kMin = ReduceOp::kMin, kMax = ReduceOp::kMax, kBand = ReduceOp::kBand,
+               kBor = ReduceOp::kBor, kBxor = ReduceOp::kBxor, kLand = ReduceOp::kLand, kLor = ReduceOp::kLor;
 
 TEST(PendingInput, Int8) { AllOps<int8_t>(Dtype::kInt8, {kSum, kProd, kMin, kMax, kBxor, kLand}); }
 TEST(PendingInput, Uint8Clamped) { AllOps<uint8_t>(Dtype::kUint8Clamped, {kSum, kProd, kMax}); }

@@ -46,8 +46,8 @@ class NodeArea {
     area_.counters = new (memory_.base()) ShmAllreduce::Counters();
     area_.results = memory_.base() + counters_bytes_;
     area_.slots = reinterpret_cast<ShmAllreduce::Slot*>(memory_.base() + counters_bytes_ + results_bytes_);
-    auto* bells = reinterpret_cast<Doorbell*>(memory_.base() + counters_bytes_ + results_bytes_ +
-                                              2 * local_size * sizeof(ShmAllreduce::Slot));
+    auto* bells =
+        reinterpret_cast<Doorbell*>(memory_.base() + counters_bytes_ + results_bytes_ + 2 * local_size * sizeof(ShmAllreduce::Slot));
     for (size_t i = 0; i < local_size; ++i) doorbells_.push_back(new (&bells[i]) Doorbell());
   }
   ShmAllreduce::Area area() const { return area_; }
@@ -86,8 +86,8 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
   NodeArea node(local);
   struct Call {
     bool allgather;
-    bool every_rank;        // the protocol
-    uint64_t count;         // allreduce elements
+    bool every_rank;                       // the protocol
+    uint64_t count;                        // allreduce elements
     std::vector<uint64_t> counts, displs;  // allgather blocks (elements, by global rank)
   };
   std::vector<Call> calls;
@@ -120,50 +120,53 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
   Reducer combine;
   combine.custom = &combine_fn;
 
-  const std::string error = RunThreads(local, [&](size_t me) {
-    DeadlineGuard guard(kDeadline, &stop);
-    ShmAllreduce engine(node.area(), c.ranks, node.doorbells(), static_cast<int>(me));
-    const int my_rank = c.ranks[me];
-    std::mt19937 late(static_cast<uint32_t>(me) + 11);
-    std::vector<uint64_t> buf;
-    for (size_t k = 0; k < calls.size(); ++k) {
-      const Call& call = calls[k];
-      if (late() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(late() % 200));
-      if (call.allgather) {
-        uint64_t total = 0;
-        for (uint64_t n : call.counts) total += n;
-        buf.assign(total, ~uint64_t{0});
-        const auto mine = static_cast<size_t>(my_rank);
-        for (uint64_t i = 0; i < call.counts[mine]; ++i) buf[call.displs[mine] + i] = InputValue(k, mine, i);
-        engine.Allgather(reinterpret_cast<uint8_t*>(buf.data()), call.counts, call.displs, sizeof(uint64_t),
-                         HeaderOf(Collective::kAllgather, k, total), call.every_rank, policy, guard);
-        for (int r : c.ranks) {
-          const auto g = static_cast<size_t>(r);
-          for (uint64_t i = 0; i < call.counts[g]; ++i) {
-            if (buf[call.displs[g] + i] != InputValue(k, g, i)) {
-              throw std::runtime_error("allgather " + std::to_string(k) + ": element " + std::to_string(i) + " of rank " +
-                                       std::to_string(r) + "'s block differs");
+  const std::string error = RunThreads(
+      local,
+      [&](size_t me) {
+        DeadlineGuard guard(kDeadline, &stop);
+        ShmAllreduce engine(node.area(), c.ranks, node.doorbells(), static_cast<int>(me));
+        const int my_rank = c.ranks[me];
+        std::mt19937 late(static_cast<uint32_t>(me) + 11);
+        std::vector<uint64_t> buf;
+        for (size_t k = 0; k < calls.size(); ++k) {
+          const Call& call = calls[k];
+          if (late() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(late() % 200));
+          if (call.allgather) {
+            uint64_t total = 0;
+            for (uint64_t n : call.counts) total += n;
+            buf.assign(total, ~uint64_t{0});
+            const auto mine = static_cast<size_t>(my_rank);
+            for (uint64_t i = 0; i < call.counts[mine]; ++i) buf[call.displs[mine] + i] = InputValue(k, mine, i);
+            engine.Allgather(reinterpret_cast<uint8_t*>(buf.data()), call.counts, call.displs, sizeof(uint64_t),
+                             HeaderOf(Collective::kAllgather, k, total), call.every_rank, policy, guard);
+            for (int r : c.ranks) {
+              const auto g = static_cast<size_t>(r);
+              for (uint64_t i = 0; i < call.counts[g]; ++i) {
+                if (buf[call.displs[g] + i] != InputValue(k, g, i)) {
+                  throw std::runtime_error("allgather " + std::to_string(k) + ": element " + std::to_string(i) + " of rank " +
+                                           std::to_string(r) + "'s block differs");
+                }
+              }
+            }
+          } else {
+            buf.resize(call.count);
+            for (uint64_t i = 0; i < call.count; ++i) buf[i] = InputValue(k, static_cast<uint64_t>(my_rank), i);
+            engine.Run(buf.data(), call.count, sizeof(uint64_t), HeaderOf(Collective::kAllreduce, k, call.count), call.every_rank, combine,
+                       policy, guard);
+            for (uint64_t i = 0; i < call.count; ++i) {
+              uint64_t expected = InputValue(k, static_cast<uint64_t>(c.ranks[0]), i);
+              for (size_t r = 1; r < local; ++r) expected = expected * 3 + InputValue(k, static_cast<uint64_t>(c.ranks[r]), i);
+              if (buf[i] != expected) {
+                throw std::runtime_error("allreduce " + std::to_string(k) + " (" + std::to_string(call.count) + " elements, " +
+                                         (call.every_rank ? "every rank combines" : "last to arrive") + "): element " + std::to_string(i) +
+                                         " differs");
+              }
             }
           }
+          ++checked;
         }
-      } else {
-        buf.resize(call.count);
-        for (uint64_t i = 0; i < call.count; ++i) buf[i] = InputValue(k, static_cast<uint64_t>(my_rank), i);
-        engine.Run(buf.data(), call.count, sizeof(uint64_t), HeaderOf(Collective::kAllreduce, k, call.count),
-                   call.every_rank, combine, policy, guard);
-        for (uint64_t i = 0; i < call.count; ++i) {
-          uint64_t expected = InputValue(k, static_cast<uint64_t>(c.ranks[0]), i);
-          for (size_t r = 1; r < local; ++r) expected = expected * 3 + InputValue(k, static_cast<uint64_t>(c.ranks[r]), i);
-          if (buf[i] != expected) {
-            throw std::runtime_error("allreduce " + std::to_string(k) + " (" + std::to_string(call.count) + " elements, " +
-                                     (call.every_rank ? "every rank combines" : "last to arrive") + "): element " +
-                                     std::to_string(i) + " differs");
-          }
-        }
-      }
-      ++checked;
-    }
-  }, stop);
+      },
+      stop);
   EXPECT_EQ(error, "");
   EXPECT_EQ(checked.load(), calls.size() * local);
 }
@@ -185,19 +188,22 @@ TEST(ShmAllreduceMismatch, DifferentCountsEndTheCallWithEmismatch) {
     Reducer combine;
     combine.custom = &combine_fn;
     std::atomic<int> mismatches{0};
-    const std::string error = RunThreads(ranks.size(), [&](size_t me) {
-      DeadlineGuard guard(std::chrono::seconds(5), &stop);
-      ShmAllreduce engine(node.area(), ranks, node.doorbells(), static_cast<int>(me));
-      const uint64_t count = me == 2 ? 5 : 4;
-      std::vector<uint64_t> buf(count, 1);
-      try {
-        engine.Run(buf.data(), count, sizeof(uint64_t), HeaderOf(Collective::kAllreduce, 0, count), every_rank, combine,
-                   TestPolicy(), guard);
-      } catch (const CollError& e) {
-        if (e.code() == "EMISMATCH") ++mismatches;
-        throw;
-      }
-    }, stop);
+    const std::string error = RunThreads(
+        ranks.size(),
+        [&](size_t me) {
+          DeadlineGuard guard(std::chrono::seconds(5), &stop);
+          ShmAllreduce engine(node.area(), ranks, node.doorbells(), static_cast<int>(me));
+          const uint64_t count = me == 2 ? 5 : 4;
+          std::vector<uint64_t> buf(count, 1);
+          try {
+            engine.Run(buf.data(), count, sizeof(uint64_t), HeaderOf(Collective::kAllreduce, 0, count), every_rank, combine, TestPolicy(),
+                       guard);
+          } catch (const CollError& e) {
+            if (e.code() == "EMISMATCH") ++mismatches;
+            throw;
+          }
+        },
+        stop);
     EXPECT_NE(error, "");
     EXPECT_GE(mismatches.load(), 1);
   }

@@ -45,8 +45,9 @@ struct Message {
 std::vector<Message> MessageSequence(const BcastCase& c, const std::vector<std::vector<int>>& groups, size_t count) {
   const uint64_t q = c.queue_bytes;
   const uint64_t set = std::max<uint64_t>(q / c.sets / 4096 * 4096, 4096);
-  std::vector<size_t> interesting = {0, 1, 8, kInlineBytes, kInlineBytes + 1, 4095, 4096, 4097, 8192 + 8,
-                                     set - 1, set, set + 1, q - 4096, q - 1, q, q + 1, 2 * q + 4096 + 3, 3 * q + 7};
+  std::vector<size_t> interesting = {
+      0,        1,     8, kInlineBytes, kInlineBytes + 1, 4095,     4096, 4097, 8192 + 8, set - 1, set, set + 1,
+      q - 4096, q - 1, q, q + 1,        2 * q + 4096 + 3, 3 * q + 7};
   std::mt19937 rng(2024);
   std::vector<Message> out;
   for (size_t k = 0; k < count; ++k) {
@@ -98,50 +99,55 @@ TEST_P(ShmBcastTest, EveryReaderReceivesEveryMessageIntact) {
   std::atomic<uint64_t> verified{0};
   const WaitPolicy policy = TestPolicy();
 
-  const std::string error = RunThreads(c.ranks, [&](size_t me) {
-    DeadlineGuard guard(kDeadline, &stop);
-    ShmBcast bcast(params, node.regions(), node.doorbells(), static_cast<int>(me));
-    for (size_t g = 0; g < groups.size(); ++g) {
-      if (std::find(groups[g].begin(), groups[g].end(), static_cast<int>(me)) != groups[g].end()) {
-        bcast.SetGroup(static_cast<int>(g), groups[g]);
-      }
-    }
-    std::mt19937 rng(static_cast<uint32_t>(me) * 77 + 1);
-    std::vector<uint8_t> buf;
-    for (size_t k = 0; k < messages.size(); ++k) {
-      const Message& m = messages[k];
-      if (!bcast.HasGroup(m.group)) continue;
-      buf.resize(m.bytes);
-      const bool root = m.root == static_cast<int>(me);
-      if (root) FillPattern(buf.data(), buf.size(), k);
-      else std::fill(buf.begin(), buf.end(), uint8_t{0xEE});
-      // Unique per call: the engine's tags put the call in the high bits, fragments in the low.
-      const uint64_t tag_base = (uint64_t{k} + 1) << 24;
-      bcast.Run(m.group, m.root, buf.data(), buf.size(), tag_base, static_cast<uint32_t>(k * 2654435761u), policy, guard);
-      if (!root) {
-        const size_t bad = FirstPatternMismatch(buf.data(), buf.size(), k);
-        if (bad != buf.size()) {
-          // Whose bytes arrived instead: an earlier or later message's, at which offset.
-          std::string whose = "unknown bytes";
-          for (size_t other = 0; other < messages.size() && bad + 8 <= buf.size(); ++other) {
-            for (size_t from = 0; from < 4 * c.queue_bytes; from += 4096) {
-              if (FirstPatternMismatch(buf.data() + bad, 8, other, from) == 8) {
-                whose = "bytes " + std::to_string(from) + "… of message " + std::to_string(other);
-                other = messages.size();
-                break;
-              }
-            }
+  const std::string error = RunThreads(
+      c.ranks,
+      [&](size_t me) {
+        DeadlineGuard guard(kDeadline, &stop);
+        ShmBcast bcast(params, node.regions(), node.doorbells(), static_cast<int>(me));
+        for (size_t g = 0; g < groups.size(); ++g) {
+          if (std::find(groups[g].begin(), groups[g].end(), static_cast<int>(me)) != groups[g].end()) {
+            bcast.SetGroup(static_cast<int>(g), groups[g]);
           }
-          throw std::runtime_error("message " + std::to_string(k) + " (" + std::to_string(m.bytes) + " bytes from rank " +
-                                   std::to_string(m.root) + "): byte " + std::to_string(bad) + " differs (" + whose + ")");
         }
-        ++verified;
-      }
-      // Readers fall behind now and then: the root streams ahead until the queue or a control
-      // ring is full, and must then wait.
-      if (!root && rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
-    }
-  }, stop);
+        std::mt19937 rng(static_cast<uint32_t>(me) * 77 + 1);
+        std::vector<uint8_t> buf;
+        for (size_t k = 0; k < messages.size(); ++k) {
+          const Message& m = messages[k];
+          if (!bcast.HasGroup(m.group)) continue;
+          buf.resize(m.bytes);
+          const bool root = m.root == static_cast<int>(me);
+          if (root)
+            FillPattern(buf.data(), buf.size(), k);
+          else
+            std::fill(buf.begin(), buf.end(), uint8_t{0xEE});
+          // Unique per call: the engine's tags put the call in the high bits, fragments in the low.
+          const uint64_t tag_base = (uint64_t{k} + 1) << 24;
+          bcast.Run(m.group, m.root, buf.data(), buf.size(), tag_base, static_cast<uint32_t>(k * 2654435761u), policy, guard);
+          if (!root) {
+            const size_t bad = FirstPatternMismatch(buf.data(), buf.size(), k);
+            if (bad != buf.size()) {
+              // Whose bytes arrived instead: an earlier or later message's, at which offset.
+              std::string whose = "unknown bytes";
+              for (size_t other = 0; other < messages.size() && bad + 8 <= buf.size(); ++other) {
+                for (size_t from = 0; from < 4 * c.queue_bytes; from += 4096) {
+                  if (FirstPatternMismatch(buf.data() + bad, 8, other, from) == 8) {
+                    whose = "bytes " + std::to_string(from) + "… of message " + std::to_string(other);
+                    other = messages.size();
+                    break;
+                  }
+                }
+              }
+              throw std::runtime_error("message " + std::to_string(k) + " (" + std::to_string(m.bytes) + " bytes from rank " +
+                                       std::to_string(m.root) + "): byte " + std::to_string(bad) + " differs (" + whose + ")");
+            }
+            ++verified;
+          }
+          // Readers fall behind now and then: the root streams ahead until the queue or a control
+          // ring is full, and must then wait.
+          if (!root && rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+        }
+      },
+      stop);
   EXPECT_EQ(error, "");
   uint64_t expected = 0;
   for (const Message& m : messages) expected += groups[static_cast<size_t>(m.group)].size() - 1;
@@ -151,43 +157,40 @@ TEST_P(ShmBcastTest, EveryReaderReceivesEveryMessageIntact) {
 std::string CaseName(const ::testing::TestParamInfo<BcastCase>& info) { return std::string(info.param.name); }
 
 // One fragment size per case: the root's queue cursor then stays a multiple of it.
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, ShmBcastTest,
-    ::testing::Values(BcastCase{"one_set_flat", 64 * 1024, 1, TreeKind::kFlat, 2, 3, 4096},
-                      BcastCase{"two_sets_knomial", 64 * 1024, 2, TreeKind::kKnomial, 2, 4, 8192},
-                      BcastCase{"two_sets_chain", 32 * 1024, 2, TreeKind::kChain, 2, 4, 4096},
-                      BcastCase{"four_sets_kary3", 64 * 1024, 4, TreeKind::kKary, 3, 5, 16384},
-                      BcastCase{"two_ranks_whole_set_fragments", 16 * 1024, 2, TreeKind::kKnomial, 2, 2, 65536},
-                      BcastCase{"knomial3_six_ranks", 128 * 1024, 2, TreeKind::kKnomial, 3, 6, 16384},
-                      // The queue is a multiple of the page, not necessarily of the fragment
-                      // or of sets · fragment.
-                      BcastCase{"queue_of_5_pages", 20 * 1024, 2, TreeKind::kKnomial, 2, 3, 4096}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(Shapes, ShmBcastTest,
+                         ::testing::Values(BcastCase{"one_set_flat", 64 * 1024, 1, TreeKind::kFlat, 2, 3, 4096},
+                                           BcastCase{"two_sets_knomial", 64 * 1024, 2, TreeKind::kKnomial, 2, 4, 8192},
+                                           BcastCase{"two_sets_chain", 32 * 1024, 2, TreeKind::kChain, 2, 4, 4096},
+                                           BcastCase{"four_sets_kary3", 64 * 1024, 4, TreeKind::kKary, 3, 5, 16384},
+                                           BcastCase{"two_ranks_whole_set_fragments", 16 * 1024, 2, TreeKind::kKnomial, 2, 2, 65536},
+                                           BcastCase{"knomial3_six_ranks", 128 * 1024, 2, TreeKind::kKnomial, 3, 6, 16384},
+                                           // The queue is a multiple of the page, not necessarily of the fragment
+                                           // or of sets · fragment.
+                                           BcastCase{"queue_of_5_pages", 20 * 1024, 2, TreeKind::kKnomial, 2, 3, 4096}),
+                         CaseName);
 
 // Fragment sizes that change from call to call, as with the cost model's tables (4 KiB for small
 // messages, up to a whole set for large ones): the root's queue cursor is then a multiple of
 // the last call's fragment only, and a larger fragment that would run from one set into the
 // next must start at the next set (waiting for its readers) instead. ShmBcastStraddle below is
 // the same case, deterministic.
-INSTANTIATE_TEST_SUITE_P(
-    MixedFragments, ShmBcastTest,
-    ::testing::Values(BcastCase{"two_sets_knomial", 64 * 1024, 2, TreeKind::kKnomial, 2, 4, 0},
-                      BcastCase{"two_ranks", 16 * 1024, 2, TreeKind::kKnomial, 2, 2, 0},
-                      BcastCase{"queue_of_5_pages", 20 * 1024, 2, TreeKind::kKnomial, 2, 3, 0}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(MixedFragments, ShmBcastTest,
+                         ::testing::Values(BcastCase{"two_sets_knomial", 64 * 1024, 2, TreeKind::kKnomial, 2, 4, 0},
+                                           BcastCase{"two_ranks", 16 * 1024, 2, TreeKind::kKnomial, 2, 2, 0},
+                                           BcastCase{"queue_of_5_pages", 20 * 1024, 2, TreeKind::kKnomial, 2, 3, 0}),
+                         CaseName);
 
 // Queues that are not a multiple of sets · min_fragment: the sets are whole min_fragments of an
 // equal share and the last one also takes the rest of the queue (were the rest a set of its
 // own, its counter — sets[4] with four sets in 5 pages — would lie past the region's kMaxSets
 // counters). More sets than the queue has min_fragments: one set per min_fragment.
-INSTANTIATE_TEST_SUITE_P(
-    RestOfTheQueueInTheLastSet, ShmBcastTest,
-    ::testing::Values(BcastCase{"four_sets_in_5_pages", 20 * 1024, 4, TreeKind::kKnomial, 2, 3, 4096},
-                      BcastCase{"three_sets_in_5_pages_mixed", 20 * 1024, 3, TreeKind::kKnomial, 2, 3, 0},
-                      BcastCase{"four_sets_in_7_pages_mixed", 28 * 1024, 4, TreeKind::kFlat, 2, 4, 0},
-                      BcastCase{"three_sets_in_11_pages_8k", 44 * 1024, 3, TreeKind::kChain, 2, 3, 8192},
-                      BcastCase{"four_sets_in_3_pages", 12 * 1024, 4, TreeKind::kKnomial, 2, 3, 0}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(RestOfTheQueueInTheLastSet, ShmBcastTest,
+                         ::testing::Values(BcastCase{"four_sets_in_5_pages", 20 * 1024, 4, TreeKind::kKnomial, 2, 3, 4096},
+                                           BcastCase{"three_sets_in_5_pages_mixed", 20 * 1024, 3, TreeKind::kKnomial, 2, 3, 0},
+                                           BcastCase{"four_sets_in_7_pages_mixed", 28 * 1024, 4, TreeKind::kFlat, 2, 4, 0},
+                                           BcastCase{"three_sets_in_11_pages_8k", 44 * 1024, 3, TreeKind::kChain, 2, 3, 8192},
+                                           BcastCase{"four_sets_in_3_pages", 12 * 1024, 4, TreeKind::kKnomial, 2, 3, 0}),
+                         CaseName);
 
 // A root far ahead of a reader that has not started: it fills the queue and then waits — it
 // completes no more broadcasts than the queue has fragments — and the reader, once it runs,
@@ -266,7 +269,8 @@ TEST(ShmBcastStraddle, AFragmentRunningIntoTheNextSetWaitsForThatSet) {
     try {
       for (size_t k = 0; k < kCount; ++k) {
         // M3 wraps to offset 0 only once set 0 is free: the reader has read M0.
-        if (k == 3) while (!reader_done_with_m0.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (k == 3)
+          while (!reader_done_with_m0.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         std::vector<uint8_t> buf(sizes[k]);
         FillPattern(buf.data(), buf.size(), k);
         bcast.Run(0, 0, buf.data(), buf.size(), (uint64_t{k} + 1) << 24, 7, policy, guard);

@@ -22,8 +22,7 @@ constexpr auto kDeadline = std::chrono::seconds(20);
 
 // The ring's shared state as the segment holds it: control words, the ring zeroed, doorbells.
 struct Ring {
-  explicit Ring(uint64_t capacity)
-      : capacity(capacity), memory(kPage + capacity + kPage) {
+  explicit Ring(uint64_t capacity) : capacity(capacity), memory(kPage + capacity + kPage) {
     control = new (memory.base()) ChannelControl();
     data = memory.base() + kPage;
   }
@@ -45,8 +44,8 @@ std::vector<size_t> MessageSizes(uint64_t capacity, uint64_t total_bytes, uint32
   std::vector<size_t> sizes;
   for (size_t n = 1; n <= 80; ++n) sizes.push_back(n);
   const uint64_t half = capacity / 2;
-  for (uint64_t base : {half - 16, half - 8, half, half + 8, capacity - 16, capacity - 8, capacity, capacity + 8,
-                        3 * capacity + 5, uint64_t{64 * 1024}, uint64_t{64 * 1024 + 8}}) {
+  for (uint64_t base : {half - 16, half - 8, half, half + 8, capacity - 16, capacity - 8, capacity, capacity + 8, 3 * capacity + 5,
+                        uint64_t{64 * 1024}, uint64_t{64 * 1024 + 8}}) {
     for (int64_t d = -3; d <= 3; ++d) sizes.push_back(static_cast<size_t>(static_cast<int64_t>(base) + d));
   }
   std::mt19937 rng(seed);
@@ -55,9 +54,9 @@ std::vector<size_t> MessageSizes(uint64_t capacity, uint64_t total_bytes, uint32
   while (sum < total_bytes) {
     size_t n;
     switch (rng() % 4) {
-      case 0: n = 1 + rng() % 64; break;                        // small: many frames per lap
-      case 1: n = 1 + rng() % capacity; break;                  // up to the ring
-      case 2: n = 1 + rng() % (4 * capacity); break;            // streamed through several laps
+      case 0: n = 1 + rng() % 64; break;                          // small: many frames per lap
+      case 1: n = 1 + rng() % capacity; break;                    // up to the ring
+      case 2: n = 1 + rng() % (4 * capacity); break;              // streamed through several laps
       default: n = 1 + rng() % (2 * half > 0 ? half : 1); break;  // around the at-once limit
     }
     sizes.push_back(n);
@@ -87,67 +86,72 @@ TEST_P(ShmChannelTest, EveryMessageArrivesIntactThroughWrapAndFlowControl) {
   const WaitPolicy policy = TestPolicy();
   std::atomic<uint64_t> received_bytes{0};
 
-  const std::string error = RunThreads(2, [&](size_t who) {
-    DeadlineGuard guard(kDeadline, &stop);
-    std::mt19937 rng(static_cast<uint32_t>(100 + who));
-    if (who == 0) {
-      ShmChannel writer = ring.Writer();
-      std::vector<uint8_t> body;
-      for (size_t m = 0; m < sizes.size(); ++m) {
-        body.resize(sizes[m]);
-        FillPattern(body.data(), body.size(), m);
-        // One to three slices, split anywhere (the engine sends a header and a body).
-        ByteSlice slices[3];
-        size_t count = 1 + rng() % 3;
-        if (count > body.size()) count = body.size();
-        size_t at = 0;
-        for (size_t s = 0; s < count; ++s) {
-          const size_t left = body.size() - at;
-          const size_t len = s + 1 == count ? left : rng() % (left - (count - s - 1)) + 1;
-          slices[s] = ByteSlice{body.data() + at, len};
-          at += len;
+  const std::string error = RunThreads(
+      2,
+      [&](size_t who) {
+        DeadlineGuard guard(kDeadline, &stop);
+        std::mt19937 rng(static_cast<uint32_t>(100 + who));
+        if (who == 0) {
+          ShmChannel writer = ring.Writer();
+          std::vector<uint8_t> body;
+          for (size_t m = 0; m < sizes.size(); ++m) {
+            body.resize(sizes[m]);
+            FillPattern(body.data(), body.size(), m);
+            // One to three slices, split anywhere (the engine sends a header and a body).
+            ByteSlice slices[3];
+            size_t count = 1 + rng() % 3;
+            if (count > body.size()) count = body.size();
+            size_t at = 0;
+            for (size_t s = 0; s < count; ++s) {
+              const size_t left = body.size() - at;
+              const size_t len = s + 1 == count ? left : rng() % (left - (count - s - 1)) + 1;
+              slices[s] = ByteSlice{body.data() + at, len};
+              at += len;
+            }
+            writer.Send(slices, count, policy, guard);
+          }
+          return;
         }
-        writer.Send(slices, count, policy, guard);
-      }
-      return;
-    }
-    ShmChannel reader = ring.Reader();
-    std::vector<uint8_t> got;
-    for (size_t m = 0; m < sizes.size(); ++m) {
-      const size_t n = sizes[m];
-      got.assign(n, 0);
-      size_t at = 0;
-      // Parts in multiples of 8 but the last, as ReadExact and Consume require.
-      while (at < n) {
-        size_t part = n - at;
-        if (rng() % 2 == 0 && part > 8) part = std::min(part, (1 + rng() % 64) * 8);
-        if (part < n - at) part = part / 8 * 8;
-        if (rng() % 2 == 0 && part % 8 == 0) {
-          reader.ReadExact(got.data() + at, part, policy, guard);
-        } else {
-          size_t copied = 0;
-          reader.Consume(
-              part,
-              [&](const uint8_t* p, size_t len) {
-                // Pieces are multiples of 8 but the message's last.
-                if (len % 8 != 0 && at + copied + len != n) throw std::runtime_error("a piece ends inside an element");
-                std::memcpy(got.data() + at + copied, p, len);
-                copied += len;
-              },
-              policy, guard);
-          if (copied != part) throw std::runtime_error("Consume handed on " + std::to_string(copied) + " bytes of " + std::to_string(part));
+        ShmChannel reader = ring.Reader();
+        std::vector<uint8_t> got;
+        for (size_t m = 0; m < sizes.size(); ++m) {
+          const size_t n = sizes[m];
+          got.assign(n, 0);
+          size_t at = 0;
+          // Parts in multiples of 8 but the last, as ReadExact and Consume require.
+          while (at < n) {
+            size_t part = n - at;
+            if (rng() % 2 == 0 && part > 8) part = std::min(part, (1 + rng() % 64) * 8);
+            if (part < n - at) part = part / 8 * 8;
+            if (rng() % 2 == 0 && part % 8 == 0) {
+              reader.ReadExact(got.data() + at, part, policy, guard);
+            } else {
+              size_t copied = 0;
+              reader.Consume(
+                  part,
+                  [&](const uint8_t* p, size_t len) {
+                    // Pieces are multiples of 8 but the message's last.
+                    if (len % 8 != 0 && at + copied + len != n) throw std::runtime_error("a piece ends inside an element");
+                    std::memcpy(got.data() + at + copied, p, len);
+                    copied += len;
+                  },
+                  policy, guard);
+              if (copied != part)
+                throw std::runtime_error("Consume handed on " + std::to_string(copied) + " bytes of " + std::to_string(part));
+            }
+            at += part;
+          }
+          const size_t bad = FirstPatternMismatch(got.data(), n, m);
+          if (bad != n) {
+            throw std::runtime_error("message " + std::to_string(m) + " (" + std::to_string(n) + " bytes): byte " + std::to_string(bad) +
+                                     " differs");
+          }
+          received_bytes += n;
+          // Slow now and then: the writer fills the ring and waits for room.
+          if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
         }
-        at += part;
-      }
-      const size_t bad = FirstPatternMismatch(got.data(), n, m);
-      if (bad != n) {
-        throw std::runtime_error("message " + std::to_string(m) + " (" + std::to_string(n) + " bytes): byte " + std::to_string(bad) + " differs");
-      }
-      received_bytes += n;
-      // Slow now and then: the writer fills the ring and waits for room.
-      if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
-    }
-  }, stop);
+      },
+      stop);
   EXPECT_EQ(error, "");
   uint64_t total = 0;
   for (size_t s : sizes) total += s;
@@ -335,60 +339,65 @@ TEST_P(ShmChannelExchange, StreamsBothWaysWithoutDeadlockOrDamage) {
   }
   std::atomic<bool> stop{false};
   const WaitPolicy policy = TestPolicy();
-  const std::string error = RunThreads(ranks, [&](size_t me) {
-    DeadlineGuard guard(kDeadline, &stop);
-    const size_t from = (me + ranks - 1) % ranks;
-    std::mt19937 rng(static_cast<uint32_t>(me) + 17);
-    std::vector<uint8_t> header(kHeader), body, got_header(kHeader), got;
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      // Message (k, sender): header and body from one pattern.
-      const uint64_t id = k * ranks + me;
-      FillPattern(header.data(), kHeader, id);
-      body.resize(sizes[k]);
-      FillPattern(body.data(), body.size(), id, kHeader);
-      if (tx[me].AtOnce(kHeader + body.size())) throw std::runtime_error("the exchange test needs streamed messages");
-      const ByteSlice slices[2] = {{header.data(), kHeader}, {body.data(), body.size()}};
-      ShmChannel::Outgoing out{slices, 2};
-      got.assign(sizes[k], 0);
-      size_t header_left = kHeader, body_left = got.size();
-      size_t header_at = 0, body_at = 0;  // where the sinks copy to (ConsumeArrived may call them several times)
-      const uint64_t piece = std::min<uint64_t>(1 + rng() % (kCapacity / 2), kCapacity / 4) / 8 * 8 + 8;
-      while (!out.done || header_left > 0 || body_left > 0) {
-        bool moved = !out.done && tx[me].SendSome(out, piece, policy);
-        if (header_left > 0) {
-          const size_t n = rx[me].ConsumeArrived(
-              header_left, [&](const uint8_t* p, size_t len) {
-                std::memcpy(got_header.data() + header_at, p, len);
-                header_at += len;
-              },
-              policy);
-          header_left -= n;
-          moved = moved || n > 0;
+  const std::string error = RunThreads(
+      ranks,
+      [&](size_t me) {
+        DeadlineGuard guard(kDeadline, &stop);
+        const size_t from = (me + ranks - 1) % ranks;
+        std::mt19937 rng(static_cast<uint32_t>(me) + 17);
+        std::vector<uint8_t> header(kHeader), body, got_header(kHeader), got;
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          // Message (k, sender): header and body from one pattern.
+          const uint64_t id = k * ranks + me;
+          FillPattern(header.data(), kHeader, id);
+          body.resize(sizes[k]);
+          FillPattern(body.data(), body.size(), id, kHeader);
+          if (tx[me].AtOnce(kHeader + body.size())) throw std::runtime_error("the exchange test needs streamed messages");
+          const ByteSlice slices[2] = {{header.data(), kHeader}, {body.data(), body.size()}};
+          ShmChannel::Outgoing out{slices, 2};
+          got.assign(sizes[k], 0);
+          size_t header_left = kHeader, body_left = got.size();
+          size_t header_at = 0, body_at = 0;  // where the sinks copy to (ConsumeArrived may call them several times)
+          const uint64_t piece = std::min<uint64_t>(1 + rng() % (kCapacity / 2), kCapacity / 4) / 8 * 8 + 8;
+          while (!out.done || header_left > 0 || body_left > 0) {
+            bool moved = !out.done && tx[me].SendSome(out, piece, policy);
+            if (header_left > 0) {
+              const size_t n = rx[me].ConsumeArrived(
+                  header_left,
+                  [&](const uint8_t* p, size_t len) {
+                    std::memcpy(got_header.data() + header_at, p, len);
+                    header_at += len;
+                  },
+                  policy);
+              header_left -= n;
+              moved = moved || n > 0;
+            }
+            if (header_left == 0 && body_left > 0) {
+              const size_t n = rx[me].ConsumeArrived(
+                  std::min<size_t>(body_left, piece),
+                  [&](const uint8_t* p, size_t len) {
+                    std::memcpy(got.data() + body_at, p, len);
+                    body_at += len;
+                  },
+                  policy);
+              body_left -= n;
+              moved = moved || n > 0;
+            }
+            if (moved) continue;
+            const bool receiving = header_left > 0 || body_left > 0;
+            if (!out.done) tx[me].AnnounceWaitForRoom(policy);
+            WaitUntil([&] { return (!out.done && tx[me].HalfFree()) || (receiving && rx[me].Arrived()); }, bells[me], policy, guard);
+          }
+          const uint64_t their = k * ranks + from;
+          if (FirstPatternMismatch(got_header.data(), kHeader, their) != kHeader ||
+              FirstPatternMismatch(got.data(), got.size(), their, kHeader) != got.size()) {
+            throw std::runtime_error("round " + std::to_string(k) + ": the message from thread " + std::to_string(from) +
+                                     " arrived damaged");
+          }
+          if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
         }
-        if (header_left == 0 && body_left > 0) {
-          const size_t n = rx[me].ConsumeArrived(
-              std::min<size_t>(body_left, piece),
-              [&](const uint8_t* p, size_t len) {
-                std::memcpy(got.data() + body_at, p, len);
-                body_at += len;
-              },
-              policy);
-          body_left -= n;
-          moved = moved || n > 0;
-        }
-        if (moved) continue;
-        const bool receiving = header_left > 0 || body_left > 0;
-        if (!out.done) tx[me].AnnounceWaitForRoom(policy);
-        WaitUntil([&] { return (!out.done && tx[me].HalfFree()) || (receiving && rx[me].Arrived()); }, bells[me], policy, guard);
-      }
-      const uint64_t their = k * ranks + from;
-      if (FirstPatternMismatch(got_header.data(), kHeader, their) != kHeader ||
-          FirstPatternMismatch(got.data(), got.size(), their, kHeader) != got.size()) {
-        throw std::runtime_error("round " + std::to_string(k) + ": the message from thread " + std::to_string(from) + " arrived damaged");
-      }
-      if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
-    }
-  }, stop);
+      },
+      stop);
   EXPECT_EQ(error, "");
 }
 

@@ -78,44 +78,49 @@ TEST_P(ShmReduceTest, DestinationGetsTheMemberOrderFoldWithBroadcastsInBetween) 
   Reducer combine;
   combine.custom = &combine_fn;
 
-  const std::string error = RunThreads(c.ranks, [&](size_t me_index) {
-    const int me = static_cast<int>(me_index);
-    DeadlineGuard guard(kDeadline, &stop);
-    ShmReduce reduce(node.regions(), node.doorbells(), me, c.queue_bytes);
-    ShmBcast bcast(params, node.regions(), node.doorbells(), me);
-    reduce.SetGroup(0, members);
-    bcast.SetGroup(0, members);
-    std::mt19937 late(static_cast<uint32_t>(me) + 5);
-    std::vector<uint64_t> buf;
-    for (size_t k = 0; k < calls.size(); ++k) {
-      const Call& call = calls[k];
-      // Some members arrive late: the others wait for their chunks.
-      if (late() % 6 == 0) std::this_thread::sleep_for(std::chrono::microseconds(late() % 300));
-      buf.resize(call.count);
-      if (call.bcast) {
-        const size_t bytes = call.count * sizeof(uint64_t);
-        if (me == call.root) FillPattern(reinterpret_cast<uint8_t*>(buf.data()), bytes, k);
-        else std::fill(buf.begin(), buf.end(), 0);
-        bcast.Run(0, call.root, buf.data(), bytes, (uint64_t{k} + 1) << 24, static_cast<uint32_t>(k), policy, guard);
-        if (FirstPatternMismatch(reinterpret_cast<uint8_t*>(buf.data()), bytes, k) != bytes) {
-          throw std::runtime_error("broadcast " + std::to_string(k) + " arrived damaged");
+  const std::string error = RunThreads(
+      c.ranks,
+      [&](size_t me_index) {
+        const int me = static_cast<int>(me_index);
+        DeadlineGuard guard(kDeadline, &stop);
+        ShmReduce reduce(node.regions(), node.doorbells(), me, c.queue_bytes);
+        ShmBcast bcast(params, node.regions(), node.doorbells(), me);
+        reduce.SetGroup(0, members);
+        bcast.SetGroup(0, members);
+        std::mt19937 late(static_cast<uint32_t>(me) + 5);
+        std::vector<uint64_t> buf;
+        for (size_t k = 0; k < calls.size(); ++k) {
+          const Call& call = calls[k];
+          // Some members arrive late: the others wait for their chunks.
+          if (late() % 6 == 0) std::this_thread::sleep_for(std::chrono::microseconds(late() % 300));
+          buf.resize(call.count);
+          if (call.bcast) {
+            const size_t bytes = call.count * sizeof(uint64_t);
+            if (me == call.root)
+              FillPattern(reinterpret_cast<uint8_t*>(buf.data()), bytes, k);
+            else
+              std::fill(buf.begin(), buf.end(), 0);
+            bcast.Run(0, call.root, buf.data(), bytes, (uint64_t{k} + 1) << 24, static_cast<uint32_t>(k), policy, guard);
+            if (FirstPatternMismatch(reinterpret_cast<uint8_t*>(buf.data()), bytes, k) != bytes) {
+              throw std::runtime_error("broadcast " + std::to_string(k) + " arrived damaged");
+            }
+            continue;
+          }
+          for (uint64_t i = 0; i < call.count; ++i) buf[i] = InputValue(k, me_index, i);
+          reduce.Run(0, call.root, buf.data(), call.count, sizeof(uint64_t), combine, policy, guard);
+          if (me != call.root) continue;
+          for (uint64_t i = 0; i < call.count; ++i) {
+            uint64_t expected = InputValue(k, 0, i);
+            for (size_t m = 1; m < c.ranks; ++m) expected = expected * 3 + InputValue(k, m, i);
+            if (buf[i] != expected) {
+              throw std::runtime_error("reduce " + std::to_string(k) + " (" + std::to_string(call.count) + " elements to rank " +
+                                       std::to_string(call.root) + "): element " + std::to_string(i) + " differs");
+            }
+          }
+          ++checked;
         }
-        continue;
-      }
-      for (uint64_t i = 0; i < call.count; ++i) buf[i] = InputValue(k, me_index, i);
-      reduce.Run(0, call.root, buf.data(), call.count, sizeof(uint64_t), combine, policy, guard);
-      if (me != call.root) continue;
-      for (uint64_t i = 0; i < call.count; ++i) {
-        uint64_t expected = InputValue(k, 0, i);
-        for (size_t m = 1; m < c.ranks; ++m) expected = expected * 3 + InputValue(k, m, i);
-        if (buf[i] != expected) {
-          throw std::runtime_error("reduce " + std::to_string(k) + " (" + std::to_string(call.count) + " elements to rank " +
-                                   std::to_string(call.root) + "): element " + std::to_string(i) + " differs");
-        }
-      }
-      ++checked;
-    }
-  }, stop);
+      },
+      stop);
   EXPECT_EQ(error, "");
   size_t reduces = 0;
   for (const Call& call : calls) reduces += call.bcast ? 0 : 1;

@@ -46,7 +46,12 @@ describe('allgather shm in the configuration', () => {
   });
 
   it('registers gather schedules of ShmBcast rank blocks in the node-local groups, with their engine ids', () => {
-    const ids = new Map([...plan.groups.values()].flat().filter((g) => isNodeLocal(plan, g)).map((g, i) => [g, 10 + i]));
+    const ids = new Map(
+      [...plan.groups.values()]
+        .flat()
+        .filter((g) => isNodeLocal(plan, g))
+        .map((g, i) => [g, 10 + i]),
+    );
     const registered: Int32Array[] = [];
     const plans = new CollectivePlans({
       plan,

@@ -31,8 +31,10 @@ export function barrierRunProblems(steps: readonly (readonly Step[])[], transpor
   const problems: string[] = [];
   steps.forEach((list, r) => {
     for (const s of list) {
-      if (s.kind !== StepKind.Send && s.kind !== StepKind.Recv && s.kind !== StepKind.SendRecv) problems.push(`${where}: rank ${r} has a step of kind ${s.kind}`);
-      if (s.range !== undefined || (s.range2 !== undefined && (s.range2.first !== 0 || s.range2.count !== 1))) problems.push(`${where}: rank ${r} has a step with a partial range`);
+      if (s.kind !== StepKind.Send && s.kind !== StepKind.Recv && s.kind !== StepKind.SendRecv)
+        problems.push(`${where}: rank ${r} has a step of kind ${s.kind}`);
+      if (s.range !== undefined || (s.range2 !== undefined && (s.range2.first !== 0 || s.range2.count !== 1)))
+        problems.push(`${where}: rank ${r} has a step with a partial range`);
     }
   });
   const schedules: Schedule[] = steps.map((list) => ({ collective: 'bcast', root: 0, steps: [...list] }));
@@ -48,19 +50,30 @@ export function barrierRunProblems(steps: readonly (readonly Step[])[], transpor
     },
   });
   problems.push(...sim.errors.map((e) => `${where}: ${e}`));
-  if (!sim.finished) problems.push(`${where}: deadlock, stuck ${sim.stuck.slice(0, 8).map((s) => `${s.rank}@${s.step.kind}→${s.step.peer}`).join(' ')}`);
+  if (!sim.finished)
+    problems.push(
+      `${where}: deadlock, stuck ${sim.stuck
+        .slice(0, 8)
+        .map((s) => `${s.rank}@${s.step.kind}→${s.step.peer}`)
+        .join(' ')}`,
+    );
   else {
     for (let r = 0; r < p && problems.length < 20; r++) {
       const missing: number[] = [];
       for (let s = 0; s < p && missing.length < 5; s++) if ((knows[r]![s >>> 5]! & (1 << (s & 31))) === 0) missing.push(s);
-      if (missing.length > 0) problems.push(`${where}: rank ${r} finishes without knowing that rank(s) ${missing.join(', ')}${missing.length === 5 ? ', …' : ''} entered`);
+      if (missing.length > 0)
+        problems.push(`${where}: rank ${r} finishes without knowing that rank(s) ${missing.join(', ')}${missing.length === 5 ? ', …' : ''} entered`);
     }
   }
   return problems;
 }
 
 /** A group of n members (global ranks 0 … n−1, level 0) running `algorithm`: arrive then release (or, with `arriveOnly`, arrive alone). */
-export function groupBarrierProblems(algorithm: GroupBarrierAlgorithm, n: number, options: { arriveOnly?: boolean; transports?: readonly Transport[] } = {}): string[] {
+export function groupBarrierProblems(
+  algorithm: GroupBarrierAlgorithm,
+  n: number,
+  options: { arriveOnly?: boolean; transports?: readonly Transport[] } = {},
+): string[] {
   const view: GroupView = { members: Array.from({ length: n }, (_, i) => i), level: 0 };
   const steps = view.members.map((_, me) => {
     const parts = groupBarrierSteps(algorithm, view, me);
@@ -75,7 +88,16 @@ export function groupBarrierProblems(algorithm: GroupBarrierAlgorithm, n: number
  */
 export function barrierProblems(plan: GroupPlan, options: BarrierOptions, transports: readonly Transport[] = BARRIER_TRANSPORTS): string[] {
   const both = Array.from({ length: plan.size }, (_, r) => barrierSchedules(plan, r, options));
-  const problems = [...outOfGroupSteps(plan, both.map((b) => b.arrive)), ...outOfGroupSteps(plan, both.map((b) => b.release))];
+  const problems = [
+    ...outOfGroupSteps(
+      plan,
+      both.map((b) => b.arrive),
+    ),
+    ...outOfGroupSteps(
+      plan,
+      both.map((b) => b.release),
+    ),
+  ];
   if (!both.every((b) => b.arrive.root === 0 && b.release.root === 0 && b.arrive.collective === 'reduce' && b.release.collective === 'bcast')) {
     problems.push('phases are not reduce/bcast at 0');
   }

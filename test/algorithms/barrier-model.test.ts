@@ -14,7 +14,7 @@ const HIGH_GAP: LogP = { L: 1, os: 0.3, or: 0.3, g: 5 };
 /** S4's parameters for its fig. 6 (L = 125.6, o_r = 123.8, o_s = 0.43, g = 0.22). */
 const PAPER: LogP = { L: 125.6, os: 0.43, or: 123.8, g: 0.22 };
 
-describe('predictBarrierUs: S4\'s LogP formulas', () => {
+describe("predictBarrierUs: S4's LogP formulas", () => {
   it('hand-computed values, P = 8 and 5 with o_r > g', () => {
     // central counter: 2·4.5 + 6·1.5 + 6·1
     expect(predictBarrierUs('central-counter', 8, LOW_GAP)).toBeCloseTo(24, 12);
@@ -34,7 +34,7 @@ describe('predictBarrierUs: S4\'s LogP formulas', () => {
   it('hand-computed values with a dominant gap: combining-tree:2 beats dissemination at P = 4', () => {
     expect(predictBarrierUs('central-counter', 4, HIGH_GAP)).toBeCloseTo(3.2 + 10 + 10, 12);
     expect(predictBarrierUs(CT(2), 4, HIGH_GAP)).toBeCloseTo(1.6 * 2 + 0.3 + 5 + 1.3, 12); // 9.8
-    expect(predictBarrierUs(CT(3), 4, HIGH_GAP)).toBeCloseTo((1.6 + 5) * Math.log(4) / Math.log(3) + 0.3 + 5 + 1.3, 12);
+    expect(predictBarrierUs(CT(3), 4, HIGH_GAP)).toBeCloseTo(((1.6 + 5) * Math.log(4)) / Math.log(3) + 0.3 + 5 + 1.3, 12);
     expect(predictBarrierUs('dissemination', 4, HIGH_GAP)).toBe(10);
     const choice = chooseBarrier(4, HIGH_GAP);
     expect(choice.algorithm).toEqual(CT(2));
@@ -81,7 +81,7 @@ describe('chooseBarrier: AdaptiveBarrierLogP', () => {
     expect(chooseBarrier(2, slowExchange, ['dissemination']).algorithm).toBe('dissemination');
   });
 
-  it('S4\'s own parameters (fig. 6): the formulas predict dissemination for every P = 2…100, about half a combining tree\'s time', () => {
+  it("S4's own parameters (fig. 6): the formulas predict dissemination for every P = 2…100, about half a combining tree's time", () => {
     for (let P = 2; P <= 100; P++) {
       const choice = chooseBarrier(P, PAPER);
       expect(choice.algorithm).toBe('dissemination');
@@ -89,10 +89,11 @@ describe('chooseBarrier: AdaptiveBarrierLogP', () => {
       expect(choice.predictedUs / tree).toBeLessThan(0.68);
     }
     // the central counter is the slowest from P = 13 on (below, combining-tree:2's two log2 P phases are)
-    for (let P = 13; P <= 100; P++) expect(Math.max(...chooseBarrier(P, PAPER).all.map((c) => c.predictedUs))).toBe(predictBarrierUs('central-counter', P, PAPER));
+    for (let P = 13; P <= 100; P++)
+      expect(Math.max(...chooseBarrier(P, PAPER).all.map((c) => c.predictedUs))).toBe(predictBarrierUs('central-counter', P, PAPER));
   });
 
-  it('S4\'s qualitative result needs a gap above o_s + L + o_r: then a combining tree below ~20 processes, dissemination above', () => {
+  it("S4's qualitative result needs a gap above o_s + L + o_r: then a combining tree below ~20 processes, dissemination above", () => {
     const tree: number[] = [];
     for (let P = 2; P <= 2000; P++) {
       const choice = chooseBarrier(P, HIGH_GAP);

@@ -83,7 +83,10 @@ describe('binomialTree', () => {
           }
           // children: largest subtree first; their subtrees partition the rest of i's subtree
           const sizes = node.children.map((c) => binomialSubtreeSize(size, root, c));
-          check(sizes.every((n, k) => k === 0 || n <= sizes[k - 1]!), `${at}: children of ${i} not largest subtree first`);
+          check(
+            sizes.every((n, k) => k === 0 || n <= sizes[k - 1]!),
+            `${at}: children of ${i} not largest subtree first`,
+          );
           check(sizes.reduce((a, b) => a + b, 0) + 1 === binomialSubtreeSize(size, root, i), `${at}: subtree of ${i}`);
         });
         // each non-root has exactly one parent, the root none

@@ -68,15 +68,18 @@ export function bcastProblems(plan: GroupPlan, root: number, options: BcastOptio
   schedules.forEach((s, r) => {
     if (s.collective !== 'bcast' || s.root !== root) problems.push(`rank ${r}: schedule says ${s.collective} from ${s.root}`);
     if (r === root && s.steps.some((x) => x.kind === StepKind.Recv)) problems.push(`the root receives`);
-    if (s.steps.some((x) => x.kind === StepKind.RecvReduce || x.kind === StepKind.SendRecvReduce || x.kind === StepKind.ShmReduce)) problems.push(`rank ${r} reduces in a bcast`);
+    if (s.steps.some((x) => x.kind === StepKind.RecvReduce || x.kind === StepKind.SendRecvReduce || x.kind === StepKind.ShmReduce))
+      problems.push(`rank ${r} reduces in a bcast`);
   });
   for (const run of runs) {
     const where = `bcast root ${root} ${describeRun(run)}`;
     const sim = simulate(schedules, { ...run, shmGroups: shm, initial: (r, e, s) => (r === root ? contribution(root, e, s) : undefined) });
     problems.push(...runProblems(sim, where));
-    sim.buffers.forEach((b, r) => eachElement(run, (s, e, at) => {
-      if (b[at] !== contribution(root, e, s)) problems.push(`${where}: rank ${r} element ${e} holds ${b[at]}`);
-    }));
+    sim.buffers.forEach((b, r) =>
+      eachElement(run, (s, e, at) => {
+        if (b[at] !== contribution(root, e, s)) problems.push(`${where}: rank ${r} element ${e} holds ${b[at]}`);
+      }),
+    );
   }
   return problems;
 }
@@ -118,19 +121,35 @@ function writesB(s: Schedule, rank: number): boolean {
  */
 export function allreduceProblems(plan: GroupPlan, options: AllreduceOptions, runs: readonly SimRun[], shm?: Map<number, readonly number[]>): string[] {
   const both = ranksOf(plan).map((r) => allreduceSchedules(plan, r, options));
-  const problems = [...outOfGroupSteps(plan, both.map((b) => b.reduce)), ...outOfGroupSteps(plan, both.map((b) => b.bcast))];
-  if (!both.every((b) => b.reduce.root === 0 && b.bcast.root === 0 && b.reduce.collective === 'reduce' && b.bcast.collective === 'bcast')) problems.push('phases are not reduce/bcast at 0');
+  const problems = [
+    ...outOfGroupSteps(
+      plan,
+      both.map((b) => b.reduce),
+    ),
+    ...outOfGroupSteps(
+      plan,
+      both.map((b) => b.bcast),
+    ),
+  ];
+  if (!both.every((b) => b.reduce.root === 0 && b.bcast.root === 0 && b.reduce.collective === 'reduce' && b.bcast.collective === 'bcast'))
+    problems.push('phases are not reduce/bcast at 0');
   const ordered = options.commutative === false;
   const expected = ordered ? reductionOrder(plan) : ranksOf(plan);
   for (const run of runs) {
     const where = `allreduce ${describeRun(run)}`;
-    const reduced = simulate(both.map((b) => b.reduce), { ...run, shmGroups: shm, initial: contribution, combine: combineTerms });
+    const reduced = simulate(
+      both.map((b) => b.reduce),
+      { ...run, shmGroups: shm, initial: contribution, combine: combineTerms },
+    );
     problems.push(...runProblems(reduced, `${where} reduce phase`));
-    const spread = simulate(both.map((b) => b.bcast), {
-      ...run,
-      shmGroups: shm,
-      initial: (r, e, s) => (writesB(both[r]!.reduce, r) ? reduced.buffers[r]![s * run.elements + e] : undefined),
-    });
+    const spread = simulate(
+      both.map((b) => b.bcast),
+      {
+        ...run,
+        shmGroups: shm,
+        initial: (r, e, s) => (writesB(both[r]!.reduce, r) ? reduced.buffers[r]![s * run.elements + e] : undefined),
+      },
+    );
     problems.push(...runProblems(spread, `${where} bcast phase`));
     eachElement(run, (s, e, at) => {
       const first = spread.buffers[0]![at];
@@ -166,8 +185,18 @@ export const ALLGATHER_RUNS: AllgatherRun[] = [
 export function allgatherProblems(plan: GroupPlan, options: AllgatherOptions, runs: readonly AllgatherRun[], shm?: Map<number, readonly number[]>): string[] {
   const p = plan.size;
   const both = ranksOf(plan).map((r) => allgatherSchedules(plan, r, options));
-  const problems = [...outOfGroupSteps(plan, both.map((b) => b.gather)), ...outOfGroupSteps(plan, both.map((b) => b.bcast))];
-  if (!both.every((b) => b.gather.root === 0 && b.bcast.root === 0 && b.gather.collective === 'allgather' && b.bcast.collective === 'bcast')) problems.push('phases are not allgather/bcast at 0');
+  const problems = [
+    ...outOfGroupSteps(
+      plan,
+      both.map((b) => b.gather),
+    ),
+    ...outOfGroupSteps(
+      plan,
+      both.map((b) => b.bcast),
+    ),
+  ];
+  if (!both.every((b) => b.gather.root === 0 && b.bcast.root === 0 && b.gather.collective === 'allgather' && b.bcast.collective === 'bcast'))
+    problems.push('phases are not allgather/bcast at 0');
   both.forEach((b, r) => {
     if (b.gather.steps.some((s) => s.range?.of !== 0)) problems.push(`rank ${r}: a gather step without a rank block`);
     if (b.bcast.steps.some((s) => s.range?.of === 0)) problems.push(`rank ${r}: a bcast step with a rank block`);
@@ -182,15 +211,22 @@ export function allgatherProblems(plan: GroupPlan, options: AllgatherOptions, ru
     const elements = p * run.e;
     const common = { elements, segments: run.segments, transport: run.transport, shmGroups: shm };
     const own = (r: number, element: number, segment: number) => (Math.floor(element / run.e) === r ? contribution(r, element % run.e, segment) : undefined);
-    const gathered = simulate(both.map((b) => b.gather), { ...common, rankBlockElements: run.e, initial: own });
+    const gathered = simulate(
+      both.map((b) => b.gather),
+      { ...common, rankBlockElements: run.e, initial: own },
+    );
     problems.push(...runProblems(gathered, `${where} gather phase`));
-    const spread = simulate(both.map((b) => b.bcast), { ...common, initial: (r, e, s) => gathered.buffers[r]![s * elements + e] });
+    const spread = simulate(
+      both.map((b) => b.bcast),
+      { ...common, initial: (r, e, s) => gathered.buffers[r]![s * elements + e] },
+    );
     problems.push(...runProblems(spread, `${where} bcast phase`));
     spread.buffers.forEach((b, r) => {
       for (let s = 0; s < run.segments; s++) {
         for (let e = 0; e < elements; e++) {
           const expected = contribution(Math.floor(e / run.e), e % run.e, s);
-          if (b[s * elements + e] !== expected && problems.length < 50) problems.push(`${where}: rank ${r} segment ${s} element ${e} holds ${b[s * elements + e]}, expected ${expected}`);
+          if (b[s * elements + e] !== expected && problems.length < 50)
+            problems.push(`${where}: rank ${r} segment ${s} element ${e} holds ${b[s * elements + e]}, expected ${expected}`);
         }
       }
     });

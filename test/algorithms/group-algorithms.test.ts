@@ -24,7 +24,12 @@ const RUNS: { elements: number; segments: number; transport: Transport }[] = [
   { elements: 64, segments: 1, transport: 'rendezvous' },
 ];
 
-function run(n: number, schedules: Schedule[], options: Omit<SimulationOptions<string>, 'elements' | 'segments' | 'transport'>, check: (buffers: (string | undefined)[][], elements: number, segments: number) => string[]): string[] {
+function run(
+  n: number,
+  schedules: Schedule[],
+  options: Omit<SimulationOptions<string>, 'elements' | 'segments' | 'transport'>,
+  check: (buffers: (string | undefined)[][], elements: number, segments: number) => string[],
+): string[] {
   const problems: string[] = [];
   for (const r of RUNS) {
     const sim = simulate(schedules, { ...options, ...r, shmGroups: shmGroups(n) });
@@ -47,24 +52,29 @@ const ALLREDUCE: AllreduceAlgorithm[] = ['recursive-doubling', 'rabenseifner'];
 const alwaysOrdered = (a: ReduceAlgorithm): boolean => a === 'flat' || a === 'rabenseifner' || a === 'shm';
 
 describe('group bcast', () => {
-  it.each(BCAST.map((a) => [formatAlgorithm(a), a] as const))('%s: every member ends with the source\'s data, never sending what it does not hold (n = 1…17, every source)', (_name, algorithm) => {
-    const problems: string[] = [];
-    for (let n = 1; n <= 17; n++) {
-      for (let source = 0; source < n; source++) {
-        const schedules = asSchedules(n, (me) => groupBcastSteps(algorithm, view(n), source, me, { shmGroup: SHM_ID }));
-        const initial = (rank: number, e: number, s: number) => (rank === source ? contribution(source, e, s) : undefined);
-        const found = run(n, schedules, { initial }, (buffers, elements, segments) => {
-          const bad: string[] = [];
-          buffers.forEach((b, rank) => forEachElement(elements, segments, (s, e, at) => {
-            if (b[at] !== contribution(source, e, s)) bad.push(`rank ${rank} element ${e}: ${b[at]}`);
-          }));
-          return bad;
-        });
-        problems.push(...found.map((p) => `n ${n} source ${source}: ${p}`));
+  it.each(BCAST.map((a) => [formatAlgorithm(a), a] as const))(
+    "%s: every member ends with the source's data, never sending what it does not hold (n = 1…17, every source)",
+    (_name, algorithm) => {
+      const problems: string[] = [];
+      for (let n = 1; n <= 17; n++) {
+        for (let source = 0; source < n; source++) {
+          const schedules = asSchedules(n, (me) => groupBcastSteps(algorithm, view(n), source, me, { shmGroup: SHM_ID }));
+          const initial = (rank: number, e: number, s: number) => (rank === source ? contribution(source, e, s) : undefined);
+          const found = run(n, schedules, { initial }, (buffers, elements, segments) => {
+            const bad: string[] = [];
+            buffers.forEach((b, rank) =>
+              forEachElement(elements, segments, (s, e, at) => {
+                if (b[at] !== contribution(source, e, s)) bad.push(`rank ${rank} element ${e}: ${b[at]}`);
+              }),
+            );
+            return bad;
+          });
+          problems.push(...found.map((p) => `n ${n} source ${source}: ${p}`));
+        }
       }
-    }
-    expect(problems.slice(0, 10)).toEqual([]);
-  });
+      expect(problems.slice(0, 10)).toEqual([]);
+    },
+  );
 
   it('trees send n − 1 whole messages; the source of a flat bcast sends them all', () => {
     for (const algorithm of ['flat', 'binomial', { knomial: 3 }] as BcastAlgorithm[]) {
@@ -136,7 +146,7 @@ describe('group reduce', () => {
     expect(problems.slice(0, 10)).toEqual([]);
   });
 
-  it('commutative trees are today\'s binomial reduce: rooted at the destination, smallest subtree first', () => {
+  it("commutative trees are today's binomial reduce: rooted at the destination, smallest subtree first", () => {
     // 5 members, destination 0: children 2 (subtree 2), 4, 1 → received 1, 4, 2
     expect(groupReduceSteps('binomial', view(5), 0, 0).map((s) => [s.kind, s.peer, s.order])).toEqual([1, 4, 2].map((p) => [StepKind.RecvReduce, p, 0]));
     expect(groupReduceSteps('binomial', view(5), 0, 3)).toEqual([{ kind: StepKind.Send, peer: 2, level: 0 }]);
@@ -154,7 +164,11 @@ describe('group reduce', () => {
   });
 
   it('flat: the destination takes the members above it (B op X), then those below (X op B)', () => {
-    expect(groupReduceSteps('flat', view(4), 2, 2).map((s) => [s.peer, s.order])).toEqual([[3, 0], [1, 1], [0, 1]]);
+    expect(groupReduceSteps('flat', view(4), 2, 2).map((s) => [s.peer, s.order])).toEqual([
+      [3, 0],
+      [1, 1],
+      [0, 1],
+    ]);
     expect(groupReduceSteps('flat', view(4), 2, 0)).toEqual([{ kind: StepKind.Send, peer: 2, level: 0 }]);
   });
 
@@ -207,7 +221,9 @@ describe('group allreduce', () => {
       { kind: StepKind.SendRecvReduce, peer: 2, level: 0, peer2: 2, range2: whole, order: 0 },
       { kind: StepKind.Send, peer: 1, level: 0 },
     ]);
-    expect(groupAllreduceSteps('recursive-doubling', view(3), 2)).toEqual([{ kind: StepKind.SendRecvReduce, peer: 0, level: 0, peer2: 0, range2: whole, order: 1 }]);
+    expect(groupAllreduceSteps('recursive-doubling', view(3), 2)).toEqual([
+      { kind: StepKind.SendRecvReduce, peer: 0, level: 0, peer2: 0, range2: whole, order: 1 },
+    ]);
     expect(groupAllreduceSteps('recursive-doubling', view(3), 1)).toEqual([
       { kind: StepKind.Send, peer: 0, level: 0 },
       { kind: StepKind.Recv, peer: 0, level: 0 },

@@ -57,7 +57,10 @@ function scattered(n: number, seed: number): Case {
   const shuffled = range(0, ranks - 1).sort(() => random() - 0.5);
   const members = shuffled.slice(0, n).sort((a, b) => a - b);
   const holds: number[][] = members.map(() => []);
-  for (const b of range(0, ranks - 1).sort(() => random() - 0.5).slice(0, 2 * n)) holds[Math.floor(random() * n)]!.push(b);
+  for (const b of range(0, ranks - 1)
+    .sort(() => random() - 0.5)
+    .slice(0, 2 * n))
+    holds[Math.floor(random() * n)]!.push(b);
   if (n > 1) holds[n - 1] = []; // at least one member holding nothing
   for (const h of holds) h.sort((a, b) => a - b);
   return { name: `scattered ${seed}`, ranks, view: { members, level: 2, label: 'test group' }, holds };
@@ -84,7 +87,11 @@ function problems(algorithm: GroupAllgatherAlgorithm, c: Case): string[] {
   const positionOf = new Map(c.view.members.map((r, i) => [r, i]));
   const steps = c.view.members.map((_, me) => groupAllgatherSteps(algorithm, c.view, me, (i) => c.holds[i]!, { shmGroup: SHM_ID }));
   const kinds: number[] = algorithm === 'shm' ? [StepKind.ShmBcast] : [StepKind.Send, StepKind.Recv, StepKind.SendRecv];
-  const schedules: Schedule[] = range(0, c.ranks - 1).map((r) => ({ collective: 'allgather', root: 0, steps: positionOf.has(r) ? steps[positionOf.get(r)!]! : [] }));
+  const schedules: Schedule[] = range(0, c.ranks - 1).map((r) => ({
+    collective: 'allgather',
+    root: 0,
+    steps: positionOf.has(r) ? steps[positionOf.get(r)!]! : [],
+  }));
   const union = c.holds.flat().sort((a, b) => a - b);
   const found: string[] = [];
   // every step moves one rank block, on the group's level, to or from a member
@@ -131,17 +138,21 @@ function problems(algorithm: GroupAllgatherAlgorithm, c: Case): string[] {
 }
 
 describe('group allgather', () => {
-  it.each(ALGORITHMS)('%s: every member ends with every block, each missing block received once (n = 1…64; own, scattered and uneven holds; both transports, 1–3 elements per block, 1–2 segments)', (algorithm) => {
-    const found: string[] = [];
-    for (let n = 1; n <= 64; n++) {
-      for (const c of [own(n), scattered(n, 1), scattered(n, 2), leaders(n)]) found.push(...problems(algorithm, c));
-      if (found.length > 0) break;
-    }
-    expect(found.slice(0, 10)).toEqual([]);
-  });
+  it.each(ALGORITHMS)(
+    '%s: every member ends with every block, each missing block received once (n = 1…64; own, scattered and uneven holds; both transports, 1–3 elements per block, 1–2 segments)',
+    (algorithm) => {
+      const found: string[] = [];
+      for (let n = 1; n <= 64; n++) {
+        for (const c of [own(n), scattered(n, 1), scattered(n, 2), leaders(n)]) found.push(...problems(algorithm, c));
+        if (found.length > 0) break;
+      }
+      expect(found.slice(0, 10)).toEqual([]);
+    },
+  );
 
   it('takes the number of rounds of each algorithm', () => {
-    const rounds = (a: GroupAllgatherAlgorithm, n: number) => Math.max(...range(0, n - 1).map((me) => groupAllgatherRounds(a, own(n).view, me, (i) => [i], { shmGroup: 0 }).length));
+    const rounds = (a: GroupAllgatherAlgorithm, n: number) =>
+      Math.max(...range(0, n - 1).map((me) => groupAllgatherRounds(a, own(n).view, me, (i) => [i], { shmGroup: 0 }).length));
     for (let n = 2; n <= 40; n++) {
       const log = Math.ceil(Math.log2(n));
       const floorLog = Math.floor(Math.log2(n));
@@ -174,7 +185,14 @@ describe('group allgather', () => {
     // members 10, 20, 30 holding {1, 2, 3}, {}, {4}: ring round 0 at 20 receives 1, 2, 3 and sends nothing
     const v: GroupView = { members: [10, 20, 30], level: 3 };
     const holds = (i: number) => [[1, 2, 3], [], [4]][i]!;
-    expect(groupAllgatherSteps('ring', v, 1, holds)).toEqual([recv(10, 1, 3), recv(10, 2, 3), recv(10, 3, 3), ex(30, 1, 10, 4, 3), send(30, 2, 3), send(30, 3, 3)]);
+    expect(groupAllgatherSteps('ring', v, 1, holds)).toEqual([
+      recv(10, 1, 3),
+      recv(10, 2, 3),
+      recv(10, 3, 3),
+      ex(30, 1, 10, 4, 3),
+      send(30, 2, 3),
+      send(30, 3, 3),
+    ]);
     expect(groupAllgatherSteps('ring', v, 0, holds)).toEqual([ex(20, 1, 30, 4, 3), send(20, 2, 3), send(20, 3, 3), send(20, 4, 3)]);
   });
 
@@ -201,9 +219,21 @@ describe('group allgather', () => {
 
   it('neighbor exchange over 6: right, left, right, passing on the pair received last', () => {
     // position 2 (pair 1): 3, then 1 (receives pair 0), then 3 (sends pair 0, receives pair 2)
-    expect(groupAllgatherSteps('neighbor-exchange', view(6), 2, mine)).toEqual([ex(3, 2, 3, 3), ex(1, 2, 1, 0), ex(1, 3, 1, 1), ex(3, 0, 3, 4), ex(3, 1, 3, 5)]);
+    expect(groupAllgatherSteps('neighbor-exchange', view(6), 2, mine)).toEqual([
+      ex(3, 2, 3, 3),
+      ex(1, 2, 1, 0),
+      ex(1, 3, 1, 1),
+      ex(3, 0, 3, 4),
+      ex(3, 1, 3, 5),
+    ]);
     // position 0 wraps to 5 in the left rounds
-    expect(groupAllgatherSteps('neighbor-exchange', view(6), 0, mine)).toEqual([ex(1, 0, 1, 1), ex(5, 0, 5, 4), ex(5, 1, 5, 5), ex(1, 4, 1, 2), ex(1, 5, 1, 3)]);
+    expect(groupAllgatherSteps('neighbor-exchange', view(6), 0, mine)).toEqual([
+      ex(1, 0, 1, 1),
+      ex(5, 0, 5, 4),
+      ex(5, 1, 5, 5),
+      ex(1, 4, 1, 2),
+      ex(1, 5, 1, 3),
+    ]);
   });
 
   it('neighbor exchange over 5 (S2, odd): 4 hands its block to 3 and drops out, 0 … 3 run the even scheme, 3 sends 4 the rest', () => {
@@ -235,18 +265,33 @@ describe('group allgather', () => {
     const members = [0, 1];
     const pub = (source: number, block: number): Step => ({ kind: StepKind.ShmBcast, peer: source, level: 0, group: 1, range: rankBlock(block) });
     const run = (lists: Step[][], transport: Transport) =>
-      simulate(lists.map((steps) => ({ collective: 'allgather', root: 0, steps })), {
-        elements: 2,
-        rankBlockElements: 1,
-        transport,
-        shmGroups: new Map([[1, members]]),
-        initial: (r, e) => (e === r ? `b${r}` : undefined),
-      });
-    const good = run([[pub(0, 0), pub(1, 1)], [pub(0, 0), pub(1, 1)]], 'rendezvous');
+      simulate(
+        lists.map((steps) => ({ collective: 'allgather', root: 0, steps })),
+        {
+          elements: 2,
+          rankBlockElements: 1,
+          transport,
+          shmGroups: new Map([[1, members]]),
+          initial: (r, e) => (e === r ? `b${r}` : undefined),
+        },
+      );
+    const good = run(
+      [
+        [pub(0, 0), pub(1, 1)],
+        [pub(0, 0), pub(1, 1)],
+      ],
+      'rendezvous',
+    );
     expect(good.errors).toEqual([]);
-    expect(good.buffers).toEqual([['b0', 'b1'], ['b0', 'b1']]);
+    expect(good.buffers).toEqual([
+      ['b0', 'b1'],
+      ['b0', 'b1'],
+    ]);
     // each publishes first, then reads the other's: fine with buffering, a deadlock without
-    const crossed = [[pub(0, 0), pub(1, 1)], [pub(1, 1), pub(0, 0)]];
+    const crossed = [
+      [pub(0, 0), pub(1, 1)],
+      [pub(1, 1), pub(0, 0)],
+    ];
     expect(run(crossed, 'eager').finished).toBe(true);
     expect(run(crossed, 'rendezvous').finished).toBe(false);
     const wrong = run([[pub(0, 0)], [{ ...pub(0, 0), range: rankBlock(1) }]], 'eager');
@@ -263,7 +308,9 @@ describe('group allgather', () => {
     expect(groupAllgatherSteps('shm', view(3), 0, mine, { shmGroup: 0 })).toHaveLength(3);
     thrown(() => groupAllgatherSteps('binomial' as GroupAllgatherAlgorithm, view(3), 0, mine), 'ECONFIG');
     thrown(() => groupAllgatherSteps('ring', view(3), 3, mine), 'EINVAL');
-    expect(thrown(() => groupAllgatherSteps('ring', view(3), 0, (i) => (i === 2 ? [1] : [i])), 'EINVAL').message).toMatch(/positions 1 and 2 both hold the block of rank 1/);
+    expect(thrown(() => groupAllgatherSteps('ring', view(3), 0, (i) => (i === 2 ? [1] : [i])), 'EINVAL').message).toMatch(
+      /positions 1 and 2 both hold the block of rank 1/,
+    );
     thrown(() => groupAllgatherSteps('ring', view(3), 0, (i) => [i - 0.5]), 'EINVAL');
   });
 });
@@ -322,7 +369,7 @@ describe('average logical communication distance (S2)', () => {
     expect(averageLogicalDistance(v, rounds, 'block')).toBe(11 / 8);
   });
 
-  it('per block: every step counts, so neighbour exchange\'s two-block messages weigh double', () => {
+  it("per block: every step counts, so neighbour exchange's two-block messages weigh double", () => {
     // n = 4: 4 single blocks at 1, then 1↔2 four blocks at 1 and 0↔3 four at 3: 20 / 12
     expect(close(allgatherAlcd('neighbor-exchange', 4, 'block'), 20 / 12)).toBe(true);
     expect(allgatherAlcd('ring', 8, 'block')).toBe(allgatherAlcd('ring', 8));

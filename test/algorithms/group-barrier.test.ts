@@ -15,13 +15,16 @@ const recv = (peer: number, level = 0): Step => ({ kind: StepKind.Recv, peer, le
 const exchange = (to: number, from: number, level = 0): Step => ({ kind: StepKind.SendRecv, peer: to, level, peer2: from, range2: { first: 0, count: 1 } });
 
 describe('group barrier, simulated', () => {
-  it.each(ALGORITHMS.map((a) => [name(a), a] as const))('%s: n = 1…64, arrive then release, both transports: every member ends knowing every member entered', (_name, algorithm) => {
-    const problems: string[] = [];
-    for (let n = 1; n <= 64; n++) problems.push(...groupBarrierProblems(algorithm, n).map((p) => `n ${n}: ${p}`));
-    expect(problems.slice(0, 10)).toEqual([]);
-  });
+  it.each(ALGORITHMS.map((a) => [name(a), a] as const))(
+    '%s: n = 1…64, arrive then release, both transports: every member ends knowing every member entered',
+    (_name, algorithm) => {
+      const problems: string[] = [];
+      for (let n = 1; n <= 64; n++) problems.push(...groupBarrierProblems(algorithm, n).map((p) => `n ${n}: ${p}`));
+      expect(problems.slice(0, 10)).toEqual([]);
+    },
+  );
 
-  it('dissemination\'s arrive alone is a barrier; the trees\' arrive alone informs only the leader', () => {
+  it("dissemination's arrive alone is a barrier; the trees' arrive alone informs only the leader", () => {
     const problems: string[] = [];
     for (let n = 1; n <= 64; n++) problems.push(...groupBarrierProblems('dissemination', n, { arriveOnly: true }).map((p) => `n ${n}: ${p}`));
     expect(problems.slice(0, 10)).toEqual([]);
@@ -41,9 +44,17 @@ describe('group barrier, simulated', () => {
     const n = 8;
     const view = viewOf(n);
     const parts = view.members.map((_, me) => groupBarrierSteps({ combiningTree: 2 }, view, me));
-    expect(barrierRunProblems(parts.map((x) => [...x.arrive, ...x.release]), 'rendezvous')).toEqual([]);
+    expect(
+      barrierRunProblems(
+        parts.map((x) => [...x.arrive, ...x.release]),
+        'rendezvous',
+      ),
+    ).toEqual([]);
     // no release at all: runs cleanly, but is no barrier
-    const noRelease = barrierRunProblems(parts.map((x) => x.arrive), 'eager');
+    const noRelease = barrierRunProblems(
+      parts.map((x) => x.arrive),
+      'eager',
+    );
     expect(noRelease.length).toBeGreaterThan(0);
     expect(noRelease.every((p) => /finishes without knowing/.test(p))).toBe(true);
     // position 4 passes the release on before it has received it: 5, 6, 7 only know 4's subtree (4 itself ends with the receive)
@@ -62,7 +73,10 @@ describe('group barrier, simulated', () => {
 describe('group barrier steps by hand', () => {
   it('central-counter: everyone to the leader in ascending position, then the leader to everyone', () => {
     const view: GroupView = { members: [3, 7, 9, 12], level: 2 };
-    expect(groupBarrierSteps('central-counter', view, 0)).toEqual({ arrive: [recv(7, 2), recv(9, 2), recv(12, 2)], release: [send(7, 2), send(9, 2), send(12, 2)] });
+    expect(groupBarrierSteps('central-counter', view, 0)).toEqual({
+      arrive: [recv(7, 2), recv(9, 2), recv(12, 2)],
+      release: [send(7, 2), send(9, 2), send(12, 2)],
+    });
     expect(groupBarrierSteps('central-counter', view, 2)).toEqual({ arrive: [send(3, 2)], release: [recv(3, 2)] });
   });
 
@@ -80,13 +94,19 @@ describe('group barrier steps by hand', () => {
     expect(groupBarrierArriveSteps({ combiningTree: 2 }, view, 6)).toEqual([recv(7), send(4)]);
     expect(groupBarrierReleaseSteps({ combiningTree: 2 }, view, 6)).toEqual([recv(4), send(7)]);
     // fan-in ≥ n: every member sends the leader directly, as in a central counter (the release in descending position)
-    expect(groupBarrierSteps({ combiningTree: 8 }, view, 0)).toEqual({ arrive: groupBarrierArriveSteps('central-counter', view, 0), release: groupBarrierReleaseSteps('central-counter', view, 0).reverse() });
+    expect(groupBarrierSteps({ combiningTree: 8 }, view, 0)).toEqual({
+      arrive: groupBarrierArriveSteps('central-counter', view, 0),
+      release: groupBarrierReleaseSteps('central-counter', view, 0).reverse(),
+    });
     expect(groupBarrierSteps({ combiningTree: 8 }, view, 5)).toEqual(groupBarrierSteps('central-counter', view, 5));
   });
 
   it('dissemination over 5: ⌈log2 5⌉ = 3 exchanges at distances 1, 2, 4; release down a binomial tree from the leader', () => {
     const view = viewOf(5);
-    expect(groupBarrierSteps('dissemination', view, 0)).toEqual({ arrive: [exchange(1, 4), exchange(2, 3), exchange(4, 1)], release: [send(2), send(4), send(1)] });
+    expect(groupBarrierSteps('dissemination', view, 0)).toEqual({
+      arrive: [exchange(1, 4), exchange(2, 3), exchange(4, 1)],
+      release: [send(2), send(4), send(1)],
+    });
     expect(groupBarrierSteps('dissemination', view, 3)).toEqual({ arrive: [exchange(4, 2), exchange(0, 1), exchange(2, 4)], release: [recv(2)] });
     expect(groupBarrierReleaseSteps('dissemination', viewOf(16), 0)).toEqual(groupBarrierReleaseSteps({ combiningTree: 2 }, viewOf(16), 0));
     for (let n = 2; n <= 64; n++) expect(groupBarrierArriveSteps('dissemination', viewOf(n), n - 1)).toHaveLength(Math.ceil(Math.log2(n)));

@@ -36,13 +36,17 @@ const SHAPES: { name: string; plan: (p: number) => GroupPlan }[] = [
       const sizes = [4, 1, 3, 2];
       const placements: RankPlacement[] = [];
       for (let k = 0; placements.length < p; k++) {
-        for (let j = 0; j < sizes[k % 4]! && placements.length < p; j++) placements.push({ rank: placements.length, node: `n${k}`, locality: coreLocality(j, 2) });
+        for (let j = 0; j < sizes[k % 4]! && placements.length < p; j++)
+          placements.push({ rank: placements.length, node: `n${k}`, locality: coreLocality(j, 2) });
       }
       return planGroups(placements);
     },
   },
   // ranks round-robin over two nodes: the hierarchy does not follow rank order
-  { name: 'interleaved', plan: (p) => planGroups(range(0, p - 1).map((rank) => ({ rank, node: `n${rank % 2}`, locality: coreLocality(Math.floor(rank / 2), 2) }))) },
+  {
+    name: 'interleaved',
+    plan: (p) => planGroups(range(0, p - 1).map((rank) => ({ rank, node: `n${rank % 2}`, locality: coreLocality(Math.floor(rank / 2), 2) }))),
+  },
 ];
 
 const PLANS = SHAPES.flatMap((shape) => range(1, 9).map((p) => ({ name: `${shape.name}, p ${p}`, plan: shape.plan(p) })));
@@ -94,7 +98,9 @@ describe('hierarchical schedules with per-group algorithms (6 plan shapes × p =
       const shm = shmRegistry(plan);
       const reduceAlgorithm = algorithm === undefined ? byLevel<ReduceAlgorithm>(plan, 'shm', 'flat', 'rabenseifner') : () => algorithm;
       for (let root = 0; root < plan.size; root++) {
-        problems.push(...reduceProblems(plan, root, { reduceAlgorithm, commutative, shmGroup: shm.shmGroup }, SEVERAL_RUNS, shm.members).map((x) => `${name}: ${x}`));
+        problems.push(
+          ...reduceProblems(plan, root, { reduceAlgorithm, commutative, shmGroup: shm.shmGroup }, SEVERAL_RUNS, shm.members).map((x) => `${name}: ${x}`),
+        );
       }
     }
     expect(problems.slice(0, 10)).toEqual([]);
@@ -130,10 +136,17 @@ describe('larger plans with mixed per-level algorithms (sampled roots)', () => {
   })();
   const missingSwitches = (() => {
     const network = parseSimpleNetworkFile(['n1 leafA spine', 'n2 leafA spine', 'n3 leafB spine', 'n4 leafC', 'n5 leafC'].join('\n'), 'net');
-    return planGroups(['n1', 'n2', 'n3', 'n4', 'n5'].flatMap((node, k) => range(0, 2).map((j) => ({ rank: k * 3 + j, node, locality: coreLocality(j, 2) }))), { network });
+    return planGroups(
+      ['n1', 'n2', 'n3', 'n4', 'n5'].flatMap((node, k) => range(0, 2).map((j) => ({ rank: k * 3 + j, node, locality: coreLocality(j, 2) }))),
+      { network },
+    );
   })();
   const interleaved = planGroups(range(0, 17).map((rank) => ({ rank, node: `n${rank % 3}`, locality: coreLocality(Math.floor(rank / 3), 3) })));
-  const plans: [string, GroupPlan][] = [['S3 in small (72 ranks, 4 levels)', s3Small], ['nodes missing switches', missingSwitches], ['interleaved over 3 nodes', interleaved]];
+  const plans: [string, GroupPlan][] = [
+    ['S3 in small (72 ranks, 4 levels)', s3Small],
+    ['nodes missing switches', missingSwitches],
+    ['interleaved over 3 nodes', interleaved],
+  ];
 
   it.each(plans)('%s', (_name, plan) => {
     expect(plan.levels.length).toBeGreaterThanOrEqual(3);
@@ -166,14 +179,21 @@ describe('per-group algorithms on the S3 example (64 nodes × 36 ranks)', () => 
   const send = (peer: number, level: number): Step => ({ kind: StepKind.Send, peer, level });
   const recv = (peer: number, level: number): Step => ({ kind: StepKind.Recv, peer, level });
   const red = (peer: number, level: number, order: 0 | 1 = 0): Step => ({ kind: StepKind.RecvReduce, peer, level, order });
-  const exchange = (peer: number, level: number, order: 0 | 1): Step => ({ kind: StepKind.SendRecvReduce, peer, level, peer2: peer, range2: { first: 0, count: 1 }, order });
+  const exchange = (peer: number, level: number, order: 0 | 1): Step => ({
+    kind: StepKind.SendRecvReduce,
+    peer,
+    level,
+    peer2: peer,
+    range2: { first: 0, count: 1 },
+    order,
+  });
 
   it('follows rank order: ranks are mapped by core', () => {
     expect(preservesRankOrder(plan)).toBe(true);
     expect(topGroup(plan)!.members).toEqual([0, 576, 1152, 1728]);
   });
 
-  it('a commutative reduce takes R\'s children at R\'s place: 36 for root 38 reduces 37 before its node and leaf groups', () => {
+  it("a commutative reduce takes R's children at R's place: 36 for root 38 reduces 37 before its node and leaf groups", () => {
     // 36 is relative 16 in the socket tree rooted at 38 (position 2): child relative 17 = rank 37
     expect(reduceSchedule(plan, 36, 38).steps).toEqual([
       red(37, L.socket),
@@ -216,7 +236,7 @@ describe('per-group algorithms on the S3 example (64 nodes × 36 ranks)', () => 
     for (const r of [1, 18, 36, 37, 577]) expect(allreduceSchedules(plan, r, options)).toEqual(allreduceSchedules(plan, r));
   });
 
-  it('a shm group id alone keeps today\'s choice: shm where there is one, binomial elsewhere', () => {
+  it("a shm group id alone keeps today's choice: shm where there is one, binomial elsewhere", () => {
     const shmGroup = (g: Group) => (g.level === 'socket' ? 100 + g.leader : undefined);
     expect(bcastSchedule(plan, 1, 0, { shmGroup }).steps).toEqual([{ kind: StepKind.ShmBcast, peer: 0, level: L.socket, group: 100 }]);
     expect(bcastSchedule(plan, 18, 0, { shmGroup }).steps[0]).toEqual(recv(0, L.node));
@@ -227,7 +247,7 @@ describe('per-group algorithms on the S3 example (64 nodes × 36 ranks)', () => 
 });
 
 describe('reductionOrder', () => {
-  it('is rank order when ranks follow the hierarchy, and the hierarchy\'s order when they do not', () => {
+  it("is rank order when ranks follow the hierarchy, and the hierarchy's order when they do not", () => {
     expect(reductionOrder(planGroups(byCore(['a', 'b'], 4, 2)))).toEqual(range(0, 7));
     const interleaved = planGroups(range(0, 5).map((rank) => ({ rank, node: `n${rank % 2}`, locality: '' })));
     expect(reductionOrder(interleaved)).toEqual([0, 2, 4, 1, 3, 5]);
@@ -238,7 +258,12 @@ describe('reductionOrder', () => {
 
 describe('ScheduleCache with algorithm choices', () => {
   const plan = planGroups(byCore(['a', 'b', 'c'], 4, 2));
-  const options = { variant: 'reduce-allreduce-bcast' as const, top: 'rabenseifner' as const, reduceAlgorithm: () => 'rabenseifner' as const, bcastAlgorithm: () => 'scatter-allgather' as const };
+  const options = {
+    variant: 'reduce-allreduce-bcast' as const,
+    top: 'rabenseifner' as const,
+    reduceAlgorithm: () => 'rabenseifner' as const,
+    bcastAlgorithm: () => 'scatter-allgather' as const,
+  };
 
   it('builds with its configuration; commutative and ordered reduces are different schedules', () => {
     const cache = new ScheduleCache(plan, 2, options);

@@ -15,7 +15,9 @@ const unbound = (ranks: number[], nodeOf: (r: number) => string): RankPlacement[
 const ALGORITHMS: GroupAllgatherAlgorithm[] = ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange'];
 
 /** Allgather algorithm choices (uniform, and mixed by level) with a bcast choice for the second phase. */
-function choices(plan: GroupPlan): { name: string; allgatherAlgorithm: (g: Group) => GroupAllgatherAlgorithm; bcastAlgorithm?: (g: Group) => BcastAlgorithm }[] {
+function choices(
+  plan: GroupPlan,
+): { name: string; allgatherAlgorithm: (g: Group) => GroupAllgatherAlgorithm; bcastAlgorithm?: (g: Group) => BcastAlgorithm }[] {
   return [
     ...ALGORITHMS.map((a) => ({ name: a, allgatherAlgorithm: () => a })),
     {
@@ -79,14 +81,19 @@ describe('hierarchical allgather', () => {
 
   it('random placements: shuffled ranks, unequal nodes, random switches (40 plans)', () => {
     const problems: string[] = [];
-    randomPlans(40, 20240611).forEach((plan, i) => problems.push(...checkPlan(plan, ALLGATHER_RUNS.slice(0, 2)).map((x) => `plan ${i} (${plan.size} ranks): ${x}`)));
+    randomPlans(40, 20240611).forEach((plan, i) =>
+      problems.push(...checkPlan(plan, ALLGATHER_RUNS.slice(0, 2)).map((x) => `plan ${i} (${plan.size} ranks): ${x}`)),
+    );
     expect(problems.slice(0, 10)).toEqual([]);
   });
 
   const s3 = s3Plan;
   const larger: [string, GroupPlan][] = [
     ['S3 in small (72 ranks, 4 levels)', s3(12, 6, 3, 4)],
-    ['interleaved over 3 nodes (18 ranks)', planGroups(range(0, 17).map((rank) => ({ rank, node: `n${rank % 3}`, locality: coreLocality(Math.floor(rank / 3), 3) })))],
+    [
+      'interleaved over 3 nodes (18 ranks)',
+      planGroups(range(0, 17).map((rank) => ({ rank, node: `n${rank % 3}`, locality: coreLocality(Math.floor(rank / 3), 3) }))),
+    ],
   ];
   it.each(larger)('%s', (_name, plan) => {
     expect(plan.levels.length).toBeGreaterThanOrEqual(2);
@@ -120,7 +127,7 @@ describe('allgather schedules by hand', () => {
   // ranks round-robin over two nodes: node groups {0, 2, 4} and {1, 3, 5}, world {0, 1}
   const plan = planGroups(unbound(range(0, 5), (r) => `n${r % 2}`));
 
-  it('each group gathers what its members cover, blocks at their rank\'s place; the leaders\' top group then swaps whole nodes', () => {
+  it("each group gathers what its members cover, blocks at their rank's place; the leaders' top group then swaps whole nodes", () => {
     expect(plan.levels).toEqual(['node', 'world']);
     expect(coveredBelow(plan, 1, topGroup(plan)!)).toEqual([1, 3, 5]);
     const at0 = allgatherSchedules(plan, 0);
@@ -147,15 +154,24 @@ describe('allgather schedules by hand', () => {
     thrown(() => allgatherSchedules(plan, 6), 'EINVAL');
   });
 
-  it('shm in the node groups: the group\'s own engine id, every member publishing its own block in turn, the world group exchanging as before', () => {
+  it("shm in the node groups: the group's own engine id, every member publishing its own block in turn, the world group exchanging as before", () => {
     const shm = nodeLocalShm(plan);
     const options = { allgatherAlgorithm: (g: Group) => (g.level === 'node' ? ('shm' as const) : ('ring' as const)), shmGroup: shm.shmGroup };
     const node0 = plan.chain(0)[0]!;
     const id = shm.shmGroup(node0)!;
     const pub = (source: number): Step => ({ kind: StepKind.ShmBcast, peer: source, level: L.node, group: id, range: rankBlock(source) });
     const nodeSteps = [pub(0), pub(2), pub(4)];
-    expect(allgatherSchedules(plan, 0, options).gather.steps).toEqual([...nodeSteps, ex(1, 0, 1, 1, L.world), ex(1, 2, 1, 3, L.world), ex(1, 4, 1, 5, L.world)]);
+    expect(allgatherSchedules(plan, 0, options).gather.steps).toEqual([
+      ...nodeSteps,
+      ex(1, 0, 1, 1, L.world),
+      ex(1, 2, 1, 3, L.world),
+      ex(1, 4, 1, 5, L.world),
+    ]);
     expect(allgatherSchedules(plan, 2, options).gather.steps).toEqual(nodeSteps);
-    expect(allgatherSchedules(plan, 3, options).gather.steps.map((s) => [s.peer, s.group, s.range!.first])).toEqual([[1, shm.shmGroup(plan.chain(1)[0]!), 1], [3, shm.shmGroup(plan.chain(1)[0]!), 3], [5, shm.shmGroup(plan.chain(1)[0]!), 5]]);
+    expect(allgatherSchedules(plan, 3, options).gather.steps.map((s) => [s.peer, s.group, s.range!.first])).toEqual([
+      [1, shm.shmGroup(plan.chain(1)[0]!), 1],
+      [3, shm.shmGroup(plan.chain(1)[0]!), 3],
+      [5, shm.shmGroup(plan.chain(1)[0]!), 5],
+    ]);
   });
 });

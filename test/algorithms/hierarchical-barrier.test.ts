@@ -45,7 +45,10 @@ describe('hierarchical barrier, simulated', () => {
   });
 
   it('S3 in small (72 ranks, 4 levels) and ranks interleaved over 3 nodes', () => {
-    const plans = [s3Plan(12, 6, 3, 4), planGroups(range(0, 17).map((rank) => ({ rank, node: `n${rank % 3}`, locality: coreLocality(Math.floor(rank / 3), 3) })))];
+    const plans = [
+      s3Plan(12, 6, 3, 4),
+      planGroups(range(0, 17).map((rank) => ({ rank, node: `n${rank % 3}`, locality: coreLocality(Math.floor(rank / 3), 3) }))),
+    ];
     for (const plan of plans) {
       expect(plan.levels.length).toBeGreaterThanOrEqual(2);
       expect(checkPlan(plan).slice(0, 10)).toEqual([]);
@@ -64,11 +67,18 @@ describe('hierarchical barrier, simulated', () => {
 
   it('the checker rejects a hierarchical barrier whose lower releases do not wait', () => {
     const plan = s3Plan(4, 6, 3, 2);
-    const both = range(0, plan.size - 1).map((r) => barrierSchedules(plan, r, { barrierAlgorithm: byLevel<GroupBarrierAlgorithm>(plan, 'central-counter', CT(2), 'dissemination') }));
+    const both = range(0, plan.size - 1).map((r) =>
+      barrierSchedules(plan, r, { barrierAlgorithm: byLevel<GroupBarrierAlgorithm>(plan, 'central-counter', CT(2), 'dissemination') }),
+    );
     const whole = both.map((b) => [...b.arrive.steps, ...b.release.steps]);
     expect(barrierRunProblems(whole, 'rendezvous')).toEqual([]);
     // leave out every release: messages left over and exits that know too little
-    expect(barrierRunProblems(both.map((b) => b.arrive.steps), 'eager').some((p) => /finishes without knowing/.test(p))).toBe(true);
+    expect(
+      barrierRunProblems(
+        both.map((b) => b.arrive.steps),
+        'eager',
+      ).some((p) => /finishes without knowing/.test(p)),
+    ).toBe(true);
     // the top group's members send their releases down before their own (top) release arrives: only a non-dissemination top has one
     const flat = range(0, plan.size - 1).map((r) => barrierSchedules(plan, r, { barrierAlgorithm: () => 'central-counter' }));
     const early = flat.map((b) => {
@@ -84,7 +94,13 @@ describe('hierarchical barrier, simulated', () => {
 describe('hierarchical barrier schedules by hand', () => {
   const send = (peer: number, level: number): Step => ({ kind: StepKind.Send, peer, level });
   const recv = (peer: number, level: number): Step => ({ kind: StepKind.Recv, peer, level });
-  const exchange = (to: number, from: number, level: number): Step => ({ kind: StepKind.SendRecv, peer: to, level, peer2: from, range2: { first: 0, count: 1 } });
+  const exchange = (to: number, from: number, level: number): Step => ({
+    kind: StepKind.SendRecv,
+    peer: to,
+    level,
+    peer2: from,
+    range2: { first: 0, count: 1 },
+  });
   // ranks round-robin over two nodes: node groups {0, 2, 4} and {1, 3, 5}, world {0, 1}
   const plan = planGroups(range(0, 5).map((rank) => ({ rank, node: `n${rank % 2}`, locality: '' })));
   const L = { node: 0, world: 1 };
@@ -97,7 +113,10 @@ describe('hierarchical barrier schedules by hand', () => {
     });
     expect(barrierSchedules(plan, 1).arrive.steps).toEqual([recv(3, L.node), recv(5, L.node), send(0, L.world)]);
     expect(barrierSchedules(plan, 1).release.steps).toEqual([recv(0, L.world), send(5, L.node), send(3, L.node)]);
-    expect(barrierSchedules(plan, 5)).toEqual({ arrive: { collective: 'reduce', root: 0, steps: [send(1, L.node)] }, release: { collective: 'bcast', root: 0, steps: [recv(1, L.node)] } });
+    expect(barrierSchedules(plan, 5)).toEqual({
+      arrive: { collective: 'reduce', root: 0, steps: [send(1, L.node)] },
+      release: { collective: 'bcast', root: 0, steps: [recv(1, L.node)] },
+    });
   });
 
   it('dissemination on top needs no release there; a dissemination below the top still releases from its leader', () => {
@@ -116,7 +135,10 @@ describe('hierarchical barrier schedules by hand', () => {
 
   it('a job of one rank has no steps; a bad rank or algorithm is rejected', () => {
     const one = planGroups([{ rank: 0, node: 'a', locality: '' }]);
-    expect(barrierSchedules(one, 0, { barrierAlgorithm: () => 'central-counter' })).toEqual({ arrive: { collective: 'reduce', root: 0, steps: [] }, release: { collective: 'bcast', root: 0, steps: [] } });
+    expect(barrierSchedules(one, 0, { barrierAlgorithm: () => 'central-counter' })).toEqual({
+      arrive: { collective: 'reduce', root: 0, steps: [] },
+      release: { collective: 'bcast', root: 0, steps: [] },
+    });
     thrown(() => barrierSchedules(plan, 6), 'EINVAL');
     thrown(() => barrierSchedules(plan, 0, { barrierAlgorithm: () => CT(1) }), 'ECONFIG');
   });

@@ -1,11 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ScheduleCache,
-  allreduceSchedules,
-  bcastSchedule,
-  coveringSources,
-  reduceSchedule,
-} from '../../src/algorithms/hierarchical.js';
+import { ScheduleCache, allreduceSchedules, bcastSchedule, coveringSources, reduceSchedule } from '../../src/algorithms/hierarchical.js';
 import { StepKind, encodeSchedule, type Schedule, type Step } from '../../src/algorithms/schedule.js';
 import { TopocollError } from '../../src/errors.js';
 import { planGroups, type GroupPlan } from '../../src/groups/plan.js';
@@ -16,7 +10,6 @@ import { UNBALANCED_CONF, exampleFile } from '../helpers/network-examples.js';
 import { allreduceProblems, bcastProblems, ONE_ELEMENT, reduceProblems, SEVERAL_RUNS, type SimRun } from './collective-checks.js';
 import { outOfGroupSteps, simulate } from './simulator.js';
 import { byCore, coreLocality, pad, range } from '../helpers/placements.js';
-
 
 /** Deterministic PRNG (mulberry32). */
 function prng(seed: number): () => number {
@@ -49,7 +42,8 @@ function checkEveryRoot(plan: GroupPlan, roots: readonly number[] = range(0, pla
       schedules.forEach((s, r) => {
         const at = s.steps.map((x) => x.kind).filter((k) => k === once).length;
         const where = collective === 'bcast' ? s.steps[0] : s.steps[s.steps.length - 1];
-        if (at !== (r === root ? 0 : 1) || (r !== root && where?.kind !== once)) problems.push(`${collective} root ${root}: rank ${r} steps ${s.steps.map((x) => x.kind).join(',')}`);
+        if (at !== (r === root ? 0 : 1) || (r !== root && where?.kind !== once))
+          problems.push(`${collective} root ${root}: rank ${r} steps ${s.steps.map((x) => x.kind).join(',')}`);
       });
     }
   }
@@ -92,11 +86,7 @@ describe('hierarchical schedules: the S3 seed example (64 nodes × 36 ranks, 16 
     expect(bcastSchedule(plan, 37, 37).steps).toEqual([45, 41, 53, 39, 38].map((p) => send(p, L.socket)));
     // 36 is relative 17 in that tree: parent 16 → rank 53; then it is the source above, top-down
     // (switch1 before node)
-    expect(bcastSchedule(plan, 36, 37).steps).toEqual([
-      recv(53, L.socket),
-      ...[324, 180, 108, 72].map((p) => send(p, L.switch1)),
-      send(54, L.node),
-    ]);
+    expect(bcastSchedule(plan, 36, 37).steps).toEqual([recv(53, L.socket), ...[324, 180, 108, 72].map((p) => send(p, L.switch1)), send(54, L.node)]);
     // 0 receives in switch1 (rooted at 36, 0 is relative 15 → parent 14 → rank 540); it is the
     // source of switch2, node and socket, served top-down
     expect(bcastSchedule(plan, 0, 37).steps).toEqual([
@@ -112,11 +102,7 @@ describe('hierarchical schedules: the S3 seed example (64 nodes × 36 ranks, 16 
   });
 
   it('reduce to 37 mirrors it: lower levels first, smallest subtree first, one send last', () => {
-    expect(reduceSchedule(plan, 36, 37).steps).toEqual([
-      red(54, L.node),
-      ...[72, 108, 180, 324].map((p) => red(p, L.switch1)),
-      send(53, L.socket),
-    ]);
+    expect(reduceSchedule(plan, 36, 37).steps).toEqual([red(54, L.node), ...[72, 108, 180, 324].map((p) => red(p, L.switch1)), send(53, L.socket)]);
     expect(reduceSchedule(plan, 0, 37).steps).toEqual([
       ...[1, 2, 16, 4, 8].map((p) => red(p, L.socket)),
       red(18, L.node),
@@ -177,7 +163,11 @@ describe('hierarchical schedules, every root', () => {
   it('interleaved ranks: round-robin over 3 nodes, 4 ranks each', () => {
     const placements = range(0, 11).map((r) => ({ rank: r, node: `n${r % 3}`, locality: coreLocality(Math.floor(r / 3), 2) }));
     const plan = planGroups(placements);
-    expect(plan.groups.get('node')!.map((g) => g.members)).toEqual([[0, 6], [1, 7], [2, 8]]);
+    expect(plan.groups.get('node')!.map((g) => g.members)).toEqual([
+      [0, 6],
+      [1, 7],
+      [2, 8],
+    ]);
     checkEveryRoot(plan);
   });
 
@@ -239,7 +229,9 @@ describe('hierarchical schedules, every root', () => {
       const placements: RankPlacement[] = [];
       let next = 0;
       nodes.forEach((node, k) => {
-        const cores = range(0, 7).sort(() => random() - 0.5).slice(0, perNode[k]);
+        const cores = range(0, 7)
+          .sort(() => random() - 0.5)
+          .slice(0, perNode[k]);
         for (const c of cores) placements.push({ rank: ranks[next++]!, node, locality: random() < 0.9 ? coreLocality(c, 4) : '' });
       });
       // leaves 0 and 1 under spine0, leaf 2 under spine1, leaf 3 directly at the top (no spine)
@@ -293,25 +285,34 @@ describe('the simulator itself', () => {
     const mismatch = run([sched(step(StepKind.Send, 1, 0)), sched(step(StepKind.Recv, 0, 1))]);
     expect(mismatch.finished).toBe(true);
     expect(mismatch.errors).toEqual(['rank 1 step 0 (segment 0): message 0→1 on level 0 met a receive on level 1']);
-    const ranges = run([sched(step(StepKind.Send, 1, 0, { range: { first: 0, count: 1, of: 2 } })), sched(step(StepKind.Recv, 0, 0, { range: { first: 1, count: 1, of: 2 } }))]);
+    const ranges = run([
+      sched(step(StepKind.Send, 1, 0, { range: { first: 0, count: 1, of: 2 } })),
+      sched(step(StepKind.Recv, 0, 0, { range: { first: 1, count: 1, of: 2 } })),
+    ]);
     expect(ranges.errors).toEqual(['rank 1 step 0 (segment 0): message 0→1 carries blocks 0+1/2, the receive expects 1+1/2']);
   });
 
   it('moves block ranges, combines in the order asked, and flags sending data a rank does not hold', () => {
     const sim = run(
-      [sched(step(StepKind.Send, 1, 0, { range: { first: 1, count: 1, of: 2 } })), sched(step(StepKind.RecvReduce, 0, 0, { range: { first: 1, count: 1, of: 2 }, order: 1 }))],
+      [
+        sched(step(StepKind.Send, 1, 0, { range: { first: 1, count: 1, of: 2 } })),
+        sched(step(StepKind.RecvReduce, 0, 0, { range: { first: 1, count: 1, of: 2 }, order: 1 })),
+      ],
       'rendezvous',
       4,
     );
     expect(sim.errors).toEqual([]);
     expect(sim.buffers[1]).toEqual(['1/0/0', '1/0/1', '(0/0/2 1/0/2)', '(0/0/3 1/0/3)']);
-    const missing = simulate([sched(step(StepKind.Send, 1)), sched(step(StepKind.Recv, 0))], { elements: 2, initial: (r, e) => (r === 0 && e === 0 ? 'x' : undefined) });
+    const missing = simulate([sched(step(StepKind.Send, 1)), sched(step(StepKind.Recv, 0))], {
+      elements: 2,
+      initial: (r, e) => (r === 0 && e === 0 ? 'x' : undefined),
+    });
     expect(missing.errors).toEqual(['rank 0 step 0 (segment 0): sends element 1 it does not hold']);
     const unreceived = run([sched(step(StepKind.Send, 1)), sched()], 'eager');
     expect(unreceived.errors).toEqual(['1 message(s) 0→1 never received']);
   });
 
-  it('flags a peer outside the rank\'s group on that level', () => {
+  it("flags a peer outside the rank's group on that level", () => {
     const plan = planGroups(byCore(['a', 'b'], 4, 2));
     const schedules = range(0, 7).map(() => sched());
     schedules[1] = sched(step(StepKind.Send, 2, 0)); // 1 and 2 are on different sockets

@@ -31,13 +31,17 @@ export const SHAPES: { name: string; plan: (p: number) => GroupPlan }[] = [
       const sizes = [4, 1, 3, 2];
       const placements: RankPlacement[] = [];
       for (let k = 0; placements.length < p; k++) {
-        for (let j = 0; j < sizes[k % 4]! && placements.length < p; j++) placements.push({ rank: placements.length, node: `n${k}`, locality: coreLocality(j, 2) });
+        for (let j = 0; j < sizes[k % 4]! && placements.length < p; j++)
+          placements.push({ rank: placements.length, node: `n${k}`, locality: coreLocality(j, 2) });
       }
       return planGroups(placements);
     },
   },
   // ranks round-robin over two nodes: the ranks of a node are not consecutive
-  { name: 'interleaved', plan: (p) => planGroups(range(0, p - 1).map((rank) => ({ rank, node: `n${rank % 2}`, locality: coreLocality(Math.floor(rank / 2), 2) }))) },
+  {
+    name: 'interleaved',
+    plan: (p) => planGroups(range(0, p - 1).map((rank) => ({ rank, node: `n${rank % 2}`, locality: coreLocality(Math.floor(rank / 2), 2) }))),
+  },
 ];
 
 /** Every shape for p = 1 … 20. */
@@ -60,7 +64,9 @@ export function randomPlans(count: number, seed: number): GroupPlan[] {
     const placements: RankPlacement[] = [];
     let next = 0;
     nodes.forEach((node, k) => {
-      const cores = range(0, 7).sort(() => random() - 0.5).slice(0, perNode[k]);
+      const cores = range(0, 7)
+        .sort(() => random() - 0.5)
+        .slice(0, perNode[k]);
       for (const c of cores) placements.push({ rank: ranks[next++]!, node, locality: random() < 0.9 ? coreLocality(c, 4) : '' });
     });
     const spineOfLeaf = ['spine0', 'spine0', 'spine1', undefined];

@@ -27,11 +27,13 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
     const words = encodeSchedule(s);
     expect(words).toBeInstanceOf(Int32Array);
     expect(STEP_WORDS).toBe(12);
-    expect([...words]).toEqual([
-      [3, 7, 0, 0, 0, 1, 1, -1, 0, 0, 0, 0],
-      [3, 12, 2, 0, 2, 3, 8, -1, 0, 0, 1, 0],
-      [1, 3, 1, 0, 0, 1, 1, -1, 0, 0, 0, 0],
-    ].flat());
+    expect([...words]).toEqual(
+      [
+        [3, 7, 0, 0, 0, 1, 1, -1, 0, 0, 0, 0],
+        [3, 12, 2, 0, 2, 3, 8, -1, 0, 0, 1, 0],
+        [1, 3, 1, 0, 0, 1, 1, -1, 0, 0, 0, 0],
+      ].flat(),
+    );
     expect(decodeSteps(words)).toEqual(s.steps);
   });
 
@@ -69,7 +71,7 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
     expect([...words.subarray(12 * STEP_WORDS, 13 * STEP_WORDS)]).toEqual([8, -1, 0, 0, 0, 1, 1, -1, 0, 0, 0, 1]);
   });
 
-  it('round-trips rank-block ranges (of 0), rank 0\'s block included, in the same word layout', () => {
+  it("round-trips rank-block ranges (of 0), rank 0's block included, in the same word layout", () => {
     const steps: Step[] = [
       { kind: StepKind.Send, peer: 1, level: 0, range: rankBlock(0) },
       { kind: StepKind.Recv, peer: 2, level: 1, range: rankBlock(7) },
@@ -106,6 +108,12 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
 
   it('tells schedules with exchanges apart', () => {
     expect(hasExchanges({ collective: 'bcast', root: 0, steps: [{ kind: StepKind.Send, peer: 1, level: 0 }] })).toBe(false);
-    expect(hasExchanges({ collective: 'reduce', root: 0, steps: [{ kind: StepKind.SendRecvReduce, peer: 1, level: 0, peer2: 1, range2: { first: 0, count: 1 }, order: 0 }] })).toBe(true);
+    expect(
+      hasExchanges({
+        collective: 'reduce',
+        root: 0,
+        steps: [{ kind: StepKind.SendRecvReduce, peer: 1, level: 0, peer2: 1, range2: { first: 0, count: 1 }, order: 0 }],
+      }),
+    ).toBe(true);
   });
 });

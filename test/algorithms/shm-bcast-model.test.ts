@@ -12,7 +12,13 @@ import {
 import { thrown } from '../helpers/thrown.js';
 
 const model: ShmCostModel = { copyBytesPerUs: 10000, largeCopyBytesPerUs: 5000, largeBytes: 8 << 20, notifyUs: 0.5, fragmentUs: 0.1, callUs: 0.2 };
-const shape = (over: Partial<BcastShape> = {}): BcastShape => ({ queueBytes: 64 * 4096, minFragment: 4096, sets: 2, tree: { kind: 'flat', radix: 2 }, ...over });
+const shape = (over: Partial<BcastShape> = {}): BcastShape => ({
+  queueBytes: 64 * 4096,
+  minFragment: 4096,
+  sets: 2,
+  tree: { kind: 'flat', radix: 2 },
+  ...over,
+});
 
 describe('notification trees', () => {
   it('reach every rank exactly once for every shape and size', () => {
@@ -24,7 +30,10 @@ describe('notification trees', () => {
           for (const c of treeChildren(tree, n, v)) visit(c);
         };
         visit(0);
-        expect(seen.every((x) => x === 1), `${tree.kind}:${tree.radix} n=${n}`).toBe(true);
+        expect(
+          seen.every((x) => x === 1),
+          `${tree.kind}:${tree.radix} n=${n}`,
+        ).toBe(true);
       }
     }
   });
@@ -80,7 +89,7 @@ describe('the S0 time model', () => {
     const table = fragmentTable(model, 2, 2, shape());
     expect(table).toHaveLength(27);
     for (let i = 1; i < table.length; i++) expect(table[i]!).toBeGreaterThanOrEqual(table[i - 1]!);
-    expect(Math.max(...table)).toBeLessThanOrEqual(64 * 4096 / 2);
+    expect(Math.max(...table)).toBeLessThanOrEqual((64 * 4096) / 2);
     expect(table[26]!).toBeGreaterThan(4096);
   });
 

@@ -110,7 +110,7 @@ class Run<V> {
   }
 
   result(): Simulation<V> {
-    for (let progress = true; progress; ) {
+    for (let progress = true; progress;) {
       progress = false;
       for (let a = 0; a < this.n; a++) while (this.advance(a)) progress = true;
     }
@@ -178,7 +178,9 @@ class Run<V> {
 
   private validPeers(s: Step, a: number, where: string): boolean {
     const peers = s.kind === StepKind.SendRecv || s.kind === StepKind.SendRecvReduce ? [s.peer, s.peer2] : [s.peer];
-    const bad = peers.filter((p) => p === undefined || !Number.isInteger(p) || p < 0 || p >= this.n || (p === a && s.kind !== StepKind.ShmBcast && s.kind !== StepKind.ShmReduce));
+    const bad = peers.filter(
+      (p) => p === undefined || !Number.isInteger(p) || p < 0 || p >= this.n || (p === a && s.kind !== StepKind.ShmBcast && s.kind !== StepKind.ShmReduce),
+    );
     if (bad.length > 0) this.error(`${where}: bad peer ${bad.join(', ')}`);
     return bad.length === 0;
   }
@@ -203,7 +205,9 @@ class Run<V> {
     if (message.level !== s.level) this.error(`${where}: message ${from}→${a} on level ${message.level} met a receive on level ${s.level}`);
     if (message.segment !== segment) this.error(`${where}: message ${from}→${a} of segment ${message.segment} met a receive of segment ${segment}`);
     if (sent.first !== range.first || sent.count !== range.count || sent.of !== range.of) {
-      this.error(`${where}: message ${from}→${a} carries blocks ${sent.first}+${sent.count}/${sent.of}, the receive expects ${range.first}+${range.count}/${range.of}`);
+      this.error(
+        `${where}: message ${from}→${a} carries blocks ${sent.first}+${sent.count}/${sent.of}, the receive expects ${range.first}+${range.count}/${range.of}`,
+      );
       return true;
     }
     const reduce = s.kind === StepKind.RecvReduce || s.kind === StepKind.SendRecvReduce;
@@ -235,7 +239,9 @@ class Run<V> {
     const sent = publication.range;
     if (publication.segment !== segment) this.error(`${where}: ShmBcast from ${s.peer} of segment ${publication.segment} met a reader in segment ${segment}`);
     if (sent.first !== range.first || sent.count !== range.count || sent.of !== range.of) {
-      this.error(`${where}: ShmBcast from ${s.peer} publishes blocks ${sent.first}+${sent.count}/${sent.of}, the reader expects ${range.first}+${range.count}/${range.of}`);
+      this.error(
+        `${where}: ShmBcast from ${s.peer} publishes blocks ${sent.first}+${sent.count}/${sent.of}, the reader expects ${range.first}+${range.count}/${range.of}`,
+      );
       return true;
     }
     this.write(a, segment, range, publication.values, undefined, where);
@@ -269,7 +275,9 @@ class Run<V> {
       return true;
     }
     const combine = this.options.combine;
-    const values = parts[0]!.values.map((_, e) => parts.map((p) => p.values[e]).reduce((l, r) => (l === undefined || r === undefined || combine === undefined ? undefined : combine(l, r))));
+    const values = parts[0]!.values.map((_, e) =>
+      parts.map((p) => p.values[e]).reduce((l, r) => (l === undefined || r === undefined || combine === undefined ? undefined : combine(l, r))),
+    );
     this.write(a, segment, range, values, undefined, where);
     return true;
   }

@@ -4,7 +4,7 @@ import { repoRoot } from './helpers.js';
 
 /** `topocoll bench barrier --explain`: S4's predictions beside real measurements, per algorithm. */
 describe('topocoll bench barrier --explain', () => {
-  it('runs every barrier algorithm at every level and the model\'s choice on 2 emulated nodes, each predicted and measured', () => {
+  it("runs every barrier algorithm at every level and the model's choice on 2 emulated nodes, each predicted and measured", () => {
     const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'bench', 'barrier', '--explain', '-n', '4', '--nodes', '2', '--iterations', '200'], {
       encoding: 'utf8',
       timeout: 120_000,

@@ -83,7 +83,10 @@ describe('topocoll bench --report', () => {
   it('a real short run writes the charts from the rows its --json prints, and no progress line off a terminal', async () => {
     const dir = tempDir('topocoll-report-');
     const args = ['bench', 'allgather', '-n', '2', '--min', '8', '--max', '32', '--modes', 'sync', '--iterations', '50', '--no-mpi'];
-    const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, ...args, '--json', '--report', join(dir, 'live')], { encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, ...args, '--json', '--report', join(dir, 'live')], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).not.toContain('\r');
     expect(readdirSync(join(dir, 'live'))).toEqual(['allgather-p2.svg']);

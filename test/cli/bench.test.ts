@@ -9,10 +9,14 @@ import { cli, repoRoot } from './helpers.js';
 /** `topocoll bench allgather`: the worker's rows, the memcpy of the whole result, the strategies' configurations and ALCD. */
 describe('topocoll bench allgather', () => {
   it('measures sync and async allgather per rank size, with one memcpy of the whole result beside it', () => {
-    const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'bench', 'allgather', '-n', '2', '--min', '8', '--max', '64', '--iterations', '50', '--no-mpi', '--json'], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [`${repoRoot}dist/cli/main.js`, 'bench', 'allgather', '-n', '2', '--min', '8', '--max', '64', '--iterations', '50', '--no-mpi', '--json'],
+      {
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
     expect(r.status, r.stderr).toBe(0);
     const rows = r.stdout
       .split('\n')
@@ -28,10 +32,14 @@ describe('topocoll bench allgather', () => {
   });
 
   it('the table puts the memcpy of the whole result beside each per-rank size', () => {
-    const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'bench', 'allgather', '-n', '2', '--min', '1024', '--max', '2048', '--modes', 'sync', '--iterations', '50', '--no-mpi'], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [`${repoRoot}dist/cli/main.js`, 'bench', 'allgather', '-n', '2', '--min', '1024', '--max', '2048', '--modes', 'sync', '--iterations', '50', '--no-mpi'],
+      {
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/# allgather, 2 ranks: .*memcpy of the whole result \(2 × bytes\)/);
     expect(r.stdout).toMatch(/bytes\/rank\s+topocoll sync\s+memcpy result\s+sync \/ memcpy/);
@@ -61,9 +69,32 @@ describe('topocoll bench allgather', () => {
   });
 
   it('the strategies table is relative to the ring, with Open MPI beside auto', () => {
-    const settings: BenchSettings = { collectives: ['allgather'], modes: ['sync'], minBytes: 8, maxBytes: 16, itersSmall: 1, itersLarge: 1, largeBytes: 8192, repeats: 1 };
-    const row = (mode: string, bytes: number, avgUs: number): BenchRow => ({ collective: 'allgather', mode, bytes, avgUs, minUs: avgUs, maxUs: avgUs, iterations: 1 });
-    const rows = [8, 16].flatMap((b) => [row('ring', b, 10), row('recursive-doubling', b, 5), row('bruck', b, 20), row('neighbor-exchange', b, 10), row('auto', b, 4)]);
+    const settings: BenchSettings = {
+      collectives: ['allgather'],
+      modes: ['sync'],
+      minBytes: 8,
+      maxBytes: 16,
+      itersSmall: 1,
+      itersLarge: 1,
+      largeBytes: 8192,
+      repeats: 1,
+    };
+    const row = (mode: string, bytes: number, avgUs: number): BenchRow => ({
+      collective: 'allgather',
+      mode,
+      bytes,
+      avgUs,
+      minUs: avgUs,
+      maxUs: avgUs,
+      iterations: 1,
+    });
+    const rows = [8, 16].flatMap((b) => [
+      row('ring', b, 10),
+      row('recursive-doubling', b, 5),
+      row('bruck', b, 20),
+      row('neighbor-exchange', b, 10),
+      row('auto', b, 4),
+    ]);
     const text = formatStrategies('allgather', rows, [row('ompi', 8, 8), row('ompi', 16, 2)], 'allgather, 4 ranks', settings);
     expect(text).toMatch(/bytes\s+ring µs\s+recursive-doubling\s+bruck\s+neighbor-exchange\s+auto\s+Open MPI µs\s+auto \/ OMPI/);
     expect(text).toMatch(/^\s+8\s+10\.00\s+0\.50\s+2\.00\s+1\.00\s+0\.40\s+8\.00\s+0\.50$/m);
@@ -71,7 +102,13 @@ describe('topocoll bench allgather', () => {
   });
 
   it("prints every algorithm's ALCD for the job's group sizes and for one group of all ranks", () => {
-    const text = formatAllgatherAlcd([{ level: 'l2', sizes: [2] }, { level: 'node', sizes: [2, 3] }], 8);
+    const text = formatAllgatherAlcd(
+      [
+        { level: 'l2', sizes: [2] },
+        { level: 'node', sizes: [2, 3] },
+      ],
+      8,
+    );
     const line = (n: number) => text.split('\n').find((l) => new RegExp(`^\\s+${n}\\s`).test(l));
     expect(line(2)).toMatch(/l2,node/);
     expect(line(3)).toMatch(/\bnode\b/);

@@ -36,9 +36,13 @@ describe('topocoll groups', () => {
     expect(r.stdout).toMatch(/^2304 ranks on 64 node\(s\); network: simple:/);
     expect(r.stdout).toMatch(/^socket\s+128\s+18\s+0,18,36,.*\s+shm\s+binomial\s+recursive-doubling 3\.88 \/ ring 1\.89$/m);
     // Between nodes the algorithm follows the message size (groups of 16: scatter-allgather and Rabenseifner for large ones).
-    expect(r.stdout).toMatch(/^switch1\s+4\s+16\s+0,576,1152,1728\s+binomial \/ scatter-allgather\s+binomial \/ rabenseifner\s+recursive-doubling 3\.75 \/ ring 1\.88$/m);
+    expect(r.stdout).toMatch(
+      /^switch1\s+4\s+16\s+0,576,1152,1728\s+binomial \/ scatter-allgather\s+binomial \/ rabenseifner\s+recursive-doubling 3\.75 \/ ring 1\.88$/m,
+    );
     expect(r.stdout).toMatch(/^switch2\s+1\s+4\s+0\s+binomial \/ scatter-allgather\s+binomial \/ rabenseifner\s+recursive-doubling 1\.50 \/ ring 1\.50$/m);
-    expect(r.stdout).toMatch(/^allreduce: reduce-allreduce-bcast, top group recursive-doubling \(small\); reduce-allreduce-bcast, top group rabenseifner \(large\)/m);
+    expect(r.stdout).toMatch(
+      /^allreduce: reduce-allreduce-bcast, top group recursive-doubling \(small\); reduce-allreduce-bcast, top group rabenseifner \(large\)/m,
+    );
     expect(r.stdout).toMatch(/numa: same groups as socket — on node\[01-64\]/);
     expect(r.stdout).toMatch(/rank 36 on node02/);
     expect(r.stdout).toMatch(/switch1\s+sw11: 16 members \(0,36,72,108,144,180,…,540\), leader 0/);
@@ -50,20 +54,32 @@ describe('topocoll groups', () => {
     const socketOn = JSON.parse((await cli(['groups', '--localities', file, '--json'])).stdout) as GroupPlanJson;
     expect(socketOn.levels).toEqual(['socket', 'node', 'world']);
     // map-by socket: local ranks 0,2 on socket 0 and 1,3 on socket 1.
-    expect(socketOn.ranks[0]!.groups.map((g) => g.members)).toEqual([[0, 2], [0, 1], [0, 4]]);
+    expect(socketOn.ranks[0]!.groups.map((g) => g.members)).toEqual([
+      [0, 2],
+      [0, 1],
+      [0, 4],
+    ]);
     // With socket off, numa (same partition here) takes its place; with all three off, none.
     const socketOff = JSON.parse((await cli(['groups', '--localities', file, '--disable', 'socket', '--json'])).stdout) as GroupPlanJson;
     expect(socketOff.levels).toEqual(['numa', 'node', 'world']);
     const off = JSON.parse((await cli(['groups', '--localities', file, '--disable', 'socket,numa,l3', '--json'])).stdout) as GroupPlanJson;
-    expect(off.ranks[0]!.groups.map((g) => g.members)).toEqual([[0, 1, 2, 3], [0, 4]]);
+    expect(off.ranks[0]!.groups.map((g) => g.members)).toEqual([
+      [0, 1, 2, 3],
+      [0, 4],
+    ]);
     const config = tmpFile('c.yaml', 'levels:\n  socket: { enabled: false }\n  numa: { enabled: false }\n  l3: { enabled: false }\n');
     const viaConfig = JSON.parse((await cli(['groups', '--localities', file, '--config', config, '--json'])).stdout) as GroupPlanJson;
-    expect(viaConfig.ranks[0]!.groups.map((g) => g.members)).toEqual([[0, 1, 2, 3], [0, 4]]);
+    expect(viaConfig.ranks[0]!.groups.map((g) => g.members)).toEqual([
+      [0, 1, 2, 3],
+      [0, 4],
+    ]);
   });
 
   it('warns once per level and reason about levels that do not nest', async () => {
     const lines = ['a', 'b'].flatMap((node, n) =>
-      ['SK0:L30:L20:L10:CR0:HT0:NM0', 'SK0:L31:L21:L11:CR1:HT1:NM0', 'SK1:L31:L22:L12:CR2:HT2:NM1', 'SK1:L32:L23:L13:CR3:HT3:NM1'].map((loc, j) => `${n * 4 + j} ${node} ${loc}`),
+      ['SK0:L30:L20:L10:CR0:HT0:NM0', 'SK0:L31:L21:L11:CR1:HT1:NM0', 'SK1:L31:L22:L12:CR2:HT2:NM1', 'SK1:L32:L23:L13:CR3:HT3:NM1'].map(
+        (loc, j) => `${n * 4 + j} ${node} ${loc}`,
+      ),
     );
     const r = await cli(['groups', '--localities', tmpFile('odd.loc', lines.join('\n'))]);
     expect(r.code).toBe(0);
@@ -90,7 +106,10 @@ describe('topocoll groups', () => {
 
 describe('topocoll groups shows the configured algorithms', () => {
   it('per level, from --config', async () => {
-    const config = tmpFile('alg.yaml', 'bcast:\n  levels: { switch1: knomial:4 }\nreduce:\n  levels: { socket: rabenseifner }\nallreduce: { algorithm: reduce-bcast }\n');
+    const config = tmpFile(
+      'alg.yaml',
+      'bcast:\n  levels: { switch1: knomial:4 }\nreduce:\n  levels: { socket: rabenseifner }\nallreduce: { algorithm: reduce-bcast }\n',
+    );
     const r = await cli(['groups', ...seedJob, '--config', config]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^socket\s.*\s+shm\s+rabenseifner\s+\S/m);

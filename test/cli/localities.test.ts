@@ -58,7 +58,9 @@ describe('topocoll localities', () => {
 
   it('names the missing options, bad values and hostlist errors', async () => {
     expect((await cli(['localities', '--nodes', 'a'])).stderr).toMatch(/EINVAL: .*missing --hwloc-xml, --ppn, --map-by/);
-    expect((await cli(['localities', '--hwloc-xml', exampleMachine, '--nodes', 'a', '--ppn', '2', '--map-by', 'l3'])).stderr).toMatch(/--map-by must be one of core, numa, socket/);
+    expect((await cli(['localities', '--hwloc-xml', exampleMachine, '--nodes', 'a', '--ppn', '2', '--map-by', 'l3'])).stderr).toMatch(
+      /--map-by must be one of core, numa, socket/,
+    );
     expect((await cli(['localities', '--hwloc-xml', exampleMachine, '--nodes', 'n[3-1]', '--ppn', '2', '--map-by', 'core'])).stderr).toMatch(/ETOPOLOGY/);
     expect((await cli(['localities', '--bogus'])).stderr).toMatch(/EINVAL: topocoll localities: Unknown option '--bogus'/);
   });

@@ -28,7 +28,7 @@ describe('the progress line', () => {
     expect(s.text.slice(after)).toMatch(/3\/3 late/);
   });
 
-  it('takes itself away around the command\'s output and comes back after it', () => {
+  it("takes itself away around the command's output and comes back after it", () => {
     const s = stream(true, 120);
     const p = new Progress('topocoll tune shm', 2, s);
     const io = captured();

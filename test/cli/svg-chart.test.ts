@@ -9,9 +9,20 @@ const series: ChartSeries[] = [
   { label: 'Open MPI', color: '#D55E00', marker: 'diamond', points: sizes.map((x) => ({ x, y: 0.2 + x / 300 })) },
   { label: 'memcpy <limit> & co', color: '#555555', marker: 'triangle', dashed: true, points: sizes.map((x) => ({ x, y: 0.04 + x / 50 })) },
 ];
-const chart: LogLogChart = { title: 'allreduce, 4 ranks, one node', subtitle: 'sum of int32 elements', xLabel: 'message size', yLabel: 'latency per call (µs)', footer: 'topocoll abc1234 · 2025-01-31', series };
+const chart: LogLogChart = {
+  title: 'allreduce, 4 ranks, one node',
+  subtitle: 'sum of int32 elements',
+  xLabel: 'message size',
+  yLabel: 'latency per call (µs)',
+  footer: 'topocoll abc1234 · 2025-01-31',
+  series,
+};
 
-const parser = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '@_', isArray: (name) => ['g', 'text', 'line', 'circle', 'rect', 'path'].includes(name) });
+const parser = new XMLParser({
+  ignoreAttributes: false,
+  attributeNamePrefix: '@_',
+  isArray: (name) => ['g', 'text', 'line', 'circle', 'rect', 'path'].includes(name),
+});
 type Node = Record<string, unknown>;
 /** Every element named `name` anywhere under `node`. */
 function all(node: unknown, name: string): Node[] {
@@ -45,16 +56,34 @@ describe('the log-log SVG chart', () => {
     expect(formatDecimalTick({ mantissa: 5, exponent: -2 })).toBe('0.05');
     expect(formatDecimalTick({ mantissa: 2, exponent: 3 })).toBe('2000');
     const doc = parser.parse(renderLogLogChart(chart)) as Node;
-    const ticks = (cls: string) => all(all(doc, 'g').find((g) => g['@_class'] === cls), 'text').map((t) => String(t['#text']));
+    const ticks = (cls: string) =>
+      all(
+        all(doc, 'g').find((g) => g['@_class'] === cls),
+        'text',
+      ).map((t) => String(t['#text']));
     expect(ticks('x-ticks')).toEqual(['4 B', '8 B', '16 B', '32 B', '64 B', '128 B', '256 B', '512 B', '1 KiB', '2 KiB', '4 KiB']);
     // 0.12 … 81.96 µs, under three decades: 1-2-5 ticks from 0.1 to 100.
     expect(ticks('y-ticks')).toEqual(['0.1', '0.2', '0.5', '1', '2', '5', '10', '20', '50', '100']);
   });
 
   it('over more than three decades labels decades only, from one to the next', () => {
-    const wide: ChartSeries[] = [{ label: 'a', color: '#000', marker: 'circle', points: [{ x: 4, y: 0.03 }, { x: 4 << 20, y: 3000 }] }];
+    const wide: ChartSeries[] = [
+      {
+        label: 'a',
+        color: '#000',
+        marker: 'circle',
+        points: [
+          { x: 4, y: 0.03 },
+          { x: 4 << 20, y: 3000 },
+        ],
+      },
+    ];
     const doc = parser.parse(renderLogLogChart({ ...chart, series: wide })) as Node;
-    const texts = (cls: string) => all(all(doc, 'g').find((g) => g['@_class'] === cls), 'text').map((t) => String(t['#text']));
+    const texts = (cls: string) =>
+      all(
+        all(doc, 'g').find((g) => g['@_class'] === cls),
+        'text',
+      ).map((t) => String(t['#text']));
     expect(texts('y-ticks')).toEqual(['0.01', '0.1', '1', '10', '100', '1000', '10000']);
     // 21 powers of two: every second one labelled, 4 B to 4 MiB.
     expect(texts('x-ticks')).toEqual(['4 B', '16 B', '64 B', '256 B', '1 KiB', '4 KiB', '16 KiB', '64 KiB', '256 KiB', '1 MiB', '4 MiB']);
@@ -77,7 +106,10 @@ describe('the log-log SVG chart', () => {
     expect(renderLogLogChart(chart)).toBe(renderLogLogChart(structuredClone(chart)));
     const shuffled = { ...chart, series: series.map((s) => ({ ...s, points: [...s.points].reverse() })) };
     expect(renderLogLogChart(shuffled)).toBe(renderLogLogChart(chart));
-    const withBad = { ...chart, series: series.map((s, i) => (i === 0 ? { ...s, points: [...s.points, { x: 0, y: 1 }, { x: 8192, y: 0 }, { x: 16384, y: Number.NaN }] } : s)) };
+    const withBad = {
+      ...chart,
+      series: series.map((s, i) => (i === 0 ? { ...s, points: [...s.points, { x: 0, y: 1 }, { x: 8192, y: 0 }, { x: 16384, y: Number.NaN }] } : s)),
+    };
     expect(renderLogLogChart(withBad)).toBe(renderLogLogChart(chart));
   });
 

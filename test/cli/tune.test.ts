@@ -33,7 +33,7 @@ describe('topocoll tune shm', () => {
 });
 
 describe('topocoll tune barrier', () => {
-  it('measures LogP over shared memory and TCP on real processes, writes barrier.logp, keeps other keys, and prints the model\'s choices', () => {
+  it("measures LogP over shared memory and TCP on real processes, writes barrier.logp, keeps other keys, and prints the model's choices", () => {
     const file = join(tempDir('topocoll-tune-'), 'mine.yaml');
     writeFileSync(file, '# my settings\nbarrier:\n  levels: { node: central-counter }\n');
     const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'tune', 'barrier', '--out', file], { encoding: 'utf8', timeout: 120_000 });
@@ -77,11 +77,24 @@ describe('the model fit', () => {
 
   it('fits streamed broadcasts and applies the memory-bound rate from a quarter of the last-level cache', () => {
     const mb = 1 << 20;
-    const measured = (bcast: [number, number][], streamed: [number, number][]): Measured => ({ copy: 40000, largeCopy: 20000, pingpong: 0.5, stream: 0.2, bcast: new Map(bcast), streamed: new Map(streamed) });
+    const measured = (bcast: [number, number][], streamed: [number, number][]): Measured => ({
+      copy: 40000,
+      largeCopy: 20000,
+      pingpong: 0.5,
+      stream: 0.2,
+      bcast: new Map(bcast),
+      streamed: new Map(streamed),
+    });
     // Streamed times of a pipeline with c = 25000 B/µs and 0.05 µs per fragment, call cost 0.2.
     const t = (m: number, f: number) => 0.2 + m / 25000 + (m / f) * 0.05;
     const small = measured([[8, 0.5]], [[mb, t(mb, 4096)]]);
-    const large = measured([], [[mb, t(mb, 65536)], [16 * mb, 0.2 + (16 * mb) / 12000 + 256 * 0.05]]);
+    const large = measured(
+      [],
+      [
+        [mb, t(mb, 65536)],
+        [16 * mb, 0.2 + (16 * mb) / 12000 + 256 * 0.05],
+      ],
+    );
     const oneMiB = new Map([4096, 16384, 65536].map((f) => [f, t(mb, f)]));
     const m = fitModel(small, large, oneMiB, 32 * mb);
     expect(m.notifyUs).toBeCloseTo(0.3, 6);

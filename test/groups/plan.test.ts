@@ -7,7 +7,6 @@ import type { TopocollErrorCode } from '../../src/errors.js';
 import { thrown } from '../helpers/thrown.js';
 import { byCore, coreLocality, pad, range } from '../helpers/placements.js';
 
-
 function expectError(fn: () => unknown, code: TopocollErrorCode, text: RegExp): void {
   expect(thrown(fn, code).message).toMatch(text);
 }
@@ -75,7 +74,10 @@ describe('rule 1: hardware levels per node', () => {
     ];
     const plan = planGroups(placements);
     expect(plan.levels).toEqual(['socket', 'node']);
-    expect(plan.chain(0).map((g) => g.members)).toEqual([[0, 1], [0, 2]]);
+    expect(plan.chain(0).map((g) => g.members)).toEqual([
+      [0, 1],
+      [0, 2],
+    ]);
     const core = plan.dropped.find((d) => d.level === 'core')!;
     expect(core.reason).toBe('rank 0 spans 2 core units (0,1)');
   });
@@ -98,8 +100,15 @@ describe('rule 1: hardware levels per node', () => {
     const plan = planGroups(range(0, 7).map((r) => ({ rank: r, node: 'a', locality: loc(r) })));
     // core and l1 have the same partition: the upper name (l1) survives.
     expect(plan.levels).toEqual(['l1', 'l2', 'node']);
-    expect(plan.chain(0).map((g) => g.members)).toEqual([[0, 1], [0, 2], [0, 4]]);
-    expect(plan.chain(6).map((g) => g.members)).toEqual([[6, 7], [4, 6]]);
+    expect(plan.chain(0).map((g) => g.members)).toEqual([
+      [0, 1],
+      [0, 2],
+      [0, 4],
+    ]);
+    expect(plan.chain(6).map((g) => g.members)).toEqual([
+      [6, 7],
+      [4, 6],
+    ]);
     expect(plan.dropped.find((d) => d.level === 'core')!.reason).toBe('same groups as l1');
     expect(plan.dropped.find((d) => d.level === 'l3')!.reason).toBe('same groups as node');
   });
@@ -136,8 +145,15 @@ describe('rule 1: hardware levels per node', () => {
     ];
     const plan = planGroups(placements);
     expect(plan.levels).toEqual(['socket', 'node', 'world']);
-    expect(plan.chain(0).map((g) => g.members)).toEqual([[0, 1], [0, 2], [0, 4]]);
-    expect(plan.chain(4).map((g) => g.members)).toEqual([[4, 5], [0, 4]]);
+    expect(plan.chain(0).map((g) => g.members)).toEqual([
+      [0, 1],
+      [0, 2],
+      [0, 4],
+    ]);
+    expect(plan.chain(4).map((g) => g.members)).toEqual([
+      [4, 5],
+      [0, 4],
+    ]);
     expect(plan.dropped.filter((d) => d.node === 'b' && d.level === 'socket').map((d) => d.reason)).toEqual(['every socket unit holds one rank']);
   });
 });
@@ -162,8 +178,15 @@ describe('rule 3: groups, leaders, members', () => {
     // Round-robin over 3 nodes, 2 ranks each: node n(r mod 3).
     const placements = range(0, 5).map((r) => ({ rank: r, node: `n${r % 3}`, locality: coreLocality(Math.floor(r / 3), 1) }));
     const plan = planGroups(placements);
-    expect(plan.groups.get('node')!.map((g) => g.members)).toEqual([[0, 3], [1, 4], [2, 5]]);
-    expect(plan.chain(0).map((g) => g.members)).toEqual([[0, 3], [0, 1, 2]]);
+    expect(plan.groups.get('node')!.map((g) => g.members)).toEqual([
+      [0, 3],
+      [1, 4],
+      [2, 5],
+    ]);
+    expect(plan.chain(0).map((g) => g.members)).toEqual([
+      [0, 3],
+      [0, 1, 2],
+    ]);
     expect(plan.chain(4).map((g) => g.members)).toEqual([[1, 4]]);
   });
 
@@ -183,7 +206,10 @@ describe('rule 4: disabled levels', () => {
   it('removes a disabled level before building', () => {
     const plan = planGroups(placements, { disabled: ['node'] });
     expect(plan.levels).toEqual(['socket', 'world']);
-    expect(plan.chain(0).map((g) => g.members)).toEqual([[0, 1], [0, 2, 4, 6]]);
+    expect(plan.chain(0).map((g) => g.members)).toEqual([
+      [0, 1],
+      [0, 2, 4, 6],
+    ]);
     expect(plan.dropped.filter((d) => d.node === 'a' && d.reason === 'disabled by configuration')).toEqual([]);
     const noSocket = planGroups(placements, { disabled: ['socket'] });
     expect(noSocket.dropped.find((d) => d.node === 'a' && d.level === 'socket')!.reason).toBe('disabled by configuration');
@@ -197,12 +223,39 @@ describe('rule 4: disabled levels', () => {
 
 describe('input checks', () => {
   it('rejects duplicate, missing and out-of-range ranks', () => {
-    expectError(() => planGroups([{ rank: 0, node: 'a' }, { rank: 0, node: 'a' }]), 'EINVAL', /rank 0 is placed twice/);
-    expectError(() => planGroups([{ rank: 0, node: 'a' }, { rank: 2, node: 'a' }]), 'EINVAL', /rank 2 is outside 0…1/);
+    expectError(
+      () =>
+        planGroups([
+          { rank: 0, node: 'a' },
+          { rank: 0, node: 'a' },
+        ]),
+      'EINVAL',
+      /rank 0 is placed twice/,
+    );
+    expectError(
+      () =>
+        planGroups([
+          { rank: 0, node: 'a' },
+          { rank: 2, node: 'a' },
+        ]),
+      'EINVAL',
+      /rank 2 is outside 0…1/,
+    );
   });
   it('rejects a node missing from the network', () => {
     const network = parseSimpleNetworkFile('n1 sw1\n', 'net.txt');
-    expectError(() => planGroups([{ rank: 0, node: 'n1' }, { rank: 1, node: 'n2' }], { network }), 'ETOPOLOGY', /n2/);
+    expectError(
+      () =>
+        planGroups(
+          [
+            { rank: 0, node: 'n1' },
+            { rank: 1, node: 'n2' },
+          ],
+          { network },
+        ),
+      'ETOPOLOGY',
+      /n2/,
+    );
   });
   it('rejects a malformed locality string naming the rank', () => {
     expectError(() => planGroups([{ rank: 0, node: 'a', locality: 'XX0' }]), 'ETOPOLOGY', /rank 0/);
@@ -215,10 +268,15 @@ describe('JSON form', () => {
     const json = planToJson(plan);
     expect(Object.keys(json)).toEqual(['levels', 'ranks', 'dropped']);
     expect(JSON.stringify(json.ranks[0])).toBe(
-      JSON.stringify({ rank: 0, node: 'n1', locality: coreLocality(0, 2), groups: [
-        { level: 'socket', members: [0, 1], leader: 0 },
-        { level: 'node', members: [0, 2], leader: 0 },
-      ] }),
+      JSON.stringify({
+        rank: 0,
+        node: 'n1',
+        locality: coreLocality(0, 2),
+        groups: [
+          { level: 'socket', members: [0, 1], leader: 0 },
+          { level: 'node', members: [0, 2], leader: 0 },
+        ],
+      }),
     );
     expect(Object.keys(json.dropped[0]!)).toEqual(['node', 'level', 'reason']);
   });

@@ -33,7 +33,13 @@ export interface AcrossHostsOptions {
   limitMs?: (rank: number) => number;
 }
 
-export async function runAcrossHosts(h: Hosts, perHost: number[], script: string, args: string[] = [], opts: AcrossHostsOptions = {}): Promise<{ ranks: RankResult[]; ms: number }> {
+export async function runAcrossHosts(
+  h: Hosts,
+  perHost: number[],
+  script: string,
+  args: string[] = [],
+  opts: AcrossHostsOptions = {},
+): Promise<{ ranks: RankResult[]; ms: number }> {
   const masterAddr = opts.masterAddr ?? h.hosts[0]!.address;
   const size = perHost.reduce((a, b) => a + b, 0);
   const port = await h.freePort(0);
@@ -45,9 +51,19 @@ export async function runAcrossHosts(h: Hosts, perHost: number[], script: string
   perHost.forEach((count, host) => {
     for (let j = 0; j < count; j++, rank++) {
       const r = rank;
-      const env = { ...base, RANK: String(r), WORLD_SIZE: String(size), MASTER_ADDR: masterAddr, MASTER_PORT: String(port), TOPOCOLL_TOKEN: token, ...opts.env };
+      const env = {
+        ...base,
+        RANK: String(r),
+        WORLD_SIZE: String(size),
+        MASTER_ADDR: masterAddr,
+        MASTER_PORT: String(port),
+        TOPOCOLL_TOKEN: token,
+        ...opts.env,
+      };
       runs.push(
-        h.run(host, process.execPath, [script, ...args], { env, cwd: repoRoot, cpus: String(r % cpus().length), timeoutMs: opts.limitMs?.(r) ?? JOB_LIMIT_MS }).then((run) => ({ ...run, rank: r, host })),
+        h
+          .run(host, process.execPath, [script, ...args], { env, cwd: repoRoot, cpus: String(r % cpus().length), timeoutMs: opts.limitMs?.(r) ?? JOB_LIMIT_MS })
+          .then((run) => ({ ...run, rank: r, host })),
       );
     }
   });

@@ -261,22 +261,31 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
     spawn: spawnIn,
     run: runIn,
     async freePort(i) {
-      const r = await runIn(i, process.execPath, ['-e', "const s=require('net').createServer().listen(0,'0.0.0.0',()=>{console.log(s.address().port);s.close()})"]);
+      const r = await runIn(i, process.execPath, [
+        '-e',
+        "const s=require('net').createServer().listen(0,'0.0.0.0',()=>{console.log(s.address().port);s.close()})",
+      ]);
       const port = Number(r.stdout.trim());
       if (r.code !== 0 || !(port > 0)) throw new Error(`freePort in host ${i}: ${r.stderr || r.stdout}`);
       return port;
     },
     listShm: (i) => readdirSync(`/proc/${hostAt(i).holderPid}/root/dev/shm`),
-    listTmp: (i) => readdirSync(`/proc/${hostAt(i).holderPid}/root/tmp`).filter((name) => REPO_UNDER_TMP === undefined || name !== relative('/tmp', REPO_UNDER_TMP).split(sep)[0]),
+    listTmp: (i) =>
+      readdirSync(`/proc/${hostAt(i).holderPid}/root/tmp`).filter(
+        (name) => REPO_UNDER_TMP === undefined || name !== relative('/tmp', REPO_UNDER_TMP).split(sep)[0],
+      ),
     destroy() {
       destroyed ??= (async () => {
         const exits = [...spawned, ...holders]
           .filter((c) => c.exitCode === null && c.signalCode === null)
-          .map((c) => new Promise<void>((resolve) => {
-            c.once('exit', () => resolve());
-            c.ref(); // holders are unref'd: their exit must keep the loop alive until it is seen
-            c.kill('SIGKILL');
-          }));
+          .map(
+            (c) =>
+              new Promise<void>((resolve) => {
+                c.once('exit', () => resolve());
+                c.ref(); // holders are unref'd: their exit must keep the loop alive until it is seen
+                c.kill('SIGKILL');
+              }),
+          );
         await Promise.all(exits);
         // Descendants a job started in a host (not our direct children) are still in its netns.
         cleanupSync();
@@ -288,7 +297,13 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
 }
 
 /** Starts the holder of a host's UTS and mount namespaces and waits until its mounts are in place. */
-function startHolder(ns: string, name: string, tmpfsBytes: number, etcHosts: string | undefined, timeoutMs: number): Promise<{ child: ChildProcess; pid: number }> {
+function startHolder(
+  ns: string,
+  name: string,
+  tmpfsBytes: number,
+  etcHosts: string | undefined,
+  timeoutMs: number,
+): Promise<{ child: ChildProcess; pid: number }> {
   // `ip netns exec`, setpriv and unshare (without --fork) all exec, so "$$" is the holder's pid
   // and also the child's pid; it is printed only once hostname and both mounts succeeded.
   const script = [
@@ -305,9 +320,32 @@ function startHolder(ns: string, name: string, tmpfsBytes: number, etcHosts: str
     'echo "ready $$"',
     'exec sleep infinity',
   ].join('\n');
-  const child = spawn('ip', ['netns', 'exec', ns, 'setpriv', '--pdeathsig', 'KILL', 'unshare', '--uts', '--mount', '--propagation', 'private', 'sh', '-c', script, 'holder', name, etcHosts ?? '', REPO_UNDER_TMP ?? ''], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    'ip',
+    [
+      'netns',
+      'exec',
+      ns,
+      'setpriv',
+      '--pdeathsig',
+      'KILL',
+      'unshare',
+      '--uts',
+      '--mount',
+      '--propagation',
+      'private',
+      'sh',
+      '-c',
+      script,
+      'holder',
+      name,
+      etcHosts ?? '',
+      REPO_UNDER_TMP ?? '',
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';

@@ -11,9 +11,7 @@ export function coreLocality(c: number, coresPerSocket: number): string {
 
 /** `nodes` × `ppn` ranks mapped by core: rank r on node floor(r/ppn), core r mod ppn. */
 export function byCore(nodes: string[], ppn: number, coresPerSocket: number): RankPlacement[] {
-  return nodes.flatMap((node, k) =>
-    Array.from({ length: ppn }, (_, j) => ({ rank: k * ppn + j, node, locality: coreLocality(j, coresPerSocket) })),
-  );
+  return nodes.flatMap((node, k) => Array.from({ length: ppn }, (_, j) => ({ rank: k * ppn + j, node, locality: coreLocality(j, coresPerSocket) })));
 }
 
 /** from, from+step, … ≤ to */

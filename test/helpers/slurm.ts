@@ -1,6 +1,19 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
-import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  chmodSync,
+  closeSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { hostname, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -113,7 +126,10 @@ export function slurmUnavailable(): string | undefined {
 
 /** Variables by which a process would take itself for a rank of some launcher's job, or a Slurm client for another cluster's job. */
 function isLauncherVariable(name: string): boolean {
-  return /^(SLURM_|SLURMD_|SRUN_|SALLOC_|SBATCH_|TOPOCOLL_|OMPI_|PMIX_|PMI_)/.test(name) || ['MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(name);
+  return (
+    /^(SLURM_|SLURMD_|SRUN_|SALLOC_|SBATCH_|TOPOCOLL_|OMPI_|PMIX_|PMI_)/.test(name) ||
+    ['MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(name)
+  );
 }
 
 function cleanEnv(): NodeJS.ProcessEnv {
@@ -191,7 +207,10 @@ function killQuietly(pid: number, signal: NodeJS.Signals): void {
 
 function tail(file: string, lines: number): string {
   try {
-    return readFileSync(file, 'utf8').split('\n').slice(-lines - 1).join('\n');
+    return readFileSync(file, 'utf8')
+      .split('\n')
+      .slice(-lines - 1)
+      .join('\n');
   } catch {
     return '(no log)';
   }
@@ -240,9 +259,7 @@ async function startOnce(readyTimeoutMs: number): Promise<SlurmCluster> {
   process.on('exit', killAllSync);
 
   const logTail = (lines = 20) =>
-    ['munged.log', 'slurmctld.log', 'slurmd.log', 'slurmctld.out', 'slurmd.out']
-      .map((f) => `--- ${f}\n${tail(join(dir, 'log', f), lines)}`)
-      .join('\n');
+    ['munged.log', 'slurmctld.log', 'slurmd.log', 'slurmctld.out', 'slurmd.out'].map((f) => `--- ${f}\n${tail(join(dir, 'log', f), lines)}`).join('\n');
 
   try {
     for (const sub of ['munge', 'state', 'spool', 'log']) mkdirSync(join(dir, sub), { mode: 0o755 });
@@ -263,7 +280,18 @@ async function startOnce(readyTimeoutMs: number): Promise<SlurmCluster> {
       }
     };
 
-    spawnDaemon(tool('munged'), ['-F', `--key-file=${keyFile}`, `--socket=${socket}`, `--pid-file=${join(dir, 'munge', 'munged.pid')}`, `--log-file=${join(dir, 'log', 'munged.log')}`, `--seed-file=${join(dir, 'munge', 'seed')}`], 'munged.out');
+    spawnDaemon(
+      tool('munged'),
+      [
+        '-F',
+        `--key-file=${keyFile}`,
+        `--socket=${socket}`,
+        `--pid-file=${join(dir, 'munge', 'munged.pid')}`,
+        `--log-file=${join(dir, 'log', 'munged.log')}`,
+        `--seed-file=${join(dir, 'munge', 'seed')}`,
+      ],
+      'munged.out',
+    );
     await until(() => existsSync(socket), 10_000, 'munged did not create its socket', daemons, logTail);
 
     const nodeName = hostname().split('.')[0] || 'localhost';
@@ -345,7 +373,10 @@ async function startOnce(readyTimeoutMs: number): Promise<SlurmCluster> {
         if (stopped) return;
         cancelAll(tool('scancel'), env, user);
         for (const d of daemons) if (d.exitCode === null && d.signalCode === null) d.kill('SIGTERM');
-        await Promise.race([Promise.all(daemons.map((d) => (d.exitCode !== null || d.signalCode !== null ? Promise.resolve() : new Promise((r) => d.once('exit', r))))), sleep(5_000)]);
+        await Promise.race([
+          Promise.all(daemons.map((d) => (d.exitCode !== null || d.signalCode !== null ? Promise.resolve() : new Promise((r) => d.once('exit', r))))),
+          sleep(5_000),
+        ]);
         killAllSync();
         process.off('exit', killAllSync);
       },

@@ -46,7 +46,15 @@ export async function runTorchrunJob(
     if (left.length > 0 && left.every((c) => c.pid !== undefined && isStopped(c.pid))) left.forEach((c) => c.kill('SIGKILL'));
   }, 200);
   const runs = Array.from({ length: size }, (_, rank) => {
-    const env: NodeJS.ProcessEnv = { ...process.env, ...options.env, RANK: String(rank), WORLD_SIZE: String(size), LOCAL_RANK: String(rank), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port) };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...options.env,
+      RANK: String(rank),
+      WORLD_SIZE: String(size),
+      LOCAL_RANK: String(rank),
+      MASTER_ADDR: '127.0.0.1',
+      MASTER_PORT: String(port),
+    };
     for (const k of Object.keys(env)) if (k.startsWith('TOPOCOLL_') && !(options.env && k in options.env)) delete env[k];
     const child = spawn(process.execPath, [script, ...args], { env, cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
     children.push(child);

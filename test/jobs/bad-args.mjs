@@ -19,9 +19,12 @@ if (out[0] !== want || out[1] !== comm.size) throw new Error(`allreduce after th
 console.log(`rank ${comm.rank} ok`);
 
 // A user operator that throws where it runs: that rank reports it, the others learn of the abort.
-const failing = userOp(() => {
-  throw new Error('operator failed');
-}, { commutative: true });
+const failing = userOp(
+  () => {
+    throw new Error('operator failed');
+  },
+  { commutative: true },
+);
 try {
   comm.allreduceSync(new Float64Array(4), new Float64Array(4), failing);
   console.log(`rank ${comm.rank} finished`);

@@ -19,10 +19,17 @@ for (let k = 0; k < ROUNDS; k++) {
   appendFileSync(file, `${rank}:${k}\n`);
   if (k % 2 === 0) comm.barrierSync();
   else await comm.barrier();
-  const seen = new Set(readFileSync(file, 'utf8').split('\n').filter((l) => l.endsWith(`:${k}`)));
+  const seen = new Set(
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((l) => l.endsWith(`:${k}`)),
+  );
   if (seen.size !== size) throw new Error(`rank ${rank} left barrier ${k} having seen ${seen.size} of ${size} ranks enter it`);
 }
-const algorithms = comm.levels().filter((l) => l.algorithms).map((l) => `${l.name}:${/** @type {NonNullable<typeof l.algorithms>} */ (l.algorithms).barrier}`);
+const algorithms = comm
+  .levels()
+  .filter((l) => l.algorithms)
+  .map((l) => `${l.name}:${/** @type {NonNullable<typeof l.algorithms>} */ (l.algorithms).barrier}`);
 if (rank === 0) console.log(`barriers of rank 0: ${algorithms.join(' ')}`);
 console.log(`rank ${rank} ok ${ROUNDS}`);
 comm.close();

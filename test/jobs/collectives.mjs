@@ -22,7 +22,19 @@ const { rank, size } = comm;
 let checks = 0;
 
 /** @type {ArrayType[]} */
-const TYPES = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array];
+const TYPES = [
+  Int8Array,
+  Uint8Array,
+  Uint8ClampedArray,
+  Int16Array,
+  Uint16Array,
+  Int32Array,
+  Uint32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+];
 const isBig = (/** @type {ArrayType} */ T) => T === BigInt64Array || T === BigUint64Array;
 const isFloat = (/** @type {ArrayType} */ T) => T === Float32Array || T === Float64Array;
 /** @type {ReduceOpName[]} */
@@ -41,11 +53,23 @@ const SIZES = args.has('--quick') ? [0, 1, 5] : [0, 1, 2, 3, 4, 7, 33, 1000];
 function input(T, op, r, i) {
   let v;
   switch (op) {
-    case 'sum': v = ((r * 7 + i * 3) % 11) - (T.name.startsWith('Uint') || T === BigUint64Array ? 0 : 5); break;
-    case 'prod': v = 1 + ((r + i) % 2); break; // 1 or 2: 2^8 at most with 8 ranks
-    case 'min': case 'max': v = ((r * 31 + i * 17) % 100) - (T.name.startsWith('Uint') || T === BigUint64Array ? 0 : 50); break;
-    case 'land': case 'lor': v = (r + i) % 3 === 0 ? 0 : 1 + (i % 5); break;
-    default: v = (r * 37 + i * 11 + 5) & 0x7f; break;
+    case 'sum':
+      v = ((r * 7 + i * 3) % 11) - (T.name.startsWith('Uint') || T === BigUint64Array ? 0 : 5);
+      break;
+    case 'prod':
+      v = 1 + ((r + i) % 2);
+      break; // 1 or 2: 2^8 at most with 8 ranks
+    case 'min':
+    case 'max':
+      v = ((r * 31 + i * 17) % 100) - (T.name.startsWith('Uint') || T === BigUint64Array ? 0 : 50);
+      break;
+    case 'land':
+    case 'lor':
+      v = (r + i) % 3 === 0 ? 0 : 1 + (i % 5);
+      break;
+    default:
+      v = (r * 37 + i * 11 + 5) & 0x7f;
+      break;
   }
   return isBig(T) ? BigInt(v) : v;
 }
@@ -79,15 +103,33 @@ function reference(T, op, n) {
     /** @type {Scalar} */
     let acc;
     switch (op) {
-      case 'sum': acc = vals.reduce((a, b) => a + b, zero); break;
-      case 'prod': acc = vals.reduce((a, b) => a * b, big ? 1n : 1); break;
-      case 'min': acc = vals.reduce((a, b) => (b < a ? b : a)); break;
-      case 'max': acc = vals.reduce((a, b) => (b > a ? b : a)); break;
-      case 'band': acc = vals.reduce((a, b) => a & b); break;
-      case 'bor': acc = vals.reduce((a, b) => a | b); break;
-      case 'bxor': acc = vals.reduce((a, b) => a ^ b); break;
-      case 'land': acc = vals.every((v) => v !== zero) ? 1 : 0; break;
-      case 'lor': acc = vals.some((v) => v !== zero) ? 1 : 0; break;
+      case 'sum':
+        acc = vals.reduce((a, b) => a + b, zero);
+        break;
+      case 'prod':
+        acc = vals.reduce((a, b) => a * b, big ? 1n : 1);
+        break;
+      case 'min':
+        acc = vals.reduce((a, b) => (b < a ? b : a));
+        break;
+      case 'max':
+        acc = vals.reduce((a, b) => (b > a ? b : a));
+        break;
+      case 'band':
+        acc = vals.reduce((a, b) => a & b);
+        break;
+      case 'bor':
+        acc = vals.reduce((a, b) => a | b);
+        break;
+      case 'bxor':
+        acc = vals.reduce((a, b) => a ^ b);
+        break;
+      case 'land':
+        acc = vals.every((v) => v !== zero) ? 1 : 0;
+        break;
+      case 'lor':
+        acc = vals.some((v) => v !== zero) ? 1 : 0;
+        break;
     }
     if (big && typeof acc === 'number') acc = BigInt(acc);
     if (T === Uint8ClampedArray) acc = Math.min(255, acc);
@@ -158,11 +200,19 @@ for (const root of roots) {
     const buf = new Float64Array(n);
     if (rank === root) for (let i = 0; i < n; i++) buf[i] = root * 1000 + i + 0.5;
     comm.bcastSync(buf, root);
-    expectEqual(buf, Float64Array.from({ length: n }, (_, i) => root * 1000 + i + 0.5), `bcastSync n=${n} root=${root}`);
+    expectEqual(
+      buf,
+      Float64Array.from({ length: n }, (_, i) => root * 1000 + i + 0.5),
+      `bcastSync n=${n} root=${root}`,
+    );
     const bytes = new Uint8Array(n + 3);
     if (rank === root) for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7 + root) & 0xff;
     await comm.bcast(bytes, root);
-    expectEqual(bytes, Uint8Array.from({ length: n + 3 }, (_, i) => (i * 7 + root) & 0xff), `bcast n=${n + 3} root=${root}`);
+    expectEqual(
+      bytes,
+      Uint8Array.from({ length: n + 3 }, (_, i) => (i * 7 + root) & 0xff),
+      `bcast n=${n + 3} root=${root}`,
+    );
   }
 }
 
@@ -207,7 +257,10 @@ for (const root of roots) {
     comm.allgathervSync(block(Float64Array, rank, /** @type {number} */ (counts[rank])), out, counts);
     expectEqual(out, want, `allgathervSync counts=${counts.join(',')}`);
     const inPlace = new Float64Array(want.length);
-    inPlace.set(block(Float64Array, rank, /** @type {number} */ (counts[rank])), counts.slice(0, rank).reduce((a, b) => a + b, 0));
+    inPlace.set(
+      block(Float64Array, rank, /** @type {number} */ (counts[rank])),
+      counts.slice(0, rank).reduce((a, b) => a + b, 0),
+    );
     await comm.allgatherv(IN_PLACE, inPlace, counts);
     expectEqual(inPlace, want, `allgatherv IN_PLACE counts=${counts.join(',')}`);
   }
@@ -281,7 +334,11 @@ for (const root of roots) {
   await comm.reduce(big, bigOut, bigSum, root);
   if (rank === root) {
     const total = BigInt((size * (size - 1)) / 2) * 1000000000000n;
-    expectEqual(/** @type {Values} */ (bigOut), BigInt64Array.from({ length: 7 }, (_, i) => total + BigInt(size * i)), 'reduce with a user operator on int64');
+    expectEqual(
+      /** @type {Values} */ (bigOut),
+      BigInt64Array.from({ length: 7 }, (_, i) => total + BigInt(size * i)),
+      'reduce with a user operator on int64',
+    );
   }
 }
 
@@ -292,13 +349,25 @@ if (args.has('--big')) {
     const buf = new Uint8Array(n);
     if (rank === root) for (let i = 0; i < n; i++) buf[i] = (i * 13 + root) & 0xff;
     comm.bcastSync(buf, root);
-    expectEqual(buf, Uint8Array.from({ length: n }, (_, i) => (i * 13 + root) & 0xff), `bcast 1 MiB + 3 root=${root}`);
+    expectEqual(
+      buf,
+      Uint8Array.from({ length: n }, (_, i) => (i * 13 + root) & 0xff),
+      `bcast 1 MiB + 3 root=${root}`,
+    );
   }
   const m = ((1 << 20) + 3) >> 2;
   const big = Uint32Array.from({ length: m }, (_, i) => (i + rank) % 1000);
   const out = new Uint32Array(m);
   comm.allreduceSync(big, out, 'sum');
-  expectEqual(out, Uint32Array.from({ length: m }, (_, i) => { let s = 0; for (let r = 0; r < size; r++) s += (i + r) % 1000; return s; }), 'allreduce 1 MiB');
+  expectEqual(
+    out,
+    Uint32Array.from({ length: m }, (_, i) => {
+      let s = 0;
+      for (let r = 0; r < size; r++) s += (i + r) % 1000;
+      return s;
+    }),
+    'allreduce 1 MiB',
+  );
 }
 
 // 64 MiB, the largest size the runtime promises: every element checked.
@@ -324,7 +393,8 @@ if (args.has('--huge')) {
   for (let i = 0; i < per; i++) all[rank * per + i] = (i * 13 + rank * 7) & 0xff;
   comm.allgatherSync(IN_PLACE, all);
   for (let r = 0; r < size; r++) {
-    for (let i = 0; i < per; i++) if (all[r * per + i] !== ((i * 13 + r * 7) & 0xff)) throw new Error(`allgather 4 MiB + 1 per rank: rank ${r}'s byte ${i} is ${all[r * per + i]}`);
+    for (let i = 0; i < per; i++)
+      if (all[r * per + i] !== ((i * 13 + r * 7) & 0xff)) throw new Error(`allgather 4 MiB + 1 per rank: rank ${r}'s byte ${i} is ${all[r * per + i]}`);
   }
   checks++;
 }

@@ -10,7 +10,17 @@ switch (process.argv[2]) {
   case 'affinity': {
     const cpus = /** @type {RegExpExecArray} */ (/Cpus_allowed_list:\s*(\S+)/.exec(readFileSync('/proc/self/status', 'utf8')))[1];
     const e = process.env;
-    console.log(JSON.stringify({ rank, size: e.TOPOCOLL_SIZE, local: e.TOPOCOLL_LOCAL_RANK, localSize: e.TOPOCOLL_LOCAL_SIZE, node: e.TOPOCOLL_NODE ?? null, cpus, args: process.argv.slice(3) }));
+    console.log(
+      JSON.stringify({
+        rank,
+        size: e.TOPOCOLL_SIZE,
+        local: e.TOPOCOLL_LOCAL_RANK,
+        localSize: e.TOPOCOLL_LOCAL_SIZE,
+        node: e.TOPOCOLL_NODE ?? null,
+        cpus,
+        args: process.argv.slice(3),
+      }),
+    );
     break;
   }
   case 'fail':

@@ -14,7 +14,8 @@ const recv = new Float64Array(n);
 const kind = process.argv[2];
 const gathered = new Float64Array((n / 8) * comm.size);
 const part = send.subarray(0, n / 8);
-const call = () => (kind === 'bcast' ? comm.bcastSync(send, 0) : kind === 'allgather' ? comm.allgatherSync(part, gathered) : comm.allreduceSync(send, recv, 'sum'));
+const call = () =>
+  kind === 'bcast' ? comm.bcastSync(send, 0) : kind === 'allgather' ? comm.allgatherSync(part, gathered) : comm.allreduceSync(send, recv, 'sum');
 if (comm.rank === victim) {
   call(); // one clean round so every rank is inside the loop
   void (kind === 'bcast' ? comm.bcast(send, 0) : kind === 'allgather' ? comm.allgather(part, gathered) : comm.allreduce(send, recv, 'sum'));

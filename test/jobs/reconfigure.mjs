@@ -33,11 +33,15 @@ function check(n, root, step) {
   }
   const red = rank === root ? new Int32Array(n) : null;
   comm.reduceSync(mine, red, 'max', root);
-  if (rank === root) for (let i = 0; i < n; i++) if (/** @type {Int32Array} */ (red)[i] !== size - 1 + i + step) throw new Error(`rank ${rank} step ${step}: reduce element ${i} is ${/** @type {Int32Array} */ (red)[i]}`);
+  if (rank === root)
+    for (let i = 0; i < n; i++)
+      if (/** @type {Int32Array} */ (red)[i] !== size - 1 + i + step)
+        throw new Error(`rank ${rank} step ${step}: reduce element ${i} is ${/** @type {Int32Array} */ (red)[i]}`);
   const all = new Int32Array(n * size);
   comm.allgatherSync(mine, all);
   for (let r = 0; r < size; r++) {
-    for (let i = 0; i < n; i++) if (all[r * n + i] !== r + i + step) throw new Error(`rank ${rank} step ${step}: allgather element ${r * n + i} is ${all[r * n + i]}`);
+    for (let i = 0; i < n; i++)
+      if (all[r * n + i] !== r + i + step) throw new Error(`rank ${rank} step ${step}: allgather element ${r * n + i} is ${all[r * n + i]}`);
   }
   checks++;
 }
@@ -47,9 +51,20 @@ const switchable = levels.filter((l) => l !== 'world');
 const settings = [
   () => switchable.length > 0 && comm.setLevelEnabled(/** @type {string} */ (switchable[0]), false),
   // On one node, small allreduces switch the shared area's protocol too (both directions).
-  () => comm.configure({ bcast: { levels: Object.fromEntries(levels.map((l) => [l, 'flat'])) }, allreduce: { algorithm: 'reduce-bcast', shm: 'every-rank' }, allgather: { levels: Object.fromEntries(levels.map((l) => [l, 'bruck'])) } }),
+  () =>
+    comm.configure({
+      bcast: { levels: Object.fromEntries(levels.map((l) => [l, 'flat'])) },
+      allreduce: { algorithm: 'reduce-bcast', shm: 'every-rank' },
+      allgather: { levels: Object.fromEntries(levels.map((l) => [l, 'bruck'])) },
+    }),
   () => switchable.length > 0 && comm.setLevelEnabled(/** @type {string} */ (switchable[0]), true),
-  () => comm.configure({ reduce: { levels: Object.fromEntries(levels.map((l) => [l, 'knomial:3'])) }, allreduce: { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner', shm: 'last-arrival' }, allgather: { levels: Object.fromEntries(levels.map((l) => [l, 'neighbor-exchange'])), segment: 4096 }, collectives: { largeBytes: 1024 } }),
+  () =>
+    comm.configure({
+      reduce: { levels: Object.fromEntries(levels.map((l) => [l, 'knomial:3'])) },
+      allreduce: { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner', shm: 'last-arrival' },
+      allgather: { levels: Object.fromEntries(levels.map((l) => [l, 'neighbor-exchange'])), segment: 4096 },
+      collectives: { largeBytes: 1024 },
+    }),
   () => switchable.length > 1 && comm.setLevelEnabled(/** @type {string} */ (switchable[1]), false),
 ];
 
@@ -58,7 +73,10 @@ for (let step = 0; step < 30; step++) {
   if (step % 5 === 4) {
     const change = settings[(step - 4) / 5];
     if (change !== undefined) change();
-    const enabled = comm.levels().filter((l) => l.enabled).map((l) => l.name);
+    const enabled = comm
+      .levels()
+      .filter((l) => l.enabled)
+      .map((l) => l.name);
     if (rank === 0) console.log(`step ${step}: levels on ${enabled.join(',')}`);
   }
 }

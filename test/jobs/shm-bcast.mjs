@@ -25,7 +25,8 @@ function once(root, n, sync) {
   if (rank === root) for (let i = 0; i < n; i++) buf[i] = pattern(root, call, i);
   const check = () => {
     for (let i = 0; i < n; i++) {
-      if (buf[i] !== pattern(root, call, i)) throw new Error(`bcast of ${n} bytes from ${root} (call ${call}): byte ${i} is ${buf[i]}, expected ${pattern(root, call, i)}`);
+      if (buf[i] !== pattern(root, call, i))
+        throw new Error(`bcast of ${n} bytes from ${root} (call ${call}): byte ${i} is ${buf[i]}, expected ${pattern(root, call, i)}`);
     }
     checks++;
     call++;

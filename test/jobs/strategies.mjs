@@ -42,7 +42,14 @@ const { rank, size } = comm;
 let checks = 0;
 const argv = process.argv.slice(2);
 const given = argv.map(Number).filter((n, k) => argv[k] !== '' && Number.isInteger(n) && n >= 0);
-const options = new Map(argv.filter((a) => a.startsWith('--')).map((a) => { const [k, v] = a.slice(2).split('='); return [k, v]; }));
+const options = new Map(
+  argv
+    .filter((a) => a.startsWith('--'))
+    .map((a) => {
+      const [k, v] = a.slice(2).split('=');
+      return [k, v];
+    }),
+);
 const SIZES = given.length > 0 ? given : options.size > 0 ? [] : [0, 1, 3, 17, 1000, 16411, 70001, 300000];
 
 /**
@@ -60,16 +67,18 @@ function expectEqual(got, want, what) {
 
 // Integer inputs: sums and maxima checked exactly.
 const intInput = (/** @type {number} */ r, /** @type {number} */ i) => ((r * 131 + i * 7) % 1009) - 500;
-const intSum = (/** @type {number} */ n) => Int32Array.from({ length: n }, (_, i) => {
-  let s = 0;
-  for (let r = 0; r < size; r++) s += intInput(r, i);
-  return s;
-});
-const intMax = (/** @type {number} */ n) => Int32Array.from({ length: n }, (_, i) => {
-  let m = -Infinity;
-  for (let r = 0; r < size; r++) m = Math.max(m, intInput(r, i));
-  return m;
-});
+const intSum = (/** @type {number} */ n) =>
+  Int32Array.from({ length: n }, (_, i) => {
+    let s = 0;
+    for (let r = 0; r < size; r++) s += intInput(r, i);
+    return s;
+  });
+const intMax = (/** @type {number} */ n) =>
+  Int32Array.from({ length: n }, (_, i) => {
+    let m = -Infinity;
+    for (let r = 0; r < size; r++) m = Math.max(m, intInput(r, i));
+    return m;
+  });
 // Float inputs whose sums round: the order of additions shows in the last bits.
 const floatInput = (/** @type {number} */ r, /** @type {number} */ i) => Math.sin(r * 12.9898 + i * 78.233) * 43758.5453;
 
@@ -80,7 +89,11 @@ for (const n of SIZES) {
     const buf = new Float64Array(n);
     if (rank === root) for (let i = 0; i < n; i++) buf[i] = root * 1e6 + i + 0.25;
     comm.bcastSync(buf, root);
-    expectEqual(buf, Float64Array.from({ length: n }, (_, i) => root * 1e6 + i + 0.25), `bcast n=${n} root=${root}`);
+    expectEqual(
+      buf,
+      Float64Array.from({ length: n }, (_, i) => root * 1e6 + i + 0.25),
+      `bcast n=${n} root=${root}`,
+    );
     // reduce (sum), and IN_PLACE at the root
     const mine = Int32Array.from({ length: n }, (_, i) => intInput(rank, i));
     const out = rank === root ? new Int32Array(n) : null;
@@ -109,7 +122,8 @@ for (const n of SIZES) {
   for (let i = 0; i < n; i++) {
     let want = 0;
     for (let r = 0; r < size; r++) want += floatInput(r, i);
-    if (Math.abs(/** @type {number} */ (result[i]) - want) > 1e-9 * size * 43758.5453) throw new Error(`rank ${rank}: allreduce float sum n=${n}: element ${i} is ${result[i]}, expected about ${want}`);
+    if (Math.abs(/** @type {number} */ (result[i]) - want) > 1e-9 * size * 43758.5453)
+      throw new Error(`rank ${rank}: allreduce float sum n=${n}: element ${i} is ${result[i]}, expected about ${want}`);
   }
   // Every rank's bits equal rank 0's: broadcast rank 0's result and compare.
   const bits = new Float64Array(result);
@@ -240,8 +254,10 @@ function matrixIntInput(ty, t, op, r, i) {
       if (i % 3 === 0) return wrap(ty, h | 1n);
       if (i % 3 === 1) return wrap(ty, h);
       return ty.signed ? (h % 7n) - 3n : h % 4n;
-    case 'band': return wrap(ty, h | rand64(t, o, r, i, 1)); // ~3/4 of the bits set
-    case 'bor': return wrap(ty, h & rand64(t, o, r, i, 1)); // ~1/4 of the bits set
+    case 'band':
+      return wrap(ty, h | rand64(t, o, r, i, 1)); // ~3/4 of the bits set
+    case 'bor':
+      return wrap(ty, h & rand64(t, o, r, i, 1)); // ~1/4 of the bits set
     case 'land':
     case 'lor': {
       // i % 3 = 0: nobody is 0; = 1: one rank is 0; = 2: everybody is 0, or all but one rank.
@@ -252,7 +268,8 @@ function matrixIntInput(ty, t, op, r, i) {
       const v = wrap(ty, h);
       return v === 0n ? 1n : v;
     }
-    default: return wrap(ty, h); // min, max, bxor
+    default:
+      return wrap(ty, h); // min, max, bxor
   }
 }
 
@@ -269,8 +286,10 @@ const PROD_FACTORS = [1, -1, 2, 0.5, 1.5, -0.25, 3, -1.5];
 function matrixFloatInput(ty, t, op, r, i) {
   const h = hash32(t, FLOAT_OPS.indexOf(op), r, i);
   switch (op) {
-    case 'sum': return ((h % 2001) - 1000) / 8;
-    case 'prod': return /** @type {number} */ (PROD_FACTORS[h % PROD_FACTORS.length]);
+    case 'sum':
+      return ((h % 2001) - 1000) / 8;
+    case 'prod':
+      return /** @type {number} */ (PROD_FACTORS[h % PROD_FACTORS.length]);
     default: {
       if (h % 17 === 0) return i % 2 === 0 ? Infinity : -Infinity;
       const v = (h - 2 ** 31) * 1e-3 + hash32(t, r, i, 7) * 2 ** -40;
@@ -288,24 +307,46 @@ function matrixFloatInput(ty, t, op, r, i) {
 function referenceOf(ty, op, vals) {
   if (!ty.integer) {
     switch (op) {
-      case 'sum': return vals.reduce((a, b) => a + b, 0);
-      case 'prod': return vals.reduce((a, b) => a * b, 1);
-      case 'min': return vals.reduce((a, b) => (b < a ? b : a));
-      case 'max': return vals.reduce((a, b) => (b > a ? b : a));
+      case 'sum':
+        return vals.reduce((a, b) => a + b, 0);
+      case 'prod':
+        return vals.reduce((a, b) => a * b, 1);
+      case 'min':
+        return vals.reduce((a, b) => (b < a ? b : a));
+      case 'max':
+        return vals.reduce((a, b) => (b > a ? b : a));
     }
   }
   /** @type {bigint} */
   let acc;
   switch (op) {
-    case 'sum': acc = vals.reduce((a, b) => a + b, 0n); break;
-    case 'prod': acc = vals.reduce((a, b) => a * b, 1n); break;
-    case 'min': acc = vals.reduce((a, b) => (b < a ? b : a)); break;
-    case 'max': acc = vals.reduce((a, b) => (b > a ? b : a)); break;
-    case 'band': acc = vals.reduce((a, b) => a & b); break;
-    case 'bor': acc = vals.reduce((a, b) => a | b); break;
-    case 'bxor': acc = vals.reduce((a, b) => a ^ b); break;
-    case 'land': acc = vals.every((v) => v !== 0n) ? 1n : 0n; break;
-    case 'lor': acc = vals.some((v) => v !== 0n) ? 1n : 0n; break;
+    case 'sum':
+      acc = vals.reduce((a, b) => a + b, 0n);
+      break;
+    case 'prod':
+      acc = vals.reduce((a, b) => a * b, 1n);
+      break;
+    case 'min':
+      acc = vals.reduce((a, b) => (b < a ? b : a));
+      break;
+    case 'max':
+      acc = vals.reduce((a, b) => (b > a ? b : a));
+      break;
+    case 'band':
+      acc = vals.reduce((a, b) => a & b);
+      break;
+    case 'bor':
+      acc = vals.reduce((a, b) => a | b);
+      break;
+    case 'bxor':
+      acc = vals.reduce((a, b) => a ^ b);
+      break;
+    case 'land':
+      acc = vals.every((v) => v !== 0n) ? 1n : 0n;
+      break;
+    case 'lor':
+      acc = vals.some((v) => v !== 0n) ? 1n : 0n;
+      break;
   }
   if (ty.clamped) return acc > 255n ? 255n : acc;
   return wrap(ty, acc);
@@ -364,7 +405,13 @@ async function typeMatrix(counts) {
       for (const op of ty.integer ? INT_OPS : FLOAT_OPS) {
         const input = ty.integer ? matrixIntInput : matrixFloatInput;
         const all = Array.from({ length: size }, (_, r) => Array.from({ length: n }, (_, i) => input(ty, t, op, r, i)));
-        const want = Array.from({ length: n }, (_, i) => referenceOf(ty, op, all.map((v) => v[i])));
+        const want = Array.from({ length: n }, (_, i) =>
+          referenceOf(
+            ty,
+            op,
+            all.map((v) => v[i]),
+          ),
+        );
         const what = `${ty.name} ${op} n=${n}`;
         const mine = filled(ty, /** @type {any[]} */ (all[rank]));
 
@@ -408,7 +455,10 @@ function expectSameBitsAsRank0(a, what) {
   comm.bcastSync(zeros, 0);
   checks++;
   for (let i = 0; i < mine.length; i++) {
-    if (mine[i] !== zeros[i]) throw new Error(`rank ${rank}: ${what}: byte ${i} differs from rank 0's (element ${Math.floor(i / a.BYTES_PER_ELEMENT)}: ${a[Math.floor(i / a.BYTES_PER_ELEMENT)]})`);
+    if (mine[i] !== zeros[i])
+      throw new Error(
+        `rank ${rank}: ${what}: byte ${i} differs from rank 0's (element ${Math.floor(i / a.BYTES_PER_ELEMENT)}: ${a[Math.floor(i / a.BYTES_PER_ELEMENT)]})`,
+      );
   }
 }
 
@@ -487,21 +537,33 @@ if (options.has('big')) {
   const intIn = (/** @type {number} */ r, /** @type {number} */ i) => ((r * 7919 + i * 104729) % 2000003) - 1000001; // sums of up to 2147 ranks fit
   // Floats with full mantissas (their sums round) from a cheap hash (Math.sin of large arguments
   // is slow enough to dominate at a million elements).
-  const floatIn = (/** @type {number} */ r, /** @type {number} */ i) => Math.fround((Math.imul(i + 0x3c6ef372, 0x9e3779b1) ^ Math.imul(r + 1, 0x85ebca6b)) * 2 ** -21 * 1.1);
+  const floatIn = (/** @type {number} */ r, /** @type {number} */ i) =>
+    Math.fround((Math.imul(i + 0x3c6ef372, 0x9e3779b1) ^ Math.imul(r + 1, 0x85ebca6b)) * 2 ** -21 * 1.1);
   for (const root of reduceRoots) {
     const f = new Float32Array(n);
     if (rank === root) for (let i = 0; i < n; i++) f[i] = floatIn(root, i);
     comm.bcastSync(f, root);
     checks++;
-    for (let i = 0; i < n; i++) if (f[i] !== floatIn(root, i)) throw new Error(`rank ${rank}: bcast Float32 n=${n} root=${root}: element ${i} is ${f[i]}, expected ${floatIn(root, i)}`);
+    for (let i = 0; i < n; i++)
+      if (f[i] !== floatIn(root, i)) throw new Error(`rank ${rank}: bcast Float32 n=${n} root=${root}: element ${i} is ${f[i]}, expected ${floatIn(root, i)}`);
     const bytes = Buffer.alloc(4 * n + 3);
     if (rank === root) for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 131 + root * 7 + (i >> 12)) & 0xff;
     await comm.bcast(bytes, root);
     checks++;
-    for (let i = 0; i < bytes.length; i++) if (bytes[i] !== ((i * 131 + root * 7 + (i >> 12)) & 0xff)) throw new Error(`rank ${rank}: bcast Buffer of ${bytes.length} bytes root=${root}: byte ${i} is ${bytes[i]}`);
+    for (let i = 0; i < bytes.length; i++)
+      if (bytes[i] !== ((i * 131 + root * 7 + (i >> 12)) & 0xff))
+        throw new Error(`rank ${rank}: bcast Buffer of ${bytes.length} bytes root=${root}: byte ${i} is ${bytes[i]}`);
   }
-  const intSumBig = (/** @type {number} */ i) => { let s = 0; for (let r = 0; r < size; r++) s += intIn(r, i); return s; };
-  const intMinBig = (/** @type {number} */ i) => { let m = Infinity; for (let r = 0; r < size; r++) m = Math.min(m, intIn(r, i)); return m; };
+  const intSumBig = (/** @type {number} */ i) => {
+    let s = 0;
+    for (let r = 0; r < size; r++) s += intIn(r, i);
+    return s;
+  };
+  const intMinBig = (/** @type {number} */ i) => {
+    let m = Infinity;
+    for (let r = 0; r < size; r++) m = Math.min(m, intIn(r, i));
+    return m;
+  };
   /** @type {(got: Int32Array, want: (i: number) => number, what: string) => void} */
   const expectInts = (got, want, what) => {
     checks++;
@@ -536,7 +598,8 @@ if (options.has('big')) {
       s += floatIn(r, i);
       abs += Math.abs(floatIn(r, i));
     }
-    if (!(Math.abs(/** @type {number} */ (fsum[i]) - s) <= 2 * size * 2 ** -24 * abs)) throw new Error(`rank ${rank}: allreduce Float32 sum n=${n}: element ${i} is ${fsum[i]}, expected about ${s}`);
+    if (!(Math.abs(/** @type {number} */ (fsum[i]) - s) <= 2 * size * 2 ** -24 * abs))
+      throw new Error(`rank ${rank}: allreduce Float32 sum n=${n}: element ${i} is ${fsum[i]}, expected about ${s}`);
   }
   expectSameBitsAsRank0(fsum, `allreduce Float32 sum n=${n}`);
   const fInPlace = Float32Array.from(floats);
@@ -545,7 +608,14 @@ if (options.has('big')) {
 }
 
 // Which levels rank 0 is grouped at (name:group size), for the tests to see the placement took.
-if (rank === 0) console.log(`levels of rank 0: ${comm.levels().filter((l) => l.enabled && l.groupSize > 1).map((l) => `${l.name}:${l.groupSize}`).join(' ')}`);
+if (rank === 0)
+  console.log(
+    `levels of rank 0: ${comm
+      .levels()
+      .filter((l) => l.enabled && l.groupSize > 1)
+      .map((l) => `${l.name}:${l.groupSize}`)
+      .join(' ')}`,
+  );
 comm.barrierSync();
 console.log(`rank ${rank} ok ${checks}`);
 comm.close();

@@ -32,6 +32,8 @@ describe('resolveNetworkSource', () => {
   });
 
   it('file: a missing file is an error naming it', () => {
-    expect(thrown(() => resolveNetworkSource(network({ source: 'file', file: '/nonexistent/net.txt' }), {}, 'h'), 'ETOPOLOGY').message).toMatch(/\/nonexistent\/net\.txt: cannot read the network file: no such file/);
+    expect(thrown(() => resolveNetworkSource(network({ source: 'file', file: '/nonexistent/net.txt' }), {}, 'h'), 'ETOPOLOGY').message).toMatch(
+      /\/nonexistent\/net\.txt: cannot read the network file: no such file/,
+    );
   });
 });

@@ -29,7 +29,10 @@ function expectBarrierJob(args: string[], ranks: number): string {
   const r = runJob([...args, jobScript('barrier-check.mjs'), shared], 120_000);
   expect(r.stderr).not.toMatch(/Error/);
   expect(r.status).toBe(0);
-  const ok = r.lines.map((l) => /^rank (\d+) ok 20$/.exec(l)).filter((m) => m !== null).map((m) => Number(m![1]));
+  const ok = r.lines
+    .map((l) => /^rank (\d+) ok 20$/.exec(l))
+    .filter((m) => m !== null)
+    .map((m) => Number(m![1]));
   expect(ok.sort((a, b) => a - b)).toEqual(Array.from({ length: ranks }, (_, i) => i));
   return r.lines.find((l) => l.startsWith('barriers of rank 0:')) ?? '';
 }

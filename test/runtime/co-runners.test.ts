@@ -5,20 +5,51 @@ const cpus = (entries: [number, number[]][]) => new Map(entries);
 
 describe('coRunnersOf', () => {
   it('names the ranks bound to the same single core (binding wrapped around 2 cores)', () => {
-    const job = cpus([[0, [0]], [1, [1]], [2, [0]], [3, [1]], [4, [0]]]);
+    const job = cpus([
+      [0, [0]],
+      [1, [1]],
+      [2, [0]],
+      [3, [1]],
+      [4, [0]],
+    ]);
     expect(coRunnersOf(0, job)).toEqual([2, 4]);
     expect(coRunnersOf(3, job)).toEqual([1]);
     expect(coRunnersOf(4, job)).toEqual([0, 2]);
   });
 
   it('names nobody when every rank has a core of its own', () => {
-    expect(coRunnersOf(0, cpus([[0, [0]], [1, [1]]]))).toEqual([]);
+    expect(
+      coRunnersOf(
+        0,
+        cpus([
+          [0, [0]],
+          [1, [1]],
+        ]),
+      ),
+    ).toEqual([]);
   });
 
   it('names nobody where half the ranks sharing a set or more can run at once', () => {
     // Two ranks on a 2-PU core: both run. Three on it: each other rank runs half the time.
-    expect(coRunnersOf(0, cpus([[0, [0, 1]], [1, [0, 1]]]))).toEqual([]);
-    expect(coRunnersOf(0, cpus([[0, [0, 1]], [1, [0, 1]], [2, [0, 1]]]))).toEqual([]);
+    expect(
+      coRunnersOf(
+        0,
+        cpus([
+          [0, [0, 1]],
+          [1, [0, 1]],
+        ]),
+      ),
+    ).toEqual([]);
+    expect(
+      coRunnersOf(
+        0,
+        cpus([
+          [0, [0, 1]],
+          [1, [0, 1]],
+          [2, [0, 1]],
+        ]),
+      ),
+    ).toEqual([]);
   });
 
   it('names the others of an oversubscribed set, bound or not', () => {
@@ -28,10 +59,27 @@ describe('coRunnersOf', () => {
   });
 
   it('compares sets, not overlaps: a rank on cores 0–1 does not share with one on core 0', () => {
-    expect(coRunnersOf(0, cpus([[0, [0]], [1, [0, 1]], [2, [0]]]))).toEqual([2]);
+    expect(
+      coRunnersOf(
+        0,
+        cpus([
+          [0, [0]],
+          [1, [0, 1]],
+          [2, [0]],
+        ]),
+      ),
+    ).toEqual([2]);
   });
 
   it('names nobody for a rank it has no set for', () => {
-    expect(coRunnersOf(9, cpus([[0, [0]], [1, [0]]]))).toEqual([]);
+    expect(
+      coRunnersOf(
+        9,
+        cpus([
+          [0, [0]],
+          [1, [0]],
+        ]),
+      ),
+    ).toEqual([]);
   });
 });

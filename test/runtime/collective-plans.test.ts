@@ -42,7 +42,12 @@ describe('chooseForClass', () => {
     // world uses scatter-allgather / rabenseifner for large messages: exchanges.
     // Allgather's gather phase always exchanges; its bcast phase follows bcast's algorithms.
     expect(large.segmentBytes).toEqual({ bcast: 16384, reduce: 16384, allreduce: 16384, allgather: 16384, allgatherBcast: 16384 });
-    const noExchanges = chooseForClass(config({ bcast: { levels: { world: 'binomial' } }, reduce: { levels: { world: 'binomial' } }, allreduce: { algorithm: 'reduce-bcast' } }), plan, 'large', 16384);
+    const noExchanges = chooseForClass(
+      config({ bcast: { levels: { world: 'binomial' } }, reduce: { levels: { world: 'binomial' } }, allreduce: { algorithm: 'reduce-bcast' } }),
+      plan,
+      'large',
+      16384,
+    );
     expect(noExchanges.segmentBytes).toEqual({ bcast: 65536, reduce: 65536, allreduce: 65536, allgather: 16384, allgatherBcast: 65536 });
     const fixed = chooseForClass(config({ bcast: { segment: '8KiB', levels: { world: 'binomial' } } }), plan, 'small', 16384);
     expect(fixed.segmentBytes.bcast).toBe(8192);
@@ -53,7 +58,9 @@ describe('chooseForClass', () => {
     expect(formatAlgorithm(c.bcast(groupAt('node')))).toBe('knomial:4');
     expect(formatAlgorithm(c.reduce(groupAt('socket')))).toBe('flat');
     // Found while choosing, before any schedule exists.
-    expect(thrown(() => chooseForClass(config({ reduce: { levels: { world: 'shm' } } }), plan, 'small', 65536), 'ECONFIG').message).toMatch(/reduce\.levels\.world: shm works only inside a node/);
+    expect(thrown(() => chooseForClass(config({ reduce: { levels: { world: 'shm' } } }), plan, 'small', 65536), 'ECONFIG').message).toMatch(
+      /reduce\.levels\.world: shm works only inside a node/,
+    );
   });
 
   it('knows which groups are node-local', () => {
@@ -71,7 +78,12 @@ function rankZeroPlans(placed: RankPlacement[], input: TopocollConfigInput, over
     orderedPlan: p,
     rank: 0,
     config: config(input),
-    shmGroups: new Map([...p.groups.values()].flat().filter((g) => isNodeLocal(p, g)).map((g, i) => [g, i])),
+    shmGroups: new Map(
+      [...p.groups.values()]
+        .flat()
+        .filter((g) => isNodeLocal(p, g))
+        .map((g, i) => [g, i]),
+    ),
     eagerBytes: Infinity,
     oversubscribed,
     register: (encoded) => registered.push(encoded) - 1,
@@ -135,10 +147,20 @@ describe('the one-node shared-memory allreduce', () => {
 
 describe('the one-node shared-memory allgather', () => {
   /** What rank 0 registers for allgathers of `block` bytes per rank, decoded: [gather steps, bcast steps]. */
-  function allgatherSteps(placed: RankPlacement[], input: TopocollConfigInput, block: number, oversubscribed = false): { shm: CollectivePlans['shmAllgather']; gather: Step[]; bcast: Step[]; segment: number } {
+  function allgatherSteps(
+    placed: RankPlacement[],
+    input: TopocollConfigInput,
+    block: number,
+    oversubscribed = false,
+  ): { shm: CollectivePlans['shmAllgather']; gather: Step[]; bcast: Step[]; segment: number } {
     const { plans, registered } = rankZeroPlans(placed, input, oversubscribed);
     const call = plans.allgather(block * placed.length, 4, block);
-    return { shm: plans.shmAllgather, gather: decodeSteps(registered[call.gather]!), bcast: decodeSteps(registered[call.bcast]!), segment: call.segment + call.bcastSegment };
+    return {
+      shm: plans.shmAllgather,
+      gather: decodeSteps(registered[call.gather]!),
+      bcast: decodeSteps(registered[call.bcast]!),
+      segment: call.segment + call.bcastSegment,
+    };
   }
   const oneNode = byCore(['a'], 4, 2);
   const everyRank = { kind: StepKind.ShmAllgather, peer: -1, level: 0, everyRankCombines: true };

@@ -34,7 +34,10 @@ describe('collectives across real processes', () => {
       const r = runJob(args);
       expect(r.stderr).not.toMatch(/Error/);
       expect(r.status).toBe(0);
-      const ranks = r.lines.map((l) => /^rank (\d+) ok (\d+)$/.exec(l)).filter((m) => m !== null).map((m) => Number(m![1]));
+      const ranks = r.lines
+        .map((l) => /^rank (\d+) ok (\d+)$/.exec(l))
+        .filter((m) => m !== null)
+        .map((m) => Number(m![1]));
       expect(ranks.sort((a, b) => a - b)).toEqual(Array.from({ length: n }, (_, i) => i));
       expect(await leftoverSegments()).toEqual([]);
     });

@@ -56,10 +56,14 @@ describe('a communicator of one process', () => {
     // A typed array whose class name is faked: its element size is what the addon trusts.
     const fake = new Uint8Array(8);
     Object.defineProperty(fake, Symbol.toStringTag, { value: 'Float64Array' });
-    expect(thrown(() => comm.allreduceSync(new Float64Array(8), fake as unknown as Float64Array), 'EINVAL').message).toMatch(/send is float64 but recv is uint8/);
+    expect(thrown(() => comm.allreduceSync(new Float64Array(8), fake as unknown as Float64Array), 'EINVAL').message).toMatch(
+      /send is float64 but recv is uint8/,
+    );
     class Posing extends Uint8Array {}
     Object.defineProperty(Posing.prototype, Symbol.toStringTag, { get: () => 'Float64Array' });
-    expect(thrown(() => comm.allgatherSync(new Float64Array(8), new Posing(8) as unknown as Float64Array), 'EINVAL').message).toMatch(/send is float64 but recv is uint8/);
+    expect(thrown(() => comm.allgatherSync(new Float64Array(8), new Posing(8) as unknown as Float64Array), 'EINVAL').message).toMatch(
+      /send is float64 but recv is uint8/,
+    );
   });
 
   it('refuses a TypedArray that claims more elements than its memory holds, in the addon', () => {
@@ -75,10 +79,23 @@ describe('a communicator of one process', () => {
 
   it('takes non-commutative user operators (one rank is in rank order), and reports one that throws', () => {
     const out = new Float64Array(2);
-    comm.allreduceSync(Float64Array.of(3, 4), out, userOp((a: number, b: number) => a - b, { commutative: false }));
+    comm.allreduceSync(
+      Float64Array.of(3, 4),
+      out,
+      userOp((a: number, b: number) => a - b, { commutative: false }),
+    );
     expect([...out]).toEqual([3, 4]);
     // Alone, nothing is combined; the operator is not called at all.
-    comm.allreduceSync(Float64Array.of(1, 2), out, userOp(() => { throw new Error('boom'); }, { commutative: true }));
+    comm.allreduceSync(
+      Float64Array.of(1, 2),
+      out,
+      userOp(
+        () => {
+          throw new Error('boom');
+        },
+        { commutative: true },
+      ),
+    );
     expect([...out]).toEqual([1, 2]);
   });
 

@@ -24,10 +24,14 @@ describe('cross-core probes', () => {
   });
 
   it('topocoll bench reports the probe taken before and after its run', () => {
-    const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'bench', '-n', '2', '--collectives', 'barrier', '--modes', 'sync', '--iterations', '200', '--no-mpi', '--json'], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [`${repoRoot}dist/cli/main.js`, 'bench', '-n', '2', '--collectives', 'barrier', '--modes', 'sync', '--iterations', '200', '--no-mpi', '--json'],
+      {
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
     expect(r.status).toBe(0);
     const probe = r.stdout
       .split('\n')

@@ -8,8 +8,14 @@ import { thrown } from '../helpers/thrown.js';
 describe('detectEnvironment, in the order of architecture §5', () => {
   it('the topocoll launcher wins over everything else', () => {
     const job = detectEnvironment({
-      TOPOCOLL_RANK: '3', TOPOCOLL_SIZE: '8', TOPOCOLL_RENDEZVOUS: '127.0.0.1:4000', TOPOCOLL_TOKEN: 'tok',
-      TOPOCOLL_NODE: 'node1', TOPOCOLL_TIMEOUT_MS: '5000', OMPI_COMM_WORLD_RANK: '0', OMPI_COMM_WORLD_SIZE: '2',
+      TOPOCOLL_RANK: '3',
+      TOPOCOLL_SIZE: '8',
+      TOPOCOLL_RENDEZVOUS: '127.0.0.1:4000',
+      TOPOCOLL_TOKEN: 'tok',
+      TOPOCOLL_NODE: 'node1',
+      TOPOCOLL_TIMEOUT_MS: '5000',
+      OMPI_COMM_WORLD_RANK: '0',
+      OMPI_COMM_WORLD_SIZE: '2',
     });
     expect(job).toMatchObject({ launcher: 'topocoll', rank: 3, size: 8, nodeName: 'node1', timeoutMs: 5000 });
     expect(job.rendezvous).toEqual({ kind: 'address', host: '127.0.0.1', port: 4000, token: 'tok', hostedByRank0: false });
@@ -30,20 +36,32 @@ describe('detectEnvironment, in the order of architecture §5', () => {
 
   it('Slurm, with MASTER_ADDR/MASTER_PORT: rank 0 hosts; without TOPOCOLL_TOKEN no token is derived (rank 0 makes one)', () => {
     const env = { SLURM_PROCID: '0', SLURM_NTASKS: '2', SLURM_JOB_ID: '77', MASTER_ADDR: 'n01', MASTER_PORT: '29500' };
-    expect(detectEnvironment(env).rendezvous).toEqual({ kind: 'address', host: 'n01', port: 29500, token: undefined, hostedByRank0: true, jobKey: 'addr-n01-29500' });
+    expect(detectEnvironment(env).rendezvous).toEqual({
+      kind: 'address',
+      host: 'n01',
+      port: 29500,
+      token: undefined,
+      hostedByRank0: true,
+      jobKey: 'addr-n01-29500',
+    });
     expect(detectEnvironment({ ...env, TOPOCOLL_TOKEN: 'secret' }).rendezvous).toMatchObject({ token: 'secret' });
     thrown(() => detectEnvironment({ ...env, MASTER_PORT: '70000' }), 'ECONFIG');
   });
 
   it('torchrun convention, and a world of one otherwise', () => {
     expect(detectEnvironment({ RANK: '2', WORLD_SIZE: '4', MASTER_ADDR: 'h', MASTER_PORT: '1', TOPOCOLL_TOKEN: 'x' })).toMatchObject({
-      launcher: 'torchrun', rank: 2, size: 4, rendezvous: { kind: 'address', token: 'x' },
+      launcher: 'torchrun',
+      rank: 2,
+      size: 4,
+      rendezvous: { kind: 'address', token: 'x' },
     });
     expect(detectEnvironment({})).toEqual({ launcher: 'single', rank: 0, size: 1, rendezvous: { kind: 'none' } });
   });
 
   it('rejects inconsistent or malformed variables with ECONFIG', () => {
-    expect(thrown(() => detectEnvironment({ RANK: '4', WORLD_SIZE: '4', MASTER_ADDR: 'h', MASTER_PORT: '1' }), 'ECONFIG').message).toMatch(/RANK=4 is not below WORLD_SIZE=4/);
+    expect(thrown(() => detectEnvironment({ RANK: '4', WORLD_SIZE: '4', MASTER_ADDR: 'h', MASTER_PORT: '1' }), 'ECONFIG').message).toMatch(
+      /RANK=4 is not below WORLD_SIZE=4/,
+    );
     thrown(() => detectEnvironment({ TOPOCOLL_RANK: 'x', TOPOCOLL_SIZE: '2' }), 'ECONFIG');
     thrown(() => detectEnvironment({ TOPOCOLL_RANK: '0', TOPOCOLL_SIZE: '2', TOPOCOLL_RENDEZVOUS: 'nohost', TOPOCOLL_TOKEN: 't' }), 'ECONFIG');
     expect(thrown(() => detectEnvironment({ RANK: '0', WORLD_SIZE: '2' }), 'ECONFIG').message).toMatch(/no rendezvous address/);

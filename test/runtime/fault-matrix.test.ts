@@ -20,7 +20,9 @@ type When = 'init' | 'small' | 'large' | 'configure';
 const cells: [Fault, When][] = [
   ['sigkill', 'init'],
   ['exit', 'init'],
-  ...(['sigkill', 'close', 'return', 'exit', 'throw', 'sigstop'] as Fault[]).flatMap((f) => (['small', 'large', 'configure'] as When[]).map((w): [Fault, When] => [f, w])),
+  ...(['sigkill', 'close', 'return', 'exit', 'throw', 'sigstop'] as Fault[]).flatMap((f) =>
+    (['small', 'large', 'configure'] as When[]).map((w): [Fault, When] => [f, w]),
+  ),
 ];
 
 /** What a survivor must report: a stopped peer is only noticed by the watchdog. */
@@ -53,7 +55,10 @@ describe('fault matrix under topocoll run: every survivor reports the failure of
         expect(r.signal).toBeNull(); // the launcher ended by itself
         expect(r.status).not.toBe(0);
         const caught = caughtCodes(r.stdout);
-        expect([...caught.keys()].sort((a, b) => a - b), r.stdout + r.stderr).toEqual(survivors);
+        expect(
+          [...caught.keys()].sort((a, b) => a - b),
+          r.stdout + r.stderr,
+        ).toEqual(survivors);
         for (const code of caught.values()) expect(code, r.stdout).toBe(expectedCode(fault));
         expect(r.stdout).not.toMatch(/finished/);
         // Deaths and departures are reported at once; a stop after the 2 s watchdog.

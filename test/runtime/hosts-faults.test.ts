@@ -21,7 +21,9 @@ type When = 'start' | 'init' | 'small' | 'large' | 'configure';
 const cells: [Fault, When][] = [
   ['sigkill', 'init'],
   ['exit', 'init'],
-  ...(['sigkill', 'close', 'return', 'exit', 'throw', 'sigstop'] as Fault[]).flatMap((f) => (['small', 'large', 'configure'] as When[]).map((w): [Fault, When] => [f, w])),
+  ...(['sigkill', 'close', 'return', 'exit', 'throw', 'sigstop'] as Fault[]).flatMap((f) =>
+    (['small', 'large', 'configure'] as When[]).map((w): [Fault, When] => [f, w]),
+  ),
 ];
 
 const expectedCode = (fault: Fault) => (fault === 'sigstop' ? 'ETIMEDOUT' : 'EPEERLOST');
@@ -63,12 +65,28 @@ describe('fault matrix across 2 namespace hosts × 2 ranks: every survivor repor
     if (!h) return ctx.skip(block.skip);
     const job = await runAcrossHosts(h, PER_HOST, jobScript('faults.mjs'), ['exit', 'start'], { env: { TOPOCOLL_CONFIG: CONFIG } });
     const missing = /rank\(s\) 3 of 4 did not arrive within 5000 ms/;
-    expectSurvivorsCaught(job.ranks.filter((r) => r.rank === 0 || r.rank === VICTIM), VICTIM, 'ETIMEDOUT', 9_000, missing);
-    expectSurvivorsCaught(job.ranks.filter((r) => r.rank !== 0), VICTIM, 'EPEERLOST', 9_000, missing);
+    expectSurvivorsCaught(
+      job.ranks.filter((r) => r.rank === 0 || r.rank === VICTIM),
+      VICTIM,
+      'ETIMEDOUT',
+      9_000,
+      missing,
+    );
+    expectSurvivorsCaught(
+      job.ranks.filter((r) => r.rank !== 0),
+      VICTIM,
+      'EPEERLOST',
+      9_000,
+      missing,
+    );
     expectNothingLeft(h);
   }, 60_000);
 
-  for (const [fault, when] of [['sigkill', 'init'], ['sigkill', 'small'], ['exit', 'large']] as [Fault, When][]) {
+  for (const [fault, when] of [
+    ['sigkill', 'init'],
+    ['sigkill', 'small'],
+    ['exit', 'large'],
+  ] as [Fault, When][]) {
     it(`rank 0, the rendezvous host: ${fault} ${when === 'init' ? 'during init' : `in ${when} collectives`}`, async (ctx) => {
       const h = block.h;
       if (!h) return ctx.skip(block.skip);

@@ -52,7 +52,10 @@ for (const perHost of [
       }
       // Host 1 (or 0 when alone) connects to host 0's address and sees its own as the source.
       const port = await h.freePort(0);
-      const server = h.spawn(0, process.execPath, ['-e', `require('net').createServer((s)=>s.end(require('os').hostname())).listen(${port},'0.0.0.0',()=>console.log('up'))`]);
+      const server = h.spawn(0, process.execPath, [
+        '-e',
+        `require('net').createServer((s)=>s.end(require('os').hostname())).listen(${port},'0.0.0.0',()=>console.log('up'))`,
+      ]);
       await new Promise<void>((resolve) => server.stdout!.once('data', () => resolve()));
       const client = h.hosts.length - 1;
       const c = await h.run(client, process.execPath, [
@@ -64,53 +67,69 @@ for (const perHost of [
       expectNothingLeft(h);
     });
 
-    it('ranks find each other through MASTER_ADDR, each host is one node, init/bcast/allreduce/barrier/close work, nothing is left behind', async (ctx) => {
-      const h = block.h;
-      if (!h) return ctx.skip(block.skip);
-      const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic']);
-      console.log(`hosts.test.ts: ${shape}, basic job: ${Math.round(job.ms)} ms`);
-      expectJobOk(h, perHost, job);
-      expectNothingLeft(h);
-    }, JOB_LIMIT_MS + 30_000);
+    it(
+      'ranks find each other through MASTER_ADDR, each host is one node, init/bcast/allreduce/barrier/close work, nothing is left behind',
+      async (ctx) => {
+        const h = block.h;
+        if (!h) return ctx.skip(block.skip);
+        const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic']);
+        console.log(`hosts.test.ts: ${shape}, basic job: ${Math.round(job.ms)} ms`);
+        expectJobOk(h, perHost, job);
+        expectNothingLeft(h);
+      },
+      JOB_LIMIT_MS + 30_000,
+    );
 
-    it('launch-check.mjs (the job every launcher is checked with) passes across the hosts', async (ctx) => {
-      const h = block.h;
-      if (!h) return ctx.skip(block.skip);
-      const job = await runAcrossHosts(h, perHost, jobScript('launch-check.mjs'));
-      console.log(`hosts.test.ts: ${shape}, launch-check: ${Math.round(job.ms)} ms`);
-      const log = transcript(job.ranks);
-      for (const r of job.ranks) {
-        expect(r.signal, log).toBeNull();
-        expect(r.code, log).toBe(0);
-        expect(r.stdout.trim(), log).toBe(`rank ${r.rank} ok`);
-      }
-      expectNothingLeft(h);
-    }, JOB_LIMIT_MS + 30_000);
+    it(
+      'launch-check.mjs (the job every launcher is checked with) passes across the hosts',
+      async (ctx) => {
+        const h = block.h;
+        if (!h) return ctx.skip(block.skip);
+        const job = await runAcrossHosts(h, perHost, jobScript('launch-check.mjs'));
+        console.log(`hosts.test.ts: ${shape}, launch-check: ${Math.round(job.ms)} ms`);
+        const log = transcript(job.ranks);
+        for (const r of job.ranks) {
+          expect(r.signal, log).toBeNull();
+          expect(r.code, log).toBe(0);
+          expect(r.stdout.trim(), log).toBe(`rank ${r.rank} ok`);
+        }
+        expectNothingLeft(h);
+      },
+      JOB_LIMIT_MS + 30_000,
+    );
 
-    it('every collective, every root, up to 1 MiB, across the hosts', async (ctx) => {
-      const h = block.h;
-      if (!h) return ctx.skip(block.skip);
-      const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'));
-      console.log(`hosts.test.ts: ${shape}, every collective: ${Math.round(job.ms)} ms`);
-      expectJobOk(h, perHost, job);
-      expectNothingLeft(h);
-    }, JOB_LIMIT_MS + 30_000);
+    it(
+      'every collective, every root, up to 1 MiB, across the hosts',
+      async (ctx) => {
+        const h = block.h;
+        if (!h) return ctx.skip(block.skip);
+        const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'));
+        console.log(`hosts.test.ts: ${shape}, every collective: ${Math.round(job.ms)} ms`);
+        expectJobOk(h, perHost, job);
+        expectNothingLeft(h);
+      },
+      JOB_LIMIT_MS + 30_000,
+    );
   });
 }
 
-describe('MASTER_ADDR is host 0\'s name, resolved through /etc/hosts where each host\'s own name is 127.0.1.1 (as Debian writes it)', () => {
+describe("MASTER_ADDR is host 0's name, resolved through /etc/hosts where each host's own name is 127.0.1.1 (as Debian writes it)", () => {
   const perHost = [2, 2];
   const block = hostsForBlock(perHost.length, { etcHosts: true });
 
-  it('ranks on host 0 reach the rendezvous over loopback, yet every link between hosts works', async (ctx) => {
-    const h = block.h;
-    if (!h) return ctx.skip(block.skip);
-    const seen = async (i: number) => (await h.run(i, 'getent', ['hosts', h.hosts[0]!.name])).stdout.split(/\s/)[0];
-    expect(await seen(0)).toBe('127.0.1.1');
-    expect(await seen(1)).toBe(h.hosts[0]!.address);
-    const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic'], { masterAddr: h.hosts[0]!.name });
-    console.log(`hosts.test.ts: 2 hosts × 2+2 ranks, MASTER_ADDR by name, basic job: ${Math.round(job.ms)} ms`);
-    expectJobOk(h, perHost, job);
-    expectNothingLeft(h);
-  }, JOB_LIMIT_MS + 30_000);
+  it(
+    'ranks on host 0 reach the rendezvous over loopback, yet every link between hosts works',
+    async (ctx) => {
+      const h = block.h;
+      if (!h) return ctx.skip(block.skip);
+      const seen = async (i: number) => (await h.run(i, 'getent', ['hosts', h.hosts[0]!.name])).stdout.split(/\s/)[0];
+      expect(await seen(0)).toBe('127.0.1.1');
+      expect(await seen(1)).toBe(h.hosts[0]!.address);
+      const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic'], { masterAddr: h.hosts[0]!.name });
+      console.log(`hosts.test.ts: 2 hosts × 2+2 ranks, MASTER_ADDR by name, basic job: ${Math.round(job.ms)} ms`);
+      expectJobOk(h, perHost, job);
+      expectNothingLeft(h);
+    },
+    JOB_LIMIT_MS + 30_000,
+  );
 });

@@ -69,12 +69,16 @@ describe('the torchrun variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)', 
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const port = (server.address() as { port: number }).port;
     try {
-      const r = spawnSync(process.execPath, ['--input-type=module', '-e', `import { init } from 'topocoll'; try { await init(); } catch (e) { console.log(e.code + ' ' + e.message); }`], {
-        encoding: 'utf8',
-        cwd: repoRoot,
-        timeout: 30_000,
-        env: { ...process.env, RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), TOPOCOLL_TOKEN: '' },
-      });
+      const r = spawnSync(
+        process.execPath,
+        ['--input-type=module', '-e', `import { init } from 'topocoll'; try { await init(); } catch (e) { console.log(e.code + ' ' + e.message); }`],
+        {
+          encoding: 'utf8',
+          cwd: repoRoot,
+          timeout: 30_000,
+          env: { ...process.env, RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), TOPOCOLL_TOKEN: '' },
+        },
+      );
       expect(r.stdout).toMatch(/^ECONFIG .*another machine.*TOPOCOLL_TOKEN/);
     } finally {
       server.close();

@@ -95,7 +95,11 @@ function rankPids(pid: number): Map<number, number> {
   let children: string[] = [];
   try {
     for (const task of readdirSync(`/proc/${pid}/task`)) {
-      children.push(...readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(/\s+/).filter((s) => s !== ''));
+      children.push(
+        ...readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8')
+          .split(/\s+/)
+          .filter((s) => s !== ''),
+      );
     }
   } catch {
     children = [];
@@ -163,15 +167,21 @@ interface FloodRun {
 /** Starts the job, floods every data port as it appears, and returns once the launcher has exited. */
 async function runFlooded(holdAt: HoldAt): Promise<FloodRun> {
   const started = Date.now();
-  const child = spawn(process.execPath, [`${repoRoot}dist/cli/main.js`, 'run', '-n', String(RANKS), '--nodes', '2', '--timeout', '20', jobScript('flood-check.mjs')], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, FLOOD_HOLD_RANK: String(HELD), FLOOD_HOLD_MS: String(HOLD_MS), FLOOD_HOLD_AT: holdAt },
-  });
+  const child = spawn(
+    process.execPath,
+    [`${repoRoot}dist/cli/main.js`, 'run', '-n', String(RANKS), '--nodes', '2', '--timeout', '20', jobScript('flood-check.mjs')],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, FLOOD_HOLD_RANK: String(HELD), FLOOD_HOLD_MS: String(HOLD_MS), FLOOD_HOLD_AT: holdAt },
+    },
+  );
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => (stdout += d));
   child.stderr.on('data', (d) => (stderr += d));
-  const exited = new Promise<{ status: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (status, signal) => resolve({ status, signal })));
+  const exited = new Promise<{ status: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (status, signal) => resolve({ status, signal })),
+  );
   let running = true;
   void exited.then(() => (running = false));
   // A hung job is stopped here (the launcher forwards SIGTERM to the ranks), and fails on its exit status and time.
@@ -207,7 +217,9 @@ async function runFlooded(holdAt: HoldAt): Promise<FloodRun> {
 }
 
 function report(holdAt: HoldAt, r: FloodRun, initDone: Map<number, number>, holdEnd: number): void {
-  const lines = [`hold at ${holdAt}: the job took ${r.seconds.toFixed(1)} s; rank ${ACCEPTOR} was done ${(initDone.get(ACCEPTOR) ?? NaN) - holdEnd} ms after the hold ended`];
+  const lines = [
+    `hold at ${holdAt}: the job took ${r.seconds.toFixed(1)} s; rank ${ACCEPTOR} was done ${(initDone.get(ACCEPTOR) ?? NaN) - holdEnd} ms after the hold ended`,
+  ];
   for (const p of r.ports) {
     const done = initDone.get(p.rank) ?? NaN;
     const connected = p.connections.filter((c) => c.connectedAt !== undefined).map((c) => c.connectedAt!);
@@ -262,7 +274,9 @@ describe('a stranger floods the TCP data ports during init', () => {
       // while waiting in its accept loop (link: garbage ahead of the silent connections is dropped
       // during the hold), or only once the hold let it start (publish: nothing before it ended).
       const acceptor = r.ports[ACCEPTOR]!;
-      const dropped = acceptor.connections.filter((c) => c.kind === 'long-garbage' && c.closedByRankAt !== undefined && c.closedByRankAt < initDone.get(ACCEPTOR)!);
+      const dropped = acceptor.connections.filter(
+        (c) => c.kind === 'long-garbage' && c.closedByRankAt !== undefined && c.closedByRankAt < initDone.get(ACCEPTOR)!,
+      );
       expect(dropped.length, `rank ${ACCEPTOR}: garbage connections it dropped during init`).toBeGreaterThan(0);
       const duringHold = acceptor.connections.filter((c) => c.closedByRankAt !== undefined && c.closedByRankAt < holdEnd);
       if (holdAt === 'link') expect(duringHold.filter((c) => c.kind === 'long-garbage').length).toBeGreaterThan(0);

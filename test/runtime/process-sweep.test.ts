@@ -28,7 +28,10 @@ writeFileSync(NETWORKS[3]!, '# node    leaf   spine\nnode[0-1]  leafA  spine\nno
 function expectAllRanksOk(r: ReturnType<typeof runJob>, ranks: number): void {
   expect(r.stderr).not.toMatch(/Error/);
   expect(r.status).toBe(0);
-  const ok = r.lines.map((l) => /^rank (\d+) ok \d+$/.exec(l)).filter((m) => m !== null).map((m) => Number(m![1]));
+  const ok = r.lines
+    .map((l) => /^rank (\d+) ok \d+$/.exec(l))
+    .filter((m) => m !== null)
+    .map((m) => Number(m![1]));
   expect(ok.sort((a, b) => a - b)).toEqual(Array.from({ length: ranks }, (_, i) => i));
 }
 

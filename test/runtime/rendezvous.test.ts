@@ -78,7 +78,13 @@ function stranger(port: number, payload: Buffer | string | undefined, limitMs = 
 /** Whether `p` is still pending after `ms`. */
 async function stillPending(p: Promise<unknown>, ms: number): Promise<boolean> {
   const marker = Symbol('pending');
-  const winner = await Promise.race([p.then(() => 'settled', () => 'settled'), new Promise((r) => setTimeout(() => r(marker), ms))]);
+  const winner = await Promise.race([
+    p.then(
+      () => 'settled',
+      () => 'settled',
+    ),
+    new Promise((r) => setTimeout(() => r(marker), ms)),
+  ]);
   return winner === marker;
 }
 
@@ -246,10 +252,7 @@ describe('RendezvousServer / RendezvousClient', () => {
 
   it('refuses a client with the wrong token with ECONFIG', async () => {
     const { server } = await startServer();
-    const e = await rejection(
-      RendezvousClient.connect({ ...server.address, token: createJobToken(), rank: 0, timeoutMs: 2000 }),
-      'ECONFIG',
-    );
+    const e = await rejection(RendezvousClient.connect({ ...server.address, token: createJobToken(), rank: 0, timeoutMs: 2000 }), 'ECONFIG');
     expect(e.message).toMatch(/token/);
   });
 
@@ -402,7 +405,11 @@ describe('allgather and barrier', () => {
     const { server, token } = await startServer();
     const cs = await Promise.all([0, 1, 2].map((r) => connect(server, token, r)));
     const first = await Promise.all(cs.map((c, r) => allgather(c, 'init/host', r, 3, `h${r}`, 5000)));
-    expect(first).toEqual([['h0', 'h1', 'h2'], ['h0', 'h1', 'h2'], ['h0', 'h1', 'h2']]);
+    expect(first).toEqual([
+      ['h0', 'h1', 'h2'],
+      ['h0', 'h1', 'h2'],
+      ['h0', 'h1', 'h2'],
+    ]);
     const other = await connect(server, token, 9);
     expect(await other.get('init/host/1')).toBe('h1');
     expect(JSON.parse(await other.get('init/host/all'))).toEqual(['h0', 'h1', 'h2']);

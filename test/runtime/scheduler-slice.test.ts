@@ -14,7 +14,13 @@ describe('the scheduler slice of the JavaScript thread', () => {
     const r = spawnSync(process.execPath, [jobScript('slice-check.mjs')], { encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH } });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    const ns = Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.split(' ')).map(([k, v]) => [k, Number(v)]));
+    const ns = Object.fromEntries(
+      r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' '))
+        .map(([k, v]) => [k, Number(v)]),
+    );
     const [major, minor] = release().split('.').map(Number) as [number, number];
     // Custom slices exist from Linux 6.12 on; before that the request must change nothing.
     const honoured = major > 6 || (major === 6 && minor >= 12);

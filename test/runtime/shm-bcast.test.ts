@@ -14,7 +14,10 @@ const dir = tempDir('topocoll-s0-');
 
 function config(tree: string, sets: number, membarrier: boolean): string {
   const file = join(dir, `${tree.replace(':', '-')}-${sets}-${membarrier}.yaml`);
-  writeFileSync(file, `shm:\n  membarrier: ${membarrier}\n  bcast:\n    tree: ${tree}\n    sets: ${sets}\n    queueBytes: ${FRAGMENT * SLOTS}\n    fragmentBytes: ${FRAGMENT}\n`);
+  writeFileSync(
+    file,
+    `shm:\n  membarrier: ${membarrier}\n  bcast:\n    tree: ${tree}\n    sets: ${sets}\n    queueBytes: ${FRAGMENT * SLOTS}\n    fragmentBytes: ${FRAGMENT}\n`,
+  );
   return file;
 }
 

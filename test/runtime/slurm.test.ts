@@ -22,7 +22,11 @@ if (unavailable !== undefined) {
 /** Rendezvous files topocoll keys by Slurm job (tmpdir()/topocoll-<uid>-slurm-<job>.<step>…). */
 function slurmRendezvousFiles(): string[] {
   const dirs = [...new Set([tmpdir(), '/tmp'])];
-  return dirs.flatMap((d) => readdirSync(d).filter((n) => n.startsWith('topocoll-') && n.includes('slurm-')).map((n) => `${d}/${n}`));
+  return dirs.flatMap((d) =>
+    readdirSync(d)
+      .filter((n) => n.startsWith('topocoll-') && n.includes('slurm-'))
+      .map((n) => `${d}/${n}`),
+  );
 }
 
 describe.skipIf(unavailable !== undefined)('srun starts topocoll jobs on a one-node Slurm cluster', () => {
@@ -49,34 +53,40 @@ describe.skipIf(unavailable !== undefined)('srun starts topocoll jobs on a one-n
     ['srun --overcommit -n 3', ['--overcommit', '-n', '3']],
   ];
 
-  it.each(jobs)(`%s node test/jobs/launch-check.mjs, ${RUNS} times in a row`, async (_name, srunArgs) => {
-    const size = Number(srunArgs[srunArgs.length - 1]);
-    const want = Array.from({ length: size }, (_, r) => `rank ${r} ok`);
-    const times: number[] = [];
-    for (let run = 1; run <= RUNS; run++) {
-      const r = await cluster.srun([...srunArgs, process.execPath, jobScript('launch-check.mjs')], { cwd: repoRoot, timeoutMs: JOB_LIMIT_MS });
-      const context = `run ${run} of ${RUNS}: srun ${srunArgs.join(' ')} → status ${r.status}, signal ${r.signal}, ${r.ms} ms${r.timedOut ? ' (killed: over the limit)' : ''}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}\n${r.timedOut || r.status !== 0 ? cluster.logTail() : ''}`;
-      expect(r.timedOut, context).toBe(false);
-      expect(r.status, context).toBe(0);
-      expect([...r.lines].sort(), context).toEqual(want);
-      times.push(r.ms);
-    }
-    console.log(`srun ${srunArgs.join(' ')}: ${RUNS} jobs, ${times.reduce((a, b) => a + b, 0)} ms in all, ${Math.min(...times)}–${Math.max(...times)} ms each`);
+  it.each(jobs)(
+    `%s node test/jobs/launch-check.mjs, ${RUNS} times in a row`,
+    async (_name, srunArgs) => {
+      const size = Number(srunArgs[srunArgs.length - 1]);
+      const want = Array.from({ length: size }, (_, r) => `rank ${r} ok`);
+      const times: number[] = [];
+      for (let run = 1; run <= RUNS; run++) {
+        const r = await cluster.srun([...srunArgs, process.execPath, jobScript('launch-check.mjs')], { cwd: repoRoot, timeoutMs: JOB_LIMIT_MS });
+        const context = `run ${run} of ${RUNS}: srun ${srunArgs.join(' ')} → status ${r.status}, signal ${r.signal}, ${r.ms} ms${r.timedOut ? ' (killed: over the limit)' : ''}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}\n${r.timedOut || r.status !== 0 ? cluster.logTail() : ''}`;
+        expect(r.timedOut, context).toBe(false);
+        expect(r.status, context).toBe(0);
+        expect([...r.lines].sort(), context).toEqual(want);
+        times.push(r.ms);
+      }
+      console.log(
+        `srun ${srunArgs.join(' ')}: ${RUNS} jobs, ${times.reduce((a, b) => a + b, 0)} ms in all, ${Math.min(...times)}–${Math.max(...times)} ms each`,
+      );
 
-    // Nothing left behind: no job, no slurmstepd or rank, no shared segment, no rendezvous file.
-    let queue = cluster.queue();
-    for (let i = 0; i < 50 && queue.length > 0; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      queue = cluster.queue();
-    }
-    expect(queue, 'jobs still in squeue').toEqual([]);
-    let stray = cluster.strayProcesses();
-    for (let i = 0; i < 50 && stray.length > 0; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      stray = cluster.strayProcesses();
-    }
-    expect(stray, 'processes of finished jobs still running').toEqual([]);
-    expect(await leftoverSegments()).toEqual([]);
-    expect(slurmRendezvousFiles().filter((f) => !filesBefore.has(f))).toEqual([]);
-  }, RUNS * (JOB_LIMIT_MS + 10_000));
+      // Nothing left behind: no job, no slurmstepd or rank, no shared segment, no rendezvous file.
+      let queue = cluster.queue();
+      for (let i = 0; i < 50 && queue.length > 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        queue = cluster.queue();
+      }
+      expect(queue, 'jobs still in squeue').toEqual([]);
+      let stray = cluster.strayProcesses();
+      for (let i = 0; i < 50 && stray.length > 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        stray = cluster.strayProcesses();
+      }
+      expect(stray, 'processes of finished jobs still running').toEqual([]);
+      expect(await leftoverSegments()).toEqual([]);
+      expect(slurmRendezvousFiles().filter((f) => !filesBefore.has(f))).toEqual([]);
+    },
+    RUNS * (JOB_LIMIT_MS + 10_000),
+  );
 });

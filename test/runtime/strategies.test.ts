@@ -24,9 +24,27 @@ interface Combination {
 }
 
 const COMBINATIONS: Combination[] = [
-  { name: 'shm inside, binomial between, recursive doubling on top', bcast: ['shm', 'binomial'], reduce: ['shm', 'binomial'], allreduce: '{ algorithm: reduce-allreduce-bcast, top: recursive-doubling, shm: false }', allgather: 'ring' },
-  { name: 'flat everywhere, reduce-bcast', bcast: ['flat', 'flat'], reduce: ['flat', 'flat'], allreduce: '{ algorithm: reduce-bcast, shm: false }', allgather: 'recursive-doubling' },
-  { name: 'knomial:3 everywhere, rabenseifner on top', bcast: ['knomial:3', 'knomial:3'], reduce: ['knomial:3', 'knomial:3'], allreduce: '{ algorithm: reduce-allreduce-bcast, top: rabenseifner, shm: false }', allgather: 'bruck' },
+  {
+    name: 'shm inside, binomial between, recursive doubling on top',
+    bcast: ['shm', 'binomial'],
+    reduce: ['shm', 'binomial'],
+    allreduce: '{ algorithm: reduce-allreduce-bcast, top: recursive-doubling, shm: false }',
+    allgather: 'ring',
+  },
+  {
+    name: 'flat everywhere, reduce-bcast',
+    bcast: ['flat', 'flat'],
+    reduce: ['flat', 'flat'],
+    allreduce: '{ algorithm: reduce-bcast, shm: false }',
+    allgather: 'recursive-doubling',
+  },
+  {
+    name: 'knomial:3 everywhere, rabenseifner on top',
+    bcast: ['knomial:3', 'knomial:3'],
+    reduce: ['knomial:3', 'knomial:3'],
+    allreduce: '{ algorithm: reduce-allreduce-bcast, top: rabenseifner, shm: false }',
+    allgather: 'bruck',
+  },
   {
     name: 'scatter-allgather and rabenseifner everywhere, 4 KiB segments, everything large',
     bcast: ['scatter-allgather', 'scatter-allgather'],
@@ -59,7 +77,8 @@ const PLACEMENTS: [string, string[]][] = [
 
 function combinationConfig(c: Combination, disabled?: string): string {
   const levels = (names: string[], algorithm: string) => names.map((l) => `${l}: ${algorithm}`).join(', ');
-  const allgatherLevels = (a: Combination['allgather']) => (typeof a === 'string' ? levels([...INSIDE, ...BETWEEN], a) : `${levels(INSIDE, a[0])}, ${levels(BETWEEN, a[1])}`);
+  const allgatherLevels = (a: Combination['allgather']) =>
+    typeof a === 'string' ? levels([...INSIDE, ...BETWEEN], a) : `${levels(INSIDE, a[0])}, ${levels(BETWEEN, a[1])}`;
   const yaml =
     `bcast:\n  levels: { ${levels(INSIDE, c.bcast[0])}, ${levels(BETWEEN, c.bcast[1])} }\n` +
     `reduce:\n  levels: { ${levels(INSIDE, c.reduce[0])}, ${levels(BETWEEN, c.reduce[1])} }\n` +
@@ -77,7 +96,10 @@ const TYPES = '--types=1,17,kib';
 function expectAllRanksOk(r: ReturnType<typeof runJob>, ranks: number): void {
   expect(r.stderr).not.toMatch(/Error/);
   expect(r.status).toBe(0);
-  const ok = r.lines.map((l) => /^rank (\d+) ok \d+$/.exec(l)).filter((m) => m !== null).map((m) => Number(m![1]));
+  const ok = r.lines
+    .map((l) => /^rank (\d+) ok \d+$/.exec(l))
+    .filter((m) => m !== null)
+    .map((m) => Number(m![1]));
   expect(ok.sort((a, b) => a - b)).toEqual(Array.from({ length: ranks }, (_, i) => i));
 }
 
@@ -100,7 +122,10 @@ describe('per-level algorithms in real jobs', () => {
 
   // Exchanges between ranks of a node interleave sending and receiving, so their messages may be
   // far larger than a channel: 16 KiB channels, exchanges of up to 2 MiB.
-  for (const [top, ranks] of [['rabenseifner', '5'], ['recursive-doubling', '4']] as const) {
+  for (const [top, ranks] of [
+    ['rabenseifner', '5'],
+    ['recursive-doubling', '4'],
+  ] as const) {
     it(`exchanges larger than the channels (16 KiB): ${ranks} ranks on one node, scatter-allgather and rabenseifner everywhere, ${top} on top`, () => {
       const c: Combination = {
         name: 'small channels',
@@ -117,9 +142,18 @@ describe('per-level algorithms in real jobs', () => {
 
   // The one-node shared allreduce: every rank combines by default while each has a core (2 ranks
   // here); forced with 5 ranks on the 2 cores.
-  for (const [ranks, shm] of [['2', 'true'], ['5', 'every-rank']] as const) {
+  for (const [ranks, shm] of [
+    ['2', 'true'],
+    ['5', 'every-rank'],
+  ] as const) {
     it(`small allreduces on one node, every rank combining (allreduce.shm: ${shm}): ${ranks} ranks`, () => {
-      const c: Combination = { name: 'every rank combines', bcast: ['auto', 'auto'], reduce: ['auto', 'auto'], allreduce: `{ shm: ${shm} }`, allgather: 'auto' };
+      const c: Combination = {
+        name: 'every rank combines',
+        bcast: ['auto', 'auto'],
+        reduce: ['auto', 'auto'],
+        allreduce: `{ shm: ${shm} }`,
+        allgather: 'auto',
+      };
       const r = runJob(['-n', ranks, '--config', combinationConfig(c), jobScript('strategies.mjs'), ...SIZES, TYPES]);
       expectAllRanksOk(r, Number(ranks));
     });

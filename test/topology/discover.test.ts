@@ -65,14 +65,20 @@ describe('discoverMachine', () => {
 
   it('requires the forced source: hwloc-xml needs a file, lstopo needs lstopo', () => {
     expect(thrown(() => discoverMachine({ env: {}, source: 'hwloc-xml' }), 'ECONFIG').message).toMatch(/no file is given/);
-    expect(thrown(() => discoverMachine({ env: { PATH: '/nonexistent' }, source: 'lstopo' }), 'ETOPOLOGY').message).toMatch(/lstopo-no-graphics is not installed/);
+    expect(thrown(() => discoverMachine({ env: { PATH: '/nonexistent' }, source: 'lstopo' }), 'ETOPOLOGY').message).toMatch(
+      /lstopo-no-graphics is not installed/,
+    );
     const forced = discoverMachine({ env: { ...envWithout('HWLOC_XMLFILE'), HWLOC_SYNTHETIC: 'pack:3 core:2 pu:2' }, hwlocXml: INTEL, source: 'lstopo' });
     expect(forced.source).toBe('lstopo');
     expect(forced.objects.socket).toHaveLength(3);
   });
 
   it('reads sysfs directly when the source is sysfs', () => {
-    const machine = discoverMachine({ env: { ...envWithout('HWLOC_XMLFILE'), HWLOC_SYNTHETIC: 'pack:3 core:2 pu:2' }, source: 'sysfs', sysfsRoot: fakeSysfs() });
+    const machine = discoverMachine({
+      env: { ...envWithout('HWLOC_XMLFILE'), HWLOC_SYNTHETIC: 'pack:3 core:2 pu:2' },
+      source: 'sysfs',
+      sysfsRoot: fakeSysfs(),
+    });
     expect(machine.source).toBe('sysfs');
     expect(machine.objects.core).toHaveLength(4);
   });

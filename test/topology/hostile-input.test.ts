@@ -96,7 +96,12 @@ describe('endless and oversized files', () => {
   for (const [what, module, fn, code] of readers) {
     it(`/dev/zero as ${what} stops at the 64 MiB limit`, () => {
       const outcome = inChild([module], `m0.${fn}('/dev/zero')`);
-      expectBoundedFailure(outcome, code, new RegExp(`^${code}: /dev/zero: the ${what} is larger than 64 MiB \\(67108864 bytes\\), the limit for input files`), /TOPOCOLL_MAX_INPUT_BYTES/);
+      expectBoundedFailure(
+        outcome,
+        code,
+        new RegExp(`^${code}: /dev/zero: the ${what} is larger than 64 MiB \\(67108864 bytes\\), the limit for input files`),
+        /TOPOCOLL_MAX_INPUT_BYTES/,
+      );
     });
   }
 
@@ -172,7 +177,11 @@ describe('hostlists', () => {
     const outcome = inChild(['topology/network/network-file.js'], `m0.readNetworkFile(${JSON.stringify(path)})`);
     expectBoundedFailure(outcome, 'ETOPOLOGY', /lines\.txt:2:1: hostlist "p1n\[0-65535,.*takes the names of this file past 1048576, the limit for one file/);
     const conf = file('lines.conf', Array.from({ length: 400 }, (_, i) => `SwitchName=leaf${i} Nodes=${line(i).split(' ')[0]}`).join('\n'));
-    expectBoundedFailure(inChild(['topology/network/network-file.js'], `m0.readNetworkFile(${JSON.stringify(conf)})`), 'ETOPOLOGY', /lines\.conf:2:\d+: .*past 1048576, the limit for one file/);
+    expectBoundedFailure(
+      inChild(['topology/network/network-file.js'], `m0.readNetworkFile(${JSON.stringify(conf)})`),
+      'ETOPOLOGY',
+      /lines\.conf:2:\d+: .*past 1048576, the limit for one file/,
+    );
   });
 
   it('counts without expanding; a budget takes names up to its limit', () => {
@@ -193,7 +202,11 @@ describe('index lists and locality strings', () => {
     const cpus = Array.from({ length: 1000 }, (_, i) => i).join(',') + ',';
     const path = file('big.loc', `0 n1 HT${cpus.repeat(Math.ceil(50e6 / cpus.length))}0\n`);
     const outcome = inChild(['topology/localities-file.js'], `m0.readLocalitiesFile(${JSON.stringify(path)})`);
-    expectBoundedFailure(outcome, 'ETOPOLOGY', /big\.loc:1: locality string "HT0,1,2,.*…" \(\d{8} characters\): token .* more than 1048576 indices \(repeats included\)/);
+    expectBoundedFailure(
+      outcome,
+      'ETOPOLOGY',
+      /big\.loc:1: locality string "HT0,1,2,.*…" \(\d{8} characters\): token .* more than 1048576 indices \(repeats included\)/,
+    );
   });
 
   it('a 50 MB locality string of full ranges fails the same way', () => {
@@ -231,7 +244,10 @@ describe('hwloc XML', () => {
 
   it('a billion-laughs entity declaration is refused', () => {
     const entities = ['<!ENTITY lol0 "lol">', ...Array.from({ length: 9 }, (_, i) => `<!ENTITY lol${i + 1} "${`&lol${i};`.repeat(10)}">`)];
-    const path = file('lol.xml', xml(machine.replace('/>', '>&lol9;</object>').replace('</object></object>', '</object>'), `<!DOCTYPE topology [\n${entities.join('\n')}\n]>\n`));
+    const path = file(
+      'lol.xml',
+      xml(machine.replace('/>', '>&lol9;</object>').replace('</object></object>', '</object>'), `<!DOCTYPE topology [\n${entities.join('\n')}\n]>\n`),
+    );
     const outcome = inChild(['topology/hwloc-xml.js'], `m0.readHwlocXmlFile(${JSON.stringify(path)})`);
     expectBoundedFailure(outcome, 'ETOPOLOGY', /lol\.xml:2:1: the document type declaration has an internal subset/);
   });
@@ -269,7 +285,12 @@ describe('hwloc XML', () => {
 describe('configuration YAML', () => {
   it('an alias bomb is ECONFIG naming the file, the line and the limit', () => {
     const lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]'];
-    for (let i = 1; i < 10; i++) lines.push(`${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(9).fill(`*${String.fromCharCode(96 + i)}`).join(',')}]`);
+    for (let i = 1; i < 10; i++)
+      lines.push(
+        `${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(9)
+          .fill(`*${String.fromCharCode(96 + i)}`)
+          .join(',')}]`,
+      );
     const path = file('bomb.yaml', lines.join('\n') + '\n');
     const outcome = inChild(['config/load.js'], `m0.loadConfigFile(${JSON.stringify(path)})`);
     expectBoundedFailure(outcome, 'ECONFIG', /bomb\.yaml:2:8: aliases copy more than 100 nodes/);
@@ -277,9 +298,17 @@ describe('configuration YAML', () => {
 
   it('deep nesting and too many tokens are ECONFIG before the YAML parser runs', () => {
     const path = file('deep.yaml', `levels: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n`);
-    expectBoundedFailure(inChild(['config/load.js'], `m0.loadConfigFile(${JSON.stringify(path)})`), 'ECONFIG', /deep\.yaml:1:\d+: the file has more than 8192 YAML tokens/);
+    expectBoundedFailure(
+      inChild(['config/load.js'], `m0.loadConfigFile(${JSON.stringify(path)})`),
+      'ECONFIG',
+      /deep\.yaml:1:\d+: the file has more than 8192 YAML tokens/,
+    );
     const keys = file('keys.yaml', Array.from({ length: 100_000 }, (_, i) => `k${i}: 1`).join('\n'));
-    expectBoundedFailure(inChild(['config/load.js'], `m0.loadConfigFile(${JSON.stringify(keys)})`), 'ECONFIG', /keys\.yaml:2731:\d+: the file has more than 8192 YAML tokens/);
+    expectBoundedFailure(
+      inChild(['config/load.js'], `m0.loadConfigFile(${JSON.stringify(keys)})`),
+      'ECONFIG',
+      /keys\.yaml:2731:\d+: the file has more than 8192 YAML tokens/,
+    );
     const e = thrown(() => parseConfig(`${'- '.repeat(70)}x\n`, 'seq.yaml'), 'ECONFIG');
     expect(e.message).toMatch(/^ECONFIG: seq\.yaml:1:\d+: collections nest more than 64 deep/);
   });
