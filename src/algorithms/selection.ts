@@ -23,7 +23,7 @@ import type { Group, GroupPlan } from '../groups/plan.js';
  *   binomial); between nodes binomial, and for large messages in groups of 4 or more
  *   scatter-allgather (van de Geijn: each link carries ~2m instead of m·log p).
  * - reduce: inside a node binomial (the shared-memory reduce, where every core combines a
- *   slice, is a choice: it did not beat the trees in bench/RESULTS.md); between nodes
+ *   slice, is a choice: it did not beat the trees in bench/history/RESULTS-log-to-2026-11-24.md); between nodes
  *   binomial, and Rabenseifner's reduce-scatter + gather for large messages in groups of 4 or more.
  * - allreduce: reduce-allreduce-bcast (S3 §5.1), recursive doubling among the top group for
  *   small messages and Rabenseifner (reduce-scatter + allgather) for large ones.
@@ -95,13 +95,13 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
     const configured = config.reduce.levels[g.level];
     if (configured !== undefined && configured !== 'auto') return checked('reduce', g, parseAlgorithm(configured, 'reduce'));
     // Binomial trees over the channels by default; the shared-memory reduce stays a choice
-    // (bench/RESULTS.md).
+    // (bench/history/RESULTS-log-to-2026-11-24.md).
     if (nodeLocal(g)) return 'binomial';
     return large && g.members.length >= 4 ? 'rabenseifner' : 'binomial';
   };
   // Recursive doubling needs the fewest rounds (small messages are latency); the ring moves each
   // block over one link at a time (large ones are bandwidth). The shared-memory allgather (`shm`)
-  // stays a choice: it beat neither consistently (bench/RESULTS.md). One-node jobs take the
+  // stays a choice: it beat neither consistently (bench/history/RESULTS-log-to-2026-11-24.md). One-node jobs take the
   // node-wide shared area instead (CollectivePlans.allgather).
   const allgather = (g: Group): GroupAllgatherAlgorithm => {
     const configured = config.allgather.levels[g.level];

@@ -3,7 +3,7 @@
  * machine only; the configuration's defaults (schema.ts) take the profile named by
  * DEFAULT_MACHINE_PROFILE, and a configuration file overrides any value (`topocoll tune shm
  * --out FILE` and `topocoll tune barrier --out FILE` write one for the machine they run on).
- * bench/RESULTS.md records the runs behind each profile.
+ * bench/history/RESULTS-log-to-2026-11-24.md records the runs behind each profile.
  */
 
 /**

@@ -74,7 +74,7 @@ export interface CollectivePlansParts {
  * has a core, larger blocks move faster through the channel schedules, whose sends and
  * receives overlap piece by piece. With the last-arrival protocol (more ranks than cores) the
  * area takes every size: a round costs each rank one turn on its core, where every step of a
- * schedule costs a context switch (bench/RESULTS.md, "Allgather").
+ * schedule costs a context switch (bench/history/RESULTS-log-to-2026-11-24.md, "Allgather").
  */
 export const SHM_ALLGATHER_EVERY_RANK_MAX_BYTES = 4096;
 

@@ -21,7 +21,7 @@ const MIN_CHANNEL = 16 * 1024;
 /**
  * The largest channel `auto` picks. Larger rings were slower for large messages, not faster:
  * a 1 MiB ring's lines stay in the caches of the two cores, while 4 MiB rings streamed through
- * the L3 (bench/RESULTS.md).
+ * the L3 (bench/history/RESULTS-log-to-2026-11-24.md).
  */
 const AUTO_MAX_CHANNEL = 1024 * 1024;
 
