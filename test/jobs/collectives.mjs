@@ -5,6 +5,7 @@
 // library's own output. Prints one line `rank R ok N` or throws (non-zero exit).
 //
 // Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB (allgather: 4 MiB + 1 per rank); [--quick] fewer sizes.
+import { combineInRankOrder } from './reference-op.mjs';
 import { init, IN_PLACE, userOp } from 'topocoll';
 
 /** @import { ReduceOpName, TypedArray } from 'topocoll' */
@@ -101,37 +102,7 @@ function reference(T, op, n) {
     const big = isBig(T);
     const zero = big ? 0n : 0;
     /** @type {Scalar} */
-    let acc;
-    switch (op) {
-      case 'sum':
-        acc = vals.reduce((a, b) => a + b, zero);
-        break;
-      case 'prod':
-        acc = vals.reduce((a, b) => a * b, big ? 1n : 1);
-        break;
-      case 'min':
-        acc = vals.reduce((a, b) => (b < a ? b : a));
-        break;
-      case 'max':
-        acc = vals.reduce((a, b) => (b > a ? b : a));
-        break;
-      case 'band':
-        acc = vals.reduce((a, b) => a & b);
-        break;
-      case 'bor':
-        acc = vals.reduce((a, b) => a | b);
-        break;
-      case 'bxor':
-        acc = vals.reduce((a, b) => a ^ b);
-        break;
-      case 'land':
-        acc = vals.every((v) => v !== zero) ? 1 : 0;
-        break;
-      case 'lor':
-        acc = vals.some((v) => v !== zero) ? 1 : 0;
-        break;
-    }
-    if (big && typeof acc === 'number') acc = BigInt(acc);
+    let acc = combineInRankOrder(op, vals, zero, big ? 1n : 1);
     if (T === Uint8ClampedArray) acc = Math.min(255, acc);
     if (T !== Uint8ClampedArray && !big && !isFloat(T)) {
       // Integer types wrap modulo 2^bits, like the typed array's own conversion.

@@ -16,6 +16,7 @@
 //                    C (default 1,17,kib; `kib` is the odd count just above 1100 bytes of the type)
 //   --big=N          also bcast, reduce and allreduce of N Int32 / Float32 elements (and a Buffer
 //                    of 4N + 3 bytes), roots 0 and size − 1, IN_PLACE, float sums bitwise equal
+import { combineInRankOrder } from './reference-op.mjs';
 import { init, IN_PLACE, userOp } from 'topocoll';
 
 /** @import { ReduceOpName, TypedArray } from 'topocoll' */
@@ -305,49 +306,9 @@ function matrixFloatInput(ty, t, op, r, i) {
  * @returns {any}
  */
 function referenceOf(ty, op, vals) {
-  if (!ty.integer) {
-    switch (op) {
-      case 'sum':
-        return vals.reduce((a, b) => a + b, 0);
-      case 'prod':
-        return vals.reduce((a, b) => a * b, 1);
-      case 'min':
-        return vals.reduce((a, b) => (b < a ? b : a));
-      case 'max':
-        return vals.reduce((a, b) => (b > a ? b : a));
-    }
-  }
+  if (!ty.integer && (op === 'sum' || op === 'prod' || op === 'min' || op === 'max')) return combineInRankOrder(op, vals, 0, 1);
   /** @type {bigint} */
-  let acc;
-  switch (op) {
-    case 'sum':
-      acc = vals.reduce((a, b) => a + b, 0n);
-      break;
-    case 'prod':
-      acc = vals.reduce((a, b) => a * b, 1n);
-      break;
-    case 'min':
-      acc = vals.reduce((a, b) => (b < a ? b : a));
-      break;
-    case 'max':
-      acc = vals.reduce((a, b) => (b > a ? b : a));
-      break;
-    case 'band':
-      acc = vals.reduce((a, b) => a & b);
-      break;
-    case 'bor':
-      acc = vals.reduce((a, b) => a | b);
-      break;
-    case 'bxor':
-      acc = vals.reduce((a, b) => a ^ b);
-      break;
-    case 'land':
-      acc = vals.every((v) => v !== 0n) ? 1n : 0n;
-      break;
-    case 'lor':
-      acc = vals.some((v) => v !== 0n) ? 1n : 0n;
-      break;
-  }
+  const acc = combineInRankOrder(op, vals, 0n, 1n);
   if (ty.clamped) return acc > 255n ? 255n : acc;
   return wrap(ty, acc);
 }
