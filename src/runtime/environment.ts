@@ -1,7 +1,7 @@
 import { TopocollError } from '../errors.js';
 
 /**
- * How this process was started, in the order of architecture §5: the `topocoll run` launcher,
+ * How this process was started, in the order of docs/architecture.md §2.1: the `topocoll run` launcher,
  * Open MPI, Slurm, the torchrun convention, else a world of one. Everything is read from the
  * environment; nothing is contacted here.
  */

@@ -1,5 +1,5 @@
 /**
- * Rendezvous: how the N processes of a job find each other (architecture §5).
+ * Rendezvous: how the N processes of a job find each other (docs/architecture.md §2.2).
  *
  * A small TCP key-value store, hosted by the launcher or by rank 0, protected by a per-job random
  * token. The protocol is newline-delimited JSON:
