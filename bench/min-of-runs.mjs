@@ -3,7 +3,7 @@
 // swings 2–6× for minutes at a time, the minimum over runs is the figure least disturbed.
 // Run: for i in 1 2 3; do npx topocoll bench -n 2 --json > run$i.jsonl; done
 //      node bench/min-of-runs.mjs run1.jsonl run2.jsonl run3.jsonl
-import { readFileSync } from 'node:fs';
+import { benchRows, formatUs as fmt, keepFastest } from './rows.mjs';
 
 const files = process.argv.slice(2);
 if (files.length === 0) {
@@ -13,24 +13,18 @@ if (files.length === 0) {
 const best = new Map(); // "collective mode bytes" → fastest avgUs
 const probes = []; // one-way ns of a cache line between two CPUs, as each run took them
 let ranks = 0;
-for (const file of files) {
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const row = JSON.parse(line);
-    if (row.probe !== undefined) {
-      probes.push(
-        ...Object.entries(row)
-          .filter(([k]) => k !== 'probe' && k !== 'cpus')
-          .map(([, ns]) => ns),
-      );
-      continue;
-    }
-    ranks = row.ranks ?? ranks;
-    const key = `${row.collective} ${row.mode} ${row.bytes}`;
-    best.set(key, Math.min(best.get(key) ?? Infinity, row.avgUs));
+for (const row of benchRows(files)) {
+  if (row.probe !== undefined) {
+    probes.push(
+      ...Object.entries(row)
+        .filter(([k]) => k !== 'probe' && k !== 'cpus')
+        .map(([, ns]) => ns),
+    );
+    continue;
   }
+  ranks = row.ranks ?? ranks;
+  keepFastest(best, `${row.collective} ${row.mode} ${row.bytes}`, row.avgUs);
 }
-const fmt = (us) => (us === undefined ? '—' : us < 10 ? us.toFixed(2) : us < 1000 ? us.toFixed(1) : us.toFixed(0));
 const ratio = (a, b) => (a === undefined || b === undefined ? '—' : (a / b).toFixed(2));
 const collectives = [...new Set([...best.keys()].map((k) => k.split(' ')[0]))].filter((c) => c !== 'memcpy');
 for (const c of collectives) {

@@ -3,7 +3,7 @@
 // topocoll's blocking call, Open MPI's collective from the same run and their ratio (< 1: topocoll
 // is faster). Several runs of one job are merged at the fastest, as bench/min-of-runs.mjs does.
 // Run: node bench/summary-table.mjs p2.jsonl p4.jsonl p8.jsonl [--sizes 8,4096,1048576]
-import { readFileSync } from 'node:fs';
+import { benchRows, formatUs as fmt, keepFastest } from './rows.mjs';
 
 const args = process.argv.slice(2);
 const sizesAt = args.indexOf('--sizes');
@@ -17,21 +17,15 @@ if (args.length === 0) {
 const best = new Map();
 const jobs = new Set();
 const commits = new Set();
-for (const file of args) {
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const row = JSON.parse(line);
-    if (row.probe !== undefined || row.collective === undefined) continue;
-    const ranks = row.ranks ?? 0;
-    if ((row.nodes ?? 1) > 1 || (row.hogs ?? 0) > 0) continue; // one idle node only: Open MPI's comparison
-    jobs.add(ranks);
-    if (row.commit) commits.add(row.commit);
-    const key = `${row.collective} ${row.mode} ${row.bytes} ${ranks}`;
-    best.set(key, Math.min(best.get(key) ?? Infinity, row.avgUs));
-  }
+for (const row of benchRows(args)) {
+  if (row.probe !== undefined || row.collective === undefined) continue;
+  const ranks = row.ranks ?? 0;
+  if ((row.nodes ?? 1) > 1 || (row.hogs ?? 0) > 0) continue; // one idle node only: Open MPI's comparison
+  jobs.add(ranks);
+  if (row.commit) commits.add(row.commit);
+  keepFastest(best, `${row.collective} ${row.mode} ${row.bytes} ${ranks}`, row.avgUs);
 }
 
-const fmt = (us) => (us === undefined ? '—' : us < 10 ? us.toFixed(2) : us < 1000 ? us.toFixed(1) : us.toFixed(0));
 const ratio = (a, b) => (a === undefined || b === undefined ? '—' : `${(a / b).toFixed(2)}×`);
 const size = (b) => (b >= 1048576 ? `${b / 1048576} MiB` : b >= 1024 ? `${b / 1024} KiB` : `${b} B`);
 const ps = [...jobs].sort((a, b) => a - b);
