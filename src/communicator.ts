@@ -6,10 +6,19 @@ import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
 import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
+import { FAST_PATH_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
 import type { TypedArray } from './util/typed-array.js';
+
+/**
+ * Reads of a peer's mark before a fast-path wait hands over to the addon's wait (which spins,
+ * yields, then sleeps): long enough to cover a peer that is a few hundred nanoseconds behind;
+ * short when ranks outnumber cores, where a spinning rank holds off the peer it waits for.
+ */
+const FAST_SPIN = 4000;
+const FAST_SPIN_SHARED = 64;
 
 /** Pass as the send buffer to reduce in place: the receive buffer holds the input and the result. */
 export const IN_PLACE: unique symbol = Symbol('topocoll.IN_PLACE');
@@ -84,6 +93,14 @@ export class Communicator {
   private rankOrdered: boolean;
   private planHash: number;
   private closed = false;
+  /** Small one-node calls in JavaScript (src/runtime/fast-path.ts); undefined where it cannot run. */
+  private readonly fast?: FastPath;
+  /** Which calls take the fast path under the current configuration (setFastPath). */
+  private fastAllreduce = false;
+  private fastAllgather = false;
+  private fastBarrier = false;
+  /** Promise collectives not settled yet: while any is, blocking calls queue behind them in the addon. */
+  private asyncPending = 0;
   /** Closes the communicator when the process exits without close() (see constructor). */
   private readonly closeAtExit = (): void => {
     if (this.closed) return;
@@ -110,6 +127,9 @@ export class Communicator {
     this.rankOrdered = preservesRankOrder(parts.plans.orderedPlan);
     this.plans = this.collectivePlans(parts.plans, parts.config, parts.shmGroups);
     this.control = this.controlPlans(parts.plans);
+    const native = process.arch === 'x64' && this.size > 1 && this.localSize === this.size ? this.engine.fastPath() : undefined;
+    if (native !== undefined) this.fast = new FastPath(native, this.engine.fastPathEngine, this.rank, this.oversubscribed ? FAST_SPIN_SHARED : FAST_SPIN);
+    this.setFastPath();
     // Nothing of the communicator keeps the event loop alive, so a script that returns without
     // close() exits; at exit (a return, process.exit() or an uncaught exception) it closes, so
     // that peers still expecting this rank in a collective get EPEERLOST rather than wait.
@@ -150,6 +170,14 @@ export class Communicator {
     this.rankOrdered = preservesRankOrder(next.orderedPlan);
     this.plans = this.collectivePlans(next, config, shmGroups);
     this.control = this.controlPlans(next);
+    this.setFastPath();
+  }
+
+  private setFastPath(): void {
+    const on = this.fast !== undefined && this.config.collectives.jsFastPath;
+    this.fastAllreduce = on && this.plans.shmAllreduce === 'every-rank';
+    this.fastAllgather = on && this.plans.shmAllgather === 'every-rank';
+    this.fastBarrier = on && this.plans.shmBarrier === 'every-rank';
   }
 
   /** Switches a level on or off (`world` cannot be switched off). Collective, like configure(). */
@@ -270,7 +298,11 @@ export class Communicator {
     const type = this.checkAllreduce(input, recv, send === IN_PLACE);
     if (isUserOp(op)) return this.allreduceWithUserOp(input, recv, type, op);
     const opCode = reduceOpCode(op, type);
-    const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
+    const bytes = recv.byteLength;
+    if (this.fastAllreduce && bytes <= FAST_PATH_MAX_BYTES && this.asyncPending === 0) {
+      if (this.fast!.allreduce(input, recv, recv.length, type.code, opCode, this.planHash)) return;
+    }
+    const p = this.plans.allreduce(bytes, type.bytes, true);
     this.engine.run(this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0));
   }
 
@@ -305,6 +337,9 @@ export class Communicator {
   allgatherSync(send: TypedArray | InPlace, recv: TypedArray): void {
     const type = this.checkAllgather(send, recv, undefined);
     const count = send === IN_PLACE ? recv.length / this.size : send.length;
+    if (this.fastAllgather && count * type.bytes <= FAST_PATH_MAX_BYTES && this.asyncPending === 0) {
+      if (this.fast!.allgather(send === IN_PLACE ? recv : send, recv, count, type.code, this.planHash)) return;
+    }
     const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
     this.engine.runAllgather(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
   }
@@ -374,6 +409,7 @@ export class Communicator {
   /** Returns once every rank has entered the barrier. */
   barrierSync(): void {
     this.ensureOpen();
+    if (this.fastBarrier && this.asyncPending === 0 && this.fast!.barrier(this.planHash)) return;
     const p = this.plans.barrier();
     this.engine.run(this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0));
   }
@@ -417,6 +453,8 @@ export class Communicator {
     if (this.closed) return;
     this.closed = true;
     process.off('exit', this.closeAtExit);
+    // Peers still in a call this rank made in JavaScript must not take it for one it skipped.
+    this.fast?.publish();
     this.engine.close();
   }
 
@@ -645,7 +683,17 @@ export class Communicator {
     } catch (e) {
       return Promise.reject(e);
     }
-    return pending.then(() => void keepAlive);
+    this.asyncPending++;
+    return pending.then(
+      () => {
+        this.asyncPending--;
+        return void keepAlive;
+      },
+      (e: unknown) => {
+        this.asyncPending--;
+        throw e;
+      },
+    );
   }
 }
 

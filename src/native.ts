@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TopocollError, type TopocollErrorCode } from './errors.js';
+import type { FastPathEngine, NativeFastPath } from './runtime/fast-path.js';
 import type { TypedArray } from './util/typed-array.js';
 
 /**
@@ -188,6 +189,9 @@ interface RawEngine {
   runAsync(recv: BufferArg, send: BufferArg, counts?: Float64Array): Promise<void>;
   close(): void;
   ownRegionNodes(): Int32Array;
+  fastPath(): NativeFastPath | undefined;
+  awaitAreaDeposits(call: number, from: number): void;
+  ringLocal(localIndex: number): void;
   readonly segmentBytes: number;
 }
 
@@ -314,6 +318,21 @@ export class NativeEngine {
   setPlan(id: number, steps: Int32Array): void {
     this.raw.setPlan(id, steps);
   }
+
+  /**
+   * What the JavaScript fast path works on (src/runtime/fast-path.ts): views of the node's
+   * segment and of the engine's call counters, valid until close(). Undefined without a segment
+   * or where the runtime refuses ArrayBuffers over memory it does not own.
+   */
+  fastPath(): NativeFastPath | undefined {
+    return this.raw.fastPath();
+  }
+
+  /** The two addon calls the fast path makes off its fast path, with errors as TopocollError. */
+  readonly fastPathEngine: FastPathEngine = {
+    awaitAreaDeposits: (call, from) => guarded(this.rank, () => this.raw.awaitAreaDeposits(call, from)),
+    ringLocal: (localIndex) => this.raw.ringLocal(localIndex),
+  };
 
   /**
    * Runs one collective on the calling thread. `call.user` replaces `call.op` with a JavaScript

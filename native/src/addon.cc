@@ -87,6 +87,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("runAsync", &NativeEngine::RunAsync),
                            InstanceMethod("close", &NativeEngine::Close),
                            InstanceMethod("ownRegionNodes", &NativeEngine::OwnRegionNodes),
+                           InstanceMethod("fastPath", &NativeEngine::FastPath),
+                           InstanceMethod("awaitAreaDeposits", &NativeEngine::AwaitAreaDeposits),
+                           InstanceMethod("ringLocal", &NativeEngine::RingLocal),
                            InstanceAccessor("segmentBytes", &NativeEngine::SegmentBytesGetter, nullptr),
                        });
   }
@@ -442,6 +445,57 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   void Close(const Napi::CallbackInfo&) { Shutdown(); }
 
   Napi::Value OwnRegionNodes(const Napi::CallbackInfo& info) { return ToInt32Array(info.Env(), engine_->OwnRegionNodes()); }
+
+  // What the JavaScript fast path (src/runtime/fast-path.ts) works on: { segment, counters,
+  // layout, localIndex, asymmetric } — ArrayBuffers over the node's segment (from its base to
+  // the end of the shared area's slots) and over the engine's CallCounters, which stay valid
+  // until close(). Undefined without a segment, or where the runtime refuses ArrayBuffers over
+  // memory it does not own (a V8 sandbox): then every call goes through the executor.
+  Napi::Value FastPath(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint8_t* base = engine_->segment_base();
+    if (base == nullptr || shut_down_) return env.Undefined();
+    const FastPathLayout l = engine_->fast_path_layout();
+    napi_value segment = nullptr;
+    napi_value counters = nullptr;
+    if (napi_create_external_arraybuffer(env, base, l.span, nullptr, nullptr, &segment) != napi_ok ||
+        napi_create_external_arraybuffer(env, &engine_->call_counters(), sizeof(CallCounters), nullptr, nullptr, &counters) != napi_ok) {
+      // The pending exception, if any, is the refusal itself.
+      napi_value ignored = nullptr;
+      napi_get_and_clear_last_exception(env, &ignored);
+      return env.Undefined();
+    }
+    auto layout = Napi::Object::New(env);
+    const auto put = [&](const char* name, size_t v) { layout.Set(name, Napi::Number::New(env, static_cast<double>(v))); };
+    put("abortCode", l.abort_code);
+    put("controls", l.controls);
+    put("controlStride", l.control_stride);
+    put("sleeping", l.sleeping);
+    put("idle", l.idle);
+    put("callVersion", l.call_version);
+    put("call", l.call);
+    put("slots", l.slots);
+    put("slotStride", l.slot_stride);
+    put("slotHeader", l.slot_header);
+    put("slotData", l.slot_data);
+    put("slotDataBytes", l.slot_data_bytes);
+    auto out = Napi::Object::New(env);
+    out.Set("segment", Napi::Value(env, segment));
+    out.Set("counters", Napi::Value(env, counters));
+    out.Set("layout", layout);
+    out.Set("localIndex", Napi::Number::New(env, engine_->local_index()));
+    out.Set("asymmetric", Napi::Boolean::New(env, engine_->asymmetric_fences()));
+    return out;
+  }
+
+  // awaitAreaDeposits(call, from): Engine::AwaitAreaDeposits (throws the call's error).
+  void AwaitAreaDeposits(const Napi::CallbackInfo& info) {
+    const uint32_t call = info[0].As<Napi::Number>().Uint32Value();
+    const auto from = static_cast<size_t>(info[1].As<Napi::Number>().Uint32Value());
+    Guarded(info.Env(), [&] { engine_->AwaitAreaDeposits(call, from); });
+  }
+
+  void RingLocal(const Napi::CallbackInfo& info) { engine_->RingLocal(static_cast<size_t>(info[0].As<Napi::Number>().Uint32Value())); }
 
   void Shutdown() {
     if (shut_down_) return;

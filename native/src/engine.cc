@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "engine_guard.h"
@@ -124,7 +125,8 @@ void Engine::InitViews() {
   }
   shm_reduce_ = std::make_unique<ShmReduce>(regions, doorbells, local_index_, options_.bcast.queue_bytes);
   // The node-wide area is zero, as ftruncate left it.
-  shm_allreduce_ = std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index_);
+  shm_allreduce_ =
+      std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index_, &counters_.area_calls);
   shm_bcast_ = std::make_unique<ShmBcast>(options_.bcast, std::move(regions), std::move(doorbells), local_index_);
 
   RankControl& mine = controls[local_index_];
@@ -229,6 +231,47 @@ const std::vector<Step>* Engine::Plan(int id) const {
 int Engine::LocalIndex(int rank) const {
   auto it = local_index_of_.find(rank);
   return it == local_index_of_.end() ? -1 : it->second;
+}
+
+FastPathLayout Engine::fast_path_layout() const {
+  FastPathLayout l{};
+  if (header_ == nullptr) return l;
+  const SegmentLayout layout(options_.local_ranks.size(), options_.channel_bytes, options_.bcast);
+  auto* base = reinterpret_cast<uint8_t*>(header_);
+  const auto at = [base](const void* p) { return static_cast<size_t>(static_cast<const uint8_t*>(p) - base); };
+  l.abort_code = at(&header_->abort_code);
+  l.controls = at(layout.Controls(base));
+  l.control_stride = sizeof(RankControl);
+  l.sleeping = offsetof(RankControl, doorbell) + offsetof(Doorbell, sleeping);
+  l.idle = offsetof(RankControl, doorbell) + offsetof(Doorbell, idle);
+  l.call_version = offsetof(RankControl, call_version);
+  l.call = offsetof(RankControl, call);
+  l.slots = at(layout.NodeArea(base).slots);
+  l.slot_stride = ShmAllreduce::kSlotStride;
+  l.slot_header = ShmAllreduce::kHeaderAt;
+  l.slot_data = ShmAllreduce::kDataAt;
+  l.slot_data_bytes = ShmAllreduce::kSlotBytes;
+  l.span = l.slots + 2 * options_.local_ranks.size() * ShmAllreduce::kSlotStride;
+  return l;
+}
+
+void Engine::AwaitAreaDeposits(uint32_t call, size_t from) {
+  if (closed_ || header_ == nullptr) throw CollError("ECLOSED", "the communicator is closed");
+  MsgHeader h{};
+  ReadPublishedCall(local_index_, &h);
+  Guard guard(*this, h);
+  guard.WaitingOnNode();
+  try {
+    shm_allreduce_->AwaitDepositsFrom(call, from, h, node_policy_, guard);
+  } catch (const CollError& e) {
+    Abort(e.code(), e.what());
+    throw;
+  }
+}
+
+void Engine::RingLocal(size_t i) {
+  if (header_ == nullptr || i >= locals_.size()) return;
+  locals_[i].control->doorbell.Ring(policy_.asymmetric);
 }
 
 }  // namespace topocoll

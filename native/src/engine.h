@@ -150,6 +150,33 @@ struct CallArgs {
   uint64_t bcast_segment = 0;
 };
 
+// The per-call counters that the executor and the JavaScript fast path (src/runtime/fast-path.ts)
+// both advance, so that a call made by either counts for both: JavaScript reads and writes them
+// through a Uint32Array over this struct (word order as declared), on the thread that runs
+// blocking calls, and only while no Promise collective is queued.
+struct CallCounters {
+  uint32_t seq = 0;            // calls made: the last call's MsgHeader::seq
+  uint32_t previous_call = 0;  // CallHash of the last call, folded into the next one's plan hash
+  uint32_t area_calls = 0;     // calls of the node-wide shared area (ShmAllreduce)
+  uint32_t reserved = 0;
+};
+
+// Where the JavaScript fast path finds what it reads and writes in the node's segment: byte
+// offsets from the segment's base (FastPathLayout; the addon hands them over with the segment).
+struct FastPathLayout {
+  size_t abort_code;      // SegmentHeader::abort_code
+  size_t controls;        // RankControl[L]
+  size_t control_stride;  // sizeof(RankControl)
+  size_t sleeping;        // within a RankControl: doorbell.sleeping
+  size_t idle;            // doorbell.idle
+  size_t call_version;    // call_version (the published call's seqlock)
+  size_t call;            // call[4]
+  size_t slots;           // ShmAllreduce's Slot[2][L]
+  size_t slot_stride, slot_header, slot_data;
+  size_t slot_data_bytes;
+  size_t span;  // bytes from the base that cover all of the above
+};
+
 class Engine {
  public:
   explicit Engine(EngineOptions options);
@@ -190,6 +217,23 @@ class Engine {
   void Close();
 
   size_t segment_bytes() const { return segment_.size(); }
+
+  // --- the JavaScript fast path (src/runtime/fast-path.ts) ---
+  CallCounters& call_counters() { return counters_; }
+  // The segment's base (null without one) and where the fast path's words are in it.
+  uint8_t* segment_base() { return header_ == nullptr ? nullptr : segment_.base(); }
+  FastPathLayout fast_path_layout() const;
+  uint32_t local_index() const { return static_cast<uint32_t>(local_index_); }
+  bool asymmetric_fences() const { return policy_.asymmetric; }
+  // The waits of an every-rank shared-area call that the fast path deposited, marked and
+  // published itself (its header is this rank's published call): waits for local ranks from,
+  // from + 1, … to deposit `call` and checks their headers, with the call's checks (Guard)
+  // and, on failure, the abort the executor would raise.
+  void AwaitAreaDeposits(uint32_t call, size_t from);
+  // Rings local rank i's doorbell (the fast path saw it announce a sleep).
+  void RingLocal(size_t i);
+  // The CallHash of `h` (the fast path computes the same).
+  static uint32_t CallHashOf(const MsgHeader& h) { return CallHash(h); }
   // NUMA node of every page of this rank's own S0 region (empty without a segment).
   std::vector<int32_t> OwnRegionNodes() const;
 
@@ -245,9 +289,6 @@ class Engine {
                const Reducer& reducer, Guard& guard);
   void NormalizeAlone(const CallArgs& args, const Reducer& reducer, size_t bytes);
   static uint32_t CallHash(const MsgHeader& h);
-  // CallHash of this rank's previous call (before its own previous call was folded in), folded
-  // into the plan hash of the next call's messages. Calls run one at a time, in call order.
-  uint32_t previous_call_ = 0;
   // Allgather: every rank's block length (args.count each, or args.block_counts) and place.
   // An allgather's block lengths and places, into `t` (reused call after call: no allocation).
   void FillAllgatherBlocks(const CallArgs& args, BlockTable& t) const;
@@ -308,7 +349,10 @@ class Engine {
   BlockTable block_table_;
   std::vector<uint8_t> exchange_copy_;
   PendingInput pending_;
-  uint32_t seq_ = 0;
+  // seq, the previous call's hash (folded into the plan hash of the next call's messages: ranks
+  // that disagreed on a call without noticing disagree on the next) and the shared area's calls.
+  // Calls run one at a time, in call order.
+  CallCounters counters_;
   bool closed_ = false;
   std::atomic<bool> closing_{false};
   std::atomic<bool> links_shut_{false};

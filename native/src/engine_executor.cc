@@ -17,13 +17,13 @@ uint8_t* Engine::Scratch(size_t bytes) {
 void Engine::Run(const CallArgs& args) {
   if (closed_) throw CollError("ECLOSED", "the communicator is closed");
   if (header_ != nullptr && header_->abort_code.load(std::memory_order_acquire) != 0) ThrowAborted();
-  ++seq_;
+  ++counters_.seq;
   const size_t elem = DtypeSize(args.dtype);
   const size_t bytes = static_cast<size_t>(args.count) * elem;
   const bool reduces = args.collective == Collective::kReduce || args.collective == Collective::kAllreduce;
   MsgHeader h{};
   h.magic = kMsgMagic;
-  h.seq = seq_;
+  h.seq = counters_.seq;
   h.collective = static_cast<uint8_t>(args.collective);
   h.dtype = static_cast<uint8_t>(args.dtype);
   const bool custom = static_cast<bool>(args.custom);
@@ -58,8 +58,8 @@ void Engine::Run(const CallArgs& args) {
   // Every message of this call also carries the identity of this rank's previous call: ranks
   // that disagreed on it without noticing (a bcast whose two "roots" only sent) disagree here.
   const uint32_t this_call = CallHash(h);
-  h.plan_hash ^= previous_call_;
-  previous_call_ = this_call;
+  h.plan_hash ^= counters_.previous_call;
+  counters_.previous_call = this_call;
   const uint64_t segment = args.segment == 0 || args.segment > args.count ? args.count : args.segment;
   PublishCall(h);
   Guard guard(*this, h);
@@ -313,19 +313,23 @@ uint32_t Engine::BlockCountsHash(const std::vector<uint64_t>& counts) {
 }
 
 uint32_t Engine::CallHash(const MsgHeader& h) {
-  // A 64-bit mix (splitmix64's finaliser) of the fields every rank of a call must agree on.
-  auto mix = [](uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
+  // 32-bit mixes (murmur3's finaliser) of the fields every rank of a call must agree on, one
+  // word at a time and the call number last: JavaScript computes the same with Math.imul and
+  // keeps everything before the call number from one call to the next (src/runtime/fast-path.ts).
+  auto mix = [](uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x85ebca6bU;
+    x ^= x >> 13;
+    x *= 0xc2b2ae35U;
+    return x ^ (x >> 16);
   };
-  uint64_t x = mix((static_cast<uint64_t>(h.seq) << 32) | h.plan_hash);
-  x = mix(x ^ ((static_cast<uint64_t>(h.collective) << 56) | (static_cast<uint64_t>(h.dtype) << 48) | (static_cast<uint64_t>(h.op) << 40) |
-               (static_cast<uint64_t>(h.phase) << 32) | static_cast<uint32_t>(h.root)));
-  x = mix(x ^ h.count);
-  return static_cast<uint32_t>(x ^ (x >> 32));
+  uint32_t x = mix(h.plan_hash);
+  x = mix(x ^ (static_cast<uint32_t>(h.collective) | (static_cast<uint32_t>(h.dtype) << 8) | (static_cast<uint32_t>(h.op) << 16) |
+               (static_cast<uint32_t>(h.phase) << 24)));
+  x = mix(x ^ static_cast<uint32_t>(h.root));
+  x = mix(x ^ static_cast<uint32_t>(h.count));
+  x = mix(x ^ static_cast<uint32_t>(h.count >> 32));
+  return mix(x ^ h.seq);
 }
 
 void Engine::NormalizeAlone(const CallArgs& args, const Reducer& fn, size_t bytes) {

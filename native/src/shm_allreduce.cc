@@ -9,19 +9,20 @@
 
 namespace topocoll {
 
-ShmAllreduce::ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me)
+ShmAllreduce::ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me, uint32_t* calls)
     : counters_(area.counters),
       results_(area.results),
       slots_(area.slots),
       ranks_(std::move(ranks)),
       doorbells_(std::move(doorbells)),
-      me_(me) {}
+      me_(me),
+      calls_(calls) {}
 
-ShmAllreduce::Slot& ShmAllreduce::SlotOf(int rank, uint64_t call) const {
+ShmAllreduce::Slot& ShmAllreduce::SlotOf(int rank, uint32_t call) const {
   return slots_[(call & 1) * doorbells_.size() + static_cast<size_t>(rank)];
 }
 
-uint8_t* ShmAllreduce::Result(uint64_t call) const { return results_ + (call & 1) * kMaxBytes; }
+uint8_t* ShmAllreduce::Result(uint32_t call) const { return results_ + (call & 1) * kMaxBytes; }
 
 void ShmAllreduce::CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, size_t r) const {
   MsgHeader want = mine;
@@ -30,8 +31,8 @@ void ShmAllreduce::CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, s
   if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
 }
 
-uint64_t ShmAllreduce::Deposit(const void* data, size_t bytes, const MsgHeader& header) {
-  const uint64_t call = calls_++;
+uint32_t ShmAllreduce::Deposit(const void* data, size_t bytes, const MsgHeader& header) {
+  const uint32_t call = (*calls_)++;
   Slot& mine = SlotOf(me_, call);
   mine.header = header;
   mine.header.sender = ranks_[static_cast<size_t>(me_)];
@@ -39,23 +40,29 @@ uint64_t ShmAllreduce::Deposit(const void* data, size_t bytes, const MsgHeader& 
   return call;
 }
 
-void ShmAllreduce::MarkDeposited(uint64_t call, const WaitPolicy& policy) {
+void ShmAllreduce::MarkDeposited(uint32_t call, const WaitPolicy& policy) {
   SlotOf(me_, call).deposited.store(call + 1, std::memory_order_release);
   for (size_t r = 0; r < doorbells_.size(); ++r) {
     if (static_cast<int>(r) != me_) doorbells_[r]->Ring(policy.asymmetric);
   }
 }
 
-void ShmAllreduce::AwaitDeposit(uint64_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {
+void ShmAllreduce::AwaitDeposit(uint32_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {
   const Slot& theirs = SlotOf(static_cast<int>(r), call);
-  auto deposited = [&] { return theirs.deposited.load(std::memory_order_acquire) > call; };
+  auto deposited = [&] { return theirs.deposited.load(std::memory_order_acquire) == call + 1; };
   if (!deposited()) WaitUntil(deposited, *doorbells_[static_cast<size_t>(me_)], policy, guard);
   CheckHeader(header, theirs.header, r);
 }
 
+void ShmAllreduce::AwaitDepositsFrom(uint32_t call, size_t from, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {
+  for (size_t r = from; r < doorbells_.size(); ++r) {
+    if (static_cast<int>(r) != me_) AwaitDeposit(call, r, header, policy, guard);
+  }
+}
+
 // `round`: the call's number among the last-arrival calls, which alone count in `arrived` and
 // `completed` (the protocol can change between calls, configure()).
-bool ShmAllreduce::Arrive(uint64_t call, uint64_t round, const MsgHeader& header) {
+bool ShmAllreduce::Arrive(uint32_t call, uint64_t round, const MsgHeader& header) {
   const uint64_t ranks = doorbells_.size();
   // acq_rel: publishes this slot, and the last adder sees every slot the others published.
   const uint64_t before = counters_->arrived.fetch_add(1, std::memory_order_acq_rel);
@@ -81,14 +88,14 @@ void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& 
   const size_t bytes = static_cast<size_t>(count) * elem;
   if (bytes > kMaxBytes)
     throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
-  const uint64_t call = Deposit(buf, bytes, header);
+  const uint32_t call = Deposit(buf, bytes, header);
   if (every_rank_combines)
     EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
   else
     LastCombines(call, last_arrival_calls_++, buf, bytes, count, header, combine, policy, guard);
 }
 
-void ShmAllreduce::EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
+void ShmAllreduce::EveryRankCombines(uint32_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
                                      const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard) {
   MarkDeposited(call, policy);
   uint8_t* out = static_cast<uint8_t*>(buf);
@@ -104,7 +111,7 @@ void ShmAllreduce::EveryRankCombines(uint64_t call, void* buf, size_t bytes, uin
   }
 }
 
-void ShmAllreduce::LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
+void ShmAllreduce::LastCombines(uint32_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
                                 const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard) {
   uint8_t* result = Result(call);
   if (Arrive(call, round, header)) {
@@ -141,7 +148,7 @@ void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& count
   const auto [own, own_bytes] = block(static_cast<size_t>(me_));
   for (uint64_t k = 0; k < rounds; ++k) {
     const auto [own_at, own_n] = column(k, own_bytes);
-    const uint64_t call = Deposit(own + own_at, own_n, header);
+    const uint32_t call = Deposit(own + own_at, own_n, header);
     // Copies local rank r's column of this round out of its slot.
     const auto take = [&](size_t r) {
       const auto [place, bytes] = block(r);

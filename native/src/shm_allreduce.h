@@ -34,6 +34,13 @@
 // call u's slot only after call u − 1 completed, which no rank does before it has finished
 // call u − 2 and so read the slot's previous contents; and the last rank of call u writes
 // result u mod 2 only once everyone has deposited u, so everyone has read result u − 2.
+// For the same reason a slot's mark is either u − 1 (call u − 2's) or u + 1 while anyone waits
+// for call u: marks are 32-bit call numbers + 1 that wrap, compared for equality.
+//
+// The JavaScript fast path (src/runtime/fast-path.ts) runs the every-rank protocol of calls it
+// takes itself, on the same slots, marks, headers and call count (`calls`, shared with it), so
+// a call made by either path meets calls made by the other. Its layout words are
+// ShmAllreduce::Layout's, handed over by the addon.
 #pragma once
 
 #include <atomic>
@@ -65,7 +72,8 @@ class ShmAllreduce {
   // The mark, the header and the first 24 bytes of data share a cache line: a peer waiting
   // for a small deposit takes all of it in one transfer.
   struct alignas(kFalseSharingBytes) Slot {
-    std::atomic<uint64_t> deposited;  // call + 1 once this call's header and data are written
+    std::atomic<uint32_t> deposited;  // call + 1 (wrapping) once this call's header and data are written
+    uint32_t reserved;
     MsgHeader header;
     uint8_t data[kSlotBytes];  // 8-byte aligned: combined in place
   };
@@ -75,9 +83,16 @@ class ShmAllreduce {
     Slot* slots;       // 2 parities × L, by parity then local index
   };
 
+  // Byte offsets the JavaScript fast path needs (from the area's slots, within a slot).
+  static constexpr size_t kSlotStride = sizeof(Slot);
+  static constexpr size_t kHeaderAt = offsetof(Slot, header);
+  static constexpr size_t kDataAt = offsetof(Slot, data);
+
   // `area`: the node-wide area of the shared segment, zeroed by its creator; `ranks`: the
-  // global ranks of the L local ranks, ascending; `me`: this rank's local index.
-  ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me);
+  // global ranks of the L local ranks, ascending; `me`: this rank's local index; `calls`: the
+  // calls this rank has made (the same on every rank), a word the JavaScript fast path also
+  // advances.
+  ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me, uint32_t* calls);
 
   // Combines every local rank's `buf` (count elements of elem bytes; the same `header` on every
   // rank) into every rank's `buf`; `every_rank_combines` picks the protocol (the same on every
@@ -92,28 +107,33 @@ class ShmAllreduce {
   void Allgather(uint8_t* result, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs, size_t elem,
                  const MsgHeader& header, bool every_rank_waits, const WaitPolicy& policy, WaitGuard& guard);
 
+  // The every-rank protocol's waits for a call the fast path deposited and marked itself: waits
+  // for local ranks from, from + 1, … (not this one) to deposit `call`, checking each header as
+  // Run does (EMISMATCH).
+  void AwaitDepositsFrom(uint32_t call, size_t from, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
+
  private:
-  Slot& SlotOf(int rank, uint64_t call) const;
-  uint8_t* Result(uint64_t call) const;
+  Slot& SlotOf(int rank, uint32_t call) const;
+  uint8_t* Result(uint32_t call) const;
   // Checks that `theirs`, the header local rank r deposited, is this call's.
   void CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, size_t r) const;
   // Writes this call's header into this rank's slot and `bytes` of `data` after it; returns
   // the call's number.
-  uint64_t Deposit(const void* data, size_t bytes, const MsgHeader& header);
+  uint32_t Deposit(const void* data, size_t bytes, const MsgHeader& header);
   // Marks this rank's slot of `call` deposited and rings the others.
-  void MarkDeposited(uint64_t call, const WaitPolicy& policy);
+  void MarkDeposited(uint32_t call, const WaitPolicy& policy);
   // Waits until local rank r has deposited `call`, then checks its header.
-  void AwaitDeposit(uint64_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
+  void AwaitDeposit(uint32_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
   // Counts this rank's arrival in last-arrival call `round` (publishing its slot); true for the
   // last to arrive, which has then checked every header and must Complete the round.
-  bool Arrive(uint64_t call, uint64_t round, const MsgHeader& header);
+  bool Arrive(uint32_t call, uint64_t round, const MsgHeader& header);
   // The last to arrive: marks `round` complete (its result published) and rings the others.
   void Complete(uint64_t round, const WaitPolicy& policy);
   // The others: wait until `round` is complete.
   void AwaitComplete(uint64_t round, const WaitPolicy& policy, WaitGuard& guard);
-  void LastCombines(uint64_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header, const Reducer& combine,
+  void LastCombines(uint32_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header, const Reducer& combine,
                     const WaitPolicy& policy, WaitGuard& guard);
-  void EveryRankCombines(uint64_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header, const Reducer& combine,
+  void EveryRankCombines(uint32_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header, const Reducer& combine,
                          const WaitPolicy& policy, WaitGuard& guard);
 
   Counters* counters_;
@@ -122,7 +142,7 @@ class ShmAllreduce {
   std::vector<int> ranks_;
   std::vector<Doorbell*> doorbells_;
   int me_;
-  uint64_t calls_ = 0;               // calls this rank has made (the same on every rank)
+  uint32_t* calls_;                  // calls this rank has made (the same on every rank), wrapping
   uint64_t last_arrival_calls_ = 0;  // of them, those of the last-arrival protocol
 };
 

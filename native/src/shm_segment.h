@@ -14,7 +14,7 @@
 namespace topocoll {
 
 constexpr uint64_t kSegmentMagic = 0x4c4c4f434f504f54ULL;  // "TOPOCOLL"
-constexpr uint32_t kSegmentVersion = 4;                    // raised whenever segment_layout.h changes
+constexpr uint32_t kSegmentVersion = 5;                    // raised whenever segment_layout.h changes
 constexpr size_t kPage = 4096;
 
 // First page of the segment.

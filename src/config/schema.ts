@@ -328,6 +328,13 @@ const collectiveTuning = z
   .object({
     /** Messages above this many bytes are `large` for the `auto` choices. */
     largeBytes: byteSize.default(64 * 1024),
+    /**
+     * Small blocking allreduces, allgathers and barriers of a one-node job that go through the
+     * node-wide shared area with the every-rank protocol run that protocol in JavaScript, without
+     * a call into the addon (src/runtime/fast-path.ts); `false`: every call goes through the
+     * addon. A choice of each rank's own: ranks with different settings work together.
+     */
+    jsFastPath: z.boolean().default(true),
   })
   .strict();
 

@@ -120,6 +120,8 @@ export class CollectivePlans {
     this.shmAllreduce = oneNode ? shmAllreduceProtocol(config.allreduce.shm, plan.placements.length, parts.oversubscribed) : false;
     const allgatherLevels = Object.values(config.allgather.levels).some((a) => a !== 'auto');
     this.shmAllgather = oneNode && !allgatherLevels ? shmAllreduceProtocol(config.allgather.shm, plan.placements.length, parts.oversubscribed) : false;
+    const barrierLevels = Object.values(config.barrier.levels).some((a) => a !== 'auto');
+    this.shmBarrier = barrierLevels ? false : this.shmAllreduce;
   }
 
   classOf(bytes: number): SizeClass {
@@ -183,6 +185,8 @@ export class CollectivePlans {
   private shmAllgatherIds?: { gather: number; bcast: number };
 
   private barrierIds?: { arrive: number; release: number };
+  /** Barriers go through the node-wide shared area with this protocol (as small allreduces, unless barrier levels are configured); false: they do not. */
+  readonly shmBarrier: false | 'every-rank' | 'last-arrival';
 
   /**
    * A barrier: through the node-wide shared area in a one-node job that uses it for small
@@ -190,8 +194,7 @@ export class CollectivePlans {
    * (barrierSchedules: arrive bottom-up, release top-down) as the two phases.
    */
   barrier(): CallPlan {
-    const configured = Object.values(this.parts.config.barrier.levels).some((a) => a !== 'auto');
-    if (this.shmAllreduce && !configured) return this.allreduce(0, 1, true);
+    if (this.shmBarrier) return this.allreduce(0, 1, true);
     this.barrierIds ??= (() => {
       const s = barrierSchedules(this.parts.plan, this.parts.rank, { barrierAlgorithm: this.choices.small.barrier });
       return { arrive: this.parts.register(encodeSchedule(s.arrive)), release: this.parts.register(encodeSchedule(s.release)) };

@@ -139,6 +139,8 @@ export class JobPlanner {
  * levels and everything that decides the schedules (algorithms, segments, shm on or off).
  */
 export function planHash(plan: GroupPlan, config: TopocollConfig): number {
+  // jsFastPath is each rank's own: both paths make the same calls.
+  const { jsFastPath: _, ...collectives } = config.collectives;
   const text = JSON.stringify([
     plan.levels,
     config.bcast,
@@ -146,7 +148,7 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
     config.allreduce,
     config.allgather,
     config.barrier,
-    config.collectives,
+    collectives,
     config.shm.bcast.enabled,
   ]);
   let h = 0x811c9dc5;

@@ -1,0 +1,504 @@
+import type { TypedArray } from '../util/typed-array.js';
+
+/**
+ * The one-node shared area's every-rank protocol (native/src/shm_allreduce.h), run in
+ * JavaScript: small allreduces, allgathers and barriers of a one-node job make no call into the
+ * addon unless they have to wait long.
+ *
+ * A call here is the same call the executor would make (Engine::Run, ShmAllreduce::Run and
+ * Allgather with the every-rank protocol), word for word, so a call made by either path meets
+ * calls made by the other — on other ranks, and on this rank before and after:
+ *   1. the node's abort word is read first (set: the executor takes the call and throws);
+ *   2. seq + 1, the header, CallHash, the previous call folded into the plan hash — in the
+ *      engine's CallCounters, which both paths advance;
+ *   3. the call is published in this rank's RankControl (seqlock) for peers' liveness checks —
+ *      lazily: only before this rank waits in the addon, and at close. A peer's checks read a
+ *      call that is not published yet as this rank still being in an earlier one, which is
+ *      harmless while this rank does not wait (a call with another seq is never a mismatch);
+ *      at close it must be there (a departed rank behind the call is a lost peer);
+ *   4. header and data go to this rank's slot of the call's parity, then the mark (call + 1)
+ *      with an atomic exchange — also the store-load fence that Doorbell::Ring makes before it
+ *      reads `sleeping`; peers that announced a sleep are rung through the addon;
+ *   5. every other rank's slot, in local order: a bounded spin on its mark, then — past the
+ *      spin — Engine::AwaitAreaDeposits waits with every check of a native wait (aborts, dead
+ *      and departed peers, the watchdog, close) and checks the headers; a header that differs
+ *      goes to the same function, which raises the executor's EMISMATCH (and abort);
+ *   6. combining in local order with the native kernels' arithmetic (datatypes.cc), or copying
+ *      blocks out (allgather), with TypedArray.prototype.set where the native path copies.
+ *
+ * Only x86-64, where stores are not reordered with other stores nor loads with other loads: the
+ * code uses plain typed-array accesses (which V8 keeps in program order) wherever x86 needs no
+ * fence, because Atomics calls are not inlined by V8 (about 8 ns each) — but an Atomics.store
+ * opens the published call's seqlock, so no compiler may drop it; Atomics.load where a loop
+ * re-reads a word (a plain load could be hoisted out of it); the mark is a plain store when
+ * sleepers fence for the wakers (membarrier, `asymmetric`), else an exchange, the full fence
+ * a waker then needs before it reads `sleeping`.
+ */
+
+/** Byte offsets in the segment (native FastPathLayout). */
+export interface FastPathLayout {
+  abortCode: number;
+  controls: number;
+  controlStride: number;
+  sleeping: number;
+  idle: number;
+  callVersion: number;
+  call: number;
+  slots: number;
+  slotStride: number;
+  slotHeader: number;
+  slotData: number;
+  slotDataBytes: number;
+}
+
+/** What NativeEngine.fastPath() hands over. */
+export interface NativeFastPath {
+  segment: ArrayBuffer;
+  counters: ArrayBuffer;
+  layout: FastPathLayout;
+  localIndex: number;
+  asymmetric: boolean;
+}
+
+/** The two addon calls the protocol makes only off its fast path. */
+export interface FastPathEngine {
+  awaitAreaDeposits(call: number, from: number): void;
+  ringLocal(localIndex: number): void;
+}
+
+/** MsgHeader::magic (native/src/message.h). */
+const MSG_MAGIC = 0x5450434c;
+/** Collective codes of message.h. */
+const BARRIER = 1;
+const ALLREDUCE = 4;
+const ALLGATHER = 5;
+/** Dtype codes (datatypes.h) whose elements are BigInts in JavaScript. */
+const INT64 = 9;
+const UINT64 = 10;
+const UINT8_CLAMPED = 2;
+const FLOAT32 = 7;
+const FLOAT64 = 8;
+const DTYPES = 11;
+
+/**
+ * Largest allreduce (bytes) and allgather block the fast path takes. Above, a call's element
+ * loops cost more than the addon crossing they save (bench/RESULTS.md, "How a small call runs").
+ */
+export const FAST_PATH_MAX_BYTES = 1024;
+
+type Kernel = (out: TypedArray, src: TypedArray, n: number) => void;
+type Nums = Float64Array;
+type Bigs = BigInt64Array;
+
+// The native kernels' arithmetic (native/src/datatypes.cc), element by element. Assigning to a
+// typed array wraps integers and saturates Uint8Clamped as the kernels do; float32 sums and
+// products computed in double and rounded once are the float results (53 ≥ 2·24 + 2 bits);
+// integer products use Math.imul (exact low 32 bits) except Uint8Clamped, whose exact product
+// the assignment saturates. Min and max are the kernels' comparisons, not Math.min/max, so
+// NaN and ±0 pick the same operand.
+const numberKernels: Kernel[] = [
+  (o, s, n) => {
+    const out = o as Nums;
+    const src = s as Nums;
+    for (let i = 0; i < n; i++) out[i] = out[i]! + src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Nums;
+    const src = s as Nums;
+    for (let i = 0; i < n; i++) out[i] = out[i]! * src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Nums;
+    const src = s as Nums;
+    for (let i = 0; i < n; i++) {
+      const a = out[i]!;
+      const b = src[i]!;
+      out[i] = b < a ? b : a;
+    }
+  },
+  (o, s, n) => {
+    const out = o as Nums;
+    const src = s as Nums;
+    for (let i = 0; i < n; i++) {
+      const a = out[i]!;
+      const b = src[i]!;
+      out[i] = a < b ? b : a;
+    }
+  },
+  (o, s, n) => {
+    const out = o as Nums;
+    const src = s as Nums;
+    for (let i = 0; i < n; i++) out[i] = out[i]! & src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Nums;
+    const src = s as Nums;
+    for (let i = 0; i < n; i++) out[i] = out[i]! | src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Nums;
+    const src = s as Nums;
+    for (let i = 0; i < n; i++) out[i] = out[i]! ^ src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Nums;
+    const src = s as Nums;
+    for (let i = 0; i < n; i++) out[i] = out[i]! !== 0 && src[i]! !== 0 ? 1 : 0;
+  },
+  (o, s, n) => {
+    const out = o as Nums;
+    const src = s as Nums;
+    for (let i = 0; i < n; i++) out[i] = out[i]! !== 0 || src[i]! !== 0 ? 1 : 0;
+  },
+];
+
+const integerProduct: Kernel = (o, s, n) => {
+  const out = o as Nums;
+  const src = s as Nums;
+  for (let i = 0; i < n; i++) out[i] = Math.imul(out[i]!, src[i]!);
+};
+
+const bigintKernels: Kernel[] = [
+  (o, s, n) => {
+    const out = o as Bigs;
+    const src = s as Bigs;
+    for (let i = 0; i < n; i++) out[i] = out[i]! + src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Bigs;
+    const src = s as Bigs;
+    for (let i = 0; i < n; i++) out[i] = out[i]! * src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Bigs;
+    const src = s as Bigs;
+    for (let i = 0; i < n; i++) {
+      const a = out[i]!;
+      const b = src[i]!;
+      out[i] = b < a ? b : a;
+    }
+  },
+  (o, s, n) => {
+    const out = o as Bigs;
+    const src = s as Bigs;
+    for (let i = 0; i < n; i++) {
+      const a = out[i]!;
+      const b = src[i]!;
+      out[i] = a < b ? b : a;
+    }
+  },
+  (o, s, n) => {
+    const out = o as Bigs;
+    const src = s as Bigs;
+    for (let i = 0; i < n; i++) out[i] = out[i]! & src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Bigs;
+    const src = s as Bigs;
+    for (let i = 0; i < n; i++) out[i] = out[i]! | src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Bigs;
+    const src = s as Bigs;
+    for (let i = 0; i < n; i++) out[i] = out[i]! ^ src[i]!;
+  },
+  (o, s, n) => {
+    const out = o as Bigs;
+    const src = s as Bigs;
+    for (let i = 0; i < n; i++) out[i] = out[i]! !== 0n && src[i]! !== 0n ? 1n : 0n;
+  },
+  (o, s, n) => {
+    const out = o as Bigs;
+    const src = s as Bigs;
+    for (let i = 0; i < n; i++) out[i] = out[i]! !== 0n || src[i]! !== 0n ? 1n : 0n;
+  },
+];
+
+/** The kernel of a built-in operator (ReduceOp code) on a datatype (Dtype code): dst = dst op src. */
+export function fastPathKernel(dtype: number, op: number): Kernel {
+  if (dtype === INT64 || dtype === UINT64) return bigintKernels[op]!;
+  if (op === 1 && dtype !== UINT8_CLAMPED && dtype !== FLOAT32 && dtype !== FLOAT64) return integerProduct;
+  return numberKernels[op]!;
+}
+
+/** murmur3's 32-bit finaliser: Engine::CallHash's mix (engine_executor.cc), as an int32. */
+function mix(x: number): number {
+  x ^= x >>> 16;
+  x = Math.imul(x, 0x85ebca6b);
+  x ^= x >>> 13;
+  x = Math.imul(x, 0xc2b2ae35);
+  return x ^ (x >>> 16);
+}
+
+/** The TypedArray constructors by Dtype code (datatypes.h), for views of the slots. */
+const ARRAY_OF: (new (buffer: ArrayBuffer, byteOffset: number, length: number) => TypedArray)[] = [
+  Int8Array,
+  Uint8Array,
+  Uint8ClampedArray,
+  Int16Array,
+  Uint16Array,
+  Int32Array,
+  Uint32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+];
+const ELEMENT_BYTES = [1, 1, 1, 2, 2, 4, 4, 4, 8, 8, 8];
+
+/**
+ * Copies n elements. Element by element (a call of TypedArray.prototype.set costs more than a
+ * small copy): the same bits for every type but one — a float32 signalling NaN loads as a
+ * double, which quiets it. An allreduce puts every element through an operator, where the
+ * native kernels quiet it too, except min and max, which may pick it (documented); an
+ * allgather copies float32 with copyFloat32.
+ */
+function copy(from: TypedArray, to: TypedArray, n: number): void {
+  const src = from as Nums;
+  const dst = to as Nums;
+  for (let i = 0; i < n; i++) dst[i] = src[i]!;
+}
+
+function copyAt(from: TypedArray, at: number, to: TypedArray, place: number, n: number): void {
+  const src = from as Nums;
+  const dst = to as Nums;
+  for (let i = 0; i < n; i++) dst[place + i] = src[at + i]!;
+}
+
+/** %TypedArray%.prototype.set: a byte copy (a subclass cannot replace it). */
+const typedArraySet = (Object.getPrototypeOf(Uint8Array.prototype) as { set: (this: TypedArray, source: TypedArray, offset?: number) => void }).set;
+
+/** copyAt for float32, whose bits only a byte copy keeps. */
+function copyFloat32(from: TypedArray, at: number, to: TypedArray, place: number, n: number): void {
+  typedArraySet.call(to, at === 0 && from.length === n ? from : from.subarray(at, at + n), place);
+}
+
+export class FastPath {
+  private readonly words: Uint32Array;
+  private readonly counters: Uint32Array;
+  private readonly layout: FastPathLayout;
+  private readonly me: number;
+  private readonly locals: number;
+  private readonly asymmetric: boolean;
+  /** This call's header words (MsgHeader, 8 × uint32). */
+  private readonly header = new Uint32Array(8);
+  /** Calls this path has made (tests check that it runs). */
+  taken = 0;
+  /** Whether the header is a call not published yet (step 3). */
+  private unpublished = false;
+  /** CallHash up to the call number, and the plan hash, kinds word and count it is of. */
+  private hashPrefix = 0;
+  private hashedPlan = -1;
+  private hashedKinds = -1;
+  private hashedCount = -1;
+  /**
+   * Views of the slots' data, by (slot · DTYPES + dtype), slot = parity · L + local index; each
+   * as long as the last call that used it (a new length makes a new view).
+   */
+  private readonly views: (TypedArray | undefined)[];
+
+  /**
+   * `rank`: this rank (global = local index: one node); `locals`: the ranks of the node;
+   * `spin`: how many times a wait reads a mark before it asks the addon to wait.
+   */
+  constructor(
+    native: NativeFastPath,
+    private readonly engine: FastPathEngine,
+    private readonly rank: number,
+    private readonly spin: number,
+  ) {
+    this.words = new Uint32Array(native.segment);
+    this.counters = new Uint32Array(native.counters);
+    this.layout = native.layout;
+    this.me = native.localIndex;
+    this.asymmetric = native.asymmetric;
+    this.locals = (native.segment.byteLength - native.layout.slots) / (2 * native.layout.slotStride);
+    this.views = new Array<TypedArray | undefined>(2 * this.locals * DTYPES).fill(undefined);
+  }
+
+  /**
+   * Allreduce of `input` into `recv` (n elements, built-in operator). False when the node was
+   * aborted: the caller runs the call through the executor, which reports it.
+   */
+  allreduce(input: TypedArray, recv: TypedArray, n: number, dtype: number, op: number, planHash: number): boolean {
+    const call = this.begin(ALLREDUCE, dtype, op, n, planHash);
+    if (call < 0) return false;
+    const parity = call & 1;
+    copy(input, this.view(parity, this.me, dtype, n), n);
+    this.mark(call);
+    const kernel = fastPathKernel(dtype, op);
+    let checked = false;
+    for (let r = 0; r < this.locals; r++) {
+      if (r !== this.me && !checked) checked = this.await(call, r);
+      const theirs = this.view(parity, r, dtype, n);
+      if (r === 0) copy(theirs, recv, n);
+      else kernel(recv, theirs, n);
+    }
+    return true;
+  }
+
+  /** A barrier (the area's allreduce of nothing). False as for allreduce. */
+  barrier(planHash: number): boolean {
+    const call = this.begin(BARRIER, 1, 0, 0, planHash);
+    if (call < 0) return false;
+    this.mark(call);
+    let checked = false;
+    for (let r = 0; r < this.locals && !checked; r++) {
+      if (r !== this.me) checked = this.await(call, r);
+    }
+    return true;
+  }
+
+  /**
+   * Allgather of `count` elements per rank (one column round: count·elem ≤ the slot) into
+   * `recv`; `send` is this rank's block, or recv itself (IN_PLACE). False as for allreduce.
+   */
+  allgather(send: TypedArray, recv: TypedArray, count: number, dtype: number, planHash: number): boolean {
+    const call = this.begin(ALLGATHER, dtype, 0, count * this.locals, planHash);
+    if (call < 0) return false;
+    const parity = call & 1;
+    const exact = dtype === FLOAT32 ? copyFloat32 : copyAt;
+    const own = this.me * count;
+    if (send !== recv) exact(send, 0, recv, own, count);
+    exact(recv, own, this.view(parity, this.me, dtype, count), 0, count);
+    this.mark(call);
+    let checked = false;
+    for (let r = 0; r < this.locals; r++) {
+      if (r === this.me) continue;
+      if (!checked) checked = this.await(call, r);
+      exact(this.view(parity, r, dtype, count), 0, recv, r * count, count);
+    }
+    return true;
+  }
+
+  /**
+   * Steps 1–3 of a call (see the file's comment) and this rank's header into its slot; returns
+   * the call's number in the area, or −1 when the node was aborted (nothing changed then).
+   */
+  private begin(collective: number, dtype: number, op: number, count: number, planHash: number): number {
+    const w = this.words;
+    const l = this.layout;
+    if (w[l.abortCode >>> 2] !== 0) return -1;
+    const c = this.counters;
+    const seq = (c[0]! + 1) >>> 0;
+    c[0] = seq;
+    const kinds = collective | (dtype << 8) | (op << 16);
+    if (planHash !== this.hashedPlan || kinds !== this.hashedKinds || count !== this.hashedCount) this.hashShape(planHash, kinds, count);
+    const h = this.header;
+    h[0] = MSG_MAGIC;
+    h[1] = seq;
+    h[2] = kinds;
+    h[3] = 0;
+    h[4] = count;
+    h[5] = 0;
+    h[6] = planHash ^ c[1]!;
+    h[7] = this.rank;
+    c[1] = mix(this.hashPrefix ^ seq);
+    this.unpublished = true;
+    this.taken++;
+    const call = c[2]!;
+    c[2] = (call + 1) >>> 0;
+    const slot = this.slotWord(call, this.me) + (l.slotHeader >>> 2);
+    for (let k = 0; k < 8; k++) w[slot + k] = h[k]!;
+    return call;
+  }
+
+  /** CallHash's words before the call number (root 0; counts below 2^32). */
+  private hashShape(planHash: number, kinds: number, count: number): void {
+    let x = mix(planHash);
+    x = mix(x ^ kinds);
+    x = mix(x ^ 0);
+    x = mix(x ^ count);
+    this.hashPrefix = mix(x ^ 0);
+    this.hashedPlan = planHash;
+    this.hashedKinds = kinds;
+    this.hashedCount = count;
+  }
+
+  /**
+   * Step 3: the last fast-path call into this rank's RankControl (Engine::PublishCall's
+   * seqlock), unless it is there already or a later call through the addon published itself.
+   */
+  publish(): void {
+    if (!this.unpublished) return;
+    this.unpublished = false;
+    const w = this.words;
+    const l = this.layout;
+    const control = (l.controls + this.me * l.controlStride) >>> 2;
+    const published = control + (l.call >>> 2);
+    if (((this.header[1]! - w[published + 1]!) | 0) <= 0) return;
+    const version = control + (l.callVersion >>> 2);
+    const v = w[version]!;
+    Atomics.store(w, version, v + 1);
+    for (let k = 0; k < 8; k++) w[published + k] = this.header[k]!;
+    Atomics.store(w, version, v + 2);
+  }
+
+  /** Publishes this rank's deposit of `call` and rings the peers that sleep (ShmAllreduce::MarkDeposited). */
+  private mark(call: number): void {
+    const w = this.words;
+    const l = this.layout;
+    if (this.asymmetric) w[this.slotWord(call, this.me)] = (call + 1) >>> 0;
+    else Atomics.exchange(w, this.slotWord(call, this.me), (call + 1) >>> 0);
+    for (let r = 0; r < this.locals; r++) {
+      if (r === this.me) continue;
+      const control = l.controls + r * l.controlStride;
+      const idle = (control + l.idle) >>> 2;
+      if (w[idle] !== 0) w[idle] = 0;
+      if (w[(control + l.sleeping) >>> 2] !== 0) this.engine.ringLocal(r);
+    }
+  }
+
+  /**
+   * Waits for local rank r's deposit of `call` and checks its header; true when the addon did
+   * (it then waited for and checked every later rank too).
+   */
+  private await(call: number, r: number): boolean {
+    const w = this.words;
+    const slot = this.slotWord(call, r);
+    const want = (call + 1) >>> 0;
+    if (w[slot] !== want) {
+      for (let i = 0; Atomics.load(w, slot) !== want; i++) {
+        if (i === this.spin) {
+          this.publish();
+          this.engine.awaitAreaDeposits(call, r);
+          return true;
+        }
+      }
+    }
+    const h = this.header;
+    const theirs = slot + (this.layout.slotHeader >>> 2);
+    for (let k = 0; k < 7; k++) {
+      if (w[theirs + k] !== h[k]) {
+        // The executor's EMISMATCH, raised as it raises it (and the node aborted).
+        this.publish();
+        this.engine.awaitAreaDeposits(call, r);
+        throw new Error(`the fast path saw a header from local rank ${r} that the executor accepted`);
+      }
+    }
+    if (w[theirs + 7] !== r) {
+      this.publish();
+      this.engine.awaitAreaDeposits(call, r);
+      throw new Error(`the fast path saw a header from local rank ${r} that the executor accepted`);
+    }
+    return false;
+  }
+
+  /** Word index of the mark of local rank r's slot for `call`. */
+  private slotWord(call: number, r: number): number {
+    const l = this.layout;
+    return (l.slots + ((call & 1) * this.locals + r) * l.slotStride) >>> 2;
+  }
+
+  /** A view of `n` elements of `dtype` over local rank r's slot data of a parity (cached). */
+  private view(parity: number, r: number, dtype: number, n: number): TypedArray {
+    const key = (parity * this.locals + r) * DTYPES + dtype;
+    const cached = this.views[key];
+    if (cached !== undefined && cached.length === n) return cached;
+    const l = this.layout;
+    const at = l.slots + (parity * this.locals + r) * l.slotStride + l.slotData;
+    const made = new ARRAY_OF[dtype]!(this.words.buffer as ArrayBuffer, at, Math.min(n, l.slotDataBytes / ELEMENT_BYTES[dtype]!));
+    this.views[key] = made;
+    return made;
+  }
+}
