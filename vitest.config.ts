@@ -17,6 +17,7 @@ const JOB_TESTS = [
   'test/runtime/communicator-args.test.ts',
   'test/runtime/cross-core.test.ts',
   'test/runtime/failures.test.ts',
+  'test/runtime/fast-path.test.ts',
   'test/runtime/fault-matrix.test.ts',
   'test/runtime/hosts-faults.test.ts',
   'test/runtime/hosts.test.ts',

@@ -1,0 +1,235 @@
+// @ts-check
+// A rank of a JavaScript fast-path test (src/runtime/fast-path.ts). argv[2]:
+//   bits      every datatype × operator × a few lengths, and allgathers, once through the fast
+//             path and once through the addon (configure() in between); the two results must
+//             have the same bits. Prints `rank R bits ok <calls> taken <fast calls>`.
+//   mixed     odd ranks keep the fast path off (argv[3] = all: every rank has it on); 3000
+//             seeded calls of every collective — small and just-too-large allreduces and
+//             allgathers, barriers, bcasts, reduces, Promise calls left pending under blocking
+//             ones, configure() switching the fast path mid-loop — each checked against a
+//             reference. Prints `rank R mixed ok taken <fast calls>`.
+//   departed  3 ranks: rank 2 comes late to a call (the others wait for it in the addon), so it
+//             makes that call without waiting, then leaves (close). The call completes
+//             everywhere; the next fails with EPEERLOST naming rank 2 and the call it made last,
+//             which close() published. Prints `rank R completed`, `rank R caught CODE: …`.
+//   killed    the last rank SIGKILLs itself after 50 small allreduces; the others keep calling
+//             them and must get an error. Prints `rank R caught CODE: …`.
+//   mismatch  rank 1 allreduces 5 elements where the others allreduce 4, rank 1 through the
+//             addon (argv[3] = fast: through the fast path, the others through the addon).
+//             Prints `rank R caught CODE: …` (or `rank R finished`).
+// Every rank uses the shared area's every-rank protocol (the fast path's), whatever the cores.
+import { init } from 'topocoll';
+import { combineInRankOrder } from './reference-op.mjs';
+
+const mode = process.argv[2];
+const allFast = process.argv[3] === 'all';
+const rankOf = Number(process.env.TOPOCOLL_RANK ?? process.env.OMPI_COMM_WORLD_RANK ?? 0);
+const fastHere = mode === 'mixed' ? allFast || rankOf % 2 === 0 : mode === 'mismatch' ? (rankOf === 1) === (process.argv[3] === 'fast') : true;
+const comm = await init({ config: { allreduce: { shm: 'every-rank' }, allgather: { shm: 'every-rank' }, collectives: { jsFastPath: fastHere } } });
+/** Fast-path calls so far (the communicator's private FastPath; undefined where it cannot run). */
+const taken = () => /** @type {any} */ (comm).fast?.taken ?? 0;
+
+/** mulberry32: the same sequence on every rank for the same seed. */
+function random(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const TYPES = /** @type {const} */ ([
+  ['int8', Int8Array],
+  ['uint8', Uint8Array],
+  ['uint8clamped', Uint8ClampedArray],
+  ['int16', Int16Array],
+  ['uint16', Uint16Array],
+  ['int32', Int32Array],
+  ['uint32', Uint32Array],
+  ['float32', Float32Array],
+  ['float64', Float64Array],
+  ['int64', BigInt64Array],
+  ['uint64', BigUint64Array],
+]);
+const INT_OPS = /** @type {const} */ (['sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor']);
+const FLOAT_OPS = /** @type {const} */ (['sum', 'prod', 'min', 'max']);
+
+/** Random bits for every element, with floats' special values mixed in (quiet NaNs with payloads, ±0, ±∞, tiny and huge). */
+function fill(array, next) {
+  const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(next() * 256);
+  if (array instanceof Float32Array || array instanceof Float64Array) {
+    const specials = [0, -0, Infinity, -Infinity, NaN, 1e-40, 3.4e38, 1, -1, 0.1];
+    for (let i = 0; i < array.length; i++) {
+      const u = next();
+      if (u < 0.3) array[i] = /** @type {number} */ (specials[Math.floor(next() * specials.length)]);
+      else if (u < 0.6) array[i] = (next() - 0.5) * 2 ** Math.floor(next() * 40 - 20);
+      // Signalling NaNs are the one documented difference (min/max may pick one): make them quiet.
+      if (array instanceof Float32Array) {
+        const w = new Uint32Array(array.buffer, array.byteOffset + 4 * i, 1);
+        if ((w[0] & 0x7f800000) === 0x7f800000 && (w[0] & 0x7fffff) !== 0) w[0] |= 0x400000;
+      } else {
+        const w = new Uint32Array(array.buffer, array.byteOffset + 8 * i, 2);
+        if ((w[1] & 0x7ff00000) === 0x7ff00000 && ((w[1] & 0xfffff) !== 0 || w[0] !== 0)) w[1] |= 0x80000;
+      }
+    }
+  }
+  return array;
+}
+
+const sameBits = (a, b) => {
+  const x = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  const y = new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+  return x.length === y.length && x.every((v, i) => v === y[i]);
+};
+
+function fail(message) {
+  console.log(`rank ${comm.rank} FAILED ${message}`);
+  comm.close();
+  process.exit(1);
+}
+
+if (mode === 'bits') {
+  // The calls, made twice with the same inputs: results[k] from the fast path, then the addon.
+  const calls = [];
+  const next = random(1000 + comm.rank);
+  for (const [name, Array_] of TYPES) {
+    const ops = name.startsWith('float') ? FLOAT_OPS : INT_OPS;
+    const most = 1024 / Array_.BYTES_PER_ELEMENT;
+    for (const op of ops) {
+      for (const n of [1, 3, 17, most]) calls.push({ kind: 'allreduce', name, op, input: fill(new Array_(n), next) });
+    }
+    for (const n of [1, 5, most]) calls.push({ kind: 'allgather', name, input: fill(new Array_(n), next) });
+  }
+  const run = (c) => {
+    const Array_ = /** @type {any} */ (c.input.constructor);
+    const out = new Array_(c.kind === 'allgather' ? c.input.length * comm.size : c.input.length);
+    if (c.kind === 'allgather') comm.allgatherSync(c.input, out);
+    else comm.allreduceSync(c.input, out, c.op);
+    return out;
+  };
+  const before = taken();
+  const fast = calls.map(run);
+  if (taken() - before !== calls.length) fail(`the fast path took ${taken() - before} of ${calls.length} calls`);
+  comm.configure({ collectives: { jsFastPath: false } });
+  const viaAddon = calls.map(run);
+  if (taken() - before !== calls.length) fail('the fast path ran while switched off');
+  calls.forEach((c, k) => {
+    if (!sameBits(fast[k], viaAddon[k]))
+      fail(`${c.kind} ${c.name} ${c.op ?? ''} of ${c.input.length}: [${fast[k]}] through the fast path, [${viaAddon[k]}] through the addon`);
+  });
+  console.log(`rank ${comm.rank} bits ok ${calls.length} taken ${taken() - before}`);
+} else if (mode === 'mixed') {
+  const next = random(77);
+  const p = comm.size;
+  /** @type {Promise<void>[]} */
+  const pending = [];
+  /** @type {(() => void)[]} */
+  const checks = [];
+  const reference = (op, r, k) => (op === 'prod' ? (r + k) % 3 : r * 3 + k);
+  for (let step = 0; step < 3000; step++) {
+    if (pending.length > 0 && next() < 0.2) {
+      await Promise.all(pending.splice(0));
+      checks.splice(0).forEach((c) => c());
+    }
+    const u = next();
+    // Lengths around the fast path's limit (1024 bytes: 128 float64 or 256 int32 elements).
+    const lengths = [0, 1, 2, 7, 128, 129, 255, 256, 257];
+    const n = /** @type {number} */ (lengths[Math.floor(next() * lengths.length)]);
+    const float = next() < 0.5;
+    const Array_ = float ? Float64Array : Int32Array;
+    if (u < 0.35) {
+      const op = /** @type {const} */ (['sum', 'max', 'min', 'prod'])[Math.floor(next() * 4)];
+      const send = new Array_(n).map((_, k) => reference(op, comm.rank, k));
+      const recv = new Array_(n);
+      const check = () => {
+        for (let k = 0; k < n; k++) {
+          const want = combineInRankOrder(
+            op,
+            Array.from({ length: p }, (_, r) => reference(op, r, k)),
+            0,
+            1,
+          );
+          if (recv[k] !== (float ? want : want | 0)) fail(`step ${step}: allreduce ${op} of ${n} element ${k}: ${recv[k]}, want ${want}`);
+        }
+      };
+      if (next() < 0.15) {
+        // A Promise call left pending: the blocking calls after it queue behind it.
+        pending.push(comm.allreduce(send, recv, op));
+        checks.push(check);
+      } else {
+        comm.allreduceSync(send, recv, op);
+        check();
+      }
+    } else if (u < 0.65) {
+      const send = new Array_(n).map((_, k) => comm.rank * 1000 + k);
+      const recv = new Array_(n * p);
+      comm.allgatherSync(send, recv);
+      for (let r = 0; r < p; r++)
+        for (let k = 0; k < n; k++) if (recv[r * n + k] !== r * 1000 + k) fail(`step ${step}: allgather of ${n}: block ${r}[${k}] = ${recv[r * n + k]}`);
+    } else if (u < 0.8) {
+      comm.barrierSync();
+    } else if (u < 0.88) {
+      const root = Math.floor(next() * p);
+      const buf = new Array_(n).map((_, k) => (comm.rank === root ? k + step : -1));
+      comm.bcastSync(buf, root);
+      for (let k = 0; k < n; k++) if (buf[k] !== k + step) fail(`step ${step}: bcast of ${n} from ${root}`);
+    } else if (u < 0.95) {
+      const root = Math.floor(next() * p);
+      const recv = new Array_(n);
+      comm.reduceSync(new Array_(n).fill(comm.rank + 1), comm.rank === root ? recv : null, 'sum', root);
+      if (comm.rank === root) for (let k = 0; k < n; k++) if (recv[k] !== (p * (p + 1)) / 2) fail(`step ${step}: reduce of ${n} at ${root}`);
+    } else if (u < 0.97) {
+      await Promise.all(pending.splice(0));
+      checks.splice(0).forEach((c) => c());
+    } else {
+      // Switches the fast path of even ranks (odd ones keep theirs off) in the middle of the loop.
+      const coin = next();
+      comm.configure({ collectives: { jsFastPath: fastHere && coin < 0.5 } });
+    }
+  }
+  await Promise.all(pending.splice(0));
+  checks.splice(0).forEach((c) => c());
+  comm.barrierSync();
+  console.log(`rank ${comm.rank} mixed ok taken ${taken()}`);
+} else if (mode === 'killed' || mode === 'mismatch') {
+  const n = mode === 'mismatch' && comm.rank === 1 ? 5 : 4;
+  const send = new Int32Array(n).fill(1);
+  const recv = new Int32Array(n);
+  try {
+    for (let i = 0; ; i++) {
+      if (mode === 'killed' && i === 50 && comm.rank === comm.size - 1) process.kill(process.pid, 'SIGKILL');
+      comm.allreduceSync(send, recv);
+      if (mode === 'mismatch' && i === 10) break;
+    }
+    console.log(`rank ${comm.rank} finished`);
+  } catch (e) {
+    console.log(`rank ${comm.rank} caught ${/** @type {any} */ (e).code}: ${/** @type {any} */ (e).message}`);
+    comm.close();
+    process.exit(3);
+  }
+} else if (mode === 'departed') {
+  const send = Float64Array.of(comm.rank);
+  const recv = new Float64Array(1);
+  for (let i = 0; i < 100; i++) comm.allreduceSync(send, recv);
+  if (comm.rank === 2) await new Promise((r) => setTimeout(r, 300));
+  comm.allreduceSync(send, recv);
+  if (recv[0] !== 3) fail(`the last call gave ${recv[0]}`);
+  console.log(`rank ${comm.rank} completed`);
+  if (comm.rank === 2) {
+    comm.close();
+    process.exit(0);
+  }
+  try {
+    comm.allreduceSync(send, recv);
+    console.log(`rank ${comm.rank} finished`);
+  } catch (e) {
+    console.log(`rank ${comm.rank} caught ${/** @type {any} */ (e).code}: ${/** @type {any} */ (e).message}`);
+    comm.close();
+    process.exit(3);
+  }
+}
+comm.close();

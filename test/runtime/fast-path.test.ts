@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { jobScript, leftoverSegments, runJob } from '../helpers/jobs.js';
+
+/**
+ * The JavaScript fast path (src/runtime/fast-path.ts) in real jobs started with `topocoll run`:
+ * the same bits as the addon's path, interoperation call by call with ranks and calls that go
+ * through the addon, and every error guarantee (test/jobs/fast-path.mjs says what each mode does).
+ */
+function run(n: number, ...args: string[]) {
+  const r = runJob(['-n', String(n), '--timeout', '5', jobScript('fast-path.mjs'), ...args], 180_000);
+  const caught = new Map<number, string>();
+  for (const line of r.lines) {
+    const m = /^rank (\d+) caught (E[A-Z]+): (.*)$/.exec(line);
+    if (m) caught.set(Number(m[1]), `${m[2]} ${m[3]}`);
+  }
+  return { ...r, caught };
+}
+
+describe('the fast path gives the bits the addon gives', () => {
+  for (const n of [2, 3]) {
+    it(`every datatype × operator, allreduce and allgather, p = ${n}`, () => {
+      const r = run(n, 'bits');
+      expect(r.stdout).not.toMatch(/FAILED/);
+      expect(r.status).toBe(0);
+      for (let rank = 0; rank < n; rank++) expect(r.lines).toContain(`rank ${rank} bits ok 389 taken 389`);
+    });
+  }
+});
+
+describe('fast-path calls and calls through the addon meet call by call', () => {
+  for (const [name, n, extra] of [
+    ['p = 2, rank 1 without the fast path', 2, []],
+    ['p = 3, every rank with it', 3, ['all']],
+    ['p = 4, odd ranks without it', 4, []],
+  ] as const) {
+    it(`${name}: 3000 mixed calls against a reference`, () => {
+      const r = run(n, 'mixed', ...extra);
+      expect(r.stdout).not.toMatch(/FAILED/);
+      expect(r.status).toBe(0);
+      for (let rank = 0; rank < n; rank++) {
+        const line = r.lines.find((l) => l.startsWith(`rank ${rank} mixed ok taken `));
+        expect(line).toBeDefined();
+        const taken = Number(line!.split(' ').pop());
+        if (extra.length > 0 || rank % 2 === 0) expect(taken).toBeGreaterThan(100);
+        else expect(taken).toBe(0);
+      }
+    });
+  }
+});
+
+describe('errors on the fast path', () => {
+  it('a peer killed while the others spin: every survivor gets EPEERLOST', async () => {
+    for (const n of [2, 3]) {
+      const r = run(n, 'killed');
+      expect(r.status).toBe(128 + 9);
+      expect([...r.caught.keys()].sort()).toEqual(Array.from({ length: n - 1 }, (_, i) => i));
+      for (const text of r.caught.values()) expect(text).toMatch(/^EPEERLOST .*rank \d+ \(pid \d+\) on this node died/);
+    }
+    expect(await leftoverSegments()).toEqual([]);
+  });
+
+  for (const side of ['the addon', 'the fast path']) {
+    it(`a count mismatch where rank 1 goes through ${side}: EMISMATCH on both ranks`, () => {
+      const r = run(2, 'mismatch', ...(side === 'the fast path' ? ['fast'] : []));
+      expect(r.status).toBe(3);
+      // Whichever rank saw it first: its own description, or the abort it raised.
+      expect(r.caught.size).toBe(2);
+      for (const text of r.caught.values()) expect(text).toMatch(/^EMISMATCH .*allreduce\(count=[45], int32, sum\).*allreduce\(count=[45], int32, sum\)/);
+    });
+  }
+
+  it('a rank that leaves right after a call it made without waiting: the call completes, the next names it and that call', () => {
+    const r = run(3, 'departed');
+    expect(r.lines).toEqual(expect.arrayContaining(['rank 0 completed', 'rank 1 completed', 'rank 2 completed']));
+    expect(r.caught.size).toBe(2);
+    for (const text of r.caught.values())
+      expect(text).toMatch(
+        /^EPEERLOST .*rank 2 left the communicator \(close\(\) or exit\) after call 101, so it will not take part in this allreduce \(call 102\)/,
+      );
+  });
+});
