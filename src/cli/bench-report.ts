@@ -32,8 +32,9 @@ export interface ReportChart {
 /** The collectives' order in a report; others (there are none today) follow alphabetically. */
 const ORDER = ['bcast', 'reduce', 'allreduce', 'allgather'];
 
-const SERIES: Record<'sync' | 'async' | 'ompi' | 'memcpy', Omit<ChartSeries, 'points'>> = {
+const SERIES: Record<'sync' | 'addon' | 'async' | 'ompi' | 'memcpy', Omit<ChartSeries, 'points'>> = {
   sync: { label: 'topocoll sync', color: '#0072B2', marker: 'circle' },
+  addon: { label: 'topocoll sync, fast path off', color: '#009E73', marker: 'circle', dashed: true },
   async: { label: 'topocoll async', color: '#CC79A7', marker: 'square' },
   ompi: { label: 'Open MPI', color: '#D55E00', marker: 'diamond' },
   memcpy: { label: 'memcpy', color: '#555555', marker: 'triangle', dashed: true },
@@ -107,7 +108,7 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
       };
       const gather = collective === 'allgather';
       const series: ChartSeries[] = [];
-      for (const mode of ['sync', 'async', 'ompi'] as const) {
+      for (const mode of ['sync', 'addon', 'async', 'ompi'] as const) {
         const points = fastest(mode, (x) => x);
         if (points.length > 0) series.push({ ...SERIES[mode], points });
       }

@@ -10,7 +10,8 @@ import { init } from '../init.js';
 
 export interface BenchSettings {
   collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather')[];
-  modes: ('sync' | 'async')[];
+  /** sync: blocking calls; addon: blocking calls with the JavaScript fast path off (each through the addon); async: Promise calls. */
+  modes: ('sync' | 'addon' | 'async')[];
   minBytes: number;
   maxBytes: number;
   itersSmall: number;
@@ -98,14 +99,14 @@ async function measure(comm: Communicator, c: Collective, mode: string, bytes: n
   const b = buffersFor(bytes, c, comm.size);
   const warmup = Math.max(200, Math.floor(iterations / 5));
   comm.barrierSync();
-  if (mode === 'sync') syncLoop(comm, c, b, 0, warmup);
+  if (mode !== 'async') syncLoop(comm, c, b, 0, warmup);
   else await asyncLoop(comm, c, b, 0, warmup);
   const means: number[] = [];
   for (let r = 0; r < repeats; r++) {
     comm.barrierSync();
     const first = warmup + r * iterations;
     const start = process.hrtime.bigint();
-    if (mode === 'sync') syncLoop(comm, c, b, first, iterations);
+    if (mode !== 'async') syncLoop(comm, c, b, first, iterations);
     else await asyncLoop(comm, c, b, first, iterations);
     means.push(Number(process.hrtime.bigint() - start) / 1000 / iterations);
   }
@@ -125,6 +126,7 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
   for (const collective of settings.collectives) {
     for (const mode of settings.modes) {
       const sizes = collective === 'barrier' ? [0] : sizesOf(settings);
+      if (mode === 'addon') comm.configure({ collectives: { jsFastPath: false } });
       // Settle the JIT, the caches and the CPU clocks before the first measured size: the
       // optimising compiler's background threads compete with the ranks for the cores.
       // The rounds make the rows too (not printed): compiling that path in the background
@@ -144,6 +146,7 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
         const row = await rowOf(bytes, bytes > settings.largeBytes ? settings.itersLarge : settings.itersSmall, settings.repeats);
         if (comm.rank === 0) console.log(row);
       }
+      if (mode === 'addon') comm.configure({ collectives: { jsFastPath: true } });
     }
   }
   if (settings.groupSizes) reportGroupSizes(comm);

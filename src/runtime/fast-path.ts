@@ -87,138 +87,47 @@ const DTYPES = 11;
 export const FAST_PATH_MAX_BYTES = 1024;
 
 type Kernel = (out: TypedArray, src: TypedArray, n: number) => void;
-type Nums = Float64Array;
-type Bigs = BigInt64Array;
 
-// The native kernels' arithmetic (native/src/datatypes.cc), element by element. Assigning to a
-// typed array wraps integers and saturates Uint8Clamped as the kernels do; float32 sums and
-// products computed in double and rounded once are the float results (53 ≥ 2·24 + 2 bits);
-// integer products use Math.imul (exact low 32 bits) except Uint8Clamped, whose exact product
-// the assignment saturates. Min and max are the kernels' comparisons, not Math.min/max, so
-// NaN and ±0 pick the same operand.
-const numberKernels: Kernel[] = [
-  (o, s, n) => {
-    const out = o as Nums;
-    const src = s as Nums;
-    for (let i = 0; i < n; i++) out[i] = out[i]! + src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Nums;
-    const src = s as Nums;
-    for (let i = 0; i < n; i++) out[i] = out[i]! * src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Nums;
-    const src = s as Nums;
-    for (let i = 0; i < n; i++) {
-      const a = out[i]!;
-      const b = src[i]!;
-      out[i] = b < a ? b : a;
-    }
-  },
-  (o, s, n) => {
-    const out = o as Nums;
-    const src = s as Nums;
-    for (let i = 0; i < n; i++) {
-      const a = out[i]!;
-      const b = src[i]!;
-      out[i] = a < b ? b : a;
-    }
-  },
-  (o, s, n) => {
-    const out = o as Nums;
-    const src = s as Nums;
-    for (let i = 0; i < n; i++) out[i] = out[i]! & src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Nums;
-    const src = s as Nums;
-    for (let i = 0; i < n; i++) out[i] = out[i]! | src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Nums;
-    const src = s as Nums;
-    for (let i = 0; i < n; i++) out[i] = out[i]! ^ src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Nums;
-    const src = s as Nums;
-    for (let i = 0; i < n; i++) out[i] = out[i]! !== 0 && src[i]! !== 0 ? 1 : 0;
-  },
-  (o, s, n) => {
-    const out = o as Nums;
-    const src = s as Nums;
-    for (let i = 0; i < n; i++) out[i] = out[i]! !== 0 || src[i]! !== 0 ? 1 : 0;
-  },
+// The native kernels' arithmetic (native/src/datatypes.cc), element by element, as the body of
+// `for (let i = 0; i < n; i++) { const a = out[i], b = src[i]; out[i] = EXPRESSION; }`.
+// Assigning to a typed array wraps integers and saturates Uint8Clamped as the kernels do;
+// float32 sums and products computed in double and rounded once are the float results
+// (53 ≥ 2·24 + 2 bits); integer products use Math.imul (exact low 32 bits) except for
+// Uint8Clamped, whose exact product the assignment saturates, and the 64-bit types (BigInts).
+// Min and max are the kernels' comparisons, not Math.min/max, so NaN and ±0 pick the same
+// operand.
+const EXPRESSIONS = [
+  'a + b',
+  'a * b',
+  'b < a ? b : a',
+  'a < b ? b : a',
+  'a & b',
+  'a | b',
+  'a ^ b',
+  'a !== ZERO && b !== ZERO ? ONE : ZERO',
+  'a !== ZERO || b !== ZERO ? ONE : ZERO',
 ];
 
-const integerProduct: Kernel = (o, s, n) => {
-  const out = o as Nums;
-  const src = s as Nums;
-  for (let i = 0; i < n; i++) out[i] = Math.imul(out[i]!, src[i]!);
-};
+/** Kernels made so far, by dtype · 9 + op. */
+const kernels: (Kernel | undefined)[] = [];
 
-const bigintKernels: Kernel[] = [
-  (o, s, n) => {
-    const out = o as Bigs;
-    const src = s as Bigs;
-    for (let i = 0; i < n; i++) out[i] = out[i]! + src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Bigs;
-    const src = s as Bigs;
-    for (let i = 0; i < n; i++) out[i] = out[i]! * src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Bigs;
-    const src = s as Bigs;
-    for (let i = 0; i < n; i++) {
-      const a = out[i]!;
-      const b = src[i]!;
-      out[i] = b < a ? b : a;
-    }
-  },
-  (o, s, n) => {
-    const out = o as Bigs;
-    const src = s as Bigs;
-    for (let i = 0; i < n; i++) {
-      const a = out[i]!;
-      const b = src[i]!;
-      out[i] = a < b ? b : a;
-    }
-  },
-  (o, s, n) => {
-    const out = o as Bigs;
-    const src = s as Bigs;
-    for (let i = 0; i < n; i++) out[i] = out[i]! & src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Bigs;
-    const src = s as Bigs;
-    for (let i = 0; i < n; i++) out[i] = out[i]! | src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Bigs;
-    const src = s as Bigs;
-    for (let i = 0; i < n; i++) out[i] = out[i]! ^ src[i]!;
-  },
-  (o, s, n) => {
-    const out = o as Bigs;
-    const src = s as Bigs;
-    for (let i = 0; i < n; i++) out[i] = out[i]! !== 0n && src[i]! !== 0n ? 1n : 0n;
-  },
-  (o, s, n) => {
-    const out = o as Bigs;
-    const src = s as Bigs;
-    for (let i = 0; i < n; i++) out[i] = out[i]! !== 0n || src[i]! !== 0n ? 1n : 0n;
-  },
-];
-
-/** The kernel of a built-in operator (ReduceOp code) on a datatype (Dtype code): dst = dst op src. */
+/**
+ * The kernel of a built-in operator (ReduceOp code) on a datatype (Dtype code): out = out op src.
+ * Each (datatype, operator) pair gets a function of its own, compiled from source: V8 keeps type
+ * feedback per function, and one loop shared by several array types turns megamorphic — every
+ * element access then takes the generic path, 5–10× slower than the addon's kernels.
+ */
 export function fastPathKernel(dtype: number, op: number): Kernel {
-  if (dtype === INT64 || dtype === UINT64) return bigintKernels[op]!;
-  if (op === 1 && dtype !== UINT8_CLAMPED && dtype !== FLOAT32 && dtype !== FLOAT64) return integerProduct;
-  return numberKernels[op]!;
+  const key = dtype * 9 + op;
+  const made = kernels[key];
+  if (made !== undefined) return made;
+  const big = dtype === INT64 || dtype === UINT64;
+  let expression = EXPRESSIONS[op]!.replaceAll('ZERO', big ? '0n' : '0').replaceAll('ONE', big ? '1n' : '1');
+  if (op === 1 && !big && dtype !== UINT8_CLAMPED && dtype !== FLOAT32 && dtype !== FLOAT64) expression = 'Math.imul(a, b)';
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval -- fixed source text, see above
+  const kernel = new Function('out', 'src', 'n', `for (let i = 0; i < n; i++) { const a = out[i], b = src[i]; out[i] = ${expression}; }`) as Kernel;
+  kernels[key] = kernel;
+  return kernel;
 }
 
 /** murmur3's 32-bit finaliser: Engine::CallHash's mix (engine_executor.cc), as an int32. */
@@ -246,31 +155,40 @@ const ARRAY_OF: (new (buffer: ArrayBuffer, byteOffset: number, length: number) =
 ];
 const ELEMENT_BYTES = [1, 1, 1, 2, 2, 4, 4, 4, 8, 8, 8];
 
-/**
- * Copies n elements. Element by element (a call of TypedArray.prototype.set costs more than a
- * small copy): the same bits for every type but one — a float32 signalling NaN loads as a
- * double, which quiets it. An allreduce puts every element through an operator, where the
- * native kernels quiet it too, except min and max, which may pick it (documented); an
- * allgather copies float32 with copyFloat32.
- */
-function copy(from: TypedArray, to: TypedArray, n: number): void {
-  const src = from as Nums;
-  const dst = to as Nums;
-  for (let i = 0; i < n; i++) dst[i] = src[i]!;
-}
-
-function copyAt(from: TypedArray, at: number, to: TypedArray, place: number, n: number): void {
-  const src = from as Nums;
-  const dst = to as Nums;
-  for (let i = 0; i < n; i++) dst[place + i] = src[at + i]!;
-}
-
-/** %TypedArray%.prototype.set: a byte copy (a subclass cannot replace it). */
+/** %TypedArray%.prototype.set: a memmove of the bits whatever the type (a subclass cannot replace it). */
 const typedArraySet = (Object.getPrototypeOf(Uint8Array.prototype) as { set: (this: TypedArray, source: TypedArray, offset?: number) => void }).set;
 
-/** copyAt for float32, whose bits only a byte copy keeps. */
-function copyFloat32(from: TypedArray, at: number, to: TypedArray, place: number, n: number): void {
-  typedArraySet.call(to, at === 0 && from.length === n ? from : from.subarray(at, at + n), place);
+/** Copies n elements of `from` from `at` on into `to` from `place` on. */
+type Copy = (from: TypedArray, at: number, to: TypedArray, place: number, n: number) => void;
+
+/** Below this many elements a loop copies faster than a call of TypedArray.prototype.set. */
+const LOOP_COPY_ELEMENTS = 32;
+
+const copySet: Copy = (from, at, to, place, n) => typedArraySet.call(to, at === 0 && from.length === n ? from : from.subarray(at, at + n), place);
+
+/** Copy functions by Dtype code, made on first use. */
+const copies: (Copy | undefined)[] = [];
+
+/**
+ * The copy of a datatype: short copies element by element in a function of the type's own
+ * (one loop for every array type would turn megamorphic, as the kernels would); float32 always
+ * with TypedArray.prototype.set, because a float32 element read as a number quiets a
+ * signalling NaN, and a copy must keep the bits.
+ */
+function copyOf(dtype: number): Copy {
+  const made = copies[dtype];
+  if (made !== undefined) return made;
+  let copy = copySet;
+  if (dtype !== FLOAT32) {
+    const source = `return (from, at, to, place, n) => {
+      if (n >= ${LOOP_COPY_ELEMENTS}) return copySet(from, at, to, place, n);
+      for (let i = 0; i < n; i++) to[place + i] = from[at + i];
+    };`;
+    // eslint-disable-next-line @typescript-eslint/no-implied-eval -- fixed source text, see fastPathKernel
+    copy = (new Function('copySet', source) as (set: Copy) => Copy)(copySet);
+  }
+  copies[dtype] = copy;
+  return copy;
 }
 
 export class FastPath {
@@ -324,14 +242,15 @@ export class FastPath {
     const call = this.begin(ALLREDUCE, dtype, op, n, planHash);
     if (call < 0) return false;
     const parity = call & 1;
-    copy(input, this.view(parity, this.me, dtype, n), n);
+    const copy = copyOf(dtype);
+    copy(input, 0, this.view(parity, this.me, dtype, n), 0, n);
     this.mark(call);
     const kernel = fastPathKernel(dtype, op);
     let checked = false;
     for (let r = 0; r < this.locals; r++) {
       if (r !== this.me && !checked) checked = this.await(call, r);
       const theirs = this.view(parity, r, dtype, n);
-      if (r === 0) copy(theirs, recv, n);
+      if (r === 0) copy(theirs, 0, recv, 0, n);
       else kernel(recv, theirs, n);
     }
     return true;
@@ -357,16 +276,15 @@ export class FastPath {
     const call = this.begin(ALLGATHER, dtype, 0, count * this.locals, planHash);
     if (call < 0) return false;
     const parity = call & 1;
-    const exact = dtype === FLOAT32 ? copyFloat32 : copyAt;
-    const own = this.me * count;
-    if (send !== recv) exact(send, 0, recv, own, count);
-    exact(recv, own, this.view(parity, this.me, dtype, count), 0, count);
+    const copy = copyOf(dtype);
+    if (send !== recv) copy(send, 0, recv, this.me * count, count);
+    copy(recv, this.me * count, this.view(parity, this.me, dtype, count), 0, count);
     this.mark(call);
     let checked = false;
     for (let r = 0; r < this.locals; r++) {
       if (r === this.me) continue;
       if (!checked) checked = this.await(call, r);
-      exact(this.view(parity, r, dtype, count), 0, recv, r * count, count);
+      copy(this.view(parity, r, dtype, count), 0, recv, r * count, count);
     }
     return true;
   }
