@@ -6,7 +6,7 @@ import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
 import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
-import { FAST_PATH_MAX_BYTES, FastPath } from './runtime/fast-path.js';
+import { FAST_ALLGATHER_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
@@ -299,7 +299,7 @@ export class Communicator {
     if (isUserOp(op)) return this.allreduceWithUserOp(input, recv, type, op);
     const opCode = reduceOpCode(op, type);
     const bytes = recv.byteLength;
-    if (this.fastAllreduce && bytes <= FAST_PATH_MAX_BYTES && this.asyncPending === 0) {
+    if (this.fastAllreduce && bytes <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
       if (this.fast!.allreduce(input, recv, recv.length, type.code, opCode, this.planHash)) return;
     }
     const p = this.plans.allreduce(bytes, type.bytes, true);
@@ -337,7 +337,7 @@ export class Communicator {
   allgatherSync(send: TypedArray | InPlace, recv: TypedArray): void {
     const type = this.checkAllgather(send, recv, undefined);
     const count = send === IN_PLACE ? recv.length / this.size : send.length;
-    if (this.fastAllgather && count * type.bytes <= FAST_PATH_MAX_BYTES && this.asyncPending === 0) {
+    if (this.fastAllgather && count * type.bytes <= FAST_ALLGATHER_MAX_BYTES && this.asyncPending === 0) {
       if (this.fast!.allgather(send === IN_PLACE ? recv : send, recv, count, type.code, this.planHash)) return;
     }
     const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);

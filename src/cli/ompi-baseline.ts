@@ -52,7 +52,8 @@ export function runOmpi(collective: string, ranks: number, settings: BenchSettin
     String(settings.itersSmall),
     String(settings.itersLarge),
     String(settings.largeBytes),
-    // The same warm-up as bench-worker's measure(), and the same repeats.
+    // The same warm-up calls as bench-worker's measure() (which goes on for 20 ms at least, for
+    // V8's compiler; Open MPI has none), and the same repeats.
     String(Math.max(200, Math.floor(settings.itersSmall / 5))),
     String(settings.repeats),
   ];

@@ -81,10 +81,13 @@ const FLOAT64 = 8;
 const DTYPES = 11;
 
 /**
- * Largest allreduce (bytes) and allgather block the fast path takes. Above, a call's element
- * loops cost more than the addon crossing they save (bench/RESULTS.md, "How a small call runs").
+ * Largest allreduce (bytes) the fast path takes: V8 combines element by element without SIMD,
+ * so above a few dozen elements the addon's vectorised kernels win back the crossing
+ * (bench/RESULTS.md, "How a small call runs").
  */
-export const FAST_PATH_MAX_BYTES = 1024;
+export const FAST_ALLREDUCE_MAX_BYTES = 64;
+/** Largest allgather block (bytes per rank) the fast path takes: copies are memmoves either way. */
+export const FAST_ALLGATHER_MAX_BYTES = 1024;
 
 type Kernel = (out: TypedArray, src: TypedArray, n: number) => void;
 

@@ -98,11 +98,12 @@ if (mode === 'bits') {
   const next = random(1000 + comm.rank);
   for (const [name, Array_] of TYPES) {
     const ops = name.startsWith('float') ? FLOAT_OPS : INT_OPS;
-    const most = 1024 / Array_.BYTES_PER_ELEMENT;
+    // The largest of each the fast path takes (FAST_ALLREDUCE_MAX_BYTES, FAST_ALLGATHER_MAX_BYTES).
+    const most = 64 / Array_.BYTES_PER_ELEMENT;
     for (const op of ops) {
-      for (const n of [1, 3, 17, most]) calls.push({ kind: 'allreduce', name, op, input: fill(new Array_(n), next) });
+      for (const n of [1, 3, 5, most]) calls.push({ kind: 'allreduce', name, op, input: fill(new Array_(n), next) });
     }
-    for (const n of [1, 5, most]) calls.push({ kind: 'allgather', name, input: fill(new Array_(n), next) });
+    for (const n of [1, 5, 1024 / Array_.BYTES_PER_ELEMENT]) calls.push({ kind: 'allgather', name, input: fill(new Array_(n), next) });
   }
   const run = (c) => {
     const Array_ = /** @type {any} */ (c.input.constructor);
@@ -136,8 +137,9 @@ if (mode === 'bits') {
       checks.splice(0).forEach((c) => c());
     }
     const u = next();
-    // Lengths around the fast path's limit (1024 bytes: 128 float64 or 256 int32 elements).
-    const lengths = [0, 1, 2, 7, 128, 129, 255, 256, 257];
+    // Lengths around the fast path's limits (allreduce 64 bytes: 8 float64 or 16 int32 elements;
+    // allgather 1024 bytes: 128 float64 or 256 int32).
+    const lengths = [0, 1, 2, 7, 8, 9, 16, 17, 128, 129, 255, 256, 257];
     const n = /** @type {number} */ (lengths[Math.floor(next() * lengths.length)]);
     const float = next() < 0.5;
     const Array_ = float ? Float64Array : Int32Array;
