@@ -124,7 +124,9 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
       local,
       [&](size_t me) {
         DeadlineGuard guard(kDeadline, &stop);
-        ShmAllreduce engine(node.area(), c.ranks, node.doorbells(), static_cast<int>(me));
+        // Starts near the wrap of the 32-bit call count, so the runs cross it.
+        uint32_t call_count = 0xffffffffU - 40;
+        ShmAllreduce engine(node.area(), c.ranks, node.doorbells(), static_cast<int>(me), &call_count);
         const int my_rank = c.ranks[me];
         std::mt19937 late(static_cast<uint32_t>(me) + 11);
         std::vector<uint64_t> buf;
@@ -192,7 +194,8 @@ TEST(ShmAllreduceMismatch, DifferentCountsEndTheCallWithEmismatch) {
         ranks.size(),
         [&](size_t me) {
           DeadlineGuard guard(std::chrono::seconds(5), &stop);
-          ShmAllreduce engine(node.area(), ranks, node.doorbells(), static_cast<int>(me));
+          uint32_t call_count = 0;
+          ShmAllreduce engine(node.area(), ranks, node.doorbells(), static_cast<int>(me), &call_count);
           const uint64_t count = me == 2 ? 5 : 4;
           std::vector<uint64_t> buf(count, 1);
           try {

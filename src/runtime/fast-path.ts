@@ -280,8 +280,13 @@ export class FastPath {
     if (call < 0) return false;
     const parity = call & 1;
     const copy = copyOf(dtype);
-    if (send !== recv) copy(send, 0, recv, this.me * count, count);
-    copy(recv, this.me * count, this.view(parity, this.me, dtype, count), 0, count);
+    const own = this.view(parity, this.me, dtype, count);
+    if (send !== recv) {
+      copy(send, 0, recv, this.me * count, count);
+      copy(send, 0, own, 0, count);
+    } else {
+      copy(recv, this.me * count, own, 0, count);
+    }
     this.mark(call);
     let checked = false;
     for (let r = 0; r < this.locals; r++) {
