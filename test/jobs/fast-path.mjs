@@ -29,7 +29,10 @@ const comm = await init({ config: { allreduce: { shm: 'every-rank' }, allgather:
 /** Fast-path calls so far (the communicator's private FastPath; undefined where it cannot run). */
 const taken = () => /** @type {any} */ (comm).fast?.taken ?? 0;
 
-/** mulberry32: the same sequence on every rank for the same seed. */
+/**
+ * mulberry32: the same sequence on every rank for the same seed.
+ * @param {number} seed
+ */
 function random(seed) {
   let a = seed >>> 0;
   return () => {
@@ -57,7 +60,13 @@ const TYPES = /** @type {const} */ ([
 const INT_OPS = /** @type {const} */ (['sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor']);
 const FLOAT_OPS = /** @type {const} */ (['sum', 'prod', 'min', 'max']);
 
-/** Random bits for every element, with floats' special values mixed in (quiet NaNs with payloads, ±0, ±∞, tiny and huge). */
+/**
+ * Random bits for every element, with floats' special values mixed in (quiet NaNs with payloads, ±0, ±∞, tiny and huge).
+ * @template {import('topocoll').TypedArray} T
+ * @param {T} array
+ * @param {() => number} next
+ * @returns {T}
+ */
 function fill(array, next) {
   const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
   for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(next() * 256);
@@ -70,22 +79,26 @@ function fill(array, next) {
       // Signalling NaNs are the one documented difference (min/max may pick one): make them quiet.
       if (array instanceof Float32Array) {
         const w = new Uint32Array(array.buffer, array.byteOffset + 4 * i, 1);
-        if ((w[0] & 0x7f800000) === 0x7f800000 && (w[0] & 0x7fffff) !== 0) w[0] |= 0x400000;
+        const bits = /** @type {number} */ (w[0]);
+        if ((bits & 0x7f800000) === 0x7f800000 && (bits & 0x7fffff) !== 0) w[0] = bits | 0x400000;
       } else {
         const w = new Uint32Array(array.buffer, array.byteOffset + 8 * i, 2);
-        if ((w[1] & 0x7ff00000) === 0x7ff00000 && ((w[1] & 0xfffff) !== 0 || w[0] !== 0)) w[1] |= 0x80000;
+        const high = /** @type {number} */ (w[1]);
+        if ((high & 0x7ff00000) === 0x7ff00000 && ((high & 0xfffff) !== 0 || w[0] !== 0)) w[1] = high | 0x80000;
       }
     }
   }
   return array;
 }
 
+/** @param {import('topocoll').TypedArray} a @param {import('topocoll').TypedArray} b */
 const sameBits = (a, b) => {
   const x = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
   const y = new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
   return x.length === y.length && x.every((v, i) => v === y[i]);
 };
 
+/** @param {string} message @returns {never} */
 function fail(message) {
   console.log(`rank ${comm.rank} FAILED ${message}`);
   comm.close();
@@ -105,6 +118,7 @@ if (mode === 'bits') {
     }
     for (const n of [1, 5, 1024 / Array_.BYTES_PER_ELEMENT]) calls.push({ kind: 'allgather', name, input: fill(new Array_(n), next) });
   }
+  /** @param {{ kind: string, name: string, op?: import('topocoll').ReduceOpName, input: import('topocoll').TypedArray }} c */
   const run = (c) => {
     const Array_ = /** @type {any} */ (c.input.constructor);
     const out = new Array_(c.kind === 'allgather' ? c.input.length * comm.size : c.input.length);
@@ -130,6 +144,7 @@ if (mode === 'bits') {
   const pending = [];
   /** @type {(() => void)[]} */
   const checks = [];
+  /** @param {string} op @param {number} r @param {number} k */
   const reference = (op, r, k) => (op === 'prod' ? (r + k) % 3 : r * 3 + k);
   for (let step = 0; step < 3000; step++) {
     if (pending.length > 0 && next() < 0.2) {
@@ -144,7 +159,7 @@ if (mode === 'bits') {
     const float = next() < 0.5;
     const Array_ = float ? Float64Array : Int32Array;
     if (u < 0.35) {
-      const op = /** @type {const} */ (['sum', 'max', 'min', 'prod'])[Math.floor(next() * 4)];
+      const op = /** @type {'sum' | 'max' | 'min' | 'prod'} */ (['sum', 'max', 'min', 'prod'][Math.floor(next() * 4)]);
       const send = new Array_(n).map((_, k) => reference(op, comm.rank, k));
       const recv = new Array_(n);
       const check = () => {
