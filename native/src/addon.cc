@@ -442,19 +442,30 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return jobs_->Push(env, std::move(args));
   }
 
-  void Close(const Napi::CallbackInfo&) { Shutdown(); }
+  void Close(const Napi::CallbackInfo&) {
+    // The fast path's views end with the mapping: detached, they read as empty instead of
+    // touching unmapped memory (util.inspect of a closed communicator would).
+    for (auto* ref : {&fast_segment_, &fast_counters_}) {
+      if (!ref->IsEmpty()) ref->Value().Detach();
+      ref->Reset();
+    }
+    Shutdown();
+  }
 
   Napi::Value OwnRegionNodes(const Napi::CallbackInfo& info) { return ToInt32Array(info.Env(), engine_->OwnRegionNodes()); }
 
   // What the JavaScript fast path (src/runtime/fast-path.ts) works on: { segment, counters,
   // layout, localIndex, asymmetric } — ArrayBuffers over the node's segment (from its base to
-  // the end of the shared area's slots) and over the engine's CallCounters, which stay valid
-  // until close(). Undefined without a segment, or where the runtime refuses ArrayBuffers over
-  // memory it does not own (a V8 sandbox): then every call goes through the executor.
+  // the end of the shared area's slots) and over the engine's CallCounters, valid until close()
+  // detaches them. Undefined without a segment, on a second call, or where the runtime refuses
+  // ArrayBuffers over memory it does not own (a V8 sandbox): then every call goes through the
+  // executor.
   Napi::Value FastPath(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     uint8_t* base = engine_->segment_base();
     if (base == nullptr || shut_down_) return env.Undefined();
+    // Once per engine: the same memory under two ArrayBuffers is not allowed everywhere.
+    if (!fast_segment_.IsEmpty()) return env.Undefined();
     const FastPathLayout l = engine_->fast_path_layout();
     napi_value segment = nullptr;
     napi_value counters = nullptr;
@@ -465,6 +476,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       napi_get_and_clear_last_exception(env, &ignored);
       return env.Undefined();
     }
+    fast_segment_ = Napi::Persistent(Napi::ArrayBuffer(env, segment));
+    fast_counters_ = Napi::Persistent(Napi::ArrayBuffer(env, counters));
     auto layout = Napi::Object::New(env);
     const auto put = [&](const char* name, size_t v) { layout.Set(name, Napi::Number::New(env, static_cast<double>(v))); };
     put("abortCode", l.abort_code);
@@ -520,6 +533,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   std::unique_ptr<SchedulerSlice> main_slice_;
   double* call_area_ = nullptr;
   Napi::Reference<Napi::Float64Array> call_area_ref_;
+  // The fast path's ArrayBuffers (FastPath), detached by close().
+  Napi::Reference<Napi::ArrayBuffer> fast_segment_;
+  Napi::Reference<Napi::ArrayBuffer> fast_counters_;
   bool shut_down_ = false;
 };
 

@@ -232,8 +232,6 @@ class Engine {
   void AwaitAreaDeposits(uint32_t call, size_t from);
   // Rings local rank i's doorbell (the fast path saw it announce a sleep).
   void RingLocal(size_t i);
-  // The CallHash of `h` (the fast path computes the same).
-  static uint32_t CallHashOf(const MsgHeader& h) { return CallHash(h); }
   // NUMA node of every page of this rank's own S0 region (empty without a segment).
   std::vector<int32_t> OwnRegionNodes() const;
 

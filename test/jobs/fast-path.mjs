@@ -17,6 +17,9 @@
 //   mismatch  rank 1 allreduces 5 elements where the others allreduce 4, rank 1 through the
 //             addon (argv[3] = fast: through the fast path, the others through the addon).
 //             Prints `rank R caught CODE: …` (or `rank R finished`).
+//   inspect   util.inspect of the communicator after close(): the fast path's views of the
+//             unmapped segment read as empty (detached), not as a crash. Prints
+//             `rank R inspected <whether the views were empty>`.
 // Every rank uses the shared area's every-rank protocol (the fast path's), whatever the cores.
 import { init } from 'topocoll';
 import { combineInRankOrder } from './reference-op.mjs';
@@ -228,6 +231,12 @@ if (mode === 'bits') {
     comm.close();
     process.exit(3);
   }
+} else if (mode === 'inspect') {
+  comm.allreduceSync(Float64Array.of(1), new Float64Array(1));
+  comm.close();
+  const { inspect } = await import('node:util');
+  console.log(`rank ${comm.rank} inspected ${/words: Uint32Array\(0\)/.test(inspect(comm, { depth: 4 }))}`);
+  process.exit(0);
 } else if (mode === 'departed') {
   const send = Float64Array.of(comm.rank);
   const recv = new Float64Array(1);

@@ -69,6 +69,12 @@ describe('errors on the fast path', () => {
     });
   }
 
+  it('inspecting a closed communicator reads its detached views instead of unmapped memory', () => {
+    const r = run(2, 'inspect');
+    expect(r.status).toBe(0);
+    expect(r.lines).toEqual(expect.arrayContaining(['rank 0 inspected true', 'rank 1 inspected true']));
+  });
+
   it('a rank that leaves right after a call it made without waiting: the call completes, the next names it and that call', () => {
     const r = run(3, 'departed');
     expect(r.lines).toEqual(expect.arrayContaining(['rank 0 completed', 'rank 1 completed', 'rank 2 completed']));
