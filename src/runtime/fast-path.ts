@@ -16,19 +16,19 @@ import type { TypedArray } from '../util/typed-array.js';
  *      call that is not published yet as this rank still being in an earlier one, which is
  *      harmless while this rank does not wait (a call with another seq is never a mismatch);
  *      at close it must be there (a departed rank behind the call is a lost peer);
- *   4. header and data go to this rank's slot of the call's parity, then the mark (call + 1)
- *      with an atomic exchange — also the store-load fence that Doorbell::Ring makes before it
- *      reads `sleeping`; peers that announced a sleep are rung through the addon;
+ *   4. header and data go to this rank's slot of the call's parity, then the mark (call + 1),
+ *      then `sleeping` of each peer is read (Doorbell::Ring) and peers that announced a sleep
+ *      are rung through the addon;
  *   5. every other rank's slot, in local order: a bounded spin on its mark, then — past the
  *      spin — Engine::AwaitAreaDeposits waits with every check of a native wait (aborts, dead
  *      and departed peers, the watchdog, close) and checks the headers; a header that differs
  *      goes to the same function, which raises the executor's EMISMATCH (and abort);
  *   6. combining in local order with the native kernels' arithmetic (datatypes.cc), or copying
- *      blocks out (allgather), with TypedArray.prototype.set where the native path copies.
+ *      blocks out (allgather) bit for bit.
  *
  * Only x86-64, where stores are not reordered with other stores nor loads with other loads: the
  * code uses plain typed-array accesses (which V8 keeps in program order) wherever x86 needs no
- * fence, because Atomics calls are not inlined by V8 (about 8 ns each) — but an Atomics.store
+ * fence, because V8 does not inline Atomics calls — but an Atomics.store
  * opens the published call's seqlock, so no compiler may drop it; Atomics.load where a loop
  * re-reads a word (a plain load could be hoisted out of it); the mark is a plain store when
  * sleepers fence for the wakers (membarrier, `asymmetric`), else an exchange, the full fence
@@ -118,7 +118,7 @@ const kernels: (Kernel | undefined)[] = [];
  * The kernel of a built-in operator (ReduceOp code) on a datatype (Dtype code): out = out op src.
  * Each (datatype, operator) pair gets a function of its own, compiled from source: V8 keeps type
  * feedback per function, and one loop shared by several array types turns megamorphic — every
- * element access then takes the generic path, 5–10× slower than the addon's kernels.
+ * element access then takes the generic path.
  */
 export function fastPathKernel(dtype: number, op: number): Kernel {
   const key = dtype * 9 + op;
