@@ -5,7 +5,10 @@
 //   node bench/fast-path-table.mjs [--only=allreduce,allgather,barrier] bench/data/fastpath-p*-?.jsonl
 import { benchRows, formatUs, keepFastest } from './rows.mjs';
 
-const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+const only = process.argv
+  .find((a) => a.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',');
 const files = process.argv.slice(2).filter((a) => !a.startsWith('--only='));
 if (files.length === 0) {
   console.error('usage: node bench/fast-path-table.mjs FILE.jsonl …');
