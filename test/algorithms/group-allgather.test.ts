@@ -4,6 +4,7 @@ import { allgatherAlcd, averageLogicalDistance, groupAllgatherRounds, groupAllga
 import type { GroupView } from '../../src/algorithms/group-steps.js';
 import { StepKind, rankBlock, type Schedule, type Step } from '../../src/algorithms/schedule.js';
 import { range } from '../helpers/placements.js';
+import { prng } from '../helpers/prng.js';
 import { thrown } from '../helpers/thrown.js';
 import { simulate, type Transport } from './simulator.js';
 
@@ -20,18 +21,6 @@ const RUNS: { e: number; segments: number; transport: Transport }[] = [
 ];
 /** Above 32 members (to keep the test quick): one run per transport. */
 const LARGE_RUNS = [RUNS[1]!, { e: 2, segments: 2, transport: 'eager' as const }];
-
-/** Deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** One allgather case: a group among `ranks` global ranks and what each position holds. */
 interface Case {

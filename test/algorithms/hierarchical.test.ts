@@ -10,18 +10,7 @@ import { UNBALANCED_CONF, exampleFile } from '../helpers/network-examples.js';
 import { allreduceProblems, bcastProblems, ONE_ELEMENT, reduceProblems, SEVERAL_RUNS, type SimRun } from './collective-checks.js';
 import { outOfGroupSteps, simulate } from './simulator.js';
 import { byCore, coreLocality, pad, range } from '../helpers/placements.js';
-
-/** Deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng } from '../helpers/prng.js';
 
 // ---- checks ----
 

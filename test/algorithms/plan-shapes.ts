@@ -2,20 +2,9 @@ import { planGroups, type Group, type GroupPlan } from '../../src/groups/plan.js
 import type { RankPlacement } from '../../src/topology/types.js';
 import { parseSimpleNetworkFile } from '../../src/topology/network/simple-file.js';
 import { byCore, coreLocality, pad, range } from '../helpers/placements.js';
+import { prng } from '../helpers/prng.js';
 
 /** Plan shapes for whole-plan simulations (those of hierarchical-allgather.test.ts). */
-
-/** Deterministic PRNG (mulberry32). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const unbound = (ranks: number[], nodeOf: (r: number) => string): RankPlacement[] => ranks.map((rank) => ({ rank, node: nodeOf(rank), locality: '' }));
 
