@@ -225,7 +225,7 @@ export class FastPath {
   constructor(
     native: NativeFastPath,
     private readonly engine: FastPathEngine,
-    private readonly rank: number,
+    rank: number,
     private readonly spin: number,
   ) {
     this.words = new Uint32Array(native.segment);
@@ -235,6 +235,10 @@ export class FastPath {
     this.asymmetric = native.asymmetric;
     this.locals = (native.segment.byteLength - native.layout.slots) / (2 * native.layout.slotStride);
     this.views = new Array<TypedArray | undefined>(2 * this.locals * DTYPES).fill(undefined);
+    // The words every call's header has the same: magic, root 0, count's high word (the fast
+    // path's counts are small), sender.
+    this.header[0] = MSG_MAGIC;
+    this.header[7] = rank;
   }
 
   /**
@@ -311,14 +315,10 @@ export class FastPath {
     const kinds = collective | (dtype << 8) | (op << 16);
     if (planHash !== this.hashedPlan || kinds !== this.hashedKinds || count !== this.hashedCount) this.hashShape(planHash, kinds, count);
     const h = this.header;
-    h[0] = MSG_MAGIC;
     h[1] = seq;
     h[2] = kinds;
-    h[3] = 0;
     h[4] = count;
-    h[5] = 0;
     h[6] = planHash ^ c[1]!;
-    h[7] = this.rank;
     c[1] = mix(this.hashPrefix ^ seq);
     this.unpublished = true;
     this.taken++;
@@ -392,22 +392,16 @@ export class FastPath {
         }
       }
     }
+    // This rank's header with local rank r (= its global rank: one node) as the sender.
     const h = this.header;
     const theirs = slot + (this.layout.slotHeader >>> 2);
-    for (let k = 0; k < 7; k++) {
-      if (w[theirs + k] !== h[k]) {
-        // The executor's EMISMATCH, raised as it raises it (and the node aborted).
-        this.publish();
-        this.engine.awaitAreaDeposits(call, r);
-        throw new Error(`the fast path saw a header from local rank ${r} that the executor accepted`);
-      }
-    }
-    if (w[theirs + 7] !== r) {
-      this.publish();
-      this.engine.awaitAreaDeposits(call, r);
-      throw new Error(`the fast path saw a header from local rank ${r} that the executor accepted`);
-    }
-    return false;
+    let same = w[theirs + 7] === r;
+    for (let k = 0; k < 7 && same; k++) same = w[theirs + k] === h[k];
+    if (same) return false;
+    // The executor's EMISMATCH, raised as it raises it (and the node aborted).
+    this.publish();
+    this.engine.awaitAreaDeposits(call, r);
+    throw new Error(`the fast path saw a header from local rank ${r} that the executor accepted`);
   }
 
   /** Word index of the mark of local rank r's slot for `call`. */
