@@ -6,7 +6,7 @@ import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
 import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
-import { FAST_ALLGATHER_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
+import { FAST_COPY_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
@@ -96,6 +96,8 @@ export class Communicator {
   /** Small one-node calls in JavaScript (src/runtime/fast-path.ts); undefined where it cannot run. */
   private readonly fast?: FastPath;
   /** Which calls take the fast path under the current configuration (setFastPath). */
+  private fastBcast = false;
+  private fastReduce = false;
   private fastAllreduce = false;
   private fastAllgather = false;
   private fastBarrier = false;
@@ -175,6 +177,8 @@ export class Communicator {
 
   private setFastPath(): void {
     const on = this.fast !== undefined && this.config.collectives.jsFastPath;
+    this.fastBcast = on && this.plans.shmBcast;
+    this.fastReduce = on && this.plans.shmReduce;
     this.fastAllreduce = on && this.plans.shmAllreduce === 'every-rank';
     this.fastAllgather = on && this.plans.shmAllgather === 'every-rank';
     this.fastBarrier = on && this.plans.shmBarrier === 'every-rank';
@@ -211,8 +215,8 @@ export class Communicator {
     const binomial = Object.fromEntries(plans.plan.levels.map((l) => [l, 'binomial']));
     const config = {
       ...this.config,
-      bcast: { levels: binomial, segment: 0 },
-      reduce: { levels: binomial, segment: 0 },
+      bcast: { levels: binomial, segment: 0, shm: false },
+      reduce: { levels: binomial, segment: 0, shm: false },
       allreduce: { algorithm: 'reduce-bcast', top: 'recursive-doubling', segment: 0, shm: false },
     } as TopocollConfig;
     return new CollectivePlans({
@@ -239,6 +243,9 @@ export class Communicator {
   /** Every rank receives `buf` of rank `root`. */
   bcastSync(buf: TypedArray, root = 0): void {
     const type = this.checkBuffer(buf, 'buf', root);
+    if (this.fastBcast && buf.byteLength <= FAST_COPY_MAX_BYTES && this.asyncPending === 0) {
+      if (this.fast!.bcast(buf, buf.length, type.code, root, this.planHash)) return;
+    }
     const p = this.plans.bcast(root, buf.byteLength, type.bytes);
     this.engine.run(this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root));
   }
@@ -261,6 +268,9 @@ export class Communicator {
     const out = this.rank === root ? recv : null;
     if (isUserOp(op)) return this.reduceWithUserOp(input, out, type, op, root);
     const opCode = reduceOpCode(op, type);
+    if (this.fastReduce && input.byteLength <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
+      if (this.fast!.reduce(input, out, input.length, type.code, opCode, root, this.planHash)) return;
+    }
     const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
     this.engine.run(this.nativeCall(NativeCollective.reduce, p, input, out, input.length, type.code, opCode, root));
   }
@@ -337,7 +347,7 @@ export class Communicator {
   allgatherSync(send: TypedArray | InPlace, recv: TypedArray): void {
     const type = this.checkAllgather(send, recv, undefined);
     const count = send === IN_PLACE ? recv.length / this.size : send.length;
-    if (this.fastAllgather && count * type.bytes <= FAST_ALLGATHER_MAX_BYTES && this.asyncPending === 0) {
+    if (this.fastAllgather && count * type.bytes <= FAST_COPY_MAX_BYTES && this.asyncPending === 0) {
       if (this.fast!.allgather(send === IN_PLACE ? recv : send, recv, count, type.code, this.planHash)) return;
     }
     const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);

@@ -190,7 +190,7 @@ interface RawEngine {
   close(): void;
   ownRegionNodes(): Int32Array;
   fastPath(): NativeFastPath | undefined;
-  awaitAreaDeposits(call: number, from: number): void;
+  awaitAreaDeposits(call: number, from: number, to: number): void;
   ringLocal(localIndex: number): void;
   readonly segmentBytes: number;
 }
@@ -330,7 +330,7 @@ export class NativeEngine {
 
   /** The two addon calls the fast path makes off its fast path, with errors as TopocollError. */
   readonly fastPathEngine: FastPathEngine = {
-    awaitAreaDeposits: (call, from) => guarded(this.rank, () => this.raw.awaitAreaDeposits(call, from)),
+    awaitAreaDeposits: (call, from, to) => guarded(this.rank, () => this.raw.awaitAreaDeposits(call, from, to)),
     ringLocal: (localIndex) => this.raw.ringLocal(localIndex),
   };
 

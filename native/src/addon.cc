@@ -501,11 +501,12 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return out;
   }
 
-  // awaitAreaDeposits(call, from): Engine::AwaitAreaDeposits (throws the call's error).
+  // awaitAreaDeposits(call, from, to): Engine::AwaitAreaDeposits (throws the call's error).
   void AwaitAreaDeposits(const Napi::CallbackInfo& info) {
     const uint32_t call = info[0].As<Napi::Number>().Uint32Value();
     const auto from = static_cast<size_t>(info[1].As<Napi::Number>().Uint32Value());
-    Guarded(info.Env(), [&] { engine_->AwaitAreaDeposits(call, from); });
+    const auto to = static_cast<size_t>(info[2].As<Napi::Number>().Uint32Value());
+    Guarded(info.Env(), [&] { engine_->AwaitAreaDeposits(call, from, to); });
   }
 
   void RingLocal(const Napi::CallbackInfo& info) { engine_->RingLocal(static_cast<size_t>(info[0].As<Napi::Number>().Uint32Value())); }
@@ -623,8 +624,10 @@ Napi::Object NativeTables(Napi::Env env) {
       {"ShmReduce", StepKind::kShmReduce},
       {"ShmAllreduce", StepKind::kShmAllreduce},
       {"ShmAllgather", StepKind::kShmAllgather},
+      {"ShmAreaBcast", StepKind::kShmAreaBcast},
+      {"ShmAreaReduce", StepKind::kShmAreaReduce},
   };
-  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kShmAllgather), "step kinds are 1 … the last");
+  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kShmAreaReduce), "step kinds are 1 … the last");
   out.Set("stepKinds", EnumTable(env, kSteps));
   out.Set("stepWords", Napi::Number::New(env, static_cast<double>(kStepWords)));
 

@@ -125,8 +125,7 @@ void Engine::InitViews() {
   }
   shm_reduce_ = std::make_unique<ShmReduce>(regions, doorbells, local_index_, options_.bcast.queue_bytes);
   // The node-wide area is zero, as ftruncate left it.
-  shm_allreduce_ =
-      std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index_, &counters_.area_calls);
+  shm_allreduce_ = std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index_, &counters_.area);
   shm_bcast_ = std::make_unique<ShmBcast>(options_.bcast, std::move(regions), std::move(doorbells), local_index_);
 
   RankControl& mine = controls[local_index_];
@@ -177,7 +176,8 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
     }
     s.local_peer = LocalIndex(s.peer);
     s.local_peer2 = s.peer2 >= 0 ? LocalIndex(s.peer2) : -1;
-    const bool node_wide = s.kind == StepKind::kShmAllreduce || s.kind == StepKind::kShmAllgather;
+    const bool node_wide = s.kind == StepKind::kShmAllreduce || s.kind == StepKind::kShmAllgather || s.kind == StepKind::kShmAreaBcast ||
+                           s.kind == StepKind::kShmAreaReduce;
     if (node_wide && (options_.local_ranks.size() != static_cast<size_t>(options_.size) || options_.size < 2)) {
       throw CollError(
           "EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory step, but the job is not one node of several ranks");
@@ -255,14 +255,14 @@ FastPathLayout Engine::fast_path_layout() const {
   return l;
 }
 
-void Engine::AwaitAreaDeposits(uint32_t call, size_t from) {
+void Engine::AwaitAreaDeposits(uint32_t call, size_t from, size_t to) {
   if (closed_ || header_ == nullptr) throw CollError("ECLOSED", "the communicator is closed");
   MsgHeader h{};
   ReadPublishedCall(local_index_, &h);
   Guard guard(*this, h);
   guard.WaitingOnNode();
   try {
-    shm_allreduce_->AwaitDepositsFrom(call, from, h, node_policy_, guard);
+    shm_allreduce_->AwaitDeposits(call, from, to, h, node_policy_, guard);
   } catch (const CollError& e) {
     Abort(e.code(), e.what());
     throw;

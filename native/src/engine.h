@@ -44,10 +44,14 @@ enum class StepKind : int32_t {
   kShmReduce = 7,
   kShmAllreduce = 8,
   kShmAllgather = 9,
+  kShmAreaBcast = 10,
+  kShmAreaReduce = 11,
 };
 struct Step {
   StepKind kind;
-  int32_t peer;  // the other rank (the receiver of an exchange's send); kShmBcast: the group's source; kShmReduce: its destination
+  // The other rank (the receiver of an exchange's send); kShmBcast, kShmAreaBcast: the source;
+  // kShmReduce, kShmAreaReduce: the destination.
+  int32_t peer;
   int32_t level;
   int32_t group;  // kShmBcast: the shared-memory group id registered with SetShmGroup
   // Blocks [first, first + count) of the segment cut into `of` blocks. of = 0: rank block
@@ -157,8 +161,7 @@ struct CallArgs {
 struct CallCounters {
   uint32_t seq = 0;            // calls made: the last call's MsgHeader::seq
   uint32_t previous_call = 0;  // CallHash of the last call, folded into the next one's plan hash
-  uint32_t area_calls = 0;     // calls of the node-wide shared area (ShmAllreduce)
-  uint32_t reserved = 0;
+  AreaCalls area;              // calls of the node-wide shared area (ShmAllreduce)
 };
 
 // Where the JavaScript fast path finds what it reads and writes in the node's segment: byte
@@ -225,11 +228,11 @@ class Engine {
   FastPathLayout fast_path_layout() const;
   uint32_t local_index() const { return static_cast<uint32_t>(local_index_); }
   bool asymmetric_fences() const { return policy_.asymmetric; }
-  // The waits of an every-rank shared-area call that the fast path deposited, marked and
-  // published itself (its header is this rank's published call): waits for local ranks from,
-  // from + 1, … to deposit `call` and checks their headers, with the call's checks (Guard)
-  // and, on failure, the abort the executor would raise.
-  void AwaitAreaDeposits(uint32_t call, size_t from);
+  // The waits of a shared-area call that the fast path deposited, marked and published itself
+  // (its header is this rank's published call): waits for local ranks from, from + 1, …,
+  // to − 1 to deposit `call` and checks their headers, with the call's checks (Guard) and, on
+  // failure, the abort the executor would raise.
+  void AwaitAreaDeposits(uint32_t call, size_t from, size_t to);
   // Rings local rank i's doorbell (the fast path saw it announce a sleep).
   void RingLocal(size_t i);
   // NUMA node of every page of this rank's own S0 region (empty without a segment).
@@ -276,8 +279,8 @@ class Engine {
     // [k·segment, (k+1)·segment) of every rank's block (column segments).
     const BlockTable* blocks = nullptr;
   };
-  // Whether a schedule writes B (anything but sends).
-  static bool ReceivesIn(const std::vector<Step>& steps);
+  // Whether a schedule writes B on this rank (anything but sends).
+  bool ReceivesIn(const std::vector<Step>& steps) const;
   // Makes data.buffer start as a copy of `input`: at once, or lazily through pending_ for large
   // messages (then data.pending is set).
   void StartAccumulator(PhaseData& data, const uint8_t* input, const Reducer& reducer);

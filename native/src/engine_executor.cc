@@ -129,9 +129,11 @@ void Engine::Run(const CallArgs& args) {
   }
 }
 
-bool Engine::ReceivesIn(const std::vector<Step>& steps) {
+bool Engine::ReceivesIn(const std::vector<Step>& steps) const {
   for (const Step& s : steps) {
-    if (s.kind != StepKind::kSend) return true;
+    // The shared area's reduce writes B at its destination only.
+    const bool sends = s.kind == StepKind::kSend || (s.kind == StepKind::kShmAreaReduce && s.peer != options_.rank);
+    if (!sends) return true;
   }
   return false;
 }
@@ -243,6 +245,17 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       if (pending != nullptr) pending->Materialize(begin, end);
       guard.WaitingOnNode();
       shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, s.every_rank_combines, reducer, node_policy_, guard);
+      return;
+    }
+    case StepKind::kShmAreaBcast:
+    case StepKind::kShmAreaReduce: {
+      if (pending != nullptr) pending->Materialize(begin, end);
+      guard.WaitingOnNode();
+      const auto root = static_cast<size_t>(s.local_peer);
+      if (s.kind == StepKind::kShmAreaBcast)
+        shm_allreduce_->Bcast(data.buffer + begin * elem, bytes, header, root, node_policy_, guard);
+      else
+        shm_allreduce_->Reduce(data.buffer + begin * elem, end - begin, elem, header, root, reducer, node_policy_, guard);
       return;
     }
     case StepKind::kShmAllgather: {

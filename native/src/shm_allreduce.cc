@@ -9,7 +9,7 @@
 
 namespace topocoll {
 
-ShmAllreduce::ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me, uint32_t* calls)
+ShmAllreduce::ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me, AreaCalls* calls)
     : counters_(area.counters),
       results_(area.results),
       slots_(area.slots),
@@ -31,8 +31,19 @@ void ShmAllreduce::CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, s
   if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
 }
 
-uint32_t ShmAllreduce::Deposit(const void* data, size_t bytes, const MsgHeader& header) {
-  const uint32_t call = (*calls_)++;
+uint32_t ShmAllreduce::Deposit(const void* data, size_t bytes, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {
+  const uint32_t call = calls_->count;
+  if (calls_->unsettled != 0) {
+    // Every rank's mark of the previous call: its slots are then read by nobody any more.
+    for (size_t r = 0; r < doorbells_.size(); ++r) {
+      if (static_cast<int>(r) == me_) continue;
+      const Slot& theirs = SlotOf(static_cast<int>(r), call - 1);
+      auto marked = [&] { return theirs.deposited.load(std::memory_order_acquire) == call; };
+      if (!marked()) WaitUntil(marked, *doorbells_[static_cast<size_t>(me_)], policy, guard);
+    }
+    calls_->unsettled = 0;
+  }
+  calls_->count = call + 1;
   Slot& mine = SlotOf(me_, call);
   mine.header = header;
   mine.header.sender = ranks_[static_cast<size_t>(me_)];
@@ -54,8 +65,9 @@ void ShmAllreduce::AwaitDeposit(uint32_t call, size_t r, const MsgHeader& header
   CheckHeader(header, theirs.header, r);
 }
 
-void ShmAllreduce::AwaitDepositsFrom(uint32_t call, size_t from, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {
-  for (size_t r = from; r < doorbells_.size(); ++r) {
+void ShmAllreduce::AwaitDeposits(uint32_t call, size_t from, size_t to, const MsgHeader& header, const WaitPolicy& policy,
+                                 WaitGuard& guard) {
+  for (size_t r = from; r < std::min(to, doorbells_.size()); ++r) {
     if (static_cast<int>(r) != me_) AwaitDeposit(call, r, header, policy, guard);
   }
 }
@@ -88,11 +100,38 @@ void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& 
   const size_t bytes = static_cast<size_t>(count) * elem;
   if (bytes > kMaxBytes)
     throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
-  const uint32_t call = Deposit(buf, bytes, header);
+  const uint32_t call = Deposit(buf, bytes, header, policy, guard);
   if (every_rank_combines)
     EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
   else
     LastCombines(call, last_arrival_calls_++, buf, bytes, count, header, combine, policy, guard);
+}
+
+void ShmAllreduce::Bcast(void* buf, size_t bytes, const MsgHeader& header, size_t root, const WaitPolicy& policy, WaitGuard& guard) {
+  if (bytes > kMaxBytes)
+    throw CollError("EINVAL", "shared-memory bcast of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+  const bool mine = root == static_cast<size_t>(me_);
+  const uint32_t call = Deposit(buf, mine ? bytes : 0, header, policy, guard);
+  MarkDeposited(call, policy);
+  // The root saw no mark of this call; another rank saw the root's, which are all at two ranks.
+  calls_->unsettled = mine || doorbells_.size() > 2 ? 1 : 0;
+  if (mine) return;
+  AwaitDeposit(call, root, header, policy, guard);
+  if (bytes > 0) std::memcpy(buf, SlotOf(static_cast<int>(root), call).data, bytes);
+}
+
+void ShmAllreduce::Reduce(void* buf, uint64_t count, size_t elem, const MsgHeader& header, size_t root, const Reducer& combine,
+                          const WaitPolicy& policy, WaitGuard& guard) {
+  const size_t bytes = static_cast<size_t>(count) * elem;
+  if (bytes > kMaxBytes)
+    throw CollError("EINVAL", "shared-memory reduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+  const uint32_t call = Deposit(buf, bytes, header, policy, guard);
+  if (root != static_cast<size_t>(me_)) {
+    MarkDeposited(call, policy);
+    calls_->unsettled = 1;
+    return;
+  }
+  EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
 }
 
 void ShmAllreduce::EveryRankCombines(uint32_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
@@ -148,7 +187,7 @@ void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& count
   const auto [own, own_bytes] = block(static_cast<size_t>(me_));
   for (uint64_t k = 0; k < rounds; ++k) {
     const auto [own_at, own_n] = column(k, own_bytes);
-    const uint32_t call = Deposit(own + own_at, own_n, header);
+    const uint32_t call = Deposit(own + own_at, own_n, header, policy, guard);
     // Copies local rank r's column of this round out of its slot.
     const auto take = [&](size_t r) {
       const auto [place, bytes] = block(r);

@@ -30,17 +30,37 @@
 // cores each round costs every rank one run, where a ring or a tree of p − 1 or log p steps
 // costs a context switch per step and rank.
 //
-// Slots and results come in two parities, whichever protocol each call used: a rank writes
-// call u's slot only after call u − 1 completed, which no rank does before it has finished
-// call u − 2 and so read the slot's previous contents; and the last rank of call u writes
-// result u mod 2 only once everyone has deposited u, so everyone has read result u − 2.
-// For the same reason a slot's mark is either u − 1 (call u − 2's) or u + 1 while anyone waits
-// for call u: marks are 32-bit call numbers + 1 that wrap, compared for equality.
+// Small bcasts and reduces of a job on one node (chosen while the ranks have a core each) use
+// the same slots one way, without the every-rank wait:
 //
-// The JavaScript fast path (src/runtime/fast-path.ts) runs the every-rank protocol of calls it
-// takes itself, on the same slots, marks, headers and call count (`calls`, shared with it), so
-// a call made by either path meets calls made by the other. Its layout words are
-// ShmAllreduce::Layout's, handed over by the addon.
+// - Bcast from local rank t: every rank deposits its header (t also its data) and marks its
+//   slot; t returns at once; every other rank waits for t's mark, checks t's header and copies
+//   t's data out.
+// - Reduce to local rank t: every rank deposits header and data and marks its slot; the others
+//   return at once; t waits for every mark, checks every header and combines the slots in local
+//   order, as the every-rank allreduce does.
+//
+// A rank that returns from call u without having seen every rank's mark of u is *unsettled*
+// (AreaCalls::unsettled): before it deposits call u + 1 it waits until every rank has marked u.
+//
+// Slots and results come in two parities, whichever protocol each call used: a rank writes
+// call u's slot only once every rank has marked call u − 1 (it waited for those marks in call
+// u − 1, or settles first); no rank marks u − 1 before it has finished call u − 2 and so read
+// the slot's previous contents. The last rank of call u writes result u mod 2 only once
+// everyone has deposited u, so everyone has read result u − 2. For the same reason a slot's
+// mark is either u − 1 (call u − 2's) or u + 1 while anyone waits for call u: marks are 32-bit
+// call numbers + 1 that wrap, compared for equality. A rank that returned from call u early
+// still reads only marks of u (settling) or of later calls, never a header or data of u.
+//
+// Mismatches: a rank that waits for a mark checks that rank's header against its own, so a
+// one-way call's mismatch is seen by the readers of a bcast and the target of a reduce. Ranks
+// that only deposited (two bcast "roots") meet at the next call: every header also carries the
+// rank's previous call (engine_executor.cc), so that call's headers differ.
+//
+// The JavaScript fast path (src/runtime/fast-path.ts) runs the every-rank and one-way protocols
+// of calls it takes itself, on the same slots, marks, headers and AreaCalls (shared with it),
+// so a call made by either path meets calls made by the other. The addon hands it the layout
+// (Engine::fast_path_layout).
 #pragma once
 
 #include <atomic>
@@ -54,6 +74,12 @@
 #include "wait.h"
 
 namespace topocoll {
+
+// A rank's calls of the area, in two words the JavaScript fast path reads and writes too.
+struct AreaCalls {
+  uint32_t count = 0;      // calls this rank has made (the same on every rank), wrapping
+  uint32_t unsettled = 0;  // 1: the last call (count − 1) returned before every rank had marked it
+};
 
 class ShmAllreduce {
  public:
@@ -89,10 +115,9 @@ class ShmAllreduce {
   static constexpr size_t kDataAt = offsetof(Slot, data);
 
   // `area`: the node-wide area of the shared segment, zeroed by its creator; `ranks`: the
-  // global ranks of the L local ranks, ascending; `me`: this rank's local index; `calls`: the
-  // calls this rank has made (the same on every rank), a word the JavaScript fast path also
-  // advances.
-  ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me, uint32_t* calls);
+  // global ranks of the L local ranks, ascending; `me`: this rank's local index; `calls`: this
+  // rank's calls of the area, which the JavaScript fast path also advances.
+  ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbell*> doorbells, int me, AreaCalls* calls);
 
   // Combines every local rank's `buf` (count elements of elem bytes; the same `header` on every
   // rank) into every rank's `buf`; `every_rank_combines` picks the protocol (the same on every
@@ -107,19 +132,28 @@ class ShmAllreduce {
   void Allgather(uint8_t* result, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs, size_t elem,
                  const MsgHeader& header, bool every_rank_waits, const WaitPolicy& policy, WaitGuard& guard);
 
-  // The every-rank protocol's waits for a call the fast path deposited and marked itself: waits
-  // for local ranks from, from + 1, … (not this one) to deposit `call`, checking each header as
-  // Run does (EMISMATCH).
-  void AwaitDepositsFrom(uint32_t call, size_t from, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
+  // Bcast of `bytes` of `buf` from local rank `root` (one-way, every rank has a core; at most
+  // kMaxBytes). Throws EMISMATCH when root's header differs from this rank's.
+  void Bcast(void* buf, size_t bytes, const MsgHeader& header, size_t root, const WaitPolicy& policy, WaitGuard& guard);
+  // Reduce of every local rank's `buf` (count elements of elem bytes, at most kMaxBytes) into
+  // local rank root's `buf`, combined in local order (one-way). Throws EMISMATCH at the root
+  // when a header differs.
+  void Reduce(void* buf, uint64_t count, size_t elem, const MsgHeader& header, size_t root, const Reducer& combine,
+              const WaitPolicy& policy, WaitGuard& guard);
+
+  // The waits of a call the fast path deposited and marked itself: waits for local ranks
+  // from, from + 1, …, to − 1 (not this one) to deposit `call`, checking each header as Run
+  // does (EMISMATCH).
+  void AwaitDeposits(uint32_t call, size_t from, size_t to, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
 
  private:
   Slot& SlotOf(int rank, uint32_t call) const;
   uint8_t* Result(uint32_t call) const;
   // Checks that `theirs`, the header local rank r deposited, is this call's.
   void CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, size_t r) const;
-  // Writes this call's header into this rank's slot and `bytes` of `data` after it; returns
-  // the call's number.
-  uint32_t Deposit(const void* data, size_t bytes, const MsgHeader& header);
+  // Settles the previous call if this rank is unsettled, then writes this call's header into
+  // this rank's slot and `bytes` of `data` after it; returns the call's number.
+  uint32_t Deposit(const void* data, size_t bytes, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
   // Marks this rank's slot of `call` deposited and rings the others.
   void MarkDeposited(uint32_t call, const WaitPolicy& policy);
   // Waits until local rank r has deposited `call`, then checks its header.
@@ -142,7 +176,7 @@ class ShmAllreduce {
   std::vector<int> ranks_;
   std::vector<Doorbell*> doorbells_;
   int me_;
-  uint32_t* calls_;                  // calls this rank has made (the same on every rank), wrapping
+  AreaCalls* calls_;
   uint64_t last_arrival_calls_ = 0;  // of them, those of the last-arrival protocol
 };
 

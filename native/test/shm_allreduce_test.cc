@@ -1,7 +1,9 @@
-// The node-wide small-message allreduce and the allgather through its slots (shm_allreduce.h),
-// threads as the local ranks: both protocols (every rank combines / the last to arrive computes)
-// alternating from call to call as configure() may switch them, calls back to back so the two
-// slot and result parities are reused while slow ranks lag, allgather blocks of several rounds.
+// The node-wide small-message allreduce and the allgather, bcast and reduce through its slots
+// (shm_allreduce.h), threads as the local ranks: both protocols (every rank combines / the last
+// to arrive computes) alternating from call to call as configure() may switch them, one-way
+// bcasts and reduces from every root between them, calls back to back so the two slot and
+// result parities are reused while slow ranks lag (a bcast root and reduce senders run ahead),
+// allgather blocks of several rounds.
 // The operator is neither commutative nor associative (dst = 3·dst + src): only the fold in
 // local order gives the reference. Headers that differ end every rank's call with EMISMATCH.
 #include "shm_allreduce.h"
@@ -84,9 +86,11 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
   const size_t local = c.ranks.size();
   const size_t global = static_cast<size_t>(c.ranks.back()) + 1;
   NodeArea node(local);
+  enum Kind { kAllreduce, kAllgather, kBcast, kReduce };
   struct Call {
-    bool allgather;
-    bool every_rank;                       // the protocol
+    Kind kind;
+    bool every_rank;                       // the protocol (allreduce, allgather)
+    size_t root;                           // local index (bcast, reduce)
     uint64_t count;                        // allreduce elements
     std::vector<uint64_t> counts, displs;  // allgather blocks (elements, by global rank)
   };
@@ -94,13 +98,14 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
   std::mt19937 rng(31);
   constexpr uint64_t kMaxCount = ShmAllreduce::kMaxBytes / sizeof(uint64_t);
   constexpr uint64_t kColumn = ShmAllreduce::kSlotBytes / sizeof(uint64_t);
-  for (int k = 0; k < 300; ++k) {
+  for (int k = 0; k < 400; ++k) {
     Call call;
-    call.allgather = rng() % 4 == 0;
+    call.kind = static_cast<Kind>(rng() % 4);
     call.every_rank = rng() % 2 == 0;
+    call.root = rng() % local;
     const uint64_t counts[] = {0, 1, 2, 3, kMaxCount - 1, kMaxCount, 1 + rng() % kMaxCount};
     call.count = counts[rng() % 7];
-    if (call.allgather) {
+    if (call.kind == kAllgather) {
       uint64_t at = 0;
       call.counts.assign(global, 0);
       call.displs.assign(global, 0);
@@ -125,7 +130,7 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
       [&](size_t me) {
         DeadlineGuard guard(kDeadline, &stop);
         // Starts near the wrap of the 32-bit call count, so the runs cross it.
-        uint32_t call_count = 0xffffffffU - 40;
+        AreaCalls call_count{0xffffffffU - 40, 0};
         ShmAllreduce engine(node.area(), c.ranks, node.doorbells(), static_cast<int>(me), &call_count);
         const int my_rank = c.ranks[me];
         std::mt19937 late(static_cast<uint32_t>(me) + 11);
@@ -133,7 +138,38 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
         for (size_t k = 0; k < calls.size(); ++k) {
           const Call& call = calls[k];
           if (late() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(late() % 200));
-          if (call.allgather) {
+          // The fold of every local rank's input in local order (allreduce, reduce).
+          const auto fold = [&](uint64_t i) {
+            uint64_t expected = InputValue(k, static_cast<uint64_t>(c.ranks[0]), i);
+            for (size_t r = 1; r < local; ++r) expected = expected * 3 + InputValue(k, static_cast<uint64_t>(c.ranks[r]), i);
+            return expected;
+          };
+          const auto fail = [&](const char* what, uint64_t i) {
+            throw std::runtime_error(std::string(what) + " " + std::to_string(k) + " (" + std::to_string(call.count) + " elements, root " +
+                                     std::to_string(call.root) + "): element " + std::to_string(i) + " differs");
+          };
+          if (call.kind == kBcast) {
+            const auto root = static_cast<uint64_t>(c.ranks[call.root]);
+            buf.assign(call.count, ~uint64_t{0});
+            if (me == call.root)
+              for (uint64_t i = 0; i < call.count; ++i) buf[i] = InputValue(k, root, i);
+            MsgHeader h = HeaderOf(Collective::kBcast, k, call.count);
+            h.root = c.ranks[call.root];
+            engine.Bcast(buf.data(), call.count * sizeof(uint64_t), h, call.root, policy, guard);
+            for (uint64_t i = 0; i < call.count; ++i)
+              if (buf[i] != InputValue(k, root, i)) fail("bcast", i);
+          } else if (call.kind == kReduce) {
+            buf.resize(call.count);
+            for (uint64_t i = 0; i < call.count; ++i) buf[i] = InputValue(k, static_cast<uint64_t>(my_rank), i);
+            MsgHeader h = HeaderOf(Collective::kReduce, k, call.count);
+            h.root = c.ranks[call.root];
+            engine.Reduce(buf.data(), call.count, sizeof(uint64_t), h, call.root, combine, policy, guard);
+            for (uint64_t i = 0; i < call.count; ++i) {
+              // The root gets the fold; the others' input stays as it was.
+              const uint64_t want = me == call.root ? fold(i) : InputValue(k, static_cast<uint64_t>(my_rank), i);
+              if (buf[i] != want) fail("reduce", i);
+            }
+          } else if (call.kind == kAllgather) {
             uint64_t total = 0;
             for (uint64_t n : call.counts) total += n;
             buf.assign(total, ~uint64_t{0});
@@ -155,15 +191,8 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
             for (uint64_t i = 0; i < call.count; ++i) buf[i] = InputValue(k, static_cast<uint64_t>(my_rank), i);
             engine.Run(buf.data(), call.count, sizeof(uint64_t), HeaderOf(Collective::kAllreduce, k, call.count), call.every_rank, combine,
                        policy, guard);
-            for (uint64_t i = 0; i < call.count; ++i) {
-              uint64_t expected = InputValue(k, static_cast<uint64_t>(c.ranks[0]), i);
-              for (size_t r = 1; r < local; ++r) expected = expected * 3 + InputValue(k, static_cast<uint64_t>(c.ranks[r]), i);
-              if (buf[i] != expected) {
-                throw std::runtime_error("allreduce " + std::to_string(k) + " (" + std::to_string(call.count) + " elements, " +
-                                         (call.every_rank ? "every rank combines" : "last to arrive") + "): element " + std::to_string(i) +
-                                         " differs");
-              }
-            }
+            for (uint64_t i = 0; i < call.count; ++i)
+              if (buf[i] != fold(i)) fail(call.every_rank ? "allreduce (every rank combines)" : "allreduce (last to arrive)", i);
           }
           ++checked;
         }
@@ -194,7 +223,7 @@ TEST(ShmAllreduceMismatch, DifferentCountsEndTheCallWithEmismatch) {
         ranks.size(),
         [&](size_t me) {
           DeadlineGuard guard(std::chrono::seconds(5), &stop);
-          uint32_t call_count = 0;
+          AreaCalls call_count;
           ShmAllreduce engine(node.area(), ranks, node.doorbells(), static_cast<int>(me), &call_count);
           const uint64_t count = me == 2 ? 5 : 4;
           std::vector<uint64_t> buf(count, 1);
@@ -210,6 +239,35 @@ TEST(ShmAllreduceMismatch, DifferentCountsEndTheCallWithEmismatch) {
     EXPECT_NE(error, "");
     EXPECT_GE(mismatches.load(), 1);
   }
+}
+
+// A one-way bcast where local rank 2 names another root: rank 1 (which thinks it is a reader of
+// rank 0) passes, rank 2 reads rank 1's slot and finds a header with another root.
+TEST(ShmAllreduceMismatch, ABcastReaderOfTheWrongRootGetsEmismatch) {
+  const std::vector<int> ranks = {0, 1, 2};
+  NodeArea node(ranks.size());
+  std::atomic<bool> stop{false};
+  std::atomic<int> mismatches_at_2{0};
+  const std::string error = RunThreads(
+      ranks.size(),
+      [&](size_t me) {
+        DeadlineGuard guard(std::chrono::seconds(5), &stop);
+        AreaCalls calls;
+        ShmAllreduce engine(node.area(), ranks, node.doorbells(), static_cast<int>(me), &calls);
+        const size_t root = me == 2 ? 1 : 0;
+        MsgHeader h = HeaderOf(Collective::kBcast, 0, 4);
+        h.root = static_cast<int32_t>(root);
+        std::vector<uint64_t> buf(4, me);
+        try {
+          engine.Bcast(buf.data(), buf.size() * sizeof(uint64_t), h, root, TestPolicy(), guard);
+        } catch (const CollError& e) {
+          if (e.code() == "EMISMATCH" && me == 2) ++mismatches_at_2;
+          throw;
+        }
+      },
+      stop);
+  EXPECT_NE(error, "");
+  EXPECT_EQ(mismatches_at_2.load(), 1);
 }
 
 }  // namespace

@@ -86,6 +86,18 @@ export const StepKind = {
    * the last to arrive tells all; then each copies every column to its place.
    */
   ShmAllgather: 9,
+  /**
+   * Bcast of B (≤ 8 KiB) from `peer` among every rank of a job on one node through the same
+   * area, one way: every rank deposits its header (`peer` also B) and marks its slot; `peer`
+   * returns at once, the others wait for its mark and copy B out.
+   */
+  ShmAreaBcast: 10,
+  /**
+   * Reduce of B (≤ 8 KiB) to `peer` among every rank of a job on one node through the same
+   * area, one way: every rank deposits B; the others return at once, `peer` waits for every
+   * deposit and combines them in rank order.
+   */
+  ShmAreaReduce: 11,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 
@@ -108,7 +120,7 @@ export function rankBlock(rank: number): BlockRange {
 
 export interface Step {
   kind: StepKind;
-  /** Global rank of the other side (the receiver of a SendRecv*'s send; ShmBcast: the source). */
+  /** Global rank of the other side (the receiver of a SendRecv*'s send; ShmBcast, ShmAreaBcast: the source; ShmReduce, ShmAreaReduce: the destination). */
   peer: number;
   /** Index into `plan.levels` of the group the step runs in; for diagnostics and message headers. */
   level: number;

@@ -237,6 +237,13 @@ const bcastCollective = z
       )
       .default({}),
     segment: auto(byteSize),
+    /**
+     * In a job on one node without configured levels whose shared area (`allreduce.shm`) uses
+     * the every-rank protocol, bcasts of at most 8 KiB go through that area one way
+     * (native/src/shm_allreduce.h): the root deposits its data, the others copy it out.
+     * `false`: the algorithms of the levels.
+     */
+    shm: z.boolean().default(true),
   })
   .strict();
 
@@ -249,6 +256,11 @@ const reduceCollective = z
       )
       .default({}),
     segment: auto(byteSize),
+    /**
+     * As `bcast.shm`, for reduces of at most 8 KiB: every rank deposits its data, the root
+     * combines the deposits in rank order. `false`: the algorithms of the levels.
+     */
+    shm: z.boolean().default(true),
   })
   .strict();
 

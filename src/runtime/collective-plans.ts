@@ -122,6 +122,32 @@ export class CollectivePlans {
     this.shmAllgather = oneNode && !allgatherLevels ? shmAllreduceProtocol(config.allgather.shm, plan.placements.length, parts.oversubscribed) : false;
     const barrierLevels = Object.values(config.barrier.levels).some((a) => a !== 'auto');
     this.shmBarrier = barrierLevels ? false : this.shmAllreduce;
+    // The one-way calls only beside the every-rank protocol (by default: while ranks have a core
+    // each): with more ranks than cores a bcast root that runs ahead of its readers (the S0
+    // queue's) saves context switches, where the area's root waits for every rank's previous call.
+    const oneWay = this.shmAllreduce === 'every-rank';
+    const configured = (levels: Record<string, string>): boolean => Object.values(levels).some((a) => a !== 'auto');
+    this.shmBcast = oneWay && config.bcast.shm && !configured(config.bcast.levels);
+    this.shmReduce = oneWay && config.reduce.shm && !configured(config.reduce.levels);
+  }
+
+  /** Small bcasts go through the node-wide shared area, one way (ShmAreaBcast). */
+  readonly shmBcast: boolean;
+  /** Small reduces go through the node-wide shared area, one way (ShmAreaReduce). */
+  readonly shmReduce: boolean;
+  /** Native ids of the one-way schedules, by root · 2 + (0 bcast, 1 reduce), once registered. */
+  private readonly areaIds: number[] = [];
+
+  /** The native id of the one-way area step of a bcast (kind ShmAreaBcast) or reduce (ShmAreaReduce) to or from `root`. */
+  private areaId(kind: typeof StepKind.ShmAreaBcast | typeof StepKind.ShmAreaReduce, root: number): number {
+    const key = root * 2 + (kind === StepKind.ShmAreaBcast ? 0 : 1);
+    let id = this.areaIds[key];
+    if (id === undefined) {
+      const collective = kind === StepKind.ShmAreaBcast ? 'bcast' : 'reduce';
+      id = this.parts.register(encodeSchedule({ collective, root, steps: [{ kind, peer: root, level: 0 }] }));
+      this.areaIds[key] = id;
+    }
+    return id;
   }
 
   classOf(bytes: number): SizeClass {
@@ -132,6 +158,12 @@ export class CollectivePlans {
   private readonly call: CallPlan = { reduce: -1, bcast: -1, segment: 0 };
 
   bcast(root: number, bytes: number, elem: number): CallPlan {
+    if (this.shmBcast && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
+      this.call.reduce = -1;
+      this.call.bcast = this.areaId(StepKind.ShmAreaBcast, root);
+      this.call.segment = 0;
+      return this.call;
+    }
     const size = this.classOf(bytes);
     this.call.reduce = -1;
     this.call.bcast = this.id(0, size, root, true);
@@ -140,6 +172,13 @@ export class CollectivePlans {
   }
 
   reduce(root: number, bytes: number, elem: number, commutative: boolean): CallPlan {
+    if (this.shmReduce && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
+      // Rank order, as the every-rank allreduce: right for every operator.
+      this.call.reduce = this.areaId(StepKind.ShmAreaReduce, root);
+      this.call.bcast = -1;
+      this.call.segment = 0;
+      return this.call;
+    }
     const size = this.classOf(bytes);
     this.call.reduce = this.id(1, size, root, commutative);
     this.call.bcast = -1;

@@ -1,14 +1,16 @@
 import type { TypedArray } from '../util/typed-array.js';
 
 /**
- * The one-node shared area's every-rank protocol (native/src/shm_allreduce.h), run in
- * JavaScript: small allreduces, allgathers and barriers of a one-node job make no call into the
- * addon unless they have to wait long.
+ * The one-node shared area's every-rank and one-way protocols (native/src/shm_allreduce.h), run
+ * in JavaScript: small bcasts, reduces, allreduces, allgathers and barriers of a one-node job
+ * make no call into the addon unless they have to wait long.
  *
- * A call here is the same call the executor would make (Engine::Run, ShmAllreduce::Run and
- * Allgather with the every-rank protocol), word for word, so a call made by either path meets
- * calls made by the other — on other ranks, and on this rank before and after:
- *   1. the node's abort word is read first (set: the executor takes the call and throws);
+ * A call here is the same call the executor would make (Engine::Run, ShmAllreduce::Run,
+ * Allgather with the every-rank protocol, Bcast, Reduce), word for word, so a call made by
+ * either path meets calls made by the other — on other ranks, and on this rank before and after:
+ *   1. the node's abort word is read first (set: the executor takes the call and throws); a rank
+ *      left unsettled by a one-way call checks that every rank has marked that call (a bounded
+ *      spin; past it the executor takes the call and waits);
  *   2. seq + 1, the header, CallHash, the previous call folded into the plan hash — in the
  *      engine's CallCounters, which both paths advance;
  *   3. the call is published in this rank's RankControl (seqlock) for peers' liveness checks —
@@ -16,15 +18,17 @@ import type { TypedArray } from '../util/typed-array.js';
  *      call that is not published yet as this rank still being in an earlier one, which is
  *      harmless while this rank does not wait (a call with another seq is never a mismatch);
  *      at close it must be there (a departed rank behind the call is a lost peer);
- *   4. header and data go to this rank's slot of the call's parity, then the mark (call + 1),
- *      then `sleeping` of each peer is read (Doorbell::Ring) and peers that announced a sleep
- *      are rung through the addon;
- *   5. every other rank's slot, in local order: a bounded spin on its mark, then — past the
- *      spin — Engine::AwaitAreaDeposits waits with every check of a native wait (aborts, dead
- *      and departed peers, the watchdog, close) and checks the headers; a header that differs
- *      goes to the same function, which raises the executor's EMISMATCH (and abort);
+ *   4. header and data go to this rank's slot of the call's parity (a bcast's readers: the
+ *      header only), then the mark (call + 1), then `sleeping` of each peer is read
+ *      (Doorbell::Ring) and peers that announced a sleep are rung through the addon;
+ *   5. the slots this rank reads — every other rank's in local order; a bcast reader: the
+ *      root's; a reduce: the root every rank's, the others none (they leave unsettled) — a
+ *      bounded spin on its mark, then — past the spin — Engine::AwaitAreaDeposits waits with
+ *      every check of a native wait (aborts, dead and departed peers, the watchdog, close) and
+ *      checks the headers; a header that differs goes to the same function, which raises the
+ *      executor's EMISMATCH (and abort);
  *   6. combining in local order with the native kernels' arithmetic (datatypes.cc), or copying
- *      blocks out (allgather) bit for bit.
+ *      blocks out (allgather, bcast) bit for bit.
  *
  * Only x86-64, where stores are not reordered with other stores nor loads with other loads: the
  * code uses plain typed-array accesses (which V8 keeps in program order) wherever x86 needs no
@@ -62,7 +66,8 @@ export interface NativeFastPath {
 
 /** The two addon calls the protocol makes only off its fast path. */
 export interface FastPathEngine {
-  awaitAreaDeposits(call: number, from: number): void;
+  /** Waits for local ranks from … to − 1 (not this one) to deposit `call`, and checks their headers. */
+  awaitAreaDeposits(call: number, from: number, to: number): void;
   ringLocal(localIndex: number): void;
 }
 
@@ -70,6 +75,8 @@ export interface FastPathEngine {
 const MSG_MAGIC = 0x5450434c;
 /** Collective codes of message.h. */
 const BARRIER = 1;
+const BCAST = 2;
+const REDUCE = 3;
 const ALLREDUCE = 4;
 const ALLGATHER = 5;
 /** Dtype codes (datatypes.h) whose elements are BigInts in JavaScript. */
@@ -81,13 +88,13 @@ const FLOAT64 = 8;
 const DTYPES = 11;
 
 /**
- * Largest allreduce (bytes) the fast path takes: V8 combines element by element without SIMD,
- * so above a few dozen elements the addon's vectorised kernels win back the crossing
- * (bench/RESULTS.md, "How a small call runs").
+ * Largest allreduce and reduce (bytes) the fast path takes: V8 combines element by element
+ * without SIMD, so above a few dozen elements the addon's vectorised kernels win back the
+ * crossing (bench/RESULTS.md, "How a small call runs").
  */
 export const FAST_ALLREDUCE_MAX_BYTES = 64;
-/** Largest allgather block (bytes per rank) the fast path takes: copies are memmoves either way. */
-export const FAST_ALLGATHER_MAX_BYTES = 1024;
+/** Largest allgather block (bytes per rank) and bcast the fast path takes: copies are memmoves either way. */
+export const FAST_COPY_MAX_BYTES = 1024;
 
 type Kernel = (out: TypedArray, src: TypedArray, n: number) => void;
 
@@ -207,10 +214,11 @@ export class FastPath {
   taken = 0;
   /** Whether the header is a call not published yet (step 3). */
   private unpublished = false;
-  /** CallHash up to the call number, and the plan hash, kinds word and count it is of. */
+  /** CallHash up to the call number, and the plan hash, kinds word, root and count it is of. */
   private hashPrefix = 0;
   private hashedPlan = -1;
   private hashedKinds = -1;
+  private hashedRoot = -1;
   private hashedCount = -1;
   /**
    * Views of the slots' data, by (slot · DTYPES + dtype), slot = parity · L + local index; each
@@ -235,8 +243,8 @@ export class FastPath {
     this.asymmetric = native.asymmetric;
     this.locals = (native.segment.byteLength - native.layout.slots) / (2 * native.layout.slotStride);
     this.views = new Array<TypedArray | undefined>(2 * this.locals * DTYPES).fill(undefined);
-    // The words every call's header has the same: magic, root 0, count's high word (the fast
-    // path's counts are small), sender.
+    // The words every call's header has the same: magic, count's high word (the fast path's
+    // counts are small), sender.
     this.header[0] = MSG_MAGIC;
     this.header[7] = rank;
   }
@@ -246,7 +254,7 @@ export class FastPath {
    * aborted: the caller runs the call through the executor, which reports it.
    */
   allreduce(input: TypedArray, recv: TypedArray, n: number, dtype: number, op: number, planHash: number): boolean {
-    const call = this.begin(ALLREDUCE, dtype, op, n, planHash);
+    const call = this.begin(ALLREDUCE, dtype, op, n, 0, planHash);
     if (call < 0) return false;
     const parity = call & 1;
     const copy = copyOf(dtype);
@@ -255,7 +263,55 @@ export class FastPath {
     const kernel = fastPathKernel(dtype, op);
     let checked = false;
     for (let r = 0; r < this.locals; r++) {
-      if (r !== this.me && !checked) checked = this.await(call, r);
+      if (r !== this.me && !checked) checked = this.await(call, r, this.locals);
+      const theirs = this.view(parity, r, dtype, n);
+      if (r === 0) copy(theirs, 0, recv, 0, n);
+      else kernel(recv, theirs, n);
+    }
+    return true;
+  }
+
+  /**
+   * Bcast of `buf` (n elements) from `root`, one way (ShmAllreduce::Bcast). False as for
+   * allreduce.
+   */
+  bcast(buf: TypedArray, n: number, dtype: number, root: number, planHash: number): boolean {
+    const call = this.begin(BCAST, dtype, 0, n, root, planHash);
+    if (call < 0) return false;
+    const copy = copyOf(dtype);
+    if (root === this.me) {
+      copy(buf, 0, this.view(call & 1, root, dtype, n), 0, n);
+      this.mark(call);
+      this.counters[3] = 1;
+      return true;
+    }
+    this.mark(call);
+    // It sees the root's mark; at two ranks that is every mark.
+    this.counters[3] = this.locals > 2 ? 1 : 0;
+    this.await(call, root, root + 1);
+    copy(this.view(call & 1, root, dtype, n), 0, buf, 0, n);
+    return true;
+  }
+
+  /**
+   * Reduce of every rank's `input` (n elements, built-in operator) into `recv` at `root` (null
+   * elsewhere), one way (ShmAllreduce::Reduce). False as for allreduce.
+   */
+  reduce(input: TypedArray, recv: TypedArray | null, n: number, dtype: number, op: number, root: number, planHash: number): boolean {
+    const call = this.begin(REDUCE, dtype, op, n, root, planHash);
+    if (call < 0) return false;
+    const parity = call & 1;
+    const copy = copyOf(dtype);
+    copy(input, 0, this.view(parity, this.me, dtype, n), 0, n);
+    this.mark(call);
+    if (recv === null) {
+      this.counters[3] = 1;
+      return true;
+    }
+    const kernel = fastPathKernel(dtype, op);
+    let checked = false;
+    for (let r = 0; r < this.locals; r++) {
+      if (r !== this.me && !checked) checked = this.await(call, r, this.locals);
       const theirs = this.view(parity, r, dtype, n);
       if (r === 0) copy(theirs, 0, recv, 0, n);
       else kernel(recv, theirs, n);
@@ -265,12 +321,12 @@ export class FastPath {
 
   /** A barrier (the area's allreduce of nothing). False as for allreduce. */
   barrier(planHash: number): boolean {
-    const call = this.begin(BARRIER, 1, 0, 0, planHash);
+    const call = this.begin(BARRIER, 1, 0, 0, 0, planHash);
     if (call < 0) return false;
     this.mark(call);
     let checked = false;
     for (let r = 0; r < this.locals && !checked; r++) {
-      if (r !== this.me) checked = this.await(call, r);
+      if (r !== this.me) checked = this.await(call, r, this.locals);
     }
     return true;
   }
@@ -280,7 +336,7 @@ export class FastPath {
    * `recv`; `send` is this rank's block, or recv itself (IN_PLACE). False as for allreduce.
    */
   allgather(send: TypedArray, recv: TypedArray, count: number, dtype: number, planHash: number): boolean {
-    const call = this.begin(ALLGATHER, dtype, 0, count * this.locals, planHash);
+    const call = this.begin(ALLGATHER, dtype, 0, count * this.locals, 0, planHash);
     if (call < 0) return false;
     const parity = call & 1;
     const copy = copyOf(dtype);
@@ -295,7 +351,7 @@ export class FastPath {
     let checked = false;
     for (let r = 0; r < this.locals; r++) {
       if (r === this.me) continue;
-      if (!checked) checked = this.await(call, r);
+      if (!checked) checked = this.await(call, r, this.locals);
       copy(this.view(parity, r, dtype, count), 0, recv, r * count, count);
     }
     return true;
@@ -303,20 +359,25 @@ export class FastPath {
 
   /**
    * Steps 1–3 of a call (see the file's comment) and this rank's header into its slot; returns
-   * the call's number in the area, or −1 when the node was aborted (nothing changed then).
+   * the call's number in the area, or −1 when the node was aborted or this rank could not settle
+   * (nothing changed then).
    */
-  private begin(collective: number, dtype: number, op: number, count: number, planHash: number): number {
+  private begin(collective: number, dtype: number, op: number, count: number, root: number, planHash: number): number {
     const w = this.words;
     const l = this.layout;
     if (w[l.abortCode >>> 2] !== 0) return -1;
     const c = this.counters;
+    if (c[3] !== 0 && !this.settle(c[2]!)) return -1;
     const seq = (c[0]! + 1) >>> 0;
     c[0] = seq;
     const kinds = collective | (dtype << 8) | (op << 16);
-    if (planHash !== this.hashedPlan || kinds !== this.hashedKinds || count !== this.hashedCount) this.hashShape(planHash, kinds, count);
+    if (planHash !== this.hashedPlan || kinds !== this.hashedKinds || root !== this.hashedRoot || count !== this.hashedCount) {
+      this.hashShape(planHash, kinds, root, count);
+    }
     const h = this.header;
     h[1] = seq;
     h[2] = kinds;
+    h[3] = root;
     h[4] = count;
     h[6] = planHash ^ c[1]!;
     c[1] = mix(this.hashPrefix ^ seq);
@@ -329,15 +390,31 @@ export class FastPath {
     return call;
   }
 
-  /** CallHash's words before the call number (root 0; counts below 2^32). */
-  private hashShape(planHash: number, kinds: number, count: number): void {
+  /**
+   * Whether every other rank has marked `call` − 1, which this rank left early (a one-way
+   * call): read for a bounded spin, as a wait for a deposit is. Clears the unsettled word.
+   */
+  private settle(call: number): boolean {
+    const want = call;
+    for (let r = 0; r < this.locals; r++) {
+      if (r === this.me) continue;
+      const slot = this.slotWord(call - 1, r);
+      for (let i = 0; Atomics.load(this.words, slot) !== want; i++) if (i === this.spin) return false;
+    }
+    this.counters[3] = 0;
+    return true;
+  }
+
+  /** CallHash's words before the call number (counts below 2^32). */
+  private hashShape(planHash: number, kinds: number, root: number, count: number): void {
     let x = mix(planHash);
     x = mix(x ^ kinds);
-    x = mix(x ^ 0);
+    x = mix(x ^ root);
     x = mix(x ^ count);
     this.hashPrefix = mix(x ^ 0);
     this.hashedPlan = planHash;
     this.hashedKinds = kinds;
+    this.hashedRoot = root;
     this.hashedCount = count;
   }
 
@@ -377,9 +454,9 @@ export class FastPath {
 
   /**
    * Waits for local rank r's deposit of `call` and checks its header; true when the addon did
-   * (it then waited for and checked every later rank too).
+   * (it then waited for and checked every rank up to `to` − 1 too).
    */
-  private await(call: number, r: number): boolean {
+  private await(call: number, r: number, to: number): boolean {
     const w = this.words;
     const slot = this.slotWord(call, r);
     const want = (call + 1) >>> 0;
@@ -387,7 +464,7 @@ export class FastPath {
       for (let i = 0; Atomics.load(w, slot) !== want; i++) {
         if (i === this.spin) {
           this.publish();
-          this.engine.awaitAreaDeposits(call, r);
+          this.engine.awaitAreaDeposits(call, r, to);
           return true;
         }
       }
@@ -400,7 +477,7 @@ export class FastPath {
     if (same) return false;
     // The executor's EMISMATCH, raised as it raises it (and the node aborted).
     this.publish();
-    this.engine.awaitAreaDeposits(call, r);
+    this.engine.awaitAreaDeposits(call, r, to);
     throw new Error(`the fast path saw a header from local rank ${r} that the executor accepted`);
   }
 

@@ -38,7 +38,19 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
   });
 
   it('keeps the numeric kinds the C++ side expects', () => {
-    expect(StepKind).toEqual({ Send: 1, Recv: 2, RecvReduce: 3, ShmBcast: 4, SendRecv: 5, SendRecvReduce: 6, ShmReduce: 7, ShmAllreduce: 8, ShmAllgather: 9 });
+    expect(StepKind).toEqual({
+      Send: 1,
+      Recv: 2,
+      RecvReduce: 3,
+      ShmBcast: 4,
+      SendRecv: 5,
+      SendRecvReduce: 6,
+      ShmReduce: 7,
+      ShmAllreduce: 8,
+      ShmAllgather: 9,
+      ShmAreaBcast: 10,
+      ShmAreaReduce: 11,
+    });
     expect(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })).toHaveLength(0);
   });
 

@@ -145,6 +145,52 @@ describe('the one-node shared-memory allreduce', () => {
   });
 });
 
+describe('the one-node shared area, one way: small bcasts and reduces', () => {
+  /** The steps rank 0 registers for a bcast and a reduce of `bytes` from/to `root`, decoded. */
+  function oneWaySteps(placed: RankPlacement[], input: TopocollConfigInput, bytes: number, root: number, oversubscribed = false) {
+    const { plans, registered } = rankZeroPlans(placed, input, oversubscribed);
+    const b = plans.bcast(root, bytes, 4);
+    const bcast = { reduce: b.reduce, steps: decodeSteps(registered[b.bcast]!), segment: b.segment };
+    const r = plans.reduce(root, bytes, 4, false);
+    const reduce = { bcast: r.bcast, steps: decodeSteps(registered[r.reduce]!), segment: r.segment };
+    return { bcast, reduce, flags: [plans.shmBcast, plans.shmReduce] };
+  }
+  const oneNode = byCore(['a'], 4, 4);
+
+  it('takes bcasts and reduces of up to 8 KiB: one step naming the root, one schedule per root', () => {
+    for (const root of [0, 3]) {
+      for (const bytes of [0, 4, SHM_ALLREDUCE_MAX_BYTES]) {
+        const { bcast, reduce, flags } = oneWaySteps(oneNode, {}, bytes, root);
+        expect(flags).toEqual([true, true]);
+        expect(bcast).toEqual({ reduce: -1, steps: [{ kind: StepKind.ShmAreaBcast, peer: root, level: 0 }], segment: 0 });
+        expect(reduce).toEqual({ bcast: -1, steps: [{ kind: StepKind.ShmAreaReduce, peer: root, level: 0 }], segment: 0 });
+      }
+    }
+    const { plans, registered } = rankZeroPlans(oneNode, {}, false);
+    const first = plans.bcast(2, 8, 4).bcast;
+    expect(plans.bcast(2, 16, 4).bcast).toBe(first);
+    expect(plans.bcast(1, 8, 4).bcast).not.toBe(first);
+    expect(registered.length).toBe(2);
+  });
+
+  it('follows the every-rank protocol: forced by allreduce.shm it applies with more ranks than cores too', () => {
+    expect(oneWaySteps(oneNode, {}, 8, 0, true).flags).toEqual([false, false]);
+    expect(oneWaySteps(oneNode, { allreduce: { shm: 'every-rank' } }, 8, 0, true).flags).toEqual([true, true]);
+    expect(oneWaySteps(oneNode, { allreduce: { shm: 'last-arrival' } }, 8, 0).flags).toEqual([false, false]);
+  });
+
+  it('leaves larger messages, several nodes, configured levels and bcast.shm / reduce.shm: false to the levels', () => {
+    const larger = oneWaySteps(oneNode, {}, SHM_ALLREDUCE_MAX_BYTES + 4, 0);
+    expect(larger.bcast.steps.some((s) => s.kind === StepKind.ShmAreaBcast)).toBe(false);
+    expect(larger.reduce.steps.some((s) => s.kind === StepKind.ShmAreaReduce)).toBe(false);
+    expect(oneWaySteps(placements, {}, 8, 0).flags).toEqual([false, false]);
+    expect(oneWaySteps(oneNode, { bcast: { shm: false } }, 8, 0).flags).toEqual([false, true]);
+    expect(oneWaySteps(oneNode, { reduce: { shm: false } }, 8, 0).flags).toEqual([true, false]);
+    expect(oneWaySteps(oneNode, { bcast: { levels: { node: 'binomial' } }, reduce: { levels: { node: 'flat' } } }, 8, 0).flags).toEqual([false, false]);
+    expect(oneWaySteps(oneNode, { allreduce: { shm: false } }, 8, 0).flags).toEqual([false, false]);
+  });
+});
+
 describe('the one-node shared-memory allgather', () => {
   /** What rank 0 registers for allgathers of `block` bytes per rank, decoded: [gather steps, bcast steps]. */
   function allgatherSteps(
