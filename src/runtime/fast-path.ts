@@ -208,6 +208,14 @@ export class FastPath {
   private readonly me: number;
   private readonly locals: number;
   private readonly asymmetric: boolean;
+  /** Word indices, computed once: the abort word, the slots' first word, words per slot, the header within a slot. */
+  private readonly abortWord: number;
+  private readonly slotsWord: number;
+  private readonly slotWords: number;
+  private readonly headerWord: number;
+  /** Word indices of each local rank's doorbell: `idle` and `sleeping`. */
+  private readonly idleWord: Int32Array;
+  private readonly sleepingWord: Int32Array;
   /** This call's header words (MsgHeader, 8 × uint32). */
   private readonly header = new Uint32Array(8);
   /** Calls this path has made (tests check that it runs). */
@@ -243,6 +251,13 @@ export class FastPath {
     this.asymmetric = native.asymmetric;
     this.locals = (native.segment.byteLength - native.layout.slots) / (2 * native.layout.slotStride);
     this.views = new Array<TypedArray | undefined>(2 * this.locals * DTYPES).fill(undefined);
+    const l = native.layout;
+    this.abortWord = l.abortCode >>> 2;
+    this.slotsWord = l.slots >>> 2;
+    this.slotWords = l.slotStride >>> 2;
+    this.headerWord = l.slotHeader >>> 2;
+    this.idleWord = Int32Array.from({ length: this.locals }, (_, r) => (l.controls + r * l.controlStride + l.idle) >>> 2);
+    this.sleepingWord = Int32Array.from({ length: this.locals }, (_, r) => (l.controls + r * l.controlStride + l.sleeping) >>> 2);
     // The words every call's header has the same: magic, count's high word (the fast path's
     // counts are small), sender.
     this.header[0] = MSG_MAGIC;
@@ -364,8 +379,7 @@ export class FastPath {
    */
   private begin(collective: number, dtype: number, op: number, count: number, root: number, planHash: number): number {
     const w = this.words;
-    const l = this.layout;
-    if (w[l.abortCode >>> 2] !== 0) return -1;
+    if (w[this.abortWord] !== 0) return -1;
     const c = this.counters;
     if (c[3] !== 0 && !this.settle(c[2]!)) return -1;
     const seq = (c[0]! + 1) >>> 0;
@@ -385,7 +399,7 @@ export class FastPath {
     this.taken++;
     const call = c[2]!;
     c[2] = (call + 1) >>> 0;
-    const slot = this.slotWord(call, this.me) + (l.slotHeader >>> 2);
+    const slot = this.slotWord(call, this.me) + this.headerWord;
     for (let k = 0; k < 8; k++) w[slot + k] = h[k]!;
     return call;
   }
@@ -440,15 +454,13 @@ export class FastPath {
   /** Publishes this rank's deposit of `call` and rings the peers that sleep (ShmAllreduce::MarkDeposited). */
   private mark(call: number): void {
     const w = this.words;
-    const l = this.layout;
     if (this.asymmetric) w[this.slotWord(call, this.me)] = (call + 1) >>> 0;
     else Atomics.exchange(w, this.slotWord(call, this.me), (call + 1) >>> 0);
     for (let r = 0; r < this.locals; r++) {
       if (r === this.me) continue;
-      const control = l.controls + r * l.controlStride;
-      const idle = (control + l.idle) >>> 2;
+      const idle = this.idleWord[r]!;
       if (w[idle] !== 0) w[idle] = 0;
-      if (w[(control + l.sleeping) >>> 2] !== 0) this.engine.ringLocal(r);
+      if (w[this.sleepingWord[r]!] !== 0) this.engine.ringLocal(r);
     }
   }
 
@@ -471,7 +483,7 @@ export class FastPath {
     }
     // This rank's header with local rank r (= its global rank: one node) as the sender.
     const h = this.header;
-    const theirs = slot + (this.layout.slotHeader >>> 2);
+    const theirs = slot + this.headerWord;
     let same = w[theirs + 7] === r;
     for (let k = 0; k < 7 && same; k++) same = w[theirs + k] === h[k];
     if (same) return false;
@@ -483,8 +495,7 @@ export class FastPath {
 
   /** Word index of the mark of local rank r's slot for `call`. */
   private slotWord(call: number, r: number): number {
-    const l = this.layout;
-    return (l.slots + ((call & 1) * this.locals + r) * l.slotStride) >>> 2;
+    return this.slotsWord + ((call & 1) * this.locals + r) * this.slotWords;
   }
 
   /** A view of `n` elements of `dtype` over local rank r's slot data of a parity (cached). */
