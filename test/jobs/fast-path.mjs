@@ -13,8 +13,9 @@
 //             makes that call without waiting, then leaves (close). The call completes
 //             everywhere; the next fails with EPEERLOST naming rank 2 and the call it made last,
 //             which close() published. Prints `rank R completed`, `rank R caught CODE: …`.
-//   killed    the last rank SIGKILLs itself after 50 small allreduces; the others keep calling
-//             them and must get an error. Prints `rank R caught CODE: …`.
+//   killed    the last rank SIGKILLs itself after 50 small allreduces (argv[3] = bcast: bcasts
+//             it roots; reduce: reduces to rank 0, which it sends to); the others keep calling
+//             and must get an error. Prints `rank R caught CODE: …`.
 //   mismatch  rank 1 allreduces 5 elements where the others allreduce 4, rank 1 through the
 //             addon (argv[3] = fast: through the fast path, the others through the addon).
 //             Prints `rank R caught CODE: …` (or `rank R finished`).
@@ -230,10 +231,13 @@ if (mode === 'bits') {
   const n = mode === 'mismatch' && comm.rank === 1 ? 5 : 4;
   const send = new Int32Array(n).fill(1);
   const recv = new Int32Array(n);
+  const collective = mode === 'killed' ? (process.argv[3] ?? 'allreduce') : 'allreduce';
   try {
     for (let i = 0; ; i++) {
       if (mode === 'killed' && i === 50 && comm.rank === comm.size - 1) process.kill(process.pid, 'SIGKILL');
-      comm.allreduceSync(send, recv);
+      if (collective === 'bcast') comm.bcastSync(recv, comm.size - 1);
+      else if (collective === 'reduce') comm.reduceSync(send, comm.rank === 0 ? recv : null, 'sum', 0);
+      else comm.allreduceSync(send, recv);
       if (mode === 'mismatch' && i === 10) break;
     }
     console.log(`rank ${comm.rank} finished`);

@@ -54,9 +54,15 @@ describe('fast-path calls and calls through the addon meet call by call', () => 
 });
 
 describe('errors on the fast path', () => {
-  it('a peer killed while the others spin: every survivor gets EPEERLOST', async () => {
-    for (const n of [2, 3]) {
-      const r = run(n, 'killed');
+  it('a peer killed while the others spin: every survivor gets EPEERLOST (allreduce; bcast from it; reduce where it sends)', async () => {
+    for (const [n, collective] of [
+      [2, 'allreduce'],
+      [3, 'allreduce'],
+      [2, 'bcast'],
+      [3, 'bcast'],
+      [3, 'reduce'],
+    ] as const) {
+      const r = run(n, 'killed', collective);
       expect(r.status).toBe(128 + 9);
       expect([...r.caught.keys()].sort()).toEqual(Array.from({ length: n - 1 }, (_, i) => i));
       for (const text of r.caught.values()) expect(text).toMatch(/^EPEERLOST .*rank \d+ \(pid \d+\) on this node died/);
