@@ -31,6 +31,13 @@ void ShmAllreduce::CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, s
   if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
 }
 
+void ShmAllreduce::CheckFits(const char* collective, size_t bytes) {
+  if (bytes > kMaxBytes) {
+    throw CollError("EINVAL", std::string("shared-memory ") + collective + " of " + std::to_string(bytes) + " bytes (at most " +
+                                  std::to_string(kMaxBytes) + ")");
+  }
+}
+
 uint32_t ShmAllreduce::Deposit(const void* data, size_t bytes, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {
   const uint32_t call = calls_->count;
   if (calls_->unsettled != 0) {
@@ -98,8 +105,7 @@ void ShmAllreduce::AwaitComplete(uint64_t round, const WaitPolicy& policy, WaitG
 void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& header, bool every_rank_combines, const Reducer& combine,
                        const WaitPolicy& policy, WaitGuard& guard) {
   const size_t bytes = static_cast<size_t>(count) * elem;
-  if (bytes > kMaxBytes)
-    throw CollError("EINVAL", "shared-memory allreduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+  CheckFits("allreduce", bytes);
   const uint32_t call = Deposit(buf, bytes, header, policy, guard);
   if (every_rank_combines)
     EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
@@ -108,8 +114,7 @@ void ShmAllreduce::Run(void* buf, uint64_t count, size_t elem, const MsgHeader& 
 }
 
 void ShmAllreduce::Bcast(void* buf, size_t bytes, const MsgHeader& header, size_t root, const WaitPolicy& policy, WaitGuard& guard) {
-  if (bytes > kMaxBytes)
-    throw CollError("EINVAL", "shared-memory bcast of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+  CheckFits("bcast", bytes);
   const bool mine = root == static_cast<size_t>(me_);
   const uint32_t call = Deposit(buf, mine ? bytes : 0, header, policy, guard);
   MarkDeposited(call, policy);
@@ -123,8 +128,7 @@ void ShmAllreduce::Bcast(void* buf, size_t bytes, const MsgHeader& header, size_
 void ShmAllreduce::Reduce(void* buf, uint64_t count, size_t elem, const MsgHeader& header, size_t root, const Reducer& combine,
                           const WaitPolicy& policy, WaitGuard& guard) {
   const size_t bytes = static_cast<size_t>(count) * elem;
-  if (bytes > kMaxBytes)
-    throw CollError("EINVAL", "shared-memory reduce of " + std::to_string(bytes) + " bytes (at most " + std::to_string(kMaxBytes) + ")");
+  CheckFits("reduce", bytes);
   const uint32_t call = Deposit(buf, bytes, header, policy, guard);
   if (root != static_cast<size_t>(me_)) {
     MarkDeposited(call, policy);

@@ -147,6 +147,8 @@ class ShmAllreduce {
   void AwaitDeposits(uint32_t call, size_t from, size_t to, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
 
  private:
+  // Throws EINVAL when `bytes` exceed what a call of the area takes (kMaxBytes).
+  static void CheckFits(const char* collective, size_t bytes);
   Slot& SlotOf(int rank, uint32_t call) const;
   uint8_t* Result(uint32_t call) const;
   // Checks that `theirs`, the header local rank r deposited, is this call's.
