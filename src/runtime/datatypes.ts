@@ -47,8 +47,8 @@ export interface Datatype {
   code: number;
   bytes: number;
   integer: boolean;
-  /** The TypedArray class of this type (for scratch buffers). */
-  array: new (length: number) => TypedArray;
+  /** The TypedArray class of this type (for scratch buffers, and views of shared memory). */
+  array: { new (length: number): TypedArray; new (buffer: ArrayBuffer, byteOffset: number, length: number): TypedArray };
 }
 
 const dt = (name: string, code: number, bytes: number, integer: boolean, array: Datatype['array']): Datatype => ({ name, code, bytes, integer, array });

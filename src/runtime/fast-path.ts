@@ -1,4 +1,5 @@
 import type { TypedArray } from '../util/typed-array.js';
+import { DATATYPES } from './datatypes.js';
 
 /**
  * The one-node shared area's every-rank and one-way protocols (native/src/shm_allreduce.h), run
@@ -73,6 +74,8 @@ export interface FastPathEngine {
 
 /** MsgHeader::magic (native/src/message.h). */
 const MSG_MAGIC = 0x5450434c;
+/** Word of CallCounters (engine.h) that is AreaCalls::unsettled. */
+const UNSETTLED = 3;
 /** Collective codes of message.h. */
 const BARRIER = 1;
 const BCAST = 2;
@@ -85,7 +88,7 @@ const UINT64 = 10;
 const UINT8_CLAMPED = 2;
 const FLOAT32 = 7;
 const FLOAT64 = 8;
-const DTYPES = 11;
+const DTYPES = DATATYPES.length;
 
 /**
  * Largest allreduce and reduce (bytes) the fast path takes: V8 combines element by element
@@ -148,22 +151,6 @@ function mix(x: number): number {
   x = Math.imul(x, 0xc2b2ae35);
   return x ^ (x >>> 16);
 }
-
-/** The TypedArray constructors by Dtype code (datatypes.h), for views of the slots. */
-const ARRAY_OF: (new (buffer: ArrayBuffer, byteOffset: number, length: number) => TypedArray)[] = [
-  Int8Array,
-  Uint8Array,
-  Uint8ClampedArray,
-  Int16Array,
-  Uint16Array,
-  Int32Array,
-  Uint32Array,
-  Float32Array,
-  Float64Array,
-  BigInt64Array,
-  BigUint64Array,
-];
-const ELEMENT_BYTES = [1, 1, 1, 2, 2, 4, 4, 4, 8, 8, 8];
 
 /** %TypedArray%.prototype.set: a memmove of the bits whatever the type (a subclass cannot replace it). */
 const typedArraySet = (Object.getPrototypeOf(Uint8Array.prototype) as { set: (this: TypedArray, source: TypedArray, offset?: number) => void }).set;
@@ -297,12 +284,12 @@ export class FastPath {
     if (root === this.me) {
       copy(buf, 0, this.view(call & 1, root, dtype, n), 0, n);
       this.mark(call);
-      this.counters[3] = 1;
+      this.counters[UNSETTLED] = 1;
       return true;
     }
     this.mark(call);
     // It sees the root's mark; at two ranks that is every mark.
-    this.counters[3] = this.locals > 2 ? 1 : 0;
+    this.counters[UNSETTLED] = this.locals > 2 ? 1 : 0;
     this.await(call, root, root + 1);
     copy(this.view(call & 1, root, dtype, n), 0, buf, 0, n);
     return true;
@@ -320,7 +307,7 @@ export class FastPath {
     copy(input, 0, this.view(parity, this.me, dtype, n), 0, n);
     this.mark(call);
     if (recv === null) {
-      this.counters[3] = 1;
+      this.counters[UNSETTLED] = 1;
       return true;
     }
     const kernel = fastPathKernel(dtype, op);
@@ -381,7 +368,7 @@ export class FastPath {
     const w = this.words;
     if (w[this.abortWord] !== 0) return -1;
     const c = this.counters;
-    if (c[3] !== 0 && !this.settle(c[2]!)) return -1;
+    if (c[UNSETTLED] !== 0 && !this.settle(c[2]!)) return -1;
     const seq = (c[0]! + 1) >>> 0;
     c[0] = seq;
     const kinds = collective | (dtype << 8) | (op << 16);
@@ -415,7 +402,7 @@ export class FastPath {
       const slot = this.slotWord(call - 1, r);
       for (let i = 0; Atomics.load(this.words, slot) !== want; i++) if (i === this.spin) return false;
     }
-    this.counters[3] = 0;
+    this.counters[UNSETTLED] = 0;
     return true;
   }
 
@@ -505,7 +492,8 @@ export class FastPath {
     if (cached !== undefined && cached.length === n) return cached;
     const l = this.layout;
     const at = l.slots + (parity * this.locals + r) * l.slotStride + l.slotData;
-    const made = new ARRAY_OF[dtype]!(this.words.buffer as ArrayBuffer, at, Math.min(n, l.slotDataBytes / ELEMENT_BYTES[dtype]!));
+    const type = DATATYPES[dtype]!;
+    const made = new type.array(this.words.buffer as ArrayBuffer, at, Math.min(n, l.slotDataBytes / type.bytes));
     this.views[key] = made;
     return made;
   }
