@@ -1,27 +1,22 @@
 import net from 'node:net';
-import { cpus as osCpus, hostname } from 'node:os';
+import { hostname } from 'node:os';
 import { Communicator } from './communicator.js';
 import { loadConfigFile, resolveConfig, validateConfig } from './config/load.js';
 import type { TopocollConfig, TopocollConfigInput } from './config/schema.js';
 import { TopocollError } from './errors.js';
-import type { GroupPlan } from './groups/plan.js';
-import { NativeEngine } from './native.js';
 import { readProcessAffinity } from './topology/affinity.js';
 import { discoverMachine } from './topology/discover.js';
-import { formatIndexList, parseIndexList } from './topology/index-list.js';
+import { formatIndexList } from './topology/index-list.js';
 import { formatLocality } from './topology/locality-string.js';
 import { networkFromSlurmAddresses } from './topology/network/slurm-address.js';
 import { resolveNetworkSource } from './topology/network/network-source.js';
-import type { NetworkTopology, NodeNetworkPath } from './topology/network/types.js';
+import type { NetworkTopology } from './topology/network/types.js';
 import { resolveNodeIdentity } from './topology/node-identity.js';
 import { computeLocality } from './topology/process-locality.js';
-import type { RankPlacement } from './topology/types.js';
 import { detectEnvironment, type JobEnvironment } from './runtime/environment.js';
 import { numaNodeOf } from './runtime/numa-residency.js';
-import { removeJobSegments, segmentName } from './runtime/segment-name.js';
-import { shmLayout } from './runtime/shm-budget.js';
-import { coRunnersOf } from './runtime/co-runners.js';
-import { JobPlanner, type TcpDirectory } from './runtime/job-planner.js';
+import { removeJobSegments } from './runtime/segment-name.js';
+import { joinJob, type JoinChannel, type RankInfo } from './runtime/join.js';
 import { RendezvousClient } from './runtime/rendezvous/client.js';
 import { allgather, barrier } from './runtime/rendezvous/collectives.js';
 import { createJobToken } from './runtime/rendezvous/protocol.js';
@@ -33,22 +28,6 @@ export interface InitOptions {
   config?: string | TopocollConfigInput;
   /** Environment to detect the job from; default process.env. */
   env?: NodeJS.ProcessEnv;
-}
-
-/** What every rank tells every other during init. */
-interface RankInfo {
-  node: string;
-  host: string;
-  locality: string;
-  /** The CPUs the process may run on, as an index list ("0-3,8"). */
-  cpus: string;
-  /**
-   * The IPv4 address of this rank's end of its rendezvous connection (the interface that routes
-   * to the rendezvous), and the address it reached the rendezvous at; see linkAddress.
-   */
-  address: string;
-  rendezvousAddress: string;
-  slurmPath?: NodeNetworkPath;
 }
 
 /**
@@ -76,61 +55,26 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
   };
 
-  let engine: NativeEngine | undefined;
   try {
     const infos = rdv
       ? (await allgather(rdv.client, 'init/info', job.rank, job.size, JSON.stringify(me), timeoutMs)).map((s) => JSON.parse(s) as RankInfo)
       : [me];
-    const placements: RankPlacement[] = infos.map((info, rank) => ({ rank, node: info.node, locality: info.locality }));
     const net: NetworkTopology | undefined =
       network.kind === 'file' ? network.network : network.kind === 'slurm' ? networkFromSlurmAddresses(infos.map((i) => i.slurmPath!)) : undefined;
-    const localRanks = placements.filter((p) => p.node === node).map((p) => p.rank);
-    const localRank = localRanks.indexOf(job.rank);
-    const layout = shmLayout(config, localRanks.length, osCpus().length);
-    // Emulated nodes share one machine: what matters is how many ranks share its cores.
-    const oversubscribed = infos.filter((i) => i.host === me.host).length > osCpus().length;
-    engine = new NativeEngine({
-      rank: job.rank,
-      size: job.size,
-      localRanks,
-      channelBytes: layout.channelBytes,
-      oversubscribed,
-      coRunners: coRunnersOf(job.rank, new Map(localRanks.map((r) => [r, parseIndexList(infos[r]!.cpus)]))),
-      bcast: layout.bcast,
-      asymmetricFences: config.shm.membarrier,
-      collectiveTimeoutMs: config.timeouts.collectiveMs,
-      schedulerSliceUs: config.scheduler.sliceUs,
-    });
-    const tcp = rdv ? await openLinks(engine, rdv.client, rdv.token, job, infos, localRanks, timeoutMs) : undefined;
-    const planner = new JobPlanner(job.rank, placements, net, engine, tcp);
-    const plans = planner.build(config);
-    warnIfUnbound(plans.plan, job.rank, locality);
-    await planner.connectWatching([plans.plan, plans.orderedPlan], async () => {
-      await new Promise((r) => setImmediate(r));
-      rdv?.client.throwIfAborted();
-    });
-    const shmGroups = planner.registerShm(plans.plan);
-    engine.start();
+    const parts = await joinJob(job.rank, infos, config, net, here.numaNode, rendezvousChannel(rdv, job, infos, timeoutMs));
     if (rdv) {
-      await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);
+      try {
+        await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);
+      } catch (e) {
+        parts.engine.close();
+        throw e;
+      }
       // Nothing after init uses the rendezvous: each rank says goodbye, and rank 0's server ends
       // once all have (so nothing of it keeps a process alive).
       await rdv.client.close();
     }
-    return new Communicator({
-      engine,
-      planner,
-      plans,
-      config,
-      node,
-      localRank,
-      localSize: localRanks.length,
-      oversubscribed,
-      shmGroups,
-      numaNode: here.numaNode,
-    });
+    return new Communicator(parts);
   } catch (e) {
-    engine?.close();
     if (rdv) {
       await rdv.client.abort(job.rank, e instanceof Error ? e.message : String(e));
       await rdv.client.close().catch(() => undefined);
@@ -144,7 +88,36 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
   }
 }
 
-function configFor(given: InitOptions['config'], job: JobEnvironment, env: NodeJS.ProcessEnv): TopocollConfig {
+/**
+ * Joining over the rendezvous: segment names through its store, TCP links to the ranks of other
+ * nodes (this rank's listening socket and every rank's port through the store). Without a
+ * rendezvous the job is this one process.
+ */
+function rendezvousChannel(rdv: Rendezvous | undefined, job: JobEnvironment, infos: RankInfo[], timeoutMs: number): JoinChannel {
+  const none = (): never => {
+    throw new TopocollError('EINVAL', `rank ${job.rank} needs other ranks, but the job has no rendezvous`, { rank: job.rank });
+  };
+  return {
+    segmentToken: rdv?.token ?? '',
+    timeoutMs,
+    publishSegment: async (nodeIndex, name) => (rdv ? rdv.client.put(`init/shm/${nodeIndex}`, name) : none()),
+    segmentOf: async (nodeIndex) => (rdv ? rdv.client.get(`init/shm/${nodeIndex}`, timeoutMs) : none()),
+    linkNodes: async (engine) => {
+      if (!rdv) return none();
+      const port = engine.listenTcp(linkAddress(infos, job.rank));
+      const ports = (await allgather(rdv.client, 'init/tcp', job.rank, job.size, String(port), timeoutMs)).map(Number);
+      const addresses = infos.map((_, rank) => ({ rank, host: linkAddress(infos, rank), port: ports[rank]! }));
+      return { token: rdv.token, addresses, timeoutMs };
+    },
+    between: async () => {
+      await new Promise((r) => setImmediate(r));
+      rdv?.client.throwIfAborted();
+    },
+  };
+}
+
+/** The configuration a job runs with: given in code or as a file, the launcher's file, or TOPOCOLL_CONFIG and the defaults. */
+export function configFor(given: InitOptions['config'], job: JobEnvironment, env: NodeJS.ProcessEnv): TopocollConfig {
   if (given !== undefined && typeof given !== 'string') return validateConfig(given, 'init({ config })');
   if (typeof given === 'string') return loadConfigFile(given);
   if (job.configFile !== undefined) return loadConfigFile(job.configFile);
@@ -152,23 +125,10 @@ function configFor(given: InitOptions['config'], job: JobEnvironment, env: NodeJ
 }
 
 /** This process's locality string, and the NUMA node its memory should be on when it has one. */
-function whereThisProcessRuns(config: TopocollConfig, env: NodeJS.ProcessEnv): { locality: string; cpus: number[]; numaNode?: number } {
+export function whereThisProcessRuns(config: TopocollConfig, env: NodeJS.ProcessEnv): { locality: string; cpus: number[]; numaNode?: number } {
   const machine = discoverMachine({ hwlocXml: config.topology.hwlocXml ?? undefined, env, source: config.topology.source });
   const cpus = readProcessAffinity();
   return { locality: formatLocality(computeLocality(machine, cpus).locality), cpus, numaNode: numaNodeOf(machine.objects.numa, cpus) };
-}
-
-/** Unbound processes cannot be placed below the node; say so once, with the fix. */
-function warnIfUnbound(plan: GroupPlan, rank: number, locality: string): void {
-  const node = plan.placements[rank]!.node;
-  // Alone on its node a rank has no group below the node anyway.
-  if (plan.placements.filter((p) => p.node === node).length < 2) return;
-  const spans = plan.dropped.find((d) => d.node === node && (d.cause === 'spans' || d.cause === 'unknown') && d.rank === rank);
-  if (spans !== undefined && rank === plan.placements.find((p) => p.node === node)!.rank) {
-    process.emitWarning(
-      `topocoll: processes on ${node} are not bound to cores (${spans.reason}; locality ${locality || 'unknown'}), so only the node level and above are used. Bind them: topocoll run --bind core, mpirun --bind-to core, or srun --cpu-bind=cores.`,
-    );
-  }
 }
 
 interface Rendezvous {
@@ -268,50 +228,6 @@ function listening(host: string, port: number): Promise<boolean> {
 }
 
 /**
- * Maps the node's shared segment, and — when the job spans nodes — opens this rank's TCP
- * listening socket and learns every rank's address, so links can be made now and later (a
- * reconfiguration may need new ones).
- */
-async function openLinks(
-  engine: NativeEngine,
-  client: RendezvousClient,
-  token: string,
-  job: JobEnvironment,
-  infos: RankInfo[],
-  localRanks: number[],
-  timeoutMs: number,
-): Promise<TcpDirectory | undefined> {
-  const node = infos[job.rank]!.node;
-  const nodes = [...new Set(infos.map((i) => i.node))];
-  const nodeIndex = nodes.indexOf(node);
-  if (localRanks.length > 1) {
-    const name = segmentName(token, nodeIndex);
-    const leader = localRanks[0] === job.rank;
-    if (leader) {
-      engine.createSegment(name);
-      await client.put(`init/shm/${nodeIndex}`, name);
-      // In short native waits, so that an abort of the job (a rank of this node that died before
-      // mapping) ends this wait as soon as the rendezvous reports it.
-      const deadline = Date.now() + timeoutMs;
-      while (!engine.allMappedAndUnlink(5)) {
-        if (Date.now() > deadline) {
-          throw new TopocollError('ETIMEDOUT', `not every rank of node ${node} mapped the shared segment within ${timeoutMs} ms`, { rank: job.rank, node });
-        }
-        await new Promise((r) => setImmediate(r));
-        client.throwIfAborted();
-      }
-    } else {
-      engine.openSegment(await client.get(`init/shm/${nodeIndex}`, timeoutMs));
-    }
-  }
-  if (nodes.length < 2) return undefined;
-  const port = engine.listenTcp(linkAddress(infos, job.rank));
-  const ports = (await allgather(client, 'init/tcp', job.rank, job.size, String(port), timeoutMs)).map(Number);
-  const addresses = infos.map((_, rank) => ({ rank, host: linkAddress(infos, rank), port: ports[rank]! }));
-  return { token, addresses, timeoutMs };
-}
-
-/**
  * The address rank `rank` listens on for TCP links and the others connect to: on one machine
  * (emulated nodes) loopback; else the address it reaches the rendezvous from. A rank that
  * reaches it over loopback runs on the rendezvous's machine (MASTER_ADDR given as a name that
@@ -320,7 +236,7 @@ async function openLinks(
  */
 function linkAddress(infos: RankInfo[], rank: number): string {
   if (infos.every((i) => i.host === infos[0]!.host)) return '127.0.0.1';
-  const own = infos[rank]!.address;
+  const own = infos[rank]!.address ?? '127.0.0.1';
   if (!own.startsWith('127.')) return own;
-  return infos.find((i) => !i.address.startsWith('127.'))?.rendezvousAddress ?? own;
+  return infos.find((i) => i.address !== undefined && !i.address.startsWith('127.'))?.rendezvousAddress ?? own;
 }

@@ -178,6 +178,8 @@ interface RawEngine {
   openSegment(name: string): void;
   allMappedAndUnlink(waitMs: number): boolean;
   connectTcp(token: string, peers: TcpPeerAddress[], waitMs: number): { missing: Int32Array; lastError: string };
+  useP2P(layer: object, tag: number): void;
+  addP2PPeers(ranks: readonly number[]): void;
   start(): void;
   setPlan(id: number, steps: Int32Array): void;
   setShmGroup(id: number, ranks: readonly number[]): void;
@@ -195,8 +197,15 @@ interface RawEngine {
   readonly segmentBytes: number;
 }
 
+interface RawJsPointToPoint {
+  native(): object;
+  complete(id: number, error?: string, bytes?: Uint8Array): void;
+}
+
 interface RawAddon {
   NativeEngine: new (options: NativeEngineOptions) => RawEngine;
+  JsPointToPoint: new (rank: number, size: number, tagBase: number, operate: NativeP2POperate) => RawJsPointToPoint;
+  openP2PLayer(native: object): NativeP2PLayer;
   setThreadAffinity(cpus: readonly number[]): number[];
   segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number;
   pageNodes(view: ArrayBufferView): Int32Array;
@@ -205,6 +214,45 @@ interface RawAddon {
   readonly eagerBytes: number;
   readonly messageHeaderBytes: number;
   readonly nativeTables: NativeTables;
+}
+
+/**
+ * A host layer's topocoll_p2p_v1 opened once per process (native/src/p2p_links.h, P2PLayer):
+ * `handle` keeps it while referenced; engines given it keep it too.
+ */
+export interface NativeP2PLayer {
+  readonly handle: object;
+  readonly rank: number;
+  readonly size: number;
+  readonly tagBase: number;
+}
+
+/**
+ * Called on the JavaScript thread for each operation the executor starts through a JavaScript
+ * layer (native/src/js_p2p.h): kind 0 sends `payload` (bytes), kind 1 receives at most `payload`
+ * bytes; the operation ends with JsPointToPointBridge.complete(id, …).
+ */
+export type NativeP2POperate = (kind: 0 | 1, id: number, peer: number, tag: number, payload: Uint8Array | number) => void;
+
+/** The addon's bridge from its threads to a JavaScript layer: a topocoll_p2p_v1 (`native()`). */
+export class JsPointToPointBridge {
+  private readonly raw: RawJsPointToPoint;
+  constructor(rank: number, size: number, tagBase: number, operate: NativeP2POperate) {
+    this.raw = new (load().JsPointToPoint)(rank, size, tagBase, operate);
+  }
+  /** The struct, as an External. */
+  native(): object {
+    return this.raw.native();
+  }
+  /** Settles operation `id`: failed with `error`, else done (a receive with `bytes`). */
+  complete(id: number, error?: string, bytes?: Uint8Array): void {
+    this.raw.complete(id, error, bytes);
+  }
+}
+
+/** Opens a host layer's struct (an External of a topocoll_p2p_v1): checks its version and reads its rank, size and tags. */
+export function openP2PLayer(native: object): NativeP2PLayer {
+  return guarded(undefined, () => load().openP2PLayer(native));
 }
 
 let addon: RawAddon | undefined;
@@ -255,6 +303,8 @@ export class NativeEngine {
   private readonly callArea: Float64Array;
   /** Named in the errors the addon raises. */
   private readonly rank: number;
+  /** Why blocking collectives cannot run (a JavaScript layer between nodes), once refuseBlocking() said so. */
+  private blockingRefused?: string;
   /** Rejects a Promise collective's failure as TopocollError; made once, not per call. */
   private readonly rethrowAsync = (e: unknown): never => rethrow(e, this.rank);
 
@@ -294,6 +344,21 @@ export class NativeEngine {
    */
   connectTcp(token: string, peers: TcpPeerAddress[], waitMs: number): { missing: Int32Array; lastError: string } {
     return guarded(this.rank, () => this.raw.connectTcp(token, peers, waitMs));
+  }
+
+  /** Instead of TCP: ranks of other nodes are reached through `layer` on `tag` (before start()). */
+  useP2P(layer: NativeP2PLayer, tag: number): void {
+    guarded(this.rank, () => this.raw.useP2P(layer.handle, tag));
+  }
+
+  /** The ranks of other nodes this rank's plans exchange with over the layer (they get its abort notice). */
+  addP2PPeers(ranks: readonly number[]): void {
+    guarded(this.rank, () => this.raw.addP2PPeers(ranks));
+  }
+
+  /** From now on every blocking (Sync) collective fails with EINVAL and `reason`, before anything is sent. */
+  refuseBlocking(reason: string): void {
+    this.blockingRefused = reason;
   }
 
   /** Starts the watcher thread that turns a dead local peer into an abort. */
@@ -375,6 +440,7 @@ export class NativeEngine {
    * arguments, faster calls).
    */
   private invoke(recv: BufferArg, send: BufferArg, user: NativeUserOp | undefined, counts: Float64Array | undefined): void {
+    if (this.blockingRefused !== undefined) throw new TopocollError('EINVAL', this.blockingRefused, { rank: this.rank });
     try {
       if (user !== undefined || counts !== undefined) this.raw.run(recv, send, user ?? null, counts);
       else if (send === null) this.raw.run(recv);

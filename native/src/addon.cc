@@ -14,6 +14,7 @@
 #include "errors.h"
 #include "job_queue.h"
 #include "js_error.h"
+#include "js_p2p.h"
 #include "placement.h"
 #include "segment_layout.h"
 #include "wait.h"
@@ -62,6 +63,12 @@ ShmBcastParams BcastParamsOf(const Napi::Value& value) {
   return p;
 }
 
+// The struct behind an External a host layer made (topocoll/mpi, a C host, or the bridge).
+const topocoll_p2p_v1* P2PStructOf(const Napi::Value& value) {
+  if (!value.IsExternal()) throw CollError("EINVAL", "the point-to-point layer's `native` is not an External of a topocoll_p2p_v1");
+  return value.As<Napi::External<topocoll_p2p_v1>>().Data();
+}
+
 Napi::Int32Array ToInt32Array(Napi::Env env, const std::vector<int32_t>& values) {
   auto out = Napi::Int32Array::New(env, values.size());
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
@@ -80,6 +87,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("openSegment", &NativeEngine::OpenSegment),
                            InstanceMethod("allMappedAndUnlink", &NativeEngine::AllMappedAndUnlink),
                            InstanceMethod("connectTcp", &NativeEngine::ConnectTcp),
+                           InstanceMethod("useP2P", &NativeEngine::UseP2P),
+                           InstanceMethod("addP2PPeers", &NativeEngine::AddP2PPeers),
                            InstanceMethod("start", &NativeEngine::Start),
                            InstanceMethod("setPlan", &NativeEngine::SetPlan),
                            InstanceMethod("setShmGroup", &NativeEngine::SetShmGroup),
@@ -183,6 +192,17 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     bool all = false;
     Guarded(info.Env(), [&] { all = engine_->AllMappedAndUnlink(info[0].As<Napi::Number>().Int32Value()); });
     return Napi::Boolean::New(info.Env(), all);
+  }
+
+  // useP2P(handle of openP2PLayer, tag): the links to other nodes go through that layer.
+  void UseP2P(const Napi::CallbackInfo& info) {
+    if (!info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "useP2P: expected a layer handle from openP2PLayer");
+    std::shared_ptr<P2PLayer> layer = *info[0].As<Napi::External<std::shared_ptr<P2PLayer>>>().Data();
+    Guarded(info.Env(), [&] { engine_->UseP2P(std::move(layer), info[1].As<Napi::Number>().Int32Value()); });
+  }
+
+  void AddP2PPeers(const Napi::CallbackInfo& info) {
+    Guarded(info.Env(), [&] { engine_->AddP2PPeers(IntList(info[0])); });
   }
 
   // Returns the ranks not linked yet (empty: done), and the last connect error in `lastError`.
@@ -692,8 +712,31 @@ Napi::Object NativeTables(Napi::Env env) {
 
 }  // namespace
 
+// openP2PLayer(native: External of a topocoll_p2p_v1) → a handle that keeps the layer (P2PLayer)
+// while JavaScript holds it, with { rank, size, tagBase } read from the struct. Engines that use
+// the layer hold it too: release() runs once the handle was collected and they all closed.
+Napi::Value OpenP2PLayer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::shared_ptr<P2PLayer> layer;
+  try {
+    layer = P2PLayer::For(P2PStructOf(info[0]));
+  } catch (const CollError& e) {
+    ThrowJs(env, e.code(), e.what());
+  }
+  auto handle = Napi::External<std::shared_ptr<P2PLayer>>::New(env, new std::shared_ptr<P2PLayer>(layer),
+                                                               [](Napi::Env, std::shared_ptr<P2PLayer>* held) { delete held; });
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("handle", handle);
+  out.Set("rank", Napi::Number::New(env, layer->rank()));
+  out.Set("size", Napi::Number::New(env, layer->size()));
+  out.Set("tagBase", Napi::Number::New(env, layer->tag_base()));
+  return out;
+}
+
 Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeEngine", NativeEngine::Define(env));
+  exports.Set("JsPointToPoint", DefineJsPointToPoint(env));
+  exports.Set("openP2PLayer", Napi::Function::New(env, OpenP2PLayer));
   exports.Set("setThreadAffinity", Napi::Function::New(env, SetThreadAffinity));
   exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
   exports.Set("pageNodes", Napi::Function::New(env, PageNodesOf));

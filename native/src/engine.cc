@@ -153,6 +153,21 @@ void Engine::UnlinkCreated() {
   created_name_.clear();
 }
 
+void Engine::UseP2P(std::shared_ptr<P2PLayer> layer, int32_t tag) {
+  if (watcher_.joinable()) throw CollError("EINVAL", "the point-to-point layer must be set before the engine starts");
+  if (layer->rank() != options_.rank || layer->size() != options_.size) {
+    throw CollError("EINVAL", "the point-to-point layer is rank " + std::to_string(layer->rank()) + " of " + std::to_string(layer->size()) +
+                                  ", the communicator rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.size));
+  }
+  p2p_ = std::make_unique<P2PLinks>(std::move(layer), tag);
+  remote_ = p2p_.get();
+}
+
+void Engine::AddP2PPeers(const std::vector<int>& ranks) {
+  if (p2p_ == nullptr) throw CollError("EINVAL", "this communicator does not use a point-to-point layer");
+  p2p_->AddPeers(ranks);
+}
+
 std::vector<int> Engine::ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms) {
   Guard guard(*this, MsgHeader{}, /*watchdog=*/false);
   return tcp_.Establish(options_.rank, token, peers, wait_ms, guard);

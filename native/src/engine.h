@@ -1,5 +1,5 @@
-// The per-process communication engine: the node's shared segment with its channels, the TCP
-// links to other nodes, the schedules TypeScript compiled, and the executor that runs one
+// The per-process communication engine: the node's shared segment with its channels, the links
+// to other nodes (TCP, or a host layer's point-to-point messages), the schedules TypeScript compiled, and the executor that runs one
 // collective per call. No Node-API here: the addon layer wraps it.
 //
 // Its definitions: engine.cc (setup: segment, links, schedules, groups), engine_executor.cc
@@ -21,6 +21,7 @@
 
 #include "datatypes.h"
 #include "message.h"
+#include "p2p_links.h"
 #include "pending_input.h"
 #include "shm_allreduce.h"
 #include "shm_bcast.h"
@@ -70,10 +71,6 @@ struct Step {
 };
 // Int32 words per step in the encoded form (STEP_WORDS of schedule.ts).
 constexpr size_t kStepWords = 12;
-// Longest exchange over TCP: both sides send before they receive, so the socket buffers must
-// hold it (they are at least this large on any Linux default). Between ranks of one node the
-// limit is the channel's capacity less two message headers.
-constexpr uint64_t kEagerBytes = 64 * 1024;
 // Error codes an abort carries, by the index that travels in the node's segment and in abort
 // notices (index 0: no abort). Append only: ranks of one job must agree on the indices.
 inline constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL"};
@@ -201,6 +198,11 @@ class Engine {
   // Links to peers (TcpLinks::Establish): waits at most wait_ms, returns the ranks not linked yet.
   std::vector<int> ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms);
   const std::string& last_connect_error() const { return tcp_.last_connect_error(); }
+  // Instead of TCP: the ranks of other nodes are reached through a host layer's point-to-point
+  // messages on `tag` (before Start). AddP2PPeers names the ranks of other nodes this rank's
+  // plans exchange with (they get its abort notice).
+  void UseP2P(std::shared_ptr<P2PLayer> layer, int32_t tag);
+  void AddP2PPeers(const std::vector<int>& ranks);
   // Starts the watcher that notices dead local peers and aborts.
   void Start();
 
@@ -253,7 +255,7 @@ class Engine {
   void Abort(const std::string& code, const std::string& message);
   // The code index of the node's abort (waits out the moment its message is being written).
   uint32_t NodeAbortCode() const;
-  // Sends the abort notice (code index) on every TCP link and shuts them; once per engine.
+  // Sends the abort notice (code index) on every link to another node and shuts them; once per engine.
   void CloseLinksAfterAbort(uint32_t code_index);
   [[noreturn]] void ThrowAborted() const;
   void Watch();
@@ -340,6 +342,9 @@ class Engine {
   uint8_t* own_region_ = nullptr;
   size_t own_region_bytes_ = 0;
   TcpLinks tcp_;
+  std::unique_ptr<P2PLinks> p2p_;
+  // The links to other nodes in use: &tcp_, or p2p_.
+  RemoteLinks* remote_ = &tcp_;
   // By id (ids are small and dense). Each schedule is allocated on its own: queued Promise
   // collectives hold pointers to theirs while new ones are registered.
   std::vector<std::unique_ptr<std::vector<Step>>> plans_;

@@ -363,7 +363,7 @@ void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const voi
     channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(local_peer)].Send(slices, 2, PolicyFor(local_peer),
                                                                                                      guard);
   } else {
-    tcp_.Send(peer, slices, 2, guard);
+    remote_->Send(peer, slices, 2, guard);
   }
 }
 
@@ -388,7 +388,7 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_
   // Probes a waiting peer sent us come before its next message: a mismatched one is an error,
   // the others (the peer was merely slower) are skipped.
   for (;;) {
-    tcp_.ReadExact(peer, &got, sizeof got, guard);
+    remote_->ReadHeader(peer, &got, guard);
     if (got.magic == kAbortMagic) {
       const char* code = got.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]) && got.op > 0 ? kAbortCodes[got.op] : "EPEERLOST";
       throw CollError(code, "rank " + std::to_string(got.sender) + " stopped the collective (" + code + " there)");
@@ -401,14 +401,15 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_
   CheckHeader(expected, got, peer);
   try {
     if (!into.combines()) {
-      tcp_.ReadExact(peer, into.next(), bytes, guard);
+      remote_->ReadBody(peer, into.next(), bytes, guard);
       return;
     }
-    constexpr size_t kStaging = 256 * 1024;  // a multiple of every element size
-    if (staging_.size() < kStaging) staging_.resize(kStaging);
+    // Pieces of kStreamPieceBytes (a multiple of every element size) from the body's start, the
+    // shape RemoteLinks promises to frame.
+    if (staging_.size() < kStreamPieceBytes) staging_.resize(kStreamPieceBytes);
     for (size_t done = 0; done < bytes;) {
-      const size_t piece = std::min(kStaging, bytes - done);
-      tcp_.ReadExact(peer, staging_.data(), piece, guard);
+      const size_t piece = std::min(kStreamPieceBytes, bytes - done);
+      remote_->ReadBody(peer, staging_.data(), piece, guard);
       into(staging_.data(), piece);
       done += piece;
     }

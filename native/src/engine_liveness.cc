@@ -74,7 +74,7 @@ void Engine::Guard::Check() {
   } else {
     MsgHeader probe = call_;
     probe.magic = kProbeMagic;
-    engine_.tcp_.TrySend(peer_, &probe, sizeof probe);
+    engine_.remote_->TrySend(peer_, &probe, sizeof probe);
   }
 }
 
@@ -179,8 +179,8 @@ void Engine::CloseLinksAfterAbort(uint32_t code_index) {
   notice.magic = kAbortMagic;
   notice.sender = options_.rank;
   notice.op = static_cast<uint8_t>(code_index);
-  tcp_.SendLastWords(&notice, sizeof notice, kLastWordsMs);
-  tcp_.ShutdownAll();
+  remote_->SendLastWords(&notice, sizeof notice, kLastWordsMs);
+  remote_->ShutdownAll();
 }
 
 void Engine::ThrowAborted() const {
@@ -233,7 +233,7 @@ void Engine::Close() {
   }
   watcher_cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
-  tcp_.CloseAll();
+  remote_->CloseAll();
   header_ = nullptr;
   own_region_ = nullptr;
   locals_.clear();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "message.h"
+#include "remote_links.h"
 #include "wait.h"
 
 namespace topocoll {
@@ -23,12 +24,12 @@ struct TcpPeer {
   int port;
 };
 
-class TcpLinks {
+class TcpLinks final : public RemoteLinks {
  public:
   TcpLinks() = default;
   TcpLinks(const TcpLinks&) = delete;
   TcpLinks& operator=(const TcpLinks&) = delete;
-  ~TcpLinks();
+  ~TcpLinks() override;
 
   // Opens the listening socket on an ephemeral port of `address` (dotted IPv4); returns the port.
   int Listen(const std::string& address);
@@ -53,19 +54,21 @@ class TcpLinks {
   // the wake-up latency when a core is free for it (0 when processes outnumber cores).
   void SetSpinReads(uint32_t attempts) { spin_reads_ = attempts; }
 
-  void Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard);
-  void ReadExact(int rank, void* dst, size_t n, WaitGuard& guard);
+  void Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) override;
+  void ReadHeader(int rank, MsgHeader* header, WaitGuard& guard) override { ReadExact(rank, header, sizeof *header, guard); }
+  void ReadBody(int rank, void* dst, size_t n, WaitGuard& guard) override { ReadExact(rank, dst, n, guard); }
   // Sends a small message only if the socket takes it whole at once (never blocks).
-  void TrySend(int rank, const void* data, size_t n);
+  void TrySend(int rank, const void* data, size_t n) override;
   // Sends a failing rank's notice on every link, waiting for room (a peer still reading the
   // stream drains it) for at most budget_ms in all; failures are ignored: the links close next.
-  void SendLastWords(const void* data, size_t n, int budget_ms);
+  void SendLastWords(const void* data, size_t n, int budget_ms) override;
 
   // Shuts every connection down so that peers blocked on them see the failure at once.
-  void ShutdownAll();
-  void CloseAll();
+  void ShutdownAll() override;
+  void CloseAll() override;
 
  private:
+  void ReadExact(int rank, void* dst, size_t n, WaitGuard& guard);
   int FdOf(int rank) const;
   void WaitFd(int fd, short events, int rank, WaitGuard& guard);
 

@@ -27,6 +27,9 @@ export interface TcpDirectory {
   timeoutMs: number;
 }
 
+/** How a rank reaches the ranks of other nodes: its own TCP links, or a host layer's messages (createCommunicator). */
+export type RemoteDirectory = TcpDirectory | { readonly p2p: true };
+
 /**
  * The plans of one job for a configuration, and the links and shared-memory groups they need:
  * used by init and again by every runtime reconfiguration, so both build the same way.
@@ -37,8 +40,12 @@ export class JobPlanner {
     readonly placements: readonly RankPlacement[],
     readonly network: NetworkTopology | undefined,
     private readonly engine: NativeEngine,
-    private readonly tcp?: TcpDirectory,
+    private readonly remote?: RemoteDirectory,
   ) {}
+
+  private get tcp(): TcpDirectory | undefined {
+    return this.remote !== undefined && 'addresses' in this.remote ? this.remote : undefined;
+  }
 
   /** The plans for `config` (pure: nothing is sent or registered). */
   build(config: TopocollConfig): JobPlans {
@@ -67,6 +74,15 @@ export class JobPlanner {
     if (peers.length > 0) this.link(peers, this.tcp!.timeoutMs, Date.now() + this.tcp!.timeoutMs);
   }
 
+  /** Over a host layer nothing is connected: the layer's peers are only named (for abort notices). */
+  private nameLayerPeers(plans: GroupPlan[]): boolean {
+    if (this.remote === undefined || 'addresses' in this.remote) return false;
+    const ranks = this.remotePeers(plans);
+    if (ranks.length > 0) this.engine.addP2PPeers(ranks);
+    for (const r of ranks) this.linked.add(r);
+    return true;
+  }
+
   /**
    * connect() for init: waits in short native slices and runs `between` (which yields to the
    * event loop and throws when the job's init was aborted) between them, so a rank that fails
@@ -78,7 +94,7 @@ export class JobPlanner {
     while (peers.length > 0 && !this.link(peers, 20, deadline)) await between();
   }
 
-  private unlinkedPeers(plans: GroupPlan[]): TcpPeerAddress[] {
+  private remotePeers(plans: GroupPlan[]): number[] {
     const node = this.placements[this.rank]!.node;
     const remote = new Set<number>();
     for (const plan of plans) {
@@ -86,12 +102,18 @@ export class JobPlanner {
         for (const m of group.members) if (this.placements[m]!.node !== node && !this.linked.has(m)) remote.add(m);
       }
     }
-    if (remote.size === 0) return [];
+    return [...remote].sort((a, b) => a - b);
+  }
+
+  private unlinkedPeers(plans: GroupPlan[]): TcpPeerAddress[] {
+    if (this.nameLayerPeers(plans)) return [];
+    const ranks = this.remotePeers(plans);
+    if (ranks.length === 0) return [];
     if (this.tcp === undefined)
       throw new TopocollError('EINVAL', `rank ${this.rank} needs links to other nodes, but the job was started without them (no rendezvous)`, {
         rank: this.rank,
       });
-    return [...remote].sort((a, b) => a - b).map((rank) => this.tcp!.addresses[rank]!);
+    return ranks.map((rank) => this.tcp!.addresses[rank]!);
   }
 
   /** One native wait of at most `waitMs`; true once every peer is linked, ETIMEDOUT past `deadline`. */

@@ -1,0 +1,24 @@
+// A topocoll_p2p_v1 whose operations run on the JavaScript thread: the bridge that lets the
+// executor's threads send and receive through a JavaScript point-to-point layer
+// (src/p2p/js-layer.ts wraps a user's PointToPoint in it).
+//
+// Protocol, per operation:
+//   1. isend/irecv (an executor thread): registers a request under a new id (the handle is the
+//      id) and queues a call to JavaScript: operate(kind, id, peer, tag, payload) — kind 0 send
+//      with a copy of the bytes, kind 1 receive with the capacity.
+//   2. the JavaScript thread runs it: the layer's send/recv, and when that settles,
+//      complete(id, error?, bytes?) copies a received message into the request's buffer (under
+//      the lock, so never after abandon) and marks the request done or failed.
+//   3. test (the executor thread) reports done/failed once and forgets the request.
+// The JavaScript thread must be free for step 2: a blocking (Sync) collective would wait for it
+// forever, so operations started on the JavaScript thread fail at once (TypeScript refuses such
+// calls earlier, with EINVAL).
+#pragma once
+
+#include <napi.h>
+
+namespace topocoll {
+
+Napi::Function DefineJsPointToPoint(Napi::Env env);
+
+}  // namespace topocoll

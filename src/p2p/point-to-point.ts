@@ -1,0 +1,41 @@
+/**
+ * The point-to-point layer a host messaging layer gives topocoll (createCommunicator): the
+ * JavaScript form, and the native form (a topocoll_p2p_v1 struct, native/include/topocoll_p2p.h,
+ * handed over as an External).
+ */
+
+/**
+ * Messages between ranks 0 … size − 1 of the host layer. Two messages from one sender to one
+ * receiver with the same tag must arrive in the order they were sent; topocoll needs nothing
+ * else (no wildcards, no probe). A message longer than `maxBytes` is an error of that `recv`.
+ */
+export interface PointToPoint {
+  readonly rank: number;
+  readonly size: number;
+  send(peer: number, tag: number, data: Uint8Array): Promise<void>;
+  recv(peer: number, tag: number, maxBytes: number): Promise<Uint8Array>;
+  /**
+   * The first of the tags topocoll uses (default 0): communicator k made over this layer uses
+   * tagBase + 2k and tagBase + 2k + 1 (k = 0, 1, … in the order they were created).
+   */
+  readonly tagBase?: number;
+  /**
+   * A native topocoll_p2p_v1 (an External, e.g. from topocoll/mpi): when given, topocoll's
+   * collectives call it from their own threads, so blocking (Sync) collectives work across nodes
+   * too; `send`/`recv` then only carry the setup.
+   */
+  readonly native?: object;
+}
+
+/** A native layer alone (no JavaScript send/recv): topocoll runs its setup over the struct too. */
+export interface NativePointToPoint {
+  readonly native: object;
+}
+
+/** Communicators a layer can carry: each uses two tags. */
+export const MAX_COMMUNICATORS_PER_LAYER = 1024;
+
+/** The tags of communicator `slot` of a layer: its collectives', and its setup's. */
+export function communicatorTags(tagBase: number, slot: number): { collectives: number; setup: number } {
+  return { collectives: tagBase + 2 * slot, setup: tagBase + 2 * slot + 1 };
+}
