@@ -40,6 +40,8 @@ export type { LevelName } from './groups/levels.js';
 
 // Runtime.
 export { init, type InitOptions } from './init.js';
+export { createCommunicator, type CreateCommunicatorOptions } from './p2p/create-communicator.js';
+export type { PointToPoint, NativePointToPoint } from './p2p/point-to-point.js';
 export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } from './communicator.js';
 export { userOp, type UserOp, type ReduceOpName } from './runtime/datatypes.js';
 export type { TypedArray } from './util/typed-array.js';

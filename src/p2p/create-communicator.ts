@@ -1,0 +1,265 @@
+import { hostname } from 'node:os';
+import { Communicator } from '../communicator.js';
+import type { TopocollConfigInput } from '../config/schema.js';
+import { TopocollError, isTopocollError } from '../errors.js';
+import { configFor, whereThisProcessRuns } from '../init.js';
+import { openP2PLayer, type NativeP2PLayer } from '../native.js';
+import { detectEnvironment } from '../runtime/environment.js';
+import { joinJob, type JoinChannel, type RankInfo } from '../runtime/join.js';
+import { createJobToken } from '../runtime/rendezvous/protocol.js';
+import { removeJobSegments } from '../runtime/segment-name.js';
+import { formatIndexList } from '../topology/index-list.js';
+import { resolveNetworkSource } from '../topology/network/network-source.js';
+import { networkFromSlurmAddresses } from '../topology/network/slurm-address.js';
+import type { NetworkTopology } from '../topology/network/types.js';
+import { resolveNodeIdentity } from '../topology/node-identity.js';
+import { bridgeJsLayer, describe } from './js-layer.js';
+import { MAX_COMMUNICATORS_PER_LAYER, communicatorTags, type NativePointToPoint, type PointToPoint } from './point-to-point.js';
+
+export interface CreateCommunicatorOptions {
+  /** A YAML file, or configuration given in code; default: TOPOCOLL_CONFIG, else the shipped defaults. */
+  config?: string | TopocollConfigInput;
+  /** The compute node this rank runs on; default as init() decides it (TOPOCOLL_NODE, else node.identity). */
+  node?: string;
+  /** Environment to read TOPOCOLL_* from; default process.env. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Why blocking collectives cannot cross nodes over a JavaScript layer. */
+const BLOCKING_OVER_JS =
+  'blocking (Sync) collectives and configure() cannot run on this communicator: its nodes are linked by a JavaScript point-to-point layer, whose send and recv need the event loop that a blocking call holds. Use the Promise form (await comm.allreduce(...)), or a native layer (p2p.native, e.g. from topocoll/mpi)';
+
+/** Bytes of a setup message: one rank's information, or every rank's (rank 0 to the others). */
+const SETUP_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+/** Per host layer object: its native struct opened once, and how many communicators were made over it. */
+const layers = new WeakMap<object, { native: NativeP2PLayer; made: number }>();
+
+/**
+ * Makes a communicator whose ranks are the host layer's ranks, carried by that layer between
+ * nodes (ranks of one node still use topocoll's shared memory). Collective: every rank of the
+ * layer calls it, in the same order as any other createCommunicator over the same layer. The
+ * setup (node names, locality strings, the shared segments' names) goes over the layer too.
+ */
+export async function createCommunicator(p2p: PointToPoint | NativePointToPoint, options: CreateCommunicatorOptions = {}): Promise<Communicator> {
+  const env = options.env ?? process.env;
+  const js = 'send' in p2p ? (p2p as PointToPoint) : undefined;
+  if (js === undefined) {
+    throw new TopocollError('EINVAL', 'createCommunicator: the layer has no send/recv; a native layer alone (only `native`) is not supported yet', {
+      hint: 'Pass an object with rank, size, send and recv (used for the setup) and the native struct as `native`.',
+    });
+  }
+  checkLayer(js);
+  const rank = js.rank;
+  const job = detectEnvironment(env);
+  const config = configFor(options.config, job, env);
+  const timeoutMs = job.timeoutMs ?? config.timeouts.initMs;
+  const tagBase = js.tagBase ?? 0;
+  let held = layers.get(p2p);
+  if (held === undefined) {
+    const native = openP2PLayer(js.native ?? bridgeJsLayer(js, tagBase));
+    if (native.rank !== js.rank || native.size !== js.size || native.tagBase !== tagBase) {
+      throw new TopocollError(
+        'EINVAL',
+        `createCommunicator: the native struct says rank ${native.rank} of ${native.size} (tag base ${native.tagBase}), the layer rank ${js.rank} of ${js.size} (tag base ${tagBase})`,
+        { rank },
+      );
+    }
+    held = { native, made: 0 };
+    layers.set(p2p, held);
+  }
+  if (held.made >= MAX_COMMUNICATORS_PER_LAYER) {
+    throw new TopocollError('EINVAL', `createCommunicator: ${MAX_COMMUNICATORS_PER_LAYER} communicators were made over this layer already`, { rank });
+  }
+  const tags = communicatorTags(tagBase, held.made++);
+  const setup = new SetupMessages(js, tags.setup, timeoutMs);
+
+  const node = options.node ?? job.nodeName ?? resolveNodeIdentity(config.node.identity, env);
+  const network = resolveNetworkSource(job.networkFile ? { source: 'file', file: job.networkFile } : config.network, env, node);
+  const here = whereThisProcessRuns(config, env);
+  const me: RankInfo = {
+    node,
+    host: hostname(),
+    locality: config.topology.locality ?? env.TOPOCOLL_LOCALITY ?? here.locality,
+    cpus: formatIndexList(here.cpus),
+    ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
+  };
+  let token: string | undefined;
+  try {
+    const gathered = await setup.allgatherInfo(me);
+    token = gathered.token;
+    const infos = gathered.infos;
+    const net: NetworkTopology | undefined =
+      network.kind === 'file' ? network.network : network.kind === 'slurm' ? networkFromSlurmAddresses(infos.map((i) => i.slurmPath!)) : undefined;
+    const channel: JoinChannel = {
+      segmentToken: token,
+      timeoutMs,
+      publishSegment: async (_nodeIndex, name, localRanks) => {
+        await Promise.all(localRanks.filter((r) => r !== rank).map((r) => setup.send(r, { segment: name })));
+      },
+      segmentOf: async (_nodeIndex, leader) => {
+        const got = await setup.recv(leader);
+        if (typeof got.segment !== 'string') throw setup.unexpected(leader, 'the shared segment name');
+        return got.segment;
+      },
+      linkNodes: (engine) => {
+        engine.useP2P(held.native, tags.collectives);
+        if (js.native === undefined) engine.refuseBlocking(BLOCKING_OVER_JS);
+        return Promise.resolve({ p2p: true });
+      },
+      between: () => new Promise((r) => setImmediate(r)),
+    };
+    const parts = await joinJob(rank, infos, config, net, here.numaNode, channel);
+    try {
+      await setup.barrier();
+    } catch (e) {
+      parts.engine.close();
+      throw e;
+    }
+    return new Communicator(parts);
+  } catch (e) {
+    await setup.abort(e);
+    if (token !== undefined) removeJobSegments(token);
+    throw e;
+  }
+}
+
+function checkLayer(p2p: PointToPoint): void {
+  const { rank, size } = p2p;
+  if (!Number.isSafeInteger(size) || size < 1 || !Number.isSafeInteger(rank) || rank < 0 || rank >= size) {
+    throw new TopocollError('EINVAL', `createCommunicator: the layer says rank ${String(rank)} of ${String(size)}`);
+  }
+  if (typeof p2p.send !== 'function' || typeof p2p.recv !== 'function') {
+    throw new TopocollError('EINVAL', 'createCommunicator: the layer needs send(peer, tag, data) and recv(peer, tag, maxBytes)', { rank });
+  }
+  const base = p2p.tagBase ?? 0;
+  if (!Number.isSafeInteger(base) || base < 0 || base > 2 ** 31 - 1 - 2 * MAX_COMMUNICATORS_PER_LAYER) {
+    throw new TopocollError('EINVAL', `createCommunicator: tagBase ${String(base)} leaves no room for topocoll's tags below 2^31`, { rank });
+  }
+}
+
+/** One setup message: JSON, one field per kind. */
+interface SetupMessage {
+  info?: RankInfo;
+  all?: { infos: RankInfo[]; token: string };
+  segment?: string;
+  ready?: true;
+  go?: true;
+  abort?: string;
+}
+
+/**
+ * The setup's messages over the layer, on the communicator's setup tag: rank 0 gathers every
+ * rank's information and sends all of it (and the job's segment token) back; node leaders send
+ * their segment's name; a gather-and-release barrier ends it. Every receive has the setup
+ * timeout; a rank that fails tells every other (best effort), so they fail rather than wait.
+ */
+class SetupMessages {
+  private readonly encoder = new TextEncoder();
+  private readonly decoder = new TextDecoder();
+
+  constructor(
+    private readonly p2p: PointToPoint,
+    private readonly tag: number,
+    private readonly timeoutMs: number,
+  ) {}
+
+  async send(peer: number, message: SetupMessage): Promise<void> {
+    try {
+      await this.p2p.send(peer, this.tag, this.encoder.encode(JSON.stringify(message)));
+    } catch (e) {
+      throw new TopocollError('EPEERLOST', `createCommunicator: the layer's send to rank ${peer} (tag ${this.tag}) failed: ${describe(e)}`, {
+        rank: this.p2p.rank,
+      });
+    }
+  }
+
+  async recv(peer: number): Promise<SetupMessage> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new TopocollError('ETIMEDOUT', `createCommunicator: nothing from rank ${peer} (tag ${this.tag}) within ${this.timeoutMs} ms`, {
+              rank: this.p2p.rank,
+              hint: 'That rank may not have called createCommunicator, or may have failed (see its output).',
+            }),
+          ),
+        this.timeoutMs,
+      );
+    });
+    let bytes: Uint8Array;
+    try {
+      bytes = await Promise.race([this.p2p.recv(peer, this.tag, SETUP_MESSAGE_BYTES), timeout]);
+    } catch (e) {
+      if (isTopocollError(e)) throw e;
+      throw new TopocollError('EPEERLOST', `createCommunicator: the layer's recv from rank ${peer} (tag ${this.tag}) failed: ${describe(e)}`, {
+        rank: this.p2p.rank,
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+    let message: SetupMessage;
+    try {
+      message = JSON.parse(this.decoder.decode(bytes)) as SetupMessage;
+    } catch {
+      throw this.unexpected(peer, 'a setup message');
+    }
+    if (typeof message.abort === 'string') {
+      throw new TopocollError('EPEERLOST', `createCommunicator: rank ${peer} failed during the setup: ${message.abort}`, { rank: this.p2p.rank });
+    }
+    return message;
+  }
+
+  unexpected(peer: number, what: string): TopocollError {
+    return new TopocollError('EMISMATCH', `createCommunicator: rank ${peer} sent something other than ${what} on tag ${this.tag}`, {
+      rank: this.p2p.rank,
+      hint: 'Every rank must create communicators over the layer in the same order, and the host must leave topocoll its tags.',
+    });
+  }
+
+  async allgatherInfo(me: RankInfo): Promise<{ infos: RankInfo[]; token: string }> {
+    const { rank, size } = this.p2p;
+    if (size === 1) return { infos: [me], token: createJobToken() };
+    if (rank !== 0) {
+      await this.send(0, { info: me });
+      const got = await this.recv(0);
+      if (got.all === undefined || got.all.infos.length !== size) throw this.unexpected(0, "every rank's information");
+      return got.all;
+    }
+    const infos: RankInfo[] = [me];
+    const others = await Promise.all(Array.from({ length: size - 1 }, (_, i) => this.recv(i + 1)));
+    others.forEach((m, i) => {
+      if (m.info === undefined) throw this.unexpected(i + 1, "the rank's information");
+      infos.push(m.info);
+    });
+    const all = { infos, token: createJobToken() };
+    await Promise.all(Array.from({ length: size - 1 }, (_, i) => this.send(i + 1, { all })));
+    return all;
+  }
+
+  async barrier(): Promise<void> {
+    const { rank, size } = this.p2p;
+    if (size === 1) return;
+    if (rank !== 0) {
+      await this.send(0, { ready: true });
+      if ((await this.recv(0)).go !== true) throw this.unexpected(0, 'the end of the setup');
+      return;
+    }
+    const ready = await Promise.all(Array.from({ length: size - 1 }, (_, i) => this.recv(i + 1)));
+    ready.forEach((m, i) => {
+      if (m.ready !== true) throw this.unexpected(i + 1, 'its readiness');
+    });
+    await Promise.all(Array.from({ length: size - 1 }, (_, i) => this.send(i + 1, { go: true })));
+  }
+
+  /** Tells every other rank that this one failed; waits a little for the sends, never fails. */
+  async abort(e: unknown): Promise<void> {
+    const { rank, size } = this.p2p;
+    const text = `rank ${rank}: ${describe(e)}`;
+    const sends = Array.from({ length: size }, (_, r) => r)
+      .filter((r) => r !== rank)
+      .map((r) => this.p2p.send(r, this.tag, this.encoder.encode(JSON.stringify({ abort: text }))).catch(() => undefined));
+    await Promise.race([Promise.all(sends), new Promise((r) => setTimeout(r, 200))]);
+  }
+}
