@@ -43,7 +43,7 @@ const layers = new WeakMap<object, { native: NativeP2PLayer; made: number }>();
  */
 export async function createCommunicator(p2p: PointToPoint | NativePointToPoint, options: CreateCommunicatorOptions = {}): Promise<Communicator> {
   const env = options.env ?? process.env;
-  const js = 'send' in p2p ? (p2p as PointToPoint) : undefined;
+  const js = 'send' in p2p ? (p2p) : undefined;
   if (js === undefined) {
     throw new TopocollError('EINVAL', 'createCommunicator: the layer has no send/recv; a native layer alone (only `native`) is not supported yet', {
       hint: 'Pass an object with rank, size, send and recv (used for the setup) and the native struct as `native`.',
