@@ -83,6 +83,9 @@ std::string Engine::Guard::CallName() const {
 }
 
 std::string Engine::Guard::Awaited() const {
+  if (peer_ >= 0 && engine_.p2p_ != nullptr && engine_.LocalIndex(peer_) < 0) {
+    return "rank " + std::to_string(peer_) + " (tag " + std::to_string(engine_.p2p_->tag()) + " of the point-to-point layer)";
+  }
   if (peer_ >= 0) return "rank " + std::to_string(peer_);
   std::string behind;
   for (size_t li = 0; li < engine_.locals_.size(); ++li) {

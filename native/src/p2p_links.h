@@ -78,6 +78,7 @@ class P2PLinks final : public RemoteLinks {
   P2PLinks(std::shared_ptr<P2PLayer> layer, int32_t tag);
   ~P2PLinks() override;
 
+  int32_t tag() const { return tag_; }
   // Ranks that get this rank's abort notice (the remote peers of its plans).
   void AddPeers(const std::vector<int>& ranks);
 
