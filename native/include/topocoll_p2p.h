@@ -26,13 +26,16 @@
  * REQUESTS AND OWNERSHIP
  *   isend/irecv start an operation and store an opaque handle in *request. The memory they were
  *   given belongs to the operation until test() reports it done (*done = 1): topocoll does not
- *   touch or free it before then. After test() reported done the handle is never used again and
- *   the layer frees what it holds.
+ *   touch or free it before then. After test() reported done, or failed (returned non-zero: the
+ *   operation is over, whatever *done says), the handle is never used again and the layer frees
+ *   what it holds.
  *   abandon() is called only for receives topocoll will not wait for any more (after an abort,
  *   at close): once it returns, the layer must never write the receive's buffer (cancel it, or
- *   receive into memory of its own and drop the message) and frees the handle itself. Sends are
- *   never abandoned: topocoll keeps a send's memory until test() reports it done, or until
- *   release() returned (a send to a rank that died may never complete).
+ *   receive into memory of its own and drop the message) and frees the handle itself. It may
+ *   wait for a message already in transit to land (MPI_Cancel + MPI_Wait), never for a peer.
+ *   Sends are never abandoned: topocoll keeps a send's memory until test() reports it done. The
+ *   copies of sends still not done when topocoll calls release() are never freed (a send to a
+ *   rank that died may never complete, and a layer like MPI cannot cancel a send).
  *
  * THREADS
  *   topocoll calls the functions from its own threads (the thread of a blocking collective, the
@@ -50,7 +53,11 @@
  *
  * LIFETIME
  *   The struct and its context must stay valid until release (may be NULL) is called: topocoll
- *   calls it once, when the last communicator that uses the struct is closed or collected.
+ *   calls it once it no longer uses the struct — the last communicator over it closed and the
+ *   JavaScript object it came with was collected. Handing the same struct over again after that
+ *   (a new createCommunicator) opens it anew, so a layer that allows it keeps the struct valid.
+ *   describe() gets only a code: a layer that wants its texts to name the failed operation
+ *   returns a distinct code per failure.
  */
 #ifndef TOPOCOLL_P2P_H
 #define TOPOCOLL_P2P_H

@@ -70,9 +70,10 @@ P2PLayer::~P2PLayer() {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   ReapAdoptedLocked();
-  // The layer owns its requests from here on; the copies of sends still in flight are freed only
-  // now that it promised not to read them any more.
   if (p2p_->release != nullptr) p2p_->release(p2p_->context);
+  // Sends still not done may still be read by a layer that cannot cancel them (MPI): their
+  // copies are left to the process (topocoll_p2p.h, REQUESTS AND OWNERSHIP).
+  for (PendingSend& s : adopted_) static_cast<void>(s.copy.release());
 }
 
 int P2PLayer::Isend(int peer, int32_t tag, const void* data, size_t bytes, void** request) {

@@ -62,7 +62,7 @@ class P2PLayer {
   void Abandon(void* request);
   std::string Describe(int code);
   // Takes sends a closing communicator could not see complete; they are tested whenever the
-  // layer is used, and their copies live until they complete or release() returned.
+  // layer is used, and their copies live until they complete (or forever, past release()).
   void Adopt(std::vector<PendingSend> sends);
 
  private:
