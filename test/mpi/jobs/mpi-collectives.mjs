@@ -1,0 +1,82 @@
+// @ts-check
+// A rank of a job started by mpirun that runs topocoll's collectives over MPI (createCommunicator
+// over topocoll/mpi's world communicator, MPI between emulated nodes of `--ppn` ranks each,
+// shared memory inside them) and compares every result bit for bit with MPI's own collective on
+// the same inputs (MPI_Allreduce, MPI_Reduce, MPI_Bcast, MPI_Allgather through the same addon).
+// Blocking and Promise calls; sizes across the layer's inline (4 KiB) and piece (256 KiB) limits.
+// Prints `rank R ok N`, or the reason on stderr and exits 1.
+import { createCommunicator } from 'topocoll';
+import { initMpi } from 'topocoll/mpi';
+
+const ppn = Number(process.argv[2] ?? 2);
+const world = initMpi();
+const { rank, size } = world;
+const comm = await createCommunicator(world, { node: `node${Math.floor(rank / ppn)}` });
+let checks = 0;
+
+/**
+ * @param {string} what
+ * @param {ArrayLike<unknown>} got
+ * @param {ArrayLike<unknown>} want
+ */
+function same(what, got, want) {
+  checks++;
+  if (got.length !== want.length) throw new Error(`${what}: ${got.length} elements, MPI ${want.length}`);
+  for (let i = 0; i < got.length; i++) {
+    if (got[i] !== want[i]) throw new Error(`rank ${rank}: ${what}: element ${i} is ${String(got[i])}, MPI says ${String(want[i])}`);
+  }
+}
+
+/** @typedef {Int8Array | Uint8Array | Int32Array | Uint32Array | BigInt64Array} IntArray */
+/** @type {{ make: (n: number) => IntArray, value: (r: number, i: number) => any, name: string }[]} */
+const TYPES = [
+  { name: 'int8', make: (n) => new Int8Array(n), value: (r, i) => ((r * 37 + i * 11) % 200) - 100 },
+  { name: 'uint8', make: (n) => new Uint8Array(n), value: (r, i) => (r * 13 + i * 7) % 256 },
+  { name: 'int32', make: (n) => new Int32Array(n), value: (r, i) => (r * 104729 + i * 7919) % 2 ** 31 },
+  { name: 'uint32', make: (n) => new Uint32Array(n), value: (r, i) => (r * 2654435761 + i * 40503) % 2 ** 32 },
+  { name: 'int64', make: (n) => new BigInt64Array(n), value: (r, i) => BigInt(r * 1000003 + i) * 4294967311n - 5n },
+];
+/** @type {import('topocoll').ReduceOpName[]} */
+const OPS = ['sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor'];
+const SIZES = [0, 1, 7, 1000, 4096 + 1, 70_000];
+
+for (const T of TYPES) {
+  for (const n of SIZES) {
+    const input = T.make(n);
+    for (let i = 0; i < n; i++) input[i] = T.value(rank, i);
+    for (const [k, op] of OPS.entries()) {
+      const mine = T.make(n);
+      const want = T.make(n);
+      world.allreduceSync(input, want, op);
+      if (k % 2 === 0) comm.allreduceSync(input, mine, op);
+      else await comm.allreduce(input, mine, op);
+      same(`allreduce ${T.name} ${op} n=${n}`, mine, want);
+      const root = (k + n) % size;
+      const at = rank === root ? T.make(n) : null;
+      const wantAt = rank === root ? T.make(n) : null;
+      world.reduceSync(input, wantAt, op, root);
+      if (k % 2 === 0) comm.reduceSync(input, at, op, root);
+      else await comm.reduce(input, at, op, root);
+      if (at !== null && wantAt !== null) same(`reduce ${T.name} ${op} n=${n} root=${root}`, at, wantAt);
+    }
+    const root = n % size;
+    const buf = rank === root ? input.slice() : T.make(n);
+    const wantBuf = rank === root ? input.slice() : T.make(n);
+    world.bcastSync(wantBuf, root);
+    if (n % 2 === 0) comm.bcastSync(buf, root);
+    else await comm.bcast(buf, root);
+    same(`bcast ${T.name} n=${n} root=${root}`, buf, wantBuf);
+    const all = T.make(n * size);
+    const wantAll = T.make(n * size);
+    world.allgatherSync(input, wantAll);
+    if (n % 2 === 0) comm.allgatherSync(input, all);
+    else await comm.allgather(input, all);
+    same(`allgather ${T.name} n=${n}`, all, wantAll);
+  }
+}
+for (let i = 0; i < 50; i++) {
+  if (i % 2 === 0) comm.barrierSync();
+  else await comm.barrier();
+}
+comm.close();
+console.log(`rank ${rank} ok ${checks}`);
