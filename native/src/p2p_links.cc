@@ -140,7 +140,7 @@ void P2PLinks::Failed(int code, const char* what, int rank) {
 }
 
 void P2PLinks::Post(int rank, const ByteSlice* slices, size_t count, size_t from, size_t n) {
-  P2PLayer::PendingSend send{nullptr, std::make_unique<uint8_t[]>(n == 0 ? 1 : n), n};
+  P2PLayer::PendingSend send{nullptr, std::make_unique<uint8_t[]>(n == 0 ? 1 : n), n, rank};
   size_t at = 0;  // offset of slice i in the concatenation
   for (size_t i = 0; i < count && at < from + n; at += slices[i].size, ++i) {
     const size_t b = std::max(from, at);
@@ -159,13 +159,30 @@ void P2PLinks::ReapLocked() {
   auto done = [&](const P2PLayer::PendingSend& s) {
     bool finished = false;
     size_t got = 0;
-    // A send that failed is reported by the receive that misses it (or the watchdog): the peer is
-    // gone or the layer broken, and this rank learns it where it waits.
-    if (layer_->Test(s.request, &finished, &got) != 0) finished = true;
+    const int rc = layer_->Test(s.request, &finished, &got);
+    // A failed send is over too; this rank reports it at its next send or wait (the peer would
+    // wait for it in vain).
+    if (rc != 0 && send_failure_ == 0) {
+      send_failure_ = rc;
+      send_failure_peer_ = s.peer;
+    }
+    if (rc != 0) finished = true;
     if (finished) pending_bytes_ -= s.bytes;
     return finished;
   };
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(), done), pending_.end());
+}
+
+void P2PLinks::ReapAndThrowIfSendFailed() {
+  int code = 0;
+  int peer = -1;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ReapLocked();
+    code = send_failure_;
+    peer = send_failure_peer_;
+  }
+  if (code != 0) Failed(code, "sending to", peer);
 }
 
 void P2PLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) {
@@ -199,8 +216,7 @@ void P2PLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& 
       at += piece;
     }
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  ReapLocked();
+  ReapAndThrowIfSendFailed();
 }
 
 size_t P2PLinks::AwaitReceive(void* request, int rank, WaitGuard& guard) {
@@ -231,11 +247,9 @@ size_t P2PLinks::AwaitReceive(void* request, int rank, WaitGuard& guard) {
     }
     Backoff(attempt);
     if ((attempt & 255) == 255) {
-      // Sends of this rank may be what the peer waits for before it sends: keep them moving.
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ReapLocked();
-      }
+      // Sends of this rank may be what the peer waits for before it sends: keep them moving, and
+      // report one that failed (the peer may be waiting for it).
+      ReapAndThrowIfSendFailed();
       guard.Check();
     }
   }

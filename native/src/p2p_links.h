@@ -53,6 +53,7 @@ class P2PLayer {
     void* request;
     std::unique_ptr<uint8_t[]> copy;
     size_t bytes;
+    int peer;
   };
 
   // The struct's functions, one call at a time; each returns the struct's code (0: success).
@@ -99,8 +100,11 @@ class P2PLinks final : public RemoteLinks {
  private:
   // Copies the bytes [from, from + n) of the slices' concatenation and sends them as one message.
   void Post(int rank, const ByteSlice* slices, size_t count, size_t from, size_t n);
-  // Tests the sends in flight and frees the copies of those done. Under mutex_.
+  // Tests the sends in flight and frees the copies of those done; the first that failed is kept
+  // in send_failure_. Under mutex_.
   void ReapLocked();
+  // Reaps, and throws the failure of a send the layer reported (EPEERLOST naming peer and tag).
+  void ReapAndThrowIfSendFailed();
   // Waits for a receive this thread posted; returns the bytes received.
   size_t AwaitReceive(void* request, int rank, WaitGuard& guard);
   [[noreturn]] void Failed(int code, const char* what, int rank);
@@ -112,6 +116,9 @@ class P2PLinks final : public RemoteLinks {
   std::vector<P2PLayer::PendingSend> pending_;
   size_t pending_bytes_ = 0;
   std::set<int> peers_;
+  // The layer's code and the peer of the first send that failed (code 0: none).
+  int send_failure_ = 0;
+  int send_failure_peer_ = -1;
   // Per peer, the message whose header was read last: the bytes of its inline body not read yet
   // are data[at, end). The calling thread only.
   struct Inbox {

@@ -27,7 +27,7 @@ export interface CreateCommunicatorOptions {
 
 /** Why blocking collectives cannot cross nodes over a JavaScript layer. */
 const BLOCKING_OVER_JS =
-  'blocking (Sync) collectives and configure() cannot run on this communicator: its nodes are linked by a JavaScript point-to-point layer, whose send and recv need the event loop that a blocking call holds. Use the Promise form (await comm.allreduce(...)), or a native layer (p2p.native, e.g. from topocoll/mpi)';
+  'blocking (Sync) collectives and configure() cannot run on this communicator: its nodes are linked by a JavaScript point-to-point layer, whose send and recv need the event loop that a blocking call holds. Use the Promise form (await comm.allreduce(...)) with a built-in operator — a user operator runs on the calling thread even in the Promise form —, or a native layer (p2p.native, e.g. from topocoll/mpi)';
 
 /** Bytes of a setup message: one rank's information, or every rank's (rank 0 to the others). */
 const SETUP_MESSAGE_BYTES = 64 * 1024 * 1024;
@@ -43,7 +43,7 @@ const layers = new WeakMap<object, { native: NativeP2PLayer; made: number }>();
  */
 export async function createCommunicator(p2p: PointToPoint | NativePointToPoint, options: CreateCommunicatorOptions = {}): Promise<Communicator> {
   const env = options.env ?? process.env;
-  const js = 'send' in p2p ? (p2p) : undefined;
+  const js = 'send' in p2p ? p2p : undefined;
   if (js === undefined) {
     throw new TopocollError('EINVAL', 'createCommunicator: the layer has no send/recv; a native layer alone (only `native`) is not supported yet', {
       hint: 'Pass an object with rank, size, send and recv (used for the setup) and the native struct as `native`.',

@@ -4,9 +4,12 @@
 // computed here from the inputs every rank would have — an independent recomputation, not the
 // library's own output. Prints one line `rank R ok N` or throws (non-zero exit).
 //
-// Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB (allgather: 4 MiB + 1 per rank); [--quick] fewer sizes.
+// Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB (allgather: 4 MiB + 1 per rank); [--quick] fewer sizes;
+// [--layer socket] makes the communicator with createCommunicator over the Unix-socket test
+// layer (socket-layer.mjs, its sockets in $TOPOCOLL_P2P_DIR) instead of init().
 import { combineInRankOrder } from './reference-op.mjs';
-import { init, IN_PLACE, userOp } from 'topocoll';
+import { socketLayer } from './socket-layer.mjs';
+import { createCommunicator, init, IN_PLACE, isTopocollError, userOp } from 'topocoll';
 
 /** @import { ReduceOpName, TypedArray } from 'topocoll' */
 /**
@@ -17,10 +20,60 @@ import { init, IN_PLACE, userOp } from 'topocoll';
 /** @typedef {TypedArray & { [i: number]: Scalar }} Values */
 /** @typedef {{ new (length: number): Values, from(src: ArrayLike<unknown>, map: (v: unknown, i: number) => Scalar): Values, readonly name: string }} ArrayType */
 
-const args = new Set(process.argv.slice(2));
-const comm = await init();
+const argv = process.argv.slice(2);
+const args = new Set(argv);
+const layerKind = argv.includes('--layer') ? argv[argv.indexOf('--layer') + 1] : undefined;
+if (layerKind !== undefined && layerKind !== 'socket') throw new Error(`--layer ${layerKind}: only socket is known`);
+const layer =
+  layerKind === 'socket'
+    ? await socketLayer(/** @type {string} */ (process.env.TOPOCOLL_P2P_DIR), Number(process.env.TOPOCOLL_RANK), Number(process.env.TOPOCOLL_SIZE))
+    : undefined;
+const comm = layer !== undefined ? await createCommunicator(layer) : await init();
 const { rank, size } = comm;
 let checks = 0;
+
+// Over a JavaScript layer, a communicator that spans nodes refuses blocking calls (the layer
+// needs the event loop the call would hold): there every Sync call below becomes its Promise
+// twin. Everywhere else `call` is the Sync form, exactly the calls this job always made.
+const blocking = layer === undefined || comm.localSize === comm.size;
+/** The name of the form `call` uses, for the checks' labels. */
+const Sync = blocking ? 'Sync' : '';
+const call = {
+  /** @type {(...a: Parameters<typeof comm.allreduceSync>) => Promise<void> | void} */
+  allreduce: (send, recv, op) => (blocking ? comm.allreduceSync(send, recv, op) : comm.allreduce(send, recv, op)),
+  /** @type {(...a: Parameters<typeof comm.reduceSync>) => Promise<void> | void} */
+  reduce: (send, recv, op, root) => (blocking ? comm.reduceSync(send, recv, op, root) : comm.reduce(send, recv, op, root)),
+  /** @type {(...a: Parameters<typeof comm.bcastSync>) => Promise<void> | void} */
+  bcast: (buf, root) => (blocking ? comm.bcastSync(buf, root) : comm.bcast(buf, root)),
+  /** @type {(...a: Parameters<typeof comm.allgatherSync>) => Promise<void> | void} */
+  allgather: (send, recv) => (blocking ? comm.allgatherSync(send, recv) : comm.allgather(send, recv)),
+  /** @type {(...a: Parameters<typeof comm.allgathervSync>) => Promise<void> | void} */
+  allgatherv: (send, recv, counts) => (blocking ? comm.allgathervSync(send, recv, counts) : comm.allgatherv(send, recv, counts)),
+  /** @type {(...a: Parameters<typeof comm.barrierSync>) => Promise<void> | void} */
+  barrier: () => (blocking ? comm.barrierSync() : comm.barrier()),
+};
+
+if (layer !== undefined) {
+  // Over the layer: blocking calls (and configure()) are refused with EINVAL across nodes,
+  // before anything is sent (the collectives below would mismatch otherwise), and work on one node.
+  /** @type {(what: string, f: () => void) => void} */
+  const refused = (what, f) => {
+    let error;
+    try {
+      f();
+    } catch (e) {
+      error = e;
+    }
+    if (blocking) {
+      if (error !== undefined) throw error;
+    } else if (!isTopocollError(error) || error.code !== 'EINVAL') {
+      throw new Error(`${what} across nodes over a JavaScript layer: expected TopocollError EINVAL, got ${String(error)}`);
+    }
+    checks++;
+  };
+  refused('barrierSync()', () => comm.barrierSync());
+  refused('configure({})', () => comm.configure({}));
+}
 
 /** @type {ArrayType[]} */
 const TYPES = [
@@ -141,8 +194,8 @@ for (const T of TYPES) {
       const want = reference(T, op, n);
       const mine = fill(T, op, rank, n);
       const out = new T(n);
-      comm.allreduceSync(mine, out, op);
-      expectEqual(out, want, `allreduceSync ${T.name} ${op} n=${n}`);
+      await call.allreduce(mine, out, op);
+      expectEqual(out, want, `allreduce${Sync} ${T.name} ${op} n=${n}`);
 
       const inPlace = fill(T, op, rank, n);
       await comm.allreduce(IN_PLACE, inPlace, op);
@@ -150,8 +203,8 @@ for (const T of TYPES) {
 
       const root = roots[(k + TYPES.indexOf(T)) % size];
       const result = rank === root ? new T(n) : null;
-      comm.reduceSync(mine, result, op, root);
-      if (rank === root) expectEqual(/** @type {Values} */ (result), want, `reduceSync ${T.name} ${op} n=${n} root=${root}`);
+      await call.reduce(mine, result, op, root);
+      if (rank === root) expectEqual(/** @type {Values} */ (result), want, `reduce${Sync} ${T.name} ${op} n=${n} root=${root}`);
     }
   }
 }
@@ -170,11 +223,11 @@ for (const root of roots) {
     }
     const buf = new Float64Array(n);
     if (rank === root) for (let i = 0; i < n; i++) buf[i] = root * 1000 + i + 0.5;
-    comm.bcastSync(buf, root);
+    await call.bcast(buf, root);
     expectEqual(
       buf,
       Float64Array.from({ length: n }, (_, i) => root * 1000 + i + 0.5),
-      `bcastSync n=${n} root=${root}`,
+      `bcast${Sync} n=${n} root=${root}`,
     );
     const bytes = new Uint8Array(n + 3);
     if (rank === root) for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7 + root) & 0xff;
@@ -212,8 +265,8 @@ for (const root of roots) {
       const counts = Array(size).fill(n);
       const want = concat(T, counts);
       const out = new T(n * size);
-      comm.allgatherSync(block(T, rank, n), out);
-      expectEqual(out, want, `allgatherSync ${T.name} n=${n}`);
+      await call.allgather(block(T, rank, n), out);
+      expectEqual(out, want, `allgather${Sync} ${T.name} n=${n}`);
       const inPlace = new T(n * size);
       inPlace.set(block(T, rank, n), rank * n);
       await comm.allgather(IN_PLACE, inPlace);
@@ -225,8 +278,8 @@ for (const root of roots) {
     const counts = Array.from({ length: size }, (_, r) => (r * k + 3) % 7);
     const want = concat(Float64Array, counts);
     const out = new Float64Array(want.length);
-    comm.allgathervSync(block(Float64Array, rank, /** @type {number} */ (counts[rank])), out, counts);
-    expectEqual(out, want, `allgathervSync counts=${counts.join(',')}`);
+    await call.allgatherv(block(Float64Array, rank, /** @type {number} */ (counts[rank])), out, counts);
+    expectEqual(out, want, `allgatherv${Sync} counts=${counts.join(',')}`);
     const inPlace = new Float64Array(want.length);
     inPlace.set(
       block(Float64Array, rank, /** @type {number} */ (counts[rank])),
@@ -247,15 +300,15 @@ for (const root of roots) {
   ]) {
     const want = concat(Float64Array, counts);
     const out = new Float64Array(want.length);
-    comm.allgathervSync(block(Float64Array, rank, /** @type {number} */ (counts[rank])), out, counts);
-    expectEqual(out, want, `allgathervSync counts=${counts.join(',')}`);
+    await call.allgatherv(block(Float64Array, rank, /** @type {number} */ (counts[rank])), out, counts);
+    expectEqual(out, want, `allgatherv${Sync} counts=${counts.join(',')}`);
   }
   if (args.has('--big')) {
     // 1 MiB + 3 bytes per rank: column segments in the gather phase, pipelined bcast after it.
     const n = (1 << 20) + 3;
     const counts = Array(size).fill(n);
     const out = new Uint8Array(n * size);
-    comm.allgatherSync(block(Uint8Array, rank, n), out);
+    await call.allgather(block(Uint8Array, rank, n), out);
     expectEqual(out, concat(Uint8Array, counts), 'allgather 1 MiB + 3 per rank');
   }
 }
@@ -276,16 +329,20 @@ for (const root of roots) {
     const want = Int32Array.from({ length: 64 }, (_, i) => (k % 2 === 0 ? (k * size * (size - 1)) / 2 + size * i : (size - 1) * k + i));
     expectEqual(out, want, `pipelined allreduce #${k}`);
   });
-  // A Sync call after queued Promise calls waits for them.
-  const p = comm.allreduce(Int32Array.of(rank), new Int32Array(1), 'sum');
-  const now = new Int32Array(1);
-  comm.allreduceSync(Int32Array.of(1), now, 'sum');
-  await p;
-  expectEqual(now, Int32Array.of(size), 'sync after async');
+  // A Sync call after queued Promise calls waits for them. (Not where blocking calls are
+  // refused: mixing the two forms is what this checks.)
+  if (blocking) {
+    const p = comm.allreduce(Int32Array.of(rank), new Int32Array(1), 'sum');
+    const now = new Int32Array(1);
+    comm.allreduceSync(Int32Array.of(1), now, 'sum');
+    await p;
+    expectEqual(now, Int32Array.of(size), 'sync after async');
+  }
 }
 
-// User-defined operators (a JavaScript function per chunk of elements).
-{
+// User-defined operators (a JavaScript function per chunk of elements). They run on the calling
+// thread — the Promise form too runs the blocking call — so not where blocking calls are refused.
+if (blocking) {
   // Commutative and associative, and it counts its own applications: size − 1 of them.
   const plusOne = userOp((/** @type {number} */ a, /** @type {number} */ b) => a + b + 1, { commutative: true });
   const n = 5000; // more than one scratch chunk
@@ -319,7 +376,7 @@ if (args.has('--big')) {
   for (const root of [0, size - 1]) {
     const buf = new Uint8Array(n);
     if (rank === root) for (let i = 0; i < n; i++) buf[i] = (i * 13 + root) & 0xff;
-    comm.bcastSync(buf, root);
+    await call.bcast(buf, root);
     expectEqual(
       buf,
       Uint8Array.from({ length: n }, (_, i) => (i * 13 + root) & 0xff),
@@ -329,7 +386,7 @@ if (args.has('--big')) {
   const m = ((1 << 20) + 3) >> 2;
   const big = Uint32Array.from({ length: m }, (_, i) => (i + rank) % 1000);
   const out = new Uint32Array(m);
-  comm.allreduceSync(big, out, 'sum');
+  await call.allreduce(big, out, 'sum');
   expectEqual(
     out,
     Uint32Array.from({ length: m }, (_, i) => {
@@ -347,7 +404,7 @@ if (args.has('--huge')) {
   const mine = new Float32Array(n);
   for (let i = 0; i < n; i++) mine[i] = (i % 7) + rank;
   const out = new Float32Array(n);
-  comm.allreduceSync(mine, out, 'sum');
+  await call.allreduce(mine, out, 'sum');
   const offset = (size * (size - 1)) / 2;
   for (let i = 0; i < n; i++) {
     if (out[i] !== size * (i % 7) + offset) throw new Error(`allreduce 64 MiB: element ${i} is ${out[i]}`);
@@ -355,14 +412,14 @@ if (args.has('--huge')) {
   checks++;
   const bytes = new Uint8Array(64 << 20);
   if (rank === size - 1) for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 31) & 0xff;
-  comm.bcastSync(bytes, size - 1);
+  await call.bcast(bytes, size - 1);
   for (let i = 0; i < bytes.length; i++) if (bytes[i] !== ((i * 31) & 0xff)) throw new Error(`bcast 64 MiB: byte ${i} is ${bytes[i]}`);
   checks++;
   // 4 MiB + 1 per rank, the largest size the allgather bench goes to (IN_PLACE).
   const per = (4 << 20) + 1;
   const all = new Uint8Array(per * size);
   for (let i = 0; i < per; i++) all[rank * per + i] = (i * 13 + rank * 7) & 0xff;
-  comm.allgatherSync(IN_PLACE, all);
+  await call.allgather(IN_PLACE, all);
   for (let r = 0; r < size; r++) {
     for (let i = 0; i < per; i++)
       if (all[r * per + i] !== ((i * 13 + r * 7) & 0xff)) throw new Error(`allgather 4 MiB + 1 per rank: rank ${r}'s byte ${i} is ${all[r * per + i]}`);
@@ -370,6 +427,7 @@ if (args.has('--huge')) {
   checks++;
 }
 
-comm.barrierSync();
+await call.barrier();
 console.log(`rank ${rank} ok ${checks}`);
 comm.close();
+await layer?.close();
