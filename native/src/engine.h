@@ -1,6 +1,7 @@
 // The per-process communication engine: the node's shared segment with its channels, the links
-// to other nodes (TCP, or a host layer's point-to-point messages), the schedules TypeScript compiled, and the executor that runs one
-// collective per call. No Node-API here: the addon layer wraps it.
+// to other nodes (TCP, or a host layer's point-to-point messages), the schedules TypeScript
+// compiled, and the executor that runs one collective per call. No Node-API here: the addon
+// layer wraps it.
 //
 // Its definitions: engine.cc (setup: segment, links, schedules, groups), engine_executor.cc
 // (Run: phases, segments, steps, transfers), engine_liveness.cc (Guard, the watcher, aborts, the

@@ -139,6 +139,12 @@ void P2PLinks::Failed(int code, const char* what, int rank) {
                                    std::to_string(tag_) + "): " + layer_->Describe(code));
 }
 
+void P2PLinks::ThrowIfShut(WaitGuard& guard) {
+  if (!shut_.load(std::memory_order_acquire)) return;
+  guard.LinkEnded();
+  throw PeerClosed("the links to other nodes were shut (this rank's communicator was aborted)", {});
+}
+
 void P2PLinks::Post(int rank, const ByteSlice* slices, size_t count, size_t from, size_t n) {
   P2PLayer::PendingSend send{nullptr, std::make_unique<uint8_t[]>(n == 0 ? 1 : n), n, rank};
   size_t at = 0;  // offset of slice i in the concatenation
@@ -186,10 +192,7 @@ void P2PLinks::ReapAndThrowIfSendFailed() {
 }
 
 void P2PLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) {
-  if (shut_.load(std::memory_order_acquire)) {
-    guard.LinkEnded();
-    throw PeerClosed("the links to other nodes were shut (this rank's communicator was aborted)", {});
-  }
+  ThrowIfShut(guard);
   size_t total = 0;
   for (size_t i = 0; i < count; ++i) total += slices[i].size;
   if (total <= kHeaderCapacity) {
@@ -204,10 +207,7 @@ void P2PLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& 
           ReapLocked();
           if (pending_bytes_ < kMaxPendingBytes) break;
         }
-        if (shut_.load(std::memory_order_acquire)) {
-          guard.LinkEnded();
-          throw PeerClosed("the links to other nodes were shut (this rank's communicator was aborted)", {});
-        }
+        ThrowIfShut(guard);
         Backoff(attempt);
         if ((attempt & 255) == 255) guard.Check();
       }
@@ -241,10 +241,7 @@ size_t P2PLinks::AwaitReceive(void* request, int rank, WaitGuard& guard) {
       outstanding.done = true;
       return got;
     }
-    if (shut_.load(std::memory_order_acquire)) {
-      guard.LinkEnded();
-      throw PeerClosed("the links to other nodes were shut (this rank's communicator was aborted)", {});
-    }
+    ThrowIfShut(guard);
     Backoff(attempt);
     if ((attempt & 255) == 255) {
       // Sends of this rank may be what the peer waits for before it sends: keep them moving, and

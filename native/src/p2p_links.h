@@ -108,6 +108,8 @@ class P2PLinks final : public RemoteLinks {
   // Waits for a receive this thread posted; returns the bytes received.
   size_t AwaitReceive(void* request, int rank, WaitGuard& guard);
   [[noreturn]] void Failed(int code, const char* what, int rank);
+  // Once ShutdownAll ran: the guard's abort if it has one (LinkEnded), else PeerClosed.
+  void ThrowIfShut(WaitGuard& guard);
 
   std::shared_ptr<P2PLayer> layer_;
   int32_t tag_;

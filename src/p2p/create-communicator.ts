@@ -259,7 +259,7 @@ class SetupMessages {
     const text = `rank ${rank}: ${describe(e)}`;
     const sends = Array.from({ length: size }, (_, r) => r)
       .filter((r) => r !== rank)
-      .map((r) => this.p2p.send(r, this.tag, this.encoder.encode(JSON.stringify({ abort: text }))).catch(() => undefined));
+      .map((r) => this.send(r, { abort: text }).catch(() => undefined));
     await Promise.race([Promise.all(sends), new Promise((r) => setTimeout(r, 200))]);
   }
 }

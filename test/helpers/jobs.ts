@@ -21,6 +21,15 @@ export function runJob(args: string[], timeoutMs = 240_000) {
   return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, lines: r.stdout.split('\n').filter((l) => l !== '') };
 }
 
+/** The ranks that printed `rank R ok N` (the collectives job's success line), ascending. */
+export function okRanks(lines: readonly string[]): number[] {
+  return lines
+    .map((l) => /^rank (\d+) ok (\d+)$/.exec(l))
+    .filter((m) => m !== null)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b);
+}
+
 /**
  * topocoll segments left in /dev/shm. Jobs of other test files may hold one for the moments
  * between creating and unlinking it, so a leak is what is still there after a few seconds.

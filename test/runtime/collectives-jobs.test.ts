@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { configFile, jobScript, leftoverSegments, repoRoot, runJob } from '../helpers/jobs.js';
+import { configFile, jobScript, leftoverSegments, okRanks, repoRoot, runJob } from '../helpers/jobs.js';
 
 /**
  * Real jobs: `topocoll run` starts real processes that run every collective and check each
@@ -34,11 +34,7 @@ describe('collectives across real processes', () => {
       const r = runJob(args);
       expect(r.stderr).not.toMatch(/Error/);
       expect(r.status).toBe(0);
-      const ranks = r.lines
-        .map((l) => /^rank (\d+) ok (\d+)$/.exec(l))
-        .filter((m) => m !== null)
-        .map((m) => Number(m![1]));
-      expect(ranks.sort((a, b) => a - b)).toEqual(Array.from({ length: n }, (_, i) => i));
+      expect(okRanks(r.lines)).toEqual(Array.from({ length: n }, (_, i) => i));
       expect(await leftoverSegments()).toEqual([]);
     });
   }

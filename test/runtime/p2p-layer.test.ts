@@ -1,6 +1,6 @@
 import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { configFile, jobScript, leftoverSegments, runJob } from '../helpers/jobs.js';
+import { configFile, jobScript, leftoverSegments, okRanks, runJob } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/temp.js';
 
 /**
@@ -38,11 +38,7 @@ describe('every collective through createCommunicator over a JavaScript layer (t
       expect(r.stderr).not.toMatch(/Error/);
       expect(r.signal).toBeNull();
       expect(r.status).toBe(0);
-      const ranks = r.lines
-        .map((l) => /^rank (\d+) ok (\d+)$/.exec(l))
-        .filter((m) => m !== null)
-        .map((m) => Number(m![1]));
-      expect(ranks.sort((a, b) => a - b)).toEqual(Array.from({ length: n }, (_, i) => i));
+      expect(okRanks(r.lines)).toEqual(Array.from({ length: n }, (_, i) => i));
       expect(await leftoverSegments()).toEqual([]);
       // Every rank's layer removed its socket file.
       expect(readdirSync(r.dir)).toEqual([]);
@@ -109,14 +105,15 @@ function expectEveryRankFailed(byRank: Map<number, Outcome>, ranks: number[], co
 }
 
 describe('faults of the layer end every rank with an error: never a hang, never wrong data (test/jobs/p2p-faults.mjs)', () => {
-  // The watchdog at 2 s: a message the layer lost is noticed by nobody else.
-  const shortWatchdog = ['--config', configFile('timeouts: { collectiveMs: 2000 }\n')];
+  // The watchdog at 2 s: a message the layer lost is noticed by nobody else. Made when a test
+  // runs: a file whose tests a -t filter skips runs no hooks, so its temporary files would stay.
+  const shortWatchdog = () => ['--config', configFile('timeouts: { collectiveMs: 2000 }\n')];
   // Rank 2 leads node1 of 4 ranks on 2 emulated nodes: its messages on tag 0 (the first
   // communicator's collectives) go to rank 0, node0's leader, and it receives from rank 0.
   const nodes2 = ['-n', '4', '--nodes', '2'];
 
   it('(a) rank 2 drops its messages on the collectives tag after 30: every rank ETIMEDOUT or EPEERLOST within the watchdog', async () => {
-    const r = runFaults([...shortWatchdog, ...nodes2], ['drop', '2', '30']);
+    const r = runFaults([...shortWatchdog(), ...nodes2], ['drop', '2', '30']);
     expect(r.signal).toBeNull();
     expect(r.status).toBe(3);
     const byRank = outcomes(r.stdout);
@@ -148,7 +145,7 @@ describe('faults of the layer end every rank with an error: never a hang, never 
     let run: { r: ReturnType<typeof runFaults>; byRank: Map<number, Outcome> } | undefined;
     const once = () => {
       if (run === undefined) {
-        const r = runFaults([...shortWatchdog, ...nodes2], ['reject', '2', '30']);
+        const r = runFaults([...shortWatchdog(), ...nodes2], ['reject', '2', '30']);
         run = { r, byRank: outcomes(r.stdout) };
       }
       return run;
