@@ -13,6 +13,7 @@ const JOB_TESTS = [
   'test/cli/topo.test.ts',
   'test/cli/tune.test.ts',
   'test/mpi/mpi-addon.test.ts',
+  'test/mpi/mpi-transport.test.ts',
   'test/runtime/barrier.test.ts',
   'test/runtime/collectives-jobs.test.ts',
   'test/runtime/communicator-args.test.ts',

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { hostname } from 'node:os';
 import { Communicator } from './communicator.js';
+import { createCommunicator } from './p2p/create-communicator.js';
 import { loadConfigFile, resolveConfig, validateConfig } from './config/load.js';
 import type { TopocollConfig, TopocollConfigInput } from './config/schema.js';
 import { TopocollError } from './errors.js';
@@ -39,6 +40,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
   const env = options.env ?? process.env;
   const job = detectEnvironment(env);
   const config = configFor(options.config, job, env);
+  if (config.transport === 'mpi') return initOverMpi(job, config, env);
   const timeoutMs = job.timeoutMs ?? config.timeouts.initMs;
   const node = job.nodeName ?? resolveNodeIdentity(config.node.identity, env);
   const network = resolveNetworkSource(job.networkFile ? { source: 'file', file: job.networkFile } : config.network, env, node);
@@ -86,6 +88,35 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     }
     throw e;
   }
+}
+
+/**
+ * transport: mpi — the job's setup and the messages between nodes go over MPI_COMM_WORLD
+ * (topocoll/mpi's world communicator, initialised here or joined), exactly as createCommunicator
+ * over it: no rendezvous, no port.
+ */
+async function initOverMpi(job: JobEnvironment, config: TopocollConfig, env: NodeJS.ProcessEnv): Promise<Communicator> {
+  let mpi: typeof import('./mpi.js');
+  try {
+    mpi = await import('./mpi.js');
+  } catch (e) {
+    throw new TopocollError('ECONFIG', `transport: mpi, but topocoll/mpi does not load: ${e instanceof Error ? e.message : String(e)}`, { rank: job.rank });
+  }
+  if (!mpi.mpiAvailable()) {
+    throw new TopocollError('ECONFIG', 'transport: mpi, but topocoll/mpi is not built', {
+      rank: job.rank,
+      hint: 'Install Open MPI or MPICH (mpicc on PATH) and run "npm run build:mpi" in the topocoll package, or use transport: tcp.',
+    });
+  }
+  const world = mpi.initMpi();
+  if (job.launcher !== 'single' && (world.rank !== job.rank || world.size !== job.size)) {
+    throw new TopocollError(
+      'ECONFIG',
+      `transport: mpi: MPI says rank ${world.rank} of ${world.size}, the launcher's variables rank ${job.rank} of ${job.size}`,
+      { rank: job.rank, hint: 'Start the job with mpirun (or srun with MPI support), not with another launcher.' },
+    );
+  }
+  return createCommunicator(world, { config, env });
 }
 
 /**
@@ -148,6 +179,7 @@ interface Rendezvous {
 async function connectRendezvous(job: JobEnvironment, timeoutMs: number): Promise<Rendezvous | undefined> {
   const plan = job.rendezvous;
   if (plan.kind === 'none' || job.size === 1) return undefined;
+  if (plan.kind === 'missing') throw plan.error;
   const connect = async (host: string, port: number, token: string, ms: number, file?: string, hosted?: HostedRendezvous): Promise<Rendezvous> => {
     const client = await RendezvousClient.connect({ host, port, token, rank: job.rank, timeoutMs: ms });
     client.watchAbort();

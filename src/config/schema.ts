@@ -350,8 +350,16 @@ const collectiveTuning = z
   })
   .strict();
 
+/**
+ * What carries the messages between nodes for init(): `tcp`, topocoll's own links (connected
+ * through the rendezvous); `mpi`, MPI through topocoll/mpi (init() then sets up over
+ * MPI_COMM_WORLD, as createCommunicator does over any layer: no rendezvous, no port).
+ */
+const transport = z.enum(['tcp', 'mpi']);
+
 export const configSchema = z
   .object({
+    transport: transport.default('tcp'),
     levels,
     network: network.default({ source: 'auto', file: null }),
     node: node.default({ identity: 'auto' }),

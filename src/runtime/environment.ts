@@ -20,6 +20,12 @@ export type RendezvousPlan =
   | { kind: 'address'; host: string; port: number; token?: string; hostedByRank0: true; jobKey: string }
   /** Rank 0 hosts on loopback and leaves its address and token in a private file named by the job key (one node only). */
   | { kind: 'file'; jobKey: string }
+  /**
+   * None can be found (a job across nodes without an address): init() over TCP fails with
+   * `error` before it contacts anything; a job whose setup goes over another layer (transport:
+   * mpi, createCommunicator) needs none.
+   */
+  | { kind: 'missing'; error: TopocollError }
   | { kind: 'none' };
 
 export interface JobEnvironment {
@@ -27,7 +33,7 @@ export interface JobEnvironment {
   rank: number;
   size: number;
   rendezvous: RendezvousPlan;
-  /** Node name forced by the launcher (emulated nodes), else undefined. */
+  /** Node name forced by the launcher or TOPOCOLL_NODE (emulated nodes), else undefined. */
   nodeName?: string;
   /** Configuration file, network file and timeout handed down by the launcher. */
   configFile?: string;
@@ -78,7 +84,16 @@ function fromRanks(
   const rank = intVar(env, rankVar);
   const size = intVar(env, sizeVar);
   if (rank >= size) throw new TopocollError('ECONFIG', `${rankVar}=${rank} is not below ${sizeVar}=${size}`);
-  return { launcher, rank, size, rendezvous: rendezvousFor(env, jobKey, size, multiNode, rank), configFile: env.TOPOCOLL_CONFIG || undefined };
+  return {
+    launcher,
+    rank,
+    size,
+    rendezvous: rendezvousFor(env, jobKey, size, multiNode, rank),
+    // Under another launcher, TOPOCOLL_NODE names the node too (emulated nodes under mpirun:
+    // `mpirun -np 2 -x TOPOCOLL_NODE=a app : -np 2 -x TOPOCOLL_NODE=b app`).
+    nodeName: env.TOPOCOLL_NODE || undefined,
+    configFile: env.TOPOCOLL_CONFIG || undefined,
+  };
 }
 
 /**
@@ -107,16 +122,18 @@ function rendezvousFor(env: NodeJS.ProcessEnv, jobKey: string | undefined, size:
     };
   }
   if (multiNode) {
-    throw new TopocollError('ECONFIG', 'the job spans several nodes, and no rendezvous address is set', {
+    const error = new TopocollError('ECONFIG', 'the job spans several nodes, and no rendezvous address is set', {
       rank,
-      hint: 'Set MASTER_ADDR (the host of rank 0) and MASTER_PORT (a free port there) and TOPOCOLL_TOKEN (the same random secret on every rank, e.g. from "openssl rand -hex 16") in the job\'s environment.',
+      hint: 'Set MASTER_ADDR (the host of rank 0) and MASTER_PORT (a free port there) and TOPOCOLL_TOKEN (the same random secret on every rank, e.g. from "openssl rand -hex 16") in the job\'s environment; or, under mpirun, use transport: mpi.',
     });
+    return { kind: 'missing', error };
   }
   if (jobKey) return { kind: 'file', jobKey };
-  throw new TopocollError('ECONFIG', 'cannot find the other processes: no rendezvous address and no job id', {
+  const error = new TopocollError('ECONFIG', 'cannot find the other processes: no rendezvous address and no job id', {
     rank,
     hint: 'Set MASTER_ADDR and MASTER_PORT (rank 0 hosts the rendezvous there), or start the job with "topocoll run".',
   });
+  return { kind: 'missing', error };
 }
 
 function requireVar(env: NodeJS.ProcessEnv, name: string): string {
