@@ -8,6 +8,8 @@ import { NativeCollective, type NativeAllgatherCall, type NativeCall, type Nativ
 import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
 import { FAST_COPY_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
+import type { JoinOrigin } from './runtime/join.js';
+import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
 import type { TypedArray } from './util/typed-array.js';
@@ -58,6 +60,8 @@ export interface CommunicatorParts {
   shmGroups: ReadonlyMap<Group, number>;
   /** The OS index of the NUMA node this rank runs on, when it is bound inside one. */
   numaNode?: number;
+  /** What the communicator was joined from (its sub-communicators are made from it). */
+  origin: JoinOrigin;
 }
 
 /** Marks the collectives configure() runs itself, so that a rank in any other call mismatches. */
@@ -85,6 +89,7 @@ export class Communicator {
   private readonly planner: JobPlanner;
   private readonly allLevels: GroupPlan;
   private readonly numaNode?: number;
+  private readonly origin: JoinOrigin;
   private config: TopocollConfig;
   private plan: GroupPlan;
   private plans: CollectivePlans;
@@ -122,6 +127,7 @@ export class Communicator {
     this.localSize = parts.localSize;
     this.oversubscribed = parts.oversubscribed;
     this.numaNode = parts.numaNode;
+    this.origin = parts.origin;
     this.allLevels = parts.planner.buildAllLevels();
     this.config = parts.config;
     this.plan = parts.plans.plan;
@@ -456,6 +462,42 @@ export class Communicator {
   placement(): PlacementReport {
     this.ensureOpen();
     return summarizeResidency(this.engine.ownRegionNodes(), this.numaNode);
+  }
+
+  /**
+   * MPI_Comm_split: the ranks that pass the same `color` form a new communicator, ranked by
+   * `key` (ties: by rank here); a rank passing `undefined` gets undefined. Collective: every
+   * rank of this communicator calls it, at the same point of its sequence of collectives, and
+   * ranks create sub-communicators in the same order. The new communicator has its own groups
+   * and plans (from its ranks' placement), its own engine thread and node segments — so its
+   * collectives and this one's may interleave in any order, Promise forms included — and
+   * reaches other nodes as this one does: new TCP connections, or the same host layer on a tag
+   * of its own. Its configuration is this one's current one. close() it independently.
+   */
+  async split(color: number | undefined, key: number = this.rank): Promise<Communicator | undefined> {
+    this.ensureOpen();
+    if (color !== undefined && (!Number.isInteger(color) || color < 0 || color > 2 ** 31 - 1)) {
+      throw this.argumentError('EINVAL', `split: color must be undefined or an integer in 0 … 2^31 − 1, got ${String(color)}`);
+    }
+    if (!Number.isInteger(key) || key < -(2 ** 31) || key > 2 ** 31 - 1) {
+      throw this.argumentError('EINVAL', `split: key must be a 32-bit integer, got ${String(key)}`);
+    }
+    const parent: SplitParent = {
+      rank: this.rank,
+      size: this.size,
+      config: this.config,
+      numaNode: this.numaNode,
+      origin: this.origin,
+      allgather: (send, recv) => this.allgather(send, recv),
+      bcast: (buf, root) => this.bcast(buf, root),
+    };
+    const parts = await splitCommunicator(parent, color, key);
+    return parts === undefined ? undefined : new Communicator(parts);
+  }
+
+  /** MPI_Comm_dup: the same ranks in the same order, a communicator of their own (split(0, rank)). Collective. */
+  async dup(): Promise<Communicator> {
+    return (await this.split(0, this.rank))!;
   }
 
   /** Releases shared memory, sockets and threads. Idempotent; collectives afterwards fail with ECLOSED. */

@@ -17,7 +17,7 @@ import { computeLocality } from './topology/process-locality.js';
 import { detectEnvironment, type JobEnvironment } from './runtime/environment.js';
 import { numaNodeOf } from './runtime/numa-residency.js';
 import { removeJobSegments } from './runtime/segment-name.js';
-import { joinJob, type JoinChannel, type RankInfo } from './runtime/join.js';
+import { joinJob, linkAddress, type JoinChannel, type RankInfo } from './runtime/join.js';
 import { RendezvousClient } from './runtime/rendezvous/client.js';
 import { allgather, barrier } from './runtime/rendezvous/collectives.js';
 import { createJobToken } from './runtime/rendezvous/protocol.js';
@@ -131,6 +131,7 @@ function rendezvousChannel(rdv: Rendezvous | undefined, job: JobEnvironment, inf
   return {
     segmentToken: rdv?.token ?? '',
     timeoutMs,
+    links: { kind: 'tcp' },
     publishSegment: async (nodeIndex, name) => (rdv ? rdv.client.put(`init/shm/${nodeIndex}`, name) : none()),
     segmentOf: async (nodeIndex) => (rdv ? rdv.client.get(`init/shm/${nodeIndex}`, timeoutMs) : none()),
     linkNodes: async (engine) => {
@@ -257,18 +258,4 @@ function listening(host: string, port: number): Promise<boolean> {
     socket.once('connect', () => done(true));
     socket.once('error', () => done(false));
   });
-}
-
-/**
- * The address rank `rank` listens on for TCP links and the others connect to: on one machine
- * (emulated nodes) loopback; else the address it reaches the rendezvous from. A rank that
- * reaches it over loopback runs on the rendezvous's machine (MASTER_ADDR given as a name that
- * resolves to 127.0.1.1 there, as Debian's /etc/hosts does): it uses the address the ranks of
- * other machines reached the rendezvous at.
- */
-function linkAddress(infos: RankInfo[], rank: number): string {
-  if (infos.every((i) => i.host === infos[0]!.host)) return '127.0.0.1';
-  const own = infos[rank]!.address ?? '127.0.0.1';
-  if (!own.startsWith('127.')) return own;
-  return infos.find((i) => i.address !== undefined && !i.address.startsWith('127.'))?.rendezvousAddress ?? own;
 }

@@ -178,7 +178,7 @@ interface RawEngine {
   openSegment(name: string): void;
   allMappedAndUnlink(waitMs: number): boolean;
   connectTcp(token: string, peers: TcpPeerAddress[], waitMs: number): { missing: Int32Array; lastError: string };
-  useP2P(layer: object, tag: number): void;
+  useP2P(layer: object, tag: number, layerRanks?: readonly number[]): void;
   addP2PPeers(ranks: readonly number[]): void;
   start(): void;
   setPlan(id: number, steps: Int32Array): void;
@@ -346,9 +346,12 @@ export class NativeEngine {
     return guarded(this.rank, () => this.raw.connectTcp(token, peers, waitMs));
   }
 
-  /** Instead of TCP: ranks of other nodes are reached through `layer` on `tag` (before start()). */
-  useP2P(layer: NativeP2PLayer, tag: number): void {
-    guarded(this.rank, () => this.raw.useP2P(layer.handle, tag));
+  /**
+   * Instead of TCP: ranks of other nodes are reached through `layer` on `tag` (before start());
+   * `layerRanks[r]`, when given, is the layer's rank of this communicator's rank r.
+   */
+  useP2P(layer: NativeP2PLayer, tag: number, layerRanks?: readonly number[]): void {
+    guarded(this.rank, () => (layerRanks === undefined ? this.raw.useP2P(layer.handle, tag) : this.raw.useP2P(layer.handle, tag, layerRanks)));
   }
 
   /** The ranks of other nodes this rank's plans exchange with over the layer (they get its abort notice). */

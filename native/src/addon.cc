@@ -194,11 +194,15 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return Napi::Boolean::New(info.Env(), all);
   }
 
-  // useP2P(handle of openP2PLayer, tag): the links to other nodes go through that layer.
+  // useP2P(handle of openP2PLayer, tag, layerRanks?): the links to other nodes go through that
+  // layer; layerRanks[r] is the layer's rank of rank r (a sub-communicator's).
   void UseP2P(const Napi::CallbackInfo& info) {
     if (!info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "useP2P: expected a layer handle from openP2PLayer");
     std::shared_ptr<P2PLayer> layer = *info[0].As<Napi::External<std::shared_ptr<P2PLayer>>>().Data();
-    Guarded(info.Env(), [&] { engine_->UseP2P(std::move(layer), info[1].As<Napi::Number>().Int32Value()); });
+    Guarded(info.Env(), [&] {
+      engine_->UseP2P(std::move(layer), info[1].As<Napi::Number>().Int32Value(),
+                      info[2].IsUndefined() ? std::vector<int>{} : IntList(info[2]));
+    });
   }
 
   void AddP2PPeers(const Napi::CallbackInfo& info) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <set>
 
 #include "engine_guard.h"
 #include "errors.h"
@@ -153,13 +154,25 @@ void Engine::UnlinkCreated() {
   created_name_.clear();
 }
 
-void Engine::UseP2P(std::shared_ptr<P2PLayer> layer, int32_t tag) {
+void Engine::UseP2P(std::shared_ptr<P2PLayer> layer, int32_t tag, std::vector<int> layer_ranks) {
   if (watcher_.joinable()) throw CollError("EINVAL", "the point-to-point layer must be set before the engine starts");
-  if (layer->rank() != options_.rank || layer->size() != options_.size) {
+  if (layer_ranks.empty() && (layer->rank() != options_.rank || layer->size() != options_.size)) {
     throw CollError("EINVAL", "the point-to-point layer is rank " + std::to_string(layer->rank()) + " of " + std::to_string(layer->size()) +
                                   ", the communicator rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.size));
   }
-  p2p_ = std::make_unique<P2PLinks>(std::move(layer), tag);
+  if (!layer_ranks.empty()) {
+    // Distinct ranks of the layer, this one's own among them at this rank's place.
+    std::set<int> distinct(layer_ranks.begin(), layer_ranks.end());
+    const bool valid = static_cast<int>(layer_ranks.size()) == options_.size && distinct.size() == layer_ranks.size() &&
+                       *distinct.begin() >= 0 && *distinct.rbegin() < layer->size() &&
+                       layer_ranks[static_cast<size_t>(options_.rank)] == layer->rank();
+    if (!valid) {
+      throw CollError("EINVAL", "the layer ranks of a sub-communicator of " + std::to_string(options_.size) + " ranks are not " +
+                                    std::to_string(options_.size) + " distinct ranks of the layer's " + std::to_string(layer->size()) +
+                                    " with rank " + std::to_string(layer->rank()) + " at this rank's place");
+    }
+  }
+  p2p_ = std::make_unique<P2PLinks>(std::move(layer), tag, std::move(layer_ranks));
   remote_ = p2p_.get();
 }
 

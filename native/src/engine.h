@@ -200,9 +200,10 @@ class Engine {
   std::vector<int> ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms);
   const std::string& last_connect_error() const { return tcp_.last_connect_error(); }
   // Instead of TCP: the ranks of other nodes are reached through a host layer's point-to-point
-  // messages on `tag` (before Start). AddP2PPeers names the ranks of other nodes this rank's
-  // plans exchange with (they get its abort notice).
-  void UseP2P(std::shared_ptr<P2PLayer> layer, int32_t tag);
+  // messages on `tag` (before Start); `layer_ranks[r]`: the layer's rank of rank r (empty: the
+  // layer's ranks are the communicator's). AddP2PPeers names the ranks of other nodes this
+  // rank's plans exchange with (they get its abort notice).
+  void UseP2P(std::shared_ptr<P2PLayer> layer, int32_t tag, std::vector<int> layer_ranks = {});
   void AddP2PPeers(const std::vector<int>& ranks);
   // Starts the watcher that notices dead local peers and aborts.
   void Start();

@@ -125,7 +125,8 @@ void P2PLayer::ReapAdoptedLocked() {
                  adopted_.end());
 }
 
-P2PLinks::P2PLinks(std::shared_ptr<P2PLayer> layer, int32_t tag) : layer_(std::move(layer)), tag_(tag) {}
+P2PLinks::P2PLinks(std::shared_ptr<P2PLayer> layer, int32_t tag, std::vector<int> layer_ranks)
+    : layer_(std::move(layer)), tag_(tag), layer_ranks_(std::move(layer_ranks)) {}
 
 P2PLinks::~P2PLinks() { CloseAll(); }
 
@@ -153,7 +154,7 @@ void P2PLinks::Post(int rank, const ByteSlice* slices, size_t count, size_t from
     const size_t e = std::min(from + n, at + slices[i].size);
     if (b < e) std::memcpy(send.copy.get() + (b - from), static_cast<const uint8_t*>(slices[i].data) + (b - at), e - b);
   }
-  const int rc = layer_->Isend(rank, tag_, send.copy.get(), n, &send.request);
+  const int rc = layer_->Isend(LayerRank(rank), tag_, send.copy.get(), n, &send.request);
   if (rc != 0) Failed(rc, "sending to", rank);
   std::lock_guard<std::mutex> lock(mutex_);
   peers_.insert(rank);
@@ -257,7 +258,7 @@ void P2PLinks::ReadHeader(int rank, MsgHeader* header, WaitGuard& guard) {
   in.data.resize(kHeaderCapacity);
   in.at = in.data.size();  // empty until the message is in
   void* request = nullptr;
-  const int rc = layer_->Irecv(rank, tag_, in.data.data(), in.data.size(), &request);
+  const int rc = layer_->Irecv(LayerRank(rank), tag_, in.data.data(), in.data.size(), &request);
   if (rc != 0) Failed(rc, "receiving from", rank);
   const size_t got = AwaitReceive(request, rank, guard);
   if (got < sizeof(MsgHeader))
@@ -283,7 +284,7 @@ void P2PLinks::ReadBody(int rank, void* dst, size_t n, WaitGuard& guard) {
   for (size_t done = 0; done < n;) {
     const size_t piece = std::min(kStreamPieceBytes, n - done);
     void* request = nullptr;
-    const int rc = layer_->Irecv(rank, tag_, out + done, piece, &request);
+    const int rc = layer_->Irecv(LayerRank(rank), tag_, out + done, piece, &request);
     if (rc != 0) Failed(rc, "receiving from", rank);
     const size_t got = AwaitReceive(request, rank, guard);
     if (got != piece) {

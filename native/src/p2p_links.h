@@ -75,8 +75,10 @@ class P2PLayer {
 
 class P2PLinks final : public RemoteLinks {
  public:
-  // The links of one communicator: its messages use `tag` of the layer.
-  P2PLinks(std::shared_ptr<P2PLayer> layer, int32_t tag);
+  // The links of one communicator: its messages use `tag` of the layer. `layer_ranks[r]` is the
+  // layer's rank of the communicator's rank r (a sub-communicator's ranks are some of the
+  // layer's, renumbered); empty: the same numbers. Errors name communicator ranks.
+  P2PLinks(std::shared_ptr<P2PLayer> layer, int32_t tag, std::vector<int> layer_ranks = {});
   ~P2PLinks() override;
 
   int32_t tag() const { return tag_; }
@@ -111,8 +113,12 @@ class P2PLinks final : public RemoteLinks {
   // Once ShutdownAll ran: the guard's abort if it has one (LinkEnded), else PeerClosed.
   void ThrowIfShut(WaitGuard& guard);
 
+  // The layer's rank of communicator rank `rank`.
+  int LayerRank(int rank) const { return layer_ranks_.empty() ? rank : layer_ranks_[static_cast<size_t>(rank)]; }
+
   std::shared_ptr<P2PLayer> layer_;
   int32_t tag_;
+  std::vector<int> layer_ranks_;
   // Sends in flight and the peers known: the calling thread and an aborting watcher.
   std::mutex mutex_;
   std::vector<P2PLayer::PendingSend> pending_;

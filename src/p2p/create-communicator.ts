@@ -14,7 +14,7 @@ import { networkFromSlurmAddresses } from '../topology/network/slurm-address.js'
 import type { NetworkTopology } from '../topology/network/types.js';
 import { resolveNodeIdentity } from '../topology/node-identity.js';
 import { bridgeJsLayer, describe } from './js-layer.js';
-import { MAX_COMMUNICATORS_PER_LAYER, communicatorTags, type NativePointToPoint, type PointToPoint } from './point-to-point.js';
+import { LAYER_TAGS, MAX_COMMUNICATORS_PER_LAYER, communicatorTags, type NativePointToPoint, type PointToPoint } from './point-to-point.js';
 
 export interface CreateCommunicatorOptions {
   /** A YAML file, or configuration given in code; default: TOPOCOLL_CONFIG, else the shipped defaults. */
@@ -32,8 +32,11 @@ const BLOCKING_OVER_JS =
 /** Bytes of a setup message: one rank's information, or every rank's (rank 0 to the others). */
 const SETUP_MESSAGE_BYTES = 64 * 1024 * 1024;
 
-/** Per host layer object: its native struct opened once, and how many communicators were made over it. */
-const layers = new WeakMap<object, { native: NativeP2PLayer; made: number }>();
+/**
+ * Per host layer object: its native struct opened once, how many communicators were made over
+ * it, and how many sub-communicators (split, dup) of those (their tags: point-to-point.ts).
+ */
+const layers = new WeakMap<object, { native: NativeP2PLayer; made: number; subCommunicators: { made: number } }>();
 
 /**
  * Makes a communicator whose ranks are the host layer's ranks, carried by that layer between
@@ -65,7 +68,7 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
         { rank },
       );
     }
-    held = { native, made: 0 };
+    held = { native, made: 0, subCommunicators: { made: 0 } };
     layers.set(p2p, held);
   }
   if (held.made >= MAX_COMMUNICATORS_PER_LAYER) {
@@ -94,6 +97,12 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
     const channel: JoinChannel = {
       segmentToken: token,
       timeoutMs,
+      links: {
+        kind: 'p2p',
+        layer: held.native,
+        subCommunicators: held.subCommunicators,
+        ...(js.native === undefined ? { refuseBlocking: BLOCKING_OVER_JS } : {}),
+      },
       publishSegment: async (_nodeIndex, name, localRanks) => {
         await Promise.all(localRanks.filter((r) => r !== rank).map((r) => setup.send(r, { segment: name })));
       },
@@ -133,7 +142,7 @@ function checkLayer(p2p: PointToPoint): void {
     throw new TopocollError('EINVAL', 'createCommunicator: the layer needs send(peer, tag, data) and recv(peer, tag, maxBytes)', { rank });
   }
   const base = p2p.tagBase ?? 0;
-  if (!Number.isSafeInteger(base) || base < 0 || base > 2 ** 31 - 1 - 2 * MAX_COMMUNICATORS_PER_LAYER) {
+  if (!Number.isSafeInteger(base) || base < 0 || base > 2 ** 31 - LAYER_TAGS) {
     throw new TopocollError('EINVAL', `createCommunicator: tagBase ${String(base)} leaves no room for topocoll's tags below 2^31`, { rank });
   }
 }

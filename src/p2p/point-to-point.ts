@@ -15,8 +15,9 @@ export interface PointToPoint {
   send(peer: number, tag: number, data: Uint8Array): Promise<void>;
   recv(peer: number, tag: number, maxBytes: number): Promise<Uint8Array>;
   /**
-   * The first of the tags topocoll uses (default 0): communicator k made over this layer uses
-   * tagBase + 2k and tagBase + 2k + 1 (k = 0, 1, … in the order they were created).
+   * The first of the tags topocoll uses (default 0), which takes tagBase … tagBase + 3071:
+   * communicator k made over this layer uses tagBase + 2k and tagBase + 2k + 1 (k = 0, 1, … in
+   * the order they were created), sub-communicator j of those (split, dup) tagBase + 2048 + j.
    */
   readonly tagBase?: number;
   /**
@@ -34,6 +35,15 @@ export interface NativePointToPoint {
 
 /** Communicators a layer can carry: each uses two tags. */
 export const MAX_COMMUNICATORS_PER_LAYER = 1024;
+/** Sub-communicators (split, dup) a layer can carry: each uses one tag (its setup runs over its parent). */
+export const MAX_SUB_COMMUNICATORS_PER_LAYER = 1024;
+/** The tags topocoll takes from tagBase on. */
+export const LAYER_TAGS = 2 * MAX_COMMUNICATORS_PER_LAYER + MAX_SUB_COMMUNICATORS_PER_LAYER;
+
+/** The tag of sub-communicator `slot` of a layer (every rank of its parent agreed on the slot). */
+export function subCommunicatorTag(tagBase: number, slot: number): number {
+  return tagBase + 2 * MAX_COMMUNICATORS_PER_LAYER + slot;
+}
 
 /** The tags of communicator `slot` of a layer: its collectives', and its setup's. */
 export function communicatorTags(tagBase: number, slot: number): { collectives: number; setup: number } {

@@ -3,7 +3,7 @@ import type { CommunicatorParts } from '../communicator.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import type { GroupPlan } from '../groups/plan.js';
-import { NativeEngine } from '../native.js';
+import { NativeEngine, type NativeP2PLayer } from '../native.js';
 import { parseIndexList } from '../topology/index-list.js';
 import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types.js';
 import type { RankPlacement } from '../topology/types.js';
@@ -28,11 +28,40 @@ export interface RankInfo {
   slurmPath?: NodeNetworkPath;
 }
 
+/**
+ * How the ranks of a communicator reach the ranks of other nodes after its setup, which is what
+ * its sub-communicators (split, dup) link through: their own TCP links, or the same host layer
+ * on tags of their own.
+ */
+export type LinkOrigin =
+  | { readonly kind: 'tcp' }
+  | {
+      readonly kind: 'p2p';
+      readonly layer: NativeP2PLayer;
+      /** The layer's rank of each rank of the communicator (undefined: the same numbers). */
+      readonly layerRanks?: readonly number[];
+      /** How many sub-communicators this rank made over the layer (shared by every communicator over it). */
+      readonly subCommunicators: { made: number };
+      /** Why blocking calls are refused across nodes (a JavaScript layer), if they are. */
+      readonly refuseBlocking?: string;
+    };
+
+/** What a communicator was joined from: its sub-communicators are planned and linked from it. */
+export interface JoinOrigin {
+  readonly infos: readonly RankInfo[];
+  readonly network: NetworkTopology | undefined;
+  /** The setup's time limit (timeouts.initMs, or the launcher's). */
+  readonly timeoutMs: number;
+  readonly links: LinkOrigin;
+}
+
 /** How a job's ranks reach each other while they join: what init and createCommunicator each provide. */
 export interface JoinChannel {
   /** Part of the node segments' names (segment-name.ts): the same on every rank of the job, unpredictable. */
   readonly segmentToken: string;
   readonly timeoutMs: number;
+  /** How the ranks reach each other once joined (kept for sub-communicators). */
+  readonly links: LinkOrigin;
   /** The node leader tells the other ranks of its node the segment's name. */
   publishSegment(nodeIndex: number, name: string, localRanks: readonly number[]): Promise<void>;
   /** A rank learns its node's segment name from the leader. */
@@ -57,11 +86,38 @@ export async function joinJob(
   numaNode: number | undefined,
   channel: JoinChannel,
 ): Promise<CommunicatorParts> {
+  const joining = startJoin(rank, infos, config);
+  const { engine, localRanks, nodes, nodeIndex } = joining;
+  try {
+    await mapSegment(engine, rank, nodes[nodeIndex]!, nodeIndex, localRanks, channel);
+    const remote = nodes.length > 1 ? await channel.linkNodes(engine, nodes, localRanks) : undefined;
+    const origin: JoinOrigin = { infos, network, timeoutMs: channel.timeoutMs, links: channel.links };
+    return await finishJoin(joining, config, numaNode, remote, origin, () => channel.between());
+  } catch (e) {
+    engine.close();
+    throw e;
+  }
+}
+
+/** A rank's engine, made, and where the rank sits: the first step of joining. */
+export interface Joining {
+  readonly rank: number;
+  readonly engine: NativeEngine;
+  readonly placements: readonly RankPlacement[];
+  /** The ranks of this rank's node, ascending; the first is the node leader. */
+  readonly localRanks: readonly number[];
+  /** Every node of the job, in order of their first rank; `nodeIndex` is this rank's. */
+  readonly nodes: readonly string[];
+  readonly nodeIndex: number;
+  readonly oversubscribed: boolean;
+}
+
+/** Makes this rank's engine, sized for its node's ranks (nothing is mapped or linked yet). */
+export function startJoin(rank: number, infos: readonly RankInfo[], config: TopocollConfig): Joining {
   const size = infos.length;
   const node = infos[rank]!.node;
   const placements: RankPlacement[] = infos.map((info, r) => ({ rank: r, node: info.node, locality: info.locality }));
   const localRanks = placements.filter((p) => p.node === node).map((p) => p.rank);
-  const localRank = localRanks.indexOf(rank);
   const layout = shmLayout(config, localRanks.length, osCpus().length);
   // Emulated nodes share one machine: what matters is how many ranks share its cores.
   const oversubscribed = infos.filter((i) => i.host === infos[rank]!.host).length > osCpus().length;
@@ -77,21 +133,44 @@ export async function joinJob(
     collectiveTimeoutMs: config.timeouts.collectiveMs,
     schedulerSliceUs: config.scheduler.sliceUs,
   });
-  try {
-    const nodes = [...new Set(infos.map((i) => i.node))];
-    await mapSegment(engine, rank, node, nodes.indexOf(node), localRanks, channel);
-    const remote = nodes.length > 1 ? await channel.linkNodes(engine, nodes, localRanks) : undefined;
-    const planner = new JobPlanner(rank, placements, network, engine, remote);
-    const plans = planner.build(config);
-    warnIfUnbound(plans.plan, rank, infos[rank]!.locality);
-    await planner.connectWatching([plans.plan, plans.orderedPlan], () => channel.between());
-    const shmGroups = planner.registerShm(plans.plan);
-    engine.start();
-    return { engine, planner, plans, config, node, localRank, localSize: localRanks.length, oversubscribed, shmGroups, numaNode };
-  } catch (e) {
-    engine.close();
-    throw e;
-  }
+  const nodes = [...new Set(infos.map((i) => i.node))];
+  return { rank, engine, placements, localRanks, nodes, nodeIndex: nodes.indexOf(node), oversubscribed };
+}
+
+/**
+ * The last step of joining, once the node's segment is mapped and the ranks of other nodes are
+ * reachable: plans, links, shared-memory groups, and the engine started. The caller closes the
+ * engine if this throws.
+ */
+export async function finishJoin(
+  joining: Joining,
+  config: TopocollConfig,
+  numaNode: number | undefined,
+  remote: RemoteDirectory | undefined,
+  origin: JoinOrigin,
+  between: () => Promise<void>,
+): Promise<CommunicatorParts> {
+  const { rank, engine, placements, localRanks } = joining;
+  const planner = new JobPlanner(rank, placements, origin.network, engine, remote);
+  const plans = planner.build(config);
+  warnIfUnbound(plans.plan, rank, origin.infos[rank]!.locality);
+  await planner.connectWatching([plans.plan, plans.orderedPlan], between);
+  const shmGroups = planner.registerShm(plans.plan);
+  engine.start();
+  const node = joining.nodes[joining.nodeIndex]!;
+  return {
+    engine,
+    planner,
+    plans,
+    config,
+    node,
+    localRank: localRanks.indexOf(rank),
+    localSize: localRanks.length,
+    oversubscribed: joining.oversubscribed,
+    shmGroups,
+    numaNode,
+    origin,
+  };
 }
 
 /** The node leader creates the node's segment and waits until every local rank mapped it; the others map it. */
@@ -133,4 +212,18 @@ function warnIfUnbound(plan: GroupPlan, rank: number, locality: string): void {
       `topocoll: processes on ${node} are not bound to cores (${spans.reason}; locality ${locality || 'unknown'}), so only the node level and above are used. Bind them: topocoll run --bind core, mpirun --bind-to core, or srun --cpu-bind=cores.`,
     );
   }
+}
+
+/**
+ * The address rank `rank` listens on for TCP links and the others connect to: on one machine
+ * (emulated nodes) loopback; else the address it reaches the rendezvous from. A rank that
+ * reaches it over loopback runs on the rendezvous's machine (MASTER_ADDR given as a name that
+ * resolves to 127.0.1.1 there, as Debian's /etc/hosts does): it uses the address the ranks of
+ * other machines reached the rendezvous at.
+ */
+export function linkAddress(infos: readonly RankInfo[], rank: number): string {
+  if (infos.every((i) => i.host === infos[0]!.host)) return '127.0.0.1';
+  const own = infos[rank]!.address ?? '127.0.0.1';
+  if (!own.startsWith('127.')) return own;
+  return infos.find((i) => i.address !== undefined && !i.address.startsWith('127.'))?.rendezvousAddress ?? own;
 }

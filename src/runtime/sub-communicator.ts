@@ -1,0 +1,182 @@
+import type { CommunicatorParts } from '../communicator.js';
+import type { TopocollConfig } from '../config/schema.js';
+import { TopocollError } from '../errors.js';
+import { MAX_SUB_COMMUNICATORS_PER_LAYER, subCommunicatorTag } from '../p2p/point-to-point.js';
+import type { RemoteDirectory } from './job-planner.js';
+import { finishJoin, linkAddress, startJoin, type JoinOrigin, type Joining, type LinkOrigin } from './join.js';
+import { createJobToken } from './rendezvous/protocol.js';
+import { removeJobSegments, segmentName } from './segment-name.js';
+
+/** What split() needs of the parent communicator: who it is, what it was joined from, and two of its collectives. */
+export interface SplitParent {
+  readonly rank: number;
+  readonly size: number;
+  readonly config: TopocollConfig;
+  readonly numaNode?: number;
+  readonly origin: JoinOrigin;
+  allgather(send: Uint8Array, recv: Uint8Array): Promise<void>;
+  bcast(buf: Uint8Array, root: number): Promise<void>;
+}
+
+/** Bytes each parent rank contributes to the setup's first exchange (SetupRecord). */
+const RECORD_BYTES = 64;
+/** Offset and room of a node leader's segment name in its record. */
+const NAME_AT = 12;
+const NAME_BYTES = RECORD_BYTES - NAME_AT;
+/** A job token's hex characters (rendezvous/protocol.ts, createJobToken). */
+const TOKEN_BYTES = 32;
+
+/**
+ * Makes this rank's communicator of `split(color, key)` (MPI_Comm_split's semantics): the
+ * parent's ranks with the same color, ordered by key, then by parent rank; no communicator for
+ * an undefined color. Collective over the parent: every parent rank takes part in every step,
+ * with or without a color, so all of them fail together — nobody waits on a rank that gave up.
+ *
+ * The steps, each followed by an exchange over the parent's collectives (Promise forms, so a
+ * parent over a JavaScript layer works too):
+ *   0. every rank's (color, key), and a fresh token from parent rank 0 (the new segments' names);
+ *   1. each member makes its engine; node leaders create their node's segment (a new one: its
+ *      size follows the sub-communicator's ranks); over TCP each member listens on a new port
+ *      → exchanged: status, port, segment name, the layer's sub-communicator count;
+ *   2. the other members of a node map its segment → exchanged: status;
+ *   3. links to other nodes (new TCP connections, or the parent's host layer on a tag of the
+ *      sub-communicator's own), plans, shared-memory groups → exchanged: status.
+ * A failed step makes every rank close what it made and throw.
+ */
+export async function splitCommunicator(parent: SplitParent, color: number | undefined, key: number): Promise<CommunicatorParts | undefined> {
+  const { rank, size, origin } = parent;
+  const colors = new Int32Array(2 * size);
+  const pair = new Int32Array([color ?? -1, key]);
+  await parent.allgather(new Uint8Array(pair.buffer), new Uint8Array(colors.buffer));
+  const tokenBytes = new Uint8Array(TOKEN_BYTES);
+  if (rank === 0) tokenBytes.set(new TextEncoder().encode(createJobToken()));
+  await parent.bcast(tokenBytes, 0);
+
+  // Every rank computes every sub-communicator: its members in order, from the same data.
+  const members = Array.from({ length: size }, (_, r) => r)
+    .filter((r) => color !== undefined && colors[2 * r] === color)
+    .sort((a, b) => colors[2 * a + 1]! - colors[2 * b + 1]! || a - b);
+  const childRank = members.indexOf(rank);
+  const token = `${new TextDecoder().decode(tokenBytes)}:${color ?? ''}`;
+  const infos = members.map((r) => origin.infos[r]!);
+
+  const setup = new SplitSetup(parent);
+  let joining: Joining | undefined;
+  let parts: CommunicatorParts | undefined;
+  try {
+    // Step 1.
+    const record = new Uint8Array(RECORD_BYTES);
+    const view = new DataView(record.buffer);
+    const links = origin.links;
+    view.setInt32(8, links.kind === 'p2p' ? links.subCommunicators.made : 0, true);
+    await setup.step(() => {
+      if (color === undefined) return;
+      joining = startJoin(childRank, infos, parent.config);
+      const { engine, localRanks, nodes, nodeIndex } = joining;
+      if (localRanks.length > 1 && localRanks[0] === childRank) {
+        const name = new TextEncoder().encode(segmentName(token, nodeIndex));
+        if (name.length > NAME_BYTES) throw new TopocollError('EINVAL', `split: segment name of ${name.length} bytes`, { rank });
+        engine.createSegment(new TextDecoder().decode(name));
+        record.set(name, NAME_AT);
+      }
+      if (nodes.length > 1 && links.kind === 'tcp') view.setInt32(4, joining.engine.listenTcp(linkAddress(infos, childRank)), true);
+    }, record);
+    const records = setup.records!;
+    const field = (r: number, at: number) => new DataView(records.buffer, r * RECORD_BYTES).getInt32(at, true);
+    const slot = Math.max(...Array.from({ length: size }, (_, r) => field(r, 8)));
+    if (links.kind === 'p2p') links.subCommunicators.made = slot + 1;
+
+    // Step 2.
+    await setup.step(() => {
+      if (joining === undefined) return;
+      const { engine, localRanks } = joining;
+      if (localRanks.length < 2 || localRanks[0] === childRank) return;
+      const leader = members[localRanks[0]!]!;
+      const bytes = records.subarray(leader * RECORD_BYTES + NAME_AT, (leader + 1) * RECORD_BYTES);
+      engine.openSegment(new TextDecoder().decode(bytes.subarray(0, bytes.indexOf(0) < 0 ? bytes.length : bytes.indexOf(0))));
+    });
+
+    // Step 3.
+    await setup.step(async () => {
+      if (joining === undefined) return;
+      const j = joining;
+      await awaitMapped(j, origin.timeoutMs);
+      const childLinks = linksOf(links, members);
+      let remote: RemoteDirectory | undefined;
+      if (j.nodes.length > 1) {
+        if (childLinks.kind === 'tcp') {
+          const addresses = members.map((r, cr) => ({ rank: cr, host: linkAddress(infos, cr), port: field(r, 4) }));
+          remote = { token, addresses, timeoutMs: origin.timeoutMs };
+        } else {
+          if (slot >= MAX_SUB_COMMUNICATORS_PER_LAYER) {
+            throw new TopocollError('EINVAL', `split: ${MAX_SUB_COMMUNICATORS_PER_LAYER} sub-communicators were made over this layer already`, { rank });
+          }
+          j.engine.useP2P(childLinks.layer, subCommunicatorTag(childLinks.layer.tagBase, slot), childLinks.layerRanks);
+          if (childLinks.refuseBlocking !== undefined) j.engine.refuseBlocking(childLinks.refuseBlocking);
+          remote = { p2p: true };
+        }
+      }
+      const childOrigin: JoinOrigin = { infos, network: origin.network, timeoutMs: origin.timeoutMs, links: childLinks };
+      parts = await finishJoin(j, parent.config, parent.numaNode, remote, childOrigin, () => new Promise((r) => setImmediate(r)));
+    });
+    return parts;
+  } catch (e) {
+    (parts?.engine ?? joining?.engine)?.close();
+    removeJobSegments(token);
+    throw e;
+  }
+}
+
+/** The sub-communicator's links: the parent's kind; over a layer, its ranks' layer ranks. */
+function linksOf(links: LinkOrigin, members: readonly number[]): LinkOrigin {
+  if (links.kind === 'tcp') return links;
+  return { ...links, layerRanks: members.map((r) => links.layerRanks?.[r] ?? r) };
+}
+
+/** The node leader waits until every member of its node mapped the segment (at once, after step 2's exchange), then unlinks it. */
+async function awaitMapped(joining: Joining, timeoutMs: number): Promise<void> {
+  const { engine, localRanks, rank } = joining;
+  if (localRanks.length < 2 || localRanks[0] !== rank) return;
+  const deadline = Date.now() + timeoutMs;
+  while (!engine.allMappedAndUnlink(5)) {
+    if (Date.now() > deadline)
+      throw new TopocollError('ETIMEDOUT', `split: not every rank of the node mapped the new segment within ${timeoutMs} ms`, { rank });
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+/**
+ * The steps' exchanges: each rank runs its part of a step, then every parent rank sends the
+ * outcome (a status byte first in its record) to every other through the parent's allgather.
+ * A rank whose part failed rethrows its error; the others throw EPEERLOST naming it.
+ */
+class SplitSetup {
+  /** Every rank's record of the last exchange, in parent rank order. */
+  records?: Uint8Array;
+
+  constructor(private readonly parent: SplitParent) {}
+
+  async step(part: () => void | Promise<void>, record = new Uint8Array(RECORD_BYTES)): Promise<void> {
+    let failure: Error | undefined;
+    try {
+      await part();
+    } catch (e) {
+      failure = e instanceof Error ? e : new Error(String(e));
+    }
+    record[0] = failure === undefined ? 0 : 1;
+    const records = new Uint8Array(RECORD_BYTES * this.parent.size);
+    await this.parent.allgather(record, records);
+    this.records = records;
+    if (failure !== undefined) throw failure;
+    const failed = Array.from({ length: this.parent.size }, (_, r) => r).filter((r) => records[r * RECORD_BYTES] !== 0);
+    if (failed.length > 0) {
+      throw new TopocollError(
+        'EPEERLOST',
+        `split: rank${failed.length > 1 ? 's' : ''} ${failed.join(', ')} of the parent failed making the sub-communicator (see their output)`,
+        {
+          rank: this.parent.rank,
+        },
+      );
+    }
+  }
+}
