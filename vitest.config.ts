@@ -9,11 +9,13 @@ import { defineConfig } from 'vitest/config';
 const JOB_TESTS = [
   'test/cli/bench-explain.test.ts',
   'test/cli/bench-report.test.ts',
+  'test/cli/bench-transport.test.ts',
   'test/cli/bench.test.ts',
   'test/cli/topo.test.ts',
   'test/cli/tune.test.ts',
   'test/mpi/mpi-addon.test.ts',
   'test/mpi/mpi-transport.test.ts',
+  'test/runtime/sub-communicators.test.ts',
   'test/runtime/barrier.test.ts',
   'test/runtime/collectives-jobs.test.ts',
   'test/runtime/communicator-args.test.ts',

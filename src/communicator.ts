@@ -68,6 +68,8 @@ export interface CommunicatorParts {
 const CONTROL_TAG = 0x9e3779b9;
 /** Marks runProbe's calls the same way. */
 const PROBE_TAG = 0x85ebca6b;
+/** Marks the exchanges of split() and dup() the same way. */
+const SPLIT_TAG = 0xc2b2ae35;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -488,11 +490,25 @@ export class Communicator {
       config: this.config,
       numaNode: this.numaNode,
       origin: this.origin,
-      allgather: (send, recv) => this.allgather(send, recv),
-      bcast: (buf, root) => this.bcast(buf, root),
+      exchange: (send, recv) => this.splitExchange(send, recv),
     };
     const parts = await splitCommunicator(parent, color, key);
     return parts === undefined ? undefined : new Communicator(parts);
+  }
+
+  /** An allgather of bytes marked as split()'s: a rank in any other collective gets EMISMATCH. */
+  private splitExchange(send: Uint8Array, recv: Uint8Array): Promise<void> {
+    return this.async(
+      () => {
+        const type = this.checkAllgather(send, recv, undefined);
+        const p = this.plans.allgather(recv.byteLength, 1, send.byteLength);
+        const call = this.allgatherCall(p, send, recv, send.length, type, undefined);
+        call.planHash = (this.planHash ^ SPLIT_TAG) >>> 0;
+        return this.engine.runAllgatherAsync(call);
+      },
+      send,
+      recv,
+    );
   }
 
   /** MPI_Comm_dup: the same ranks in the same order, a communicator of their own (split(0, rank)). Collective. */

@@ -7,15 +7,15 @@ import { finishJoin, linkAddress, startJoin, type JoinOrigin, type Joining, type
 import { createJobToken } from './rendezvous/protocol.js';
 import { removeJobSegments, segmentName } from './segment-name.js';
 
-/** What split() needs of the parent communicator: who it is, what it was joined from, and two of its collectives. */
+/** What split() needs of the parent communicator: who it is, what it was joined from, and an allgather. */
 export interface SplitParent {
   readonly rank: number;
   readonly size: number;
   readonly config: TopocollConfig;
   readonly numaNode?: number;
   readonly origin: JoinOrigin;
-  allgather(send: Uint8Array, recv: Uint8Array): Promise<void>;
-  bcast(buf: Uint8Array, root: number): Promise<void>;
+  /** An allgather of bytes over the parent (Promise form) that no other collective matches. */
+  exchange(send: Uint8Array, recv: Uint8Array): Promise<void>;
 }
 
 /** Bytes each parent rank contributes to the setup's first exchange (SetupRecord). */
@@ -25,6 +25,8 @@ const NAME_AT = 12;
 const NAME_BYTES = RECORD_BYTES - NAME_AT;
 /** A job token's hex characters (rendezvous/protocol.ts, createJobToken). */
 const TOKEN_BYTES = 32;
+/** Bytes each parent rank contributes to step 0: color, key, a token. */
+const FIRST_BYTES = 8 + TOKEN_BYTES;
 
 /**
  * Makes this rank's communicator of `split(color, key)` (MPI_Comm_split's semantics): the
@@ -32,9 +34,9 @@ const TOKEN_BYTES = 32;
  * an undefined color. Collective over the parent: every parent rank takes part in every step,
  * with or without a color, so all of them fail together — nobody waits on a rank that gave up.
  *
- * The steps, each followed by an exchange over the parent's collectives (Promise forms, so a
- * parent over a JavaScript layer works too):
- *   0. every rank's (color, key), and a fresh token from parent rank 0 (the new segments' names);
+ * The steps, each followed by an exchange over the parent (an allgather in Promise form, so a
+ * parent over a JavaScript layer works too, marked so that no other collective matches it):
+ *   0. every rank's (color, key), and a fresh token of parent rank 0's (the new segments' names);
  *   1. each member makes its engine; node leaders create their node's segment (a new one: its
  *      size follows the sub-communicator's ranks); over TCP each member listens on a new port
  *      → exchanged: status, port, segment name, the layer's sub-communicator count;
@@ -45,12 +47,16 @@ const TOKEN_BYTES = 32;
  */
 export async function splitCommunicator(parent: SplitParent, color: number | undefined, key: number): Promise<CommunicatorParts | undefined> {
   const { rank, size, origin } = parent;
+  // Step 0: (color, key) and a token of every rank; rank 0's token is the one used.
+  const first = new Uint8Array(FIRST_BYTES);
+  new DataView(first.buffer).setInt32(0, color ?? -1, true);
+  new DataView(first.buffer).setInt32(4, key, true);
+  first.set(new TextEncoder().encode(createJobToken()), 8);
+  const all = new Uint8Array(FIRST_BYTES * size);
+  await parent.exchange(first, all);
   const colors = new Int32Array(2 * size);
-  const pair = new Int32Array([color ?? -1, key]);
-  await parent.allgather(new Uint8Array(pair.buffer), new Uint8Array(colors.buffer));
-  const tokenBytes = new Uint8Array(TOKEN_BYTES);
-  if (rank === 0) tokenBytes.set(new TextEncoder().encode(createJobToken()));
-  await parent.bcast(tokenBytes, 0);
+  for (let r = 0; r < size; r++) colors.set(new Int32Array(all.buffer.slice(r * FIRST_BYTES, r * FIRST_BYTES + 8)), 2 * r);
+  const tokenBytes = all.subarray(8, 8 + TOKEN_BYTES);
 
   // Every rank computes every sub-communicator: its members in order, from the same data.
   const members = Array.from({ length: size }, (_, r) => r)
@@ -165,7 +171,7 @@ class SplitSetup {
     }
     record[0] = failure === undefined ? 0 : 1;
     const records = new Uint8Array(RECORD_BYTES * this.parent.size);
-    await this.parent.allgather(record, records);
+    await this.parent.exchange(record, records);
     this.records = records;
     if (failure !== undefined) throw failure;
     const failed = Array.from({ length: this.parent.size }, (_, r) => r).filter((r) => records[r * RECORD_BYTES] !== 0);

@@ -100,6 +100,23 @@ async function exercise(comm, members, what, salt) {
   else await comm.barrier();
 }
 
+// `--fault F`: one rank breaks the split; every rank prints what it caught and exits 3.
+//   mismatch  rank 0 splits while the others allgather; die  the last rank dies instead of
+//   splitting; color  rank 0 passes color -5.
+const fault = argv.includes('--fault') ? argv[argv.indexOf('--fault') + 1] : undefined;
+if (fault !== undefined) {
+  try {
+    if (fault === 'die' && rank === size - 1) process.kill(process.pid, 'SIGKILL');
+    // The very shape of split's first exchange (an allgather of 40 bytes per rank).
+    if (fault === 'mismatch' && rank !== 0) await world.allgather(new Uint8Array(40), new Uint8Array(40 * size));
+    else await world.split(fault === 'color' && rank === 0 ? -5 : 0, rank);
+    console.log(`rank ${rank} caught nothing`);
+  } catch (e) {
+    console.log(`rank ${rank} caught ${e.code}: ${e.message}`);
+  }
+  process.exit(3);
+}
+
 // Parity halves, reversed by key: on emulated nodes in blocks, each half spans the nodes.
 const half = { color: (/** @type {number} */ r) => r % 2, key: (/** @type {number} */ r) => -r };
 const halfMembers = /** @type {number[]} */ (membersOf(half.color, half.key));

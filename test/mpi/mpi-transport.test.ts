@@ -9,7 +9,8 @@ import { configFile, jobScript, leftoverSegments, okRanks, repoRoot, runJob } fr
  * go over MPI_COMM_WORLD (topocoll/mpi), shared memory inside nodes. Nodes are emulated the way
  * the README shows: mpirun's MPMD form gives each block of ranks its TOPOCOLL_NODE. Every
  * collective is checked against references the job computes itself (test/jobs/collectives.mjs);
- * a rank SIGKILLed mid-job leaves every survivor an error (test/mpi/jobs/mpi-rank-dies.mjs).
+ * a rank SIGKILLed mid-job leaves every survivor an error (test/mpi/jobs/mpi-rank-dies.mjs);
+ * sub-communicators over MPI (test/jobs/split.mjs, test/mpi/jobs/mpi-split.mjs).
  * Needs `npm run build` and topocoll/mpi's addon (npm run build:mpi).
  */
 const addon = process.env.TOPOCOLL_MPI_ADDON ?? join(repoRoot, 'build', 'mpi', 'Release', 'topocoll_mpi.node');
@@ -65,6 +66,22 @@ describe.skipIf(skip)('init() with transport: mpi under mpirun', () => {
       expect(await leftoverSegments()).toEqual([]);
     });
   }
+
+  it('split and dup over MPI (test/jobs/split.mjs on 2+3 emulated nodes): children on the same MPI communicator, tags of their own', async () => {
+    const env = { TOPOCOLL_CONFIG: configFile('transport: mpi\n') };
+    const r = mpirunOnNodes([2, 3], jobScript('split.mjs'), [], env);
+    expect(r.signal, r.out).toBeNull();
+    expect(r.status, r.out).toBe(0);
+    expect(okRanks(r.lines), r.out).toEqual([0, 1, 2, 3, 4]);
+    expect(await leftoverSegments()).toEqual([]);
+  });
+
+  it("createCommunicator over MPI's split and split() of a topocoll communicator over MPI: the same ranks, bit for bit MPI's results", () => {
+    const r = mpirunOnNodes([2, 3], join(repoRoot, 'test', 'mpi', 'jobs', 'mpi-split.mjs'), [], {});
+    expect(r.signal, r.out).toBeNull();
+    expect(r.status, r.out).toBe(0);
+    expect(okRanks(r.lines), r.out).toEqual([0, 1, 2, 3, 4]);
+  });
 
   it('the same job over TCP fails on that rendezvous address (the check above is not vacuous)', () => {
     const env = { TOPOCOLL_CONFIG: configFile('transport: tcp\ntimeouts: { initMs: 3000 }\n'), TOPOCOLL_RENDEZVOUS: '127.0.0.1:1', TOPOCOLL_TOKEN: 'unused' };
