@@ -25,7 +25,7 @@ import type { TypedArray } from './util/typed-array.js';
  * their tags never meet the application's messages. Creating that duplicate is collective, which
  * is why `initMpi`, `split` and `dup` (collective already) make it at once.
  *
- * `send`/`recv` use the communicator's own tags: topocoll takes tags `tagBase` (0) … 2047 on it
+ * `send`/`recv` use the communicator's own tags: topocoll takes tags `tagBase` (0) … 3071 on it
  * while it sets up; an application that also sends its own messages on this communicator uses
  * other tags, or a `dup()`.
  *
@@ -214,7 +214,7 @@ function sameType(a: Datatype, b: Datatype, what: string): void {
  * comparisons). Made by initMpi, split and dup.
  */
 export class MpiCommunicator implements PointToPoint {
-  /** The first tag topocoll uses on this layer (its communicators take tagBase … tagBase + 2047). */
+  /** The first tag topocoll uses on this layer (its communicators and their sub-communicators take tagBase … tagBase + 3071). */
   readonly tagBase = 0;
   private freed = false;
 

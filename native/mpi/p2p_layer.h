@@ -3,7 +3,7 @@
 //
 // PROTOCOL
 //   - One layer = one MPI_Comm_dup of the communicator it was made for, with MPI_ERRORS_RETURN.
-//     The duplicate is why topocoll's tags (tag_base … tag_base + 2047) cannot meet the
+//     The duplicate is why topocoll's tags (tag_base … tag_base + 3071) cannot meet the
 //     application's messages on the original communicator, nor any other library's.
 //     MPI_Comm_dup is collective: every rank of the communicator creates its layer in the same
 //     order (src/mpi.ts does it in initMpi, split and dup, which are collective anyway).
