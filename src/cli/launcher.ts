@@ -49,12 +49,8 @@ const GRACE_EXTRA_MS = 2_000;
 const KILL_AFTER_TERM_MS = 2_000;
 
 export async function launch(options: LaunchOptions): Promise<number> {
-  const { ranks, nodes } = options;
-  if (!Number.isInteger(ranks) || ranks < 1) throw new TopocollError('EINVAL', `-n must be a positive integer, got ${ranks}`);
-  if (nodes !== undefined && (!Number.isInteger(nodes) || nodes < 1 || nodes > ranks)) {
-    throw new TopocollError('EINVAL', `--nodes must be between 1 and the number of ranks (${ranks}), got ${nodes}`);
-  }
-  const layout = nodeLayout(ranks, nodes ?? 1);
+  const { ranks } = options;
+  const layout = jobLayout(ranks, options.nodes);
   // The configuration is checked here too, before any rank starts: the init timeout sets the grace.
   const initMs = options.timeoutMs ?? (options.config !== undefined ? loadConfigFile(options.config) : resolveConfig(undefined, options.env)).timeouts.initMs;
   const cpuSets = options.bind === 'none' ? undefined : bindings(discoverMachine({ env: options.env }), options.bind, layout, options.stderr);
@@ -123,12 +119,21 @@ export async function launch(options: LaunchOptions): Promise<number> {
   return firstFailure ?? 0;
 }
 
-interface NodeLayout {
+export interface NodeLayout {
   /** Node index of each rank (blocks: node k holds consecutive ranks). */
   nodeOf: number[];
   /** Index of each rank among its node's ranks. */
   localOf: number[];
   localSizes: number[];
+}
+
+/** `-n` and `--nodes` checked (EINVAL), and the ranks laid out over the (emulated) nodes. */
+export function jobLayout(ranks: number, nodes: number | undefined): NodeLayout {
+  if (!Number.isInteger(ranks) || ranks < 1) throw new TopocollError('EINVAL', `-n must be a positive integer, got ${ranks}`);
+  if (nodes !== undefined && (!Number.isInteger(nodes) || nodes < 1 || nodes > ranks)) {
+    throw new TopocollError('EINVAL', `--nodes must be between 1 and the number of ranks (${ranks}), got ${nodes}`);
+  }
+  return nodeLayout(ranks, nodes ?? 1);
 }
 
 /** Ranks in blocks over the nodes; the first N mod K nodes get one rank more. */
