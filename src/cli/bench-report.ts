@@ -40,6 +40,17 @@ const SERIES: Record<'sync' | 'addon' | 'async' | 'ompi' | 'memcpy', Omit<ChartS
   memcpy: { label: 'memcpy', color: '#555555', marker: 'triangle', dashed: true },
 };
 
+/** topocoll's series of a job with transport: mpi, in colours of their own beside TCP's. */
+const MPI_SERIES: Record<'sync' | 'addon' | 'async', Pick<ChartSeries, 'color' | 'marker' | 'dashed'>> = {
+  sync: { color: '#56B4E9', marker: 'circle' },
+  addon: { color: '#000000', marker: 'circle', dashed: true },
+  async: { color: '#E69F00', marker: 'square' },
+};
+
+type Transport = NonNullable<BenchRow['transport']>;
+/** Rows from before the transport was recorded are TCP's: it was the only one. */
+const transportOf = (r: BenchRow): Transport => r.transport ?? 'tcp';
+
 /**
  * The rows of a `--json` output: every line that starts with `{`, the probe and group-size
  * records left out. Other lines (notes a worker printed) are skipped.
@@ -63,6 +74,7 @@ export function parseBenchJson(text: string, source: string): ReportRow[] {
       typeof r.avgUs === 'number' &&
       typeof r.ranks === 'number' &&
       (r.nodes === undefined || typeof r.nodes === 'number') &&
+      (r.transport === undefined || r.transport === 'tcp' || r.transport === 'mpi') &&
       (r.hogs === undefined || typeof r.hogs === 'number') &&
       (r.commit === undefined || typeof r.commit === 'string') &&
       (r.date === undefined || typeof r.date === 'string');
@@ -76,7 +88,9 @@ export function parseBenchJson(text: string, source: string): ReportRow[] {
 /**
  * One chart per collective and job (ranks, emulated nodes, busy processes), barrier left out
  * (it has one size, nothing to draw against). Rows of the same point from several runs in one
- * file: the fastest, as bench/min-of-runs.mjs merges runs. Charts come in a fixed order.
+ * file: the fastest, as bench/min-of-runs.mjs merges runs. Charts come in a fixed order. The
+ * transports of a job share its chart, each in series of its own; only TCP (every chart before
+ * the MPI transport): the series and titles as they were.
  */
 export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
   const jobKey = (r: ReportRow) => `${r.ranks}/${r.nodes ?? ''}/${r.hogs ?? 0}`;
@@ -95,30 +109,50 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
     const collectives = [...new Set(job.map((r) => r.collective))]
       .filter((c) => c !== 'memcpy' && c !== 'barrier')
       .sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+    const topocollRows = job.filter((r) => r.mode !== 'ompi' && r.mode !== 'memcpy');
+    const transports = (['tcp', 'mpi'] as const).filter((t) => topocollRows.some((r) => transportOf(r) === t));
+    const named = transports.includes('mpi');
     for (const collective of collectives) {
       const mine = job.filter((r) => r.collective === collective);
-      const fastest = (mode: string, bytesOf: (x: number) => number): { x: number; y: number }[] => {
+      const fastest = (mode: string, bytesOf: (x: number) => number, transport?: Transport): { x: number; y: number }[] => {
         const sizes = [...new Set(mine.map((r) => r.bytes))].sort((a, b) => a - b);
         const points: { x: number; y: number }[] = [];
         for (const x of sizes) {
-          const at = job.filter((r) => r.mode === mode && r.bytes === bytesOf(x) && (mode === 'memcpy' || r.collective === collective));
+          const at = job.filter(
+            (r) =>
+              r.mode === mode &&
+              r.bytes === bytesOf(x) &&
+              (mode === 'memcpy' || r.collective === collective) &&
+              (transport === undefined || transportOf(r) === transport),
+          );
           if (at.length > 0) points.push({ x, y: Math.min(...at.map((r) => r.avgUs)) });
         }
         return points;
       };
       const gather = collective === 'allgather';
       const series: ChartSeries[] = [];
-      for (const mode of ['sync', 'addon', 'async', 'ompi'] as const) {
-        const points = fastest(mode, (x) => x);
-        if (points.length > 0) series.push({ ...SERIES[mode], points });
+      for (const mode of ['sync', 'addon', 'async'] as const) {
+        for (const transport of transports) {
+          const points = fastest(mode, (x) => x, transport);
+          if (points.length === 0) continue;
+          const style = transport === 'mpi' ? { ...SERIES[mode], ...MPI_SERIES[mode] } : SERIES[mode];
+          series.push({ ...style, ...(named ? { label: `${SERIES[mode].label} (${transport.toUpperCase()})` } : {}), points });
+        }
       }
+      const ompi = fastest('ompi', (x) => x);
+      // Open MPI cannot emulate nodes: beside a job across emulated nodes, it ran on one.
+      if (ompi.length > 0) series.push({ ...SERIES.ompi, ...(nodes !== undefined ? { label: 'Open MPI (one node)' } : {}), points: ompi });
       // The copy each call needs at least, where the table shows it: the message (bcast), the
       // whole result (allgather: ranks × the bytes each rank sends).
       if (collective === 'bcast' || gather) {
         const points = fastest('memcpy', (x) => (gather ? x * ranks : x));
         if (points.length > 0) series.push({ ...SERIES.memcpy, label: gather ? `memcpy of result` : 'memcpy', points });
       }
-      const where = nodes !== undefined ? `on ${nodes} emulated node${nodes === 1 ? '' : 's'}` : 'one node';
+      const between = named ? `, ${transports.map((t) => t.toUpperCase()).join(' and ')} between them` : '';
+      const where =
+        nodes !== undefined
+          ? `on ${nodes} emulated node${nodes === 1 ? '' : 's'}${between}`
+          : `one node${named ? `, transport ${transports.join(' and ')}` : ''}`;
       const busy = hogs > 0 ? `, ${hogs} busy process${hogs === 1 ? '' : 'es'} beside` : '';
       const what: Record<string, string> = {
         bcast: 'bytes from rank 0 to every rank; memcpy: one copy of the message',

@@ -6,6 +6,7 @@
  * allgather's size is the bytes each rank sends (it receives size × bytes).
  */
 import { Communicator } from '../communicator.js';
+import type { TopocollConfig } from '../config/schema.js';
 import { init } from '../init.js';
 
 export interface BenchSettings {
@@ -37,6 +38,11 @@ export interface BenchRow {
   minUs: number;
   maxUs: number;
   iterations: number;
+  /**
+   * What carried the messages between nodes (`transport` of the job's configuration). The CLI
+   * sets it on the rows of topocoll's jobs; Open MPI's rows have none.
+   */
+  transport?: TopocollConfig['transport'];
 }
 
 export function sizesOf(s: BenchSettings): number[] {

@@ -14,15 +14,18 @@ import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
 import { formatAllgatherAlcd, formatStrategies, runStrategies, STRATEGIES, type StrategyCollective } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
+import { checkMpirunJob } from '../mpirun.js';
+import type { TopocollConfig } from '../../config/schema.js';
 import { startHogs } from '../hogs.js';
 import { explainBarrier } from '../barrier-explain.js';
 import { loadConfigFile, resolveConfig } from '../../config/load.js';
 
 export const benchHelp = `topocoll bench — OSU-style latency of topocoll's collectives, with Open MPI's beside them
 
-Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|none]
+Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--bind core|numa|socket|none]
                       [--collectives barrier,bcast,reduce,allreduce,allgather] [--min BYTES] [--max BYTES]
-                      [--modes sync,addon,async] [--iterations N] [--hogs N] [--no-mpi] [--json] [--report DIR]
+                      [--modes sync,addon,async] [--iterations N] [--hogs N] [--config F] [--no-mpi]
+                      [--json] [--report DIR]
        topocoll bench [COLLECTIVE] --from-json FILE --report DIR
        topocoll bench bcast --sweep [-n N]
        topocoll bench bcast|reduce|allreduce|allgather --strategies [-n N] [--nodes K] [--off LEVEL]
@@ -45,7 +48,12 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|n
   --off LEVEL        with --strategies: with LEVEL switched off
 
   -n N               ranks (default 2)
-  --nodes K          emulate K nodes (TCP between them)
+  --nodes K          emulate K nodes (ranks in blocks; TCP or MPI between them, --transport)
+  --transport L      what carries the messages between nodes: tcp (topocoll's launcher and
+                     links), mpi (the ranks under Open MPI's mpirun, one app context per
+                     emulated node, configuration transport: mpi; needs topocoll/mpi, npm run
+                     build:mpi), or tcp,mpi: both, one job each, side by side in one table
+                     (default: the configuration's transport, tcp unless it says otherwise)
   --network FILE     a node-to-switch file for them (node0…nodeK−1): switch levels too
   --collectives L    which collectives (default all five)
   --min, --max       message sizes, doubling (default 4 … 4194304 bytes)
@@ -57,13 +65,16 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--bind core|numa|socket|n
                      topocoll and Open MPI)
   --hogs N           N busy processes (unbound) run beside the ranks for the whole benchmark,
                      Open MPI's runs included: latency under CPU contention
+  --config F         the ranks' configuration (default: TOPOCOLL_CONFIG, else the defaults);
+                     with --transport, its transport is replaced by the one measured
   --no-mpi           skip the Open MPI baseline
   --json             one JSON object per row instead of tables (with the job: ranks, hogs,
-                     nodes, and the commit and day of the run)
+                     nodes, transport, and the commit and day of the run)
   --report DIR       after the run, one SVG chart per collective into DIR (made if missing):
-                     latency against size on log-log axes, topocoll sync and async, Open MPI
-                     and the memcpy limit where the table has it; named COLLECTIVE-pN.svg
-                     (-nodesK, -hogsH when given). barrier has one size and no chart
+                     latency against size on log-log axes, topocoll sync and async (each
+                     transport), Open MPI and the memcpy limit where the table has it; named
+                     COLLECTIVE-pN.svg (-nodesK, -hogsH when given). barrier has one size and
+                     no chart
   --from-json FILE   with --report: draw the charts from saved --json output instead of
                      measuring (COLLECTIVE or --collectives pick some); a point several runs
                      in FILE have is drawn at the fastest, as bench/min-of-runs.mjs merges
@@ -75,7 +86,7 @@ Latency is the per-rank mean over back-to-back calls after a warm-up, averaged o
 allgather's size is the bytes each rank sends (every rank receives N × that). The memcpy columns
 are one copy of the message (bcast) or of the whole allgather result (N × bytes).
 The Open MPI figures come from bench/ompi/coll_latency.c under mpirun at the same -n, bound to
-cores, in the same run.
+cores, in the same run; with --nodes on one node (Open MPI cannot emulate nodes).
 `;
 
 const COLLECTIVES = ['barrier', 'bcast', 'reduce', 'allreduce', 'allgather'] as const;
@@ -87,6 +98,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     {
       np: { type: 'string', short: 'n' },
       nodes: { type: 'string' },
+      transport: { type: 'string' },
       network: { type: 'string' },
       bind: { type: 'string' },
       collectives: { type: 'string' },
@@ -150,9 +162,17 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     bind: requireOne<BindPolicy>('bench', 'bind', values.bind ?? 'core', ['core', 'numa', 'socket', 'none']),
     nodes: values.nodes === undefined ? undefined : parseNonNegativeInt('bench', 'nodes', values.nodes),
     network: values.network === undefined ? undefined : resolve(io.cwd, values.network),
+    config: values.config === undefined ? undefined : resolve(io.cwd, values.config),
     settings,
     io,
   };
+  if (values.transport !== undefined && (values.sweep || values.strategies || values.explain)) {
+    throw new TopocollError('EINVAL', 'topocoll bench: --transport goes with the latency run, not --sweep, --strategies or --explain');
+  }
+  const latency = !values.explain && !values.strategies;
+  const transports = latency ? latencyTransports(values.transport, job) : [];
+  // Before anything runs: a job under mpirun that cannot start would fail only after the others.
+  if (transports.includes('mpi')) checkMpirunJob(io.env);
 
   const hogCount = parseNonNegativeInt('bench', 'hogs', values.hogs ?? '0');
   if (hogCount > 64) throw new TopocollError('EINVAL', 'topocoll bench: --hogs must be 0…64');
@@ -165,14 +185,28 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       return 0;
     }
     if (values.strategies) return await benchStrategies(job, target as StrategyCollective, values.off, values['no-mpi'] === true);
-    return await benchLatency(job, values, hogCount);
+    return await benchLatency(job, transports, values, hogCount);
   } finally {
     hogs?.stop();
   }
 }
 
+/**
+ * The transports of the latency run, in the order given: `--transport` (a comma list), else the
+ * one the ranks' configuration names (so a configuration of transport: mpi is measured under
+ * mpirun, as it has to run).
+ */
+function latencyTransports(text: string | undefined, job: BenchJob): Transport[] {
+  if (text === undefined) return [resolveConfig(job.config, job.io.env).transport];
+  return [...new Set(text.split(',').map((t) => requireOne<Transport>('bench', 'transport', t.trim(), TRANSPORTS)))];
+}
+
+type Transport = TopocollConfig['transport'];
+const TRANSPORTS: readonly Transport[] = ['tcp', 'mpi'];
+
 async function benchLatency(
   job: BenchJob,
+  transports: Transport[],
   values: { sweep?: boolean; json?: boolean; 'no-mpi'?: boolean; report?: string },
   hogCount: number,
 ): Promise<number> {
@@ -181,40 +215,44 @@ async function benchLatency(
   // several runs, or charts redrawn later, still say what measured them and when.
   const commit = topocollCommit();
   const date = new Date().toISOString().slice(0, 10);
-  const withOmpi = !values['no-mpi'] && job.nodes === undefined;
-  const progress = new Progress('topocoll bench', 1 + (withOmpi ? settings.collectives.length : 0) + (values.sweep ? SWEEP_CASES.length : 0));
+  // With emulated nodes too: Open MPI's collectives on one node are the reference a job across
+  // nodes is read against (it cannot emulate nodes); the note says so.
+  const withOmpi = !values['no-mpi'];
+  const jobs = transports.length;
+  const progress = new Progress('topocoll bench', jobs + (withOmpi ? settings.collectives.length : 0) + (values.sweep ? SWEEP_CASES.length : 0));
   const jobIo = progress.around(io);
-  let rows: BenchRow[];
+  const rows: BenchRow[] = [];
   let sweepRows: BenchRow[];
   let baselineNote = '';
-  let oversubscribed: boolean;
+  let oversubscribed = false;
   const probe = coreLatencyProbe();
   try {
     probe.take('before');
     const sizes =
       settings.minBytes === settings.maxBytes ? formatBytes(settings.minBytes) : `${formatBytes(settings.minBytes)}–${formatBytes(settings.maxBytes)}`;
-    progress.step(`topocoll ${settings.collectives.join(', ')} (${settings.modes.join(' and ')}, ${sizes}, ${ranks} ranks)`);
-    const result = await runBenchJob({ ...job, io: jobIo });
-    if (result.code !== 0) return result.code;
-    rows = result.rows;
-    oversubscribed = result.oversubscribed;
-    probe.take('after topocoll');
+    for (const transport of transports) {
+      const over = transports.length > 1 || transport !== 'tcp' ? `, ${transport}` : '';
+      progress.step(`topocoll ${settings.collectives.join(', ')} (${settings.modes.join(' and ')}, ${sizes}, ${ranks} ranks${over})`);
+      const result = await runBenchJob({ ...job, io: jobIo }, job.config, transport);
+      if (result.code !== 0) return result.code;
+      rows.push(...result.rows.map((r) => ({ ...r, transport })));
+      oversubscribed ||= result.oversubscribed;
+      probe.take(transports.length > 1 ? `after topocoll ${transport}` : 'after topocoll');
+    }
 
     if (withOmpi) {
       const why = ompiUnavailable();
       if (why !== undefined) {
         baselineNote = `no Open MPI baseline: ${why}`;
-        progress.setTotal(1 + (values.sweep ? SWEEP_CASES.length : 0));
+        progress.setTotal(jobs + (values.sweep ? SWEEP_CASES.length : 0));
       } else {
         for (const collective of settings.collectives) {
           progress.step(`Open MPI ${collective} (${ranks} ranks)`);
           const run = runOmpi(collective, ranks, settings);
           rows.push(...run.rows);
-          baselineNote = run.version;
+          baselineNote = `${run.version}${job.nodes !== undefined ? ' (one node: it cannot emulate nodes)' : ''}`;
         }
       }
-    } else if (job.nodes !== undefined) {
-      baselineNote = 'no Open MPI baseline with emulated nodes';
     }
     if (rows.some((r) => r.mode === 'ompi')) probe.take('after Open MPI');
 
@@ -235,7 +273,7 @@ async function benchLatency(
     if (probe.cpus) io.stdout(JSON.stringify({ probe: 'core-to-core-ns', cpus: probe.cpus, ...probe.taken }) + '\n');
   } else {
     if (hogCount > 0) io.stdout(`# ${hogCount} busy process${hogCount > 1 ? 'es' : ''} ran beside every job (--hogs)\n`);
-    io.stdout(formatTables(rows, ranks, settings, baselineNote, oversubscribed));
+    io.stdout(formatTables(rows, job, transports, baselineNote, oversubscribed));
     if (probe.cpus) io.stdout(`# ${probe.describe()}\n`);
     if (values.sweep) io.stdout(formatSweep(sweepRows, ranks, settings));
   }
@@ -249,6 +287,7 @@ function chartsFromJson(values: Record<string, string | boolean | undefined>, ta
   const measuring = [
     'np',
     'nodes',
+    'transport',
     'network',
     'bind',
     'min',
@@ -370,15 +409,22 @@ interface BenchJob {
   bind: BindPolicy;
   nodes?: number;
   network?: string;
+  /** --config: the configuration of the latency run's ranks. */
+  config?: string;
   settings: BenchSettings;
   io: CliIo;
 }
 
-/** One benchmark job through the launcher; rows come back as JSON lines from rank 0. */
-async function runBenchJob(job: BenchJob, config?: string): Promise<{ code: number; rows: BenchRow[]; oversubscribed: boolean }> {
+/**
+ * One benchmark job through the launcher (or mpirun, transport mpi); rows come back as JSON
+ * lines from rank 0. `config` is the ranks' whole configuration (the job's --config is not
+ * added to it).
+ */
+async function runBenchJob(job: BenchJob, config?: string, transport?: Transport): Promise<{ code: number; rows: BenchRow[]; oversubscribed: boolean }> {
   const { code, records, oversubscribed } = await runWorkerJob({
     ...job,
     config,
+    transport,
     worker: 'bench-worker.js',
     settingsVariable: 'TOPOCOLL_BENCH',
   });
@@ -443,39 +489,63 @@ function formatSweep(rows: BenchRow[], ranks: number, settings: BenchSettings): 
   return out.join('\n') + '\n';
 }
 
-function formatTables(rows: BenchRow[], ranks: number, settings: BenchSettings, note: string, oversubscribed: boolean): string {
+function formatTables(rows: BenchRow[], job: BenchJob, transports: readonly Transport[], note: string, oversubscribed: boolean): string {
+  const { ranks, nodes, settings } = job;
   const out: string[] = [];
   const fmt = (v: number | undefined) => (v === undefined ? '-' : v < 10 ? v.toFixed(2) : v < 1000 ? v.toFixed(1) : v.toFixed(0));
+  // One column per mode and transport, the transports of a mode side by side; a single
+  // transport keeps the plain labels (and the title names it unless it is the default, tcp).
+  const several = transports.length > 1;
+  const prefix = (t: Transport) => (several ? `${t} ` : '');
+  const columns = settings.modes.flatMap((mode) =>
+    transports.map((transport) => ({ mode, transport, label: several ? `${transport} ${mode}` : `topocoll ${mode}` })),
+  );
+  const names = transports.map((t) => t.toUpperCase()).join(' and ');
+  const where =
+    nodes !== undefined
+      ? ` on ${nodes} emulated nodes, ${names} between them`
+      : transports.length === 1 && transports[0] === 'tcp'
+        ? ''
+        : `, transport ${transports.join(' and ')}`;
+  const compare = transports.includes('tcp') && transports.includes('mpi');
   for (const collective of settings.collectives) {
     const mine = rows.filter((r) => r.collective === collective);
     const sizes = [...new Set(mine.map((r) => r.bytes))].sort((a, b) => a - b);
-    const cell = (mode: string, bytes: number) => mine.find((r) => r.mode === mode && r.bytes === bytes)?.avgUs;
+    const cell = (mode: string, bytes: number, transport?: Transport) =>
+      mine.find((r) => r.mode === mode && r.bytes === bytes && (transport === undefined || r.transport === transport))?.avgUs;
     const hasOmpi = mine.some((r) => r.mode === 'ompi');
     // The copy each message needs at least: the message (bcast), the whole result (allgather).
+    // Every job measures it; the fastest stands.
     const copied = (bytes: number) => (collective === 'allgather' ? bytes * ranks : bytes);
-    const memcpy = (bytes: number) => rows.find((r) => r.collective === 'memcpy' && r.bytes === copied(bytes))?.avgUs;
+    const memcpy = (bytes: number) => {
+      const copies = rows.filter((r) => r.collective === 'memcpy' && r.bytes === copied(bytes)).map((r) => r.avgUs);
+      return copies.length > 0 ? Math.min(...copies) : undefined;
+    };
     const hasMemcpy = (collective === 'bcast' || collective === 'allgather') && sizes.some((b) => memcpy(b) !== undefined);
     const gather = collective === 'allgather';
     out.push(
       '',
-      `# ${collective}, ${ranks} ranks${oversubscribed ? ' (more ranks than cores)' : ''}: latency in µs per call, average over ranks${gather ? `; bytes per rank, memcpy of the whole result (${ranks} × bytes)` : ''}`,
+      `# ${collective}, ${ranks} ranks${where}${oversubscribed ? ' (more ranks than cores)' : ''}: latency in µs per call, average over ranks${gather ? `; bytes per rank, memcpy of the whole result (${ranks} × bytes)` : ''}`,
     );
+    const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b ? (a / b).toFixed(2) : '-');
     const header = [
       gather ? 'bytes/rank' : 'bytes',
-      ...settings.modes.map((m) => `topocoll ${m}`),
-      ...(hasOmpi ? ['Open MPI', 'sync / OMPI'] : []),
-      ...(hasMemcpy ? [gather ? 'memcpy result' : 'memcpy', 'sync / memcpy'] : []),
+      ...columns.map((c) => c.label),
+      ...(compare ? ['mpi / tcp'] : []),
+      ...(hasOmpi ? ['Open MPI', ...transports.map((t) => `${prefix(t)}sync / OMPI`)] : []),
+      ...(hasMemcpy ? [gather ? 'memcpy result' : 'memcpy', ...transports.map((t) => `${prefix(t)}sync / memcpy`)] : []),
     ];
     const table = [header];
     for (const bytes of sizes) {
-      const sync = cell('sync', bytes);
       const ompi = cell('ompi', bytes);
       const copy = memcpy(bytes);
+      const sync = (t: Transport) => cell('sync', bytes, t);
       table.push([
         String(bytes),
-        ...settings.modes.map((m) => fmt(cell(m, bytes))),
-        ...(hasOmpi ? [fmt(ompi), sync !== undefined && ompi ? (sync / ompi).toFixed(2) : '-'] : []),
-        ...(hasMemcpy ? [fmt(copy), sync !== undefined && copy ? (sync / copy).toFixed(2) : '-'] : []),
+        ...columns.map((c) => fmt(cell(c.mode, bytes, c.transport))),
+        ...(compare ? [ratio(sync('mpi'), sync('tcp'))] : []),
+        ...(hasOmpi ? [fmt(ompi), ...transports.map((t) => ratio(sync(t), ompi))] : []),
+        ...(hasMemcpy ? [fmt(copy), ...transports.map((t) => ratio(sync(t), copy))] : []),
       ]);
     }
     const widths = header.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
