@@ -23,20 +23,24 @@ for (const row of benchRows(files)) {
     continue;
   }
   ranks = row.ranks ?? ranks;
-  keepFastest(best, `${row.collective} ${row.mode} ${row.bytes}`, row.avgUs);
+  // Blocking calls over MPI between nodes (--transport mpi) are a column of their own.
+  const mode = row.mode === 'sync' && row.transport === 'mpi' ? 'mpi-sync' : row.mode;
+  keepFastest(best, `${row.collective} ${mode} ${row.bytes}`, row.avgUs);
 }
 const ratio = (a, b) => (a === undefined || b === undefined ? '—' : (a / b).toFixed(2));
 const collectives = [...new Set([...best.keys()].map((k) => k.split(' ')[0]))].filter((c) => c !== 'memcpy');
 for (const c of collectives) {
   const sizes = [...new Set([...best.keys()].filter((k) => k.startsWith(`${c} `)).map((k) => Number(k.split(' ')[2])))].sort((a, b) => a - b);
   console.log(`\n# ${c}, ${ranks} ranks: µs per call, fastest of ${files.length} runs per column`);
-  console.log('  bytes  topocoll sync  Open MPI  sync / OMPI  memcpy  sync / memcpy');
+  const overMpi = sizes.some((bytes) => best.has(`${c} mpi-sync ${bytes}`));
+  console.log(`  bytes  topocoll sync${overMpi ? '  MPI transport' : ''}  Open MPI  sync / OMPI  memcpy  sync / memcpy`);
   for (const bytes of sizes) {
     const sync = best.get(`${c} sync ${bytes}`);
+    const mpi = overMpi ? `  ${fmt(best.get(`${c} mpi-sync ${bytes}`)).padStart(13)}` : '';
     const ompi = best.get(`${c} ompi ${bytes}`);
     const copy = best.get(`memcpy memcpy ${bytes}`);
     console.log(
-      `${String(bytes).padStart(7)}  ${fmt(sync).padStart(13)}  ${fmt(ompi).padStart(8)}  ${ratio(sync, ompi).padStart(11)}  ${fmt(copy).padStart(6)}  ${ratio(sync, copy).padStart(13)}`,
+      `${String(bytes).padStart(7)}  ${fmt(sync).padStart(13)}${mpi}  ${fmt(ompi).padStart(8)}  ${ratio(sync, ompi).padStart(11)}  ${fmt(copy).padStart(6)}  ${ratio(sync, copy).padStart(13)}`,
     );
   }
 }

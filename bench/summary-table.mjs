@@ -21,6 +21,7 @@ for (const row of benchRows(args)) {
   if (row.probe !== undefined || row.collective === undefined) continue;
   const ranks = row.ranks ?? 0;
   if ((row.nodes ?? 1) > 1 || (row.hogs ?? 0) > 0) continue; // one idle node only: Open MPI's comparison
+  if (row.transport === 'mpi') continue; // the launcher's jobs only (bench/transport-table.mjs has MPI's)
   jobs.add(ranks);
   if (row.commit) commits.add(row.commit);
   keepFastest(best, `${row.collective} ${row.mode} ${row.bytes} ${ranks}`, row.avgUs);
