@@ -5,7 +5,9 @@
 // stream the executor sees must come out whole: headers and bodies of every size around the
 // inline limit and the piece size, read whole or in pieces; both sides of an exchange sending
 // before they receive; an abort notice in the middle of a body; receives abandoned by a failing
-// wait; and the layer's failures reported with the peer and the tag.
+// wait; and the layer's failures reported with the peer and the tag. A sub-communicator's links
+// address the layer's ranks its ranks map to and name its own ranks in errors, and the engine
+// takes only a mapping onto distinct ranks of the layer with its own at its place.
 #include "p2p_links.h"
 
 #include <gtest/gtest.h>
@@ -16,10 +18,13 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "engine.h"
 #include "errors.h"
 #include "test_support.h"
 
@@ -66,6 +71,27 @@ class FakeLayer {
     std::lock_guard<std::mutex> lock(mutex_);
     return ops_.size();
   }
+  // From now on the sends of `rank` not yet matched have failed (test() reports it).
+  void FailPendingSends(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, ids] : queue_) {
+      if (!std::get<3>(key) || std::get<0>(key) != rank) continue;
+      for (uint64_t id : ids) ops_.at(id).done = ops_.at(id).failed = true;
+      ids.clear();
+    }
+  }
+
+  // Every isend and irecv posted (refused ones too), by the layer's ranks.
+  struct Posted {
+    bool send;
+    int from, to;
+    int32_t tag;
+    size_t bytes;
+  };
+  std::vector<Posted> Log() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return log_;
+  }
 
   static constexpr int kFailed = 7;
 
@@ -87,6 +113,7 @@ class FakeLayer {
 
   int Post(Op op, void** request) {
     std::lock_guard<std::mutex> lock(mutex_);
+    log_.push_back({op.send, op.from, op.to, op.tag, op.bytes});
     if (broken_ == (op.send ? op.from : op.to)) return kFailed;
     const uint64_t id = next_++;
     ops_.emplace(id, op);
@@ -150,6 +177,7 @@ class FakeLayer {
   std::map<std::tuple<int, int, int32_t, bool>, std::deque<uint64_t>> queue_;
   uint64_t next_ = 1;
   int broken_ = -1;
+  std::vector<Posted> log_;
 };
 
 MsgHeader HeaderOf(uint32_t seq, uint64_t count, int sender) {
@@ -311,6 +339,129 @@ TEST(P2PLinks, LayerFailuresNameThePeerAndTheTag) {
     EXPECT_NE(std::string(e.what()).find("rank 1 (tag 104)"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("failed on purpose"), std::string::npos) << e.what();
   }
+}
+
+// A sub-communicator of a layer of 4 ranks: its rank 0 is the layer's rank 3, its rank 1 the
+// layer's rank 1 (rank 1 maps to itself, rank 0 does not).
+const std::vector<int> kSubRanks{3, 1};
+
+// Expects every operation the layer saw on `tag` to be between layer ranks 3 and 1; returns how
+// many sends went from layer rank `from` to `to`.
+size_t SendsBetweenSubRanks(FakeLayer& layer, int32_t tag, int from, int to) {
+  size_t sends = 0;
+  for (const FakeLayer::Posted& p : layer.Log()) {
+    if (p.tag != tag) continue;
+    EXPECT_TRUE((p.from == 3 && p.to == 1) || (p.from == 1 && p.to == 3))
+        << (p.send ? "an isend" : "an irecv") << " from layer rank " << p.from << " to " << p.to;
+    if (p.send && p.from == from && p.to == to) ++sends;
+  }
+  return sends;
+}
+
+TEST(P2PLinks, ASubCommunicatorsMessagesGoBetweenTheLayerRanksItsRanksMapTo) {
+  FakeLayer layer(4);
+  P2PLinks sub0(std::make_shared<P2PLayer>(layer.Struct(3)), 100, kSubRanks);
+  P2PLinks sub1(std::make_shared<P2PLayer>(layer.Struct(1)), 100, kSubRanks);
+  DeadlineGuard guard(kDeadline);
+  // An inline body, and one streamed in three pieces after its header.
+  const std::vector<size_t> sizes{64, 2 * kStreamPieceBytes + 1};
+  static_assert(64 <= P2PLinks::kInlineBytes && 2 * kStreamPieceBytes + 1 > P2PLinks::kInlineBytes);
+  auto send = [&](P2PLinks& links, int to, size_t m, int me) {
+    const size_t n = sizes[m % sizes.size()];
+    std::vector<uint8_t> body(n);
+    for (size_t i = 0; i < n; ++i) body[i] = ByteAt(m, i);
+    const MsgHeader h = HeaderOf(static_cast<uint32_t>(m), n, me);
+    const ByteSlice slices[2] = {{&h, sizeof h}, {body.data(), n}};
+    links.Send(to, slices, 2, guard);  // copies: returns before the receive is posted
+  };
+  auto receive = [&](P2PLinks& links, int from, size_t m) {
+    const size_t n = sizes[m % sizes.size()];
+    MsgHeader h{};
+    links.ReadHeader(from, &h, guard);
+    ASSERT_EQ(h.seq, m);
+    ASSERT_EQ(h.count, n);
+    ASSERT_EQ(h.sender, from);
+    std::vector<uint8_t> got(n);
+    links.ReadBody(from, got.data(), n, guard);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], ByteAt(m, i)) << "message " << m << " of " << n << " bytes, byte " << i;
+  };
+  // Sub rank 0 to sub rank 1, then back.
+  for (size_t m = 0; m < 2; ++m) send(sub0, 1, m, 0);
+  for (size_t m = 0; m < 2; ++m) receive(sub1, 0, m);
+  for (size_t m = 2; m < 4; ++m) send(sub1, 0, m, 1);
+  for (size_t m = 2; m < 4; ++m) receive(sub0, 1, m);
+  // Each way: the inline message, and the streamed one's header and three pieces.
+  EXPECT_EQ(SendsBetweenSubRanks(layer, 100, 3, 1), 5u);
+  EXPECT_EQ(SendsBetweenSubRanks(layer, 100, 1, 3), 5u);
+}
+
+TEST(P2PLinks, ASubCommunicatorsLayerFailuresNameItsRanks) {
+  FakeLayer layer(4);
+  DeadlineGuard guard(kDeadline);
+  // Sub rank 1 (layer rank 1) sends to sub rank 0 (layer rank 3).
+  const MsgHeader h = HeaderOf(1, 0, 1);
+  const ByteSlice slice{&h, sizeof h};
+  auto expect_names_sub_rank_0 = [](const CollError& e, int32_t tag) {
+    EXPECT_EQ(std::string(e.code()), "EPEERLOST");
+    EXPECT_NE(std::string(e.what()).find("sending to rank 0 (tag " + std::to_string(tag) + ")"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("rank 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("failed on purpose"), std::string::npos) << e.what();
+  };
+  // A send the layer fails as it completes: reported by the next send.
+  P2PLinks failing(std::make_shared<P2PLayer>(layer.Struct(1)), 104, kSubRanks);
+  failing.Send(0, &slice, 1, guard);
+  layer.FailPendingSends(1);
+  try {
+    failing.Send(0, &slice, 1, guard);
+    FAIL() << "the failed send was not reported";
+  } catch (const CollError& e) {
+    expect_names_sub_rank_0(e, 104);
+  }
+  EXPECT_EQ(SendsBetweenSubRanks(layer, 104, 1, 3), 2u);
+  // A send the layer refuses.
+  P2PLinks refused(std::make_shared<P2PLayer>(layer.Struct(1)), 105, kSubRanks);
+  layer.Break(1);
+  try {
+    refused.Send(0, &slice, 1, guard);
+    FAIL() << "the send did not fail";
+  } catch (const CollError& e) {
+    expect_names_sub_rank_0(e, 105);
+  }
+  EXPECT_EQ(SendsBetweenSubRanks(layer, 105, 1, 3), 1u);
+}
+
+TEST(EngineUseP2P, TakesOnlyDistinctRanksOfTheLayerWithItsOwnAtItsPlace) {
+  FakeLayer layer(4);
+  auto layer3 = std::make_shared<P2PLayer>(layer.Struct(3));
+  // Rank 0 of a communicator of 2 ranks (alone on its node), over the layer's rank 3 of 4.
+  auto engine = [] {
+    EngineOptions options;
+    options.rank = 0;
+    options.size = 2;
+    options.local_ranks = {0};
+    return std::make_unique<Engine>(options);
+  };
+  const std::vector<std::pair<const char*, std::vector<int>>> refused{
+      {"too few", {3}},
+      {"too many", {3, 1, 2}},
+      {"a rank twice", {3, 3}},
+      {"past the layer's size", {3, 4}},
+      {"negative", {3, -1}},
+      {"its own rank elsewhere", {1, 3}},
+      {"without its own", {0, 1}},
+      {"another at its place", {2, 3}},
+  };
+  for (const auto& [what, ranks] : refused) {
+    try {
+      engine()->UseP2P(layer3, 100, ranks);
+      ADD_FAILURE() << "layer ranks " << what << " were taken";
+    } catch (const CollError& e) {
+      EXPECT_EQ(std::string(e.code()), "EINVAL") << what << ": " << e.what();
+    }
+  }
+  EXPECT_NO_THROW(engine()->UseP2P(layer3, 100, kSubRanks));
+  // Without a mapping the layer's ranks must be the communicator's: rank 3 of 4 is not rank 0 of 2.
+  EXPECT_THROW(engine()->UseP2P(layer3, 100, {}), CollError);
 }
 
 TEST(P2PLinks, RefusesAStructOfAnotherVersion) {
