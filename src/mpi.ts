@@ -6,6 +6,7 @@ import { isMainThread } from 'node:worker_threads';
 import { TopocollError, type TopocollErrorCode } from './errors.js';
 import type { PointToPoint } from './p2p/point-to-point.js';
 import { datatypeOf, reduceOpCode, type Datatype, type ReduceOpName } from './runtime/datatypes.js';
+import { pollUntilDone } from './util/poll.js';
 import type { TypedArray } from './util/typed-array.js';
 
 /**
@@ -165,29 +166,8 @@ const collected = new FinalizationRegistry<{ handle: number; nativeLayer: object
   }
 });
 
-/** Polling: setImmediate for the first polls (a message that is about to arrive), then 1 ms timers. */
-const IMMEDIATE_POLLS = 100;
-
 function completion(id: number): Promise<true | Uint8Array> {
-  return new Promise((resolve, reject) => {
-    let polls = 0;
-    const poll = (): void => {
-      let r: undefined | true | Uint8Array;
-      try {
-        r = call((a) => a.test(id));
-      } catch (e) {
-        reject(e);
-        return;
-      }
-      if (r !== undefined) {
-        resolve(r);
-        return;
-      }
-      if (++polls < IMMEDIATE_POLLS) setImmediate(poll);
-      else setTimeout(poll, 1);
-    };
-    poll();
-  });
+  return pollUntilDone(() => call((a) => a.test(id)));
 }
 
 function checkInteger(value: unknown, what: string, min: number, max: number): number {

@@ -206,6 +206,10 @@ interface RawAddon {
   NativeEngine: new (options: NativeEngineOptions) => RawEngine;
   JsPointToPoint: new (rank: number, size: number, tagBase: number, operate: NativeP2POperate) => RawJsPointToPoint;
   openP2PLayer(native: object): NativeP2PLayer;
+  layerIsend(layer: object, peer: number, tag: number, data: Uint8Array): number;
+  layerIrecv(layer: object, peer: number, tag: number, maxBytes: number): number;
+  layerTest(id: number): undefined | true | Uint8Array;
+  layerAbandon(id: number): void;
   setThreadAffinity(cpus: readonly number[]): number[];
   segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number;
   pageNodes(view: ArrayBufferView): Int32Array;
@@ -254,6 +258,20 @@ export class JsPointToPointBridge {
 export function openP2PLayer(native: object): NativeP2PLayer {
   return guarded(undefined, () => load().openP2PLayer(native));
 }
+
+/**
+ * JavaScript's own messages over an opened native layer (native/src/layer_messages.h): start
+ * returns an id, test is polled until it gives true (a send) or the bytes (a receive); abandon
+ * gives up a receive.
+ */
+export const layerMessages = {
+  isend: (layer: NativeP2PLayer, peer: number, tag: number, data: Uint8Array): number =>
+    guarded(layer.rank, () => load().layerIsend(layer.handle, peer, tag, data)),
+  irecv: (layer: NativeP2PLayer, peer: number, tag: number, maxBytes: number): number =>
+    guarded(layer.rank, () => load().layerIrecv(layer.handle, peer, tag, maxBytes)),
+  test: (layer: NativeP2PLayer, id: number): undefined | true | Uint8Array => guarded(layer.rank, () => load().layerTest(id)),
+  abandon: (layer: NativeP2PLayer, id: number): void => guarded(layer.rank, () => load().layerAbandon(id)),
+};
 
 let addon: RawAddon | undefined;
 

@@ -14,14 +14,15 @@
  *   test() says how long it was); a message longer than the capacity is an error of the receive.
  *
  * TAGS
- *   topocoll uses the tags tag_base … tag_base + 2·TOPOCOLL_P2P_MAX_COMMUNICATORS − 1 of the
- *   layer: communicator k created over this struct (k = 0 for the first, then one more per
- *   createCommunicator, split or dup) uses tag_base + 2k for its collectives (one ordered stream
- *   per pair of ranks: every message carries the call's sequence number and arguments, so ranks
- *   in different calls get EMISMATCH rather than waiting on each other) and tag_base + 2k + 1
- *   while it is being set up. A host that sends its own messages through the same layer must
- *   leave these tags to topocoll (or give topocoll a duplicate of its communicator, as the MPI
- *   addon does). Tags fit in 31 bits.
+ *   topocoll uses the tags tag_base … tag_base + TOPOCOLL_P2P_TAGS − 1 of the layer:
+ *   communicator k created over this struct (k = 0 for the first, then one more per
+ *   createCommunicator) uses tag_base + 2k for its collectives (one ordered stream per pair of
+ *   ranks: every message carries the call's sequence number and arguments, so ranks in
+ *   different calls get EMISMATCH rather than waiting on each other) and tag_base + 2k + 1
+ *   while it is being set up; sub-communicator j of those (split, dup; set up over their parent)
+ *   uses tag_base + 2·TOPOCOLL_P2P_MAX_COMMUNICATORS + j. A host that sends its own messages
+ *   through the same layer must leave these tags to topocoll (or give topocoll a duplicate of its
+ *   communicator, as the MPI addon does). Tags fit in 31 bits.
  *
  * REQUESTS AND OWNERSHIP
  *   isend/irecv start an operation and store an opaque handle in *request. The memory they were
@@ -71,6 +72,10 @@ extern "C" {
 
 #define TOPOCOLL_P2P_VERSION 1
 #define TOPOCOLL_P2P_MAX_COMMUNICATORS 1024
+/* Sub-communicators (split, dup) a layer carries at most. */
+#define TOPOCOLL_P2P_MAX_SUB_COMMUNICATORS 1024
+/* How many tags from tag_base on topocoll uses. */
+#define TOPOCOLL_P2P_TAGS (2 * TOPOCOLL_P2P_MAX_COMMUNICATORS + TOPOCOLL_P2P_MAX_SUB_COMMUNICATORS)
 
 typedef struct topocoll_p2p_v1 {
   /* TOPOCOLL_P2P_VERSION, and sizeof(topocoll_p2p_v1): topocoll refuses a struct it does not know. */
@@ -79,7 +84,7 @@ typedef struct topocoll_p2p_v1 {
   /* This process's rank and the number of ranks, as the layer numbers them. */
   int32_t rank;
   int32_t size;
-  /* The first tag topocoll may use (see TAGS); 0 … 2^31 − 2·TOPOCOLL_P2P_MAX_COMMUNICATORS. */
+  /* The first tag topocoll may use (see TAGS); 0 … 2^31 − TOPOCOLL_P2P_TAGS. */
   int32_t tag_base;
   int32_t reserved;
   /* Passed back to every function. */

@@ -341,13 +341,12 @@ topocoll_p2p_v1* CreateP2pLayer(MPI_Comm comm, int32_t tag_base) {
       (rc = MPI_Comm_get_attr(dup, MPI_TAG_UB, &tag_ub, &flag)) != MPI_SUCCESS) {
     fail(rc, "MPI communicator query: " + ErrorText(rc));
   }
-  // The highest tag topocoll uses is tag_base + 2·TOPOCOLL_P2P_MAX_COMMUNICATORS − 1.
-  const long long highest = static_cast<long long>(tag_base) + 2LL * TOPOCOLL_P2P_MAX_COMMUNICATORS - 1;
+  // The highest tag topocoll uses is tag_base + TOPOCOLL_P2P_TAGS − 1.
+  const long long highest = static_cast<long long>(tag_base) + TOPOCOLL_P2P_TAGS - 1;
   const long long upper = flag && tag_ub != nullptr ? *tag_ub : 32767;  // 32767: the least MPI_TAG_UB MPI allows
   if (tag_base < 0 || highest > upper) {
     fail(kErrArgument, "tagBase " + std::to_string(tag_base) + ": topocoll needs the tags tagBase … tagBase + " +
-                           std::to_string(2 * TOPOCOLL_P2P_MAX_COMMUNICATORS - 1) + ", and this MPI's MPI_TAG_UB is " +
-                           std::to_string(upper));
+                           std::to_string(TOPOCOLL_P2P_TAGS - 1) + ", and this MPI's MPI_TAG_UB is " + std::to_string(upper));
   }
   auto* layer = new (std::nothrow) P2pLayer();
   if (layer == nullptr) fail(kErrNoMemory, "out of memory");

@@ -15,6 +15,7 @@
 #include "job_queue.h"
 #include "js_error.h"
 #include "js_p2p.h"
+#include "layer_messages.h"
 #include "placement.h"
 #include "segment_layout.h"
 #include "wait.h"
@@ -741,6 +742,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeEngine", NativeEngine::Define(env));
   exports.Set("JsPointToPoint", DefineJsPointToPoint(env));
   exports.Set("openP2PLayer", Napi::Function::New(env, OpenP2PLayer));
+  ExportLayerMessages(env, exports);
   exports.Set("setThreadAffinity", Napi::Function::New(env, SetThreadAffinity));
   exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
   exports.Set("pageNodes", Napi::Function::New(env, PageNodesOf));

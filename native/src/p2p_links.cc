@@ -55,7 +55,7 @@ P2PLayer::P2PLayer(const topocoll_p2p_v1* p2p) : p2p_(p2p) {
   if (p2p->size < 1 || p2p->rank < 0 || p2p->rank >= p2p->size) {
     throw CollError("EINVAL", "the point-to-point struct says rank " + std::to_string(p2p->rank) + " of " + std::to_string(p2p->size));
   }
-  if (p2p->tag_base < 0 || p2p->tag_base > INT32_MAX - 2 * TOPOCOLL_P2P_MAX_COMMUNICATORS) {
+  if (p2p->tag_base < 0 || p2p->tag_base > INT32_MAX - TOPOCOLL_P2P_TAGS + 1) {
     throw CollError("EINVAL",
                     "the point-to-point struct's tag_base " + std::to_string(p2p->tag_base) + " leaves no room for topocoll's tags");
   }

@@ -14,6 +14,7 @@ import { networkFromSlurmAddresses } from '../topology/network/slurm-address.js'
 import type { NetworkTopology } from '../topology/network/types.js';
 import { resolveNodeIdentity } from '../topology/node-identity.js';
 import { bridgeJsLayer, describe } from './js-layer.js';
+import { NativeLayerMessages } from './native-layer.js';
 import { LAYER_TAGS, MAX_COMMUNICATORS_PER_LAYER, communicatorTags, type NativePointToPoint, type PointToPoint } from './point-to-point.js';
 
 export interface CreateCommunicatorOptions {
@@ -46,36 +47,36 @@ const layers = new WeakMap<object, { native: NativeP2PLayer; made: number; subCo
  */
 export async function createCommunicator(p2p: PointToPoint | NativePointToPoint, options: CreateCommunicatorOptions = {}): Promise<Communicator> {
   const env = options.env ?? process.env;
-  const js = 'send' in p2p ? p2p : undefined;
-  if (js === undefined) {
-    throw new TopocollError('EINVAL', 'createCommunicator: the layer has no send/recv; a native layer alone (only `native`) is not supported yet', {
-      hint: 'Pass an object with rank, size, send and recv (used for the setup) and the native struct as `native`.',
-    });
+  const js = typeof p2p === 'object' && p2p !== null && 'send' in p2p ? p2p : undefined;
+  if (js !== undefined) checkLayer(js);
+  else if (typeof p2p !== 'object' || p2p === null || typeof p2p.native !== 'object' || p2p.native === null) {
+    throw new TopocollError('EINVAL', 'createCommunicator: the layer needs send and recv, or a native topocoll_p2p_v1 as `native`');
   }
-  checkLayer(js);
-  const rank = js.rank;
-  const job = detectEnvironment(env);
-  const config = configFor(options.config, job, env);
-  const timeoutMs = job.timeoutMs ?? config.timeouts.initMs;
-  const tagBase = js.tagBase ?? 0;
   let held = layers.get(p2p);
   if (held === undefined) {
-    const native = openP2PLayer(js.native ?? bridgeJsLayer(js, tagBase));
-    if (native.rank !== js.rank || native.size !== js.size || native.tagBase !== tagBase) {
+    const native = openP2PLayer(js === undefined ? (p2p as NativePointToPoint).native : (js.native ?? bridgeJsLayer(js, js.tagBase ?? 0)));
+    if (js !== undefined && (native.rank !== js.rank || native.size !== js.size || native.tagBase !== (js.tagBase ?? 0))) {
       throw new TopocollError(
         'EINVAL',
-        `createCommunicator: the native struct says rank ${native.rank} of ${native.size} (tag base ${native.tagBase}), the layer rank ${js.rank} of ${js.size} (tag base ${tagBase})`,
-        { rank },
+        `createCommunicator: the native struct says rank ${native.rank} of ${native.size} (tag base ${native.tagBase}), the layer rank ${js.rank} of ${js.size} (tag base ${js.tagBase ?? 0})`,
+        { rank: js.rank },
       );
     }
     held = { native, made: 0, subCommunicators: { made: 0 } };
     layers.set(p2p, held);
   }
+  // Without send/recv, the setup's messages go through the struct too.
+  const setupLayer = js ?? new NativeLayerMessages(held.native);
+  const rank = setupLayer.rank;
+  const tagBase = held.native.tagBase;
+  const job = detectEnvironment(env);
+  const config = configFor(options.config, job, env);
+  const timeoutMs = job.timeoutMs ?? config.timeouts.initMs;
   if (held.made >= MAX_COMMUNICATORS_PER_LAYER) {
     throw new TopocollError('EINVAL', `createCommunicator: ${MAX_COMMUNICATORS_PER_LAYER} communicators were made over this layer already`, { rank });
   }
   const tags = communicatorTags(tagBase, held.made++);
-  const setup = new SetupMessages(js, tags.setup, timeoutMs);
+  const setup = new SetupMessages(setupLayer, tags.setup, timeoutMs);
 
   const node = options.node ?? job.nodeName ?? resolveNodeIdentity(config.node.identity, env);
   const network = resolveNetworkSource(job.networkFile ? { source: 'file', file: job.networkFile } : config.network, env, node);
@@ -101,7 +102,7 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
         kind: 'p2p',
         layer: held.native,
         subCommunicators: held.subCommunicators,
-        ...(js.native === undefined ? { refuseBlocking: BLOCKING_OVER_JS } : {}),
+        ...(js !== undefined && js.native === undefined ? { refuseBlocking: BLOCKING_OVER_JS } : {}),
       },
       publishSegment: async (_nodeIndex, name, localRanks) => {
         await Promise.all(localRanks.filter((r) => r !== rank).map((r) => setup.send(r, { segment: name })));
@@ -113,7 +114,7 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
       },
       linkNodes: (engine) => {
         engine.useP2P(held.native, tags.collectives);
-        if (js.native === undefined) engine.refuseBlocking(BLOCKING_OVER_JS);
+        if (js !== undefined && js.native === undefined) engine.refuseBlocking(BLOCKING_OVER_JS);
         return Promise.resolve({ p2p: true });
       },
       between: () => new Promise((r) => setImmediate(r)),
@@ -130,6 +131,8 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
     await setup.abort(e);
     if (token !== undefined) removeJobSegments(token);
     throw e;
+  } finally {
+    if (setupLayer instanceof NativeLayerMessages) setupLayer.stop();
   }
 }
 

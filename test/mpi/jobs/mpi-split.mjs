@@ -1,8 +1,10 @@
 // @ts-check
 // A rank of a job started by mpirun (nodes emulated through TOPOCOLL_NODE): the same
-// sub-communicator made two ways — createCommunicator over MPI's split of the world
-// (MPI_Comm_split), and split() of a topocoll communicator over the world — must have the same
-// ranks and give bit for bit what MPI's own collectives give on MPI's split. Prints `rank R ok N`.
+// sub-communicator made three ways — createCommunicator over MPI's split of the world
+// (MPI_Comm_split), split() of a topocoll communicator over the world, and split() of one made
+// over the world's native struct alone (`{ native }`: its setup goes through the struct too) —
+// must have the same ranks and give bit for bit what MPI's own collectives give on MPI's split;
+// the native-only communicator itself gives MPI's results on the world. Prints `rank R ok N`.
 import { createCommunicator } from 'topocoll';
 import { initMpi } from 'topocoll/mpi';
 
@@ -14,6 +16,8 @@ const mpiHalf = /** @type {import('topocoll/mpi').MpiCommunicator} */ (world.spl
 const viaHost = await createCommunicator(mpiHalf);
 const parent = await createCommunicator(world);
 const viaSplit = /** @type {import('topocoll').Communicator} */ (await parent.split(color, key));
+const nativeOnly = await createCommunicator({ native: /** @type {object} */ (world.native) });
+const viaNativeSplit = /** @type {import('topocoll').Communicator} */ (await nativeOnly.split(color, key));
 let checks = 0;
 
 /**
@@ -28,7 +32,19 @@ function same(what, got, want) {
   }
 }
 
-same('ranks and sizes', [viaHost.rank, viaHost.size, viaSplit.rank, viaSplit.size], [mpiHalf.rank, mpiHalf.size, mpiHalf.rank, mpiHalf.size]);
+same(
+  'ranks and sizes',
+  [viaHost.rank, viaHost.size, viaSplit.rank, viaSplit.size, viaNativeSplit.rank, viaNativeSplit.size, nativeOnly.rank, nativeOnly.size],
+  [mpiHalf.rank, mpiHalf.size, mpiHalf.rank, mpiHalf.size, mpiHalf.rank, mpiHalf.size, world.rank, world.size],
+);
+for (const n of [1, 1000, 70_000]) {
+  const input = Float64Array.from({ length: n }, (_, i) => rank * 0.5 + i);
+  const want = new Float64Array(n);
+  const got = new Float64Array(n);
+  world.allreduceSync(input, want, 'max');
+  nativeOnly.allreduceSync(input, got, 'max');
+  same(`native-only allreduce n=${n}`, got, want);
+}
 for (const n of [1, 1000, 70_000]) {
   const input = Int32Array.from({ length: n }, (_, i) => (rank * 104729 + i * 7919) % 2 ** 31);
   const want = new Int32Array(n);
@@ -36,6 +52,7 @@ for (const n of [1, 1000, 70_000]) {
   for (const [name, comm] of /** @type {const} */ ([
     ['createCommunicator(split)', viaHost],
     ['split()', viaSplit],
+    ['split() of a native-only communicator', viaNativeSplit],
   ])) {
     const got = new Int32Array(n);
     comm.allreduceSync(input, got, 'sum');
@@ -53,6 +70,6 @@ for (const n of [1, 1000, 70_000]) {
     same(`${name} bcast n=${n}`, buf, wantBuf);
   }
 }
-for (const comm of [viaSplit, parent, viaHost]) comm.close();
+for (const comm of [viaSplit, parent, viaHost, viaNativeSplit, nativeOnly]) comm.close();
 mpiHalf.free();
 console.log(`rank ${rank} ok ${checks}`);
