@@ -80,10 +80,11 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
       joining = startJoin(childRank, infos, parent.config);
       const { engine, localRanks, nodes, nodeIndex } = joining;
       if (localRanks.length > 1 && localRanks[0] === childRank) {
-        const name = new TextEncoder().encode(segmentName(token, nodeIndex));
-        if (name.length > NAME_BYTES) throw new TopocollError('EINVAL', `split: segment name of ${name.length} bytes`, { rank });
-        engine.createSegment(new TextDecoder().decode(name));
-        record.set(name, NAME_AT);
+        const name = segmentName(token, nodeIndex);
+        const bytes = new TextEncoder().encode(name);
+        if (bytes.length > NAME_BYTES) throw new TopocollError('EINVAL', `split: a segment name of ${bytes.length} bytes (at most ${NAME_BYTES})`, { rank });
+        engine.createSegment(name);
+        record.set(bytes, NAME_AT);
       }
       if (nodes.length > 1 && links.kind === 'tcp') view.setInt32(4, joining.engine.listenTcp(linkAddress(infos, childRank)), true);
     }, record);
