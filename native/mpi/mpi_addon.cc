@@ -241,9 +241,13 @@ void FinalizeJsState() {
 
 void CleanupHook(void*) { Finalize(); }
 
-void RequireAlive(Napi::Env env, const MpiCall& call) {
-  if (!call.ok()) throw JsError(env, "ECLOSED", "MPI is not initialised or has been finalized (call init() first)");
-}
+// An MpiCall that throws ECLOSED to JavaScript when MPI is not up (not initialised, or finalized).
+class LiveMpiCall : public MpiCall {
+ public:
+  explicit LiveMpiCall(Napi::Env env) {
+    if (!ok()) throw JsError(env, "ECLOSED", "MPI is not initialised or has been finalized (call init() first)");
+  }
+};
 
 void CheckPeer(const Napi::CallbackInfo& info, MPI_Comm comm, int32_t peer, int32_t tag) {
   int size = 0;
@@ -271,8 +275,7 @@ Napi::Value Init(const Napi::CallbackInfo& info) {
     InitResult result = EnsureInitialized();
     AddCleanup(FinalizeP2pLayers);
     AddCleanup(FinalizeJsState);
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     bool need_world;
     {
       std::lock_guard<std::mutex> lock(js_mutex);
@@ -326,8 +329,7 @@ Napi::Value Init(const Napi::CallbackInfo& info) {
 
 Napi::Value CommRank(const Napi::CallbackInfo& info) {
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(info.Env(), call);
+    LiveMpiCall call(info.Env());
     int rank = 0;
     CheckJs(info.Env(), MPI_Comm_rank(CommArg(info, 0), &rank), "MPI_Comm_rank");
     return Napi::Number::New(info.Env(), rank);
@@ -336,8 +338,7 @@ Napi::Value CommRank(const Napi::CallbackInfo& info) {
 
 Napi::Value CommSize(const Napi::CallbackInfo& info) {
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(info.Env(), call);
+    LiveMpiCall call(info.Env());
     int size = 0;
     CheckJs(info.Env(), MPI_Comm_size(CommArg(info, 0), &size), "MPI_Comm_size");
     return Napi::Number::New(info.Env(), size);
@@ -349,8 +350,7 @@ Napi::Value CommSize(const Napi::CallbackInfo& info) {
 Napi::Value CommSplit(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     MPI_Comm comm = CommArg(info, 0);
     int color = MPI_UNDEFINED;
     if (!info[1].IsUndefined()) {
@@ -369,8 +369,7 @@ Napi::Value CommSplit(const Napi::CallbackInfo& info) {
 Napi::Value CommDup(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     MPI_Comm out = MPI_COMM_NULL;
     CheckJs(env, MPI_Comm_dup(CommArg(info, 0), &out), "MPI_Comm_dup");
     return Napi::Number::New(env, Adopt(env, out));
@@ -381,8 +380,7 @@ Napi::Value CommDup(const Napi::CallbackInfo& info) {
 Napi::Value CommFree(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     std::lock_guard<std::mutex> lock(js_mutex);
     MPI_Comm comm = CommLocked(info, 0);
     if (IntArg(info, 0, "communicator handle") == 0) ThrowInvalid(env, "the world communicator (handle 0) cannot be freed");
@@ -396,8 +394,7 @@ Napi::Value CommFree(const Napi::CallbackInfo& info) {
 Napi::Value Isend(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     MPI_Comm comm = CommArg(info, 0);
     int32_t peer = IntArg(info, 1, "peer");
     int32_t tag = IntArg(info, 2, "tag");
@@ -417,8 +414,7 @@ Napi::Value Isend(const Napi::CallbackInfo& info) {
 Napi::Value Irecv(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     MPI_Comm comm = CommArg(info, 0);
     int32_t peer = IntArg(info, 1, "peer");
     int32_t tag = IntArg(info, 2, "tag");
@@ -449,8 +445,7 @@ std::unique_ptr<JsRequest>* FindLocked(const Napi::CallbackInfo& info) {
 Napi::Value Test(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     std::lock_guard<std::mutex> lock(js_mutex);
     std::unique_ptr<JsRequest>* slot = FindLocked(info);
     JsRequest& r = **slot;
@@ -499,8 +494,7 @@ Napi::Value Test(const Napi::CallbackInfo& info) {
 Napi::Value CancelRecv(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     std::lock_guard<std::mutex> lock(js_mutex);
     std::unique_ptr<JsRequest>* slot = FindLocked(info);
     JsRequest& r = **slot;
@@ -557,8 +551,7 @@ Napi::Value Allreduce(const Napi::CallbackInfo& info) {
     if (send.length != recv.length) ThrowInvalid(env, "allreduce: send and recv must have the same length");
     bool in_place = send.data == recv.data;
     if (!in_place && Overlap(send, recv)) ThrowInvalid(env, "allreduce: send and recv overlap");
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     MPI_Comm comm = CommArg(info, 0);
     CheckJs(env, MPI_Allreduce(in_place ? MPI_IN_PLACE : send.data, recv.data, static_cast<int>(recv.length), type->mpi, op, comm),
             "MPI_Allreduce");
@@ -575,8 +568,7 @@ Napi::Value Reduce(const Napi::CallbackInfo& info) {
     MPI_Op op = OpArg(info, 4, type);
     int32_t root = IntArg(info, 5, "root");
     Bytes send = BufferArg(info, 1, "send", type);
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     MPI_Comm comm = CommArg(info, 0);
     int rank = 0, size = 0;
     CheckJs(env, MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
@@ -606,8 +598,7 @@ Napi::Value Bcast(const Napi::CallbackInfo& info) {
     const Dtype* type = DtypeArg(info, 2);
     Bytes buf = BufferArg(info, 1, "buf", type);
     int32_t root = IntArg(info, 3, "root");
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     MPI_Comm comm = CommArg(info, 0);
     CheckJs(env, MPI_Bcast(buf.data, static_cast<int>(buf.length), type->mpi, root, comm), "MPI_Bcast");
     return env.Undefined();
@@ -622,8 +613,7 @@ Napi::Value Allgather(const Napi::CallbackInfo& info) {
     const Dtype* type = DtypeArg(info, 3);
     Bytes send = BufferArg(info, 1, "send", type);
     Bytes recv = BufferArg(info, 2, "recv", type);
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     MPI_Comm comm = CommArg(info, 0);
     int rank = 0, size = 0;
     CheckJs(env, MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
@@ -644,8 +634,7 @@ Napi::Value Allgather(const Napi::CallbackInfo& info) {
 Napi::Value Barrier(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     CheckJs(env, MPI_Barrier(CommArg(info, 0)), "MPI_Barrier");
     return env.Undefined();
   });
@@ -656,8 +645,7 @@ Napi::Value Abort(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int32_t code = IntArg(info, 0, "code");
   {
-    MpiCall call;
-    RequireAlive(env, call);
+    LiveMpiCall call(env);
     MPI_Abort(MPI_COMM_WORLD, code);
   }
   return env.Undefined();  // not reached: MPI_Abort does not return
