@@ -83,3 +83,16 @@ function formatMessage(code: TopocollErrorCode, detail: string, o: TopocollError
 export function isTopocollError(e: unknown, code?: TopocollErrorCode): e is TopocollError {
   return e instanceof TopocollError && (code === undefined || e.code === code);
 }
+
+/**
+ * Rethrows an error of one of topocoll's addons: one that carries a topocoll `code` (E…)
+ * becomes a TopocollError with its message (naming `rank` when given; the original as `cause`
+ * when `keepCause`); anything else is rethrown as it is.
+ */
+export function rethrowNative(e: unknown, options: { rank?: number; keepCause?: boolean } = {}): never {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (e instanceof Error && typeof code === 'string' && /^E[A-Z]+$/.test(code)) {
+    throw new TopocollError(code as TopocollErrorCode, e.message, { rank: options.rank, ...(options.keepCause ? { cause: e } : {}) });
+  }
+  throw e;
+}

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
-import { TopocollError, type TopocollErrorCode } from './errors.js';
+import { TopocollError, rethrowNative } from './errors.js';
 import type { PointToPoint } from './p2p/point-to-point.js';
 import { datatypeOf, reduceOpCode, type Datatype, type ReduceOpName } from './runtime/datatypes.js';
 import { pollUntilDone } from './util/poll.js';
@@ -90,21 +90,12 @@ function load(): RawMpiAddon {
   return addon;
 }
 
-/** Native errors carry topocoll's `code`; they become TopocollError (the original as `cause`). */
-function rethrow(e: unknown): never {
-  const code = (e as { code?: unknown } | null)?.code;
-  if (e instanceof Error && typeof code === 'string' && /^E[A-Z]+$/.test(code)) {
-    throw new TopocollError(code as TopocollErrorCode, e.message, { cause: e });
-  }
-  throw e;
-}
-
 function call<T>(f: (a: RawMpiAddon) => T): T {
   const a = load();
   try {
     return f(a);
   } catch (e) {
-    rethrow(e);
+    rethrowNative(e, { keepCause: true });
   }
 }
 
@@ -345,7 +336,7 @@ export class MpiCommunicator implements PointToPoint {
       } catch {
         // the first error is the one to report
       }
-      rethrow(e);
+      rethrowNative(e, { keepCause: true });
     }
     const rank = call((x) => x.commRank(handle));
     const size = call((x) => x.commSize(handle));

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TopocollError, type TopocollErrorCode } from './errors.js';
+import { TopocollError, rethrowNative } from './errors.js';
 import type { FastPathEngine, NativeFastPath } from './runtime/fast-path.js';
 import type { TypedArray } from './util/typed-array.js';
 
@@ -294,14 +294,6 @@ function load(): RawAddon {
   return addon;
 }
 
-function rethrow(e: unknown, rank?: number): never {
-  const code = (e as { code?: string }).code;
-  if (e instanceof Error && typeof code === 'string' && /^E[A-Z]+$/.test(code)) {
-    throw new TopocollError(code as TopocollErrorCode, e.message, { rank });
-  }
-  throw e;
-}
-
 /**
  * `f()`, its native errors rethrown as TopocollError. For the calls made once or rarely: the
  * closure each call allocates would be garbage on the collectives' latency path, which has its
@@ -311,7 +303,7 @@ function guarded<T>(rank: number | undefined, f: () => T): T {
   try {
     return f();
   } catch (e) {
-    rethrow(e, rank);
+    rethrowNative(e, { rank });
   }
 }
 
@@ -324,7 +316,7 @@ export class NativeEngine {
   /** Why blocking collectives cannot run (a JavaScript layer between nodes), once refuseBlocking() said so. */
   private blockingRefused?: string;
   /** Rejects a Promise collective's failure as TopocollError; made once, not per call. */
-  private readonly rethrowAsync = (e: unknown): never => rethrow(e, this.rank);
+  private readonly rethrowAsync = (e: unknown): never => rethrowNative(e, { rank: this.rank });
 
   constructor(options: NativeEngineOptions) {
     this.rank = options.rank;
@@ -467,7 +459,7 @@ export class NativeEngine {
       else if (send === null) this.raw.run(recv);
       else this.raw.run(recv, send);
     } catch (e) {
-      rethrow(e, this.rank);
+      rethrowNative(e, { rank: this.rank });
     }
   }
 
@@ -529,7 +521,7 @@ export class NativeEngine {
 
 function toTopocollError(e: unknown, rank: number): unknown {
   try {
-    rethrow(e, rank);
+    rethrowNative(e, { rank });
   } catch (converted) {
     return converted;
   }
