@@ -190,14 +190,29 @@ async function mapSegment(
   const name = segmentName(channel.segmentToken, nodeIndex);
   engine.createSegment(name);
   await channel.publishSegment(nodeIndex, name, localRanks);
-  // In short native waits, so that a failure elsewhere in the job (a rank of this node that died
-  // before mapping) ends this wait as soon as the channel reports it.
-  const deadline = Date.now() + channel.timeoutMs;
+  await awaitSegmentMapped(engine, rank, node, channel.timeoutMs, () => channel.between());
+}
+
+/**
+ * The node leader waits until every rank of its node mapped the segment it created, then the
+ * name is unlinked. In short native waits, so that a failure elsewhere in the job (a rank of
+ * this node that died before mapping) ends the wait as soon as `between` reports it. `context`
+ * prefixes the timeout's message.
+ */
+export async function awaitSegmentMapped(
+  engine: NativeEngine,
+  rank: number,
+  node: string,
+  timeoutMs: number,
+  between: () => Promise<void>,
+  context = '',
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   while (!engine.allMappedAndUnlink(5)) {
     if (Date.now() > deadline) {
-      throw new TopocollError('ETIMEDOUT', `not every rank of node ${node} mapped the shared segment within ${channel.timeoutMs} ms`, { rank, node });
+      throw new TopocollError('ETIMEDOUT', `${context}not every rank of node ${node} mapped the shared segment within ${timeoutMs} ms`, { rank, node });
     }
-    await channel.between();
+    await between();
   }
 }
 

@@ -3,7 +3,7 @@ import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { MAX_SUB_COMMUNICATORS_PER_LAYER, subCommunicatorTag } from '../p2p/point-to-point.js';
 import type { RemoteDirectory } from './job-planner.js';
-import { finishJoin, linkAddress, startJoin, type JoinOrigin, type Joining, type LinkOrigin } from './join.js';
+import { awaitSegmentMapped, finishJoin, linkAddress, startJoin, type JoinOrigin, type Joining, type LinkOrigin } from './join.js';
 import { createJobToken } from './rendezvous/protocol.js';
 import { removeJobSegments, segmentName } from './segment-name.js';
 
@@ -17,6 +17,9 @@ export interface SplitParent {
   /** An allgather of bytes over the parent (Promise form) that no other collective matches. */
   exchange(send: Uint8Array, recv: Uint8Array): Promise<void>;
 }
+
+/** Between short native waits: lets the event loop run (the parent's Promise calls, a JavaScript layer). */
+const yieldToEventLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 /** Bytes each parent rank contributes to the setup's first exchange (SetupRecord). */
 const RECORD_BYTES = 64;
@@ -107,7 +110,10 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
     await setup.step(async () => {
       if (joining === undefined) return;
       const j = joining;
-      await awaitMapped(j, origin.timeoutMs);
+      if (j.localRanks.length > 1 && j.localRanks[0] === childRank) {
+        // At once: every member mapped it before step 2's exchange.
+        await awaitSegmentMapped(j.engine, rank, j.nodes[j.nodeIndex]!, origin.timeoutMs, yieldToEventLoop, 'split: ');
+      }
       const childLinks = linksOf(links, members);
       let remote: RemoteDirectory | undefined;
       if (j.nodes.length > 1) {
@@ -124,7 +130,7 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
         }
       }
       const childOrigin: JoinOrigin = { infos, network: origin.network, timeoutMs: origin.timeoutMs, links: childLinks };
-      parts = await finishJoin(j, parent.config, parent.numaNode, remote, childOrigin, () => new Promise((r) => setImmediate(r)));
+      parts = await finishJoin(j, parent.config, parent.numaNode, remote, childOrigin, yieldToEventLoop);
     });
     return parts;
   } catch (e) {
@@ -138,18 +144,6 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
 function linksOf(links: LinkOrigin, members: readonly number[]): LinkOrigin {
   if (links.kind === 'tcp') return links;
   return { ...links, layerRanks: members.map((r) => links.layerRanks?.[r] ?? r) };
-}
-
-/** The node leader waits until every member of its node mapped the segment (at once, after step 2's exchange), then unlinks it. */
-async function awaitMapped(joining: Joining, timeoutMs: number): Promise<void> {
-  const { engine, localRanks, rank } = joining;
-  if (localRanks.length < 2 || localRanks[0] !== rank) return;
-  const deadline = Date.now() + timeoutMs;
-  while (!engine.allMappedAndUnlink(5)) {
-    if (Date.now() > deadline)
-      throw new TopocollError('ETIMEDOUT', `split: not every rank of the node mapped the new segment within ${timeoutMs} ms`, { rank });
-    await new Promise((r) => setImmediate(r));
-  }
 }
 
 /**
