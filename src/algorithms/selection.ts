@@ -112,7 +112,7 @@ export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: Si
   const barrier = (g: Group): GroupBarrierAlgorithm => {
     const configured = config.barrier.levels[g.level];
     if (configured !== undefined && configured !== 'auto') return parseAlgorithm(configured, 'barrier');
-    return chooseBarrier(g.members.length, nodeLocal(g) ? config.barrier.logp.shm : config.barrier.logp.tcp).algorithm;
+    return chooseBarrier(g.members.length, nodeLocal(g) ? config.model.links.shm : config.model.links.tcp).algorithm;
   };
   const variant: AllreduceVariant = config.allreduce.algorithm === 'auto' ? 'reduce-allreduce-bcast' : config.allreduce.algorithm;
   const top: AllreduceAlgorithm = config.allreduce.top === 'auto' ? (large ? 'rabenseifner' : 'recursive-doubling') : config.allreduce.top;

@@ -35,7 +35,7 @@ interface Level {
 /**
  * `topocoll bench barrier --explain`: S4's AdaptiveBarrierLogP beside measurement. Every level's
  * prediction is S4's formula for the level's largest group over its kind of link (levels inside
- * a node, `node` included: shared memory; above: TCP between the emulated nodes), with `config.barrier.logp`;
+ * a node, `node` included: shared memory; above: TCP between the emulated nodes), with the links of `config.model`;
  * a hierarchical barrier's prediction is the sum over its levels (each level's group completes
  * one barrier on the critical path: the arrival below it, or the release after it). Then each
  * algorithm forced at every level, the model's per-level choice (what `auto` runs), and — on one
@@ -88,7 +88,7 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
       link: multiNode && !isHardwareLevel(level) && level !== 'node' ? 'tcp' : 'shm',
     }));
     if (levels.length === 0) return '\n# barrier --explain: a job of one rank has no barrier to explain\n';
-    const logp = (l: Level): LogP => config.barrier.logp[l.link];
+    const logp = (l: Level): LogP => config.model.links[l.link];
     const predicted = (choose: (l: Level) => GroupBarrierAlgorithm) => levels.reduce((t, l) => t + predictBarrierUs(choose(l), l.size, logp(l)), 0);
 
     const rows: [string, string, number][] = [];
@@ -124,7 +124,7 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
       '',
       `# barrier, ${job.ranks} ranks${multiNode ? ` on ${job.nodes} emulated nodes` : ''}: S4's LogP prediction beside the measured time (µs per call, average over ranks)`,
       `# levels: ${levels.map((l) => `${l.level} (largest group ${l.size}, ${l.link})`).join(', ')}`,
-      `# LogP (µs): shm L ${config.barrier.logp.shm.L} o_s ${config.barrier.logp.shm.os} o_r ${config.barrier.logp.shm.or} g ${config.barrier.logp.shm.g}; tcp L ${config.barrier.logp.tcp.L} o_s ${config.barrier.logp.tcp.os} o_r ${config.barrier.logp.tcp.or} g ${config.barrier.logp.tcp.g}`,
+      `# LogP (µs): ${(['shm', 'tcp'] as const).map((k) => `${k} L ${config.model.links[k].L} o_s ${config.model.links[k].os} o_r ${config.model.links[k].or} g ${config.model.links[k].g}`).join('; ')}`,
     ];
     const table = [['barrier', 'predicted', 'measured', ''], ...rows.map(([name, p, us]) => [name, p, us.toFixed(2), us === best ? '← fastest measured' : ''])];
     const widths = table[0]!.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));

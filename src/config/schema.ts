@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { DEFAULT_MACHINE_PROFILE, MACHINE_PROFILES } from './machine-profiles.js';
+import { DEFAULT_MACHINE_PROFILE, loadMachineProfile } from './machine-profiles.js';
+import { linkModel, linkModelFields, shmModelFields } from './model-schema.js';
 
 /**
  * The configuration schema — the single source of truth for what a topocoll YAML file may
@@ -7,8 +8,8 @@ import { DEFAULT_MACHINE_PROFILE, MACHINE_PROFILES } from './machine-profiles.js
  * (a typo must not silently fall back to a default).
  */
 
-/** The machine whose measured cost-model parameters are the defaults. */
-const PROFILE = MACHINE_PROFILES[DEFAULT_MACHINE_PROFILE];
+/** The machine whose measured cost-model parameters are the defaults (config/profiles/). */
+const PROFILE = loadMachineProfile(DEFAULT_MACHINE_PROFILE);
 
 /** `core l1 l2 l3 numa socket node world switch1 switch2 …` */
 export const LEVEL_NAME_PATTERN = /^(core|l1|l2|l3|numa|socket|node|world|switch[1-9][0-9]*)$/;
@@ -156,22 +157,8 @@ const shmBcast = z
     }
   });
 
-/** Defaults from the default machine profile (machine-profiles.ts), measured by `topocoll tune shm`. */
-const shmModel = z
-  .object({
-    /** Bytes per µs through one pipeline stage: the root's copy into the queue, a reader's out of it (fitted by topocoll tune shm). */
-    copyBytesPerUs: z.number().positive().default(PROFILE.shmModel.copyBytesPerUs),
-    /** The same for messages above largeBytes, which no longer stay in the caches. */
-    largeCopyBytesPerUs: z.number().positive().default(PROFILE.shmModel.largeCopyBytesPerUs),
-    largeBytes: z.number().int().positive().default(PROFILE.shmModel.largeBytes),
-    /** µs to write a child's control block and for the child to see it. */
-    notifyUs: z.number().positive().default(PROFILE.shmModel.notifyUs),
-    /** Fixed µs per fragment per rank. */
-    fragmentUs: z.number().nonnegative().default(PROFILE.shmModel.fragmentUs),
-    /** Fixed µs per call (entering native code, checks, publishing the call). */
-    callUs: z.number().nonnegative().default(PROFILE.shmModel.callUs),
-  })
-  .strict();
+/** The S0 engine's cost model; defaults from the default machine profile, measured by `topocoll tune shm`. */
+const shmModel = withDefaults(shmModelFields, PROFILE.shmModel);
 
 const shm = z
   .object({
@@ -201,7 +188,7 @@ const shm = z
      */
     membarrier: z.boolean().default(true),
     bcast: shmBcast.default({ enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' }),
-    model: shmModel.default({ ...PROFILE.shmModel }),
+    model: shmModel.prefault({}),
   })
   .strict();
 
@@ -287,14 +274,11 @@ const allgatherCollective = z
   })
   .strict();
 
-/** LogP parameters of one kind of link, in µs (S4): latency, send and receive overheads, gap. */
-const logp = z.object({ L: z.number().nonnegative(), os: z.number().nonnegative(), or: z.number().nonnegative(), g: z.number().nonnegative() }).strict();
-
 const barrierCollective = z
   .object({
     /**
      * Each level's barrier: central-counter, combining-tree:K, dissemination; `auto`: the
-     * algorithm S4's LogP model predicts fastest for the group's size and link kind.
+     * algorithm S4's LogP model predicts fastest for the group's size and link (`model`).
      */
     levels: z
       .record(
@@ -307,11 +291,6 @@ const barrierCollective = z
           ),
       )
       .default({}),
-    /** LogP parameters of shared memory and of TCP links, for `auto`; defaults from the default machine profile. */
-    logp: z
-      .object({ shm: logp.default({ ...PROFILE.barrierLogP.shm }), tcp: logp.default({ ...PROFILE.barrierLogP.tcp }) })
-      .strict()
-      .default({ shm: { ...PROFILE.barrierLogP.shm }, tcp: { ...PROFILE.barrierLogP.tcp } }),
   })
   .strict();
 
@@ -338,8 +317,6 @@ const allreduceCollective = z
 
 const collectiveTuning = z
   .object({
-    /** Messages above this many bytes are `large` for the `auto` choices. */
-    largeBytes: byteSize.default(64 * 1024),
     /**
      * Small blocking allreduces, allgathers and barriers of a one-node job that go through the
      * node-wide shared area with the every-rank protocol run that protocol in JavaScript, without
@@ -347,6 +324,41 @@ const collectiveTuning = z
      * addon. A choice of each rank's own: ranks with different settings work together.
      */
     jsFastPath: z.boolean().default(true),
+  })
+  .strict();
+
+/**
+ * The cost model of every `auto` choice (algorithms/cost-model.ts): LogGP parameters of each kind
+ * of link, measured by `topocoll tune`; defaults from the default machine profile.
+ */
+const links = z
+  .object({
+    /** Shared-memory channels between ranks of one node. */
+    shm: withDefaults(linkModelFields, PROFILE.model.links.shm),
+    /** topocoll's TCP links between nodes. */
+    tcp: withDefaults(linkModelFields, PROFILE.model.links.tcp),
+    /** MPI between nodes (transport: mpi, createCommunicator over an MPI layer); null: as tcp. */
+    mpi: linkModel.nullable().default(null),
+  })
+  .strict();
+
+const model = z
+  .object({
+    /** Fixed µs of every collective call (entering the engine, checks, publishing the call). */
+    callUs: z.number().nonnegative().default(PROFILE.model.callUs),
+    /** Bytes per µs one rank applies a reduction operator at. */
+    combineBytesPerUs: z.number().positive().default(PROFILE.model.combineBytesPerUs),
+    links: links.prefault({}),
+    /** The links between ranks of a node with more ranks than cores (measured with two ranks on one core). */
+    oversubscribed: z
+      .object({
+        shm: withDefaults(linkModelFields, PROFILE.model.oversubscribed.shm),
+        tcp: withDefaults(linkModelFields, PROFILE.model.oversubscribed.tcp),
+      })
+      .strict()
+      .prefault({}),
+    /** A level whose links differ from its kind's (a slower spine switch): its own parameters, every field given. */
+    levels: z.record(levelKey, linkModel).default({}),
   })
   .strict();
 
@@ -366,19 +378,14 @@ export const configSchema = z
     topology: topology.default({ source: 'auto', hwlocXml: null, locality: null }),
     timeouts: timeouts.default({ initMs: 30_000, collectiveMs: 600_000 }),
     scheduler: scheduler.default({ sliceUs: 100 }),
-    shm: shm.default({
-      budgetBytes: 64 << 20,
-      channelBytes: 'auto',
-      membarrier: true,
-      bcast: { enabled: true, queueBytes: 'auto', fragmentBytes: 'auto', sets: 2, tree: 'auto' },
-      model: { ...PROFILE.shmModel },
-    }),
+    shm: shm.prefault({}),
     bcast: bcastCollective.prefault({}),
     reduce: reduceCollective.prefault({}),
     allreduce: allreduceCollective.prefault({}),
     allgather: allgatherCollective.prefault({}),
     barrier: barrierCollective.prefault({}),
     collectives: collectiveTuning.prefault({}),
+    model: model.prefault({}),
   })
   .strict();
 
@@ -386,3 +393,14 @@ export const configSchema = z
 export type TopocollConfig = z.infer<typeof configSchema>;
 /** What a user may write: every key optional. */
 export type TopocollConfigInput = z.input<typeof configSchema>;
+
+/** An object schema whose every field defaults to the profile's value (a file may give any subset). */
+function withDefaults<F extends Record<string, z.ZodNumber>>(fields: F, defaults: { [K in keyof F]: number }) {
+  const shape = Object.fromEntries(Object.entries(fields).map(([k, f]) => [k, f.default(defaults[k as keyof F])])) as {
+    [K in keyof F]: z.ZodDefault<F[K]>;
+  };
+  return z
+    .object(shape)
+    .strict()
+    .prefault({} as never);
+}

@@ -100,7 +100,7 @@ export class CollectivePlans {
 
   constructor(private readonly parts: CollectivePlansParts) {
     const { plan, rank, config, shmGroups, eagerBytes } = parts;
-    this.largeBytes = config.collectives.largeBytes;
+    this.largeBytes = 64 * 1024;
     const make = (size: SizeClass) => chooseForClass(config, plan, size, eagerBytes);
     this.choices = { small: make('small'), large: make('large') };
     const cache = (c: ClassChoice): ScheduleCache => {

@@ -172,6 +172,8 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
     config.barrier,
     collectives,
     config.shm.bcast.enabled,
+    config.shm.model,
+    config.model,
   ]);
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {

@@ -45,7 +45,7 @@ describe('topocoll tune barrier', () => {
     expect(text).toMatch(/# my settings/);
     const config = parseConfig(text, file);
     expect(config.barrier.levels.node).toBe('central-counter');
-    for (const p of [config.barrier.logp.shm, config.barrier.logp.tcp]) {
+    for (const p of [config.model.links.shm, config.model.links.tcp]) {
       // Overheads are real costs; the gap is never below them (logp-worker.ts).
       expect(p.os).toBeGreaterThan(0);
       expect(p.or).toBeGreaterThan(0);
@@ -53,7 +53,7 @@ describe('topocoll tune barrier', () => {
       expect(p.L).toBeGreaterThanOrEqual(0);
     }
     // A message through the kernel's TCP costs more to send than one through shared memory.
-    expect(config.barrier.logp.tcp.os).toBeGreaterThan(config.barrier.logp.shm.os);
+    expect(config.model.links.tcp.os).toBeGreaterThan(config.model.links.shm.os);
   });
 });
 

@@ -121,6 +121,7 @@ describe('planHash', () => {
   it('ignores collectives.jsFastPath (each rank chooses it) but not the other keys', () => {
     const on = planHash(plan, validateConfig({ collectives: { jsFastPath: true } }));
     expect(planHash(plan, validateConfig({ collectives: { jsFastPath: false } }))).toBe(on);
-    expect(planHash(plan, validateConfig({ collectives: { largeBytes: 4096 } }))).not.toBe(on);
+    expect(planHash(plan, validateConfig({ bcast: { segment: 4096 } }))).not.toBe(on);
+    expect(planHash(plan, validateConfig({ model: { callUs: 9 } }))).not.toBe(on);
   });
 });

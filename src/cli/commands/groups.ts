@@ -118,10 +118,7 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, config: 
   }
   lines.push(...table(rows));
   const top = (c: ClassChoice) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top group ${c.allreduce.top}`);
-  lines.push(
-    '',
-    `allreduce: ${top(small)} (small)${top(large) === top(small) ? '' : `; ${top(large)} (large)`}; large above ${config.collectives.largeBytes} bytes`,
-  );
+  lines.push('', `allreduce: ${top(small)} (small)${top(large) === top(small) ? '' : `; ${top(large)} (large)`}; large above 65536 bytes`);
   const byReason = dropsByReason(plan.dropped);
   if (byReason.size > 0) {
     lines.push('', 'dropped levels:');

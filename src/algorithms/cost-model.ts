@@ -1,0 +1,291 @@
+import { TopocollError } from '../errors.js';
+import type { AllreduceAlgorithm, BcastAlgorithm, GroupAllgatherAlgorithm, GroupBarrierAlgorithm, ReduceAlgorithm } from './algorithm-choice.js';
+import { predictBarrierUs } from './barrier-model.js';
+import { binomialSubtreeSize, binomialTree } from './binomial-tree.js';
+import { knomialTree } from './knomial-tree.js';
+
+/**
+ * The cost model behind every `auto` choice (issue 18; S4's method generalised): one formula per
+ * algorithm of every collective inside one group, in LogGP terms (Alexandrov et al., "LogGP",
+ * 1995; S1 gives the binomial bcast in this form), evaluated on a level's measured link
+ * parameters, and composed over the levels of a plan by selection.ts.
+ *
+ * Notation (µs; bytes; per member of a group of n): a message of b bytes between two ranks costs
+ *   p2p(b)      = o_s + b·G + L + o_r        sent, on the wire, received;
+ *   send(b)     = max(g, o_s + b·G)          before the same rank can start its next send;
+ *   exchange(b) = o_s + L + o_r + b·Gx       a pairwise exchange of b bytes each way (SendRecv:
+ *                                             Gx = G on a full-duplex link where another agent
+ *                                             moves the bytes, up to 2G where the ranks' own
+ *                                             cores copy both directions);
+ *   combine(b)  = b / combineBytesPerUs      applying the operator to b bytes.
+ * ⌈log2 n⌉ is written lg; n' = 2^⌊log2 n⌋ and rem = n − n' (power-of-two.ts's fold).
+ *
+ * Bcast (m bytes, from one member):
+ * - flat: (n − 2)·send(m) + p2p(m) — the source sends to every other member in turn;
+ * - binomial, knomial:K: evaluated on the tree itself (binomial-tree.ts, knomial-tree.ts): a
+ *   member ready at t starts its j-th send (children in send order, j = 0, 1, …) at t + j·send(m)
+ *   and that child is ready p2p(m) later; the time is the last member's. (binomial, n = 2^k:
+ *   k·p2p(m) while send(m) ≤ p2p(m).) S1's LogP binomial bcast is this with G = 0;
+ * - scatter-allgather (van de Geijn, Barnett et al. 1994; Thakur et al. 2005 §3.1): the binomial
+ *   scatter on the tree, each child receiving its subtree's blocks (subtree·m/n bytes) in one
+ *   message, then (n − 1)·exchange(m/n) for the ring;
+ * - shm: the S0 engine's own model (shm-bcast-model.ts), given by the level.
+ *
+ * Reduce (m bytes to one member):
+ * - flat: p2p(m) + combine(m) + (n − 2)·(max(g, o_r + m·G) + combine(m)) — the messages arrive
+ *   together and the destination takes them one at a time;
+ * - binomial, knomial:K: on the tree: a member starts sending to its parent when its last child's
+ *   data is combined; it takes its children smallest subtree first, each when it has arrived
+ *   (child's finish + o_s + m·G + L), paying o_r + combine(m) for each;
+ * - rabenseifner (Rabenseifner 2004; Thakur et al. 2005 §4.2): with rem > 0 first p2p(m) +
+ *   combine(m) (the fold), then recursive halving Σ_{j=1..log2 n'} exchange(m/2^j) +
+ *   combine(m/2^j), then the binomial gather Σ_{j=0..log2 n'−1} p2p(m·2^j/n');
+ * - shm (every member combines a slice through the S0 queues): given by the level.
+ *
+ * Allreduce among the top group (m bytes):
+ * - recursive-doubling: fold p2p(m) + combine(m) before and p2p(m) after when rem > 0, and
+ *   log2 n'·(exchange(m) + combine(m));
+ * - rabenseifner: the same fold, Σ_{j=1..log2 n'} (exchange(m/2^j) + combine(m/2^j)) for the
+ *   reduce-scatter and Σ_{j=1..log2 n'} exchange(m/2^j) for the allgather.
+ *
+ * Allgather (each member holds b bytes, every member ends with n·b; group-allgather.ts):
+ * - ring: (n − 1)·exchange(b);
+ * - recursive-doubling: Σ_{k=0..log2 n'−1} exchange(2^k·b·n/n') — an active member stands for
+ *   n/n' members on average — plus, when rem > 0, p2p(b) first and p2p((n − 1)·b) last;
+ * - bruck: Σ_{k=0..lg−1} exchange(min(2^k, n − 2^k)·b);
+ * - neighbor-exchange (S2), even n: exchange(b) + (n/2 − 1)·exchange(2b); odd n: p2p(b), the even
+ *   scheme over n − 1 members, and p2p((n − 1)·b) — (n + 3)/2 rounds;
+ * - shm: n publications, each an S0 bcast of b bytes among n (given by the level).
+ *
+ * Barrier: S4's formulas (barrier-model.ts) on the link's L, o_s, o_r, g.
+ *
+ * n = 1: 0 for every algorithm. The formulas assume the group's members run concurrently; when a
+ * node has more ranks than cores, the level's link parameters must be those measured that way
+ * (selection.ts takes the `oversubscribed` set for such nodes).
+ */
+
+/** LogGP parameters of one kind of link, µs and µs per byte. */
+export interface LinkModel {
+  /** Latency of one small message. */
+  L: number;
+  /** Sender overhead of one message. */
+  os: number;
+  /** Receiver overhead of one message. */
+  or: number;
+  /** Gap: least time between two consecutive sends (or receives) of one rank. */
+  g: number;
+  /** Gap per byte of one message in one direction. */
+  G: number;
+  /** Per byte of a pairwise exchange (both directions at once). */
+  Gx: number;
+}
+
+/** What a level's formulas are evaluated on. */
+export interface LevelCosts {
+  link: LinkModel;
+  /** Bytes per µs that one rank applies a reduction operator at. */
+  combineBytesPerUs: number;
+  /** The S0 engine's bcast of `bytes` among `n` ranks, µs; undefined where the group is not inside one node. */
+  shmBcastUs?: (bytes: number, n: number) => number;
+  /** Cores of the node, for the S0 reduce's shared combining; undefined where the group spans nodes. */
+  cores?: number;
+}
+
+export function p2pUs(link: LinkModel, bytes: number): number {
+  return link.os + bytes * link.G + link.L + link.or;
+}
+
+export function sendUs(link: LinkModel, bytes: number): number {
+  return Math.max(link.g, link.os + bytes * link.G);
+}
+
+export function exchangeUs(link: LinkModel, bytes: number): number {
+  return link.os + link.L + link.or + bytes * link.Gx;
+}
+
+function combineUs(c: LevelCosts, bytes: number): number {
+  return bytes / c.combineBytesPerUs;
+}
+
+/** ⌈log2 n⌉. */
+export function ceilLog2(n: number): number {
+  let k = 0;
+  for (let d = 1; d < n; d *= 2) k++;
+  return k;
+}
+
+/** 2^⌊log2 n⌋. */
+function floorPow2(n: number): number {
+  let p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+/** Children of relative position v (root 0) in send order. */
+function treeChildren(algorithm: 'binomial' | { knomial: number }, n: number, v: number): number[] {
+  return algorithm === 'binomial' ? binomialTree(n, 0, v).children : knomialTree(n, algorithm.knomial, 0, v).children;
+}
+
+/** A tree bcast where child c receives `bytesTo(c)`: the last member's ready time. */
+function treeBcastUs(link: LinkModel, children: (v: number) => number[], bytesTo: (c: number) => number): number {
+  let latest = 0;
+  const visit = (v: number, ready: number): void => {
+    latest = Math.max(latest, ready);
+    let t = ready;
+    for (const c of children(v)) {
+      const b = bytesTo(c);
+      visit(c, t + p2pUs(link, b));
+      t += sendUs(link, b);
+    }
+  };
+  visit(0, 0);
+  return latest;
+}
+
+/** A tree reduce of m bytes: when the root has combined its last child's data. */
+function treeReduceUs(c: LevelCosts, children: (v: number) => number[], m: number): number {
+  const { link } = c;
+  const finish = (v: number): number => {
+    let t = 0;
+    // Smallest subtree first: the reverse of the bcast order.
+    const kids = children(v);
+    for (let j = kids.length - 1; j >= 0; j--) {
+      const arrival = finish(kids[j]!) + link.os + m * link.G + link.L;
+      t = Math.max(t, arrival) + link.or + combineUs(c, m);
+    }
+    return t;
+  };
+  return finish(0);
+}
+
+export function predictGroupBcastUs(algorithm: BcastAlgorithm, n: number, m: number, c: LevelCosts): number {
+  checkGroup(n, m);
+  if (n === 1) return 0;
+  const { link } = c;
+  if (algorithm === 'flat') return (n - 2) * sendUs(link, m) + p2pUs(link, m);
+  if (algorithm === 'binomial' || (typeof algorithm === 'object' && 'knomial' in algorithm)) {
+    return treeBcastUs(
+      link,
+      (v) => treeChildren(algorithm, n, v),
+      () => m,
+    );
+  }
+  if (algorithm === 'scatter-allgather') {
+    const block = m / n;
+    const scatter = treeBcastUs(
+      link,
+      (v) => binomialTree(n, 0, v).children,
+      (child) => binomialSubtreeSize(n, 0, child) * block,
+    );
+    return scatter + (n - 1) * exchangeUs(link, block);
+  }
+  if (algorithm === 'shm') return requireShm(c, 'bcast')(m, n);
+  return unknown('bcast', algorithm);
+}
+
+export function predictGroupReduceUs(algorithm: ReduceAlgorithm, n: number, m: number, c: LevelCosts): number {
+  checkGroup(n, m);
+  if (n === 1) return 0;
+  const { link } = c;
+  if (algorithm === 'flat') return p2pUs(link, m) + combineUs(c, m) + (n - 2) * (Math.max(link.g, link.or + m * link.G) + combineUs(c, m));
+  if (algorithm === 'binomial' || (typeof algorithm === 'object' && 'knomial' in algorithm)) {
+    return treeReduceUs(c, (v) => treeChildren(algorithm, n, v), m);
+  }
+  if (algorithm === 'rabenseifner') {
+    const active = floorPow2(n);
+    let t = n > active ? p2pUs(link, m) + combineUs(c, m) : 0;
+    for (let part = 2; part <= active; part *= 2) t += exchangeUs(link, m / part) + combineUs(c, m / part);
+    for (let held = 1; held < active; held *= 2) t += p2pUs(link, (m * held) / active);
+    return t;
+  }
+  if (algorithm === 'shm') {
+    // Every member copies its data into its queue once, then each core combines a slice of the
+    // message out of every member's queue; a notification round up and one down.
+    const bcast = requireShm(c, 'reduce');
+    const cores = Math.max(1, Math.min(n, c.cores ?? 1));
+    return 2 * bcast(0, n) + bcast(m, 2) + ((n - 1) * m) / cores / c.combineBytesPerUs;
+  }
+  return unknown('reduce', algorithm);
+}
+
+export function predictGroupAllreduceUs(algorithm: AllreduceAlgorithm, n: number, m: number, c: LevelCosts): number {
+  checkGroup(n, m);
+  if (n === 1) return 0;
+  const { link } = c;
+  const active = floorPow2(n);
+  let t = n > active ? 2 * p2pUs(link, m) + combineUs(c, m) : 0;
+  if (algorithm === 'recursive-doubling') {
+    for (let d = 1; d < active; d *= 2) t += exchangeUs(link, m) + combineUs(c, m);
+    return t;
+  }
+  if (algorithm === 'rabenseifner') {
+    for (let part = 2; part <= active; part *= 2) t += 2 * exchangeUs(link, m / part) + combineUs(c, m / part);
+    return t;
+  }
+  return unknown('allreduce', algorithm);
+}
+
+/** An allgather in which every member holds `b` bytes and ends with all n·b. */
+export function predictGroupAllgatherUs(algorithm: GroupAllgatherAlgorithm, n: number, b: number, c: LevelCosts): number {
+  checkGroup(n, b);
+  if (n === 1) return 0;
+  const { link } = c;
+  switch (algorithm) {
+    case 'ring':
+      return (n - 1) * exchangeUs(link, b);
+    case 'recursive-doubling': {
+      const active = floorPow2(n);
+      let t = n > active ? p2pUs(link, b) + p2pUs(link, (n - 1) * b) : 0;
+      for (let k = 1; k < active; k *= 2) t += exchangeUs(link, (k * b * n) / active);
+      return t;
+    }
+    case 'bruck': {
+      let t = 0;
+      for (let k = 1; k < n; k *= 2) t += exchangeUs(link, Math.min(k, n - k) * b);
+      return t;
+    }
+    case 'neighbor-exchange': {
+      const even = (members: number, block: number): number => exchangeUs(link, block) + (members / 2 - 1) * exchangeUs(link, 2 * block);
+      if (n % 2 === 0) return even(n, b);
+      if (n === 1) return 0;
+      return p2pUs(link, b) + (n > 2 ? even(n - 1, b) : 0) + p2pUs(link, (n - 1) * b);
+    }
+    case 'shm':
+      return n * requireShm(c, 'allgather')(b, n);
+    default:
+      return unknown('allgather', algorithm);
+  }
+}
+
+export function predictGroupBarrierUs(algorithm: GroupBarrierAlgorithm, n: number, c: LevelCosts): number {
+  return predictBarrierUs(algorithm, n, c.link);
+}
+
+/**
+ * A pipeline of stages (levels, or phases of levels) over `segments` segments: the first segment
+ * passes every stage, each further one leaves the slowest stage one stage-time after the one
+ * before it. `stageUs` are one segment's times.
+ */
+export function pipelineUs(stageUs: readonly number[], segments: number): number {
+  let sum = 0;
+  let max = 0;
+  for (const t of stageUs) {
+    sum += t;
+    max = Math.max(max, t);
+  }
+  return sum + Math.max(0, segments - 1) * max;
+}
+
+function requireShm(c: LevelCosts, collective: string): (bytes: number, n: number) => number {
+  if (c.shmBcastUs === undefined) throw new TopocollError('EINVAL', `cost model: ${collective} shm needs a group inside one node`);
+  return c.shmBcastUs;
+}
+
+function checkGroup(n: number, bytes: number): void {
+  if (!Number.isInteger(n) || n < 1) throw new TopocollError('EINVAL', `cost model: group size ${n} is not a positive integer`);
+  if (!(bytes >= 0) || !Number.isFinite(bytes)) throw new TopocollError('EINVAL', `cost model: ${bytes} bytes is not a finite size ≥ 0`);
+}
+
+function unknown(collective: string, algorithm: unknown): never {
+  throw new TopocollError('EINVAL', `cost model: no formula for ${collective} algorithm ${JSON.stringify(algorithm)}`);
+}

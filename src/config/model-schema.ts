@@ -1,0 +1,44 @@
+import { z } from 'zod';
+
+/**
+ * The cost-model parameters' shapes, without defaults: shared by the machine profiles (which
+ * must give every value) and the configuration schema (which takes its defaults from a profile).
+ */
+
+/** LogGP parameters of one kind of link (algorithms/cost-model.ts's LinkModel), µs and µs per byte. */
+export const linkModelFields = {
+  L: z.number().nonnegative(),
+  os: z.number().nonnegative(),
+  or: z.number().nonnegative(),
+  g: z.number().nonnegative(),
+  G: z.number().nonnegative(),
+  Gx: z.number().nonnegative(),
+};
+export const linkModel = z.object(linkModelFields).strict();
+
+/** The S0 engine's model (algorithms/shm-bcast-model.ts's ShmCostModel). */
+export const shmModelFields = {
+  copyBytesPerUs: z.number().positive(),
+  largeCopyBytesPerUs: z.number().positive(),
+  largeBytes: z.number().int().positive(),
+  notifyUs: z.number().positive(),
+  fragmentUs: z.number().nonnegative(),
+  callUs: z.number().nonnegative(),
+};
+
+/** A machine profile file (config/profiles/NAME.yaml). */
+export const machineProfile = z
+  .object({
+    shmModel: z.object(shmModelFields).strict(),
+    model: z
+      .object({
+        callUs: z.number().nonnegative(),
+        combineBytesPerUs: z.number().positive(),
+        links: z.object({ shm: linkModel, tcp: linkModel }).strict(),
+        oversubscribed: z.object({ shm: linkModel, tcp: linkModel }).strict(),
+      })
+      .strict(),
+  })
+  .strict();
+
+export type MachineProfile = z.infer<typeof machineProfile>;
