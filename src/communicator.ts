@@ -1,11 +1,13 @@
+import { cpus } from 'node:os';
 import { preservesRankOrder } from './algorithms/hierarchical.js';
+import type { Explanation } from './algorithms/selection.js';
 import { encodeSchedule, type Step } from './algorithms/schedule.js';
 import { mergeRuntimeConfig, type RuntimeConfigInput } from './config/load.js';
 import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
-import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
+import { CollectivePlans, type AllgatherCallPlan, type CallPlan, type SizeRun } from './runtime/collective-plans.js';
 import { FAST_COPY_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import type { JoinOrigin } from './runtime/join.js';
@@ -32,11 +34,11 @@ export interface LevelInfo {
   /** Size of this rank's group at the level (1 when it is in none there). */
   groupSize: number;
   isLeader: boolean;
-  /** The algorithm of this rank's group at the level, per collective and message-size class. */
+  /** The algorithm of this rank's group at the level, per collective, by runs of message sizes (allgather: of the whole result). */
   algorithms?: {
-    bcast: { small: string; large: string };
-    reduce: { small: string; large: string };
-    allgather: { small: string; large: string };
+    bcast: SizeRun[];
+    reduce: SizeRun[];
+    allgather: SizeRun[];
     barrier: string;
   };
 }
@@ -66,6 +68,9 @@ export interface CommunicatorParts {
 
 /** Marks the collectives configure() runs itself, so that a rank in any other call mismatches. */
 const CONTROL_TAG = 0x9e3779b9;
+/** Cores of this machine: every rank of a node sees the same. */
+const NODE_CORES = Math.max(1, cpus().length);
+
 /** Marks runProbe's calls the same way. */
 const PROBE_TAG = 0x85ebca6b;
 /** Marks the exchanges of split() and dup() the same way. */
@@ -206,6 +211,7 @@ export class Communicator {
       shmGroups,
       eagerBytes: plans.eagerBytes,
       oversubscribed: this.oversubscribed,
+      cores: NODE_CORES,
       register: this.register,
     });
   }
@@ -235,6 +241,7 @@ export class Communicator {
       shmGroups: new Map(),
       eagerBytes: plans.eagerBytes,
       oversubscribed: this.oversubscribed,
+      cores: NODE_CORES,
       register: this.register,
     });
   }
@@ -454,6 +461,21 @@ export class Communicator {
       if (group !== undefined) info.algorithms = this.plans.describe(group);
       return info;
     });
+  }
+
+  /**
+   * Why a `collective` of `bytes` (allgather: the whole result) runs as it does: per level, every
+   * candidate algorithm's predicted time from the cost model (`model` in the configuration), the
+   * choice, the segment candidates and the whole call's prediction. Local: sends nothing.
+   */
+  explain(collective: Explanation['collective'], bytes: number): Explanation {
+    this.ensureOpen();
+    if (!Number.isInteger(bytes) || bytes < 0) throw new TopocollError('EINVAL', `explain: bytes ${bytes} is not an integer ≥ 0`, { rank: this.rank });
+    if (!['bcast', 'reduce', 'allreduce', 'allgather', 'barrier'].includes(collective))
+      throw new TopocollError('EINVAL', `explain: "${String(collective)}" is not a collective (bcast, reduce, allreduce, allgather, barrier)`, {
+        rank: this.rank,
+      });
+    return this.plans.explain(collective, bytes);
   }
 
   /**

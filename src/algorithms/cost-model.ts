@@ -36,7 +36,8 @@ import { knomialTree } from './knomial-tree.js';
  *   together and the destination takes them one at a time;
  * - binomial, knomial:K: on the tree: a member starts sending to its parent when its last child's
  *   data is combined; it takes its children smallest subtree first, each when it has arrived
- *   (child's finish + o_s + m·G + L), paying o_r + combine(m) for each;
+ *   (child's finish + o_s + m·G + L), paying o_r for the first and max(g, o_r + m·G) for each
+ *   further one, plus combine(m) — so a tree of one level (radix ≥ n) predicts what flat does;
  * - rabenseifner (Rabenseifner 2004; Thakur et al. 2005 §4.2): with rem > 0 first p2p(m) +
  *   combine(m) (the fold), then recursive halving Σ_{j=1..log2 n'} exchange(m/2^j) +
  *   combine(m/2^j), then the binomial gather Σ_{j=0..log2 n'−1} p2p(m·2^j/n');
@@ -147,11 +148,14 @@ function treeReduceUs(c: LevelCosts, children: (v: number) => number[], m: numbe
   const { link } = c;
   const finish = (v: number): number => {
     let t = 0;
-    // Smallest subtree first: the reverse of the bcast order.
+    // Smallest subtree first: the reverse of the bcast order. The first message costs o_r to
+    // take in; each further one max(g, o_r + m·G), as in the flat reduce (a k-nomial tree of
+    // radix ≥ n is the flat one, and predicts the same).
     const kids = children(v);
     for (let j = kids.length - 1; j >= 0; j--) {
       const arrival = finish(kids[j]!) + link.os + m * link.G + link.L;
-      t = Math.max(t, arrival) + link.or + combineUs(c, m);
+      const take = j === kids.length - 1 ? link.or : Math.max(link.g, link.or + m * link.G);
+      t = Math.max(t, arrival) + take + combineUs(c, m);
     }
     return t;
   };

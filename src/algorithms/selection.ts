@@ -1,4 +1,5 @@
 import {
+  formatAlgorithm,
   parseAlgorithm,
   type AllreduceAlgorithm,
   type BcastAlgorithm,
@@ -13,30 +14,49 @@ import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
 
+import {
+  pipelineUs,
+  predictGroupAllgatherUs,
+  predictGroupAllreduceUs,
+  predictGroupBarrierUs,
+  predictGroupBcastUs,
+  predictGroupReduceUs,
+  type LevelCosts,
+  type LinkModel,
+} from './cost-model.js';
+import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, predictBcastUs, type BcastShape } from './shm-bcast-model.js';
+
 /**
- * Which algorithm every group of a plan runs each collective with, per message-size class, and
- * the pipelining segment — decided the same way on every rank from the configuration and the
- * plan alone (never from this rank's own view), so all members of a group agree.
+ * Which algorithm every group of a plan runs each collective with, and the pipelining segment,
+ * for a message of a given size — decided the same way on every rank from the configuration, the
+ * plan and facts every member of a group shares (never from this rank's own view), so all
+ * members of a group agree.
  *
- * `auto` follows what is known to work on each kind of link:
- * - bcast: inside a node the S0 engine (`shm`, unless `shm.bcast.enabled` is off, then
- *   binomial); between nodes binomial, and for large messages in groups of 4 or more
- *   scatter-allgather (van de Geijn: each link carries ~2m instead of m·log p).
- * - reduce: inside a node binomial (the shared-memory reduce, where every core combines a
- *   slice, is a choice: it did not beat the trees in bench/history/RESULTS-log-to-2026-11-24.md); between nodes
- *   binomial, and Rabenseifner's reduce-scatter + gather for large messages in groups of 4 or more.
- * - allreduce: reduce-allreduce-bcast (S3 §5.1), recursive doubling among the top group for
- *   small messages and Rabenseifner (reduce-scatter + allgather) for large ones.
- * - segment: none for small messages or a plan of one level; for large messages 64 KiB, which
- *   keeps every level busy while a segment still costs little per call (and which exchanges —
- *   both sides send before they receive — need to fit the transports' buffers).
+ * A configured algorithm or segment is taken as it is. `auto` is the cost model's argmin
+ * (cost-model.ts, issue 18): for each group, every candidate algorithm's predicted time on the
+ * group's link for the message (or segment) size, the least wins; for each collective, every
+ * candidate segment's predicted time of the whole call — the levels as stages of a pipeline
+ * (cost-model.ts's pipelineUs) — the least wins; for allreduce also the variant (S3 §5.1 or
+ * §5.2) and the top group's algorithm. Message sizes are taken in powers of two (`sizeBucket`):
+ * the choice for m bytes is the one for ⌈log2 m⌉.
+ *
+ * A group's link: `model.levels[level]` when given, else shared memory for a group inside one
+ * node (`model.oversubscribed.shm` when that node has more ranks than cores — the same fact on
+ * every member, since they share the node), else the link between nodes (`model.links.mpi` when
+ * the job's transport is MPI and it is given, else `model.links.tcp`). A group that spans nodes
+ * never uses the oversubscribed links: its members may sit on nodes that differ.
+ *
+ * Candidates: bcast flat, binomial, knomial:4, scatter-allgather, and shm inside a node (with
+ * shm.bcast.enabled); reduce flat, binomial, knomial:4, rabenseifner, and shm inside a node;
+ * allgather ring, recursive-doubling, bruck, neighbor-exchange, and shm inside a node; barrier
+ * S4's (barrier-model.ts); allreduce's top group recursive-doubling and rabenseifner; segments
+ * none and 8 KiB … 1 MiB in powers of two (smaller than the message), no larger than the eager
+ * limit where a schedule exchanges between nodes.
  */
 
-export type SizeClass = 'small' | 'large';
-
-export interface ClassChoice {
+export interface Choice {
   bcast: (g: Group) => BcastAlgorithm;
-  /** Each group's barrier (the same in both size classes: a barrier carries no data). */
+  /** Each group's barrier (a barrier carries no data). */
   barrier: (g: Group) => GroupBarrierAlgorithm;
   allgather: (g: Group) => GroupAllgatherAlgorithm;
   reduce: (g: Group) => ReduceAlgorithm;
@@ -48,8 +68,51 @@ export interface ClassChoice {
   segmentBytes: { bcast: number; reduce: number; allreduce: number; allgather: number; allgatherBcast: number };
 }
 
-/** Longest segment of a large message when the configuration says `auto`. */
-export const AUTO_SEGMENT_BYTES = 64 * 1024;
+/** What the choices depend on besides configuration and plan; the same on every rank of a node. */
+export interface NodeFacts {
+  /** Cores of this node (the S0 engine's readers share them). */
+  cores: number;
+  /** More ranks on this node than cores. */
+  oversubscribed: boolean;
+  /** The link between nodes is MPI (transport: mpi, or a communicator over an MPI layer). */
+  mpi?: boolean;
+}
+
+/** The powers of two a message size is taken in: ⌈log2 bytes⌉, 0 for 0 and 1 byte, at most MAX_SIZE_BUCKET. */
+export function sizeBucket(bytes: number): number {
+  return bytes <= 1 ? 0 : Math.min(MAX_SIZE_BUCKET, 32 - Math.clz32(bytes - 1));
+}
+/** 1 GiB: larger messages take its choice. */
+export const MAX_SIZE_BUCKET = 30;
+
+/** Segment sizes `auto` considers besides none. */
+export const SEGMENT_CANDIDATES: readonly number[] = [8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576];
+
+export const BCAST_CANDIDATES: readonly BcastAlgorithm[] = ['flat', 'binomial', { knomial: 4 }, 'scatter-allgather', 'shm'];
+export const REDUCE_CANDIDATES: readonly ReduceAlgorithm[] = ['flat', 'binomial', { knomial: 4 }, 'rabenseifner', 'shm'];
+export const ALLGATHER_CANDIDATES: readonly GroupAllgatherAlgorithm[] = ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm'];
+export const ALLREDUCE_TOP_CANDIDATES: readonly AllreduceAlgorithm[] = ['recursive-doubling', 'rabenseifner'];
+
+/** One candidate and its predicted µs. */
+export interface Candidate {
+  algorithm: string;
+  us: number;
+}
+
+/** Why a collective of some size runs as it does: `comm.explain` and `topocoll groups --explain`. */
+export interface Explanation {
+  collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier';
+  bytes: number;
+  /** Per level bottom-up: its largest group, link, every candidate's prediction for one segment, and the choice. */
+  levels: { level: string; groupSize: number; link: string; configured: boolean; candidates: Candidate[]; chosen: string }[];
+  /** Allreduce: the variant and top group's algorithm candidates, whole-call predictions. */
+  allreduce?: Candidate[];
+  /** Every candidate segment's whole-call prediction (0: none). */
+  segments: { bytes: number; us: number }[];
+  segmentBytes: number;
+  /** The whole call's predicted µs, as chosen. */
+  predictedUs: number;
+}
 
 /** Whether every member of `g` runs on one node. */
 export function isNodeLocal(plan: GroupPlan, g: Group): boolean {
@@ -57,93 +120,394 @@ export function isNodeLocal(plan: GroupPlan, g: Group): boolean {
   return g.members.every((m) => plan.placements[m]!.node === node);
 }
 
+type Collective = 'bcast' | 'reduce' | 'allgather';
+
 /**
- * The algorithms and segments of one size class. `eagerBytes`: the largest segment every
- * transport of the job buffers whole (exchanges between nodes send before they receive;
- * Infinity for a job on one node).
+ * The choices of one communicator for every message size, memoised per size bucket. `eagerBytes`:
+ * the largest segment every transport of the job buffers whole (exchanges between nodes send
+ * before they receive; Infinity for a job on one node).
  */
-export function chooseForClass(config: TopocollConfig, plan: GroupPlan, size: SizeClass, eagerBytes: number): ClassChoice {
-  const large = size === 'large';
-  const local = new Map<Group, boolean>();
-  const nodeLocal = (g: Group): boolean => {
-    let v = local.get(g);
-    if (v === undefined) local.set(g, (v = isNodeLocal(plan, g)));
+export class Selector {
+  private readonly byBucket: (Choice | undefined)[] = [];
+  private readonly nodeLocal = new Map<Group, boolean>();
+  private readonly groupChoice = new Map<string, { algorithm: unknown; us: number; all: Candidate[] }>();
+  private readonly shmBcast = new Map<number, (bytes: number) => number>();
+  private readonly levels: { level: string; groups: Group[] }[];
+  private readonly top?: Group;
+
+  constructor(
+    private readonly config: TopocollConfig,
+    private readonly plan: GroupPlan,
+    private readonly eagerBytes: number,
+    private readonly facts: NodeFacts,
+  ) {
+    this.levels = plan.levels
+      .map((level) => ({ level: level, groups: (plan.groups.get(level) ?? []).filter((g) => g.members.length > 1) }))
+      .filter((l) => l.groups.length > 0);
+    this.top = topGroup(plan);
+    // Every group's configured algorithm is checked here, so a misplaced shm is refused before any call.
+    for (const { groups } of this.levels) {
+      for (const g of groups) {
+        this.configured('bcast', g);
+        this.configured('reduce', g);
+        this.configured('allgather', g);
+      }
+    }
+  }
+
+  /** The choices for a message of `bytes` (allgather: the whole result). */
+  choose(bytes: number): Choice {
+    const b = sizeBucket(bytes);
+    return (this.byBucket[b] ??= this.decide(2 ** b));
+  }
+
+  /** The bucket's choice object, shared by every size of the bucket (CollectivePlans keys its caches by it). */
+  chooseBucket(bucket: number): Choice {
+    return (this.byBucket[bucket] ??= this.decide(2 ** bucket));
+  }
+
+  isNodeLocal(g: Group): boolean {
+    let v = this.nodeLocal.get(g);
+    if (v === undefined) this.nodeLocal.set(g, (v = isNodeLocal(this.plan, g)));
     return v;
-  };
-  // `shm` needs a group of one node: say which level and group, not a hang or a native error.
-  const others: Record<'bcast' | 'reduce' | 'allgather', string> = {
-    bcast: 'binomial, knomial:K, scatter-allgather, flat',
-    reduce: 'binomial, knomial:K, rabenseifner, flat',
-    allgather: 'ring, recursive-doubling, bruck, neighbor-exchange',
-  };
-  const checked = <A extends GroupAlgorithm>(collective: 'bcast' | 'reduce' | 'allgather', g: Group, a: A): A => {
-    if (a === 'shm' && !nodeLocal(g)) {
+  }
+
+  /** The link a group's messages take, and its name. */
+  link(g: Group): { name: string; link: LinkModel } {
+    const model = this.config.model;
+    const own = model.levels[g.level];
+    if (own !== undefined) return { name: `model.levels.${g.level}`, link: own };
+    if (this.isNodeLocal(g))
+      return this.facts.oversubscribed ? { name: 'shm (oversubscribed)', link: model.oversubscribed.shm } : { name: 'shm', link: model.links.shm };
+    if (this.facts.mpi === true && model.links.mpi !== null) return { name: 'mpi', link: model.links.mpi };
+    return { name: 'tcp', link: model.links.tcp };
+  }
+
+  private costs(g: Group): LevelCosts {
+    const local = this.isNodeLocal(g);
+    return {
+      link: this.link(g).link,
+      combineBytesPerUs: this.config.model.combineBytesPerUs,
+      shmBcastUs: local ? (bytes, n) => this.s0(n)(bytes) : undefined,
+      cores: local ? this.facts.cores : undefined,
+    };
+  }
+
+  /** The S0 engine's predicted bcast among n ranks of this node, with the shape the engine would take. */
+  private s0(n: number): (bytes: number) => number {
+    let f = this.shmBcast.get(n);
+    if (f === undefined) {
+      const { budgetBytes, bcast, model } = this.config.shm;
+      const cores = this.facts.cores;
+      const base = { queueBytes: bcast.queueBytes === 'auto' ? autoQueueBytes(budgetBytes, n) : bcast.queueBytes, minFragment: MIN_FRAGMENT, sets: bcast.sets };
+      const shape: BcastShape = { ...base, tree: bcast.tree === 'auto' ? chooseTree(model, n, cores, base) : parseTree(bcast.tree) };
+      const table = bcast.fragmentBytes === 'auto' ? fragmentTable(model, n, cores, shape) : [bcast.fragmentBytes];
+      f = (bytes) => predictBcastUs(model, bytes, n, cores, shape, table[Math.min(table.length - 1, sizeBucket(bytes))]!);
+      this.shmBcast.set(n, f);
+    }
+    return f;
+  }
+
+  private configured(collective: Collective, g: Group): GroupAlgorithm | undefined {
+    const text = this.config[collective].levels[g.level];
+    if (text === undefined || text === 'auto') return undefined;
+    const a = parseAlgorithm(text, collective);
+    if (a === 'shm' && !this.isNodeLocal(g)) {
+      const others: Record<Collective, string> = {
+        bcast: 'binomial, knomial:K, scatter-allgather, flat',
+        reduce: 'binomial, knomial:K, rabenseifner, flat',
+        allgather: 'ring, recursive-doubling, bruck, neighbor-exchange',
+      };
       throw new TopocollError('ECONFIG', `${collective}.levels.${g.level}: shm works only inside a node, and the ${g.level} group ${g.unit} spans nodes`, {
         level: g.level,
         hint: `Give ${g.level} another algorithm (${others[collective]}).`,
       });
     }
     return a;
-  };
-  const bcast = (g: Group): BcastAlgorithm => {
-    const configured = config.bcast.levels[g.level];
-    if (configured !== undefined && configured !== 'auto') return checked('bcast', g, parseAlgorithm(configured, 'bcast'));
-    if (nodeLocal(g)) return config.shm.bcast.enabled ? 'shm' : 'binomial';
-    return large && g.members.length >= 4 ? 'scatter-allgather' : 'binomial';
-  };
-  const reduce = (g: Group): ReduceAlgorithm => {
-    const configured = config.reduce.levels[g.level];
-    if (configured !== undefined && configured !== 'auto') return checked('reduce', g, parseAlgorithm(configured, 'reduce'));
-    // Binomial trees over the channels by default; the shared-memory reduce stays a choice
-    // (bench/history/RESULTS-log-to-2026-11-24.md).
-    if (nodeLocal(g)) return 'binomial';
-    return large && g.members.length >= 4 ? 'rabenseifner' : 'binomial';
-  };
-  // Recursive doubling needs the fewest rounds (small messages are latency); the ring moves each
-  // block over one link at a time (large ones are bandwidth). The shared-memory allgather (`shm`)
-  // stays a choice: it beat neither consistently (bench/history/RESULTS-log-to-2026-11-24.md). One-node jobs take the
-  // node-wide shared area instead (CollectivePlans.allgather).
-  const allgather = (g: Group): GroupAllgatherAlgorithm => {
-    const configured = config.allgather.levels[g.level];
-    if (configured !== undefined && configured !== 'auto') return checked('allgather', g, parseAlgorithm(configured, 'allgather'));
-    return large ? 'ring' : 'recursive-doubling';
-  };
-  // S4's AdaptiveBarrierLogP: the model's argmin for the group's size over its kind of link.
-  const barrier = (g: Group): GroupBarrierAlgorithm => {
-    const configured = config.barrier.levels[g.level];
-    if (configured !== undefined && configured !== 'auto') return parseAlgorithm(configured, 'barrier');
-    return chooseBarrier(g.members.length, nodeLocal(g) ? config.model.links.shm : config.model.links.tcp).algorithm;
-  };
-  const variant: AllreduceVariant = config.allreduce.algorithm === 'auto' ? 'reduce-allreduce-bcast' : config.allreduce.algorithm;
-  const top: AllreduceAlgorithm = config.allreduce.top === 'auto' ? (large ? 'rabenseifner' : 'recursive-doubling') : config.allreduce.top;
+  }
 
-  const groups = [...plan.groups.values()].flat();
-  const bcastExchanges = groups.some((g) => bcast(g) === 'scatter-allgather');
-  const reduceExchanges = groups.some((g) => reduce(g) === 'rabenseifner');
-  const topExchanges = variant === 'reduce-allreduce-bcast' && (topGroup(plan)?.members.length ?? 0) > 1;
-  const segment = (value: number | 'auto', exchanges: boolean): number => {
-    const wanted = value === 'auto' ? (large && plan.levels.length > 1 ? AUTO_SEGMENT_BYTES : 0) : value;
-    if (!exchanges || !Number.isFinite(eagerBytes)) return wanted;
-    return wanted === 0 ? eagerBytes : Math.min(wanted, eagerBytes);
-  };
-  // Every step of an allgather's gather phase may be an exchange between nodes (not in shm
-  // groups). Every group's choice is made here, so a misplaced shm is refused before any call.
-  const allgathers = groups.map((g) => allgather(g));
-  const allgatherExchanges = groups.some((g, i) => g.members.length > 1 && allgathers[i] !== 'shm');
-  return {
-    bcast,
-    barrier,
-    allgather,
-    reduce,
-    allreduce: { variant, top },
-    segmentBytes: {
-      bcast: segment(config.bcast.segment, bcastExchanges),
-      reduce: segment(config.reduce.segment, reduceExchanges),
-      allreduce: segment(config.allreduce.segment, bcastExchanges || reduceExchanges || topExchanges),
-      allgather: segment(config.allgather.segment, allgatherExchanges),
-      allgatherBcast: segment(config.bcast.segment, bcastExchanges),
-    },
-  };
+  /** Whether `shm` is a candidate in `g`: inside a node, with the S0 engine on. */
+  private shmAllowed(g: Group): boolean {
+    return this.isNodeLocal(g) && this.config.shm.bcast.enabled;
+  }
+
+  /** A group's algorithm for `collective` on messages (per member, for allgather) of `bytes`: configured, else the argmin. */
+  pick(collective: Collective, g: Group, bytes: number): { algorithm: GroupAlgorithm; us: number; all: Candidate[]; configured: boolean } {
+    const n = g.members.length;
+    const fixed = this.configured(collective, g);
+    const costs = this.costs(g);
+    const predict = (a: GroupAlgorithm): number =>
+      collective === 'bcast'
+        ? predictGroupBcastUs(a as BcastAlgorithm, n, bytes, costs)
+        : collective === 'reduce'
+          ? predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, costs)
+          : predictGroupAllgatherUs(a as GroupAllgatherAlgorithm, n, bytes, costs);
+    if (fixed !== undefined)
+      return { algorithm: fixed, us: predict(fixed), all: [{ algorithm: formatAlgorithm(fixed), us: predict(fixed) }], configured: true };
+    const key = `${collective}|${g.level}|${n}|${this.isNodeLocal(g) ? 1 : 0}|${bytes}`;
+    let found = this.groupChoice.get(key);
+    if (found === undefined) {
+      const list = collective === 'bcast' ? BCAST_CANDIDATES : collective === 'reduce' ? REDUCE_CANDIDATES : ALLGATHER_CANDIDATES;
+      const all = list.filter((a) => a !== 'shm' || this.shmAllowed(g)).map((a) => ({ a, us: predict(a) }));
+      // Ties go to the candidate listed first (predictions within a relative 1e-9).
+      let best = all[0]!;
+      for (const c of all) if (c.us < best.us - 1e-9 * Math.max(1, best.us)) best = c;
+      found = { algorithm: best.a, us: best.us, all: all.map((c) => ({ algorithm: formatAlgorithm(c.a), us: c.us })) };
+      this.groupChoice.set(key, found);
+    }
+    return { algorithm: found.algorithm as GroupAlgorithm, us: found.us, all: found.all, configured: false };
+  }
+
+  barrierOf(g: Group): { algorithm: GroupBarrierAlgorithm; us: number; all: Candidate[]; configured: boolean } {
+    const text = this.config.barrier.levels[g.level];
+    const link = this.link(g).link;
+    if (text !== undefined && text !== 'auto') {
+      const a = parseAlgorithm(text, 'barrier');
+      const us = predictGroupBarrierUs(a, g.members.length, this.costs(g));
+      return { algorithm: a, us, all: [{ algorithm: formatAlgorithm(a), us }], configured: true };
+    }
+    const c = chooseBarrier(g.members.length, link);
+    return {
+      algorithm: c.algorithm,
+      us: c.predictedUs,
+      all: c.all.map((x) => ({ algorithm: formatAlgorithm(x.algorithm), us: x.predictedUs })),
+      configured: false,
+    };
+  }
+
+  /** Which levels' groups exchange between nodes in `collective` with the per-group choice `of` — the eager limit then bounds segments. */
+  private exchangesBetweenNodes(of: (g: Group) => GroupAlgorithm): boolean {
+    return this.levels.some(({ groups }) =>
+      groups.some((g) => {
+        if (this.isNodeLocal(g)) return false;
+        const a = of(g);
+        return a === 'scatter-allgather' || a === 'rabenseifner' || a === 'ring' || a === 'recursive-doubling' || a === 'bruck' || a === 'neighbor-exchange';
+      }),
+    );
+  }
+
+  /** Segment candidates for a message of `bytes`: 0 and those below it, capped by the eager limit when schedules exchange between nodes. */
+  private segmentCandidates(bytes: number, configured: number | 'auto', exchanges: boolean): number[] {
+    const cap = (s: number): number => (exchanges && Number.isFinite(this.eagerBytes) ? (s === 0 ? this.eagerBytes : Math.min(s, this.eagerBytes)) : s);
+    if (configured !== 'auto') return [cap(configured)];
+    const list = [0, ...SEGMENT_CANDIDATES.filter((s) => s < bytes)].map(cap);
+    return [...new Set(list)];
+  }
+
+  /** One collective's stage times for segments of `seg` bytes (each level: its slowest group), with the algorithms picked at that size. */
+  private stages(collective: 'bcast' | 'reduce', seg: number): number[] {
+    return this.levels.map(({ groups }) => Math.max(...groups.map((g) => this.pick(collective, g, seg).us)));
+  }
+
+  /** Every candidate segment's whole-call prediction of a bcast or reduce of `bytes`. */
+  private segmentPredictions(collective: 'bcast' | 'reduce', bytes: number, candidates: number[]): { bytes: number; us: number }[] {
+    return candidates.map((s) => ({ bytes: s, us: this.pipelined(bytes, s, (piece) => this.stages(collective, piece)) }));
+  }
+
+  private pipelined(bytes: number, seg: number, stageTimes: (segBytes: number) => number[]): number {
+    const piece = seg === 0 ? bytes : Math.min(seg, bytes);
+    const count = seg === 0 ? 1 : Math.max(1, Math.ceil(bytes / seg));
+    return this.config.model.callUs + pipelineUs(stageTimes(piece), count);
+  }
+
+  private argminSegment(list: { bytes: number; us: number }[]): { bytes: number; us: number } {
+    let best = list[0]!;
+    for (const c of list) if (c.us < best.us - 1e-9 * Math.max(1, best.us)) best = c;
+    return best;
+  }
+
+  /** Lower levels (below the top group's) and the top group, for allreduce and allgather's bcast phase. */
+  private split(): { lower: { level: string; groups: Group[] }[]; top?: Group } {
+    const top = this.top !== undefined && this.top.members.length > 1 ? this.top : undefined;
+    return { lower: this.levels.filter((l) => top === undefined || l.level !== top.level), top };
+  }
+
+  /** A group's predicted time for `collective` with algorithm `a` on `bytes`. */
+  private predict(collective: 'bcast' | 'reduce', g: Group, a: GroupAlgorithm, bytes: number): number {
+    const n = g.members.length;
+    return collective === 'bcast'
+      ? predictGroupBcastUs(a as BcastAlgorithm, n, bytes, this.costs(g))
+      : predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, this.costs(g));
+  }
+
+  /**
+   * An allreduce's stages for segments of `seg` bytes: the lower levels' reduces and bcasts with
+   * the algorithms the call will run (`reduceOf`, `bcastOf`: the bcast's and reduce's own
+   * choices), the top group's allreduce between them.
+   */
+  private allreduceStages(
+    variant: AllreduceVariant,
+    top: AllreduceAlgorithm,
+    seg: number,
+    reduceOf: (g: Group) => ReduceAlgorithm,
+    bcastOf: (g: Group) => BcastAlgorithm,
+  ): number[] {
+    const { lower, top: topGroup } = this.split();
+    const level = (collective: 'bcast' | 'reduce', groups: Group[]) =>
+      Math.max(...groups.map((g) => this.predict(collective, g, collective === 'bcast' ? bcastOf(g) : reduceOf(g), seg)));
+    if (variant === 'reduce-bcast' || topGroup === undefined) {
+      return [...this.levels.map((l) => level('reduce', l.groups)), ...this.levels.map((l) => level('bcast', l.groups)).reverse()];
+    }
+    const t = predictGroupAllreduceUs(top, topGroup.members.length, seg, this.costs(topGroup));
+    return [...lower.map((l) => level('reduce', l.groups)), t, ...lower.map((l) => level('bcast', l.groups)).reverse()];
+  }
+
+  /** Per-member bytes of an allgather's gather phase at a level: a member holds what it covers. */
+  private allgatherStages(blockBytes: number, seg: number): number[] {
+    const piece = seg === 0 ? blockBytes : Math.min(seg, blockBytes);
+    const size = this.plan.size;
+    const { lower } = this.split();
+    const gather = this.levels.map(({ level, groups }) => {
+      const groupsAtLevel = (this.plan.groups.get(level as never) ?? []).length || 1;
+      return Math.max(...groups.map((g) => this.pick('allgather', g, (piece * size) / groupsAtLevel / g.members.length).us));
+    });
+    const whole = piece * size;
+    const down = lower.map(({ groups }) => Math.max(...groups.map((g) => this.pick('bcast', g, whole).us))).reverse();
+    return [...gather, ...down];
+  }
+
+  /** The allreduce's variant and top algorithm: configured, else the least whole-call prediction at segment `seg`. */
+  private allreduceShape(
+    bytes: number,
+    seg: number,
+    reduceOf: (g: Group) => ReduceAlgorithm,
+    bcastOf: (g: Group) => BcastAlgorithm,
+  ): { variant: AllreduceVariant; top: AllreduceAlgorithm; all: Candidate[] } {
+    const cfg = this.config.allreduce;
+    const variants: AllreduceVariant[] = cfg.algorithm === 'auto' ? ['reduce-allreduce-bcast', 'reduce-bcast'] : [cfg.algorithm];
+    const tops: AllreduceAlgorithm[] = cfg.top === 'auto' ? [...ALLREDUCE_TOP_CANDIDATES] : [cfg.top];
+    const all: (Candidate & { variant: AllreduceVariant; top: AllreduceAlgorithm })[] = [];
+    for (const variant of variants) {
+      for (const top of variant === 'reduce-bcast' ? tops.slice(0, 1) : tops) {
+        const us = this.pipelined(bytes, seg, (piece) => this.allreduceStages(variant, top, piece, reduceOf, bcastOf));
+        all.push({ algorithm: variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top ${top}`, us, variant, top });
+      }
+    }
+    let best = all[0]!;
+    for (const c of all) if (c.us < best.us - 1e-9 * Math.max(1, best.us)) best = c;
+    return { variant: best.variant, top: best.top, all: all.map(({ algorithm, us }) => ({ algorithm, us })) };
+  }
+
+  /** Why a `collective` of `bytes` (allgather: the whole result) runs as it does: per level every candidate's prediction, segments, the whole call. */
+  explain(collective: Explanation['collective'], bytes: number): Explanation {
+    const b = sizeBucket(bytes);
+    const at = 2 ** b;
+    const choice = this.chooseBucket(b);
+    const describeLevels = (kind: Collective | 'barrier', segBytes: (g: Group) => number, levels = this.levels): Explanation['levels'] =>
+      levels.map(({ level, groups }) => {
+        const g = groups.reduce((a, x) => (x.members.length > a.members.length ? x : a));
+        const r = kind === 'barrier' ? this.barrierOf(g) : this.pick(kind, g, segBytes(g));
+        return {
+          level,
+          groupSize: g.members.length,
+          link: this.link(g).name,
+          configured: r.configured,
+          candidates: r.all,
+          chosen: formatAlgorithm(r.algorithm),
+        };
+      });
+    const piece = (seg: number) => (seg === 0 ? at : Math.min(seg, at));
+    if (collective === 'barrier') {
+      const levels = describeLevels('barrier', () => 0);
+      const predictedUs = this.config.model.callUs + levels.reduce((t, l) => t + l.candidates.find((c) => c.algorithm === l.chosen)!.us, 0);
+      return { collective, bytes, levels, segments: [], segmentBytes: 0, predictedUs };
+    }
+    if (collective === 'bcast' || collective === 'reduce') {
+      const seg = choice.segmentBytes[collective];
+      const atWhole = (g: Group) => this.pick(collective, g, at).algorithm;
+      const segments =
+        this.levels.length === 0
+          ? []
+          : this.segmentPredictions(collective, at, this.segmentCandidates(at, this.config[collective].segment, this.exchangesBetweenNodes(atWhole)));
+      const predictedUs = this.levels.length === 0 ? 0 : this.pipelined(at, seg, (p) => this.stages(collective, p));
+      return { collective, bytes, levels: describeLevels(collective, () => piece(seg)), segments, segmentBytes: seg, predictedUs };
+    }
+    if (collective === 'allreduce') {
+      // The lower levels run the reduce's and bcast's choices; their candidates at the allreduce's segment.
+      const seg = choice.segmentBytes.allreduce;
+      const shape = this.allreduceShape(at, seg, choice.reduce, choice.bcast);
+      const phase = (kind: 'reduce' | 'bcast'): Explanation['levels'] =>
+        describeLevels(kind, () => piece(seg)).map((l, i) => {
+          const g = this.levels[i]!.groups.reduce((a, x) => (x.members.length > a.members.length ? x : a));
+          return { ...l, level: `${l.level} (${kind})`, chosen: formatAlgorithm(kind === 'reduce' ? choice.reduce(g) : choice.bcast(g)) };
+        });
+      const predictedUs =
+        this.levels.length === 0
+          ? 0
+          : this.pipelined(at, seg, (p) => this.allreduceStages(choice.allreduce.variant, choice.allreduce.top, p, choice.reduce, choice.bcast));
+      return { collective, bytes, levels: [...phase('reduce'), ...phase('bcast')], allreduce: shape.all, segments: [], segmentBytes: seg, predictedUs };
+    }
+    const block = Math.max(1, Math.floor(at / Math.max(1, this.plan.size)));
+    const seg = choice.segmentBytes.allgather;
+    const p = seg === 0 ? block : Math.min(seg, block);
+    const levels = describeLevels('allgather', (g) => (p * this.plan.size) / ((this.plan.groups.get(g.level) ?? []).length || 1) / g.members.length);
+    const predictedUs = this.levels.length === 0 ? 0 : this.pipelined(block, seg, (q) => this.allgatherStages(q, 0));
+    return { collective, bytes, levels, segments: [], segmentBytes: seg, predictedUs };
+  }
+
+  private decide(bytes: number): Choice {
+    const { config } = this;
+    // Bcast and reduce: the segment with the least whole-call prediction, the groups' algorithms picked at that segment.
+    const segmentOf = (collective: 'bcast' | 'reduce'): number => {
+      const atWhole = (g: Group) => this.pick(collective, g, bytes).algorithm;
+      const candidates = this.segmentCandidates(bytes, config[collective].segment, this.exchangesBetweenNodes(atWhole));
+      return this.argminSegment(this.segmentPredictions(collective, bytes, candidates)).bytes;
+    };
+    const bcastSegment = this.levels.length === 0 ? 0 : segmentOf('bcast');
+    const reduceSegment = this.levels.length === 0 ? 0 : segmentOf('reduce');
+    const piece = (seg: number) => (seg === 0 ? bytes : Math.min(seg, bytes));
+    const bcast = (g: Group) => this.pick('bcast', g, piece(bcastSegment)).algorithm as BcastAlgorithm;
+    const reduce = (g: Group) => this.pick('reduce', g, piece(reduceSegment)).algorithm as ReduceAlgorithm;
+
+    // Allreduce: segment, variant and top together, over the bcast and reduce algorithms above.
+    const allreduceExchanges =
+      this.exchangesBetweenNodes(bcast) || this.exchangesBetweenNodes(reduce) || (this.split().top !== undefined && !this.isNodeLocal(this.split().top!));
+    let allreduce = { variant: 'reduce-allreduce-bcast' as AllreduceVariant, top: 'recursive-doubling' as AllreduceAlgorithm, seg: 0, us: Infinity };
+    if (this.levels.length > 0) {
+      for (const seg of this.segmentCandidates(bytes, config.allreduce.segment, allreduceExchanges)) {
+        const shape = this.allreduceShape(bytes, seg, reduce, bcast);
+        const us = this.pipelined(bytes, seg, (p) => this.allreduceStages(shape.variant, shape.top, p, reduce, bcast));
+        if (allreduce.us === Infinity || us < allreduce.us - 1e-9 * Math.max(1, allreduce.us)) allreduce = { variant: shape.variant, top: shape.top, seg, us };
+      }
+    } else {
+      allreduce.variant = config.allreduce.algorithm === 'auto' ? 'reduce-allreduce-bcast' : config.allreduce.algorithm;
+      allreduce.top = config.allreduce.top === 'auto' ? 'recursive-doubling' : config.allreduce.top;
+    }
+
+    // Allgather of `bytes` in all: blocks of bytes / size per rank; its column segments cut every block.
+    const block = Math.max(1, Math.floor(bytes / Math.max(1, this.plan.size)));
+    const allgatherAt = (g: Group, seg: number) => {
+      const p = seg === 0 ? block : Math.min(seg, block);
+      const groupsAtLevel = (this.plan.groups.get(g.level) ?? []).length || 1;
+      return this.pick('allgather', g, (p * this.plan.size) / groupsAtLevel / g.members.length).algorithm as GroupAllgatherAlgorithm;
+    };
+    let allgatherSegment = 0;
+    if (this.levels.length > 0) {
+      const exchanges = this.levels.some(({ groups }) => groups.some((g) => allgatherAt(g, 0) !== 'shm'));
+      const list = this.segmentCandidates(block, config.allgather.segment, exchanges).map((s) => ({
+        bytes: s,
+        us: this.pipelined(block, s, (p) => this.allgatherStages(p, 0)),
+      }));
+      allgatherSegment = this.argminSegment(list).bytes;
+    }
+    // The bcast phase carries the whole result, `bytes`: the bcast's own segment for that size.
+    const allgatherBcastSegment = bcastSegment;
+
+    return {
+      bcast,
+      reduce,
+      barrier: (g) => this.barrierOf(g).algorithm,
+      allgather: (g) => allgatherAt(g, allgatherSegment),
+      allreduce: { variant: allreduce.variant, top: allreduce.top },
+      segmentBytes: {
+        bcast: bcastSegment,
+        reduce: reduceSegment,
+        allreduce: allreduce.seg,
+        allgather: allgatherSegment,
+        allgatherBcast: allgatherBcastSegment,
+      },
+    };
+  }
 }
 
 /** Most ranks for which `allreduce.shm: true` has every rank combine: each reads every deposit. */

@@ -55,6 +55,14 @@ export interface BcastShape {
 export const INLINE_BYTES = 104;
 export const MIN_FRAGMENT = 4096;
 
+/** Each rank's queue under `queueBytes: auto`: a quarter of the budget shared by the ranks, a power of two in 64 KiB … 1 MiB. */
+export function autoQueueBytes(budget: number, localSize: number): number {
+  const share = budget / 4 / Math.max(1, localSize);
+  let bytes = 64 * 1024;
+  while (bytes * 2 <= share && bytes < 1024 * 1024) bytes *= 2;
+  return bytes;
+}
+
 /** Parses `flat`, `chain`, `kary:K`, `knomial:K` (`binomial` = `knomial:2`). */
 export function parseTree(text: string): TreeSpec {
   if (text === 'flat' || text === 'chain') return { kind: text, radix: 2 };

@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { byteSize } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 
 /**
@@ -33,4 +34,11 @@ export function parseNonNegativeInt(command: string, name: string, value: string
     throw new TopocollError('EINVAL', `topocoll ${command}: --${name} must be a non-negative integer, got "${value}"`);
   }
   return Number(value);
+}
+
+/** A size in bytes: an integer with an optional binary unit (65536, 64KiB, 1MiB), as the configuration takes them. */
+export function parseByteSize(command: string, name: string, value: string): number {
+  const parsed = byteSize.safeParse(/^[0-9]+$/.test(value) ? Number(value) : value);
+  if (!parsed.success) throw new TopocollError('EINVAL', `topocoll ${command}: --${name} takes sizes such as 65536, 64KiB or 1MiB, got "${value}"`);
+  return parsed.data;
 }

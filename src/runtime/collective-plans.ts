@@ -1,6 +1,6 @@
 import { formatAlgorithm } from '../algorithms/algorithm-choice.js';
 import { allgatherSchedules, barrierSchedules, preservesRankOrder, ScheduleCache, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
-import { chooseForClass, shmAllreduceProtocol, type ClassChoice, type SizeClass } from '../algorithms/selection.js';
+import { MAX_SIZE_BUCKET, Selector, shmAllreduceProtocol, sizeBucket, type Choice, type Explanation } from '../algorithms/selection.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
 import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
@@ -9,7 +9,8 @@ import type { RankPlacement } from '../topology/types.js';
 
 /**
  * One communicator's plans: the rank-ordered plan for non-commutative reductions, and per call
- * the native schedule ids of the algorithms algorithms/selection.ts chose, registered on first use.
+ * the native schedule ids of the algorithms algorithms/selection.ts chose for the message's size,
+ * registered on first use.
  */
 
 /**
@@ -64,6 +65,8 @@ export interface CollectivePlansParts {
   eagerBytes: number;
   /** More ranks on this node than cores (the same on every rank of the node). */
   oversubscribed: boolean;
+  /** Cores of this node (the same on every rank of the node). */
+  cores: number;
   /** Hands a schedule to the native engine; returns the id it is known by there. */
   register: (encoded: Int32Array) => number;
 }
@@ -78,18 +81,29 @@ export interface CollectivePlansParts {
  */
 export const SHM_ALLGATHER_EVERY_RANK_MAX_BYTES = 4096;
 
+/** The schedules and ids of one distinct choice (several size buckets may share one). */
+interface ChoiceSchedules {
+  choice: Choice;
+  cache: ScheduleCache;
+  /** Native schedule ids by key (see id()); an array, not a Map: read on every call. */
+  ids: number[];
+  allgather?: { gather: number; bcast: number };
+}
+
 /**
- * One communicator's schedules: per size class a ScheduleCache with that class's choices,
- * registered with the engine on first use and found again in O(1) (no allocation) per call.
+ * One communicator's schedules: per distinct choice of the Selector (sizes in powers of two) a
+ * ScheduleCache with that choice's algorithms, registered with the engine on first use and found
+ * again in O(1) (no allocation) per call.
  */
 export class CollectivePlans {
-  readonly choices: Record<SizeClass, ClassChoice>;
-  private readonly caches: Record<SizeClass, ScheduleCache>;
+  readonly selector: Selector;
+  /** Per size bucket, the index in `schedules` of its choice; −1 until first used. */
+  private readonly bucketIndex = new Int32Array(MAX_SIZE_BUCKET + 1).fill(-1);
+  private readonly schedules: ChoiceSchedules[] = [];
+  /** Index in `schedules` by the choice's content, so that equal choices share their schedules. */
+  private readonly bySignature = new Map<string, number>();
   /** Non-commutative reductions when `plan` mixes the rank order: binomial trees over `orderedPlan`. */
   private readonly ordered?: ScheduleCache;
-  private readonly largeBytes: number;
-  /** Native schedule ids by key (see id()); an array, not a Map: read on every call. */
-  private readonly ids: number[] = [];
   /**
    * Small allreduces go through the node-wide shared area (one node, `allreduce.shm`), with
    * this protocol; false: they do not.
@@ -99,22 +113,9 @@ export class CollectivePlans {
   private shmAllreduceIds?: { reduce: number; bcast: number };
 
   constructor(private readonly parts: CollectivePlansParts) {
-    const { plan, rank, config, shmGroups, eagerBytes } = parts;
-    this.largeBytes = 64 * 1024;
-    const make = (size: SizeClass) => chooseForClass(config, plan, size, eagerBytes);
-    this.choices = { small: make('small'), large: make('large') };
-    const cache = (c: ClassChoice): ScheduleCache => {
-      const options: ScheduleCacheOptions = {
-        shmGroup: (g) => shmGroups.get(g),
-        bcastAlgorithm: c.bcast,
-        reduceAlgorithm: c.reduce,
-        variant: c.allreduce.variant,
-        top: c.allreduce.top,
-      };
-      return new ScheduleCache(plan, rank, options);
-    };
-    this.caches = { small: cache(this.choices.small), large: cache(this.choices.large) };
-    if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, rank, { variant: 'reduce-bcast' });
+    const { plan, config, eagerBytes } = parts;
+    this.selector = new Selector(config, plan, eagerBytes, { cores: parts.cores, oversubscribed: parts.oversubscribed });
+    if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, parts.rank, { variant: 'reduce-bcast' });
     const node = plan.placements[0]?.node;
     const oneNode = plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
     this.shmAllreduce = oneNode ? shmAllreduceProtocol(config.allreduce.shm, plan.placements.length, parts.oversubscribed) : false;
@@ -129,6 +130,39 @@ export class CollectivePlans {
     const configured = (levels: Record<string, string>): boolean => Object.values(levels).some((a) => a !== 'auto');
     this.shmBcast = oneWay && config.bcast.shm && !configured(config.bcast.levels);
     this.shmReduce = oneWay && config.reduce.shm && !configured(config.reduce.levels);
+  }
+
+  /** The schedules of the choice for a message of `bytes`. */
+  private of(bytes: number): ChoiceSchedules {
+    const bucket = sizeBucket(bytes);
+    const i = this.bucketIndex[bucket]!;
+    return i >= 0 ? this.schedules[i]! : this.resolve(bucket);
+  }
+
+  private resolve(bucket: number): ChoiceSchedules {
+    const choice = this.selector.chooseBucket(bucket);
+    const groups = [...this.parts.plan.groups.values()].flat();
+    const signature = JSON.stringify([groups.map((g) => [choice.bcast(g), choice.reduce(g), choice.allgather(g)]), choice.allreduce, choice.segmentBytes]);
+    let i = this.bySignature.get(signature);
+    if (i === undefined) {
+      const options: ScheduleCacheOptions = {
+        shmGroup: (g) => this.parts.shmGroups.get(g),
+        bcastAlgorithm: choice.bcast,
+        reduceAlgorithm: choice.reduce,
+        variant: choice.allreduce.variant,
+        top: choice.allreduce.top,
+      };
+      i = this.schedules.length;
+      this.schedules.push({ choice, cache: new ScheduleCache(this.parts.plan, this.parts.rank, options), ids: [] });
+      this.bySignature.set(signature, i);
+    }
+    this.bucketIndex[bucket] = i;
+    return this.schedules[i]!;
+  }
+
+  /** Why a `collective` of `bytes` runs as it does (the cost model's predictions). */
+  explain(collective: Explanation['collective'], bytes: number): Explanation {
+    return this.selector.explain(collective, bytes);
   }
 
   /** Small bcasts go through the node-wide shared area, one way (ShmAreaBcast). */
@@ -150,10 +184,6 @@ export class CollectivePlans {
     return id;
   }
 
-  classOf(bytes: number): SizeClass {
-    return bytes > this.largeBytes ? 'large' : 'small';
-  }
-
   // The methods below fill and return this one object: calls allocate nothing.
   private readonly call: CallPlan = { reduce: -1, bcast: -1, segment: 0 };
 
@@ -164,10 +194,10 @@ export class CollectivePlans {
       this.call.segment = 0;
       return this.call;
     }
-    const size = this.classOf(bytes);
+    const c = this.of(bytes);
     this.call.reduce = -1;
-    this.call.bcast = this.id(0, size, root, true);
-    this.call.segment = this.segment(size, 'bcast', elem);
+    this.call.bcast = this.id(c, 0, root, true);
+    this.call.segment = segment(c, 'bcast', elem);
     return this.call;
   }
 
@@ -179,10 +209,10 @@ export class CollectivePlans {
       this.call.segment = 0;
       return this.call;
     }
-    const size = this.classOf(bytes);
-    this.call.reduce = this.id(1, size, root, commutative);
+    const c = this.of(bytes);
+    this.call.reduce = this.id(c, 1, root, commutative);
     this.call.bcast = -1;
-    this.call.segment = this.segment(size, 'reduce', elem);
+    this.call.segment = segment(c, 'reduce', elem);
     return this.call;
   }
 
@@ -205,15 +235,14 @@ export class CollectivePlans {
       this.call.segment = 0;
       return this.call;
     }
-    const size = this.classOf(bytes);
-    this.call.reduce = this.id(2, size, 0, commutative);
-    this.call.bcast = this.id(3, size, 0, commutative);
-    this.call.segment = this.segment(size, 'allreduce', elem);
+    const c = this.of(bytes);
+    this.call.reduce = this.id(c, 2, 0, commutative);
+    this.call.bcast = this.id(c, 3, 0, commutative);
+    this.call.segment = segment(c, 'allreduce', elem);
     return this.call;
   }
 
   private readonly allgatherCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
-  private readonly allgatherIds: Partial<Record<SizeClass, { gather: number; bcast: number }>> = {};
   /**
    * Allgathers go through the node-wide shared area (one node, `allgather.shm`, no allgather
    * levels configured) with this protocol — every-rank: blocks up to
@@ -235,7 +264,7 @@ export class CollectivePlans {
   barrier(): CallPlan {
     if (this.shmBarrier) return this.allreduce(0, 1, true);
     this.barrierIds ??= (() => {
-      const s = barrierSchedules(this.parts.plan, this.parts.rank, { barrierAlgorithm: this.choices.small.barrier });
+      const s = barrierSchedules(this.parts.plan, this.parts.rank, { barrierAlgorithm: this.of(0).choice.barrier });
       return { arrive: this.parts.register(encodeSchedule(s.arrive)), release: this.parts.register(encodeSchedule(s.release)) };
     })();
     this.call.reduce = this.barrierIds.arrive;
@@ -265,63 +294,81 @@ export class CollectivePlans {
       call.bcastSegment = 0;
       return call;
     }
-    const size = this.classOf(bytes);
-    let ids = this.allgatherIds[size];
-    if (ids === undefined) {
-      const c = this.choices[size];
+    const c = this.of(bytes);
+    if (c.allgather === undefined) {
       const s = allgatherSchedules(this.parts.plan, this.parts.rank, {
         shmGroup: (g) => this.parts.shmGroups.get(g),
-        bcastAlgorithm: c.bcast,
-        allgatherAlgorithm: c.allgather,
+        bcastAlgorithm: c.choice.bcast,
+        allgatherAlgorithm: c.choice.allgather,
       });
-      ids = { gather: this.parts.register(encodeSchedule(s.gather)), bcast: this.parts.register(encodeSchedule(s.bcast)) };
-      this.allgatherIds[size] = ids;
+      c.allgather = { gather: this.parts.register(encodeSchedule(s.gather)), bcast: this.parts.register(encodeSchedule(s.bcast)) };
     }
-    call.gather = ids.gather;
-    call.bcast = ids.bcast;
-    call.segment = this.segment(size, 'allgather', elem);
-    call.bcastSegment = this.segment(size, 'allgatherBcast', elem);
+    call.gather = c.allgather.gather;
+    call.bcast = c.allgather.bcast;
+    call.segment = segment(c, 'allgather', elem);
+    call.bcastSegment = segment(c, 'allgatherBcast', elem);
     return call;
   }
 
-  /** The algorithm each level's groups use, per collective and class, as text. */
-  describe(group: Group): { bcast: Record<SizeClass, string>; reduce: Record<SizeClass, string>; allgather: Record<SizeClass, string>; barrier: string } {
-    const of = (pick: (c: ClassChoice) => string) => ({ small: pick(this.choices.small), large: pick(this.choices.large) });
+  /**
+   * The algorithm each level's groups use, per collective, as runs of message sizes: each entry
+   * holds from the previous entry's `upToBytes` (exclusive) to its own (inclusive; null: every
+   * larger size).
+   */
+  describe(group: Group): { bcast: SizeRun[]; reduce: SizeRun[]; allgather: SizeRun[]; barrier: string } {
+    const runs = (pick: (c: Choice) => string): SizeRun[] => {
+      const out: SizeRun[] = [];
+      for (let b = 0; b <= MAX_SIZE_BUCKET; b++) {
+        const algorithm = pick(this.selector.chooseBucket(b));
+        const last = out[out.length - 1];
+        if (last !== undefined && last.algorithm === algorithm) last.upToBytes = 2 ** b;
+        else out.push({ upToBytes: 2 ** b, algorithm });
+      }
+      out[out.length - 1]!.upToBytes = null;
+      return out;
+    };
     return {
-      bcast: of((c) => formatAlgorithm(c.bcast(group))),
-      reduce: of((c) => formatAlgorithm(c.reduce(group))),
-      allgather: of((c) => c.allgather(group)),
-      barrier: formatAlgorithm(this.choices.small.barrier(group)),
+      bcast: runs((c) => formatAlgorithm(c.bcast(group))),
+      reduce: runs((c) => formatAlgorithm(c.reduce(group))),
+      allgather: runs((c) => c.allgather(group)),
+      barrier: formatAlgorithm(this.selector.chooseBucket(0).barrier(group)),
     };
   }
 
-  private segment(size: SizeClass, collective: keyof ClassChoice['segmentBytes'], elem: number): number {
-    const bytes = this.choices[size].segmentBytes[collective];
-    return bytes === 0 ? 0 : Math.max(1, Math.floor(bytes / elem));
-  }
-
   /** The native id of a phase's schedule (0 bcast, 1 reduce, 2/3 allreduce's reduce/bcast), registered on first use. */
-  private id(phase: 0 | 1 | 2 | 3, size: SizeClass, root: number, commutative: boolean): number {
-    const key = ((root * 4 + phase) * 2 + (size === 'large' ? 1 : 0)) * 2 + (commutative ? 0 : 1);
-    let id = this.ids[key];
+  private id(c: ChoiceSchedules, phase: 0 | 1 | 2 | 3, root: number, commutative: boolean): number {
+    const key = (root * 4 + phase) * 2 + (commutative ? 0 : 1);
+    let id = c.ids[key];
     if (id === undefined) {
-      id = this.parts.register(this.encoded(phase, size, root, commutative));
-      this.ids[key] = id;
+      id = this.parts.register(this.encoded(c.cache, phase, root, commutative));
+      c.ids[key] = id;
     }
     return id;
   }
 
-  private encoded(phase: 0 | 1 | 2 | 3, size: SizeClass, root: number, commutative: boolean): Int32Array {
+  private encoded(cache: ScheduleCache, phase: 0 | 1 | 2 | 3, root: number, commutative: boolean): Int32Array {
     const variant = { commutative };
     if (!commutative && this.ordered !== undefined) {
       // In rank order over the ordered plan (to root 0 for an allreduce), then the usual bcast.
       if (phase === 1) return this.ordered.getEncoded('reduce', root, variant);
       if (phase === 2) return this.ordered.getEncoded('reduce', 0, variant);
-      if (phase === 3) return this.caches[size].getEncoded('bcast', 0);
+      if (phase === 3) return cache.getEncoded('bcast', 0);
     }
-    const cache = this.caches[size];
     if (phase === 0) return cache.getEncoded('bcast', root);
     if (phase === 1) return cache.getEncoded('reduce', root, variant);
     return phase === 2 ? cache.allreduceEncoded(variant).reduce : cache.allreduceEncoded(variant).bcast;
   }
+}
+
+/** A run of message sizes with one algorithm (CollectivePlans.describe). */
+export interface SizeRun {
+  /** The largest size of the run, bytes; null: no bound. */
+  upToBytes: number | null;
+  algorithm: string;
+}
+
+/** A call's segment in elements (0: whole) under choice `c`. */
+function segment(c: ChoiceSchedules, collective: keyof Choice['segmentBytes'], elem: number): number {
+  const bytes = c.choice.segmentBytes[collective];
+  return bytes === 0 ? 0 : Math.max(1, Math.floor(bytes / elem));
 }

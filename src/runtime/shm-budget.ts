@@ -1,4 +1,13 @@
-import { chooseTree, formatTree, fragmentTable, MIN_FRAGMENT, parseTree, type BcastShape, type ShmCostModel } from '../algorithms/shm-bcast-model.js';
+import {
+  autoQueueBytes,
+  chooseTree,
+  formatTree,
+  fragmentTable,
+  MIN_FRAGMENT,
+  parseTree,
+  type BcastShape,
+  type ShmCostModel,
+} from '../algorithms/shm-bcast-model.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { NativeTree, segmentBytes, type NativeBcastParams } from '../native.js';
@@ -35,14 +44,6 @@ export function channelBytes(budget: number, localSize: number): number {
   const share = budget / (localSize * (localSize - 1));
   let bytes = MIN_CHANNEL;
   while (bytes * 2 <= share && bytes < AUTO_MAX_CHANNEL) bytes *= 2;
-  return bytes;
-}
-
-/** Each rank's queue: a quarter of the budget shared by the ranks, a power of two in 64 KiB … 1 MiB. */
-function autoQueueBytes(budget: number, localSize: number): number {
-  const share = budget / 4 / Math.max(1, localSize);
-  let bytes = 64 * 1024;
-  while (bytes * 2 <= share && bytes < 1024 * 1024) bytes *= 2;
   return bytes;
 }
 

@@ -3,9 +3,9 @@ import { decodeSteps, StepKind } from '../../src/algorithms/schedule.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group } from '../../src/groups/plan.js';
-import { chooseForClass, isNodeLocal } from '../../src/algorithms/selection.js';
+import { isNodeLocal, MAX_SIZE_BUCKET, Selector, type NodeFacts } from '../../src/algorithms/selection.js';
 import { CollectivePlans } from '../../src/runtime/collective-plans.js';
-import { byCore } from '../helpers/placements.js';
+import { byCore, range } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';
 
 /** `allgather.levels.<level>: shm` from configuration to the registered schedules. */
@@ -14,20 +14,23 @@ const config = (input: TopocollConfigInput = {}) => validateConfig(input);
 const plan = planGroups(byCore(['a', 'b'], 4, 2));
 const groupAt = (level: string): Group => plan.groups.get(level as never)![0]!;
 const inside = { socket: 'shm', node: 'shm', world: 'ring' };
+const facts: NodeFacts = { cores: 4, oversubscribed: false };
+const selector = (input: TopocollConfigInput, on = plan, eagerBytes = 16384) => new Selector(config(input), on, eagerBytes, facts);
 
 describe('allgather shm in the configuration', () => {
-  it('is accepted at levels inside a node and chosen there', () => {
+  it('is accepted at levels inside a node and chosen there, at every size', () => {
     expect(plan.levels).toEqual(['socket', 'node', 'world']);
-    for (const size of ['small', 'large'] as const) {
-      const c = chooseForClass(config({ allgather: { levels: inside } }), plan, size, 16384);
+    const s = selector({ allgather: { levels: inside } });
+    for (const b of range(0, MAX_SIZE_BUCKET)) {
+      const c = s.chooseBucket(b);
       expect(c.allgather(groupAt('socket'))).toBe('shm');
       expect(c.allgather(groupAt('node'))).toBe('shm');
       expect(c.allgather(groupAt('world'))).toBe('ring');
     }
   });
 
-  it('is refused (ECONFIG naming the level and the group) at a level that spans nodes, while choosing', () => {
-    const e = thrown(() => chooseForClass(config({ allgather: { levels: { world: 'shm' } } }), plan, 'small', 65536), 'ECONFIG');
+  it('is refused (ECONFIG naming the level and the group) at a level that spans nodes, before any choice', () => {
+    const e = thrown(() => selector({ allgather: { levels: { world: 'shm' } } }), 'ECONFIG');
     expect(e.message).toMatch(/allgather\.levels\.world: shm works only inside a node, and the world group world spans nodes/);
     expect(e.message).toMatch(/ring, recursive-doubling, bruck, neighbor-exchange/);
   });
@@ -39,10 +42,10 @@ describe('allgather shm in the configuration', () => {
 
   it('gather segments are bounded by the eager limit only where a group still exchanges', () => {
     const onlyShm = planGroups(byCore(['a'], 4, 2));
-    const c = chooseForClass(config({ allgather: { levels: { socket: 'shm', node: 'shm' }, segment: '1MiB' } }), onlyShm, 'large', 16384);
-    expect(c.segmentBytes.allgather).toBe(1048576);
-    const mixed = chooseForClass(config({ allgather: { levels: inside, segment: '1MiB' } }), plan, 'large', 16384);
-    expect(mixed.segmentBytes.allgather).toBe(16384);
+    const c = selector({ allgather: { levels: { socket: 'shm', node: 'shm' }, segment: '1MiB' } }, onlyShm);
+    expect(c.choose(64 << 20).segmentBytes.allgather).toBe(1048576);
+    const mixed = selector({ allgather: { levels: inside, segment: '1MiB' } });
+    expect(mixed.choose(64 << 20).segmentBytes.allgather).toBe(16384);
   });
 
   it('registers gather schedules of ShmBcast rank blocks in the node-local groups, with their engine ids', () => {
@@ -61,6 +64,7 @@ describe('allgather shm in the configuration', () => {
       shmGroups: ids,
       eagerBytes: 16384,
       oversubscribed: false,
+      cores: 4,
       register: (encoded) => registered.push(encoded) - 1,
     });
     const call = plans.allgather(64, 4, 16);
@@ -72,6 +76,6 @@ describe('allgather shm in the configuration', () => {
     expect(plan.chain(1)).toEqual([socket]);
     expect(node.members).not.toContain(1);
     expect(steps).toEqual([0, 1].map((r) => ({ kind: StepKind.ShmBcast, peer: r, level: 0, group: ids.get(socket), range: { first: r, count: 1, of: 0 } })));
-    expect(plans.describe(socket).allgather).toEqual({ small: 'shm', large: 'shm' });
+    expect(plans.describe(socket).allgather).toEqual([{ upToBytes: null, algorithm: 'shm' }]);
   });
 });

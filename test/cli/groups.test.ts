@@ -1,12 +1,49 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { formatAlgorithm } from '../../src/algorithms/algorithm-choice.js';
+import { allgatherAlcd } from '../../src/algorithms/group-allgather.js';
+import { eagerBytes } from '../../src/runtime/job-planner.js';
+import { MAX_SIZE_BUCKET, Selector, type Choice } from '../../src/algorithms/selection.js';
+import { DEFAULT_CONFIG_PATH, loadConfigFile } from '../../src/config/load.js';
 import type { GroupPlanJson } from '../../src/groups/plan-json.js';
+import { s3Plan } from '../algorithms/plan-shapes.js';
 import { tempDir } from '../helpers/temp.js';
 import { cli, exampleMachine, exampleNetwork } from './helpers.js';
 
 const range = (from: number, to: number, step = 1) => Array.from({ length: Math.floor((to - from) / step) + 1 }, (_, i) => from + i * step);
 const seedJob = ['--hwloc-xml', exampleMachine, '--nodes', 'node[01-64]', '--ppn', '36', '--map-by', 'core', '--network', exampleNetwork];
+
+/** A table cell of size runs, "binomial ≤ 64 KiB, scatter-allgather", as [algorithm, largest size (null: no bound)]. */
+function parseRuns(cell: string): [string, number | null][] {
+  const UNIT: Record<string, number> = { B: 1, KiB: 1024, MiB: 1 << 20, GiB: 1 << 30 };
+  return cell.split(', ').map((run) => {
+    const m = /^(.+?)(?: ≤ (\d+) (B|KiB|MiB|GiB))?$/.exec(run)!;
+    return [m[1]!, m[2] === undefined ? null : Number(m[2]) * UNIT[m[3]!]!];
+  });
+}
+
+/** Problems of size runs against the choice of every size bucket: each bucket's algorithm is that of the first run holding it. */
+function runProblems(what: string, runs: [string, number | null][], selector: Selector, pick: (c: Choice) => string): string[] {
+  const problems: string[] = [];
+  if (runs[runs.length - 1]![1] !== null) problems.push(`${what}: the last run has a bound`);
+  for (let i = 1; i < runs.length; i++) if (runs[i]![0] === runs[i - 1]![0]) problems.push(`${what}: runs ${i - 1} and ${i} are both ${runs[i]![0]}`);
+  for (let b = 0; b <= MAX_SIZE_BUCKET; b++) {
+    const shown = runs.find(([, upTo]) => upTo === null || 2 ** b <= upTo)![0];
+    const chosen = pick(selector.chooseBucket(b));
+    if (shown !== chosen) problems.push(`${what}: ${2 ** b} B shows ${shown}, the choice is ${chosen}`);
+  }
+  return problems;
+}
+
+/** The rows of the level table, cells split at two or more spaces. */
+const tableRows = (stdout: string) =>
+  new Map(
+    stdout
+      .split('\n')
+      .filter((l) => /^(socket|node|switch\d) /.test(l))
+      .map((l) => [l.split(' ')[0]!, l.split(/\s{2,}/)]),
+  );
 
 function tmpFile(name: string, text: string): string {
   const dir = tempDir('topocoll-cli-');
@@ -34,15 +71,38 @@ describe('topocoll groups', () => {
     const r = await cli(['groups', ...seedJob, '--rank', '36']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^2304 ranks on 64 node\(s\); network: simple:/);
-    expect(r.stdout).toMatch(/^socket\s+128\s+18\s+0,18,36,.*\s+shm\s+binomial\s+recursive-doubling 3\.88 \/ ring 1\.89$/m);
-    // Between nodes the algorithm follows the message size (groups of 16: scatter-allgather and Rabenseifner for large ones).
-    expect(r.stdout).toMatch(
-      /^switch1\s+4\s+16\s+0,576,1152,1728\s+binomial \/ scatter-allgather\s+binomial \/ rabenseifner\s+recursive-doubling 3\.75 \/ ring 1\.88$/m,
+    expect(r.stdout).toMatch(/^level\s+groups\s+size\s+leaders\s+bcast\s+reduce\s+allgather \(ALCD\)\s+barrier$/m);
+    // Per level the algorithms by runs of sizes: those of the cost model for the plan (the
+    // default configuration, a core per rank, not oversubscribed, the job's eager limit).
+    const plan = s3Plan(64, 36, 18, 16);
+    const config = loadConfigFile(DEFAULT_CONFIG_PATH);
+    const selector = new Selector(config, plan, eagerBytes(config, plan), { cores: 36, oversubscribed: false, mpi: false });
+    const rows = tableRows(r.stdout);
+    expect([...rows.keys()]).toEqual(['socket', 'node', 'switch1', 'switch2']);
+    const problems: string[] = [];
+    for (const [level, [, groups, size, leaders, bcast, reduce, allgather, barrier]] of rows) {
+      const all = plan.groups.get(level as never)!;
+      const g = all[0]!;
+      const n = g.members.length;
+      expect([groups, size, leaders!.split(',')[0]]).toEqual([String(all.length), String(n), String(g.leader)]);
+      problems.push(...runProblems(`${level} bcast`, parseRuns(bcast!), selector, (c) => formatAlgorithm(c.bcast(g))));
+      problems.push(...runProblems(`${level} reduce`, parseRuns(reduce!), selector, (c) => formatAlgorithm(c.reduce(g))));
+      // allgather: each run's algorithm with its ALCD (S2) in the level's largest group
+      const withAlcd = parseRuns(allgather!).map(([text, upTo]): [string, number | null] => {
+        const [algorithm, alcd] = text.split(' ');
+        expect(alcd).toBe(allgatherAlcd(algorithm as never, n).toFixed(2));
+        return [algorithm!, upTo];
+      });
+      problems.push(...runProblems(`${level} allgather`, withAlcd, selector, (c) => c.allgather(g)));
+      expect(barrier).toBe(formatAlgorithm(selector.chooseBucket(0).barrier(g)));
+    }
+    const allreduce = /^allreduce: (.*)$/m.exec(r.stdout)![1]!;
+    problems.push(
+      ...runProblems('allreduce', parseRuns(allreduce), selector, (c) =>
+        c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast (top ${c.allreduce.top})`,
+      ),
     );
-    expect(r.stdout).toMatch(/^switch2\s+1\s+4\s+0\s+binomial \/ scatter-allgather\s+binomial \/ rabenseifner\s+recursive-doubling 1\.50 \/ ring 1\.50$/m);
-    expect(r.stdout).toMatch(
-      /^allreduce: reduce-allreduce-bcast, top group recursive-doubling \(small\); reduce-allreduce-bcast, top group rabenseifner \(large\)/m,
-    );
+    expect(problems).toEqual([]);
     expect(r.stdout).toMatch(/numa: same groups as socket — on node\[01-64\]/);
     expect(r.stdout).toMatch(/rank 36 on node02/);
     expect(r.stdout).toMatch(/switch1\s+sw11: 16 members \(0,36,72,108,144,180,…,540\), leader 0/);
@@ -105,15 +165,51 @@ describe('topocoll groups', () => {
 });
 
 describe('topocoll groups shows the configured algorithms', () => {
-  it('per level, from --config', async () => {
-    const config = tmpFile(
-      'alg.yaml',
-      'bcast:\n  levels: { switch1: knomial:4 }\nreduce:\n  levels: { socket: rabenseifner }\nallreduce: { algorithm: reduce-bcast }\n',
-    );
-    const r = await cli(['groups', ...seedJob, '--config', config]);
+  const configFile = () =>
+    tmpFile('alg.yaml', 'bcast:\n  levels: { switch1: knomial:4 }\nreduce:\n  levels: { socket: rabenseifner }\nallreduce: { algorithm: reduce-bcast }\n');
+
+  it('per level, from --config: one run of every size', async () => {
+    const r = await cli(['groups', ...seedJob, '--config', configFile()]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^socket\s.*\s+shm\s+rabenseifner\s+\S/m);
-    expect(r.stdout).toMatch(/^switch1\s.*\s+knomial:4\s+binomial \/ rabenseifner\s+\S/m);
-    expect(r.stdout).toMatch(/^allreduce: reduce-bcast \(small\); large above 65536 bytes$/m);
+    const rows = tableRows(r.stdout);
+    expect(rows.get('socket')![5]).toBe('rabenseifner');
+    expect(rows.get('switch1')![4]).toBe('knomial:4');
+    expect(r.stdout).toMatch(/^allreduce: reduce-bcast$/m);
+  });
+
+  it("--explain: per size and collective every level's candidates, the least marked * and the configured =", async () => {
+    const r = await cli(['groups', ...seedJob, '--config', configFile(), '--explain', '--bytes', '8,4MiB']);
+    expect(r.code).toBe(0);
+    const sections = r.stdout.split(/^# the cost model at /m).slice(1);
+    expect(sections.map((t) => t.split(' (')[0])).toEqual(['8 B', '4 MiB']);
+    const problems: string[] = [];
+    for (const section of sections) {
+      const headers = section.split('\n').filter((l) => /^\w+: predicted \d+\.\d\d µs, (no segments|segments of \d+ (B|KiB|MiB))$/.test(l));
+      expect(headers.map((h) => h.split(':')[0])).toEqual(['bcast', 'reduce', 'allreduce', 'allgather', 'barrier']);
+      let collective = '';
+      for (const line of section.split('\n')) {
+        if (/^\w+: predicted/.test(line)) collective = line.split(':')[0]!;
+        const m = /^ {2}(\S+(?: \((?:reduce|bcast)\))?) \(group of (\d+), (.+?)\): (.*)$/.exec(line);
+        if (m === null) continue;
+        const cells = m[4]!.trim().split(/\s{2,}/);
+        const marked = cells.filter((c) => c.startsWith('*') || c.startsWith('='));
+        if (marked.length !== 1) {
+          problems.push(`${collective} ${line}: ${marked.length} marked`);
+          continue;
+        }
+        const us = (c: string) => Number(c.split(' ').pop());
+        if (marked[0]!.startsWith('=')) {
+          // configured: its own prediction alone
+          if (cells.length !== 1) problems.push(`${collective} ${line}: configured with other candidates`);
+        } else if (cells.some((c) => us(c) < us(marked[0]!))) problems.push(`${collective} ${line}: the marked one is not the least`);
+      }
+    }
+    expect(problems).toEqual([]);
+    expect(r.stdout).toMatch(/^ {2}switch1 \(group of 16, tcp\): =knomial:4 \d+\.\d\d$/m);
+    expect(r.stdout).toMatch(/^ {2}socket \(reduce\) \(group of 18, shm\): =rabenseifner \d+\.\d\d$/m);
+    expect(r.stdout).toMatch(/^ {2}whole call: reduce-bcast \d+\.\d\d$/m);
+    expect((await cli(['groups', ...seedJob, '--explain', '--bytes', '8,lots'])).stderr).toMatch(
+      /EINVAL: topocoll groups: --bytes takes sizes such as 65536, 64KiB or 1MiB, got "lots"/,
+    );
   });
 });

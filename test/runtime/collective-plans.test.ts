@@ -6,10 +6,10 @@ import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group } from '../../src/groups/plan.js';
 import type { RankPlacement } from '../../src/topology/types.js';
 import { decodeSteps, StepKind, type Step } from '../../src/algorithms/schedule.js';
-import { AUTO_SEGMENT_BYTES, chooseForClass, EVERY_RANK_COMBINES_MAX_RANKS, isNodeLocal, shmAllreduceProtocol } from '../../src/algorithms/selection.js';
+import { EVERY_RANK_COMBINES_MAX_RANKS, isNodeLocal, MAX_SIZE_BUCKET, shmAllreduceProtocol, type Choice } from '../../src/algorithms/selection.js';
 import { CollectivePlans, rankOrderedPlan, SHM_ALLREDUCE_MAX_BYTES, SHM_ALLGATHER_EVERY_RANK_MAX_BYTES } from '../../src/runtime/collective-plans.js';
 import { thrown } from '../helpers/thrown.js';
-import { byCore, coreLocality } from '../helpers/placements.js';
+import { byCore, coreLocality, range } from '../helpers/placements.js';
 
 /** The choices of collective-plans.ts as plain functions of configuration and plan. */
 const config = (input: TopocollConfigInput = {}) => validateConfig(input);
@@ -18,48 +18,110 @@ const placements = byCore(['a', 'b', 'c', 'd'], 4, 2);
 const plan = planGroups(placements);
 const groupAt = (level: string): Group => plan.groups.get(level as never)![0]!;
 
-describe('chooseForClass', () => {
-  it('auto: shm bcast and binomial reduce inside a node; between nodes binomial, and for large messages in groups of 4 scatter-allgather and rabenseifner', () => {
-    const small = chooseForClass(config(), plan, 'small', 65536);
-    const large = chooseForClass(config(), plan, 'large', 65536);
-    expect(plan.levels).toEqual(['socket', 'node', 'world']);
-    for (const level of ['socket', 'node']) {
-      expect(formatAlgorithm(small.bcast(groupAt(level)))).toBe('shm');
-      expect(formatAlgorithm(large.reduce(groupAt(level)))).toBe('binomial');
-    }
-    expect(formatAlgorithm(small.bcast(groupAt('world')))).toBe('binomial');
-    expect(formatAlgorithm(large.bcast(groupAt('world')))).toBe('scatter-allgather');
-    expect(formatAlgorithm(large.reduce(groupAt('world')))).toBe('rabenseifner');
-    expect(small.allreduce).toEqual({ variant: 'reduce-allreduce-bcast', top: 'recursive-doubling' });
-    expect(large.allreduce).toEqual({ variant: 'reduce-allreduce-bcast', top: 'rabenseifner' });
-  });
-
-  it('segments: none for small messages; for large ones 64 KiB, at most the eager limit where schedules exchange', () => {
-    const small = chooseForClass(config(), plan, 'small', 16384);
-    expect(small.segmentBytes.bcast).toBe(0);
-    const large = chooseForClass(config(), plan, 'large', 16384);
-    expect(AUTO_SEGMENT_BYTES).toBe(65536);
-    // world uses scatter-allgather / rabenseifner for large messages: exchanges.
-    // Allgather's gather phase always exchanges; its bcast phase follows bcast's algorithms.
-    expect(large.segmentBytes).toEqual({ bcast: 16384, reduce: 16384, allreduce: 16384, allgather: 16384, allgatherBcast: 16384 });
-    const noExchanges = chooseForClass(
-      config({ bcast: { levels: { world: 'binomial' } }, reduce: { levels: { world: 'binomial' } }, allreduce: { algorithm: 'reduce-bcast' } }),
+describe('CollectivePlans and the Selector', () => {
+  /** Rank 0's plans over the 4 × 4 job (several nodes: no one-node shared area), and what it registered. */
+  function plans4x4(input: TopocollConfigInput = {}, eagerBytes = 65536) {
+    const registered: Int32Array[] = [];
+    const plans = new CollectivePlans({
       plan,
-      'large',
-      16384,
-    );
-    expect(noExchanges.segmentBytes).toEqual({ bcast: 65536, reduce: 65536, allreduce: 65536, allgather: 16384, allgatherBcast: 65536 });
-    const fixed = chooseForClass(config({ bcast: { segment: '8KiB', levels: { world: 'binomial' } } }), plan, 'small', 16384);
-    expect(fixed.segmentBytes.bcast).toBe(8192);
+      orderedPlan: plan,
+      rank: 0,
+      config: config(input),
+      shmGroups: new Map(
+        [...plan.groups.values()]
+          .flat()
+          .filter((g) => isNodeLocal(plan, g))
+          .map((g, i) => [g, i]),
+      ),
+      eagerBytes,
+      oversubscribed: false,
+      cores: 4,
+      register: (encoded) => registered.push(encoded) - 1,
+    });
+    return { plans, registered };
+  }
+  const groups = [...plan.groups.values()].flat();
+  /** Two choices that build the same schedules: every group's algorithms, the allreduce's shape, the segments. */
+  const sameChoice = (a: Choice, b: Choice): boolean =>
+    groups.every(
+      (g) =>
+        formatAlgorithm(a.bcast(g)) === formatAlgorithm(b.bcast(g)) &&
+        formatAlgorithm(a.reduce(g)) === formatAlgorithm(b.reduce(g)) &&
+        a.allgather(g) === b.allgather(g),
+    ) && JSON.stringify([a.allreduce, a.segmentBytes]) === JSON.stringify([b.allreduce, b.segmentBytes]);
+  const buckets = range(0, MAX_SIZE_BUCKET);
+
+  it('shares schedules between size buckets with equal choices: one registration per distinct choice', () => {
+    const { plans, registered } = plans4x4();
+    const ids = buckets.map((b) => plans.bcast(0, 2 ** b, 1).bcast);
+    const choices = buckets.map((b) => plans.selector.chooseBucket(b));
+    for (const i of buckets) {
+      for (const j of buckets) expect(ids[i] === ids[j]).toBe(sameChoice(choices[i]!, choices[j]!));
+    }
+    const distinct = new Set(ids).size;
+    expect(registered.length).toBe(distinct);
+    expect(distinct).toBeGreaterThan(1);
+    expect(distinct).toBeLessThan(buckets.length);
+    // found again without registering, for any size of the bucket (2^(b−1) + 1 … 2^b)
+    for (const b of buckets.slice(2)) expect(plans.bcast(0, 2 ** (b - 1) + 1, 1).bcast).toBe(ids[b]);
+    expect(registered.length).toBe(distinct);
+    // allreduce: its two phases per distinct choice
+    const before = registered.length;
+    const allreduceIds = buckets.map((b) => {
+      const call = plans.allreduce(2 ** b, 4, true);
+      return `${call.reduce}/${call.bcast}`;
+    });
+    expect(registered.length - before).toBe(2 * new Set(allreduceIds).size);
+    for (const i of buckets) for (const j of buckets) if (ids[i] === ids[j]) expect(allreduceIds[i]).toBe(allreduceIds[j]);
   });
 
-  it('takes the configured algorithm of a level, and refuses shm on a level that spans nodes (ECONFIG naming it)', () => {
-    const c = chooseForClass(config({ bcast: { levels: { node: 'knomial:4' } }, reduce: { levels: { socket: 'flat' } } }), plan, 'small', 65536);
-    expect(formatAlgorithm(c.bcast(groupAt('node')))).toBe('knomial:4');
-    expect(formatAlgorithm(c.reduce(groupAt('socket')))).toBe('flat');
-    // Found while choosing, before any schedule exists.
-    expect(thrown(() => chooseForClass(config({ reduce: { levels: { world: 'shm' } } }), plan, 'small', 65536), 'ECONFIG').message).toMatch(
-      /reduce\.levels\.world: shm works only inside a node/,
+  it("gives each call its choice's segment, in elements", () => {
+    const { plans } = plans4x4();
+    for (const b of [0, 10, 16, 20, 24, 26]) {
+      const bytes = 2 ** b;
+      const c = plans.selector.choose(bytes);
+      const elements = (seg: number) => (seg === 0 ? 0 : Math.max(1, Math.floor(seg / 4)));
+      expect(plans.bcast(1, bytes, 4).segment).toBe(elements(c.segmentBytes.bcast));
+      expect(plans.reduce(1, bytes, 4, true).segment).toBe(elements(c.segmentBytes.reduce));
+      expect(plans.allreduce(bytes, 4, true).segment).toBe(elements(c.segmentBytes.allreduce));
+      const a = plans.allgather(bytes, 4, bytes / 16);
+      expect([a.segment, a.bcastSegment]).toEqual([elements(c.segmentBytes.allgather), elements(c.segmentBytes.allgatherBcast)]);
+    }
+  });
+
+  it("describes a group's algorithms as runs of sizes, as the Selector chooses them", () => {
+    const { plans } = plans4x4();
+    for (const g of groups) {
+      const d = plans.describe(g);
+      for (const [runs, pick] of [
+        [d.bcast, (c: Choice) => formatAlgorithm(c.bcast(g))],
+        [d.reduce, (c: Choice) => formatAlgorithm(c.reduce(g))],
+        [d.allgather, (c: Choice) => c.allgather(g)],
+      ] as const) {
+        expect(runs[runs.length - 1]!.upToBytes).toBeNull();
+        for (let i = 1; i < runs.length; i++) expect(runs[i]!.algorithm).not.toBe(runs[i - 1]!.algorithm);
+        // every bucket's algorithm is its run's: the first run whose bound holds it
+        for (const b of buckets) {
+          const run = runs.find((r) => r.upToBytes === null || 2 ** b <= r.upToBytes)!;
+          expect(run.algorithm).toBe(pick(plans.selector.chooseBucket(b)));
+        }
+      }
+      expect(d.barrier).toBe(formatAlgorithm(plans.selector.chooseBucket(0).barrier(g)));
+    }
+    // configured: one run
+    const fixed = plans4x4({ bcast: { levels: { world: 'knomial:4' } } }).plans.describe(groupAt('world'));
+    expect(fixed.bcast).toEqual([{ upToBytes: null, algorithm: 'knomial:4' }]);
+    expect(plans.explain('reduce', 3000)).toEqual(plans.selector.explain('reduce', 3000));
+  });
+
+  it('takes the configured algorithm of a level, and refuses shm on a level that spans nodes (ECONFIG naming it) before any schedule exists', () => {
+    const { plans } = plans4x4({ bcast: { levels: { node: 'knomial:4' } }, reduce: { levels: { socket: 'flat' } } });
+    for (const b of buckets) {
+      expect(formatAlgorithm(plans.selector.chooseBucket(b).bcast(groupAt('node')))).toBe('knomial:4');
+      expect(formatAlgorithm(plans.selector.chooseBucket(b).reduce(groupAt('socket')))).toBe('flat');
+    }
+    expect(thrown(() => plans4x4({ reduce: { levels: { world: 'shm' } } }), 'ECONFIG').message).toMatch(
+      /reduce\.levels\.world: shm works only inside a node, and the world group world spans nodes/,
     );
   });
 
@@ -72,6 +134,7 @@ describe('chooseForClass', () => {
 /** Rank 0's CollectivePlans for a job on `placed`, and the schedules it registered (by id). */
 function rankZeroPlans(placed: RankPlacement[], input: TopocollConfigInput, oversubscribed: boolean): { plans: CollectivePlans; registered: Int32Array[] } {
   const p = planGroups(placed);
+  const perNode = placed.filter((x) => x.node === placed[0]!.node).length;
   const registered: Int32Array[] = [];
   const plans = new CollectivePlans({
     plan: p,
@@ -86,6 +149,8 @@ function rankZeroPlans(placed: RankPlacement[], input: TopocollConfigInput, over
     ),
     eagerBytes: Infinity,
     oversubscribed,
+    // a core per rank, or half as many
+    cores: oversubscribed ? Math.max(1, perNode >> 1) : perNode,
     register: (encoded) => registered.push(encoded) - 1,
   });
   return { plans, registered };

@@ -46,12 +46,11 @@ const COMBINATIONS: Combination[] = [
     allgather: 'bruck',
   },
   {
-    name: 'scatter-allgather and rabenseifner everywhere, 4 KiB segments, everything large',
+    name: 'scatter-allgather and rabenseifner everywhere, 4 KiB allreduce segments',
     bcast: ['scatter-allgather', 'scatter-allgather'],
     reduce: ['rabenseifner', 'rabenseifner'],
     allreduce: '{ algorithm: reduce-allreduce-bcast, top: rabenseifner, segment: 4KiB, shm: false }',
     allgather: 'neighbor-exchange',
-    extra: 'collectives: { largeBytes: 1KiB }\n',
   },
   // On one node small allreduces (and barriers) go through the node-wide shared area here;
   // the combinations above switch it off to test their schedules at every size.
@@ -65,7 +64,6 @@ const COMBINATIONS: Combination[] = [
     reduce: ['binomial', 'binomial'],
     allreduce: '{ algorithm: reduce-allreduce-bcast, top: recursive-doubling, shm: false }',
     allgather: ['shm', 'ring'],
-    extra: 'collectives: { largeBytes: 1KiB }\n',
   },
 ];
 
@@ -133,7 +131,7 @@ describe('per-level algorithms in real jobs', () => {
         reduce: ['rabenseifner', 'rabenseifner'],
         allreduce: `{ algorithm: reduce-allreduce-bcast, top: ${top}, shm: false }`,
         allgather: top === 'rabenseifner' ? 'bruck' : 'neighbor-exchange',
-        extra: 'collectives: { largeBytes: 1KiB }\nshm: { channelBytes: 16384 }\n',
+        extra: 'shm: { channelBytes: 16384 }\n',
       };
       const r = runJob(['-n', ranks, '--config', combinationConfig(c), jobScript('strategies.mjs'), ...SIZES, '300000', '--big=1048576']);
       expectAllRanksOk(r, Number(ranks));

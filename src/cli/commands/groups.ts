@@ -1,15 +1,16 @@
 import { resolve } from 'node:path';
-import { formatAlgorithm, type BcastAlgorithm, type ReduceAlgorithm } from '../../algorithms/algorithm-choice.js';
 import { allgatherAlcd } from '../../algorithms/group-allgather.js';
 import { DEFAULT_CONFIG_PATH, loadConfigFile } from '../../config/load.js';
 import type { TopocollConfig } from '../../config/schema.js';
-import { chooseForClass, type ClassChoice } from '../../algorithms/selection.js';
+import { MAX_SIZE_BUCKET, Selector, type Choice, type Explanation } from '../../algorithms/selection.js';
+import { formatAlgorithm } from '../../algorithms/algorithm-choice.js';
 import { TopocollError } from '../../errors.js';
 import { planToJson } from '../../groups/plan-json.js';
+import { eagerBytes } from '../../runtime/job-planner.js';
 import { planGroups, type DroppedLevel, type Group, type GroupPlan } from '../../groups/plan.js';
 import { compressHostlist } from '../../topology/network/hostlist.js';
 import { readNetworkFile } from '../../topology/network/network-file.js';
-import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
+import { parseByteSize, parseCommandArgs, parseNonNegativeInt } from '../args.js';
 import type { CliIo } from '../io.js';
 import { mappingOptions, placementsFrom, mappingUsage } from '../mapping-options.js';
 
@@ -17,6 +18,7 @@ export const groupsHelp = `topocoll groups — plan the per-level groups of a jo
 
 Usage: topocoll groups (--localities FILE | <placement options>) [--network FILE]
                        [--disable L1,L2] [--config FILE] [--rank R] [--json]
+                       [--explain [--bytes N,…]]
 
   --localities FILE  where every rank runs: "<rank> <node> <locality>" lines
                      (as printed by "topocoll localities")
@@ -27,6 +29,11 @@ ${mappingUsage}
   --config FILE      take disabled levels and the network file from a topocoll YAML file
   --rank R           also print the chain of groups rank R goes through
   --json             print the plan as JSON (levels, every rank's groups, dropped levels)
+  --explain          for each collective, every level's candidate algorithms with the cost
+                     model's predicted time (the configuration's \`model\`), the choice, the
+                     segment and the whole call's prediction
+  --bytes N,…        message sizes to explain (allgather: the whole result; units as 64KiB;
+                     default 8,64KiB,4MiB)
 `;
 
 export function groupsCommand(argv: string[], io: CliIo): number {
@@ -38,6 +45,8 @@ export function groupsCommand(argv: string[], io: CliIo): number {
     config: { type: 'string' },
     rank: { type: 'string' },
     json: { type: 'boolean' },
+    explain: { type: 'boolean' },
+    bytes: { type: 'string' },
     help: { type: 'boolean' },
   });
   if (values.help) {
@@ -69,62 +78,119 @@ export function groupsCommand(argv: string[], io: CliIo): number {
   if (values.json) {
     io.stdout(JSON.stringify(planToJson(plan)) + '\n');
   } else {
-    io.stdout(formatPlan(plan, network?.source, config ?? loadConfigFile(DEFAULT_CONFIG_PATH)));
+    const effective = config ?? loadConfigFile(DEFAULT_CONFIG_PATH);
+    const selector = offlineSelector(effective, plan);
+    io.stdout(formatPlan(plan, network?.source, selector));
     if (rank !== undefined) io.stdout(formatChain(plan, rank));
+    if (values.explain) {
+      const sizes = (values.bytes ?? '8,64KiB,4MiB').split(',').map((t) => parseByteSize('groups', 'bytes', t.trim()));
+      for (const bytes of sizes) io.stdout(formatExplanations(selector, bytes));
+    }
   }
   return 0;
 }
 
-function formatPlan(plan: GroupPlan, networkSource: string | undefined, config: TopocollConfig): string {
+/**
+ * The plan's choices without running it: every node is taken to have a core per rank (the most
+ * ranks any node has), not oversubscribed. Segments between nodes are capped by the eager limit
+ * a job would have (job-planner.ts's eagerBytes); without the addon, which knows the TCP limit,
+ * by FALLBACK_EAGER_BYTES — then a large message's choices between nodes may differ from a
+ * running job's (comm.explain gives those).
+ */
+function offlineSelector(config: TopocollConfig, plan: GroupPlan): Selector {
+  const perNode = new Map<string, number>();
+  for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
+  let eager = FALLBACK_EAGER_BYTES;
+  try {
+    eager = eagerBytes(config, plan);
+  } catch (e) {
+    if (!(e instanceof TopocollError)) throw e;
+  }
+  return new Selector(config, plan, eager, { cores: Math.max(1, ...perNode.values()), oversubscribed: false, mpi: config.transport === 'mpi' });
+}
+
+/** The eager limit assumed without the addon. */
+const FALLBACK_EAGER_BYTES = 65536;
+
+/** "binomial ≤ 64 KiB, scatter-allgather" — the algorithm per run of message sizes. */
+function sizeRuns(selector: Selector, pick: (c: Choice) => string): string {
+  const runs: { upTo: number; algorithm: string }[] = [];
+  for (let b = 0; b <= MAX_SIZE_BUCKET; b++) {
+    const algorithm = pick(selector.chooseBucket(b));
+    const last = runs[runs.length - 1];
+    if (last !== undefined && last.algorithm === algorithm) last.upTo = 2 ** b;
+    else runs.push({ upTo: 2 ** b, algorithm });
+  }
+  return runs.map((r, i) => (i === runs.length - 1 ? r.algorithm : `${r.algorithm} ≤ ${formatBytes(r.upTo)}`)).join(', ');
+}
+
+function formatBytes(n: number): string {
+  if (n >= 1 << 30 && n % (1 << 30) === 0) return `${n / (1 << 30)} GiB`;
+  if (n >= 1 << 20 && n % (1 << 20) === 0) return `${n / (1 << 20)} MiB`;
+  if (n >= 1024 && n % 1024 === 0) return `${n / 1024} KiB`;
+  return `${n} B`;
+}
+
+function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector: Selector): string {
   const nodes = new Set(plan.placements.map((p) => p.node));
   const lines = [`${plan.size} ranks on ${nodes.size} node(s); network: ${networkSource ?? 'none'}`, ''];
-  // The algorithms do not depend on the eager limit; any value will do to name them.
-  const small = chooseForClass(config, plan, 'small', 65536);
-  const large = chooseForClass(config, plan, 'large', 65536);
-  const names = (groups: Group[], pick: (g: Group) => string) => [...new Set(groups.map(pick))].join('|');
-  const bySize = (groups: Group[], of: (c: ClassChoice) => (g: Group) => BcastAlgorithm | ReduceAlgorithm) => {
-    const s = names(groups, (g) => formatAlgorithm(of(small)(g)));
-    const l = names(groups, (g) => formatAlgorithm(of(large)(g)));
-    return s === l ? s : `${s} / ${l}`;
-  };
-  // Allgather: the algorithm and its ALCD (S2's average logical communication distance, from the
-  // schedule of the level's largest group).
-  const allgatherOf = (groups: Group[], c: ClassChoice): string => {
-    const largest = groups.reduce<Group | undefined>((a, g) => (a === undefined || g.members.length > a.members.length ? g : a), undefined);
-    if (largest === undefined) return '-';
-    const algorithm = c.allgather(largest);
-    return `${algorithm} ${allgatherAlcd(algorithm, largest.members.length).toFixed(2)}`;
-  };
-  const allgatherText = (groups: Group[]) => {
-    const s = allgatherOf(groups, small);
-    const l = allgatherOf(groups, large);
-    return s === l ? s : `${s} / ${l}`;
-  };
-  const rows = [['level', 'groups', 'size', 'leaders', 'bcast (small / large)', 'reduce (small / large)', 'allgather, ALCD (small / large)']];
+  const largestOf = (groups: Group[]): Group | undefined =>
+    groups.reduce<Group | undefined>((a, g) => (a === undefined || g.members.length > a.members.length ? g : a), undefined);
+  // Allgather: the algorithms and their ALCD (S2's average logical communication distance, from
+  // the schedule of the level's largest group).
+  const rows = [['level', 'groups', 'size', 'leaders', 'bcast', 'reduce', 'allgather (ALCD)', 'barrier']];
   for (const level of plan.levels) {
     const groups = plan.groups.get(level) ?? [];
     const sizes = groups.map((g) => g.members.length);
     const sizeText = sizes.length === 0 ? '-' : Math.min(...sizes) === Math.max(...sizes) ? String(sizes[0]) : `${Math.min(...sizes)}-${Math.max(...sizes)}`;
     const leaders = groups.map((g) => g.leader);
+    const g = largestOf(groups);
+    const n = g?.members.length ?? 1;
     rows.push([
       level,
       String(groups.length),
       sizeText,
       abbreviate(leaders),
-      bySize(groups, (c) => c.bcast),
-      bySize(groups, (c) => c.reduce),
-      allgatherText(groups),
+      g === undefined ? '-' : sizeRuns(selector, (c) => formatAlgorithm(c.bcast(g))),
+      g === undefined ? '-' : sizeRuns(selector, (c) => formatAlgorithm(c.reduce(g))),
+      g === undefined ? '-' : sizeRuns(selector, (c) => `${c.allgather(g)} ${allgatherAlcd(c.allgather(g), n).toFixed(2)}`),
+      g === undefined ? '-' : formatAlgorithm(selector.chooseBucket(0).barrier(g)),
     ]);
   }
   lines.push(...table(rows));
-  const top = (c: ClassChoice) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top group ${c.allreduce.top}`);
-  lines.push('', `allreduce: ${top(small)} (small)${top(large) === top(small) ? '' : `; ${top(large)} (large)`}; large above 65536 bytes`);
+  lines.push(
+    '',
+    `allreduce: ${sizeRuns(selector, (c) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast (top ${c.allreduce.top})`))}`,
+  );
+  lines.push('(sizes: of the message; allgather: of the whole result. --explain shows the predictions behind each choice)');
   const byReason = dropsByReason(plan.dropped);
   if (byReason.size > 0) {
     lines.push('', 'dropped levels:');
     for (const [reason, dropNodes] of byReason) lines.push(`  ${reason} — on ${compressHostlist(dropNodes)}`);
   }
   return lines.join('\n') + '\n';
+}
+
+/** Every collective's explanation at `bytes`: a table per collective. */
+function formatExplanations(selector: Selector, bytes: number): string {
+  const lines = ['', `# the cost model at ${formatBytes(bytes)} (µs predicted; * = chosen, = configured)`];
+  for (const collective of ['bcast', 'reduce', 'allreduce', 'allgather', 'barrier'] as const) {
+    lines.push(...formatExplanation(selector.explain(collective, bytes)));
+  }
+  return lines.join('\n') + '\n';
+}
+
+export function formatExplanation(e: Explanation): string[] {
+  const seg = e.segmentBytes === 0 || e.segmentBytes >= e.bytes ? 'no segments' : `segments of ${formatBytes(e.segmentBytes)}`;
+  const lines = ['', `${e.collective}: predicted ${e.predictedUs.toFixed(2)} µs, ${seg}`];
+  for (const l of e.levels) {
+    const cells = l.candidates.map((c) => `${c.algorithm === l.chosen ? (l.configured ? '=' : '*') : ' '}${c.algorithm} ${c.us.toFixed(2)}`);
+    lines.push(`  ${l.level} (group of ${l.groupSize}, ${l.link}): ${cells.join('  ')}`);
+  }
+  if (e.allreduce !== undefined) lines.push(`  whole call: ${e.allreduce.map((c) => `${c.algorithm} ${c.us.toFixed(2)}`).join('  ')}`);
+  if (e.segments.length > 1)
+    lines.push(`  segments: ${e.segments.map((s) => `${s.bytes === 0 ? 'none' : formatBytes(s.bytes)} ${s.us.toFixed(2)}`).join('  ')}`);
+  return lines;
 }
 
 /** Drops are the same on most nodes: one entry per (level, reason) with its nodes. */
