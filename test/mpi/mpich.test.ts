@@ -17,6 +17,11 @@ import { tempDir } from '../helpers/temp.js';
  * afterwards, as /dev/shm must be. Needs `npm run build` and that addon.
  */
 const addon = join(repoRoot, 'build', 'mpich', 'Release', 'topocoll_mpi.node');
+const openMpiAddon = join(repoRoot, 'build', 'mpi', 'Release', 'topocoll_mpi.node');
+/** The shared libraries `file` links (ldd), or '' if it is missing. */
+const linked = (file: string) => (existsSync(file) ? spawnSync('ldd', [file], { encoding: 'utf8' }).stdout : '');
+// The default build is Open MPI's where mpicc is (its own tests need it: mpi-addon.test.ts).
+const openMpiBuilt = /libmpi\.so/.test(linked(openMpiAddon));
 const MPIEXEC = 'mpiexec.mpich';
 const haveMpiexec = spawnSync(MPIEXEC, ['--version'], { encoding: 'utf8' }).status === 0;
 const built = existsSync(addon);
@@ -35,8 +40,8 @@ const mpiJobs = join(repoRoot, 'test', 'mpi', 'jobs');
  * `mpiexec.mpich -bind-to core -n P -env TOPOCOLL_NODE node0 node <nodeArgs> : -n P -env
  * TOPOCOLL_NODE node1 …`: one context per entry of `perNode` (ranks in blocks); a single entry
  * without node names when `named` is false. Hydra hands every rank the whole environment, here
- * the MPICH addon and a TMPDIR of the job's own, which the result says whether it is empty
- * after the job.
+ * the MPICH addon (unless `env` names another) and a TMPDIR of the job's own, which the result
+ * says whether it is empty after the job.
  */
 function mpiexec(perNode: number[], nodeArgs: string[], env: Record<string, string> = {}, options: { named?: boolean; timeoutMs?: number } = {}) {
   const named = options.named ?? true;
@@ -53,7 +58,7 @@ function mpiexec(perNode: number[], nodeArgs: string[], env: Record<string, stri
     encoding: 'utf8',
     cwd: repoRoot,
     timeout: options.timeoutMs ?? 30_000,
-    env: { ...process.env, ...env, TOPOCOLL_MPI_ADDON: addon, TMPDIR: tmp },
+    env: { ...process.env, TOPOCOLL_MPI_ADDON: addon, ...env, TMPDIR: tmp },
   });
   const lines = String(r.stdout)
     .split('\n')
@@ -75,9 +80,8 @@ describe.skipIf(skip)('MPICH: topocoll/mpi built against MPICH, jobs under mpiex
     expect(built, `${addon} is missing: run npm run build:mpi -- --mpi mpich`).toBe(true);
     expect(haveMpiexec, `${MPIEXEC} is not installed`).toBe(true);
     // The MPICH build links MPICH, not what mpicc points to.
-    const ldd = spawnSync('ldd', [addon], { encoding: 'utf8' });
-    expect(ldd.stdout).toMatch(/libmpich\.so/);
-    expect(ldd.stdout).not.toMatch(/libmpi\.so/);
+    expect(linked(addon)).toMatch(/libmpich\.so/);
+    expect(linked(addon)).not.toMatch(/libmpi\.so/);
   });
 
   it('TOPOCOLL_MPI_ADDON is taken relative to the working directory; one naming no file is EINVAL naming the variable', () => {
@@ -150,6 +154,18 @@ describe.skipIf(skip)('MPICH: topocoll/mpi built against MPICH, jobs under mpiex
     const r = mpiexec([2, 3], [join(mpiJobs, 'mpi-split.mjs')], {}, { timeoutMs: 60_000 });
     expect(okRanks(r.lines), r.out).toEqual([0, 1, 2, 3, 4]);
     await expectRanksOk(r, 5);
+  });
+
+  it.skipIf(!openMpiBuilt)('the Open MPI build under mpiexec.mpich: transport: mpi fails with ECONFIG (MPI sees a world of one, Hydra two ranks)', () => {
+    const r = mpiexec(
+      [2],
+      [jobScript('collectives.mjs'), '--quick'],
+      { TOPOCOLL_CONFIG: configFile('transport: mpi\n'), TOPOCOLL_MPI_ADDON: openMpiAddon },
+      { named: false },
+    );
+    expect(r.signal, r.out).toBeNull();
+    expect(r.status, r.out).not.toBe(0);
+    expect(r.stderr).toMatch(/ECONFIG.*transport: mpi: MPI says rank 0 of 1, the launcher's variables rank \d of 2.*MPICH's mpiexec/);
   });
 
   it("init() over TCP under mpiexec.mpich -n 3: rank and size from Hydra's variables, the rendezvous file keyed by its proxy", async () => {
