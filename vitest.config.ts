@@ -15,6 +15,7 @@ const JOB_TESTS = [
   'test/cli/tune.test.ts',
   'test/mpi/mpi-addon.test.ts',
   'test/mpi/mpi-transport.test.ts',
+  'test/mpi/mpich.test.ts',
   'test/runtime/sub-communicators.test.ts',
   'test/runtime/barrier.test.ts',
   'test/runtime/collectives-jobs.test.ts',

@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // Builds the optional addon topocoll/mpi (native/mpi → build/mpi/Release/topocoll_mpi.node).
 // Run by `npm install` after the main addon, and by `npm run build:mpi`; arguments are passed to
-// cmake-js (e.g. --CDTOPOCOLL_WERROR=ON).
+// cmake-js (e.g. --CDTOPOCOLL_WERROR=ON), but for `--mpi NAME`: build against the MPI whose C
+// compiler wrapper is `mpicc.NAME` (Debian's names: mpicc.mpich, mpicc.openmpi) instead of
+// `mpicc`, into build/NAME/Release/topocoll_mpi.node, which TOPOCOLL_MPI_ADDON then loads
+// (src/mpi.ts). The default build is left as it is.
 //
 // The main addon must install whatever happens here: without an MPI library this prints one line
 // and exits 0, and a failed build says so and exits 0 too — unless TOPOCOLL_REQUIRE_MPI=1, when
@@ -16,7 +19,27 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const required = process.env.TOPOCOLL_REQUIRE_MPI === '1';
-const extraArgs = process.argv.slice(2);
+
+/** `--mpi NAME` (or `--mpi=NAME`) taken out of the arguments; the rest go to cmake-js. */
+function parseArgs(args) {
+  const extra = [];
+  let mpi;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (arg === '--mpi' || arg.startsWith('--mpi=')) {
+      mpi = arg === '--mpi' ? args[++i] : arg.slice('--mpi='.length);
+      // A plain name: it becomes a directory under build/ and a suffix of mpicc.
+      if (mpi === undefined || !/^[a-z0-9][a-z0-9_-]*$/i.test(mpi)) {
+        console.error(`topocoll: --mpi wants a name like mpich or openmpi (for mpicc.<name>), got ${mpi ?? 'nothing'}`);
+        process.exit(2);
+      }
+    } else {
+      extra.push(arg);
+    }
+  }
+  return { mpi, extra };
+}
+const { mpi, extra: extraArgs } = parseArgs(process.argv.slice(2));
 
 /** Ends the script: exit 0 unless MPI is required. */
 function giveUp(message) {
@@ -24,18 +47,18 @@ function giveUp(message) {
   process.exit(required ? 1 : 0);
 }
 
-/** Whether an executable `name` is on PATH. */
+/** The path of an executable `name` on PATH, or undefined. */
 function onPath(name) {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
     if (dir === '') continue;
     try {
       accessSync(join(dir, name), constants.X_OK);
-      return true;
+      return join(dir, name);
     } catch {
       // not in this directory
     }
   }
-  return false;
+  return undefined;
 }
 
 /** Whether CMake's FindMPI finds MPI's C bindings (MPI installed without mpicc on PATH, MPI_HOME set). */
@@ -55,9 +78,16 @@ function findMpiProbe() {
   }
 }
 
-if (!onPath('mpicc') && !findMpiProbe()) {
+// --mpi NAME: CMake's FindMPI asks that wrapper (MPI_C_COMPILER) for its headers and libraries.
+const mpiArgs = [];
+if (mpi !== undefined) {
+  const wrapper = onPath(`mpicc.${mpi}`);
+  if (wrapper === undefined) giveUp(`topocoll: mpicc.${mpi} is not on PATH, so topocoll/mpi is not built against ${mpi}`);
+  mpiArgs.push(`--CDMPI_C_COMPILER=${wrapper}`);
+} else if (!onPath('mpicc') && !findMpiProbe()) {
   giveUp('topocoll: no MPI library found (mpicc), so topocoll/mpi is not built; install Open MPI or MPICH and run npm run build:mpi');
 }
+const outDir = join('build', mpi ?? 'mpi');
 
 // The Node headers: npm passes its `nodedir` setting to install scripts (npm_config_nodedir),
 // and cmake-js uses it. Run directly (node scripts/build-mpi.mjs) there is none, and cmake-js
@@ -76,7 +106,7 @@ try {
   giveUp('topocoll: cmake-js is not installed, so topocoll/mpi is not built; run npm install, then npm run build:mpi');
 }
 
-const r = spawnSync(process.execPath, [cmakeJs, 'compile', '--directory', join(root, 'native', 'mpi'), '--out', join(root, 'build', 'mpi'), ...extraArgs], {
+const r = spawnSync(process.execPath, [cmakeJs, 'compile', '--directory', join(root, 'native', 'mpi'), '--out', join(root, outDir), ...mpiArgs, ...extraArgs], {
   cwd: root,
   env,
   stdio: 'inherit',
@@ -87,4 +117,5 @@ if (r.status !== 0) {
       'The main addon is installed; topocoll/mpi is unavailable until "npm run build:mpi" succeeds.',
   );
 }
-console.log(`topocoll: built topocoll/mpi (${join('build', 'mpi', 'Release', 'topocoll_mpi.node')})`);
+const built = join(outDir, 'Release', 'topocoll_mpi.node');
+console.log(`topocoll: built topocoll/mpi (${built}${mpi === undefined ? '' : `; load it with TOPOCOLL_MPI_ADDON=${built}`})`);

@@ -113,7 +113,10 @@ async function initOverMpi(job: JobEnvironment, config: TopocollConfig, env: Nod
     throw new TopocollError(
       'ECONFIG',
       `transport: mpi: MPI says rank ${world.rank} of ${world.size}, the launcher's variables rank ${job.rank} of ${job.size}`,
-      { rank: job.rank, hint: 'Start the job with mpirun (or srun with MPI support), not with another launcher.' },
+      {
+        rank: job.rank,
+        hint: "Start the job with the launcher of the MPI topocoll/mpi was built against (Open MPI's mpirun, MPICH's mpiexec; TOPOCOLL_MPI_ADDON chooses the build), or srun with MPI support.",
+      },
     );
   }
   return createCommunicator(world, { config, env });

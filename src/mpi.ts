@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
 import { TopocollError, rethrowNative } from './errors.js';
@@ -68,17 +68,13 @@ let addon: RawMpiAddon | undefined;
 
 /**
  * Loads build/mpi/Release/topocoll_mpi.node once; `TOPOCOLL_MPI_ADDON` names another build
- * instead (as TOPOCOLL_ADDON does for the main addon, src/native.ts).
+ * instead (as TOPOCOLL_ADDON does for the main addon, src/native.ts): one against another MPI
+ * (`npm run build:mpi -- --mpi mpich` writes build/mpich/Release/topocoll_mpi.node), relative to
+ * the working directory.
  */
 function load(): RawMpiAddon {
   if (addon !== undefined) return addon;
-  const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-  const chosen = process.env.TOPOCOLL_MPI_ADDON;
-  const candidates = chosen ? [chosen] : ['build/mpi/Release/topocoll_mpi.node', 'build/mpi/Debug/topocoll_mpi.node'].map((p) => join(root, p));
-  const path = candidates.find((p) => existsSync(p));
-  if (path === undefined) {
-    throw new TopocollError('EINVAL', `topocoll/mpi is not built (looked for ${candidates.join(', ')})`, { hint: BUILD_HINT });
-  }
+  const path = addonPath();
   try {
     addon = createRequire(import.meta.url)(path) as RawMpiAddon;
   } catch (e) {
@@ -88,6 +84,23 @@ function load(): RawMpiAddon {
     });
   }
   return addon;
+}
+
+/** The file load() loads: TOPOCOLL_MPI_ADDON's, or the default build's. Throws EINVAL if there is none. */
+function addonPath(): string {
+  const chosen = process.env.TOPOCOLL_MPI_ADDON;
+  if (chosen) {
+    const path = resolve(chosen);
+    if (existsSync(path)) return path;
+    throw new TopocollError('EINVAL', `topocoll/mpi is not built at ${path} (TOPOCOLL_MPI_ADDON)`, {
+      hint: 'Build it there ("npm run build:mpi -- --mpi <name>" writes build/<name>/Release/topocoll_mpi.node), or unset TOPOCOLL_MPI_ADDON to load the default build.',
+    });
+  }
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+  const candidates = ['build/mpi/Release/topocoll_mpi.node', 'build/mpi/Debug/topocoll_mpi.node'].map((p) => join(root, p));
+  const path = candidates.find((p) => existsSync(p));
+  if (path === undefined) throw new TopocollError('EINVAL', `topocoll/mpi is not built (looked for ${candidates.join(', ')})`, { hint: BUILD_HINT });
+  return path;
 }
 
 function call<T>(f: (a: RawMpiAddon) => T): T {

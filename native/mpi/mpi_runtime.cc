@@ -55,6 +55,9 @@ void PromoteLibmpi() {
 
 void FinalizeAtExit() { Finalize(); }
 
+// How many MpiCalls this thread holds (0 or 1: they never nest).
+thread_local int calls_on_this_thread = 0;
+
 }  // namespace
 
 InitResult EnsureInitialized() {
@@ -74,6 +77,13 @@ InitResult EnsureInitialized() {
       // no error handler can be set before MPI exists).
       Check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
       r.initialized_here = true;
+      // MPICH 4.0 raises the errors of MPI_Test and the like (calls bound to no communicator)
+      // on MPI_COMM_WORLD, MPI-4 on MPI_COMM_SELF, and their default handler aborts the job: a
+      // receive of a message longer than its buffer would end the job instead of failing. The
+      // addon's own communicators return errors; these two do too when the addon made MPI (an
+      // application that initialised MPI itself keeps its handlers).
+      Check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler(MPI_COMM_WORLD)");
+      Check(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler(MPI_COMM_SELF)");
     } else {
       Check(MPI_Query_thread(&provided), "MPI_Query_thread");
     }
@@ -98,6 +108,9 @@ void AddCleanup(void (*cleanup)()) {
 }
 
 void Finalize() {
+  // exit() from inside an MPI call on this thread (MPICH's MPI_Abort and fatal errors): the
+  // exclusive hold would wait for this thread's own shared one, and MPI is ending the process.
+  if (calls_on_this_thread > 0) return;
   Runtime& r = R();
   std::unique_lock<std::shared_mutex> lock(r.lifetime);
   if (!r.initialized || r.finalized) return;
@@ -120,7 +133,10 @@ MpiCall::MpiCall() : lifetime_(R().lifetime) {
     ok_ = !finalized;
   }
   if (ok_ && r.level.load() < kThreadMultiple) serial_ = std::unique_lock<std::mutex>(r.serial);
+  ++calls_on_this_thread;
 }
+
+MpiCall::~MpiCall() { --calls_on_this_thread; }
 
 std::string ErrorText(int code) {
   switch (code) {

@@ -15,6 +15,12 @@
 //   - Lock order: lifetime → serial → any other lock of the addon. MpiCalls never nest on one
 //     thread (a shared_mutex is not recursive; a nested shared hold can deadlock behind a
 //     waiting Finalize).
+//   - A process that exits from inside an MPI call (MPICH's MPI_Abort, and its fatal error
+//     handler, end the process with exit(), which runs the atexit handler) does not finalize:
+//     Finalize on a thread that holds an MpiCall returns at once instead of waiting for itself.
+//   - When the addon initialised MPI, MPI_COMM_WORLD and MPI_COMM_SELF get MPI_ERRORS_RETURN
+//     too: MPI raises the errors of calls bound to no communicator (MPI_Test of a request) on one
+//     of them in some implementations (MPICH 4.0: MPI_COMM_WORLD), not on the request's.
 #pragma once
 
 #include <mpi.h>
@@ -74,6 +80,7 @@ void Finalize();
 class MpiCall {
  public:
   MpiCall();
+  ~MpiCall();
   MpiCall(const MpiCall&) = delete;
   MpiCall& operator=(const MpiCall&) = delete;
   // False once MPI is finalized (by the addon or anyone else): make no MPI call then.

@@ -1,12 +1,20 @@
+import { readFileSync } from 'node:fs';
 import { TopocollError } from '../errors.js';
 
 /**
  * How this process was started, in the order of docs/architecture.md §2.1: the `topocoll run` launcher,
- * Open MPI, Slurm, the torchrun convention, else a world of one. Everything is read from the
- * environment; nothing is contacted here.
+ * Open MPI, MPICH's Hydra, Slurm, the torchrun convention, else a world of one. Everything is
+ * read from the environment (and, under Hydra, the parent process's name); nothing is contacted
+ * here.
  */
 
-export type LauncherKind = 'topocoll' | 'openmpi' | 'slurm' | 'torchrun' | 'single';
+export type LauncherKind = 'topocoll' | 'openmpi' | 'mpich' | 'slurm' | 'torchrun' | 'single';
+
+/** The parent of this process: its pid and command name (/proc/<pid>/comm), if readable. */
+export interface ParentProcess {
+  pid: number;
+  command?: string;
+}
 
 /** Where the rendezvous server is, or how to find it. */
 export type RendezvousPlan =
@@ -41,12 +49,21 @@ export interface JobEnvironment {
   timeoutMs?: number;
 }
 
-export function detectEnvironment(env: NodeJS.ProcessEnv = process.env): JobEnvironment {
+/** `parent` is asked only under Hydra (tests give their own). */
+export function detectEnvironment(env: NodeJS.ProcessEnv = process.env, parent: () => ParentProcess = parentProcess): JobEnvironment {
   if (env.TOPOCOLL_RANK !== undefined) return fromLauncher(env);
   if (env.OMPI_COMM_WORLD_RANK !== undefined) {
     const jobKey = env.PMIX_NAMESPACE ?? env.OMPI_MCA_ess_base_jobid;
     const multiNode = env.OMPI_COMM_WORLD_LOCAL_SIZE !== undefined && env.OMPI_COMM_WORLD_LOCAL_SIZE !== env.OMPI_COMM_WORLD_SIZE;
     return fromRanks('openmpi', env, 'OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', jobKey && `ompi-${jobKey}`, multiNode);
+  }
+  // MPICH's Hydra (mpiexec.hydra, Debian's mpiexec.mpich): PMI_RANK and PMI_SIZE, with
+  // MPI_LOCALRANKID and MPI_LOCALNRANKS, which only Hydra sets. srun's PMI-2 plugin
+  // (--mpi=pmi2) sets PMI_RANK and PMI_SIZE too but not MPI_LOCALNRANKS: that job is Slurm's,
+  // below. Hydra goes before Slurm because a Hydra job inside a Slurm allocation inherits the
+  // SLURM_PROCID of the proxy srun started on its node (one per node, not the rank).
+  if (env.PMI_RANK !== undefined && env.PMI_SIZE !== undefined && env.MPI_LOCALNRANKS !== undefined) {
+    return fromRanks('mpich', env, 'PMI_RANK', 'PMI_SIZE', hydraJobKey(parent()), env.MPI_LOCALNRANKS !== env.PMI_SIZE);
   }
   if (env.SLURM_PROCID !== undefined && env.SLURM_NTASKS !== undefined) {
     const jobKey = env.SLURM_JOB_ID && `slurm-${env.SLURM_JOB_ID}.${env.SLURM_STEP_ID ?? '0'}`;
@@ -55,6 +72,25 @@ export function detectEnvironment(env: NodeJS.ProcessEnv = process.env): JobEnvi
   }
   if (env.RANK !== undefined && env.WORLD_SIZE !== undefined) return fromRanks('torchrun', env, 'RANK', 'WORLD_SIZE', undefined, false);
   return { launcher: 'single', rank: 0, size: 1, rendezvous: { kind: 'none' } };
+}
+
+/**
+ * Hydra names its job by no variable. Every rank it starts on a node is a child of that node's
+ * one hydra_pmi_proxy of the job, so the proxy's pid names the job among the ranks of one node
+ * (the only ones the key's private file serves). A rank whose parent is something else (a shell
+ * that did not exec) gets no key: a one-node job then needs MASTER_ADDR/MASTER_PORT.
+ */
+function hydraJobKey(parent: ParentProcess): string | undefined {
+  return parent.command === 'hydra_pmi_proxy' ? `mpich-${parent.pid}` : undefined;
+}
+
+function parentProcess(): ParentProcess {
+  const pid = process.ppid;
+  try {
+    return { pid, command: readFileSync(`/proc/${pid}/comm`, 'utf8').trim() };
+  } catch {
+    return { pid };
+  }
 }
 
 function fromLauncher(env: NodeJS.ProcessEnv): JobEnvironment {
@@ -90,7 +126,8 @@ function fromRanks(
     size,
     rendezvous: rendezvousFor(env, jobKey, size, multiNode, rank),
     // Under another launcher, TOPOCOLL_NODE names the node too (emulated nodes under mpirun:
-    // `mpirun -np 2 -x TOPOCOLL_NODE=a app : -np 2 -x TOPOCOLL_NODE=b app`).
+    // `mpirun -np 2 -x TOPOCOLL_NODE=a app : -np 2 -x TOPOCOLL_NODE=b app`; under Hydra:
+    // `mpiexec -n 2 -env TOPOCOLL_NODE a app : -n 2 -env TOPOCOLL_NODE b app`).
     nodeName: env.TOPOCOLL_NODE || undefined,
     configFile: env.TOPOCOLL_CONFIG || undefined,
   };

@@ -6,13 +6,15 @@
 //
 // The expected rank and size come from the launcher's own variables, in the order topocoll's
 // environment detection uses them: TOPOCOLL_RANK/SIZE, OMPI_COMM_WORLD_RANK/SIZE,
-// SLURM_PROCID/SLURM_NTASKS, RANK/WORLD_SIZE. With none of them the job is a world of one.
+// PMI_RANK/PMI_SIZE (MPICH's Hydra), SLURM_PROCID/SLURM_NTASKS, RANK/WORLD_SIZE. With none of
+// them the job is a world of one.
 import { init } from 'topocoll';
 
 /** @type {[rankVar: string, sizeVar: string][]} */
 const LAUNCHER_VARS = [
   ['TOPOCOLL_RANK', 'TOPOCOLL_SIZE'],
   ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE'],
+  ['PMI_RANK', 'PMI_SIZE'],
   ['SLURM_PROCID', 'SLURM_NTASKS'],
   ['RANK', 'WORLD_SIZE'],
 ];

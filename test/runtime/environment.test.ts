@@ -5,7 +5,7 @@ import { parseConfig, validateConfig } from '../../src/config/load.js';
 import { nodeLayout } from '../../src/cli/launcher.js';
 import { thrown } from '../helpers/thrown.js';
 
-describe('detectEnvironment, in the order of architecture §5', () => {
+describe('detectEnvironment, in the order of architecture §2.1', () => {
   it('the topocoll launcher wins over everything else', () => {
     const job = detectEnvironment({
       TOPOCOLL_RANK: '3',
@@ -27,6 +27,34 @@ describe('detectEnvironment, in the order of architecture §5', () => {
     expect(job.nodeName).toBeUndefined();
     // TOPOCOLL_NODE names the node under any launcher (emulated nodes under mpirun).
     expect(detectEnvironment({ OMPI_COMM_WORLD_RANK: '1', OMPI_COMM_WORLD_SIZE: '4', PMIX_NAMESPACE: 'p@1', TOPOCOLL_NODE: 'b' }).nodeName).toBe('b');
+  });
+
+  it("MPICH's Hydra: ranks from PMI_RANK/PMI_SIZE with MPI_LOCALNRANKS, rendezvous in a private file keyed by the node's hydra_pmi_proxy", () => {
+    const hydra = { PMI_RANK: '2', PMI_SIZE: '4', PMI_FD: '6', MPI_LOCALRANKID: '2', MPI_LOCALNRANKS: '4' };
+    const proxy = () => ({ pid: 4242, command: 'hydra_pmi_proxy' });
+    expect(detectEnvironment(hydra, proxy)).toMatchObject({ launcher: 'mpich', rank: 2, size: 4, rendezvous: { kind: 'file', jobKey: 'mpich-4242' } });
+    expect(detectEnvironment({ ...hydra, TOPOCOLL_NODE: 'b' }, proxy).nodeName).toBe('b');
+    // A parent that is not the proxy (a shell that did not exec): no job key, so a one-node job needs an address.
+    const shell = () => ({ pid: 4243, command: 'sh' });
+    expect(detectEnvironment(hydra, shell).rendezvous).toMatchObject({ kind: 'missing', error: { code: 'ECONFIG' } });
+    expect(detectEnvironment({ ...hydra, MASTER_ADDR: 'h', MASTER_PORT: '29500' }, shell).rendezvous).toMatchObject({ kind: 'address', hostedByRank0: true });
+    // Fewer ranks on this node than in the job: several nodes, which need an address (or transport: mpi).
+    const across = detectEnvironment({ ...hydra, MPI_LOCALNRANKS: '2' }, proxy).rendezvous;
+    expect(across).toMatchObject({ kind: 'missing', error: { code: 'ECONFIG', message: expect.stringMatching(/spans several nodes/) as unknown } });
+    expect(thrown(() => detectEnvironment({ ...hydra, PMI_RANK: '4' }, proxy), 'ECONFIG').message).toMatch(/PMI_RANK=4 is not below PMI_SIZE=4/);
+  });
+
+  it('Hydra after Open MPI and before Slurm; srun --mpi=pmi2 (PMI_RANK without MPI_LOCALNRANKS) stays Slurm', () => {
+    const proxy = () => ({ pid: 7, command: 'hydra_pmi_proxy' });
+    const hydra = { PMI_RANK: '1', PMI_SIZE: '2', MPI_LOCALRANKID: '1', MPI_LOCALNRANKS: '2' };
+    expect(detectEnvironment({ ...hydra, OMPI_COMM_WORLD_RANK: '0', OMPI_COMM_WORLD_SIZE: '3', PMIX_NAMESPACE: 'p@1' }, proxy).launcher).toBe('openmpi');
+    // mpiexec inside a Slurm allocation: the ranks inherit the proxy's SLURM_PROCID (0 on every rank of a node).
+    const inAllocation = { ...hydra, SLURM_PROCID: '0', SLURM_NTASKS: '2', SLURM_JOB_ID: '77' };
+    expect(detectEnvironment(inAllocation, proxy)).toMatchObject({ launcher: 'mpich', rank: 1, size: 2 });
+    const pmi2 = { PMI_RANK: '1', PMI_SIZE: '2', PMI_FD: '5', PMI_JOBID: '77.0', SLURM_PROCID: '1', SLURM_NTASKS: '2', SLURM_JOB_ID: '77' };
+    expect(detectEnvironment(pmi2, proxy)).toMatchObject({ launcher: 'slurm', rank: 1, size: 2 });
+    // PMI_RANK alone (another PMI launcher) is none of these.
+    expect(detectEnvironment({ PMI_RANK: '1', PMI_SIZE: '2' }, proxy).launcher).toBe('single');
   });
 
   it('Open MPI or Slurm across nodes without an address: the ECONFIG init() over TCP throws, naming the variables to set', () => {

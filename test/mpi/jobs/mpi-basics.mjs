@@ -4,15 +4,19 @@
 // message order per tag, copies of sent arrays, truncated receives, split and dup, and MPI's
 // reference collectives. Prints `rank R ok` and exits 0, or prints the reason to stderr and
 // exits 1. With the argument `exit` it ends with process.exit(0) (MPI is then finalized by the
-// addon's atexit handler instead of the environment's cleanup hook).
+// addon's atexit handler instead of the environment's cleanup hook). Under Open MPI's mpirun or
+// MPICH's mpiexec (Hydra): the launcher's own variables say which rank this should be.
 import { initMpi, mpiAvailable } from 'topocoll/mpi';
+
+const launcherRank = Number(process.env.OMPI_COMM_WORLD_RANK ?? process.env.PMI_RANK ?? 0);
+const launcherSize = Number(process.env.OMPI_COMM_WORLD_SIZE ?? process.env.PMI_SIZE ?? 1);
 
 /**
  * @param {string} message
  * @returns {never}
  */
 function fail(message) {
-  console.error(`mpi-basics: rank ${process.env.OMPI_COMM_WORLD_RANK ?? 0}: ${message}`);
+  console.error(`mpi-basics: rank ${launcherRank}: ${message}`);
   process.exit(1);
 }
 
@@ -43,10 +47,8 @@ check(mpiAvailable(), 'mpiAvailable() is false');
 const world = initMpi();
 check(initMpi() === world, 'initMpi() is not idempotent');
 const { rank, size } = world;
-const wantRank = Number(process.env.OMPI_COMM_WORLD_RANK ?? 0);
-const wantSize = Number(process.env.OMPI_COMM_WORLD_SIZE ?? 1);
-check(rank === wantRank && size === wantSize, `initMpi() gave rank ${rank} of ${size}; mpirun says ${wantRank} of ${wantSize}`);
-check(world.threadLevel === 'multiple', `thread level ${world.threadLevel}, want multiple (Open MPI 4.1 supports it)`);
+check(rank === launcherRank && size === launcherSize, `initMpi() gave rank ${rank} of ${size}; the launcher says ${launcherRank} of ${launcherSize}`);
+check(world.threadLevel === 'multiple', `thread level ${world.threadLevel}, want multiple (Open MPI 4.1 and MPICH 4.0 support it)`);
 check(world.tagBase === 0, `tagBase ${world.tagBase}`);
 
 // The native layer: an External (typeof 'object', no properties), the same on every access.
