@@ -406,11 +406,17 @@ export class Communicator {
   private readonly probes = new Map<string, number>();
 
   /**
-   * @internal `topocoll tune barrier`: runs `steps` as one zero-byte call (a barrier's first
-   * phase; the second is empty). Every rank must pass its part of one schedule whose messages
-   * match, in the same call sequence as everything else.
+   * @internal `topocoll tune`: runs `steps` as one call. Every rank must pass its part of one
+   * schedule whose messages match, in the same call sequence as everything else.
+   *
+   * Without `buffer`: a zero-byte call (a barrier's first phase; the second is empty). With one
+   * (every rank passes the same length): an in-place float64 sum allreduce whose first phase is
+   * `steps` and whose second is empty — B is `buffer` itself (nothing is copied first), so a step
+   * without a range moves the whole buffer, a RecvReduce adds what arrives into it, and the call
+   * runs in segments of `segment` elements (0: one segment; exchanges between nodes must fit
+   * the native TCP limit, see schedule.ts).
    */
-  runProbe(steps: Step[]): void {
+  runProbe(steps: Step[], buffer?: Float64Array, segment = 0): void {
     this.ensureOpen();
     const register = (s: Step[]): number => {
       const encoded = encodeSchedule({ collective: 'reduce', root: 0, steps: s });
@@ -419,7 +425,14 @@ export class Communicator {
       if (id === undefined) this.probes.set(key, (id = this.register(encoded)));
       return id;
     };
-    const call = this.nativeCall(NativeCollective.barrier, { reduce: register(steps), bcast: register([]), segment: 0 }, null, null, 0, 1, 0, 0);
+    const p = { reduce: register(steps), bcast: register([]), segment: buffer === undefined ? 0 : segment };
+    let call: NativeCall;
+    if (buffer === undefined) {
+      call = this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0);
+    } else {
+      const type = datatypeOf(buffer, 'runProbe');
+      call = this.nativeCall(NativeCollective.allreduce, p, buffer, buffer, buffer.length, type.code, reduceOpCode('sum', type), 0);
+    }
     call.planHash = (this.planHash ^ PROBE_TAG) >>> 0;
     this.engine.run(call);
   }
