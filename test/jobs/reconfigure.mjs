@@ -60,10 +60,9 @@ const settings = [
   () => switchable.length > 0 && comm.setLevelEnabled(/** @type {string} */ (switchable[0]), true),
   () =>
     comm.configure({
-      reduce: { levels: Object.fromEntries(levels.map((l) => [l, 'knomial:3'])) },
+      reduce: { levels: Object.fromEntries(levels.map((l) => [l, 'knomial:3'])), segment: 1024 },
       allreduce: { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner', shm: 'last-arrival' },
       allgather: { levels: Object.fromEntries(levels.map((l) => [l, 'neighbor-exchange'])), segment: 4096 },
-      collectives: { largeBytes: 1024 },
     }),
   () => switchable.length > 1 && comm.setLevelEnabled(/** @type {string} */ (switchable[1]), false),
 ];
