@@ -68,6 +68,8 @@ export interface CommunicatorParts {
 const CONTROL_TAG = 0x9e3779b9;
 /** Marks runProbe's calls the same way. */
 const PROBE_TAG = 0x85ebca6b;
+/** runProbe's second phase. */
+const NO_STEPS: Step[] = [];
 /** Marks the exchanges of split() and dup() the same way. */
 const SPLIT_TAG = 0xc2b2ae35;
 
@@ -402,12 +404,14 @@ export class Communicator {
     );
   }
 
-  /** Native ids of the schedules `runProbe` was given, by their encoded words. */
+  /** Native ids of the schedules `runProbe` was given, by their encoded words and by the arrays themselves. */
   private readonly probes = new Map<string, number>();
+  private readonly probeArrays = new WeakMap<Step[], number>();
 
   /**
    * @internal `topocoll tune`: runs `steps` as one call. Every rank must pass its part of one
-   * schedule whose messages match, in the same call sequence as everything else.
+   * schedule whose messages match, in the same call sequence as everything else. A schedule is
+   * encoded once per array (its timing then holds no encoding): do not change the array after.
    *
    * Without `buffer`: a zero-byte call (a barrier's first phase; the second is empty). With one
    * (every rank passes the same length): an in-place float64 sum allreduce whose first phase is
@@ -419,13 +423,16 @@ export class Communicator {
   runProbe(steps: Step[], buffer?: Float64Array, segment = 0): void {
     this.ensureOpen();
     const register = (s: Step[]): number => {
+      let id = this.probeArrays.get(s);
+      if (id !== undefined) return id;
       const encoded = encodeSchedule({ collective: 'reduce', root: 0, steps: s });
       const key = encoded.join(',');
-      let id = this.probes.get(key);
+      id = this.probes.get(key);
       if (id === undefined) this.probes.set(key, (id = this.register(encoded)));
+      this.probeArrays.set(s, id);
       return id;
     };
-    const p = { reduce: register(steps), bcast: register([]), segment: buffer === undefined ? 0 : segment };
+    const p = { reduce: register(steps), bcast: register(NO_STEPS), segment: buffer === undefined ? 0 : segment };
     let call: NativeCall;
     if (buffer === undefined) {
       call = this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0);
