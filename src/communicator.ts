@@ -73,6 +73,8 @@ const NODE_CORES = Math.max(1, cpus().length);
 
 /** Marks runProbe's calls the same way. */
 const PROBE_TAG = 0x85ebca6b;
+/** runProbe's second phase. */
+const NO_STEPS: Step[] = [];
 /** Marks the exchanges of split() and dup() the same way. */
 const SPLIT_TAG = 0xc2b2ae35;
 
@@ -409,24 +411,42 @@ export class Communicator {
     );
   }
 
-  /** Native ids of the schedules `runProbe` was given, by their encoded words. */
+  /** Native ids of the schedules `runProbe` was given, by their encoded words and by the arrays themselves. */
   private readonly probes = new Map<string, number>();
+  private readonly probeArrays = new WeakMap<Step[], number>();
 
   /**
-   * @internal `topocoll tune barrier`: runs `steps` as one zero-byte call (a barrier's first
-   * phase; the second is empty). Every rank must pass its part of one schedule whose messages
-   * match, in the same call sequence as everything else.
+   * @internal `topocoll tune`: runs `steps` as one call. Every rank must pass its part of one
+   * schedule whose messages match, in the same call sequence as everything else. A schedule is
+   * encoded once per array (its timing then holds no encoding): do not change the array after.
+   *
+   * Without `buffer`: a zero-byte call (a barrier's first phase; the second is empty). With one
+   * (every rank passes the same length): an in-place float64 sum allreduce whose first phase is
+   * `steps` and whose second is empty — B is `buffer` itself (nothing is copied first), so a step
+   * without a range moves the whole buffer, a RecvReduce adds what arrives into it, and the call
+   * runs in segments of `segment` elements (0: one segment; exchanges between nodes must fit
+   * the native TCP limit, see schedule.ts).
    */
-  runProbe(steps: Step[]): void {
+  runProbe(steps: Step[], buffer?: Float64Array, segment = 0): void {
     this.ensureOpen();
     const register = (s: Step[]): number => {
+      let id = this.probeArrays.get(s);
+      if (id !== undefined) return id;
       const encoded = encodeSchedule({ collective: 'reduce', root: 0, steps: s });
       const key = encoded.join(',');
-      let id = this.probes.get(key);
+      id = this.probes.get(key);
       if (id === undefined) this.probes.set(key, (id = this.register(encoded)));
+      this.probeArrays.set(s, id);
       return id;
     };
-    const call = this.nativeCall(NativeCollective.barrier, { reduce: register(steps), bcast: register([]), segment: 0 }, null, null, 0, 1, 0, 0);
+    const p = { reduce: register(steps), bcast: register(NO_STEPS), segment: buffer === undefined ? 0 : segment };
+    let call: NativeCall;
+    if (buffer === undefined) {
+      call = this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0);
+    } else {
+      const type = datatypeOf(buffer, 'runProbe');
+      call = this.nativeCall(NativeCollective.allreduce, p, buffer, buffer, buffer.length, type.code, reduceOpCode('sum', type), 0);
+    }
     call.planHash = (this.planHash ^ PROBE_TAG) >>> 0;
     this.engine.run(call);
   }

@@ -23,6 +23,11 @@ export type BindPolicy = 'core' | 'numa' | 'socket' | 'none';
 export interface LaunchOptions {
   ranks: number;
   bind: BindPolicy;
+  /**
+   * The CPUs of each rank, given outright (instead of `bind`): `topocoll tune` puts two ranks on
+   * one core to measure links between ranks that take turns on a core.
+   */
+  cpus?: readonly (readonly number[])[];
   /** Emulated compute nodes (separate shared-memory domains, TCP between them); undefined = the real node. */
   nodes?: number;
   config?: string;
@@ -53,7 +58,10 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const layout = jobLayout(ranks, options.nodes);
   // The configuration is checked here too, before any rank starts: the init timeout sets the grace.
   const initMs = options.timeoutMs ?? (options.config !== undefined ? loadConfigFile(options.config) : resolveConfig(undefined, options.env)).timeouts.initMs;
-  const cpuSets = options.bind === 'none' ? undefined : bindings(discoverMachine({ env: options.env }), options.bind, layout, options.stderr);
+  if (options.cpus !== undefined && options.cpus.length !== ranks) {
+    throw new TopocollError('EINVAL', `${options.cpus.length} CPU sets for ${ranks} ranks`);
+  }
+  const cpuSets = options.cpus ?? (options.bind === 'none' ? undefined : bindings(discoverMachine({ env: options.env }), options.bind, layout, options.stderr));
 
   const token = createJobToken();
   const server = await RendezvousServer.listen({ token, ranks });
@@ -177,7 +185,7 @@ export function bindings(machine: MachineTopology, bind: Exclude<BindPolicy, 'no
   return layout.nodeOf.map((_, r) => units[r % units.length]!.pus);
 }
 
-function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, token: string, port: number, cpus: number[] | undefined): ChildProcess {
+function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, token: string, port: number, cpus: readonly number[] | undefined): ChildProcess {
   const env: NodeJS.ProcessEnv = {
     ...options.env,
     TOPOCOLL_RANK: String(rank),

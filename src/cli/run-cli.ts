@@ -28,8 +28,9 @@ Commands:
   groups       the per-level groups and leaders of a job, without running it
   run          start a job of N processes on this machine (optionally as K emulated nodes)
   bench        OSU-style latency tables, with Open MPI's own collectives beside them
-  tune         measure the shared-memory cost model (tune shm) or the LogP parameters of the
-               barrier model (tune barrier) and write them to YAML
+  tune         measure the cost models on this machine and write them to YAML: the
+               shared-memory engine's (tune shm), the links' LogGP parameters (tune links),
+               or both (tune)
 
 "topocoll <command> --help" shows a command's options.
 `;

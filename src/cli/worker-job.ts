@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { resolveConfig } from '../config/load.js';
+import { TopocollError } from '../errors.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { launch, type BindPolicy } from './launcher.js';
 import { launchUnderMpirun } from './mpirun.js';
@@ -16,6 +17,8 @@ import type { CliIo } from './io.js';
 export interface WorkerJob {
   ranks: number;
   bind: BindPolicy;
+  /** Each rank's CPUs outright, instead of `bind` (the launcher's `cpus`; not under mpirun). */
+  cpus?: readonly (readonly number[])[];
   nodes?: number;
   /** A node-to-switch file or Slurm topology.conf (with emulated nodes: their switches). */
   network?: string;
@@ -36,6 +39,7 @@ export interface WorkerJob {
 }
 
 export async function runWorkerJob(job: WorkerJob): Promise<{ code: number; records: unknown[]; oversubscribed: boolean }> {
+  if (job.transport === 'mpi' && job.cpus !== undefined) throw new TopocollError('EINVAL', 'a job under mpirun takes --bind, not CPU sets');
   const records: unknown[] = [];
   let oversubscribed = false;
   const dir = mkdtempSync(join(tmpdir(), 'topocoll-job-'));
@@ -43,6 +47,7 @@ export async function runWorkerJob(job: WorkerJob): Promise<{ code: number; reco
     const options = {
       ranks: job.ranks,
       bind: job.bind,
+      cpus: job.cpus,
       nodes: job.nodes,
       network: job.network,
       config: configForTransport(job, dir),

@@ -16,3 +16,15 @@ export function coRunnersOf(me: number, cpusByRank: ReadonlyMap<number, readonly
   if (others === 0 || (mine.length - 1) / others >= 0.5) return [];
   return sharing.filter((rank) => rank !== me);
 }
+
+/**
+ * Whether the ranks of a host outnumber the CPUs they may run on: the host's CPUs, or fewer when
+ * every one of its ranks is bound — two ranks bound to one core take turns on it as surely as
+ * three unbound ranks on two cores. Every rank computes the same from the same sets.
+ * @param cpusOfHostRanks the allowed CPUs of each rank of the host (an empty list: unknown).
+ */
+export function hostOversubscribed(cpusOfHostRanks: readonly (readonly number[])[], hostCpus: number): boolean {
+  if (cpusOfHostRanks.length > hostCpus) return true;
+  if (cpusOfHostRanks.some((cpus) => cpus.length === 0)) return false;
+  return cpusOfHostRanks.length > new Set(cpusOfHostRanks.flat()).size;
+}

@@ -7,7 +7,7 @@ import { NativeEngine, type NativeP2PLayer } from '../native.js';
 import { parseIndexList } from '../topology/index-list.js';
 import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types.js';
 import type { RankPlacement } from '../topology/types.js';
-import { coRunnersOf } from './co-runners.js';
+import { coRunnersOf, hostOversubscribed } from './co-runners.js';
 import { JobPlanner, type RemoteDirectory } from './job-planner.js';
 import { segmentName } from './segment-name.js';
 import { shmLayout } from './shm-budget.js';
@@ -120,7 +120,8 @@ export function startJoin(rank: number, infos: readonly RankInfo[], config: Topo
   const localRanks = placements.filter((p) => p.node === node).map((p) => p.rank);
   const layout = shmLayout(config, localRanks.length, osCpus().length);
   // Emulated nodes share one machine: what matters is how many ranks share its cores.
-  const oversubscribed = infos.filter((i) => i.host === infos[rank]!.host).length > osCpus().length;
+  const hostCpuSets = infos.filter((i) => i.host === infos[rank]!.host).map((i) => parseIndexList(i.cpus));
+  const oversubscribed = hostOversubscribed(hostCpuSets, osCpus().length);
   const engine = new NativeEngine({
     rank,
     size,

@@ -1,7 +1,9 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { DEFAULT_CONFIG_PATH, loadConfigFile, parseConfig, resolveConfig, validateConfig } from '../../src/config/load.js';
+import { DEFAULT_MACHINE_PROFILE, loadMachineProfile } from '../../src/config/machine-profiles.js';
 import { TopocollError } from '../../src/errors.js';
 import { resolveNodeIdentity } from '../../src/topology/node-identity.js';
 import { tempDir } from '../helpers/temp.js';
@@ -24,6 +26,21 @@ describe('configuration', () => {
     expect(config.network).toEqual({ source: 'auto', file: null });
     expect(config.node.identity).toBe('auto');
     expect(config.topology.source).toBe('auto');
+  });
+
+  it("the shipped default file's cost models hold the default machine profile's values", () => {
+    const file = parse(readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { shm: { model: unknown }; model: Record<string, unknown> };
+    const profile = loadMachineProfile(DEFAULT_MACHINE_PROFILE);
+    expect(file.shm.model).toEqual(profile.shmModel);
+    const { callUs, combineBytesPerUs, links, oversubscribed } = file.model as { links: Record<string, unknown> } & Record<string, unknown>;
+    expect({ callUs, combineBytesPerUs, links: { shm: links.shm, tcp: links.tcp }, oversubscribed }).toEqual(profile.model);
+    // And so does an empty configuration.
+    const defaults = validateConfig({});
+    expect(defaults.shm.model).toEqual(profile.shmModel);
+    expect({ ...defaults.model, links: { shm: defaults.model.links.shm, tcp: defaults.model.links.tcp }, levels: undefined }).toEqual({
+      ...profile.model,
+      levels: undefined,
+    });
   });
 
   it('fills defaults for an empty file', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coRunnersOf } from '../../src/runtime/co-runners.js';
+import { coRunnersOf, hostOversubscribed } from '../../src/runtime/co-runners.js';
 
 const cpus = (entries: [number, number[]][]) => new Map(entries);
 
@@ -81,5 +81,35 @@ describe('coRunnersOf', () => {
         ]),
       ),
     ).toEqual([]);
+  });
+});
+
+describe('hostOversubscribed', () => {
+  it('counts the ranks against the host CPUs, or against the CPUs they are bound to', () => {
+    expect(
+      hostOversubscribed(
+        [
+          [0, 1],
+          [0, 1],
+          [0, 1],
+        ],
+        2,
+      ),
+    ).toBe(true);
+    expect(
+      hostOversubscribed(
+        [
+          [0, 1],
+          [0, 1],
+        ],
+        2,
+      ),
+    ).toBe(false);
+    expect(hostOversubscribed([[0], [1]], 2)).toBe(false);
+    // Two ranks bound to one core of two: they take turns on it.
+    expect(hostOversubscribed([[0], [0]], 2)).toBe(true);
+    expect(hostOversubscribed([[0], [0, 1], [1]], 4)).toBe(true);
+    // A rank whose CPUs are unknown: the host's count decides.
+    expect(hostOversubscribed([[0], []], 2)).toBe(false);
   });
 });

@@ -11,25 +11,33 @@ import type { CliIo } from '../io.js';
 import type { TuneSettings } from '../tune-worker.js';
 import { runWorkerJob } from '../worker-job.js';
 import { Progress } from '../progress.js';
-import { tuneBarrier } from './tune-barrier.js';
+import { tuneLinks } from './tune-links.js';
 import { readOptionalTextFile } from '../../util/read-text-file.js';
 
-export const tuneHelp = `topocoll tune shm|barrier — measure a cost model and write it to YAML
+export const tuneHelp = `topocoll tune [shm|links] — measure the cost models and write them to YAML
 
-Usage: topocoll tune shm [--out FILE] [-n N]
-       topocoll tune barrier [--out FILE]
+Usage: topocoll tune [--out FILE] [-n N] [--quick]
+       topocoll tune shm [--out FILE] [-n N] [--quick]
+       topocoll tune links [--out FILE] [--quick]      (tune barrier: the same)
 
-barrier: measures S4's LogP parameters (latency L, send and receive overheads o_s and o_r, gap
-g) of shared memory and of TCP with zero-byte messages between two ranks, writes them under
-barrier.logp in FILE (default topocoll.yaml), and prints the barrier algorithm the model then
-picks for each group size (barrier levels set to auto use it).
+Without a target: both of the below, into one FILE (default topocoll.yaml; every other key of
+the file, and its comments, are kept). Pass the file to init({ config }), --config or
+TOPOCOLL_CONFIG. --quick: fewer trials and sizes (a rough model in seconds, for tests).
 
-shm:
-Runs short jobs of N ranks (default 2) on this machine and measures the copy rate of one core,
-the cost of a notification between ranks and the fixed cost per fragment of the S0 bcast
-engine. Writes them under shm.model in FILE (default topocoll.yaml; other keys are kept), prints
-the tree and fragment sizes the model then chooses, and the predicted against the measured time
-of single broadcasts. Pass the file to init({ config }), --config or TOPOCOLL_CONFIG.
+links: the LogGP parameters of the cost model (model.links.shm, model.links.tcp and
+model.oversubscribed.shm, .tcp; model.callUs, model.combineBytesPerUs), each kind of link
+measured by its own job of two ranks through the executor: shared memory (one node), TCP
+(always between 2 emulated nodes, over loopback), each with the ranks on two cores and with
+both on one core (oversubscribed). Latency L, overheads o_s and o_r and gap g from zero-byte
+messages; G from ping-pongs of 4 KiB to 4 MiB (the slope of the one-way time), Gx from pairwise
+exchanges (SendRecv) of the same sizes, the combine rate from receiving with and without adding
+(RecvReduce against Recv), callUs from a call that moves nothing. Prints every figure with its
+noise, whether one G fits every size, and the barrier the model then picks per group size.
+
+shm: runs short jobs of N ranks (default 2) on this machine and measures the copy rate of one
+core, the cost of a notification between ranks and the fixed cost per fragment of the S0 bcast
+engine; writes them under shm.model, prints the tree and fragment sizes the model then chooses,
+and the predicted against the measured time of single broadcasts.
 `;
 
 export interface Measured {
@@ -43,30 +51,47 @@ export interface Measured {
   streamed: Map<number, number>;
 }
 
+export type TuneTarget = 'all' | 'shm' | 'links';
+
+/** The command's target from its positionals: none runs everything; `barrier` is the old name of `links`. */
+export function tuneTarget(positionals: readonly string[]): TuneTarget {
+  if (positionals.length === 0) return 'all';
+  const [name] = positionals;
+  if (positionals.length === 1 && (name === 'shm' || name === 'links' || name === 'barrier')) return name === 'shm' ? 'shm' : 'links';
+  throw new TopocollError('EINVAL', `topocoll tune: unknown target "${positionals.join(' ')}"`, {
+    hint: 'Use "topocoll tune" (everything), "topocoll tune shm" or "topocoll tune links".',
+  });
+}
+
 export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCommandArgs(
     'tune',
     argv,
-    { out: { type: 'string' }, np: { type: 'string', short: 'n' }, help: { type: 'boolean' } },
+    { out: { type: 'string' }, np: { type: 'string', short: 'n' }, quick: { type: 'boolean' }, help: { type: 'boolean' } },
     true,
   );
-  if (values.help || positionals.length === 0) {
+  if (values.help) {
     io.stdout(tuneHelp);
-    return values.help ? 0 : 1;
+    return 0;
   }
-  if ((positionals[0] !== 'shm' && positionals[0] !== 'barrier') || positionals.length > 1) {
-    throw new TopocollError('EINVAL', `topocoll tune: unknown target "${positionals.join(' ')}"`, {
-      hint: 'Use "topocoll tune shm" or "topocoll tune barrier".',
-    });
-  }
-  if (positionals[0] === 'barrier') return tuneBarrier(resolve(io.cwd, values.out ?? 'topocoll.yaml'), io);
+  const target = tuneTarget(positionals);
+  const out = resolve(io.cwd, values.out ?? 'topocoll.yaml');
+  const quick = values.quick === true;
+  if (target === 'links') return tuneLinks(out, io, quick);
   const ranks = parseNonNegativeInt('tune', 'np', values.np ?? '2');
   if (ranks < 2) throw new TopocollError('EINVAL', 'topocoll tune shm: -n must be at least 2');
-  const out = resolve(io.cwd, values.out ?? 'topocoll.yaml');
+  const code = await tuneShm(out, ranks, io, quick);
+  if (code !== 0 || target === 'shm') return code;
+  io.stdout('\n');
+  return tuneLinks(out, io, quick);
+}
+
+/** `topocoll tune shm`: the S0 engine's model, written under shm.model in `out`. */
+async function tuneShm(out: string, ranks: number, io: CliIo, quick: boolean): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'topocoll-tune-'));
   const extraFragments = [8192, 16384, 32768, 131072];
   // Seven measuring jobs (small, large, one per extra fragment size) and the check, three runs each.
-  const runs = 3;
+  const runs = quick ? 1 : 3;
   const progress = new Progress('topocoll tune shm', runs * (2 + extraFragments.length + 1));
   const jobIo = progress.around(io);
   try {
