@@ -1,13 +1,13 @@
 import { cpus } from 'node:os';
 import { preservesRankOrder } from './algorithms/hierarchical.js';
-import type { Explanation } from './algorithms/selection.js';
+import type { Explanation, SizeRun } from './algorithms/selection.js';
 import { encodeSchedule, type Step } from './algorithms/schedule.js';
 import { mergeRuntimeConfig, type RuntimeConfigInput } from './config/load.js';
 import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
-import { CollectivePlans, type AllgatherCallPlan, type CallPlan, type SizeRun } from './runtime/collective-plans.js';
+import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
 import { FAST_COPY_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import type { JoinOrigin } from './runtime/join.js';

@@ -46,8 +46,7 @@ export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } f
 export { userOp, type UserOp, type ReduceOpName } from './runtime/datatypes.js';
 export type { TypedArray } from './util/typed-array.js';
 export type { PlacementReport } from './runtime/numa-residency.js';
-export type { Explanation, Candidate } from './algorithms/selection.js';
-export type { SizeRun } from './runtime/collective-plans.js';
+export type { Explanation, Candidate, SizeRun } from './algorithms/selection.js';
 
 // Configuration.
 export { parseConfig, loadConfigFile, resolveConfig, validateConfig, DEFAULT_CONFIG_PATH } from './config/load.js';

@@ -161,8 +161,7 @@ export class Selector {
 
   /** The choices for a message of `bytes` (allgather: the whole result). */
   choose(bytes: number): Choice {
-    const b = sizeBucket(bytes);
-    return (this.byBucket[b] ??= this.decide(2 ** b));
+    return this.chooseBucket(sizeBucket(bytes));
   }
 
   /** The bucket's choice object, shared by every size of the bucket (CollectivePlans keys its caches by it). */
@@ -240,12 +239,7 @@ export class Selector {
     const n = g.members.length;
     const fixed = this.configured(collective, g);
     const costs = this.costs(g);
-    const predict = (a: GroupAlgorithm): number =>
-      collective === 'bcast'
-        ? predictGroupBcastUs(a as BcastAlgorithm, n, bytes, costs)
-        : collective === 'reduce'
-          ? predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, costs)
-          : predictGroupAllgatherUs(a as GroupAllgatherAlgorithm, n, bytes, costs);
+    const predict = (a: GroupAlgorithm): number => this.predict(collective, g, a, bytes, costs);
     if (fixed !== undefined)
       return { algorithm: fixed, us: predict(fixed), all: [{ algorithm: formatAlgorithm(fixed), us: predict(fixed) }], configured: true };
     const key = `${collective}|${g.level}|${n}|${this.isNodeLocal(g) ? 1 : 0}|${bytes}`;
@@ -253,9 +247,7 @@ export class Selector {
     if (found === undefined) {
       const list = collective === 'bcast' ? BCAST_CANDIDATES : collective === 'reduce' ? REDUCE_CANDIDATES : ALLGATHER_CANDIDATES;
       const all = list.filter((a) => a !== 'shm' || this.shmAllowed(g)).map((a) => ({ a, us: predict(a) }));
-      // Ties go to the candidate listed first (predictions within a relative 1e-9).
-      let best = all[0]!;
-      for (const c of all) if (c.us < best.us - 1e-9 * Math.max(1, best.us)) best = c;
+      const best = argmin(all);
       found = { algorithm: best.a, us: best.us, all: all.map((c) => ({ algorithm: formatAlgorithm(c.a), us: c.us })) };
       this.groupChoice.set(key, found);
     }
@@ -314,12 +306,6 @@ export class Selector {
     return this.config.model.callUs + pipelineUs(stageTimes(piece), count);
   }
 
-  private argminSegment(list: { bytes: number; us: number }[]): { bytes: number; us: number } {
-    let best = list[0]!;
-    for (const c of list) if (c.us < best.us - 1e-9 * Math.max(1, best.us)) best = c;
-    return best;
-  }
-
   /** Lower levels (below the top group's) and the top group, for allreduce and allgather's bcast phase. */
   private split(): { lower: { level: string; groups: Group[] }[]; top?: Group } {
     const top = this.top !== undefined && this.top.members.length > 1 ? this.top : undefined;
@@ -327,11 +313,17 @@ export class Selector {
   }
 
   /** A group's predicted time for `collective` with algorithm `a` on `bytes`. */
-  private predict(collective: 'bcast' | 'reduce', g: Group, a: GroupAlgorithm, bytes: number): number {
+  private predict(collective: Collective, g: Group, a: GroupAlgorithm, bytes: number, costs = this.costs(g)): number {
     const n = g.members.length;
-    return collective === 'bcast'
-      ? predictGroupBcastUs(a as BcastAlgorithm, n, bytes, this.costs(g))
-      : predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, this.costs(g));
+    if (collective === 'bcast') return predictGroupBcastUs(a as BcastAlgorithm, n, bytes, costs);
+    if (collective === 'reduce') return predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, costs);
+    return predictGroupAllgatherUs(a as GroupAllgatherAlgorithm, n, bytes, costs);
+  }
+
+  /** What each member of `g` holds in an allgather's gather phase whose blocks are `block` bytes: the blocks of the ranks it covers. */
+  private allgatherMemberBytes(g: Group, block: number): number {
+    const groupsAtLevel = (this.plan.groups.get(g.level) ?? []).length || 1;
+    return (block * this.plan.size) / groupsAtLevel / g.members.length;
   }
 
   /**
@@ -356,16 +348,11 @@ export class Selector {
     return [...lower.map((l) => level('reduce', l.groups)), t, ...lower.map((l) => level('bcast', l.groups)).reverse()];
   }
 
-  /** Per-member bytes of an allgather's gather phase at a level: a member holds what it covers. */
-  private allgatherStages(blockBytes: number, seg: number): number[] {
-    const piece = seg === 0 ? blockBytes : Math.min(seg, blockBytes);
-    const size = this.plan.size;
+  /** An allgather's stages for blocks of `piece` bytes per rank: the gather levels bottom-up, then the bcast of the whole result down. */
+  private allgatherStages(piece: number): number[] {
     const { lower } = this.split();
-    const gather = this.levels.map(({ level, groups }) => {
-      const groupsAtLevel = (this.plan.groups.get(level as never) ?? []).length || 1;
-      return Math.max(...groups.map((g) => this.pick('allgather', g, (piece * size) / groupsAtLevel / g.members.length).us));
-    });
-    const whole = piece * size;
+    const gather = this.levels.map(({ groups }) => Math.max(...groups.map((g) => this.pick('allgather', g, this.allgatherMemberBytes(g, piece)).us)));
+    const whole = piece * this.plan.size;
     const down = lower.map(({ groups }) => Math.max(...groups.map((g) => this.pick('bcast', g, whole).us))).reverse();
     return [...gather, ...down];
   }
@@ -387,8 +374,7 @@ export class Selector {
         all.push({ algorithm: variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top ${top}`, us, variant, top });
       }
     }
-    let best = all[0]!;
-    for (const c of all) if (c.us < best.us - 1e-9 * Math.max(1, best.us)) best = c;
+    const best = argmin(all);
     return { variant: best.variant, top: best.top, all: all.map(({ algorithm, us }) => ({ algorithm, us })) };
   }
 
@@ -399,7 +385,7 @@ export class Selector {
     const choice = this.chooseBucket(b);
     const describeLevels = (kind: Collective | 'barrier', segBytes: (g: Group) => number, levels = this.levels): Explanation['levels'] =>
       levels.map(({ level, groups }) => {
-        const g = groups.reduce((a, x) => (x.members.length > a.members.length ? x : a));
+        const g = largest(groups);
         const r = kind === 'barrier' ? this.barrierOf(g) : this.pick(kind, g, segBytes(g));
         return {
           level,
@@ -432,7 +418,7 @@ export class Selector {
       const shape = this.allreduceShape(at, seg, choice.reduce, choice.bcast);
       const phase = (kind: 'reduce' | 'bcast'): Explanation['levels'] =>
         describeLevels(kind, () => piece(seg)).map((l, i) => {
-          const g = this.levels[i]!.groups.reduce((a, x) => (x.members.length > a.members.length ? x : a));
+          const g = largest(this.levels[i]!.groups);
           return { ...l, level: `${l.level} (${kind})`, chosen: formatAlgorithm(kind === 'reduce' ? choice.reduce(g) : choice.bcast(g)) };
         });
       const predictedUs =
@@ -444,8 +430,8 @@ export class Selector {
     const block = Math.max(1, Math.floor(at / Math.max(1, this.plan.size)));
     const seg = choice.segmentBytes.allgather;
     const p = seg === 0 ? block : Math.min(seg, block);
-    const levels = describeLevels('allgather', (g) => (p * this.plan.size) / ((this.plan.groups.get(g.level) ?? []).length || 1) / g.members.length);
-    const predictedUs = this.levels.length === 0 ? 0 : this.pipelined(block, seg, (q) => this.allgatherStages(q, 0));
+    const levels = describeLevels('allgather', (g) => this.allgatherMemberBytes(g, p));
+    const predictedUs = this.levels.length === 0 ? 0 : this.pipelined(block, seg, (q) => this.allgatherStages(q));
     return { collective, bytes, levels, segments: [], segmentBytes: seg, predictedUs };
   }
 
@@ -455,7 +441,7 @@ export class Selector {
     const segmentOf = (collective: 'bcast' | 'reduce'): number => {
       const atWhole = (g: Group) => this.pick(collective, g, bytes).algorithm;
       const candidates = this.segmentCandidates(bytes, config[collective].segment, this.exchangesBetweenNodes(atWhole));
-      return this.argminSegment(this.segmentPredictions(collective, bytes, candidates)).bytes;
+      return argmin(this.segmentPredictions(collective, bytes, candidates)).bytes;
     };
     const bcastSegment = this.levels.length === 0 ? 0 : segmentOf('bcast');
     const reduceSegment = this.levels.length === 0 ? 0 : segmentOf('reduce');
@@ -466,33 +452,37 @@ export class Selector {
     // Allreduce: segment, variant and top together, over the bcast and reduce algorithms above.
     const allreduceExchanges =
       this.exchangesBetweenNodes(bcast) || this.exchangesBetweenNodes(reduce) || (this.split().top !== undefined && !this.isNodeLocal(this.split().top!));
-    let allreduce = { variant: 'reduce-allreduce-bcast' as AllreduceVariant, top: 'recursive-doubling' as AllreduceAlgorithm, seg: 0, us: Infinity };
-    if (this.levels.length > 0) {
-      for (const seg of this.segmentCandidates(bytes, config.allreduce.segment, allreduceExchanges)) {
-        const shape = this.allreduceShape(bytes, seg, reduce, bcast);
-        const us = this.pipelined(bytes, seg, (p) => this.allreduceStages(shape.variant, shape.top, p, reduce, bcast));
-        if (allreduce.us === Infinity || us < allreduce.us - 1e-9 * Math.max(1, allreduce.us)) allreduce = { variant: shape.variant, top: shape.top, seg, us };
-      }
-    } else {
-      allreduce.variant = config.allreduce.algorithm === 'auto' ? 'reduce-allreduce-bcast' : config.allreduce.algorithm;
-      allreduce.top = config.allreduce.top === 'auto' ? 'recursive-doubling' : config.allreduce.top;
-    }
+    const allreduce =
+      this.levels.length > 0
+        ? argmin(
+            this.segmentCandidates(bytes, config.allreduce.segment, allreduceExchanges).map((seg) => {
+              const shape = this.allreduceShape(bytes, seg, reduce, bcast);
+              return {
+                variant: shape.variant,
+                top: shape.top,
+                seg,
+                us: this.pipelined(bytes, seg, (p) => this.allreduceStages(shape.variant, shape.top, p, reduce, bcast)),
+              };
+            }),
+          )
+        : {
+            variant: config.allreduce.algorithm === 'auto' ? ('reduce-allreduce-bcast' as const) : config.allreduce.algorithm,
+            top: config.allreduce.top === 'auto' ? ('recursive-doubling' as const) : config.allreduce.top,
+            seg: 0,
+          };
 
     // Allgather of `bytes` in all: blocks of bytes / size per rank; its column segments cut every block.
     const block = Math.max(1, Math.floor(bytes / Math.max(1, this.plan.size)));
-    const allgatherAt = (g: Group, seg: number) => {
-      const p = seg === 0 ? block : Math.min(seg, block);
-      const groupsAtLevel = (this.plan.groups.get(g.level) ?? []).length || 1;
-      return this.pick('allgather', g, (p * this.plan.size) / groupsAtLevel / g.members.length).algorithm as GroupAllgatherAlgorithm;
-    };
+    const allgatherAt = (g: Group, seg: number) =>
+      this.pick('allgather', g, this.allgatherMemberBytes(g, seg === 0 ? block : Math.min(seg, block))).algorithm as GroupAllgatherAlgorithm;
     let allgatherSegment = 0;
     if (this.levels.length > 0) {
       const exchanges = this.levels.some(({ groups }) => groups.some((g) => allgatherAt(g, 0) !== 'shm'));
       const list = this.segmentCandidates(block, config.allgather.segment, exchanges).map((s) => ({
         bytes: s,
-        us: this.pipelined(block, s, (p) => this.allgatherStages(p, 0)),
+        us: this.pipelined(block, s, (p) => this.allgatherStages(p)),
       }));
-      allgatherSegment = this.argminSegment(list).bytes;
+      allgatherSegment = argmin(list).bytes;
     }
     // The bcast phase carries the whole result, `bytes`: the bcast's own segment for that size.
     const allgatherBcastSegment = bcastSegment;
@@ -512,6 +502,41 @@ export class Selector {
       },
     };
   }
+}
+
+/** The entry with the least `us`; ties (within a relative 1e-9, so rounding cannot decide) go to the one listed first. */
+function argmin<T extends { us: number }>(list: readonly T[]): T {
+  let best = list[0]!;
+  for (const c of list) if (c.us < best.us - 1e-9 * Math.max(1, best.us)) best = c;
+  return best;
+}
+
+/** The group with the most members (the first of those). */
+function largest(groups: readonly Group[]): Group {
+  return groups.reduce((a, x) => (x.members.length > a.members.length ? x : a));
+}
+
+/** A run of message sizes with one algorithm. */
+export interface SizeRun {
+  /** The largest size of the run, bytes; null: no bound. */
+  upToBytes: number | null;
+  algorithm: string;
+}
+
+/**
+ * What `pick` names for every size bucket, as runs: each entry holds from the previous entry's
+ * `upToBytes` (exclusive) to its own (inclusive; the last: every larger size).
+ */
+export function sizeRuns(selector: Selector, pick: (c: Choice) => string): SizeRun[] {
+  const out: SizeRun[] = [];
+  for (let b = 0; b <= MAX_SIZE_BUCKET; b++) {
+    const algorithm = pick(selector.chooseBucket(b));
+    const last = out[out.length - 1];
+    if (last !== undefined && last.algorithm === algorithm) last.upToBytes = 2 ** b;
+    else out.push({ upToBytes: 2 ** b, algorithm });
+  }
+  out[out.length - 1]!.upToBytes = null;
+  return out;
 }
 
 /** Most ranks for which `allreduce.shm: true` has every rank combine: each reads every deposit. */

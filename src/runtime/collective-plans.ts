@@ -1,6 +1,6 @@
 import { formatAlgorithm } from '../algorithms/algorithm-choice.js';
 import { allgatherSchedules, barrierSchedules, preservesRankOrder, ScheduleCache, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
-import { MAX_SIZE_BUCKET, Selector, shmAllreduceProtocol, sizeBucket, type Choice, type Explanation } from '../algorithms/selection.js';
+import { MAX_SIZE_BUCKET, Selector, shmAllreduceProtocol, sizeBucket, sizeRuns, type Choice, type Explanation, type SizeRun } from '../algorithms/selection.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
 import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
@@ -316,21 +316,10 @@ export class CollectivePlans {
    * larger size).
    */
   describe(group: Group): { bcast: SizeRun[]; reduce: SizeRun[]; allgather: SizeRun[]; barrier: string } {
-    const runs = (pick: (c: Choice) => string): SizeRun[] => {
-      const out: SizeRun[] = [];
-      for (let b = 0; b <= MAX_SIZE_BUCKET; b++) {
-        const algorithm = pick(this.selector.chooseBucket(b));
-        const last = out[out.length - 1];
-        if (last !== undefined && last.algorithm === algorithm) last.upToBytes = 2 ** b;
-        else out.push({ upToBytes: 2 ** b, algorithm });
-      }
-      out[out.length - 1]!.upToBytes = null;
-      return out;
-    };
     return {
-      bcast: runs((c) => formatAlgorithm(c.bcast(group))),
-      reduce: runs((c) => formatAlgorithm(c.reduce(group))),
-      allgather: runs((c) => c.allgather(group)),
+      bcast: sizeRuns(this.selector, (c) => formatAlgorithm(c.bcast(group))),
+      reduce: sizeRuns(this.selector, (c) => formatAlgorithm(c.reduce(group))),
+      allgather: sizeRuns(this.selector, (c) => c.allgather(group)),
       barrier: formatAlgorithm(this.selector.chooseBucket(0).barrier(group)),
     };
   }
@@ -358,13 +347,6 @@ export class CollectivePlans {
     if (phase === 1) return cache.getEncoded('reduce', root, variant);
     return phase === 2 ? cache.allreduceEncoded(variant).reduce : cache.allreduceEncoded(variant).bcast;
   }
-}
-
-/** A run of message sizes with one algorithm (CollectivePlans.describe). */
-export interface SizeRun {
-  /** The largest size of the run, bytes; null: no bound. */
-  upToBytes: number | null;
-  algorithm: string;
 }
 
 /** A call's segment in elements (0: whole) under choice `c`. */

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { allgatherAlcd } from '../../algorithms/group-allgather.js';
 import { DEFAULT_CONFIG_PATH, loadConfigFile } from '../../config/load.js';
 import type { TopocollConfig } from '../../config/schema.js';
-import { MAX_SIZE_BUCKET, Selector, type Choice, type Explanation } from '../../algorithms/selection.js';
+import { Selector, sizeRuns, type Choice, type Explanation } from '../../algorithms/selection.js';
 import { formatAlgorithm } from '../../algorithms/algorithm-choice.js';
 import { TopocollError } from '../../errors.js';
 import { planToJson } from '../../groups/plan-json.js';
@@ -10,6 +10,7 @@ import { eagerBytes } from '../../runtime/job-planner.js';
 import { planGroups, type DroppedLevel, type Group, type GroupPlan } from '../../groups/plan.js';
 import { compressHostlist } from '../../topology/network/hostlist.js';
 import { readNetworkFile } from '../../topology/network/network-file.js';
+import { formatBytes } from '../svg-chart.js';
 import { parseByteSize, parseCommandArgs, parseNonNegativeInt } from '../args.js';
 import type { CliIo } from '../io.js';
 import { mappingOptions, placementsFrom, mappingUsage } from '../mapping-options.js';
@@ -113,22 +114,10 @@ function offlineSelector(config: TopocollConfig, plan: GroupPlan): Selector {
 const FALLBACK_EAGER_BYTES = 65536;
 
 /** "binomial ≤ 64 KiB, scatter-allgather" — the algorithm per run of message sizes. */
-function sizeRuns(selector: Selector, pick: (c: Choice) => string): string {
-  const runs: { upTo: number; algorithm: string }[] = [];
-  for (let b = 0; b <= MAX_SIZE_BUCKET; b++) {
-    const algorithm = pick(selector.chooseBucket(b));
-    const last = runs[runs.length - 1];
-    if (last !== undefined && last.algorithm === algorithm) last.upTo = 2 ** b;
-    else runs.push({ upTo: 2 ** b, algorithm });
-  }
-  return runs.map((r, i) => (i === runs.length - 1 ? r.algorithm : `${r.algorithm} ≤ ${formatBytes(r.upTo)}`)).join(', ');
-}
-
-function formatBytes(n: number): string {
-  if (n >= 1 << 30 && n % (1 << 30) === 0) return `${n / (1 << 30)} GiB`;
-  if (n >= 1 << 20 && n % (1 << 20) === 0) return `${n / (1 << 20)} MiB`;
-  if (n >= 1024 && n % 1024 === 0) return `${n / 1024} KiB`;
-  return `${n} B`;
+function runsText(selector: Selector, pick: (c: Choice) => string): string {
+  return sizeRuns(selector, pick)
+    .map((r) => (r.upToBytes === null ? r.algorithm : `${r.algorithm} ≤ ${formatBytes(r.upToBytes)}`))
+    .join(', ');
 }
 
 function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector: Selector): string {
@@ -151,16 +140,16 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector
       String(groups.length),
       sizeText,
       abbreviate(leaders),
-      g === undefined ? '-' : sizeRuns(selector, (c) => formatAlgorithm(c.bcast(g))),
-      g === undefined ? '-' : sizeRuns(selector, (c) => formatAlgorithm(c.reduce(g))),
-      g === undefined ? '-' : sizeRuns(selector, (c) => `${c.allgather(g)} ${allgatherAlcd(c.allgather(g), n).toFixed(2)}`),
+      g === undefined ? '-' : runsText(selector, (c) => formatAlgorithm(c.bcast(g))),
+      g === undefined ? '-' : runsText(selector, (c) => formatAlgorithm(c.reduce(g))),
+      g === undefined ? '-' : runsText(selector, (c) => `${c.allgather(g)} ${allgatherAlcd(c.allgather(g), n).toFixed(2)}`),
       g === undefined ? '-' : formatAlgorithm(selector.chooseBucket(0).barrier(g)),
     ]);
   }
   lines.push(...table(rows));
   lines.push(
     '',
-    `allreduce: ${sizeRuns(selector, (c) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast (top ${c.allreduce.top})`))}`,
+    `allreduce: ${runsText(selector, (c) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast (top ${c.allreduce.top})`))}`,
   );
   lines.push('(sizes: of the message; allgather: of the whole result. --explain shows the predictions behind each choice)');
   const byReason = dropsByReason(plan.dropped);

@@ -11,6 +11,7 @@ import type { CliIo } from '../io.js';
 import type { TuneSettings } from '../tune-worker.js';
 import { runWorkerJob } from '../worker-job.js';
 import { Progress } from '../progress.js';
+import { formatBytes } from '../link-fit.js';
 import { tuneLinks } from './tune-links.js';
 import { readOptionalTextFile } from '../../util/read-text-file.js';
 
@@ -302,8 +303,4 @@ function describeTable(table: number[]): string {
     if (2 ** i > 104 || i === table.length - 1) parts.push(`${f / 1024} KiB from ${formatBytes(2 ** i)}`);
   });
   return [...new Set(parts)].slice(0, 6).join(', ');
-}
-
-function formatBytes(b: number): string {
-  return b >= 1 << 20 ? `${b / (1 << 20)} MiB` : b >= 1024 ? `${b / 1024} KiB` : `${b} B`;
 }
