@@ -116,8 +116,7 @@ export function formatStrategies(collective: StrategyCollective, rows: BenchRow[
  * S2's ALCD (average logical communication distance: mean |i − j| over the messages of the
  * generated schedule, `allgatherAlcd`) of every allgather algorithm for each group size of the
  * job, with the levels that have groups of that size, and for one group of all `ranks` (S2's
- * flat setting) when the job has none that large. `auto` takes recursive doubling for small
- * results and the ring for large ones.
+ * flat setting) when the job has none that large.
  */
 export function formatAllgatherAlcd(groupSizes: readonly { level: string; sizes: readonly number[] }[], ranks: number): string {
   const levelsOf = new Map<number, string[]>();
@@ -131,7 +130,7 @@ export function formatAllgatherAlcd(groupSizes: readonly { level: string; sizes:
   return (
     [
       '',
-      "# ALCD (S2's average logical communication distance, mean |i − j| per message) of each algorithm for this job's group sizes; auto: recursive-doubling small, ring large",
+      "# ALCD (S2's average logical communication distance, mean |i − j| per message) of each algorithm for this job's group sizes",
       ...table.map((r) => r.map((v, c) => v.padStart(widths[c]!)).join('  ')),
     ].join('\n') + '\n'
   );
