@@ -8,6 +8,7 @@ import { defineConfig } from 'vitest/config';
  */
 const JOB_TESTS = [
   'test/cli/bench-explain.test.ts',
+  'test/cli/bench-model.test.ts',
   'test/cli/bench-report.test.ts',
   'test/cli/bench-transport.test.ts',
   'test/cli/bench.test.ts',

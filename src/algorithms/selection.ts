@@ -111,6 +111,8 @@ export interface Explanation {
   levels: { level: string; groupSize: number; link: string; configured: boolean; candidates: Candidate[]; chosen: string }[];
   /** Allreduce: the variant and top group's algorithm candidates, whole-call predictions. */
   allreduce?: Candidate[];
+  /** Allreduce: the variant (and top group's algorithm) the call runs, named as in `allreduce`. */
+  allreduceShape?: string;
   /** Every candidate segment's whole-call prediction (0: none). */
   segments: { bytes: number; us: number }[];
   segmentBytes: number;
@@ -371,7 +373,7 @@ export class Selector {
     for (const variant of variants) {
       for (const top of variant === 'reduce-bcast' ? tops.slice(0, 1) : tops) {
         const us = this.pipelined(bytes, seg, (piece) => this.allreduceStages(variant, top, piece, reduceOf, bcastOf));
-        all.push({ algorithm: variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top ${top}`, us, variant, top });
+        all.push({ algorithm: allreduceShapeName(variant, top), us, variant, top });
       }
     }
     const best = argmin(all);
@@ -425,7 +427,16 @@ export class Selector {
         this.levels.length === 0
           ? 0
           : this.pipelined(at, seg, (p) => this.allreduceStages(choice.allreduce.variant, choice.allreduce.top, p, choice.reduce, choice.bcast));
-      return { collective, bytes, levels: [...phase('reduce'), ...phase('bcast')], allreduce: shape.all, segments: [], segmentBytes: seg, predictedUs };
+      return {
+        collective,
+        bytes,
+        levels: [...phase('reduce'), ...phase('bcast')],
+        allreduce: shape.all,
+        allreduceShape: allreduceShapeName(choice.allreduce.variant, choice.allreduce.top),
+        segments: [],
+        segmentBytes: seg,
+        predictedUs,
+      };
     }
     const block = Math.max(1, Math.floor(at / Math.max(1, this.plan.size)));
     const seg = choice.segmentBytes.allgather;
@@ -502,6 +513,11 @@ export class Selector {
       },
     };
   }
+}
+
+/** An allreduce variant with its top group's algorithm, as `explain` names it. */
+function allreduceShapeName(variant: AllreduceVariant, top: AllreduceAlgorithm): string {
+  return variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top ${top}`;
 }
 
 /** The entry with the least `us`; ties (within a relative 1e-9, so rounding cannot decide) go to the one listed first. */

@@ -19,6 +19,8 @@ import type { TopocollConfig } from '../../config/schema.js';
 import { startHogs } from '../hogs.js';
 import { explainBarrier } from '../barrier-explain.js';
 import { loadConfigFile, resolveConfig } from '../../config/load.js';
+import { cellsOf, formatCells, runModelJob } from '../model-accuracy.js';
+import type { ModelRow, ModelSettings } from '../model-worker.js';
 
 export const benchHelp = `topocoll bench — OSU-style latency of topocoll's collectives, with Open MPI's beside them
 
@@ -30,6 +32,8 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
        topocoll bench bcast --sweep [-n N]
        topocoll bench bcast|reduce|allreduce|allgather --strategies [-n N] [--nodes K] [--off LEVEL]
        topocoll bench barrier --explain [-n N] [--nodes K] [--network F] [--config F]
+       topocoll bench [COLLECTIVE] --model [-n N] [--nodes K] [--min BYTES] [--max BYTES]
+                      [--step F] [--repeat R] [--config F] [--json]
 
   COLLECTIVE         one of barrier, bcast, reduce, allreduce, allgather (default: all five)
   --sweep            with bcast: the S0 engine for every notification tree, S ∈ {1, 4, 16, 64}
@@ -46,6 +50,17 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      allgather: ring, recursive-doubling, bruck, neighbor-exchange, auto relative
                      to ring, and each algorithm's ALCD for the job's group sizes
   --off LEVEL        with --strategies: with LEVEL switched off
+  --model            how good the cost model behind auto is: one job runs, for every
+                     collective and size, every configuration auto chooses among (each
+                     combination of the levels' candidate algorithms, auto's algorithms at every
+                     candidate segment, allreduce's variants over paired lower-level
+                     algorithms) and auto itself, in --repeat rounds (default 3) of rotated
+                     order, each configuration's median kept; prints per size auto's and the
+                     best configuration's prediction and time, and the share of sizes where
+                     auto is within 10 % of the best, the worst auto/best, the summed loss and
+                     the predictions' median error. The one-node shared-area calls and the
+                     JavaScript fast path (outside the model) are off. --json: every
+                     configuration's row. Sizes from --min to --max times --step (default 4)
 
   -n N               ranks (default 2)
   --nodes K          emulate K nodes (ranks in blocks; TCP or MPI between them, --transport)
@@ -111,6 +126,8 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       sweep: { type: 'boolean' },
       strategies: { type: 'boolean' },
       explain: { type: 'boolean' },
+      model: { type: 'boolean' },
+      step: { type: 'string' },
       config: { type: 'string' },
       off: { type: 'string' },
       'no-mpi': { type: 'boolean' },
@@ -132,9 +149,13 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     });
   }
   if (values['from-json'] !== undefined) return chartsFromJson(values, target, io);
-  if (values.report !== undefined && (values.strategies || values.explain)) {
-    throw new TopocollError('EINVAL', 'topocoll bench: --report draws the latency run, not --strategies or --explain');
+  if (values.report !== undefined && (values.strategies || values.explain || values.model)) {
+    throw new TopocollError('EINVAL', 'topocoll bench: --report draws the latency run, not --strategies, --explain or --model');
   }
+  if (values.model && (values.strategies || values.explain || values.sweep)) {
+    throw new TopocollError('EINVAL', 'topocoll bench: --model goes alone, not with --strategies, --explain or --sweep');
+  }
+  if (values.step !== undefined && !values.model) throw new TopocollError('EINVAL', 'topocoll bench: --step goes with --model');
   if (values.sweep && target !== 'bcast') throw new TopocollError('EINVAL', 'topocoll bench: --sweep goes with "bcast"');
   if (values.strategies && target !== 'bcast' && target !== 'reduce' && target !== 'allreduce' && target !== 'allgather') {
     throw new TopocollError('EINVAL', 'topocoll bench: --strategies goes with bcast, reduce, allreduce or allgather');
@@ -166,9 +187,10 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     settings,
     io,
   };
-  if (values.transport !== undefined && (values.sweep || values.strategies || values.explain)) {
-    throw new TopocollError('EINVAL', 'topocoll bench: --transport goes with the latency run, not --sweep, --strategies or --explain');
+  if (values.transport !== undefined && (values.sweep || values.strategies || values.explain || values.model)) {
+    throw new TopocollError('EINVAL', 'topocoll bench: --transport goes with the latency run, not --sweep, --strategies, --explain or --model');
   }
+  if (values.model) return await benchModel(job, values.step, values.repeat, values.json === true);
   const latency = !values.explain && !values.strategies;
   const transports = latency ? latencyTransports(values.transport, job) : [];
   // Before anything runs: a job under mpirun that cannot start would fail only after the others.
@@ -303,6 +325,8 @@ function chartsFromJson(values: Record<string, string | boolean | undefined>, ta
     'off',
     'no-mpi',
     'json',
+    'model',
+    'step',
   ];
   const given = measuring.filter((k) => values[k] !== undefined);
   if (given.length > 0) {
@@ -339,6 +363,38 @@ function reportCharts(rows: readonly ReportRow[], dir: string, io: CliIo): void 
   }
   writeReport(dir, charts);
   io.stderr(`topocoll bench: ${charts.length} chart${charts.length === 1 ? '' : 's'} in ${dir}: ${charts.map((c) => c.file).join(', ')}\n`);
+}
+
+/** `--model`: the cost model's predictions and choices against measurement (model-accuracy.ts). */
+async function benchModel(job: BenchJob, stepText: string | undefined, repeatText: string | undefined, json: boolean): Promise<number> {
+  const step = parseNonNegativeInt('bench', 'step', stepText ?? '4');
+  if (step < 2) throw new TopocollError('EINVAL', 'topocoll bench: --step must be 2 or more');
+  const sizes: number[] = [];
+  for (let b = job.settings.minBytes; b <= job.settings.maxBytes; b *= step) sizes.push(b);
+  const settings: ModelSettings = { collectives: job.settings.collectives, sizes, rounds: repeatText === undefined ? 3 : job.settings.repeats, targetMs: 10 };
+  const progress = new Progress('topocoll bench', 1);
+  let result: { code: number; rows: ModelRow[] };
+  try {
+    progress.step(`the cost model's candidates, ${settings.collectives.join(', ')} (${job.ranks} ranks)`);
+    result = await runModelJob({ ...job, settings, io: progress.around(job.io) });
+  } finally {
+    progress.finish();
+  }
+  if (result.code !== 0) return result.code;
+  const where = `${job.ranks} ranks${job.nodes !== undefined ? ` on ${job.nodes} emulated nodes` : ''}`;
+  if (json) {
+    const commit = topocollCommit();
+    for (const r of result.rows)
+      job.io.stdout(JSON.stringify({ ...r, ranks: job.ranks, nodes: job.nodes ?? 1, ...(commit !== undefined ? { commit } : {}) }) + '\n');
+    return 0;
+  }
+  job.io.stdout(
+    formatCells(
+      cellsOf(result.rows),
+      `the cost model, ${where} (µs per call; allgather: bytes per rank; pred: predicted; best: the fastest configuration measured)`,
+    ),
+  );
+  return 0;
 }
 
 async function benchStrategies(job: BenchJob, collective: StrategyCollective, off: string | undefined, noMpi: boolean): Promise<number> {

@@ -176,7 +176,8 @@ export function formatExplanation(e: Explanation): string[] {
     const cells = l.candidates.map((c) => `${c.algorithm === l.chosen ? (l.configured ? '=' : '*') : ' '}${c.algorithm} ${c.us.toFixed(2)}`);
     lines.push(`  ${l.level} (group of ${l.groupSize}, ${l.link}): ${cells.join('  ')}`);
   }
-  if (e.allreduce !== undefined) lines.push(`  whole call: ${e.allreduce.map((c) => `${c.algorithm} ${c.us.toFixed(2)}`).join('  ')}`);
+  if (e.allreduce !== undefined)
+    lines.push(`  whole call: ${e.allreduce.map((c) => `${c.algorithm === e.allreduceShape ? '*' : ''}${c.algorithm} ${c.us.toFixed(2)}`).join('  ')}`);
   if (e.segments.length > 1)
     lines.push(`  segments: ${e.segments.map((s) => `${s.bytes === 0 ? 'none' : formatBytes(s.bytes)} ${s.us.toFixed(2)}`).join('  ')}`);
   return lines;

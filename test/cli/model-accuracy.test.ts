@@ -1,0 +1,145 @@
+import { describe, expect, it } from 'vitest';
+import { cellsOf, formatSummary, summarise } from '../../src/cli/model-accuracy.js';
+import { candidatesOf, runsOf, type ModelRow } from '../../src/cli/model-worker.js';
+import type { Explanation } from '../../src/algorithms/selection.js';
+
+const row = (candidate: string, runs: string, predictedUs: number, roundsUs: number[], bytes = 64): ModelRow => ({
+  collective: 'bcast',
+  bytes,
+  candidate,
+  runs,
+  predictedUs,
+  measuredUs: roundsUs[0]!,
+  roundsUs,
+});
+
+/** `topocoll bench --model`'s arithmetic: configurations pooled by what they run, the summary's three figures. */
+describe('the cost model bench: cells and summary', () => {
+  it('pools the rounds of candidates that run the same, and compares auto with the fastest configuration', () => {
+    const cells = cellsOf([
+      row('auto', 'node binomial', 2, [10, 30]),
+      row('node binomial', 'node binomial', 2, [11, 12]),
+      row('node flat', 'node flat', 3, [9, 9, 9]),
+    ]);
+    expect(cells).toHaveLength(1);
+    const [c] = cells;
+    expect(c!.configurations).toHaveLength(2);
+    // auto pools 10, 30, 11, 12: median 11.5.
+    expect(c!.auto.names).toEqual(['auto', 'node binomial']);
+    expect(c!.auto.measuredUs).toBe(11.5);
+    expect(c!.best.runs).toBe('node flat');
+    expect(c!.ratio).toBeCloseTo(11.5 / 9, 12);
+  });
+
+  it('counts the cells within 10 %, the worst ratio and the summed loss; prediction errors over every configuration', () => {
+    const cells = cellsOf([row('auto', 'a', 10, [10], 4), row('x', 'b', 10, [10.5], 4), row('auto', 'a', 5, [20], 16), row('x', 'b', 40, [10], 16)]);
+    const s = summarise(cells);
+    expect(s.cells).toBe(2);
+    expect(s.within10).toBe(1);
+    expect(s.worstRatio).toBe(2);
+    expect(s.worst?.bytes).toBe(16);
+    // (10 + 20) / (10 + 10) − 1.
+    expect(s.loss).toBeCloseTo(0.5, 12);
+    // Errors |p/m − 1|: 0, 0.0476…, 0.75, 3 → median (0.0476 + 0.75) / 2.
+    expect(s.medianError).toBeCloseTo((1 - 10 / 10.5 + 0.75) / 2, 12);
+    expect(s.withinFactor2).toBe(0.5);
+    expect(formatSummary(s)).toMatch(/^auto within 10 % of the best in 1\/2 cells \(50 %\); worst auto\/best 2\.00 \(bcast 16 B\); summed loss 50 %/);
+  });
+
+  it('refuses a cell without its auto row', () => {
+    expect(() => cellsOf([row('x', 'a', 1, [1])])).toThrow(/no auto row for bcast 64 B/);
+  });
+});
+
+const level = (name: string, candidates: string[], chosen: string): Explanation['levels'][number] => ({
+  level: name,
+  groupSize: 2,
+  link: 'shm',
+  configured: false,
+  candidates: candidates.map((algorithm) => ({ algorithm, us: 1 })),
+  chosen,
+});
+
+describe('the cost model bench: candidates', () => {
+  const bcast: Explanation = {
+    collective: 'bcast',
+    bytes: 65536,
+    levels: [level('node', ['flat', 'binomial', 'shm'], 'shm'), level('world', ['flat', 'binomial'], 'binomial')],
+    segments: [],
+    segmentBytes: 16384,
+    predictedUs: 5,
+  };
+
+  it('every combination of the levels’ candidates with the model’s segment, then the model’s algorithms at every segment below the size', () => {
+    const list = candidatesOf('bcast', bcast, 65536);
+    expect(list.slice(0, 6).map((c) => c.name)).toEqual([
+      'node flat, world flat',
+      'node flat, world binomial',
+      'node binomial, world flat',
+      'node binomial, world binomial',
+      'node shm, world flat',
+      'node shm, world binomial',
+    ]);
+    expect(list[1]!.config).toEqual({ bcast: { levels: { node: 'flat', world: 'binomial' }, segment: 'auto' } });
+    expect(list.slice(6).map((c) => c.name)).toEqual([
+      "auto's algorithms, segment none",
+      "auto's algorithms, segment 8192",
+      "auto's algorithms, segment 16384",
+      "auto's algorithms, segment 32768",
+    ]);
+    expect(list[8]!.config).toEqual({ bcast: { levels: { node: 'shm', world: 'binomial' }, segment: 16384 } });
+    expect(runsOf(bcast, 65536)).toBe('node shm, world binomial; segment 16384');
+    expect(runsOf(bcast, 16384)).toBe('node shm, world binomial; segment none');
+  });
+
+  it('allreduce: three shapes over paired lower-level algorithms (auto’s own pair added), the model’s shape at every segment', () => {
+    const e: Explanation = {
+      collective: 'allreduce',
+      bytes: 16384,
+      levels: [
+        level('node (reduce)', ['flat', 'binomial'], 'flat'),
+        level('world (reduce)', ['flat', 'binomial'], 'binomial'),
+        level('node (bcast)', ['flat', 'binomial', 'shm'], 'shm'),
+        level('world (bcast)', ['flat', 'binomial'], 'binomial'),
+      ],
+      allreduce: [],
+      allreduceShape: 'reduce-allreduce-bcast, top rabenseifner',
+      segments: [],
+      segmentBytes: 0,
+      predictedUs: 5,
+    };
+    const list = candidatesOf('allreduce', e, 16384);
+    // node: 5 families + auto's (flat, shm); world: 4 families (no shm between nodes) → 6 × 4 pairs × 3 shapes, then 2 segments.
+    expect(list).toHaveLength(6 * 4 * 3 + 2);
+    expect(list.filter((c) => c.name.startsWith('node flat/shm, world binomial/binomial; ')).map((c) => c.name)).toEqual([
+      'node flat/shm, world binomial/binomial; reduce-bcast',
+      'node flat/shm, world binomial/binomial; reduce-allreduce-bcast, top recursive-doubling',
+      'node flat/shm, world binomial/binomial; reduce-allreduce-bcast, top rabenseifner',
+    ]);
+    expect(list[list.length - 1]!.config).toEqual({
+      reduce: { levels: { node: 'flat', world: 'binomial' } },
+      bcast: { levels: { node: 'shm', world: 'binomial' } },
+      allreduce: { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner', segment: 8192 },
+    });
+  });
+
+  it('barrier: every combination, no segments', () => {
+    const e: Explanation = {
+      collective: 'barrier',
+      bytes: 0,
+      levels: [level('node', ['central-counter', 'dissemination'], 'dissemination'), level('world', ['combining-tree:2', 'dissemination'], 'dissemination')],
+      segments: [],
+      segmentBytes: 0,
+      predictedUs: 5,
+    };
+    const list = candidatesOf('barrier', e, 0);
+    expect(list.map((c) => c.name)).toEqual([
+      'node central-counter, world combining-tree:2',
+      'node central-counter, world dissemination',
+      'node dissemination, world combining-tree:2',
+      'node dissemination, world dissemination',
+    ]);
+    expect(list[0]!.config).toEqual({ barrier: { levels: { node: 'central-counter', world: 'combining-tree:2' } } });
+    expect(runsOf(e, 0)).toBe('node dissemination, world dissemination');
+  });
+});
