@@ -213,3 +213,64 @@ describe('topocoll groups shows the configured algorithms', () => {
     );
   });
 });
+
+/**
+ * Issue 18 §4: the S3 and S4 papers' clusters planned from parameters in YAML alone, no
+ * processes (config/examples/model-*.yaml). The barrier rows compare the model with S4's report
+ * (a combining tree below ~20 processes, dissemination above); barrier-model.test.ts pins the
+ * formulas themselves.
+ */
+describe("topocoll groups --explain plans the papers' clusters from YAML parameters", () => {
+  const examples = `${exampleMachine.replace(/machine-2s18c\.xml$/, '')}`;
+  const s4Job = ['--hwloc-xml', `${examples}machine-2s12c.xml`, '--nodes', 'n[01-30]', '--ppn', '24', '--map-by', 'core'];
+  /** The barrier's choice per level in an --explain output: level → [group size, chosen]. */
+  const barrierChoices = (stdout: string): Map<string, [number, string]> => {
+    const block = stdout.slice(stdout.indexOf('\nbarrier: predicted'));
+    const out = new Map<string, [number, string]>();
+    for (const m of block.matchAll(/^ {2}(\S+) \(group of (\d+), [^)]+\):.*\*(\S+)/gm)) out.set(m[1]!, [Number(m[2]), m[3]!]);
+    return out;
+  };
+
+  it("S3's 64 × 2 × 18 cluster on the assumed InfiniBand model: every level of its fat tree has a choice at every size, the spine its own link", async () => {
+    const r = await cli(['groups', ...seedJob, '--config', `${examples}model-infiniband.yaml`, '--explain', '--bytes', '8,64KiB,4MiB']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^2304 ranks on 64 node\(s\)/);
+    const rows = tableRows(r.stdout);
+    expect([...rows.keys()]).toEqual(['socket', 'node', 'switch1', 'switch2']);
+    // The level table's bcast column: the S0 engine inside sockets for all but the smallest messages, trees between nodes.
+    expect(rows.get('socket')![4]).toMatch(/shm$/);
+    expect(rows.get('switch1')![4]).toMatch(/binomial$/);
+    // The spine's groups are priced on model.levels.switch2, the leaves' on the link between nodes.
+    expect(r.stdout).toMatch(/^ {2}switch2 \(group of 4, model\.levels\.switch2\):/m);
+    expect(r.stdout).toMatch(/^ {2}switch1 \(group of 16, tcp\):/m);
+    for (const size of ['8 B', '64 KiB', '4 MiB']) expect(r.stdout).toContain(`# the cost model at ${size}`);
+    // With o_s + L + o_r above the gap, dissemination at every level (S4: a combining tree below ~20 processes).
+    expect([...barrierChoices(r.stdout).values()]).toEqual([
+      [18, 'dissemination'],
+      [2, 'dissemination'],
+      [16, 'dissemination'],
+      [4, 'dissemination'],
+    ]);
+  });
+
+  it("S4's 30 × 2 × 12 cluster with S4's own LogP between nodes: dissemination for the 30 nodes, as S4 measured above ~20 processes", async () => {
+    const r = await cli(['groups', ...s4Job, '--config', `${examples}model-s4-paper.yaml`, '--explain', '--bytes', '8']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^720 ranks on 30 node\(s\)/);
+    expect(barrierChoices(r.stdout).get('world')).toEqual([30, 'dissemination']);
+    expect(barrierChoices(r.stdout).get('socket')).toEqual([12, 'dissemination']);
+  });
+
+  it('links whose gap exceeds o_s + L + o_r give S4’s small-group combining tree: groups of 2…6, 9…11, 17…19 and 33 (a sawtooth at the powers of two)', async () => {
+    const highGap = '{ L: 1, os: 0.3, or: 0.3, g: 5, G: 0.0001, Gx: 0.0002 }';
+    const config = tmpFile('high-gap.yaml', `model:\n  links:\n    shm: ${highGap}\n    tcp: ${highGap}\n`);
+    const s3 = barrierChoices((await cli(['groups', ...seedJob, '--config', config, '--explain', '--bytes', '8'])).stdout);
+    expect(s3.get('socket')).toEqual([18, 'combining-tree:2']);
+    expect(s3.get('node')).toEqual([2, 'central-counter']); // ties combining-tree:2, listed first
+    expect(s3.get('switch1')).toEqual([16, 'dissemination']);
+    expect(s3.get('switch2')).toEqual([4, 'combining-tree:2']);
+    const s4 = barrierChoices((await cli(['groups', ...s4Job, '--config', config, '--explain', '--bytes', '8'])).stdout);
+    expect(s4.get('socket')).toEqual([12, 'dissemination']);
+    expect(s4.get('world')).toEqual([30, 'dissemination']);
+  });
+});
