@@ -127,13 +127,16 @@ export function candidatesOf(collective: ModelCollective, auto: Explanation, blo
       { algorithm: 'reduce-allreduce-bcast', top: 'recursive-doubling' },
       { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner' },
     ];
-    for (const combo of product(reduceLevels.map((_, i) => pairsOf(i)))) {
-      const reduce = Object.fromEntries(reduceLevels.map((l, i) => [levelName(l.level), combo[i]![0]]));
-      const bcast = Object.fromEntries(bcastLevels.map((l, i) => [levelName(l.level), combo[i]![1]]));
-      const pairs = reduceLevels.map((l, i) => `${levelName(l.level)} ${combo[i]![0]}/${combo[i]![1]}`).join(', ');
-      for (const s of shapes) {
+    for (const s of shapes) {
+      // reduce-allreduce-bcast runs its own allreduce in the top group (the last level): the pairs vary below it only.
+      const varied = s.algorithm === 'reduce-bcast' ? reduceLevels.length : reduceLevels.length - 1;
+      for (const combo of product(reduceLevels.slice(0, varied).map((_, i) => pairsOf(i)))) {
+        const pairAt = (i: number): [string, string] => combo[i] ?? [reduceLevels[i]!.chosen, bcastLevels[i]!.chosen];
+        const reduce = Object.fromEntries(reduceLevels.map((l, i) => [levelName(l.level), pairAt(i)[0]]));
+        const bcast = Object.fromEntries(bcastLevels.map((l, i) => [levelName(l.level), pairAt(i)[1]]));
+        const pairs = combo.map((c, i) => `${levelName(reduceLevels[i]!.level)} ${c[0]}/${c[1]}`).join(', ');
         out.push({
-          name: `${pairs}; ${s.algorithm}${s.top !== undefined ? `, top ${s.top}` : ''}`,
+          name: `${pairs === '' ? '' : `${pairs}; `}${s.algorithm}${s.top !== undefined ? `, top ${s.top}` : ''}`,
           config: {
             reduce: { levels: reduce },
             bcast: { levels: bcast },

@@ -109,13 +109,23 @@ describe('the cost model bench: candidates', () => {
       predictedUs: 5,
     };
     const list = candidatesOf('allreduce', e, 16384);
-    // node: 5 families + auto's (flat, shm); world: 4 families (no shm between nodes) → 6 × 4 pairs × 3 shapes, then 2 segments.
-    expect(list).toHaveLength(6 * 4 * 3 + 2);
-    expect(list.filter((c) => c.name.startsWith('node flat/shm, world binomial/binomial; ')).map((c) => c.name)).toEqual([
+    // node: 5 families + auto's (flat, shm); world: 4 families (no shm between nodes). reduce-bcast: 6 × 4 pairs;
+    // reduce-allreduce-bcast's top group (world) runs its own allreduce: 6 node pairs per top algorithm; then 2 segments.
+    expect(list).toHaveLength(6 * 4 + 2 * 6 + 2);
+    expect(list.filter((c) => c.name.startsWith('node flat/shm')).map((c) => c.name)).toEqual([
+      'node flat/shm, world flat/flat; reduce-bcast',
       'node flat/shm, world binomial/binomial; reduce-bcast',
-      'node flat/shm, world binomial/binomial; reduce-allreduce-bcast, top recursive-doubling',
-      'node flat/shm, world binomial/binomial; reduce-allreduce-bcast, top rabenseifner',
+      'node flat/shm, world knomial:4/knomial:4; reduce-bcast',
+      'node flat/shm, world rabenseifner/scatter-allgather; reduce-bcast',
+      'node flat/shm; reduce-allreduce-bcast, top recursive-doubling',
+      'node flat/shm; reduce-allreduce-bcast, top rabenseifner',
     ]);
+    // The top group's pair stays auto's.
+    expect(list.find((c) => c.name === 'node binomial/shm; reduce-allreduce-bcast, top rabenseifner')!.config).toEqual({
+      reduce: { levels: { node: 'binomial', world: 'binomial' } },
+      bcast: { levels: { node: 'shm', world: 'binomial' } },
+      allreduce: { algorithm: 'reduce-allreduce-bcast', top: 'rabenseifner', segment: 'auto' },
+    });
     expect(list[list.length - 1]!.config).toEqual({
       reduce: { levels: { node: 'flat', world: 'binomial' } },
       bcast: { levels: { node: 'shm', world: 'binomial' } },
