@@ -3,7 +3,8 @@
  * size, every candidate the cost model chooses among — each combination of the levels' candidate
  * algorithms (each with the segment the model picks for it), the model's own algorithms at every
  * candidate segment, and `auto` itself — configured in turn with `comm.configure()`, its
- * prediction taken from `comm.explain()` and its time measured. Rank 0 prints one JSON line
+ * prediction taken from `comm.explain()` and its time measured (OSU's way: a barrier before each
+ * call, the call timed on every rank, the slowest rank's mean). Rank 0 prints one JSON line
  * (`ModelRow`) per candidate and size.
  *
  * The model's domain is the per-level schedules: the one-node shared-area calls (`*.shm`) and the
@@ -41,7 +42,7 @@ export interface ModelRow {
   /** What the candidate ran, as explain names it (auto: the model's choice). */
   runs: string;
   predictedUs: number;
-  /** Median over rounds of the per-call mean, averaged over ranks. */
+  /** Median over rounds of the slowest rank's mean µs per call. */
   measuredUs: number;
   /** Every round's figure. */
   roundsUs: number[];
@@ -214,9 +215,9 @@ export async function modelMain(settings: ModelSettings): Promise<void> {
   const comm = await init();
   const stat = new Float64Array(1);
   const reduced = new Float64Array(1);
-  const across = (value: number, op: 'sum' | 'max'): number => {
+  const slowest = (value: number): number => {
     stat[0] = value;
-    comm.allreduceSync(stat, reduced, op);
+    comm.allreduceSync(stat, reduced, 'max');
     return reduced[0]!;
   };
   const levelNames = comm.levels().map((l) => l.name);
@@ -230,23 +231,41 @@ export async function modelMain(settings: ModelSettings): Promise<void> {
     current = text;
   };
 
-  /** Per-rank mean µs per call: a warm-up of at least 2 ms, then as many calls as take about targetMs. */
-  const measure = (call: (k: number) => void): number => {
+  /**
+   * This rank's mean µs per call, timed as OSU's collective benchmarks do: a barrier before every
+   * call, only the call timed — the model predicts one call from a common start, and back-to-back
+   * calls of a rooted collective overlap (a root starts its next call while readers finish the
+   * last). Barriers themselves run back to back. A warm-up of at least 2 ms, then as many calls
+   * as take about targetMs.
+   */
+  const measure = (call: (k: number) => void, separated: boolean): number => {
     let k = 0;
+    const once = separated
+      ? (): number => {
+          comm.barrierSync();
+          const t = performance.now();
+          call(k++);
+          return performance.now() - t;
+        }
+      : (): number => {
+          const t = performance.now();
+          call(k++);
+          return performance.now() - t;
+        };
     comm.barrierSync();
     const warm = performance.now();
     // Every rank makes the same calls: the warm-up goes on in steps of 3 calls, by the slowest clock.
     let elapsed: number;
     do {
-      for (let i = 0; i < 3; i++) call(k++);
-      elapsed = across(performance.now() - warm, 'max');
+      for (let i = 0; i < 3; i++) once();
+      elapsed = slowest(performance.now() - warm);
     } while (elapsed < 2);
     const perCall = elapsed / k;
     const count = Math.max(3, Math.min(100000, Math.ceil(settings.targetMs / perCall)));
     comm.barrierSync();
-    const start = process.hrtime.bigint();
-    for (let i = 0; i < count; i++) call(k++);
-    return Number(process.hrtime.bigint() - start) / 1000 / count;
+    let inCalls = 0;
+    for (let i = 0; i < count; i++) inCalls += once();
+    return (inCalls * 1000) / count;
   };
 
   for (const collective of settings.collectives) {
@@ -257,9 +276,10 @@ export async function modelMain(settings: ModelSettings): Promise<void> {
       const list: Candidate[] = [{ name: 'auto', config: {} }, ...candidatesOf(collective, auto, bytes)];
       const call = callOf(comm, collective, bytes);
       const results = list.map(() => ({ runs: '', predictedUs: 0, rounds: [] as number[] }));
+      const separated = collective !== 'barrier';
       // Unmeasured: the cell's first calls compile its call path (V8's compiler threads take the cores).
-      measure(call);
-      measure(call);
+      measure(call, separated);
+      measure(call, separated);
       for (let round = 0; round < settings.rounds; round++) {
         for (let j = 0; j < list.length; j++) {
           const i = (j + round * Math.ceil(list.length / settings.rounds)) % list.length;
@@ -267,8 +287,8 @@ export async function modelMain(settings: ModelSettings): Promise<void> {
           const e = comm.explain(collective, explainBytes);
           results[i]!.runs = runsOf(e, bytes);
           results[i]!.predictedUs = e.predictedUs;
-          const us = measure(call);
-          results[i]!.rounds.push(across(us, 'sum') / comm.size);
+          // The slowest rank's mean: the call is done when every rank is (what the model predicts).
+          results[i]!.rounds.push(slowest(measure(call, separated)));
         }
       }
       if (comm.rank === 0) {

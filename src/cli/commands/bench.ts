@@ -55,7 +55,9 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      combination of the levels' candidate algorithms, auto's algorithms at every
                      candidate segment, allreduce's variants over paired lower-level
                      algorithms) and auto itself, in --repeat rounds (default 3) of rotated
-                     order, each configuration's median kept; prints per size auto's and the
+                     order, each configuration's median kept (timed as OSU does: a barrier
+                     before each call, the slowest rank's mean time in the call; barriers
+                     back to back); prints per size auto's and the
                      best configuration's prediction and time, and the share of sizes where
                      auto is within 10 % of the best, the worst auto/best, the summed loss and
                      the predictions' median error. The one-node shared-area calls and the
@@ -391,7 +393,7 @@ async function benchModel(job: BenchJob, stepText: string | undefined, repeatTex
   job.io.stdout(
     formatCells(
       cellsOf(result.rows),
-      `the cost model, ${where} (µs per call; allgather: bytes per rank; pred: predicted; best: the fastest configuration measured)`,
+      `the cost model, ${where} (µs per call, the slowest rank's, a barrier before each; allgather: bytes per rank; pred: predicted; best: the fastest configuration measured)`,
     ),
   );
   return 0;
