@@ -44,7 +44,9 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  * node (`model.oversubscribed.shm` when that node has more ranks than cores — the same fact on
  * every member, since they share the node), else the link between nodes (`model.links.mpi` when
  * the job's transport is MPI and it is given, else `model.links.tcp`). A group that spans nodes
- * never uses the oversubscribed links: its members may sit on nodes that differ.
+ * never uses the oversubscribed links: its members may sit on nodes that differ. Segments pay
+ * off only where levels work at once: in a job on one node with more ranks than cores the stages
+ * are added, segment after segment, instead of overlapping.
  *
  * Candidates: bcast flat, binomial, knomial:4, scatter-allgather, and shm inside a node (with
  * shm.bcast.enabled); reduce flat, binomial, knomial:4, rabenseifner (shm: configured only);
@@ -305,7 +307,16 @@ export class Selector {
   private pipelined(bytes: number, seg: number, stageTimes: (segBytes: number) => number[]): number {
     const piece = seg === 0 ? bytes : Math.min(seg, bytes);
     const count = seg === 0 ? 1 : Math.max(1, Math.ceil(bytes / seg));
-    return this.config.model.callUs + pipelineUs(stageTimes(piece), count);
+    const stages = stageTimes(piece);
+    // Levels overlap only on cores of their own: a one-node job with more ranks than cores runs
+    // its stages' steps one after another (every rank shares the node, so every rank agrees).
+    if (this.serialStages) return this.config.model.callUs + count * stages.reduce((t, x) => t + x, 0);
+    return this.config.model.callUs + pipelineUs(stages, count);
+  }
+
+  /** A job on one oversubscribed node: its pipeline stages cannot overlap. */
+  private get serialStages(): boolean {
+    return this.facts.oversubscribed && this.levels.every(({ groups }) => groups.every((g) => this.isNodeLocal(g)));
   }
 
   /** Lower levels (below the top group's) and the top group, for allreduce and allgather's bcast phase. */

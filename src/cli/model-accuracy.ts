@@ -12,8 +12,11 @@ import { runWorkerJob } from './worker-job.js';
  *  (a) predicted against measured,
  *  (b) whether the model's choice (`auto`) is within 10 % of the best measured configuration,
  *  (c) `auto`'s loss against the best configuration of each cell, summed over the table.
- * Rows whose configurations run the same (auto and the candidate it equals, by explain's account
- * of what runs) pool their rounds: one configuration, one median.
+ * A row's figure is the least of its rounds: the VM's noise only ever adds time, in bursts that
+ * can hit two rounds of three. Rows whose configurations run the same (auto and the candidate it
+ * equals, by explain's account of what runs) are one configuration: the median of their rows'
+ * figures (not the least of all their rounds, which would favour a configuration measured by
+ * more rows).
  */
 
 export interface ModelJob {
@@ -31,7 +34,7 @@ export async function runModelJob(job: ModelJob): Promise<{ code: number; rows: 
   return { code, rows: records as ModelRow[] };
 }
 
-/** One distinct configuration of a cell: what runs, its prediction, the median of its pooled rounds. */
+/** One distinct configuration of a cell: what runs, its prediction, the median of its rows' least rounds. */
 export interface CellConfiguration {
   runs: string;
   /** The candidates that ran it. */
@@ -71,7 +74,7 @@ export function cellsOf(rows: readonly ModelRow[]): Cell[] {
       runs,
       names: rs.map((r) => r.candidate),
       predictedUs: rs[0]!.predictedUs,
-      measuredUs: median(rs.flatMap((r) => r.roundsUs)),
+      measuredUs: median(rs.map((r) => Math.min(...r.roundsUs))),
     }));
     const auto = configurations.find((c) => c.names.includes('auto'));
     if (auto === undefined) throw new TopocollError('EINVAL', `topocoll bench --model: no auto row for ${list[0]!.collective} ${list[0]!.bytes} B`);

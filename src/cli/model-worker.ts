@@ -12,9 +12,9 @@
  *
  * Every rank derives the same candidates in the same order from the same explanation (explain
  * is computed from the plan and the configuration alone), so the configure() calls line up.
- * Candidates are measured in rounds, each round in a rotated order, and each keeps the median of
- * its rounds: a VM's noise comes in bursts, and rotation keeps a burst from always hitting the same
- * candidate.
+ * Candidates are measured in rounds, each round in a rotated order, and each keeps the least of
+ * its rounds: a VM's noise only adds time and comes in bursts, and rotation keeps a burst from
+ * always hitting the same candidate.
  */
 import type { Communicator } from '../communicator.js';
 import type { RuntimeConfigInput } from '../config/load.js';
@@ -42,7 +42,7 @@ export interface ModelRow {
   /** What the candidate ran, as explain names it (auto: the model's choice). */
   runs: string;
   predictedUs: number;
-  /** Median over rounds of the slowest rank's mean µs per call. */
+  /** The least over rounds of the slowest rank's mean µs per call. */
   measuredUs: number;
   /** Every round's figure. */
   roundsUs: number[];
@@ -294,14 +294,13 @@ export async function modelMain(settings: ModelSettings): Promise<void> {
       if (comm.rank === 0) {
         list.forEach((c, i) => {
           const r = results[i]!;
-          const sorted = [...r.rounds].sort((a, b) => a - b);
           const row: ModelRow = {
             collective,
             bytes,
             candidate: c.name,
             runs: r.runs,
             predictedUs: r.predictedUs,
-            measuredUs: sorted[Math.floor(sorted.length / 2)]!,
+            measuredUs: Math.min(...r.rounds),
             roundsUs: r.rounds,
           };
           console.log(JSON.stringify(row));

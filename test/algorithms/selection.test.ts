@@ -376,3 +376,27 @@ describe('the S3 example (64 nodes × 36 ranks, 2304 ranks, 4 levels)', () => {
     expect(allreduce.allreduce!.length).toBe(3);
   });
 });
+
+describe('segments on an oversubscribed node', () => {
+  // One node, 2 sockets of 4 cores: socket and node levels, every group inside the node.
+  const oneNode = planGroups(byCore(['a'], 8, 2));
+  it('a one-node job with more ranks than cores adds its stages (no overlap): no segment pays up to 4 MiB (above, only to stay in cache)', () => {
+    const over = selector(oneNode, {}, Infinity, { cores: 2, oversubscribed: true });
+    const fits = selector(oneNode, {}, Infinity, { cores: 8, oversubscribed: false });
+    for (const bytes of [65536, 1 << 20, 4 << 20]) {
+      const c = over.choose(bytes);
+      expect([c.segmentBytes.bcast, c.segmentBytes.reduce, c.segmentBytes.allreduce, c.segmentBytes.allgather], `${bytes}`).toEqual([0, 0, 0, 0]);
+    }
+    // With a core per rank the levels overlap and large messages are cut.
+    expect(fits.choose(64 << 20).segmentBytes.bcast).toBeGreaterThan(0);
+    // The whole call is callUs plus the sum of the stages for one segment of the whole message.
+    const e = over.explain('bcast', 1 << 20);
+    const stages = e.levels.map((l) => l.candidates.find((c) => c.algorithm === l.chosen)!.us);
+    expect(e.predictedUs).toBeCloseTo(config().model.callUs + stages.reduce((t, x) => t + x, 0), 9);
+  });
+
+  it('a job across nodes keeps overlapping its stages (nodes may differ in whether they are oversubscribed)', () => {
+    const over = selector(plan4x4, {}, 65536, { cores: 2, oversubscribed: true });
+    expect(over.choose(64 << 20).segmentBytes.bcast).toBeGreaterThan(0);
+  });
+});

@@ -15,20 +15,22 @@ const row = (candidate: string, runs: string, predictedUs: number, roundsUs: num
 
 /** `topocoll bench --model`'s arithmetic: configurations pooled by what they run, the summary's three figures. */
 describe('the cost model bench: cells and summary', () => {
-  it('pools the rounds of candidates that run the same, and compares auto with the fastest configuration', () => {
+  it("takes each row's least round, a configuration's rows by their median, and compares auto with the fastest configuration", () => {
     const cells = cellsOf([
-      row('auto', 'node binomial', 2, [10, 30]),
-      row('node binomial', 'node binomial', 2, [11, 12]),
-      row('node flat', 'node flat', 3, [9, 9, 9]),
+      row('auto', 'node binomial', 2, [30, 10]),
+      row('node binomial', 'node binomial', 2, [12, 11]),
+      row("auto's algorithms, segment none", 'node binomial', 2, [14, 40, 13]),
+      row('node flat', 'node flat', 3, [9, 90, 9.5]),
     ]);
     expect(cells).toHaveLength(1);
     const [c] = cells;
     expect(c!.configurations).toHaveLength(2);
-    // auto pools 10, 30, 11, 12: median 11.5.
-    expect(c!.auto.names).toEqual(['auto', 'node binomial']);
-    expect(c!.auto.measuredUs).toBe(11.5);
+    // auto's rows' least rounds 10, 11, 13: median 11.
+    expect(c!.auto.names).toEqual(['auto', 'node binomial', "auto's algorithms, segment none"]);
+    expect(c!.auto.measuredUs).toBe(11);
     expect(c!.best.runs).toBe('node flat');
-    expect(c!.ratio).toBeCloseTo(11.5 / 9, 12);
+    expect(c!.best.measuredUs).toBe(9);
+    expect(c!.ratio).toBeCloseTo(11 / 9, 12);
   });
 
   it('counts the cells within 10 %, the worst ratio and the summed loss; prediction errors over every configuration', () => {

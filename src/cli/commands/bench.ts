@@ -55,7 +55,7 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      combination of the levels' candidate algorithms, auto's algorithms at every
                      candidate segment, allreduce's variants over paired lower-level
                      algorithms) and auto itself, in --repeat rounds (default 3) of rotated
-                     order, each configuration's median kept (timed as OSU does: a barrier
+                     order, each configuration's least round kept (timed as OSU does: a barrier
                      before each call, the slowest rank's mean time in the call; barriers
                      back to back); prints per size auto's and the
                      best configuration's prediction and time, and the share of sizes where
