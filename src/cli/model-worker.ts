@@ -83,12 +83,25 @@ function autoConfig(levels: readonly string[]): RuntimeConfigInput {
 }
 
 /**
+ * In a group of two, algorithms that differ elsewhere run the same steps: one message from the
+ * root (bcast) or to it (reduce) for flat and the trees, one exchange for every allgather, one
+ * message up and one down for the central counter and the combining trees. They are one
+ * configuration: the fastest of several equal ones measured would only pick the luckiest.
+ */
+export function pairName(algorithm: string): string {
+  if (algorithm === 'flat' || algorithm === 'binomial' || algorithm.startsWith('knomial:')) return 'one message (2)';
+  if (algorithm === 'ring' || algorithm === 'recursive-doubling' || algorithm === 'bruck' || algorithm === 'neighbor-exchange') return 'one exchange (2)';
+  if (algorithm === 'central-counter' || algorithm.startsWith('combining-tree:')) return 'up and down (2)';
+  return algorithm;
+}
+
+/**
  * What a configuration runs, as a text: the levels' choices, the segment and allreduce's shape.
  * `cutBytes`: what the segment cuts (the message; allgather: each rank's block) — a segment as
  * large is none.
  */
 export function runsOf(e: Explanation, cutBytes: number): string {
-  const levels = e.levels.map((l) => `${l.level} ${l.chosen}`).join(', ');
+  const levels = e.levels.map((l) => `${l.level} ${l.groupSize === 2 ? pairName(l.chosen) : l.chosen}`).join(', ');
   const seg = e.collective === 'barrier' ? '' : `; segment ${e.segmentBytes === 0 || e.segmentBytes >= cutBytes ? 'none' : e.segmentBytes}`;
   return `${levels}${e.allreduceShape !== undefined ? `; ${e.allreduceShape}` : ''}${seg}`;
 }

@@ -90,8 +90,20 @@ describe('the cost model bench: candidates', () => {
       "auto's algorithms, segment 32768",
     ]);
     expect(list[8]!.config).toEqual({ bcast: { levels: { node: 'shm', world: 'binomial' }, segment: 16384 } });
-    expect(runsOf(bcast, 65536)).toBe('node shm, world binomial; segment 16384');
-    expect(runsOf(bcast, 16384)).toBe('node shm, world binomial; segment none');
+    expect(runsOf(bcast, 65536)).toBe('node shm, world one message (2); segment 16384');
+    expect(runsOf(bcast, 16384)).toBe('node shm, world one message (2); segment none');
+    expect(
+      runsOf(
+        {
+          ...bcast,
+          levels: [
+            { ...bcast.levels[0]!, groupSize: 4 },
+            { ...bcast.levels[1]!, groupSize: 3 },
+          ],
+        },
+        65536,
+      ),
+    ).toBe('node shm, world binomial; segment 16384');
   });
 
   it('allreduce: three shapes over paired lower-level algorithms (auto’s own pair added), the model’s shape at every segment', () => {
@@ -153,5 +165,9 @@ describe('the cost model bench: candidates', () => {
     ]);
     expect(list[0]!.config).toEqual({ barrier: { levels: { node: 'central-counter', world: 'combining-tree:2' } } });
     expect(runsOf(e, 0)).toBe('node dissemination, world dissemination');
+    // In groups of two the central counter and the combining trees send the same two messages.
+    expect(runsOf({ ...e, levels: [level('node', [], 'central-counter'), level('world', [], 'combining-tree:3')] }, 0)).toBe(
+      'node up and down (2), world up and down (2)',
+    );
   });
 });
