@@ -29,8 +29,10 @@ describe('topocoll bench --model', () => {
     expect(r.status, r.stderr).toBe(0);
     const rows = r.stdout
       .split('\n')
-      .filter((l) => l.startsWith('{'))
+      .filter((l) => l.startsWith('{') && !l.includes('"probe"'))
       .map((l) => JSON.parse(l) as ModelRow & { ranks: number; nodes: number });
+    // Where the host had the virtual CPUs, before and after the job.
+    expect(r.stdout).toMatch(/^\{"probe":"core-to-core-ns","ranks":4,"nodes":2,"cpus":\[\d+,\d+\],"before":\d+,"after":\d+\}$/m);
     const cells = new Set(rows.map((x) => `${x.collective} ${x.bytes}`));
     expect([...cells].sort()).toEqual(['allreduce 4', 'allreduce 64', 'barrier 0', 'bcast 4', 'bcast 64']);
     for (const x of rows) {
@@ -72,6 +74,7 @@ describe('topocoll bench --model', () => {
     const r = bench(['bcast', '--model', '-n', '2', '--min', '4096', '--max', '65536', '--repeat', '1']);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^# auto within 10 % of the best in \d\/3 cells \(\d+ %\); worst auto\/best \d+\.\d\d \(bcast \S+ \S+\); summed loss -?\d+ %/m);
+    expect(r.stdout).toMatch(/^# a cache line from CPU \d+ to CPU \d+: \d+ ns before, \d+ ns after/m);
     for (const size of ['4 KiB', '16 KiB', '64 KiB']) expect(r.stdout).toMatch(new RegExp(`^\\s+bcast\\s+${size}\\s+\\d+\\s+\\d+\\.\\d\\d`, 'm'));
   });
 

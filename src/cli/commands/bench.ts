@@ -376,9 +376,13 @@ async function benchModel(job: BenchJob, stepText: string | undefined, repeatTex
   const settings: ModelSettings = { collectives: job.settings.collectives, sizes, rounds: repeatText === undefined ? 3 : job.settings.repeats, targetMs: 10 };
   const progress = new Progress('topocoll bench', 1);
   let result: { code: number; rows: ModelRow[] };
+  // One-node figures change with where the host puts the virtual CPUs: the probe says which state the job saw.
+  const probe = coreLatencyProbe();
   try {
+    probe.take('before');
     progress.step(`the cost model's candidates, ${settings.collectives.join(', ')} (${job.ranks} ranks)`);
     result = await runModelJob({ ...job, settings, io: progress.around(job.io) });
+    probe.take('after');
   } finally {
     progress.finish();
   }
@@ -388,13 +392,15 @@ async function benchModel(job: BenchJob, stepText: string | undefined, repeatTex
     const commit = topocollCommit();
     for (const r of result.rows)
       job.io.stdout(JSON.stringify({ ...r, ranks: job.ranks, nodes: job.nodes ?? 1, ...(commit !== undefined ? { commit } : {}) }) + '\n');
+    if (probe.cpus)
+      job.io.stdout(JSON.stringify({ probe: 'core-to-core-ns', ranks: job.ranks, nodes: job.nodes ?? 1, cpus: probe.cpus, ...probe.taken }) + '\n');
     return 0;
   }
   job.io.stdout(
     formatCells(
       cellsOf(result.rows),
       `the cost model, ${where} (µs per call, the slowest rank's, a barrier before each; allgather: bytes per rank; pred: predicted; best: the fastest configuration measured)`,
-    ),
+    ) + (probe.cpus ? `# ${probe.describe()}\n` : ''),
   );
   return 0;
 }
