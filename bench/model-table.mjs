@@ -7,7 +7,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cellsOf, summarise } from '../dist/cli/model-accuracy.js';
-import { renderLogLogChart } from '../dist/cli/svg-chart.js';
+import { formatBytes as size, renderLogLogChart } from '../dist/cli/svg-chart.js';
 import { benchRows } from './rows.mjs';
 
 const args = process.argv.slice(2);
@@ -39,7 +39,6 @@ const order = [...jobs.keys()].sort((a, b) => {
 });
 const COLLECTIVES = ['bcast', 'reduce', 'allreduce', 'allgather', 'barrier'];
 const pct = (x) => `${(100 * x).toFixed(0)} %`;
-const size = (b) => (b >= 1048576 ? `${b / 1048576} MiB` : b >= 1024 ? `${b / 1024} KiB` : `${b} B`);
 const jobName = (key) => {
   const [p, n] = key.split(' ');
   return n === '1' ? `p = ${p}, one node` : `p = ${p}, ${n} nodes`;
@@ -50,9 +49,11 @@ console.log(
   '\n| job | cache line CPU 0 → 1, ns | collective | sizes | auto within 10 % | worst auto/best | summed loss | median prediction error | predictions within ×2 |',
 );
 console.log('|---|---|---|---:|---:|---:|---:|---:|---:|');
+/** "p nodes" → its cells, configurations pooled (model-accuracy.ts). */
+const cellsByJob = new Map(order.map((key) => [key, cellsOf(jobs.get(key))]));
 const everyCell = [];
 for (const key of order) {
-  const cells = cellsOf(jobs.get(key));
+  const cells = cellsByJob.get(key);
   everyCell.push(...cells.map((c) => ({ ...c, job: key })));
   for (const collective of COLLECTIVES) {
     const mine = cells.filter((c) => c.collective === collective);
@@ -85,7 +86,7 @@ if (chartDir !== undefined) {
   mkdirSync(chartDir, { recursive: true });
   const COLORS = { bcast: '#0072B2', reduce: '#D55E00', allreduce: '#009E73', allgather: '#CC79A7' };
   for (const key of order) {
-    const cells = cellsOf(jobs.get(key));
+    const cells = cellsByJob.get(key);
     const series = [];
     for (const [collective, color] of Object.entries(COLORS)) {
       const mine = cells.filter((c) => c.collective === collective).sort((a, b) => a.bytes - b.bytes);

@@ -1,6 +1,7 @@
 import { TopocollError } from '../errors.js';
 import type { BindPolicy } from './launcher.js';
 import type { CliIo } from './io.js';
+import { median } from './link-fit.js';
 import type { ModelCollective, ModelRow, ModelSettings } from './model-worker.js';
 import { formatBytes } from './svg-chart.js';
 import { runWorkerJob } from './worker-job.js';
@@ -53,11 +54,6 @@ export interface Cell {
   /** auto's measured time over the best's. */
   ratio: number;
 }
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 /** The rows of one job as cells, configurations pooled by what they run. */
 export function cellsOf(rows: readonly ModelRow[]): Cell[] {

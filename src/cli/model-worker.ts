@@ -17,7 +17,7 @@
  * always hitting the same candidate.
  */
 import type { Communicator } from '../communicator.js';
-import type { RuntimeConfigInput } from '../config/load.js';
+import { deepMerge, type RuntimeConfigInput } from '../config/load.js';
 import { init } from '../init.js';
 import type { Explanation } from '../algorithms/selection.js';
 import { SEGMENT_CANDIDATES } from '../algorithms/selection.js';
@@ -28,7 +28,7 @@ export interface ModelSettings {
   collectives: ModelCollective[];
   /** Message sizes (allgather: bytes each rank sends). */
   sizes: number[];
-  /** Rounds over the candidates; each candidate keeps the median. */
+  /** Rounds over the candidates; each candidate keeps its least round. */
   rounds: number;
   /** Timed time per candidate and round, ms (the call count is agreed from a warm-up). */
   targetMs: number;
@@ -183,14 +183,6 @@ export function candidatesOf(collective: ModelCollective, auto: Explanation, blo
   return out;
 }
 
-/** `base` with `over` merged in, objects key by key. */
-function merged<T>(base: T, over: unknown): T {
-  if (base === null || typeof base !== 'object' || over === null || typeof over !== 'object') return over as T;
-  const out: Record<string, unknown> = { ...(base as Record<string, unknown>) };
-  for (const [k, v] of Object.entries(over)) out[k] = k in out ? merged(out[k], v) : v;
-  return out as T;
-}
-
 /** Buffers for one size, the send data changed on every call so caches do not flatter. */
 function callOf(comm: Communicator, collective: ModelCollective, bytes: number): (k: number) => void {
   const raw = new Uint8Array(Math.max(1, bytes));
@@ -237,7 +229,7 @@ export async function modelMain(settings: ModelSettings): Promise<void> {
   let current = '';
   // Each candidate on top of everything auto: nothing of the previous candidate stays.
   const configure = (config: RuntimeConfigInput): void => {
-    const full = merged(autoConfig(levelNames), config);
+    const full = deepMerge(autoConfig(levelNames), config) as RuntimeConfigInput;
     const text = JSON.stringify(full);
     if (text === current) return;
     comm.configure(full);

@@ -170,7 +170,8 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-function deepMerge(base: unknown, patch: unknown): unknown {
+/** `patch` merged into `base`: objects key by key, everything else (arrays too) replaced. */
+export function deepMerge(base: unknown, patch: unknown): unknown {
   if (!isObject(base) || !isObject(patch)) return patch;
   const out: Record<string, unknown> = { ...base };
   for (const [k, v] of Object.entries(patch)) out[k] = deepMerge(base[k], v);
