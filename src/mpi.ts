@@ -75,6 +75,13 @@ let addon: RawMpiAddon | undefined;
 function load(): RawMpiAddon {
   if (addon !== undefined) return addon;
   const path = addonPath();
+  // UCX (MPICH's ch4:ucx, Open MPI's pml/osc ucx) patches mmap, munmap, brk and sbrk in libc's
+  // code ("bistro" hooks) while V8's threads run through those functions; under MPICH that
+  // crashes Node now and then (V8 faults in its own heap; openucx/ucx#3831 under MPICH, #4870
+  // under the JVM). libucm reads this variable once, when the dynamic loader brings it in with
+  // the MPI library, so it is set before the addon loads. UCX then runs without its
+  // registration cache (RDMA rendezvous registers per message); a value the user set is kept.
+  process.env.UCX_MEM_MMAP_HOOK_MODE ??= 'none';
   try {
     addon = createRequire(import.meta.url)(path) as RawMpiAddon;
   } catch (e) {

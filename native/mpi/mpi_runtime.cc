@@ -72,12 +72,6 @@ InitResult EnsureInitialized() {
     int provided = MPI_THREAD_SINGLE;
     if (!initialized) {
       PromoteLibmpi();
-      // UCX (MPICH's ch4:ucx, Open MPI's pml/osc ucx) installs memory hooks at MPI_Init that
-      // patch malloc and mmap underneath a process whose V8 threads already allocate; under
-      // MPICH that crashes Node now and then (V8 faults in its own heap; openucx/ucx#3831 under
-      // MPICH, #4870 under the JVM). Without them UCX runs without its registration cache. A
-      // value the user set is kept (UCX_MEM_EVENTS=yes brings the hooks back).
-      setenv("UCX_MEM_EVENTS", "no", 0);
       // No argv: Node's arguments are not MPI's. Open MPI and MPICH take their settings from the
       // environment mpirun sets. Errors during initialisation abort the process (MPI's default:
       // no error handler can be set before MPI exists).
