@@ -14,6 +14,7 @@ import type { JoinOrigin } from './runtime/join.js';
 import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
+import { parseIndexList } from './topology/index-list.js';
 import type { TypedArray } from './util/typed-array.js';
 
 /**
@@ -95,6 +96,8 @@ export class Communicator {
   private readonly engine: NativeEngine;
   /** More ranks on this node than cores: picks the one-node shared allreduce's protocol. */
   private readonly oversubscribed: boolean;
+  /** Each rank's host and allowed CPUs, for the cost model's groups whose members share cores. */
+  private readonly rankCpus: readonly { host: string; cpus: readonly number[] }[];
   private readonly planner: JobPlanner;
   private readonly allLevels: GroupPlan;
   private readonly numaNode?: number;
@@ -137,6 +140,7 @@ export class Communicator {
     this.oversubscribed = parts.oversubscribed;
     this.numaNode = parts.numaNode;
     this.origin = parts.origin;
+    this.rankCpus = parts.origin.infos.map((info) => ({ host: info.host, cpus: parseIndexList(info.cpus) }));
     this.allLevels = parts.planner.buildAllLevels();
     this.config = parts.config;
     this.plan = parts.plans.plan;
@@ -214,6 +218,7 @@ export class Communicator {
       eagerBytes: plans.eagerBytes,
       oversubscribed: this.oversubscribed,
       cores: NODE_CORES,
+      cpus: this.rankCpus,
       register: this.register,
     });
   }
@@ -244,6 +249,7 @@ export class Communicator {
       eagerBytes: plans.eagerBytes,
       oversubscribed: this.oversubscribed,
       cores: NODE_CORES,
+      cpus: this.rankCpus,
       register: this.register,
     });
   }

@@ -62,7 +62,8 @@ import { knomialTree } from './knomial-tree.js';
  *
  * n = 1: 0 for every algorithm. The formulas assume the group's members run concurrently; when a
  * node has more ranks than cores, the level's link parameters must be those measured that way
- * (selection.ts takes the `oversubscribed` set for such nodes).
+ * (selection.ts takes the `oversubscribed` set for such nodes), and a group whose members
+ * outnumber their cores is also bounded by its work shared among them (core-sharing.ts).
  */
 
 /** LogGP parameters of one kind of link, µs and µs per byte. */

@@ -7,7 +7,8 @@ import {
   type GroupBarrierAlgorithm,
   type ReduceAlgorithm,
 } from './algorithm-choice.js';
-import { chooseBarrier } from './barrier-model.js';
+import { chooseBarrier, DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
+import { coreBoundUs, groupCores, type WorkCollective } from './core-sharing.js';
 import type { GroupAllgatherAlgorithm } from './group-allgather.js';
 import { topGroup, type AllreduceVariant } from './hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
@@ -46,7 +47,9 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  * the job's transport is MPI and it is given, else `model.links.tcp`). A group that spans nodes
  * never uses the oversubscribed links: its members may sit on nodes that differ. Segments pay
  * off only where levels work at once: in a job on one node with more ranks than cores the stages
- * are added, segment after segment, instead of overlapping.
+ * are added, segment after segment, instead of overlapping. A group whose members outnumber the
+ * CPUs they may run on (`NodeFacts.cpus`) has every candidate's prediction raised to its work
+ * shared among those CPUs where that is more (core-sharing.ts), barriers included.
  *
  * Candidates: bcast flat, binomial, knomial:4, scatter-allgather, and shm inside a node (with
  * shm.bcast.enabled); reduce flat, binomial, knomial:4, rabenseifner (shm: configured only);
@@ -78,6 +81,12 @@ export interface NodeFacts {
   oversubscribed: boolean;
   /** The link between nodes is MPI (transport: mpi, or a communicator over an MPI layer). */
   mpi?: boolean;
+  /**
+   * Each rank's host and the CPUs it may run on (empty: unknown), known alike to every rank. A
+   * group whose members outnumber their CPUs is predicted no faster than its work shared among
+   * them (core-sharing.ts); without this every group is taken to have a core per member.
+   */
+  cpus?: readonly { host: string; cpus: readonly number[] }[];
 }
 
 /** The powers of two a message size is taken in: ⌈log2 bytes⌉, 0 for 0 and 1 byte, at most MAX_SIZE_BUCKET. */
@@ -140,6 +149,7 @@ export class Selector {
   private readonly nodeLocal = new Map<Group, boolean>();
   private readonly groupChoice = new Map<string, { algorithm: unknown; us: number; all: Candidate[] }>();
   private readonly shmBcast = new Map<number, (bytes: number) => number>();
+  private readonly coresOfGroup = new Map<Group, number>();
   private readonly levels: { level: string; groups: Group[] }[];
   private readonly top?: Group;
 
@@ -246,7 +256,7 @@ export class Selector {
     const predict = (a: GroupAlgorithm): number => this.predict(collective, g, a, bytes, costs);
     if (fixed !== undefined)
       return { algorithm: fixed, us: predict(fixed), all: [{ algorithm: formatAlgorithm(fixed), us: predict(fixed) }], configured: true };
-    const key = `${collective}|${g.level}|${n}|${this.isNodeLocal(g) ? 1 : 0}|${bytes}`;
+    const key = `${collective}|${g.level}|${n}|${this.isNodeLocal(g) ? 1 : 0}|${this.cores(g)}|${bytes}`;
     let found = this.groupChoice.get(key);
     if (found === undefined) {
       const list = collective === 'bcast' ? BCAST_CANDIDATES : collective === 'reduce' ? REDUCE_CANDIDATES : ALLGATHER_CANDIDATES;
@@ -260,19 +270,38 @@ export class Selector {
 
   barrierOf(g: Group): { algorithm: GroupBarrierAlgorithm; us: number; all: Candidate[]; configured: boolean } {
     const text = this.config.barrier.levels[g.level];
-    const link = this.link(g).link;
+    const n = g.members.length;
+    const costs = this.costs(g);
+    const predict = (a: GroupBarrierAlgorithm): number => this.bound('barrier', g, a, 0, costs, predictGroupBarrierUs(a, n, costs));
     if (text !== undefined && text !== 'auto') {
       const a = parseAlgorithm(text, 'barrier');
-      const us = predictGroupBarrierUs(a, g.members.length, this.costs(g));
+      const us = predict(a);
       return { algorithm: a, us, all: [{ algorithm: formatAlgorithm(a), us }], configured: true };
     }
-    const c = chooseBarrier(g.members.length, link);
+    if (n > this.cores(g)) {
+      const all = DEFAULT_BARRIER_CANDIDATES.map((a) => ({ a, us: predict(a) }));
+      const best = argmin(all);
+      return { algorithm: best.a, us: best.us, all: all.map((c) => ({ algorithm: formatAlgorithm(c.a), us: c.us })), configured: false };
+    }
+    const c = chooseBarrier(n, costs.link);
     return {
       algorithm: c.algorithm,
       us: c.predictedUs,
       all: c.all.map((x) => ({ algorithm: formatAlgorithm(x.algorithm), us: x.predictedUs })),
       configured: false,
     };
+  }
+
+  /** How many cores `g`'s members may run on (Infinity when unknown). */
+  cores(g: Group): number {
+    let v = this.coresOfGroup.get(g);
+    if (v === undefined) this.coresOfGroup.set(g, (v = this.facts.cpus === undefined ? Infinity : groupCores(g.members, this.facts.cpus)));
+    return v;
+  }
+
+  /** A formula's `spanUs` for `g`, raised to the group's work shared among its cores when its members outnumber them. */
+  private bound(collective: WorkCollective, g: Group, a: Parameters<typeof coreBoundUs>[2], bytes: number, costs: LevelCosts, spanUs: number): number {
+    return coreBoundUs(spanUs, collective, a, g.members.length, bytes, costs, this.cores(g));
   }
 
   /** Which levels' groups exchange between nodes in `collective` with the per-group choice `of` — the eager limit then bounds segments. */
@@ -328,9 +357,13 @@ export class Selector {
   /** A group's predicted time for `collective` with algorithm `a` on `bytes`. */
   private predict(collective: Collective, g: Group, a: GroupAlgorithm, bytes: number, costs = this.costs(g)): number {
     const n = g.members.length;
-    if (collective === 'bcast') return predictGroupBcastUs(a as BcastAlgorithm, n, bytes, costs);
-    if (collective === 'reduce') return predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, costs);
-    return predictGroupAllgatherUs(a as GroupAllgatherAlgorithm, n, bytes, costs);
+    const span =
+      collective === 'bcast'
+        ? predictGroupBcastUs(a as BcastAlgorithm, n, bytes, costs)
+        : collective === 'reduce'
+          ? predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, costs)
+          : predictGroupAllgatherUs(a as GroupAllgatherAlgorithm, n, bytes, costs);
+    return this.bound(collective, g, a, bytes, costs, span);
   }
 
   /** What each member of `g` holds in an allgather's gather phase whose blocks are `block` bytes: the blocks of the ranks it covers. */
@@ -357,7 +390,8 @@ export class Selector {
     if (variant === 'reduce-bcast' || topGroup === undefined) {
       return [...this.levels.map((l) => level('reduce', l.groups)), ...this.levels.map((l) => level('bcast', l.groups)).reverse()];
     }
-    const t = predictGroupAllreduceUs(top, topGroup.members.length, seg, this.costs(topGroup));
+    const topCosts = this.costs(topGroup);
+    const t = this.bound('allreduce', topGroup, top, seg, topCosts, predictGroupAllreduceUs(top, topGroup.members.length, seg, topCosts));
     return [...lower.map((l) => level('reduce', l.groups)), t, ...lower.map((l) => level('bcast', l.groups)).reverse()];
   }
 

@@ -67,6 +67,8 @@ export interface CollectivePlansParts {
   oversubscribed: boolean;
   /** Cores of this node (the same on every rank of the node). */
   cores: number;
+  /** Each rank's host and allowed CPUs (the Selector's NodeFacts.cpus). */
+  cpus?: readonly { host: string; cpus: readonly number[] }[];
   /** Hands a schedule to the native engine; returns the id it is known by there. */
   register: (encoded: Int32Array) => number;
 }
@@ -114,7 +116,7 @@ export class CollectivePlans {
 
   constructor(private readonly parts: CollectivePlansParts) {
     const { plan, config, eagerBytes } = parts;
-    this.selector = new Selector(config, plan, eagerBytes, { cores: parts.cores, oversubscribed: parts.oversubscribed });
+    this.selector = new Selector(config, plan, eagerBytes, { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus });
     if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, parts.rank, { variant: 'reduce-bcast' });
     const node = plan.placements[0]?.node;
     const oneNode = plan.placements.length > 1 && plan.placements.every((p) => p.node === node);

@@ -1,0 +1,165 @@
+import { TopocollError } from '../errors.js';
+import type { AllreduceAlgorithm, BcastAlgorithm, GroupAllgatherAlgorithm, GroupBarrierAlgorithm, ReduceAlgorithm } from './algorithm-choice.js';
+import type { LevelCosts } from './cost-model.js';
+import { groupAllgatherSteps } from './group-allgather.js';
+import { groupAllreduceSteps } from './group-allreduce.js';
+import { arriveInformsAll, groupBarrierSteps } from './group-barrier.js';
+import { groupBcastSteps } from './group-bcast.js';
+import { groupReduceSteps } from './group-reduce.js';
+import type { GroupView } from './group-steps.js';
+import { RANK_BLOCKS, StepKind, type Step } from './schedule.js';
+
+/**
+ * A group whose members outnumber the cores they may run on (issue 18). cost-model.ts's formulas
+ * follow the longest chain of dependent messages and assume every member runs when its message
+ * arrives. When members take turns on fewer cores, the cores also have to do every member's share
+ * of the work one after another, so a call takes at least the group's whole work divided by its
+ * cores (Brent's bound: time ≥ max(span, work / cores)); the prediction is that maximum.
+ *
+ * The work is counted on the schedule itself — every member's steps, as the group algorithms
+ * write them (group-*.ts), with the source, destination or leader at position 0 — on the
+ * level's LogGP link (for such a group the oversubscribed link, measured with two ranks on one
+ * core):
+ *   send                o_s
+ *   receive of b bytes  o_r + L + b·G     (L: on a shared core, the receiver must be switched in)
+ *   combine of b bytes  b / combineBytesPerUs
+ * a SendRecv* counts as its send and its receive. The shared-memory algorithms have one step per
+ * member and are counted from what the engine does: S0's bcast of m among n is the source's copy
+ * in and every reader's wake-up and copy out, o_s + (n − 1)·(o_r + L) + n·m·G; the shm allgather
+ * is n such publications of b bytes; the shm reduce every member's copy in, a wake-up per member
+ * and (n − 1)·m of combining.
+ *
+ * Every count is linear in the message size, so one schedule per (collective, algorithm, n)
+ * gives it for every size (memoised).
+ */
+
+/** The collectives of a group whose work is counted. */
+export type WorkCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier';
+
+type AnyAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | GroupAllgatherAlgorithm | GroupBarrierAlgorithm;
+
+/** A group's work as counts: sends, receives, and bytes received and combined per byte of message (per member, for allgather). */
+export interface WorkCounts {
+  sends: number;
+  receives: number;
+  /** Bytes received, per byte of the message. */
+  receivedPerByte: number;
+  /** Bytes combined, per byte of the message. */
+  combinedPerByte: number;
+}
+
+const memo = new Map<string, WorkCounts>();
+
+/** Distinct CPUs `members` may run on (across hosts), or Infinity when any member's CPUs are unknown. */
+export function groupCores(members: readonly number[], cpus: readonly { host: string; cpus: readonly number[] }[]): number {
+  const seen = new Set<string>();
+  for (const m of members) {
+    const where = cpus[m];
+    if (where === undefined || where.cpus.length === 0) return Infinity;
+    for (const c of where.cpus) seen.add(`${where.host}\0${c}`);
+  }
+  return seen.size;
+}
+
+/** The work counts of one group's call (memoised per collective, algorithm and n). */
+export function workCounts(collective: WorkCollective, algorithm: AnyAlgorithm, n: number): WorkCounts {
+  if (!Number.isInteger(n) || n < 1) throw new TopocollError('EINVAL', `core sharing: group size ${n} is not a positive integer`);
+  const key = `${collective}|${JSON.stringify(algorithm)}|${n}`;
+  let counts = memo.get(key);
+  if (counts === undefined) {
+    counts = n === 1 ? { sends: 0, receives: 0, receivedPerByte: 0, combinedPerByte: 0 } : count(collective, algorithm, n);
+    memo.set(key, counts);
+  }
+  return counts;
+}
+
+/** µs of work of one group's call of `bytes` (per member, for allgather) on `c`'s link: the counts priced. */
+export function workUs(collective: WorkCollective, algorithm: AnyAlgorithm, n: number, bytes: number, c: LevelCosts): number {
+  const w = workCounts(collective, algorithm, n);
+  const { link } = c;
+  return w.sends * link.os + w.receives * (link.or + link.L) + bytes * (w.receivedPerByte * link.G + w.combinedPerByte / c.combineBytesPerUs);
+}
+
+/**
+ * The prediction of a group whose members run on `cores` cores: the formula's `spanUs`, or the
+ * work divided among the cores when that is more (only when the members outnumber the cores).
+ */
+export function coreBoundUs(
+  spanUs: number,
+  collective: WorkCollective,
+  algorithm: AnyAlgorithm,
+  n: number,
+  bytes: number,
+  c: LevelCosts,
+  cores: number,
+): number {
+  if (!(n > cores)) return spanUs;
+  return Math.max(spanUs, workUs(collective, algorithm, n, bytes, c) / Math.max(1, cores));
+}
+
+function count(collective: WorkCollective, algorithm: AnyAlgorithm, n: number): WorkCounts {
+  if (algorithm === 'shm') {
+    if (collective === 'bcast') return { sends: 1, receives: n - 1, receivedPerByte: n, combinedPerByte: 0 };
+    if (collective === 'allgather') return { sends: n, receives: n * (n - 1), receivedPerByte: n * n, combinedPerByte: 0 };
+    if (collective === 'reduce') return { sends: 0, receives: n, receivedPerByte: n, combinedPerByte: n - 1 };
+    throw new TopocollError('EINVAL', `core sharing: no shm ${collective}`);
+  }
+  const view: GroupView = { members: Array.from({ length: n }, (_, i) => i), level: 0 };
+  const total: WorkCounts = { sends: 0, receives: 0, receivedPerByte: 0, combinedPerByte: 0 };
+  for (let me = 0; me < n; me++) {
+    for (const step of memberSteps(collective, algorithm, view, me)) addStep(total, step, n);
+  }
+  return total;
+}
+
+function memberSteps(collective: WorkCollective, algorithm: AnyAlgorithm, view: GroupView, me: number): Step[] {
+  switch (collective) {
+    case 'bcast':
+      return groupBcastSteps(algorithm as BcastAlgorithm, view, 0, me);
+    case 'reduce':
+      return groupReduceSteps(algorithm as ReduceAlgorithm, view, 0, me);
+    case 'allreduce':
+      return groupAllreduceSteps(algorithm as AllreduceAlgorithm, view, me);
+    case 'allgather':
+      return groupAllgatherSteps(algorithm as GroupAllgatherAlgorithm, view, me, (position) => [position]);
+    case 'barrier': {
+      // As the barrier formulas: one group's barrier, its release left out where the arrive informs every member.
+      const { arrive, release } = groupBarrierSteps(algorithm as GroupBarrierAlgorithm, view, me);
+      return arriveInformsAll(algorithm as GroupBarrierAlgorithm) ? arrive : [...arrive, ...release];
+    }
+  }
+}
+
+/** Bytes of `range` per byte of the message: a fraction of the segment, or rank blocks (one block = the message). */
+function perByte(range: { count: number; of: number } | undefined): number {
+  if (range === undefined) return 1;
+  return range.of === RANK_BLOCKS ? range.count : range.count / range.of;
+}
+
+function addStep(total: WorkCounts, step: Step, n: number): void {
+  const received = (): number => perByte(step.range2 === undefined ? step.range : { count: step.range2.count, of: step.range?.of ?? 1 });
+  switch (step.kind) {
+    case StepKind.Send:
+      total.sends++;
+      return;
+    case StepKind.Recv:
+    case StepKind.RecvReduce: {
+      const b = perByte(step.range);
+      total.receives++;
+      total.receivedPerByte += b;
+      if (step.kind === StepKind.RecvReduce) total.combinedPerByte += b;
+      return;
+    }
+    case StepKind.SendRecv:
+    case StepKind.SendRecvReduce: {
+      const b = received();
+      total.sends++;
+      total.receives++;
+      total.receivedPerByte += b;
+      if (step.kind === StepKind.SendRecvReduce) total.combinedPerByte += b;
+      return;
+    }
+    default:
+      throw new TopocollError('EINVAL', `core sharing: step kind ${step.kind} in a group schedule of ${n} members`);
+  }
+}

@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import { coreBoundUs, groupCores, workCounts, workUs } from '../../src/algorithms/core-sharing.js';
+import { predictGroupReduceUs, type LevelCosts } from '../../src/algorithms/cost-model.js';
+import { Selector } from '../../src/algorithms/selection.js';
+import { validateConfig } from '../../src/config/load.js';
+import { planGroups } from '../../src/groups/plan.js';
+import { byCore } from '../helpers/placements.js';
+
+/** core-sharing.ts: a group's work counted on its schedule, and the bound it puts on predictions where members share cores. */
+
+const costs: LevelCosts = { link: { L: 2, os: 0.5, or: 0.25, g: 0.5, G: 0.001, Gx: 0.002 }, combineBytesPerUs: 1000 };
+
+describe('work counts, by hand', () => {
+  it('flat and binomial bcast of 4: 3 sends, 3 whole receives; flat reduce also combines 3 messages', () => {
+    expect(workCounts('bcast', 'flat', 4)).toEqual({ sends: 3, receives: 3, receivedPerByte: 3, combinedPerByte: 0 });
+    expect(workCounts('bcast', 'binomial', 4)).toEqual({ sends: 3, receives: 3, receivedPerByte: 3, combinedPerByte: 0 });
+    expect(workCounts('reduce', 'flat', 4)).toEqual({ sends: 3, receives: 3, receivedPerByte: 3, combinedPerByte: 3 });
+  });
+
+  it('rabenseifner reduce of 4: halving exchanges 4 × (1/2 + 1/4) combined, then the gather 1/4 + 1/4 + 1/2 to the root', () => {
+    const w = workCounts('reduce', 'rabenseifner', 4);
+    expect(w.combinedPerByte).toBeCloseTo(3, 12);
+    expect(w.receivedPerByte).toBeCloseTo(4, 12);
+    expect(w.sends).toBe(8 + 3);
+    expect(w.receives).toBe(8 + 3);
+  });
+
+  it('barriers of 4: dissemination 2 rounds × 4 exchanges (no release, as its formula); central counter and combining tree 3 up, 3 down', () => {
+    expect(workCounts('barrier', 'dissemination', 4)).toMatchObject({ sends: 8, receives: 8 });
+    expect(workCounts('barrier', 'central-counter', 4)).toMatchObject({ sends: 6, receives: 6 });
+    expect(workCounts('barrier', { combiningTree: 2 }, 4)).toMatchObject({ sends: 6, receives: 6 });
+  });
+
+  it('ring allgather of 4: 3 rounds × 4 exchanges of one block; the S0 shm bcast: one copy in, n − 1 wake-ups and copies out', () => {
+    expect(workCounts('allgather', 'ring', 4)).toEqual({ sends: 12, receives: 12, receivedPerByte: 12, combinedPerByte: 0 });
+    expect(workCounts('bcast', 'shm', 4)).toEqual({ sends: 1, receives: 3, receivedPerByte: 4, combinedPerByte: 0 });
+  });
+
+  it('a group of one does no work', () => {
+    expect(workUs('allreduce', 'rabenseifner', 1, 1 << 20, costs)).toBe(0);
+  });
+});
+
+describe('the bound', () => {
+  it('prices the counts on the link: flat reduce of 4, 1000 bytes = 3·0.5 + 3·(0.25 + 2) + 1000·(3·0.001 + 3/1000)', () => {
+    expect(workUs('reduce', 'flat', 4, 1000, costs)).toBeCloseTo(1.5 + 6.75 + 6, 12);
+  });
+
+  it('applies only when the members outnumber their cores, and then is the work shared among the cores when that exceeds the span', () => {
+    const span = predictGroupReduceUs('flat', 4, 1000, costs);
+    expect(coreBoundUs(span, 'reduce', 'flat', 4, 1000, costs, 4)).toBe(span);
+    expect(coreBoundUs(span, 'reduce', 'flat', 4, 1000, costs, Infinity)).toBe(span);
+    expect(coreBoundUs(span, 'reduce', 'flat', 4, 1000, costs, 1)).toBeCloseTo(Math.max(span, 14.25), 12);
+    expect(coreBoundUs(1e6, 'reduce', 'flat', 4, 1000, costs, 1)).toBe(1e6);
+  });
+
+  it('counts the distinct CPUs of the members per host; a member with unknown CPUs leaves the group unbounded', () => {
+    const cpus = [
+      { host: 'a', cpus: [0] },
+      { host: 'a', cpus: [1] },
+      { host: 'a', cpus: [0] },
+      { host: 'b', cpus: [0] },
+      { host: 'a', cpus: [] },
+    ];
+    expect(groupCores([0, 2], cpus)).toBe(1);
+    expect(groupCores([0, 1, 2], cpus)).toBe(2);
+    expect(groupCores([0, 3], cpus)).toBe(2);
+    expect(groupCores([0, 4], cpus)).toBe(Infinity);
+  });
+});
+
+describe('the Selector with ranks sharing cores', () => {
+  // One node of 8 ranks in 2 groups of 4 (2 sockets of 4 cores), every rank of a socket bound to one CPU: 4 members per core.
+  const plan = planGroups(byCore(['a'], 8, 4));
+  const socket = plan.groups.get('socket' as never)![0]!;
+  const config = validateConfig({});
+  const shared = new Selector(config, plan, Infinity, {
+    cores: 2,
+    oversubscribed: true,
+    cpus: plan.placements.map((p) => ({ host: 'a', cpus: [p.rank < 4 ? 0 : 1] })),
+  });
+  const ownCores = new Selector(config, plan, Infinity, { cores: 2, oversubscribed: true });
+
+  it("predicts no group below its work on its one core, and the choice follows: a 4 MiB reduce's exchanges give way to a tree", () => {
+    expect(socket.members).toEqual([0, 1, 2, 3]);
+    expect(shared.cores(socket)).toBe(1);
+    expect(ownCores.cores(socket)).toBe(Infinity);
+    const bytes = 4 << 20;
+    const costs = { link: shared.link(socket).link, combineBytesPerUs: config.model.combineBytesPerUs };
+    for (const c of shared.pick('reduce', socket, bytes).all) {
+      const a = c.algorithm === 'knomial:4' ? { knomial: 4 } : c.algorithm;
+      expect(c.us, c.algorithm).toBeGreaterThanOrEqual(workUs('reduce', a as never, 4, bytes, costs) - 1e-9);
+    }
+    expect(ownCores.pick('reduce', socket, bytes).algorithm).toBe('rabenseifner');
+    expect(shared.pick('reduce', socket, bytes).algorithm).not.toBe('rabenseifner');
+  });
+
+  it('barriers: every candidate bounded by its work; dissemination (n·log2 n messages) loses to a tree there', () => {
+    const b = shared.barrierOf(socket);
+    expect(b.all.map((c) => c.algorithm)).toContain('dissemination');
+    expect(b.algorithm).not.toBe('dissemination');
+  });
+});
