@@ -43,9 +43,11 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  *
  * A group's link: `model.levels[level]` when given, else shared memory for a group inside one
  * node (`model.oversubscribed.shm` when that node has more ranks than cores — the same fact on
- * every member, since they share the node), else the link between nodes (`model.links.mpi` when
- * the job's transport is MPI and it is given, else `model.links.tcp`). A group that spans nodes
- * never uses the oversubscribed links: its members may sit on nodes that differ. Segments pay
+ * every member, since they share the node — or the group's members outnumber their CPUs), else
+ * the link between nodes (`model.links.mpi` when the job's transport is MPI and it is given, else
+ * `model.links.tcp`). A group that spans nodes takes `model.oversubscribed.tcp` only when its own
+ * members outnumber the CPUs they may run on (emulated nodes on one host), never for its nodes'
+ * oversubscription: its members may sit on nodes that differ. Segments pay
  * off only where levels work at once: in a job on one node with more ranks than cores the stages
  * are added, segment after segment, instead of overlapping. A group whose members outnumber the
  * CPUs they may run on (`NodeFacts.cpus`) has every candidate's prediction raised to its work
@@ -195,8 +197,12 @@ export class Selector {
     const own = model.levels[g.level];
     if (own !== undefined) return { name: `model.levels.${g.level}`, link: own };
     if (this.isNodeLocal(g))
-      return this.facts.oversubscribed ? { name: 'shm (oversubscribed)', link: model.oversubscribed.shm } : { name: 'shm', link: model.links.shm };
+      return this.facts.oversubscribed || g.members.length > this.cores(g)
+        ? { name: 'shm (oversubscribed)', link: model.oversubscribed.shm }
+        : { name: 'shm', link: model.links.shm };
     if (this.facts.mpi === true && model.links.mpi !== null) return { name: 'mpi', link: model.links.mpi };
+    // Members on one host (emulated nodes) that take turns on their CPUs: the TCP link measured that way.
+    if (g.members.length > this.cores(g)) return { name: 'tcp (oversubscribed)', link: model.oversubscribed.tcp };
     return { name: 'tcp', link: model.links.tcp };
   }
 

@@ -154,10 +154,18 @@ describe("a group's link", () => {
     expect(plain.link(socket)).toEqual({ name: 'shm', link: cfg.model.links.shm });
     expect(plain.link(node)).toEqual({ name: 'shm', link: cfg.model.links.shm });
     expect(plain.link(world)).toEqual({ name: 'tcp', link: cfg.model.links.tcp });
-    // a group between nodes never takes the oversubscribed links
+    // a group between nodes never takes the oversubscribed links for its nodes' oversubscription…
     const over = selector(plan4x4, {}, 65536, { cores: 2, oversubscribed: true });
     expect(over.link(node)).toEqual({ name: 'shm (oversubscribed)', link: cfg.model.oversubscribed.shm });
     expect(over.link(world).name).toBe('tcp');
+    // …only when its own members take turns on their CPUs (emulated nodes on one host, every rank bound to CPU rank mod 2)
+    const oneHost = (cpusOf: (rank: number) => number[]) =>
+      selector(plan4x4, {}, 65536, { ...FACTS, cpus: plan4x4.placements.map((p) => ({ host: 'h', cpus: cpusOf(p.rank) })) });
+    expect(world.members).toEqual([0, 4, 8, 12]);
+    expect(oneHost((r) => [r % 2]).link(world)).toEqual({ name: 'tcp (oversubscribed)', link: cfg.model.oversubscribed.tcp });
+    expect(oneHost(() => [0]).link(socket).name).toBe('shm (oversubscribed)');
+    expect(oneHost((r) => [r]).link(world).name).toBe('tcp');
+    expect(oneHost((r) => [r]).link(socket).name).toBe('shm');
     // MPI: its own link when given, else tcp's
     expect(selector(plan4x4, {}, 65536, { ...FACTS, mpi: true }).link(world).name).toBe('tcp');
     expect(selector(plan4x4, { model: { links: { mpi: mpiLink } } }, 65536, { ...FACTS, mpi: true }).link(world)).toEqual({ name: 'mpi', link: mpiLink });
