@@ -6,7 +6,7 @@ import { groupAllreduceSteps } from './group-allreduce.js';
 import { arriveInformsAll, groupBarrierSteps } from './group-barrier.js';
 import { groupBcastSteps } from './group-bcast.js';
 import { groupReduceSteps } from './group-reduce.js';
-import type { GroupView } from './group-steps.js';
+import { positionView, type GroupView } from './group-steps.js';
 import { RANK_BLOCKS, StepKind, type Step } from './schedule.js';
 
 /**
@@ -36,7 +36,8 @@ import { RANK_BLOCKS, StepKind, type Step } from './schedule.js';
 /** The collectives of a group whose work is counted. */
 export type WorkCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier';
 
-type AnyAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | GroupAllgatherAlgorithm | GroupBarrierAlgorithm;
+/** Any group algorithm of the collectives above. */
+export type WorkAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | GroupAllgatherAlgorithm | GroupBarrierAlgorithm;
 
 /** A group's work as counts: sends, receives, and bytes received and combined per byte of message (per member, for allgather). */
 export interface WorkCounts {
@@ -62,7 +63,7 @@ export function groupCores(members: readonly number[], cpus: readonly { host: st
 }
 
 /** The work counts of one group's call (memoised per collective, algorithm and n). */
-export function workCounts(collective: WorkCollective, algorithm: AnyAlgorithm, n: number): WorkCounts {
+export function workCounts(collective: WorkCollective, algorithm: WorkAlgorithm, n: number): WorkCounts {
   if (!Number.isInteger(n) || n < 1) throw new TopocollError('EINVAL', `core sharing: group size ${n} is not a positive integer`);
   const key = `${collective}|${JSON.stringify(algorithm)}|${n}`;
   let counts = memo.get(key);
@@ -74,7 +75,7 @@ export function workCounts(collective: WorkCollective, algorithm: AnyAlgorithm, 
 }
 
 /** µs of work of one group's call of `bytes` (per member, for allgather) on `c`'s link: the counts priced. */
-export function workUs(collective: WorkCollective, algorithm: AnyAlgorithm, n: number, bytes: number, c: LevelCosts): number {
+export function workUs(collective: WorkCollective, algorithm: WorkAlgorithm, n: number, bytes: number, c: LevelCosts): number {
   const w = workCounts(collective, algorithm, n);
   const { link } = c;
   return w.sends * link.os + w.receives * (link.or + link.L) + bytes * (w.receivedPerByte * link.G + w.combinedPerByte / c.combineBytesPerUs);
@@ -87,7 +88,7 @@ export function workUs(collective: WorkCollective, algorithm: AnyAlgorithm, n: n
 export function coreBoundUs(
   spanUs: number,
   collective: WorkCollective,
-  algorithm: AnyAlgorithm,
+  algorithm: WorkAlgorithm,
   n: number,
   bytes: number,
   c: LevelCosts,
@@ -97,14 +98,14 @@ export function coreBoundUs(
   return Math.max(spanUs, workUs(collective, algorithm, n, bytes, c) / Math.max(1, cores));
 }
 
-function count(collective: WorkCollective, algorithm: AnyAlgorithm, n: number): WorkCounts {
+function count(collective: WorkCollective, algorithm: WorkAlgorithm, n: number): WorkCounts {
   if (algorithm === 'shm') {
     if (collective === 'bcast') return { sends: 1, receives: n - 1, receivedPerByte: n, combinedPerByte: 0 };
     if (collective === 'allgather') return { sends: n, receives: n * (n - 1), receivedPerByte: n * n, combinedPerByte: 0 };
     if (collective === 'reduce') return { sends: 0, receives: n, receivedPerByte: n, combinedPerByte: n - 1 };
     throw new TopocollError('EINVAL', `core sharing: no shm ${collective}`);
   }
-  const view: GroupView = { members: Array.from({ length: n }, (_, i) => i), level: 0 };
+  const view = positionView(n);
   const total: WorkCounts = { sends: 0, receives: 0, receivedPerByte: 0, combinedPerByte: 0 };
   for (let me = 0; me < n; me++) {
     for (const step of memberSteps(collective, algorithm, view, me)) addStep(total, step, n);
@@ -112,7 +113,7 @@ function count(collective: WorkCollective, algorithm: AnyAlgorithm, n: number): 
   return total;
 }
 
-function memberSteps(collective: WorkCollective, algorithm: AnyAlgorithm, view: GroupView, me: number): Step[] {
+function memberSteps(collective: WorkCollective, algorithm: WorkAlgorithm, view: GroupView, me: number): Step[] {
   switch (collective) {
     case 'bcast':
       return groupBcastSteps(algorithm as BcastAlgorithm, view, 0, me);

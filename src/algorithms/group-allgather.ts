@@ -1,6 +1,6 @@
 import { TopocollError } from '../errors.js';
 import type { GroupAllgatherAlgorithm } from './algorithm-choice.js';
-import { checkPosition, GroupStepWriter, requireShmGroup, type GroupView } from './group-steps.js';
+import { checkPosition, GroupStepWriter, positionView, requireShmGroup, type GroupView } from './group-steps.js';
 import { log2, powerOfTwoFold } from './power-of-two.js';
 import { rankBlock, StepKind, type Step } from './schedule.js';
 
@@ -319,7 +319,7 @@ export function averageLogicalDistance(view: GroupView, rounds: readonly (readon
  * setting); `shm` with a stand-in engine id (the distance does not depend on it).
  */
 export function allgatherAlcd(algorithm: GroupAllgatherAlgorithm, n: number, per: 'message' | 'block' = 'message'): number {
-  const view: GroupView = { members: Array.from({ length: n }, (_, i) => i), level: 0 };
+  const view = positionView(n);
   const own = (i: number): number[] => [i];
   return averageLogicalDistance(
     view,

@@ -42,6 +42,11 @@ export function orderFor(incomingIsLower: boolean): 0 | 1 {
   return incomingIsLower ? 1 : 0;
 }
 
+/** A group of n members whose global ranks are their positions 0 … n−1 (for counting a schedule's steps or distances apart from any plan). */
+export function positionView(n: number): GroupView {
+  return { members: Array.from({ length: n }, (_, i) => i), level: 0 };
+}
+
 /** Writes one rank's steps inside one group, peers given by position. */
 export class GroupStepWriter {
   readonly steps: Step[] = [];

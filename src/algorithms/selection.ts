@@ -7,8 +7,8 @@ import {
   type GroupBarrierAlgorithm,
   type ReduceAlgorithm,
 } from './algorithm-choice.js';
-import { chooseBarrier, DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
-import { coreBoundUs, groupCores, type WorkCollective } from './core-sharing.js';
+import { DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
+import { coreBoundUs, groupCores, type WorkAlgorithm, type WorkCollective } from './core-sharing.js';
 import type { GroupAllgatherAlgorithm } from './group-allgather.js';
 import { topGroup, type AllreduceVariant } from './hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
@@ -197,12 +197,12 @@ export class Selector {
     const own = model.levels[g.level];
     if (own !== undefined) return { name: `model.levels.${g.level}`, link: own };
     if (this.isNodeLocal(g))
-      return this.facts.oversubscribed || g.members.length > this.cores(g)
+      return this.facts.oversubscribed || this.takesTurns(g)
         ? { name: 'shm (oversubscribed)', link: model.oversubscribed.shm }
         : { name: 'shm', link: model.links.shm };
     if (this.facts.mpi === true && model.links.mpi !== null) return { name: 'mpi', link: model.links.mpi };
     // Members on one host (emulated nodes) that take turns on their CPUs: the TCP link measured that way.
-    if (g.members.length > this.cores(g)) return { name: 'tcp (oversubscribed)', link: model.oversubscribed.tcp };
+    if (this.takesTurns(g)) return { name: 'tcp (oversubscribed)', link: model.oversubscribed.tcp };
     return { name: 'tcp', link: model.links.tcp };
   }
 
@@ -284,18 +284,10 @@ export class Selector {
       const us = predict(a);
       return { algorithm: a, us, all: [{ algorithm: formatAlgorithm(a), us }], configured: true };
     }
-    if (n > this.cores(g)) {
-      const all = DEFAULT_BARRIER_CANDIDATES.map((a) => ({ a, us: predict(a) }));
-      const best = argmin(all);
-      return { algorithm: best.a, us: best.us, all: all.map((c) => ({ algorithm: formatAlgorithm(c.a), us: c.us })), configured: false };
-    }
-    const c = chooseBarrier(n, costs.link);
-    return {
-      algorithm: c.algorithm,
-      us: c.predictedUs,
-      all: c.all.map((x) => ({ algorithm: formatAlgorithm(x.algorithm), us: x.predictedUs })),
-      configured: false,
-    };
+    // S4's candidates and argmin (barrier-model.ts's chooseBarrier), each bounded as every group prediction is.
+    const all = DEFAULT_BARRIER_CANDIDATES.map((a) => ({ a, us: predict(a) }));
+    const best = argmin(all);
+    return { algorithm: best.a, us: best.us, all: all.map((c) => ({ algorithm: formatAlgorithm(c.a), us: c.us })), configured: false };
   }
 
   /** How many cores `g`'s members may run on (Infinity when unknown). */
@@ -305,8 +297,13 @@ export class Selector {
     return v;
   }
 
+  /** Whether `g`'s members outnumber the cores they may run on, and so take turns on them. */
+  private takesTurns(g: Group): boolean {
+    return g.members.length > this.cores(g);
+  }
+
   /** A formula's `spanUs` for `g`, raised to the group's work shared among its cores when its members outnumber them. */
-  private bound(collective: WorkCollective, g: Group, a: Parameters<typeof coreBoundUs>[2], bytes: number, costs: LevelCosts, spanUs: number): number {
+  private bound(collective: WorkCollective, g: Group, a: WorkAlgorithm, bytes: number, costs: LevelCosts, spanUs: number): number {
     return coreBoundUs(spanUs, collective, a, g.members.length, bytes, costs, this.cores(g));
   }
 
