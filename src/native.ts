@@ -215,6 +215,7 @@ interface RawAddon {
   pageNodes(view: ArrayBufferView): Int32Array;
   crossCoreRates(bytes: number, rounds: number, writerCpu: number, readerCpu: number): CrossCoreRates;
   crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: number): number;
+  combineRate(bytes: number, rounds: number): number;
   readonly eagerBytes: number;
   readonly messageHeaderBytes: number;
   readonly nativeTables: NativeTables;
@@ -561,6 +562,11 @@ export function crossCoreRates(bytes: number, rounds: number, writerCpu: number,
 /** One-way ns of a cache line between `cpuA` and `cpuB`, the mean of `roundTrips` round trips (native/src/copy_rate.h). */
 export function crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: number): number {
   return guarded(undefined, () => load().crossCoreLatencyNs(cpuA, cpuB, roundTrips));
+}
+
+/** Bytes/µs the built-in float64 sum combines on this thread, the operator alone: the mean of `rounds` rounds over `bytes` (native/src/copy_rate.h). */
+export function combineRate(bytes: number, rounds: number): number {
+  return guarded(undefined, () => load().combineRate(bytes, rounds));
 }
 
 /**

@@ -607,6 +607,16 @@ Napi::Value CrossCoreRatesOf(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// combineRate(bytes, rounds): bytes/µs of the built-in float64 sum on this thread.
+Napi::Value CombineRateOf(const Napi::CallbackInfo& info) {
+  try {
+    return Napi::Number::New(info.Env(), MeasureCombineRate(static_cast<size_t>(info[0].As<Napi::Number>().Int64Value()),
+                                                            info[1].As<Napi::Number>().Int32Value()));
+  } catch (const CollError& e) {
+    ThrowJs(info.Env(), e.code(), e.what());
+  }
+}
+
 // crossCoreLatencyNs(cpuA, cpuB, roundTrips): one-way ns of a cache line between the two CPUs.
 Napi::Value CrossCoreLatencyOf(const Napi::CallbackInfo& info) {
   try {
@@ -747,6 +757,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
   exports.Set("pageNodes", Napi::Function::New(env, PageNodesOf));
   exports.Set("crossCoreRates", Napi::Function::New(env, CrossCoreRatesOf));
+  exports.Set("combineRate", Napi::Function::New(env, CombineRateOf));
   exports.Set("crossCoreLatencyNs", Napi::Function::New(env, CrossCoreLatencyOf));
   // Limits TypeScript plans with (segments of schedules with exchanges).
   exports.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache_line.h"
+#include "datatypes.h"
 #include "errors.h"
 #include "wait.h"
 
@@ -99,6 +100,21 @@ double MeasureCrossCoreLatencyNs(int cpu_a, int cpu_b, int round_trips) {
   if (!pinned)
     throw CollError("EINVAL", "could not place the latency threads on CPUs " + std::to_string(cpu_a) + " and " + std::to_string(cpu_b));
   return us * 1000.0 / (2.0 * round_trips);
+}
+
+double MeasureCombineRate(size_t bytes, int rounds) {
+  const size_t n = bytes / sizeof(double);
+  std::vector<double> into(n, 0.0), from(n, 1.0);
+  const ReduceFn sum = FindReduce(Dtype::kFloat64, ReduceOp::kSum).in_place;
+  if (n == 0 || rounds <= 0) return 0;
+  // One untimed round brings both buffers into the cache and the page tables.
+  sum(into.data(), from.data(), n);
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < rounds; ++r) sum(into.data(), from.data(), n);
+  const double us = MicrosSince(start);
+  // Reading the result keeps the sums from being optimised away.
+  if (into[n / 2] != static_cast<double>(rounds) + 1) throw CollError("EINVAL", "combine-rate check failed");
+  return us > 0 ? static_cast<double>(n * sizeof(double)) * rounds / us : 0;
 }
 
 }  // namespace topocoll

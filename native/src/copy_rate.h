@@ -1,4 +1,4 @@
-// What crossing cores costs. The two copies of an S0 bcast: the root copying into queue lines
+// What crossing cores costs, and what combining costs. The two copies of an S0 bcast: the root copying into queue lines
 // that readers on another core hold (each line must be taken back from them), and a reader
 // copying lines the root has just written — `topocoll tune shm` reports them beside the plain
 // copy rate. And the time one cache line takes from one core to the other, which `topocoll
@@ -23,5 +23,10 @@ CrossCoreRates MeasureCrossCoreRates(size_t bytes, int rounds, int writer_cpu, i
 // passing a counter back and forth `round_trips` times. Throws CollError when a thread cannot
 // be placed on its CPU.
 double MeasureCrossCoreLatencyNs(int cpu_a, int cpu_b, int round_trips);
+
+// Bytes/µs the built-in sum over float64 combines on the calling thread: the mean over `rounds`
+// rounds of adding a `bytes`-long buffer into another of the same length, the operator alone
+// (no message around it). What combining costs a rank where nothing hides it.
+double MeasureCombineRate(size_t bytes, int rounds);
 
 }  // namespace topocoll

@@ -130,17 +130,21 @@ export function estimateLink(r: LinksRound): LinkEstimate {
 
 /**
  * The combine rate from the rounds' costs per byte (RecvReduce beyond Recv): 1 / their median
- * when it stands out of their noise (median > interquartile range); else the combining hides
+ * when it stands out of their noise (median > interquartile range). Else the combining hides
  * within the noise (the executor combines as it receives, and the copy is the slower part) and
- * the rate is 1 / (median + interquartile range), the largest cost the noise leaves possible —
- * a lower bound on the rate. NaN: nothing measured, or no positive bound.
+ * the rate has two lower bounds: 1 / (median + interquartile range), the largest cost the noise
+ * leaves possible (when positive), and `operatorBytesPerUs`, the operator timed alone (combining
+ * beside a receive cannot cost more than combining with nothing to hide behind); the larger
+ * (tighter) one is taken. NaN: nothing measured, or neither bound.
  */
-export function combineRate(costs: readonly number[]): CombineRate {
+export function combineRate(costs: readonly number[], operatorBytesPerUs = NaN): CombineRate {
   const m = median(costs);
   const iqr = quantile(costs, 0.75) - quantile(costs, 0.25);
   const resolved = m > iqr;
   const bound = m + iqr;
-  return { bytesPerUs: resolved ? 1 / m : bound > 0 ? 1 / bound : NaN, resolved, usPerByte: m, iqrUsPerByte: iqr };
+  const bounds = [bound > 0 ? 1 / bound : NaN, operatorBytesPerUs].filter((x) => x > 0);
+  const bytesPerUs = costs.length === 0 ? NaN : resolved ? 1 / m : bounds.length > 0 ? Math.max(...bounds) : NaN;
+  return { bytesPerUs, resolved, usPerByte: m, iqrUsPerByte: iqr, operatorBytesPerUs };
 }
 
 export interface CombineRate {
@@ -151,6 +155,8 @@ export interface CombineRate {
   /** The median cost per byte over the rounds, and its interquartile range (µs per byte). */
   usPerByte: number;
   iqrUsPerByte: number;
+  /** The operator timed alone, bytes/µs; NaN: not timed. */
+  operatorBytesPerUs: number;
 }
 
 export interface LinkSummary {
@@ -166,8 +172,11 @@ export interface LinkSummary {
   gxVerdict: ReturnType<typeof linearityVerdict>;
 }
 
-/** The rounds of one link summarised: medians, their noise, and the verdicts on G and Gx. */
-export function summarizeLink(rounds: readonly LinksRound[]): LinkSummary {
+/**
+ * The rounds of one link summarised: medians, their noise, the combine rate (with the operator
+ * timed alone as its fallback bound, see combineRate) and the verdicts on G and Gx.
+ */
+export function summarizeLink(rounds: readonly LinksRound[], operatorBytesPerUs = NaN): LinkSummary {
   const estimates = rounds.map(estimateLink);
   const value = {} as LinkEstimate;
   const noise = {} as LinkSummary['noise'];
@@ -182,7 +191,10 @@ export function summarizeLink(rounds: readonly LinksRound[]): LinkSummary {
     of(rounds[0]!).map(([m], i) => ({ x: m, y: y(median(rounds.map((r) => of(r)[i]![1]))) }));
   return {
     value,
-    combine: combineRate(estimates.map((e) => e.combineUsPerByte).filter((x) => !Number.isNaN(x))),
+    combine: combineRate(
+      estimates.map((e) => e.combineUsPerByte).filter((x) => !Number.isNaN(x)),
+      operatorBytesPerUs,
+    ),
     noise,
     gVerdict: linearityVerdict(
       curve(

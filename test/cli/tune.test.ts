@@ -108,13 +108,27 @@ describe('the link fit', () => {
 
   it('takes the combine rate from its cost per byte when it stands out of the noise, else a lower bound', () => {
     // Costs 1e-4 µs/B ± a little: 10000 B/µs.
-    expect(combineRate([0.9e-4, 1e-4, 1.1e-4])).toEqual({ bytesPerUs: 1 / 1e-4, resolved: true, usPerByte: 1e-4, iqrUsPerByte: expect.closeTo(1e-5, 12) });
+    expect(combineRate([0.9e-4, 1e-4, 1.1e-4])).toEqual({
+      bytesPerUs: 1 / 1e-4,
+      resolved: true,
+      usPerByte: 1e-4,
+      iqrUsPerByte: expect.closeTo(1e-5, 12),
+      operatorBytesPerUs: NaN,
+    });
+    // Resolved: the paired trials' figure, whatever the operator alone does.
+    expect(combineRate([0.9e-4, 1e-4, 1.1e-4], 40000).bytesPerUs).toBe(1 / 1e-4);
     // Around zero: the largest cost the noise allows, median + interquartile range.
     const hidden = combineRate([-2e-6, 1e-6, 0, 3e-6, -1e-6]);
     expect(hidden.resolved).toBe(false);
     expect(hidden.bytesPerUs).toBeCloseTo(1 / (0 + (1e-6 - -1e-6)), 3);
     expect(combineRate([-3e-6, -2e-6, -2e-6]).bytesPerUs).toBeNaN();
     expect(combineRate([]).bytesPerUs).toBeNaN();
+    // Hidden: the tighter of the noise's bound and the operator timed alone; the operator alone
+    // when the noise leaves no positive bound.
+    expect(combineRate([-2e-6, 1e-6, 0, 3e-6, -1e-6], 40000).bytesPerUs).toBeCloseTo(1 / 2e-6, 3);
+    expect(combineRate([-2e-6, 1e-6, 0, 3e-6, -1e-6], 1e6).bytesPerUs).toBe(1e6);
+    expect(combineRate([-3e-6, -2e-6, -2e-6], 40000).bytesPerUs).toBe(40000);
+    expect(combineRate([], 40000).bytesPerUs).toBeNaN();
   });
 
   it('medians, quartiles and the noise of a figure', () => {

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { crossCoreLatencyNs, crossCoreRates } from '../../src/native.js';
+import { combineRate, crossCoreLatencyNs, crossCoreRates } from '../../src/native.js';
 import { readProcessAffinity } from '../../src/topology/affinity.js';
 import { repoRoot } from '../helpers/jobs.js';
 import { thrown } from '../helpers/thrown.js';
@@ -17,6 +17,15 @@ describe('cross-core probes', () => {
     const rates = crossCoreRates(64 * 1024, 4, a, b);
     expect(rates.writeShared).toBeGreaterThan(0);
     expect(rates.readRemote).toBeGreaterThan(0);
+  });
+
+  it("time the built-in float64 sum alone in bytes per µs (behind tune's combine-rate bound)", () => {
+    const rate = combineRate(1 << 20, 4);
+    expect(Number.isFinite(rate)).toBe(true);
+    // Bytes per µs, not per second or per ns: between 1 MB/s and 10 TB/s.
+    expect(rate).toBeGreaterThan(1);
+    expect(rate).toBeLessThan(1e7);
+    expect(combineRate(0, 4)).toBe(0);
   });
 
   it('refuse a CPU this process cannot run on with EINVAL', () => {

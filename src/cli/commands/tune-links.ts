@@ -4,7 +4,7 @@ import { chooseBarrier } from '../../algorithms/barrier-model.js';
 import type { LinkModel } from '../../algorithms/cost-model.js';
 import { parseYaml } from '../../config/load.js';
 import { TopocollError } from '../../errors.js';
-import { nativeLimits } from '../../native.js';
+import { combineRate as operatorCombineRate, nativeLimits } from '../../native.js';
 import { discoverMachine } from '../../topology/discover.js';
 import { readOptionalTextFile } from '../../util/read-text-file.js';
 import type { CliIo } from '../io.js';
@@ -67,6 +67,9 @@ export async function measureLinks(io: CliIo, quick: boolean): Promise<MeasuredL
   const progress = new Progress('topocoll tune links', LINK_KINDS.length);
   const jobIo = progress.around(io);
   const links: MeasuredLinks['links'] = [];
+  // The operator alone, on this process's thread, over the largest combined message: the bound
+  // the combine rate falls back to when the paired trials cannot tell it from the noise.
+  const operatorBytesPerUs = operatorCombineRate(Math.max(...base.combineSizes), quick ? 20 : 100);
   try {
     for (const kind of LINK_KINDS) {
       progress.step(kind.what);
@@ -91,7 +94,7 @@ export async function measureLinks(io: CliIo, quick: boolean): Promise<MeasuredL
       if (code !== 0 || rounds.length !== base.rounds) {
         throw new TopocollError('EINVAL', `topocoll tune links: the measurement job (${kind.what}) failed (exit ${code})`);
       }
-      links.push({ kind, summary: summarizeLink(rounds) });
+      links.push({ kind, summary: summarizeLink(rounds, settings.combineSizes.length > 0 ? operatorBytesPerUs : NaN) });
     }
   } finally {
     progress.finish();
@@ -108,8 +111,8 @@ export function roundFigure(v: number): number {
 
 /**
  * The values `measured` writes under `model`: callUs and the combine rate from the shared-memory
- * link (link-fit.ts's combineRate: a lower bound when the cost hides within the noise; none when
- * not even that is positive).
+ * link (link-fit.ts's combineRate: a lower bound when the cost hides within the noise, at worst
+ * the operator timed alone; none only when neither was measured).
  */
 export function modelValues(measured: MeasuredLinks): {
   callUs: number;
@@ -162,12 +165,12 @@ export function formatLinks(out: string, measured: MeasuredLinks): string {
     `  combining received data (sum, float64; shm, RecvReduce against Recv in paired trials): ${shm.usPerByte.toPrecision(2)} µs per byte, interquartile range ${shm.iqrUsPerByte.toPrecision(2)}` +
       (shm.resolved
         ? ` → combineBytesPerUs ${roundFigure(shm.bytesPerUs)}`
-        : ` — within the noise (the executor combines while it receives): combineBytesPerUs at least ${roundFigure(shm.bytesPerUs)} (1 / (median + interquartile range))`),
+        : ` — within the noise (the executor combines while it receives): combineBytesPerUs at least ${roundFigure(shm.bytesPerUs)}, the larger of 1 / (median + interquartile range) and the operator timed alone (${roundFigure(shm.operatorBytesPerUs)} bytes/µs)`),
   );
   lines.push(
     values.combineBytesPerUs !== undefined
       ? `  written: callUs ${values.callUs}, combineBytesPerUs ${values.combineBytesPerUs} (both from shm)`
-      : `  written: callUs ${values.callUs} (from shm); no positive combine cost measured: combineBytesPerUs left as it was`,
+      : `  written: callUs ${values.callUs} (from shm); no combine rate measured: combineBytesPerUs left as it was`,
   );
   lines.push('  one G per link? (least squares on relative errors over the sizes; residual = (measured − fitted) / measured)');
   for (const { kind, summary } of measured.links) {
