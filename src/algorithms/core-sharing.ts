@@ -14,7 +14,10 @@ import { RANK_BLOCKS, StepKind, type Step } from './schedule.js';
  * follow the longest chain of dependent messages and assume every member runs when its message
  * arrives. When members take turns on fewer cores, the cores also have to do every member's share
  * of the work one after another, so a call takes at least the group's whole work divided by its
- * cores (Brent's bound: time ≥ max(span, work / cores)); the prediction is that maximum.
+ * cores (Brent's bound: time ≥ max(span, work / cores)). When every member is bound to one CPU,
+ * each core must also run the work of the members bound to it one after another, so the call
+ * takes at least the most loaded core's share (at least the average, and more where a root or
+ * leader shares its core). The prediction is the largest of these bounds.
  *
  * The work is counted on the schedule itself — every member's steps, as the group algorithms
  * write them (group-*.ts), with the source, destination or leader at position 0 — on the
@@ -49,7 +52,7 @@ export interface WorkCounts {
   combinedPerByte: number;
 }
 
-const memo = new Map<string, WorkCounts>();
+const memo = new Map<string, readonly WorkCounts[]>();
 
 /** Distinct CPUs `members` may run on (across hosts), or Infinity when any member's CPUs are unknown. */
 export function groupCores(members: readonly number[], cpus: readonly { host: string; cpus: readonly number[] }[]): number {
@@ -62,28 +65,65 @@ export function groupCores(members: readonly number[], cpus: readonly { host: st
   return seen.size;
 }
 
-/** The work counts of one group's call (memoised per collective, algorithm and n). */
-export function workCounts(collective: WorkCollective, algorithm: WorkAlgorithm, n: number): WorkCounts {
+/**
+ * Per position of `members`, an index naming the one CPU that member is bound to (equal indices:
+ * the same CPU of the same host); undefined unless every member is bound to exactly one CPU.
+ */
+export function memberCores(members: readonly number[], cpus: readonly { host: string; cpus: readonly number[] }[]): number[] | undefined {
+  const index = new Map<string, number>();
+  const of: number[] = [];
+  for (const m of members) {
+    const where = cpus[m];
+    if (where === undefined || where.cpus.length !== 1) return undefined;
+    const key = `${where.host}\0${where.cpus[0]}`;
+    if (!index.has(key)) index.set(key, index.size);
+    of.push(index.get(key)!);
+  }
+  return of;
+}
+
+const NO_WORK: WorkCounts = { sends: 0, receives: 0, receivedPerByte: 0, combinedPerByte: 0 };
+
+/** Each member's work counts in one group's call, by position (memoised per collective, algorithm and n). */
+export function memberWorkCounts(collective: WorkCollective, algorithm: WorkAlgorithm, n: number): readonly WorkCounts[] {
   if (!Number.isInteger(n) || n < 1) throw new TopocollError('EINVAL', `core sharing: group size ${n} is not a positive integer`);
   const key = `${collective}|${JSON.stringify(algorithm)}|${n}`;
   let counts = memo.get(key);
   if (counts === undefined) {
-    counts = n === 1 ? { sends: 0, receives: 0, receivedPerByte: 0, combinedPerByte: 0 } : count(collective, algorithm, n);
+    counts = n === 1 ? [NO_WORK] : count(collective, algorithm, n);
     memo.set(key, counts);
   }
   return counts;
 }
 
-/** µs of work of one group's call of `bytes` (per member, for allgather) on `c`'s link: the counts priced. */
-export function workUs(collective: WorkCollective, algorithm: WorkAlgorithm, n: number, bytes: number, c: LevelCosts): number {
-  const w = workCounts(collective, algorithm, n);
+/** The whole group's work counts of one call: its members' summed. */
+export function workCounts(collective: WorkCollective, algorithm: WorkAlgorithm, n: number): WorkCounts {
+  const total = { ...NO_WORK };
+  for (const w of memberWorkCounts(collective, algorithm, n)) {
+    total.sends += w.sends;
+    total.receives += w.receives;
+    total.receivedPerByte += w.receivedPerByte;
+    total.combinedPerByte += w.combinedPerByte;
+  }
+  return total;
+}
+
+/** µs of `w` on a message of `bytes` (per member, for allgather) on `c`'s link: the counts priced. */
+function priceUs(w: WorkCounts, bytes: number, c: LevelCosts): number {
   const { link } = c;
   return w.sends * link.os + w.receives * (link.or + link.L) + bytes * (w.receivedPerByte * link.G + w.combinedPerByte / c.combineBytesPerUs);
 }
 
+/** µs of work of one group's call of `bytes` (per member, for allgather) on `c`'s link: the counts priced. */
+export function workUs(collective: WorkCollective, algorithm: WorkAlgorithm, n: number, bytes: number, c: LevelCosts): number {
+  return priceUs(workCounts(collective, algorithm, n), bytes, c);
+}
+
 /**
  * The prediction of a group whose members run on `cores` cores: the formula's `spanUs`, or the
- * work divided among the cores when that is more (only when the members outnumber the cores).
+ * work divided among the cores when that is more, or the most loaded core's work when that is
+ * more still (`coreOf`: memberCores' index per position; only when the members outnumber the
+ * cores).
  */
 export function coreBoundUs(
   spanUs: number,
@@ -93,24 +133,43 @@ export function coreBoundUs(
   bytes: number,
   c: LevelCosts,
   cores: number,
+  coreOf?: readonly number[],
 ): number {
   if (!(n > cores)) return spanUs;
-  return Math.max(spanUs, workUs(collective, algorithm, n, bytes, c) / Math.max(1, cores));
+  let bound = Math.max(spanUs, workUs(collective, algorithm, n, bytes, c) / Math.max(1, cores));
+  if (coreOf !== undefined && coreOf.length === n) {
+    const load = new Map<number, number>();
+    memberWorkCounts(collective, algorithm, n).forEach((w, position) => {
+      const core = coreOf[position]!;
+      load.set(core, (load.get(core) ?? 0) + priceUs(w, bytes, c));
+    });
+    bound = Math.max(bound, ...load.values());
+  }
+  return bound;
 }
 
-function count(collective: WorkCollective, algorithm: WorkAlgorithm, n: number): WorkCounts {
+function count(collective: WorkCollective, algorithm: WorkAlgorithm, n: number): WorkCounts[] {
   if (algorithm === 'shm') {
-    if (collective === 'bcast') return { sends: 1, receives: n - 1, receivedPerByte: n, combinedPerByte: 0 };
-    if (collective === 'allgather') return { sends: n, receives: n * (n - 1), receivedPerByte: n * n, combinedPerByte: 0 };
-    if (collective === 'reduce') return { sends: 0, receives: n, receivedPerByte: n, combinedPerByte: n - 1 };
+    const each = (w: WorkCounts): WorkCounts[] => Array.from({ length: n }, () => ({ ...w }));
+    if (collective === 'bcast') {
+      // The source copies in; every reader is woken and copies out.
+      return [
+        { sends: 1, receives: 0, receivedPerByte: 1, combinedPerByte: 0 },
+        ...each({ sends: 0, receives: 1, receivedPerByte: 1, combinedPerByte: 0 }).slice(1),
+      ];
+    }
+    // Every member publishes its block and reads the others'.
+    if (collective === 'allgather') return each({ sends: 1, receives: n - 1, receivedPerByte: n, combinedPerByte: 0 });
+    // Every member copies in and is woken; the combining is shared among them.
+    if (collective === 'reduce') return each({ sends: 0, receives: 1, receivedPerByte: 1, combinedPerByte: (n - 1) / n });
     throw new TopocollError('EINVAL', `core sharing: no shm ${collective}`);
   }
   const view = positionView(n);
-  const total: WorkCounts = { sends: 0, receives: 0, receivedPerByte: 0, combinedPerByte: 0 };
-  for (let me = 0; me < n; me++) {
-    for (const step of memberSteps(collective, algorithm, view, me)) addStep(total, step, n);
-  }
-  return total;
+  return Array.from({ length: n }, (_, me) => {
+    const mine = { ...NO_WORK };
+    for (const step of memberSteps(collective, algorithm, view, me)) addStep(mine, step, n);
+    return mine;
+  });
 }
 
 function memberSteps(collective: WorkCollective, algorithm: WorkAlgorithm, view: GroupView, me: number): Step[] {

@@ -8,7 +8,7 @@ import {
   type ReduceAlgorithm,
 } from './algorithm-choice.js';
 import { DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
-import { coreBoundUs, groupCores, type WorkAlgorithm, type WorkCollective } from './core-sharing.js';
+import { coreBoundUs, groupCores, memberCores, type WorkAlgorithm, type WorkCollective } from './core-sharing.js';
 import type { GroupAllgatherAlgorithm } from './group-allgather.js';
 import { topGroup, type AllreduceVariant } from './hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
@@ -51,7 +51,9 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  * off only where levels work at once: in a job on one node with more ranks than cores the stages
  * are added, segment after segment, instead of overlapping. A group whose members outnumber the
  * CPUs they may run on (`NodeFacts.cpus`) has every candidate's prediction raised to its work
- * shared among those CPUs where that is more (core-sharing.ts), barriers included.
+ * shared among those CPUs, or to its most loaded core's work, where that is more (core-sharing.ts),
+ * barriers included. Candidates predicted alike (within a relative 1e-9: equal work bounds) go to
+ * the one whose formula (its chain of dependent messages) is shorter, then to the one listed first.
  *
  * Candidates: bcast flat, binomial, knomial:4, scatter-allgather, and shm inside a node (with
  * shm.bcast.enabled); reduce flat, binomial, knomial:4, rabenseifner (shm: configured only);
@@ -151,7 +153,7 @@ export class Selector {
   private readonly nodeLocal = new Map<Group, boolean>();
   private readonly groupChoice = new Map<string, { algorithm: unknown; us: number; all: Candidate[] }>();
   private readonly shmBcast = new Map<number, (bytes: number) => number>();
-  private readonly coresOfGroup = new Map<Group, number>();
+  private readonly coresOfGroup = new Map<Group, { count: number; of: number[] | undefined; key: string }>();
   private readonly levels: { level: string; groups: Group[] }[];
   private readonly top?: Group;
 
@@ -262,11 +264,11 @@ export class Selector {
     const predict = (a: GroupAlgorithm): number => this.predict(collective, g, a, bytes, costs);
     if (fixed !== undefined)
       return { algorithm: fixed, us: predict(fixed), all: [{ algorithm: formatAlgorithm(fixed), us: predict(fixed) }], configured: true };
-    const key = `${collective}|${g.level}|${n}|${this.isNodeLocal(g) ? 1 : 0}|${this.cores(g)}|${bytes}`;
+    const key = `${collective}|${g.level}|${n}|${this.isNodeLocal(g) ? 1 : 0}|${this.placement(g).key}|${bytes}`;
     let found = this.groupChoice.get(key);
     if (found === undefined) {
       const list = collective === 'bcast' ? BCAST_CANDIDATES : collective === 'reduce' ? REDUCE_CANDIDATES : ALLGATHER_CANDIDATES;
-      const all = list.filter((a) => a !== 'shm' || this.shmAllowed(g)).map((a) => ({ a, us: predict(a) }));
+      const all = list.filter((a) => a !== 'shm' || this.shmAllowed(g)).map((a) => ({ a, us: predict(a), span: this.span(collective, n, a, bytes, costs) }));
       const best = argmin(all);
       found = { algorithm: best.a, us: best.us, all: all.map((c) => ({ algorithm: formatAlgorithm(c.a), us: c.us })) };
       this.groupChoice.set(key, found);
@@ -285,15 +287,25 @@ export class Selector {
       return { algorithm: a, us, all: [{ algorithm: formatAlgorithm(a), us }], configured: true };
     }
     // S4's candidates and argmin (barrier-model.ts's chooseBarrier), each bounded as every group prediction is.
-    const all = DEFAULT_BARRIER_CANDIDATES.map((a) => ({ a, us: predict(a) }));
+    const all = DEFAULT_BARRIER_CANDIDATES.map((a) => ({ a, us: predict(a), span: predictGroupBarrierUs(a, n, costs) }));
     const best = argmin(all);
     return { algorithm: best.a, us: best.us, all: all.map((c) => ({ algorithm: formatAlgorithm(c.a), us: c.us })), configured: false };
   }
 
   /** How many cores `g`'s members may run on (Infinity when unknown). */
   cores(g: Group): number {
+    return this.placement(g).count;
+  }
+
+  /** `g`'s cores: how many, each member's when each is bound to one (core-sharing.ts's memberCores), and both as a cache key. */
+  private placement(g: Group): { count: number; of: number[] | undefined; key: string } {
     let v = this.coresOfGroup.get(g);
-    if (v === undefined) this.coresOfGroup.set(g, (v = this.facts.cpus === undefined ? Infinity : groupCores(g.members, this.facts.cpus)));
+    if (v === undefined) {
+      const cpus = this.facts.cpus;
+      const count = cpus === undefined ? Infinity : groupCores(g.members, cpus);
+      const of = cpus === undefined || !(g.members.length > count) ? undefined : memberCores(g.members, cpus);
+      this.coresOfGroup.set(g, (v = { count, of, key: `${count}:${of?.join(',') ?? ''}` }));
+    }
     return v;
   }
 
@@ -304,7 +316,8 @@ export class Selector {
 
   /** A formula's `spanUs` for `g`, raised to the group's work shared among its cores when its members outnumber them. */
   private bound(collective: WorkCollective, g: Group, a: WorkAlgorithm, bytes: number, costs: LevelCosts, spanUs: number): number {
-    return coreBoundUs(spanUs, collective, a, g.members.length, bytes, costs, this.cores(g));
+    const { count, of } = this.placement(g);
+    return coreBoundUs(spanUs, collective, a, g.members.length, bytes, costs, count, of);
   }
 
   /** Which levels' groups exchange between nodes in `collective` with the per-group choice `of` — the eager limit then bounds segments. */
@@ -359,14 +372,16 @@ export class Selector {
 
   /** A group's predicted time for `collective` with algorithm `a` on `bytes`. */
   private predict(collective: Collective, g: Group, a: GroupAlgorithm, bytes: number, costs = this.costs(g)): number {
-    const n = g.members.length;
-    const span =
-      collective === 'bcast'
-        ? predictGroupBcastUs(a as BcastAlgorithm, n, bytes, costs)
-        : collective === 'reduce'
-          ? predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, costs)
-          : predictGroupAllgatherUs(a as GroupAllgatherAlgorithm, n, bytes, costs);
-    return this.bound(collective, g, a, bytes, costs, span);
+    return this.bound(collective, g, a, bytes, costs, this.span(collective, g.members.length, a, bytes, costs));
+  }
+
+  /** A group algorithm's formula (cost-model.ts): its chain of dependent messages, every member running when its message arrives. */
+  private span(collective: Collective, n: number, a: GroupAlgorithm, bytes: number, costs: LevelCosts): number {
+    return collective === 'bcast'
+      ? predictGroupBcastUs(a as BcastAlgorithm, n, bytes, costs)
+      : collective === 'reduce'
+        ? predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, costs)
+        : predictGroupAllgatherUs(a as GroupAllgatherAlgorithm, n, bytes, costs);
   }
 
   /** What each member of `g` holds in an allgather's gather phase whose blocks are `block` bytes: the blocks of the ranks it covers. */
@@ -568,10 +583,19 @@ function allreduceShapeName(variant: AllreduceVariant, top: AllreduceAlgorithm):
   return variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast, top ${top}`;
 }
 
-/** The entry with the least `us`; ties (within a relative 1e-9, so rounding cannot decide) go to the one listed first. */
-function argmin<T extends { us: number }>(list: readonly T[]): T {
+/**
+ * The entry with the least `us`. Ties (within a relative 1e-9, so rounding cannot decide) go to
+ * the least `span` where the entries carry one — candidates held to the same work bound by cores
+ * they share: the shorter chain of dependent messages leaves the cores less idle time (Brent's
+ * upper bound, work / cores + span) — then to the one listed first.
+ */
+function argmin<T extends { us: number; span?: number }>(list: readonly T[]): T {
+  const close = (a: number, b: number): boolean => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(a), Math.abs(b));
   let best = list[0]!;
-  for (const c of list) if (c.us < best.us - 1e-9 * Math.max(1, best.us)) best = c;
+  for (const c of list) {
+    if (c.us < best.us && !close(c.us, best.us)) best = c;
+    else if (close(c.us, best.us) && c.span !== undefined && best.span !== undefined && c.span < best.span && !close(c.span, best.span)) best = c;
+  }
   return best;
 }
 

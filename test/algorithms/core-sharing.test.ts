@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { coreBoundUs, groupCores, workCounts, workUs } from '../../src/algorithms/core-sharing.js';
-import { predictGroupReduceUs, type LevelCosts } from '../../src/algorithms/cost-model.js';
+import { coreBoundUs, groupCores, memberCores, memberWorkCounts, workCounts, workUs } from '../../src/algorithms/core-sharing.js';
+import { predictGroupAllgatherUs, predictGroupReduceUs, type LevelCosts } from '../../src/algorithms/cost-model.js';
 import { Selector } from '../../src/algorithms/selection.js';
 import { validateConfig } from '../../src/config/load.js';
 import { planGroups } from '../../src/groups/plan.js';
@@ -66,6 +66,44 @@ describe('the bound', () => {
     expect(groupCores([0, 1, 2], cpus)).toBe(2);
     expect(groupCores([0, 3], cpus)).toBe(2);
     expect(groupCores([0, 4], cpus)).toBe(Infinity);
+    // Each member's one CPU as an index (same host and CPU, same index); none unless every member has exactly one.
+    expect(memberCores([0, 1, 2, 3], cpus)).toEqual([0, 1, 0, 2]);
+    expect(memberCores([0, 4], cpus)).toBeUndefined();
+    expect(
+      memberCores(
+        [0, 1],
+        [
+          { host: 'a', cpus: [0] },
+          { host: 'a', cpus: [0, 1] },
+        ],
+      ),
+    ).toBeUndefined();
+  });
+
+  it("counts each member's share: the flat reduce's root receives and combines all three, the others send once", () => {
+    const [root, ...others] = memberWorkCounts('reduce', 'flat', 4);
+    expect(root).toEqual({ sends: 0, receives: 3, receivedPerByte: 3, combinedPerByte: 3 });
+    for (const w of others) expect(w).toEqual({ sends: 1, receives: 0, receivedPerByte: 0, combinedPerByte: 0 });
+    // The S0 bcast: the source copies in, each reader is woken and copies out.
+    expect(memberWorkCounts('bcast', 'shm', 3)).toEqual([
+      { sends: 1, receives: 0, receivedPerByte: 1, combinedPerByte: 0 },
+      { sends: 0, receives: 1, receivedPerByte: 1, combinedPerByte: 0 },
+      { sends: 0, receives: 1, receivedPerByte: 1, combinedPerByte: 0 },
+    ]);
+  });
+
+  it("with members bound to one core each, is no less than the most loaded core's work: the root's core carries the flat reduce", () => {
+    // 4 members on 2 cores, root and member 2 on core 0: core 0 does 3 receives with their
+    // combining and one send, core 1 two sends.
+    const bytes = 1000;
+    const rootCore = 3 * (0.25 + 2) + bytes * (3 * 0.001 + 3 / 1000) + 0.5;
+    expect(coreBoundUs(0, 'reduce', 'flat', 4, bytes, costs, 2, [0, 1, 0, 1])).toBeCloseTo(rootCore, 12);
+    expect(rootCore).toBeGreaterThan(workUs('reduce', 'flat', 4, bytes, costs) / 2);
+    // Recursive doubling's allgather loads both cores alike: the average.
+    const ring = workUs('allgather', 'recursive-doubling', 4, bytes, costs);
+    expect(coreBoundUs(0, 'allgather', 'recursive-doubling', 4, bytes, costs, 2, [0, 1, 0, 1])).toBeCloseTo(ring / 2, 12);
+    // Without the members' cores: the average only.
+    expect(coreBoundUs(0, 'reduce', 'flat', 4, bytes, costs, 2)).toBeCloseTo(workUs('reduce', 'flat', 4, bytes, costs) / 2, 12);
   });
 });
 
@@ -93,6 +131,24 @@ describe('the Selector with ranks sharing cores', () => {
     }
     expect(ownCores.pick('reduce', socket, bytes).algorithm).toBe('rabenseifner');
     expect(shared.pick('reduce', socket, bytes).algorithm).not.toBe('rabenseifner');
+  });
+
+  it('breaks a tie at the work bound by the shorter chain: recursive doubling (2 rounds) before ring (3), both 12 messages of one block', () => {
+    // 4 emulated nodes of one rank on one host of 2 cores (rank r on CPU r mod 2): the world group spans the nodes.
+    const four = planGroups(byCore(['a', 'b', 'c', 'd'], 1, 1));
+    const world = [...four.groups.values()].flat().find((g) => g.members.length === 4)!;
+    const turns = new Selector(config, four, Infinity, {
+      cores: 2,
+      oversubscribed: true,
+      cpus: four.placements.map((p) => ({ host: 'h', cpus: [p.rank % 2] })),
+    });
+    const bytes = 64;
+    const costs = { link: turns.link(world).link, combineBytesPerUs: config.model.combineBytesPerUs };
+    const { all, algorithm } = turns.pick('allgather', world, bytes);
+    const us = (name: string) => all.find((c) => c.algorithm === name)!.us;
+    expect(us('ring')).toBeCloseTo(us('recursive-doubling'), 9);
+    expect(predictGroupAllgatherUs('recursive-doubling', 4, bytes, costs)).toBeLessThan(predictGroupAllgatherUs('ring', 4, bytes, costs));
+    expect(algorithm).toBe('recursive-doubling');
   });
 
   it('barriers: every candidate bounded by its work; dissemination (n·log2 n messages) loses to a tree there', () => {
