@@ -42,6 +42,8 @@ export interface CellConfiguration {
   names: string[];
   predictedUs: number;
   measuredUs: number;
+  /** Each row's least round, in row order (several when several candidates ran it); `auto`'s row first in auto's configuration. */
+  rowsUs: number[];
 }
 
 export interface Cell {
@@ -66,12 +68,11 @@ export function cellsOf(rows: readonly ModelRow[]): Cell[] {
   for (const list of byCell.values()) {
     const byRuns = new Map<string, ModelRow[]>();
     for (const r of list) byRuns.set(r.runs, [...(byRuns.get(r.runs) ?? []), r]);
-    const configurations = [...byRuns.entries()].map(([runs, rs]) => ({
-      runs,
-      names: rs.map((r) => r.candidate),
-      predictedUs: rs[0]!.predictedUs,
-      measuredUs: median(rs.map((r) => Math.min(...r.roundsUs))),
-    }));
+    const configurations = [...byRuns.entries()].map(([runs, rs]) => {
+      const ordered = [...rs.filter((r) => r.candidate === 'auto'), ...rs.filter((r) => r.candidate !== 'auto')];
+      const rowsUs = ordered.map((r) => Math.min(...r.roundsUs));
+      return { runs, names: ordered.map((r) => r.candidate), predictedUs: rs[0]!.predictedUs, measuredUs: median(rowsUs), rowsUs };
+    });
     const auto = configurations.find((c) => c.names.includes('auto'));
     if (auto === undefined) throw new TopocollError('EINVAL', `topocoll bench --model: no auto row for ${list[0]!.collective} ${list[0]!.bytes} B`);
     const best = configurations.reduce((a, c) => (c.measuredUs < a.measuredUs ? c : a));
@@ -93,12 +94,20 @@ export interface ModelSummary {
   medianError: number;
   /** The share of configurations predicted within a factor of 2. */
   withinFactor2: number;
+  /**
+   * The measurement's own repeatability: pairs of auto's row and another row of the same schedule
+   * (another candidate that runs what auto runs, measured in its own row), and of those the pairs
+   * whose figures lie within 10 % of each other (larger / smaller ≤ 1.1).
+   */
+  repeated: number;
+  repeatedWithin10: number;
 }
 
 export function summarise(cells: readonly Cell[]): ModelSummary {
   const all = cells.flatMap((c) => c.configurations);
   const worst = cells.reduce<Cell | undefined>((w, c) => (w === undefined || c.ratio > w.ratio ? c : w), undefined);
   const sum = (f: (c: Cell) => number) => cells.reduce((t, c) => t + f(c), 0);
+  const pairs = cells.flatMap((c) => c.auto.rowsUs.slice(1).map((other) => [c.auto.rowsUs[0]!, other] as const));
   return {
     cells: cells.length,
     within10: cells.filter((c) => c.ratio <= 1.1).length,
@@ -107,6 +116,8 @@ export function summarise(cells: readonly Cell[]): ModelSummary {
     loss: cells.length === 0 ? 0 : sum((c) => c.auto.measuredUs) / sum((c) => c.best.measuredUs) - 1,
     medianError: all.length === 0 ? 0 : median(all.map((c) => Math.abs(c.predictedUs / c.measuredUs - 1))),
     withinFactor2: all.length === 0 ? 0 : all.filter((c) => c.predictedUs <= 2 * c.measuredUs && c.measuredUs <= 2 * c.predictedUs).length / all.length,
+    repeated: pairs.length,
+    repeatedWithin10: pairs.filter(([a, b]) => Math.max(a, b) <= 1.1 * Math.min(a, b)).length,
   };
 }
 
@@ -117,7 +128,8 @@ export function formatSummary(s: ModelSummary): string {
   return (
     `auto within 10 % of the best in ${s.within10}/${s.cells} cells (${pct(s.cells === 0 ? 1 : s.within10 / s.cells)}); ` +
     `worst auto/best ${s.worstRatio.toFixed(2)}${s.worst !== undefined ? ` (${s.worst.collective} ${formatBytes(s.worst.bytes)})` : ''}; ` +
-    `summed loss ${pct(s.loss)}; predictions: median error ${pct(s.medianError)}, ${pct(s.withinFactor2)} within ×2`
+    `summed loss ${pct(s.loss)}; predictions: median error ${pct(s.medianError)}, ${pct(s.withinFactor2)} within ×2; ` +
+    `auto's configuration against itself in other rows: within 10 % in ${s.repeatedWithin10}/${s.repeated} pairs`
   );
 }
 

@@ -31,6 +31,28 @@ describe('the cost model bench: cells and summary', () => {
     expect(c!.best.runs).toBe('node flat');
     expect(c!.best.measuredUs).toBe(9);
     expect(c!.ratio).toBeCloseTo(11 / 9, 12);
+    expect(c!.auto.rowsUs).toEqual([10, 11, 13]);
+    expect(c!.best.rowsUs).toEqual([9]);
+  });
+
+  it("reports the measurement's repeatability: auto's row against every other row of its configuration", () => {
+    const s = summarise(
+      cellsOf([
+        // Auto's row 10 against 10.9 (within 10 %) and 11.5 (not); the rows need not come in order.
+        row('x', 'a', 1, [10.9], 4),
+        row('auto', 'a', 1, [10], 4),
+        row('z', 'a', 1, [11.5], 4),
+        // 12 against 10: not.
+        row('auto', 'a', 1, [12], 16),
+        row("auto's algorithms, segment none", 'a', 1, [10, 30], 16),
+        // Auto's configuration run once: no pair.
+        row('auto', 'a', 1, [10], 64),
+        row('y', 'b', 1, [10], 64),
+      ]),
+    );
+    expect(s.repeated).toBe(3);
+    expect(s.repeatedWithin10).toBe(1);
+    expect(formatSummary(s)).toMatch(/auto's configuration against itself in other rows: within 10 % in 1\/3 pairs$/);
   });
 
   it('counts the cells within 10 %, the worst ratio and the summed loss; prediction errors over every configuration', () => {
