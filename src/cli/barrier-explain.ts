@@ -1,132 +1,96 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { formatAlgorithm, type GroupBarrierAlgorithm } from '../algorithms/algorithm-choice.js';
-import { chooseBarrier, predictBarrierUs, type LogP } from '../algorithms/barrier-model.js';
+import type { LinkModel } from '../algorithms/cost-model.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
-import { isHardwareLevel } from '../groups/levels.js';
 import type { BindPolicy } from './launcher.js';
-import type { BenchRow, BenchSettings, GroupSizesRecord } from './bench-worker.js';
+import type { BenchRow, BenchSettings } from './bench-worker.js';
 import type { CliIo } from './io.js';
+import { cellsOf, runModelJob } from './model-accuracy.js';
 import { ompiUnavailable, runOmpi } from './ompi-baseline.js';
 import { Progress } from './progress.js';
 import { runWorkerJob } from './worker-job.js';
-
-/** The algorithms `topocoll bench barrier --explain` runs at every level, one job each. */
-const FORCED: readonly GroupBarrierAlgorithm[] = ['central-counter', { combiningTree: 2 }, { combiningTree: 4 }, 'dissemination'];
 
 export interface ExplainJob {
   ranks: number;
   bind: BindPolicy;
   nodes?: number;
   network?: string;
+  /** The configuration file the jobs read (its `model` prices the candidates). */
+  config?: string;
   iterations: number;
   io: CliIo;
 }
 
-interface Level {
-  level: string;
-  /** The largest group at the level: the barrier waits for it. */
-  size: number;
-  link: 'shm' | 'tcp';
-}
-
 /**
- * `topocoll bench barrier --explain`: S4's AdaptiveBarrierLogP beside measurement. Every level's
- * prediction is S4's formula for the level's largest group over its kind of link (levels inside
- * a node, `node` included: shared memory; above: TCP between the emulated nodes), with the links of `config.model`;
- * a hierarchical barrier's prediction is the sum over its levels (each level's group completes
- * one barrier on the critical path: the arrival below it, or the release after it). Then each
- * algorithm forced at every level, the model's per-level choice (what `auto` runs), and — on one
- * node — the shared-area barrier and Open MPI's MPI_Barrier, all measured in this run.
+ * `topocoll bench barrier --explain`: S4's AdaptiveBarrierLogP beside measurement, through the
+ * same Selector `auto` uses. One job (model-worker.ts, as `bench barrier --model`) configures
+ * every combination of the levels' barrier candidates in turn and `auto` itself, each predicted
+ * by `comm.explain('barrier')` — S4's formulas on each level's link, bounded where members
+ * share cores (core-sharing.ts) — and measured (barriers back to back, the slowest rank's mean,
+ * the least of 3 rounds). On one node also the default barrier (the node-wide shared area,
+ * outside the model) and Open MPI's MPI_Barrier, measured in this run.
  */
 export async function explainBarrier(job: ExplainJob, config: TopocollConfig): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'topocoll-explain-'));
   const multiNode = (job.nodes ?? 1) > 1;
-  // The default job, one per forced algorithm, the model's choice, and Open MPI on one node.
-  const progress = new Progress('topocoll bench', 1 + FORCED.length + 1 + (multiNode ? 0 : 1));
+  const ompiWhy = multiNode ? 'no Open MPI baseline with emulated nodes' : ompiUnavailable();
+  const progress = new Progress('topocoll bench', 1 + (multiNode ? 0 : 1) + (ompiWhy === undefined ? 1 : 0));
   const jobIo = progress.around(job.io);
   try {
-    const settings: BenchSettings = {
-      collectives: ['barrier'],
-      modes: ['sync'],
-      minBytes: 1,
-      maxBytes: 1,
-      itersSmall: job.iterations,
-      itersLarge: job.iterations,
-      largeBytes: 8192,
-      repeats: 3,
-      groupSizes: true,
-    };
-    const run = async (name: string, yaml: string | undefined): Promise<{ us: number; levels: { level: string; sizes: number[] }[] }> => {
-      let file: string | undefined;
-      if (yaml !== undefined) writeFileSync((file = join(dir, `${name}.yaml`)), yaml);
-      progress.step(`barrier ${name} (${job.ranks} ranks)`);
-      const { code, records } = await runWorkerJob({
-        ...job,
-        io: jobIo,
-        config: file,
-        worker: 'bench-worker.js',
-        settingsVariable: 'TOPOCOLL_BENCH',
-        settings,
-      });
-      const row = (records as BenchRow[]).find((r) => r.collective === 'barrier');
-      const sizes = (records as Partial<GroupSizesRecord>[]).find((r) => r.groupSizes !== undefined)?.groupSizes;
-      if (code !== 0 || row === undefined || sizes === undefined)
-        throw new TopocollError('EINVAL', `topocoll bench barrier --explain: the ${name} job failed (exit ${code})`);
-      return { us: row.avgUs, levels: sizes };
-    };
-    const everyLevel = (a: GroupBarrierAlgorithm, levels: readonly Level[]) =>
-      `barrier:\n  levels: { ${levels.map((l) => `${l.level}: ${formatAlgorithm(a)}`).join(', ')} }\n`;
-
-    // The default job first: it reports the levels and their group sizes.
-    const base = await run('default', undefined);
-    const levels: Level[] = base.levels.map(({ level, sizes }) => ({
-      level,
-      size: Math.max(...sizes),
-      link: multiNode && !isHardwareLevel(level) && level !== 'node' ? 'tcp' : 'shm',
-    }));
+    progress.step(`barrier: every combination of the levels' candidates and auto (${job.ranks} ranks)`);
+    const model = await runModelJob({
+      ranks: job.ranks,
+      bind: job.bind,
+      nodes: job.nodes,
+      network: job.network,
+      config: job.config,
+      io: jobIo,
+      settings: { collectives: ['barrier'], sizes: [0], rounds: 3, targetMs: 10 },
+    });
+    const autoRow = model.rows.find((r) => r.candidate === 'auto');
+    if (model.code !== 0 || autoRow === undefined)
+      throw new TopocollError('EINVAL', `topocoll bench barrier --explain: the candidates' job failed (exit ${model.code})`);
+    const levels = autoRow.levels ?? [];
     if (levels.length === 0) return '\n# barrier --explain: a job of one rank has no barrier to explain\n';
-    const logp = (l: Level): LogP => config.model.links[l.link];
-    const predicted = (choose: (l: Level) => GroupBarrierAlgorithm) => levels.reduce((t, l) => t + predictBarrierUs(choose(l), l.size, logp(l)), 0);
+    const [cell] = cellsOf(model.rows);
+    const rows: { name: string; predicted: string; us: number }[] = [...cell!.configurations]
+      .sort((a, b) => a.predictedUs - b.predictedUs)
+      .map((c) => ({ name: c === cell!.auto ? `${c.runs}  (auto)` : c.runs, predicted: c.predictedUs.toFixed(2), us: c.measuredUs }));
 
-    const rows: [string, string, number][] = [];
-    for (const a of FORCED) {
-      const m = await run(formatAlgorithm(a), everyLevel(a, levels));
-      rows.push([`${formatAlgorithm(a)} at every level`, predicted(() => a).toFixed(2), m.us]);
-    }
-    const modelChoice = (l: Level) => chooseBarrier(l.size, logp(l)).algorithm;
-    const chosenYaml = `barrier:\n  levels: { ${levels.map((l) => `${l.level}: ${formatAlgorithm(modelChoice(l))}`).join(', ')} }\n`;
-    const chosen = await run('model', chosenYaml);
-    rows.push([
-      `the model's choice (auto): ${levels.map((l) => `${l.level} ${formatAlgorithm(modelChoice(l))}`).join(', ')}`,
-      predicted(modelChoice).toFixed(2),
-      chosen.us,
-    ]);
-    if (!multiNode) rows.push(['default: the node-wide shared area', '-', base.us]);
-    let ompi = '';
     if (!multiNode) {
-      const why = ompiUnavailable();
-      if (why === undefined) {
+      progress.step(`barrier, the node-wide shared area (${job.ranks} ranks)`);
+      const settings: BenchSettings = {
+        collectives: ['barrier'],
+        modes: ['sync'],
+        minBytes: 1,
+        maxBytes: 1,
+        itersSmall: job.iterations,
+        itersLarge: job.iterations,
+        largeBytes: 8192,
+        repeats: 3,
+      };
+      const { code, records } = await runWorkerJob({ ...job, io: jobIo, worker: 'bench-worker.js', settingsVariable: 'TOPOCOLL_BENCH', settings });
+      const row = (records as BenchRow[]).find((r) => r.collective === 'barrier');
+      if (code !== 0 || row === undefined) throw new TopocollError('EINVAL', `topocoll bench barrier --explain: the default job failed (exit ${code})`);
+      rows.push({ name: 'default: the node-wide shared area', predicted: '-', us: row.avgUs });
+      if (ompiWhy === undefined) {
         progress.step(`Open MPI barrier (${job.ranks} ranks)`);
         const o = runOmpi('barrier', job.ranks, settings);
-        const row = o.rows.find((r) => r.collective === 'barrier');
-        if (row !== undefined) rows.push([`Open MPI MPI_Barrier (${o.version.split(',')[0]})`, '-', row.avgUs]);
-      } else {
-        progress.setTotal(1 + FORCED.length + 1);
-        ompi = `# no Open MPI baseline: ${why}\n`;
+        const ompi = o.rows.find((r) => r.collective === 'barrier');
+        if (ompi !== undefined) rows.push({ name: `Open MPI MPI_Barrier (${o.version.split(',')[0]})`, predicted: '-', us: ompi.avgUs });
       }
-    } else ompi = '# no Open MPI baseline with emulated nodes\n';
+    }
 
-    const best = Math.min(...rows.filter((r) => !r[0].startsWith('Open MPI')).map((r) => r[2]));
+    const best = Math.min(...rows.filter((r) => !r.name.startsWith('Open MPI')).map((r) => r.us));
+    const links = [...new Set(levels.map((l) => l.link))];
     const lines = [
       '',
-      `# barrier, ${job.ranks} ranks${multiNode ? ` on ${job.nodes} emulated nodes` : ''}: S4's LogP prediction beside the measured time (µs per call, average over ranks)`,
-      `# levels: ${levels.map((l) => `${l.level} (largest group ${l.size}, ${l.link})`).join(', ')}`,
-      `# LogP (µs): ${(['shm', 'tcp'] as const).map((k) => `${k} L ${config.model.links[k].L} o_s ${config.model.links[k].os} o_r ${config.model.links[k].or} g ${config.model.links[k].g}`).join('; ')}`,
+      `# barrier, ${job.ranks} ranks${multiNode ? ` on ${job.nodes} emulated nodes` : ''}: the model's prediction (S4's formulas, as auto uses them) beside the measured time (µs per call; the configurations: the slowest rank's mean${multiNode ? '' : ', the default and Open MPI: the mean over ranks as `topocoll bench` times them'})`,
+      `# levels: ${levels.map((l) => `${l.level} (largest group ${l.groupSize}, ${l.link})`).join(', ')}`,
+      `# LogP (µs): ${links.map((name) => logpText(name, linkNamed(config, name))).join('; ')}`,
     ];
-    const table = [['barrier', 'predicted', 'measured', ''], ...rows.map(([name, p, us]) => [name, p, us.toFixed(2), us === best ? '← fastest measured' : ''])];
+    const table = [
+      ['barrier', 'predicted', 'measured', ''],
+      ...rows.map((r) => [r.name, r.predicted, r.us.toFixed(2), r.us === best ? '← fastest measured' : '']),
+    ];
     const widths = table[0]!.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
     for (const r of table)
       lines.push(
@@ -135,9 +99,22 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
           .join('  ')
           .trimEnd(),
       );
-    return lines.join('\n') + '\n' + ompi;
+    return lines.join('\n') + '\n' + (ompiWhy !== undefined ? `# ${ompiWhy.startsWith('no ') ? ompiWhy : `no Open MPI baseline: ${ompiWhy}`}\n` : '');
   } finally {
     progress.finish();
-    rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The parameters behind a link as the Selector names it (selection.ts's `link`). */
+function linkNamed(config: TopocollConfig, name: string): LinkModel | undefined {
+  const { model } = config;
+  if (name.startsWith('model.levels.')) return model.levels[name.slice('model.levels.'.length)];
+  const oversubscribed = / \(oversubscribed\)$/.test(name);
+  const key = name.replace(/ \(oversubscribed\)$/, '');
+  if (oversubscribed) return key === 'shm' || key === 'tcp' ? model.oversubscribed[key] : undefined;
+  return key === 'shm' || key === 'tcp' ? model.links[key] : key === 'mpi' ? (model.links.mpi ?? undefined) : undefined;
+}
+
+function logpText(name: string, p: LinkModel | undefined): string {
+  return p === undefined ? `${name} (parameters not in the configuration)` : `${name} L ${p.L} o_s ${p.os} o_r ${p.or} g ${p.g}`;
 }

@@ -46,6 +46,8 @@ export interface ModelRow {
   measuredUs: number;
   /** Every round's figure. */
   roundsUs: number[];
+  /** `auto`'s row only: per level bottom-up its largest group and the link the model priced it on. */
+  levels?: { level: string; groupSize: number; link: string }[];
 }
 
 /** Settings every candidate starts from: the per-level schedules on every size. */
@@ -307,6 +309,7 @@ export async function modelMain(settings: ModelSettings): Promise<void> {
             predictedUs: r.predictedUs,
             measuredUs: Math.min(...r.rounds),
             roundsUs: r.rounds,
+            ...(c.name === 'auto' ? { levels: auto.levels.map(({ level, groupSize, link }) => ({ level, groupSize, link })) } : {}),
           };
           console.log(JSON.stringify(row));
         });

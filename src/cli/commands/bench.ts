@@ -39,11 +39,11 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
   --sweep            with bcast: the S0 engine for every notification tree, S ∈ {1, 4, 16, 64}
                      buffers of 8 KiB and q ∈ {1, 2} sets, each relative to S = 1 (up to 16 MiB)
 
-  --explain          with barrier: S4's LogP prediction beside the measured time for each
-                     algorithm at every level, the model's per-level choice (auto), the
-                     node-wide shared area and Open MPI's MPI_Barrier (one node); --config F
-                     gives the LogP parameters to predict with (barrier.logp; default: the
-                     defaults or TOPOCOLL_CONFIG)
+  --explain          with barrier: the model's prediction (S4's formulas, as auto uses
+                     them) beside the measured time for every combination of the levels'
+                     barrier algorithms and auto, then the node-wide shared area and Open
+                     MPI's MPI_Barrier (one node); --config F gives the parameters to predict
+                     with (model.*; default: the defaults or TOPOCOLL_CONFIG)
   --strategies       the collective once per per-level algorithm (each at every level: flat,
                      binomial, knomial:4, scatter-allgather / rabenseifner, shm inside nodes,
                      the allreduce variants, auto), relative to flat, with Open MPI at the same -n;
@@ -205,7 +205,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     if (values.explain) {
       if (target !== 'barrier') throw new TopocollError('EINVAL', 'topocoll bench: --explain goes with "barrier"');
       const config = values.config !== undefined ? loadConfigFile(resolve(io.cwd, values.config)) : resolveConfig(undefined, io.env);
-      io.stdout(await explainBarrier({ ranks, bind: job.bind, nodes: job.nodes, network: job.network, iterations, io }, config));
+      io.stdout(await explainBarrier({ ranks, bind: job.bind, nodes: job.nodes, network: job.network, config: job.config, iterations, io }, config));
       return 0;
     }
     if (values.strategies) return await benchStrategies(job, target as StrategyCollective, values.off, values['no-mpi'] === true);
