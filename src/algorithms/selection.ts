@@ -314,7 +314,7 @@ export class Selector {
     return g.members.length > this.cores(g);
   }
 
-  /** A formula's `spanUs` for `g`, raised to the group's work shared among its cores when its members outnumber them. */
+  /** A formula's `spanUs` for `g`, raised to the group's work shared among its cores, or its most loaded core's, when its members outnumber them. */
   private bound(collective: WorkCollective, g: Group, a: WorkAlgorithm, bytes: number, costs: LevelCosts, spanUs: number): number {
     const { count, of } = this.placement(g);
     return coreBoundUs(spanUs, collective, a, g.members.length, bytes, costs, count, of);
