@@ -122,8 +122,8 @@ export interface Candidate {
 export interface Explanation {
   collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier';
   bytes: number;
-  /** Per level bottom-up: its largest group, link, every candidate's prediction for one segment, and the choice. */
-  levels: { level: string; groupSize: number; link: string; configured: boolean; candidates: Candidate[]; chosen: string }[];
+  /** Per level bottom-up: its largest group, link (named, and its parameters), every candidate's prediction for one segment, and the choice. */
+  levels: { level: string; groupSize: number; link: string; linkParameters: LinkModel; configured: boolean; candidates: Candidate[]; chosen: string }[];
   /** Allreduce: the variant and top group's algorithm candidates, whole-call predictions. */
   allreduce?: Candidate[];
   /** Allreduce: the variant (and top group's algorithm) the call runs, named as in `allreduce`. */
@@ -452,10 +452,12 @@ export class Selector {
       levels.map(({ level, groups }) => {
         const g = largest(groups);
         const r = kind === 'barrier' ? this.barrierOf(g) : this.pick(kind, g, segBytes(g));
+        const link = this.link(g);
         return {
           level,
           groupSize: g.members.length,
-          link: this.link(g).name,
+          link: link.name,
+          linkParameters: link.link,
           configured: r.configured,
           candidates: r.all,
           chosen: formatAlgorithm(r.algorithm),

@@ -1,5 +1,3 @@
-import type { LinkModel } from '../algorithms/cost-model.js';
-import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import type { BindPolicy } from './launcher.js';
 import type { BenchRow, BenchSettings } from './bench-worker.js';
@@ -29,7 +27,7 @@ export interface ExplainJob {
  * the least of 3 rounds). On one node also the default barrier (the node-wide shared area,
  * outside the model) and Open MPI's MPI_Barrier, measured in this run.
  */
-export async function explainBarrier(job: ExplainJob, config: TopocollConfig): Promise<string> {
+export async function explainBarrier(job: ExplainJob): Promise<string> {
   const multiNode = (job.nodes ?? 1) > 1;
   const ompiWhy = multiNode ? 'no Open MPI baseline with emulated nodes' : ompiUnavailable();
   const progress = new Progress('topocoll bench', 1 + (multiNode ? 0 : 1) + (ompiWhy === undefined ? 1 : 0));
@@ -80,12 +78,12 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
     }
 
     const best = Math.min(...rows.filter((r) => !r.name.startsWith('Open MPI')).map((r) => r.us));
-    const links = [...new Set(levels.map((l) => l.link))];
+    const links = new Map(levels.map((l) => [l.link, l.linkParameters]));
     const lines = [
       '',
       `# barrier, ${job.ranks} ranks${multiNode ? ` on ${job.nodes} emulated nodes` : ''}: the model's prediction (S4's formulas, as auto uses them) beside the measured time (µs per call; the configurations: the slowest rank's mean${multiNode ? '' : ', the default and Open MPI: the mean over ranks as `topocoll bench` times them'})`,
       `# levels: ${levels.map((l) => `${l.level} (largest group ${l.groupSize}, ${l.link})`).join(', ')}`,
-      `# LogP (µs): ${links.map((name) => logpText(name, linkNamed(config, name))).join('; ')}`,
+      `# LogP (µs): ${[...links].map(([name, p]) => `${name} L ${p.L} o_s ${p.os} o_r ${p.or} g ${p.g}`).join('; ')}`,
     ];
     const table = [
       ['barrier', 'predicted', 'measured', ''],
@@ -103,18 +101,4 @@ export async function explainBarrier(job: ExplainJob, config: TopocollConfig): P
   } finally {
     progress.finish();
   }
-}
-
-/** The parameters behind a link as the Selector names it (selection.ts's `link`). */
-function linkNamed(config: TopocollConfig, name: string): LinkModel | undefined {
-  const { model } = config;
-  if (name.startsWith('model.levels.')) return model.levels[name.slice('model.levels.'.length)];
-  const oversubscribed = / \(oversubscribed\)$/.test(name);
-  const key = name.replace(/ \(oversubscribed\)$/, '');
-  if (oversubscribed) return key === 'shm' || key === 'tcp' ? model.oversubscribed[key] : undefined;
-  return key === 'shm' || key === 'tcp' ? model.links[key] : key === 'mpi' ? (model.links.mpi ?? undefined) : undefined;
-}
-
-function logpText(name: string, p: LinkModel | undefined): string {
-  return p === undefined ? `${name} (parameters not in the configuration)` : `${name} L ${p.L} o_s ${p.os} o_r ${p.or} g ${p.g}`;
 }

@@ -47,7 +47,7 @@ export interface ModelRow {
   /** Every round's figure. */
   roundsUs: number[];
   /** `auto`'s row only: per level bottom-up its largest group and the link the model priced it on. */
-  levels?: { level: string; groupSize: number; link: string }[];
+  levels?: Pick<Explanation['levels'][number], 'level' | 'groupSize' | 'link' | 'linkParameters'>[];
 }
 
 /** Settings every candidate starts from: the per-level schedules on every size. */
@@ -309,7 +309,9 @@ export async function modelMain(settings: ModelSettings): Promise<void> {
             predictedUs: r.predictedUs,
             measuredUs: Math.min(...r.rounds),
             roundsUs: r.rounds,
-            ...(c.name === 'auto' ? { levels: auto.levels.map(({ level, groupSize, link }) => ({ level, groupSize, link })) } : {}),
+            ...(c.name === 'auto'
+              ? { levels: auto.levels.map(({ level, groupSize, link, linkParameters }) => ({ level, groupSize, link, linkParameters })) }
+              : {}),
           };
           console.log(JSON.stringify(row));
         });

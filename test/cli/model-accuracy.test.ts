@@ -79,6 +79,7 @@ const level = (name: string, candidates: string[], chosen: string): Explanation[
   level: name,
   groupSize: 2,
   link: 'shm',
+  linkParameters: { L: 1, os: 0.1, or: 0.1, g: 0.2, G: 0.001, Gx: 0.002 },
   configured: false,
   candidates: candidates.map((algorithm) => ({ algorithm, us: 1 })),
   chosen,

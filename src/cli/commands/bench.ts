@@ -18,7 +18,7 @@ import { checkMpirunJob } from '../mpirun.js';
 import type { TopocollConfig } from '../../config/schema.js';
 import { startHogs } from '../hogs.js';
 import { explainBarrier } from '../barrier-explain.js';
-import { loadConfigFile, resolveConfig } from '../../config/load.js';
+import { resolveConfig } from '../../config/load.js';
 import { cellsOf, formatCells, runModelJob } from '../model-accuracy.js';
 import type { ModelRow, ModelSettings } from '../model-worker.js';
 
@@ -204,8 +204,9 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   try {
     if (values.explain) {
       if (target !== 'barrier') throw new TopocollError('EINVAL', 'topocoll bench: --explain goes with "barrier"');
-      const config = values.config !== undefined ? loadConfigFile(resolve(io.cwd, values.config)) : resolveConfig(undefined, io.env);
-      io.stdout(await explainBarrier({ ranks, bind: job.bind, nodes: job.nodes, network: job.network, config: job.config, iterations, io }, config));
+      // A bad configuration fails here, before any job starts.
+      resolveConfig(job.config, io.env);
+      io.stdout(await explainBarrier({ ranks, bind: job.bind, nodes: job.nodes, network: job.network, config: job.config, iterations, io }));
       return 0;
     }
     if (values.strategies) return await benchStrategies(job, target as StrategyCollective, values.off, values['no-mpi'] === true);
