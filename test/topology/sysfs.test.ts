@@ -169,9 +169,13 @@ describe('readSysfsTopology reproduces hwloc', () => {
 
   it('on this machine, as lstopo-no-graphics sees it', () => {
     // --whole-system: sysfs lists every online CPU, including those a cgroup disallows.
+    // HWLOC_COMPONENTS=-x86: hwloc's Linux backend alone, which reads the same sysfs files. Its
+    // x86 backend adds caches from CPUID, which a kernel may not export to sysfs at all (some
+    // VMs have no cpu*/cache directories), and the sysfs reader cannot see those.
     const xml = execFileSync('lstopo-no-graphics', ['--of', 'xml', '--no-io', '--whole-system'], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'ignore'],
+      env: { ...process.env, HWLOC_COMPONENTS: '-x86' },
     });
     const hwloc = parseHwlocXml(xml, 'lstopo');
     const machine = readSysfsTopology('/');
