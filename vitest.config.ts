@@ -18,6 +18,7 @@ const JOB_TESTS = [
   'test/mpi/mpi-transport.test.ts',
   'test/mpi/mpich.test.ts',
   'test/runtime/sub-communicators.test.ts',
+  'test/runtime/requests.test.ts',
   'test/runtime/barrier.test.ts',
   'test/runtime/collectives-jobs.test.ts',
   'test/runtime/communicator-args.test.ts',

@@ -6,11 +6,12 @@ import { mergeRuntimeConfig, type RuntimeConfigInput } from './config/load.js';
 import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
-import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine } from './native.js';
+import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine, type NativeJob } from './native.js';
 import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
 import { FAST_COPY_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import type { JoinOrigin } from './runtime/join.js';
+import { CollectiveRequest } from './runtime/request.js';
 import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
@@ -274,11 +275,18 @@ export class Communicator {
   }
 
   bcast(buf: TypedArray, root = 0): Promise<void> {
-    return this.async(() => {
-      const type = this.checkBuffer(buf, 'buf', root);
-      const p = this.plans.bcast(root, buf.byteLength, type.bytes);
-      return this.engine.runAsync(this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root));
-    }, buf);
+    return this.async(() => this.queueBcast(buf, root).done, buf);
+  }
+
+  /** bcast as a request (MPI_Ibcast); bad arguments throw here, before anything is queued. */
+  ibcast(buf: TypedArray, root = 0): CollectiveRequest {
+    return this.request(() => this.queueBcast(buf, root), buf);
+  }
+
+  private queueBcast(buf: TypedArray, root: number): NativeJob {
+    const type = this.checkBuffer(buf, 'buf', root);
+    const p = this.plans.bcast(root, buf.byteLength, type.bytes);
+    return this.engine.runAsync(this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root));
   }
 
   /**
@@ -310,19 +318,21 @@ export class Communicator {
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
   reduce(send: TypedArray | InPlace, recv: TypedArray | null, op: Operator = 'sum', root = 0): Promise<void> {
     if (isUserOp(op)) return this.async(() => Promise.resolve(this.reduceSync(send, recv, op, root)));
-    return this.async(
-      () => {
-        const input = this.reduceInput(send, recv, root);
-        const type = this.checkReduce(input, recv, send === IN_PLACE, root);
-        const opCode = reduceOpCode(op, type);
-        const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
-        return this.engine.runAsync(
-          this.nativeCall(NativeCollective.reduce, p, input, this.rank === root ? recv : null, input.length, type.code, opCode, root),
-        );
-      },
-      send,
-      recv,
-    );
+    return this.async(() => this.queueReduce(send, recv, op, root).done, send, recv);
+  }
+
+  /** reduce as a request (MPI_Ireduce). With a user-defined operator it runs here, as reduceSync. */
+  ireduce(send: TypedArray | InPlace, recv: TypedArray | null, op: Operator = 'sum', root = 0): CollectiveRequest {
+    if (isUserOp(op)) return this.request(() => this.reduceSync(send, recv, op, root));
+    return this.request(() => this.queueReduce(send, recv, op, root), send, recv);
+  }
+
+  private queueReduce(send: TypedArray | InPlace, recv: TypedArray | null, op: ReduceOpName, root: number): NativeJob {
+    const input = this.reduceInput(send, recv, root);
+    const type = this.checkReduce(input, recv, send === IN_PLACE, root);
+    const opCode = reduceOpCode(op, type);
+    const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
+    return this.engine.runAsync(this.nativeCall(NativeCollective.reduce, p, input, this.rank === root ? recv : null, input.length, type.code, opCode, root));
   }
 
   /** Combines every rank's `send` with `op`; every rank receives the result in `recv`. */
@@ -349,17 +359,21 @@ export class Communicator {
   /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
   allreduce(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): Promise<void> {
     if (isUserOp(op)) return this.async(() => Promise.resolve(this.allreduceSync(send, recv, op)));
-    return this.async(
-      () => {
-        const input = send === IN_PLACE ? recv : send;
-        const type = this.checkAllreduce(input, recv, send === IN_PLACE);
-        const opCode = reduceOpCode(op, type);
-        const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
-        return this.engine.runAsync(this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0));
-      },
-      send,
-      recv,
-    );
+    return this.async(() => this.queueAllreduce(send, recv, op).done, send, recv);
+  }
+
+  /** allreduce as a request (MPI_Iallreduce). With a user-defined operator it runs here, as allreduceSync. */
+  iallreduce(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): CollectiveRequest {
+    if (isUserOp(op)) return this.request(() => this.allreduceSync(send, recv, op));
+    return this.request(() => this.queueAllreduce(send, recv, op), send, recv);
+  }
+
+  private queueAllreduce(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName): NativeJob {
+    const input = send === IN_PLACE ? recv : send;
+    const type = this.checkAllreduce(input, recv, send === IN_PLACE);
+    const opCode = reduceOpCode(op, type);
+    const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
+    return this.engine.runAsync(this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0));
   }
 
   /**
@@ -378,16 +392,19 @@ export class Communicator {
   }
 
   allgather(send: TypedArray | InPlace, recv: TypedArray): Promise<void> {
-    return this.async(
-      () => {
-        const type = this.checkAllgather(send, recv, undefined);
-        const count = send === IN_PLACE ? recv.length / this.size : send.length;
-        const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
-        return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
-      },
-      send,
-      recv,
-    );
+    return this.async(() => this.queueAllgather(send, recv).done, send, recv);
+  }
+
+  /** allgather as a request (MPI_Iallgather). */
+  iallgather(send: TypedArray | InPlace, recv: TypedArray): CollectiveRequest {
+    return this.request(() => this.queueAllgather(send, recv), send, recv);
+  }
+
+  private queueAllgather(send: TypedArray | InPlace, recv: TypedArray): NativeJob {
+    const type = this.checkAllgather(send, recv, undefined);
+    const count = send === IN_PLACE ? recv.length / this.size : send.length;
+    const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
+    return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
   }
 
   /**
@@ -404,17 +421,20 @@ export class Communicator {
   }
 
   allgatherv(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): Promise<void> {
-    return this.async(
-      () => {
-        // Its own copy: the call may start after the caller changed `counts`.
-        const table = Float64Array.from(this.blockCounts(counts));
-        const type = this.checkAllgather(send, recv, table);
-        const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
-        return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
-      },
-      send,
-      recv,
-    );
+    return this.async(() => this.queueAllgatherv(send, recv, counts).done, send, recv);
+  }
+
+  /** allgatherv as a request (MPI_Iallgatherv). */
+  iallgatherv(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): CollectiveRequest {
+    return this.request(() => this.queueAllgatherv(send, recv, counts), send, recv);
+  }
+
+  private queueAllgatherv(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): NativeJob {
+    // Its own copy: the call may start after the caller changed `counts`.
+    const table = Float64Array.from(this.blockCounts(counts));
+    const type = this.checkAllgather(send, recv, table);
+    const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
+    return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
   }
 
   /** Native ids of the schedules `runProbe` was given, by their encoded words and by the arrays themselves. */
@@ -466,11 +486,18 @@ export class Communicator {
   }
 
   barrier(): Promise<void> {
-    return this.async(() => {
-      this.ensureOpen();
-      const p = this.plans.barrier();
-      return this.engine.runAsync(this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0));
-    });
+    return this.async(() => this.queueBarrier().done);
+  }
+
+  /** barrier as a request (MPI_Ibarrier): completes once every rank has entered it. */
+  ibarrier(): CollectiveRequest {
+    return this.request(() => this.queueBarrier());
+  }
+
+  private queueBarrier(): NativeJob {
+    this.ensureOpen();
+    const p = this.plans.barrier();
+    return this.engine.runAsync(this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0));
   }
 
   /**
@@ -552,7 +579,7 @@ export class Communicator {
         const p = this.plans.allgather(recv.byteLength, 1, send.byteLength);
         const call = this.allgatherCall(p, send, recv, send.length, type, undefined);
         call.planHash = (this.planHash ^ SPLIT_TAG) >>> 0;
-        return this.engine.runAllgatherAsync(call);
+        return this.engine.runAllgatherAsync(call).done;
       },
       send,
       recv,
@@ -789,6 +816,17 @@ export class Communicator {
       );
     }
     return false;
+  }
+
+  /**
+   * A request over a queued collective; `start` returning undefined means it ran on this thread
+   * already. Argument errors throw here. Until its end is known it counts as pending, so that
+   * Sync calls do not take the fast path past it.
+   */
+  private request(start: () => NativeJob | void, ...keepAlive: unknown[]): CollectiveRequest {
+    const job = start() ?? undefined;
+    this.asyncPending++;
+    return new CollectiveRequest(this.engine, job, () => void this.asyncPending--, keepAlive);
   }
 
   /** Argument errors reject the Promise instead of throwing; buffers stay referenced until it settles. */

@@ -189,6 +189,12 @@ interface RawEngine {
   /** Buffers after the first may be left out when null (fewer arguments, faster calls). */
   run(recv: BufferArg, send?: BufferArg, user?: NativeUserOp | null, counts?: Float64Array): void;
   runAsync(recv: BufferArg, send: BufferArg, counts?: Float64Array): Promise<void>;
+  /** The number of the job runAsync queued last (jobs are numbered 1, 2, … in queue order). */
+  readonly lastJob: number;
+  /** Whether job `id` has run; throws its error if it failed. */
+  testJob(id: number): boolean;
+  /** Blocks until job `id` has run; throws its error if it failed. */
+  waitJob(id: number): void;
   close(): void;
   ownRegionNodes(): Int32Array;
   fastPath(): NativeFastPath | undefined;
@@ -308,6 +314,12 @@ function guarded<T>(rank: number | undefined, f: () => T): T {
   }
 }
 
+/** A collective queued to the progress thread: its number there and the Promise it settles. */
+export interface NativeJob {
+  readonly id: number;
+  readonly done: Promise<void>;
+}
+
 /** The native side of one communicator: shared segment, TCP links, schedules, executor. */
 export class NativeEngine {
   private readonly raw: RawEngine;
@@ -423,10 +435,11 @@ export class NativeEngine {
   }
 
   /**
-   * The same on the communicator's progress thread; collectives still run in call order. (No
-   * `user`: a JavaScript operator runs through `run`.) The addon has read `call` when this returns.
+   * The same queued to the communicator's progress thread; collectives still run in call order.
+   * (No `user`: a JavaScript operator runs through `run`.) The addon has read `call` when this
+   * returns. A call the addon refuses to queue throws here.
    */
-  runAsync(call: NativeCall): Promise<void> {
+  runAsync(call: NativeCall): NativeJob {
     this.describe(call.collective, call.reducePlan, call.bcastPlan, call.count, call.dtype, call.op, call.root, call.planHash, call.segment);
     return this.invokeAsync(call.recv, call.send, undefined);
   }
@@ -442,8 +455,8 @@ export class NativeEngine {
     this.invoke(call.recv, call.send, undefined, call.counts);
   }
 
-  /** The same on the communicator's progress thread. */
-  runAllgatherAsync(call: NativeAllgatherCall): Promise<void> {
+  /** The same queued to the communicator's progress thread. */
+  runAllgatherAsync(call: NativeAllgatherCall): NativeJob {
     this.describeAllgather(call);
     return this.invokeAsync(call.recv, call.send, call.counts);
   }
@@ -454,7 +467,7 @@ export class NativeEngine {
    * arguments, faster calls).
    */
   private invoke(recv: BufferArg, send: BufferArg, user: NativeUserOp | undefined, counts: Float64Array | undefined): void {
-    if (this.blockingRefused !== undefined) throw new TopocollError('EINVAL', this.blockingRefused, { rank: this.rank });
+    this.ensureBlocking();
     try {
       if (user !== undefined || counts !== undefined) this.raw.run(recv, send, user ?? null, counts);
       else if (send === null) this.raw.run(recv);
@@ -464,13 +477,25 @@ export class NativeEngine {
     }
   }
 
-  /** The same for `runAsync`: a failure to queue (a bad call) rejects like a failure of the call. */
-  private invokeAsync(recv: BufferArg, send: BufferArg, counts: Float64Array | undefined): Promise<void> {
-    try {
-      return this.raw.runAsync(recv, send, counts).catch(this.rethrowAsync);
-    } catch (e) {
-      return Promise.reject(toTopocollError(e, this.rank));
-    }
+  /** The same for `runAsync`, with the job's number. */
+  private invokeAsync(recv: BufferArg, send: BufferArg, counts: Float64Array | undefined): NativeJob {
+    const done = guarded(this.rank, () => this.raw.runAsync(recv, send, counts)).catch(this.rethrowAsync);
+    return { id: this.raw.lastJob, done };
+  }
+
+  /** Whether queued job `id` has run; throws its error (TopocollError) if it failed. */
+  testJob(id: number): boolean {
+    return guarded(this.rank, () => this.raw.testJob(id));
+  }
+
+  /** Blocks until queued job `id` has run; throws its error if it failed. Call ensureBlocking() first. */
+  waitJob(id: number): void {
+    guarded(this.rank, () => this.raw.waitJob(id));
+  }
+
+  /** Throws EINVAL where this thread may not block on a collective (refuseBlocking said why). */
+  ensureBlocking(): void {
+    if (this.blockingRefused !== undefined) throw new TopocollError('EINVAL', this.blockingRefused, { rank: this.rank });
   }
 
   private describeAllgather(call: NativeAllgatherCall): void {
@@ -517,14 +542,6 @@ export class NativeEngine {
   /** Bytes of the node's shared segment (0 when this rank is alone on its node). */
   get segmentBytes(): number {
     return this.raw.segmentBytes;
-  }
-}
-
-function toTopocollError(e: unknown, rank: number): unknown {
-  try {
-    rethrowNative(e, { rank });
-  } catch (converted) {
-    return converted;
   }
 }
 

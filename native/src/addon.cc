@@ -95,6 +95,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("setShmGroup", &NativeEngine::SetShmGroup),
                            InstanceMethod("resetShm", &NativeEngine::ResetShm),
                            InstanceMethod("runAsync", &NativeEngine::RunAsync),
+                           InstanceMethod("testJob", &NativeEngine::TestJob),
+                           InstanceMethod("waitJob", &NativeEngine::WaitJob),
+                           InstanceAccessor("lastJob", &NativeEngine::LastJobGetter, nullptr),
                            InstanceMethod("close", &NativeEngine::Close),
                            InstanceMethod("ownRegionNodes", &NativeEngine::OwnRegionNodes),
                            InstanceMethod("fastPath", &NativeEngine::FastPath),
@@ -466,6 +469,24 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     }
     return jobs_->Push(env, std::move(args));
   }
+
+  // Requests over queued jobs (job_queue.h): the number runAsync gave its last job, whether a job
+  // has run (its error thrown if it failed), and a blocking wait for one.
+  Napi::Value LastJobGetter(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(jobs_->last_job()));
+  }
+
+  Napi::Value TestJob(const Napi::CallbackInfo& info) {
+    bool done = false;
+    Guarded(info.Env(), [&] { done = jobs_->Test(JobId(info[0])); });
+    return Napi::Boolean::New(info.Env(), done);
+  }
+
+  void WaitJob(const Napi::CallbackInfo& info) {
+    Guarded(info.Env(), [&] { jobs_->Await(JobId(info[0])); });
+  }
+
+  static uint64_t JobId(const Napi::Value& v) { return static_cast<uint64_t>(v.As<Napi::Number>().Int64Value()); }
 
   void Close(const Napi::CallbackInfo&) {
     // The fast path's views end with the mapping: detached, they read as empty instead of

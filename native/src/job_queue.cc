@@ -12,6 +12,7 @@ namespace topocoll {
 
 // One queued Promise collective.
 struct JobQueue::Job {
+  uint64_t id = 0;
   CallArgs args;
   Napi::Promise::Deferred deferred;
   std::string error_code;
@@ -34,6 +35,7 @@ JobQueue::~JobQueue() {
 Napi::Promise JobQueue::Push(Napi::Env env, CallArgs args) {
   auto job = std::make_unique<Job>(env);
   job->args = std::move(args);
+  job->id = ++issued_;
   Napi::Promise promise = job->deferred.Promise();
   if (pending_++ == 0) tsfn_.Ref(env);
   in_flight_.fetch_add(1, std::memory_order_acq_rel);
@@ -48,6 +50,31 @@ Napi::Promise JobQueue::Push(Napi::Env env, CallArgs args) {
 void JobQueue::WaitIdleSlow() {
   std::unique_lock<std::mutex> lock(mutex_);
   idle_.wait(lock, [&] { return in_flight_.load(std::memory_order_acquire) == 0; });
+}
+
+void JobQueue::CheckIssued(uint64_t id) const {
+  if (id == 0 || id > issued_)
+    throw CollError("EINVAL", "no job " + std::to_string(id) + " was queued (the last is " + std::to_string(issued_) + ")");
+}
+
+bool JobQueue::Test(uint64_t id) {
+  CheckIssued(id);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (completed_ < id) return false;
+  ThrowIfFailedLocked(id);
+  return true;
+}
+
+void JobQueue::Await(uint64_t id) {
+  CheckIssued(id);
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [&] { return completed_ >= id; });
+  ThrowIfFailedLocked(id);
+}
+
+void JobQueue::ThrowIfFailedLocked(uint64_t id) const {
+  const auto failed = failures_.find(id);
+  if (failed != failures_.end()) throw CollError(failed->second.first, failed->second.second);
 }
 
 void JobQueue::Loop(uint32_t slice_us) {
@@ -69,11 +96,17 @@ void JobQueue::Loop(uint32_t slice_us) {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (!job->error_code.empty()) failures_.emplace(job->id, std::make_pair(job->error_code, job->error_message));
+      completed_ = job->id;
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     }
     idle_.notify_all();
     tsfn_.BlockingCall(job, [this](Napi::Env env, Napi::Function, Job* done) {
       std::unique_ptr<Job> owned(done);
+      if (!owned->error_code.empty()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        failures_.erase(owned->id);
+      }
       if (owned->error_code.empty())
         owned->deferred.Resolve(env.Undefined());
       else

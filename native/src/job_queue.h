@@ -1,5 +1,6 @@
-// Promise collectives (runAsync): a queue of calls that one progress thread runs on the engine,
-// one at a time in queue order, each settling its Promise back on the JavaScript thread.
+// Promise collectives and requests (runAsync): a queue of calls that one progress thread runs on
+// the engine, one at a time in queue order, each settling its Promise back on the JavaScript
+// thread. Jobs are numbered 1, 2, … in queue order, so "job n has run" is `completed_ >= n`.
 //
 // Threads: Push, WaitIdle, Stop and Join run on the JavaScript thread; the progress thread
 // takes jobs under mutex_ and runs them. `in_flight_` counts jobs queued or running: the JS
@@ -16,8 +17,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "engine.h"
 
@@ -40,6 +44,14 @@ class JobQueue {
   void WaitIdle() {
     if (in_flight_.load(std::memory_order_acquire) != 0) WaitIdleSlow();
   }
+  // The number of the job Push queued last (0: none yet).
+  uint64_t last_job() const { return issued_; }
+  // Whether job `id` (≤ last_job()) has run. A job that failed throws its CollError here (also
+  // from Await) until its Promise has settled.
+  bool Test(uint64_t id);
+  // Blocks the calling (JS) thread until job `id` has run; throws as Test. Every job ends: the
+  // engine's watchdog ends one whose peers never come.
+  void Await(uint64_t id);
   // Tells the progress thread to stop once the queue is empty (a job still waiting on its peers
   // must be ended through Engine::RequestClose for Join to return).
   void Stop();
@@ -50,6 +62,10 @@ class JobQueue {
   struct Job;
   void Loop(uint32_t slice_us);
   void WaitIdleSlow();
+  // A job number Push never gave (Await on it would never return) is EINVAL.
+  void CheckIssued(uint64_t id) const;
+  // Throws job `id`'s error if it failed and has not settled yet. Under mutex_.
+  void ThrowIfFailedLocked(uint64_t id) const;
 
   Engine& engine_;
   Napi::ThreadSafeFunction tsfn_;
@@ -61,7 +77,11 @@ class JobQueue {
   std::atomic<uint32_t> in_flight_{0};
   bool stopping_ = false;
   bool joined_ = false;
-  int pending_ = 0;  // Promises not settled yet; touched on the JS thread only
+  int pending_ = 0;         // Promises not settled yet; touched on the JS thread only
+  uint64_t issued_ = 0;     // jobs queued so far; touched on the JS thread only
+  uint64_t completed_ = 0;  // jobs run so far; under mutex_
+  // Failed jobs not settled yet: their error (code, message); under mutex_.
+  std::map<uint64_t, std::pair<std::string, std::string>> failures_;
 };
 
 }  // namespace topocoll
