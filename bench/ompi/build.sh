@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds the Open MPI baseline harness into build/bench/coll_latency.
+# Builds the Open MPI baseline harnesses into build/bench/ (coll_latency, coll_overlap).
 # Exits 0 without building when mpicc is absent, so callers can skip the comparison.
 set -eu
 here=${0%/*}; [ "$here" = "$0" ] && here=.
@@ -12,3 +12,5 @@ fi
 mkdir -p build/bench
 mpicc -O2 -std=c11 -Wall -Wextra -o build/bench/coll_latency bench/ompi/coll_latency.c
 echo "built build/bench/coll_latency ($(mpicc --showme:version 2>&1 | head -n 1))"
+mpicc -O2 -std=c11 -Wall -Wextra -o build/bench/coll_overlap bench/ompi/coll_overlap.c
+echo "built build/bench/coll_overlap"

@@ -1,0 +1,102 @@
+// How much computation a request overlaps, measured as OSU's non-blocking benchmarks do
+// (osu_ibcast, osu_iallreduce): per message size,
+//   pure     the mean time of `start the request; wait()`;
+//   compute  a JavaScript compute loop calibrated to take `pure`, timed alone inside the next;
+//   total    the mean time of `start the request; compute; wait()`;
+//   overlap  100 · (1 − (total − compute) / pure), at least 0.
+// Each figure is the mean over ranks of each rank's mean, as OSU reports them. Bcast moves bytes
+// from rank 0; allreduce sums int32 (bytes / 4 elements, at least 1), as bench/ompi/coll_latency.c.
+//
+// Run: npx topocoll run -n P bench/overlap.mjs [--collectives ibcast,iallreduce] [--min 4]
+//      [--max 4194304] [--time-ms 200]
+// Rank 0 prints one JSON line per (collective, size): { impl, collective, p, bytes, pureUs,
+// computeUs, totalUs, overlapPct, iterations }. bench/ompi/coll_overlap.c prints the same for
+// Open MPI's MPI_Ibcast / MPI_Iallreduce; bench/overlap-table.mjs tabulates both.
+import { init } from 'topocoll';
+
+const argv = process.argv.slice(2);
+const option = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback);
+const collectives = option('--collectives', 'ibcast,iallreduce').split(',');
+const minBytes = Number(option('--min', '4'));
+const maxBytes = Number(option('--max', String(4 << 20)));
+// About this much time per phase and size, so that large sizes still run a few iterations.
+const phaseMs = Number(option('--time-ms', '200'));
+
+const comm = await init();
+const { rank, size } = comm;
+
+// The compute loop: dependent floating-point work V8 cannot drop. `sink` keeps its result alive.
+let sink = 0;
+function work(n) {
+  let x = sink + 1.0000001;
+  for (let i = 0; i < n; i++) x = x * 1.0000001 + 1e-9;
+  sink = x;
+}
+/** Loop iterations per µs on this rank, from a calibration of a few milliseconds. */
+function calibrate() {
+  work(1e6);
+  let best = 0;
+  for (let round = 0; round < 5; round++) {
+    const n = 2e6;
+    const t0 = process.hrtime.bigint();
+    work(n);
+    best = Math.max(best, n / (Number(process.hrtime.bigint() - t0) / 1e3));
+  }
+  return best;
+}
+const rate = calibrate();
+
+const now = () => Number(process.hrtime.bigint()) / 1e3;
+/** The mean over ranks of `x` (every rank passes its own). */
+function meanOverRanks(x) {
+  const out = new Float64Array(1);
+  comm.allreduceSync(Float64Array.of(x), out, 'sum');
+  return /** @type {number} */ (out[0]) / size;
+}
+/** The same iteration count on every rank: the least. */
+function agreeIterations(n) {
+  const out = new Float64Array(1);
+  comm.allreduceSync(Float64Array.of(n), out, 'min');
+  return Math.max(3, /** @type {number} */ (out[0]));
+}
+
+for (const collective of collectives) {
+  for (let bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
+    const buf = collective === 'ibcast' ? new Uint8Array(bytes) : new Int32Array(Math.max(1, bytes >> 2));
+    const out = collective === 'ibcast' ? buf : new Int32Array(buf.length);
+    const start = () => (collective === 'ibcast' ? comm.ibcast(buf, 0) : comm.iallreduce(buf, out, 'sum'));
+    // Warm-up (the same count on every rank: they are collectives), then as many iterations as
+    // fit in phaseMs at the warm-up's pace, the least over ranks.
+    const warm = 20;
+    const w0 = now();
+    for (let i = 0; i < warm; i++) start().wait();
+    const iterations = agreeIterations(Math.min(200_000, Math.ceil((warm * phaseMs * 1e3) / Math.max(1, now() - w0))));
+
+    comm.barrierSync();
+    let t0 = now();
+    for (let i = 0; i < iterations; i++) start().wait();
+    const pure = (now() - t0) / iterations;
+    const pureMean = meanOverRanks(pure);
+
+    const n = Math.max(1, Math.round(pureMean * rate));
+    comm.barrierSync();
+    let computeSum = 0;
+    t0 = now();
+    for (let i = 0; i < iterations; i++) {
+      const r = start();
+      const c0 = now();
+      work(n);
+      computeSum += now() - c0;
+      r.wait();
+    }
+    const total = (now() - t0) / iterations;
+    const totalMean = meanOverRanks(total);
+    const computeMean = meanOverRanks(computeSum / iterations);
+    const overlapPct = Math.max(0, 100 * (1 - (totalMean - computeMean) / pureMean));
+    if (rank === 0) {
+      const row = { impl: 'topocoll', collective, p: size, bytes, pureUs: pureMean, computeUs: computeMean, totalUs: totalMean, overlapPct, iterations };
+      console.log(JSON.stringify(row));
+    }
+  }
+}
+comm.close();
