@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
 import { tempDir } from './temp.js';
 
 /** Helpers for tests that start real jobs with `topocoll run`. */
@@ -28,6 +29,27 @@ export function okRanks(lines: readonly string[]): number[] {
     .filter((m) => m !== null)
     .map((m) => Number(m[1]))
     .sort((a, b) => a - b);
+}
+
+/**
+ * A job of `ranks` ranks that each checked its results: exit 0, no signal, `rank R ok N` from
+ * every rank, nothing left in /dev/shm.
+ */
+export async function expectEveryRankOk(r: ReturnType<typeof runJob>, ranks: number): Promise<void> {
+  expect(r.signal, r.stderr).toBeNull();
+  expect(r.status, r.stderr).toBe(0);
+  expect(okRanks(r.lines), r.stderr).toEqual(Array.from({ length: ranks }, (_, i) => i));
+  expect(await leftoverSegments()).toEqual([]);
+}
+
+/** `topocoll run <args>` with TOPOCOLL_P2P_DIR a fresh directory, for test/jobs/socket-layer.mjs's sockets. */
+export function runJobOverSocketLayer(args: string[], timeoutMs?: number): ReturnType<typeof runJob> {
+  process.env.TOPOCOLL_P2P_DIR = tempDir('topocoll-p2p-');
+  try {
+    return runJob(args, timeoutMs);
+  } finally {
+    delete process.env.TOPOCOLL_P2P_DIR;
+  }
 }
 
 /**

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jobScript, leftoverSegments, okRanks, runJob } from '../helpers/jobs.js';
-import { tempDir } from '../helpers/temp.js';
+import { expectEveryRankOk, jobScript, leftoverSegments, okRanks, runJob, runJobOverSocketLayer } from '../helpers/jobs.js';
 
 /**
  * Non-blocking collectives as requests (comm.i*: test(), wait(), await) in jobs started by
@@ -9,7 +8,6 @@ import { tempDir } from '../helpers/temp.js';
  * Promise twins between them, checks call order and every result against its own reference.
  */
 const job = jobScript('requests.mjs');
-const everyRank = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 describe('requests: several collectives in flight, completed by test(), wait() and await', () => {
   for (const [name, args] of [
@@ -19,24 +17,12 @@ describe('requests: several collectives in flight, completed by test(), wait() a
     ['5 ranks on 3 emulated nodes', ['-n', '5', '--nodes', '3']],
   ] as const) {
     it(name, async () => {
-      const r = runJob([...args, job], 120_000);
-      expect(r.signal, r.stderr).toBeNull();
-      expect(r.status, r.stderr).toBe(0);
-      expect(okRanks(r.lines), r.stderr).toEqual(everyRank(Number(args[1])));
-      expect(await leftoverSegments()).toEqual([]);
+      await expectEveryRankOk(runJob([...args, job], 120_000), Number(args[1]));
     });
   }
 
   it('4 ranks on 2 emulated nodes over a JavaScript layer (wait() refused, test() polled with the event loop free)', async () => {
-    process.env.TOPOCOLL_P2P_DIR = tempDir('topocoll-p2p-');
-    try {
-      const r = runJob(['-n', '4', '--nodes', '2', job, '--layer', 'socket'], 120_000);
-      expect(r.status, r.stderr).toBe(0);
-      expect(okRanks(r.lines), r.stderr).toEqual(everyRank(4));
-    } finally {
-      delete process.env.TOPOCOLL_P2P_DIR;
-    }
-    expect(await leftoverSegments()).toEqual([]);
+    await expectEveryRankOk(runJobOverSocketLayer(['-n', '4', '--nodes', '2', job, '--layer', 'socket'], 120_000), 4);
   });
 });
 

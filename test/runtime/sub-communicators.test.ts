@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jobScript, leftoverSegments, okRanks, runJob } from '../helpers/jobs.js';
-import { tempDir } from '../helpers/temp.js';
+import { expectEveryRankOk, jobScript, leftoverSegments, runJob, runJobOverSocketLayer } from '../helpers/jobs.js';
 
 /**
  * Sub-communicators (comm.split, comm.dup) in jobs started by `topocoll run`: test/jobs/split.mjs
@@ -10,7 +9,6 @@ import { tempDir } from '../helpers/temp.js';
  * against what the rank computes from the parent ranks, colors and keys.
  */
 const job = jobScript('split.mjs');
-const everyRank = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 describe('split and dup, checked collectives on every sub-communicator', () => {
   for (const [name, args] of [
@@ -20,24 +18,12 @@ describe('split and dup, checked collectives on every sub-communicator', () => {
     ['5 ranks on 3 emulated nodes', ['-n', '5', '--nodes', '3']],
   ] as const) {
     it(name, async () => {
-      const r = runJob([...args, job], 120_000);
-      expect(r.signal, r.stderr).toBeNull();
-      expect(r.status, r.stderr).toBe(0);
-      expect(okRanks(r.lines), r.stderr).toEqual(everyRank(Number(args[1])));
-      expect(await leftoverSegments()).toEqual([]);
+      await expectEveryRankOk(runJob([...args, job], 120_000), Number(args[1]));
     });
   }
 
   it('4 ranks on 2 emulated nodes over a JavaScript layer (createCommunicator; children on the same layer)', async () => {
-    process.env.TOPOCOLL_P2P_DIR = tempDir('topocoll-p2p-');
-    try {
-      const r = runJob(['-n', '4', '--nodes', '2', job, '--layer', 'socket'], 120_000);
-      expect(r.status, r.stderr).toBe(0);
-      expect(okRanks(r.lines), r.stderr).toEqual(everyRank(4));
-    } finally {
-      delete process.env.TOPOCOLL_P2P_DIR;
-    }
-    expect(await leftoverSegments()).toEqual([]);
+    await expectEveryRankOk(runJobOverSocketLayer(['-n', '4', '--nodes', '2', job, '--layer', 'socket'], 120_000), 4);
   });
 });
 
