@@ -60,6 +60,7 @@ interface RawMpiAddon {
   allgather(handle: number, send: TypedArray, recv: TypedArray, dtype: string): void;
   barrier(handle: number): void;
   abort(code: number): never;
+  setExitStatus(status: number): void;
 }
 
 const BUILD_HINT = 'Install Open MPI or MPICH (mpicc on PATH), then run "npm run build:mpi" in the topocoll package.';
@@ -139,6 +140,9 @@ let world: MpiCommunicator | undefined;
 export function initMpi(): MpiCommunicator {
   if (world !== undefined) return world;
   const info = call((a) => a.init(isMainThread));
+  // A process leaving with a non-zero status does not finalize MPI (native/mpi/mpi_runtime.h):
+  // after a peer's death MPI_Finalize may never return, and the launcher ends the job anyway.
+  if (info.initializedHere && isMainThread) process.on('exit', (code) => load().setExitStatus(code));
   const level = THREAD_LEVELS[info.provided] ?? 'single';
   world = new MpiCommunicator(0, info.rank, info.size, level, info.tagUb, nativeAllowed(level) ? makeNative(0) : undefined);
   return world;

@@ -671,6 +671,9 @@ Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("allgather", Napi::Function::New(env, Allgather, "allgather"));
   exports.Set("barrier", Napi::Function::New(env, Barrier, "barrier"));
   exports.Set("abort", Napi::Function::New(env, Abort, "abort"));
+  exports.Set("setExitStatus",
+              Napi::Function::New(
+                  env, [](const Napi::CallbackInfo& info) { SetExitStatus(info[0].As<Napi::Number>().Int32Value()); }, "setExitStatus"));
   exports.Set("p2pVersion", Napi::Number::New(env, TOPOCOLL_P2P_VERSION));
   return exports;
 }

@@ -25,6 +25,8 @@ struct Runtime {
   // Read without the lock by MpiCall (to choose whether to take `serial`): set once, under the
   // exclusive hold, before any MpiCall can see `initialized`.
   std::atomic<int> level{kThreadSingle};
+  // Set by JavaScript's 'exit' event, read by Finalize on the exiting thread.
+  std::atomic<int> exit_status{0};
 };
 
 // Leaked on purpose: the atexit handler and threads of topocoll still running while the process
@@ -120,9 +122,12 @@ void Finalize() {
   // Someone else finalized MPI already: the addon's objects died with it, and calling MPI
   // now is erroneous. The cleanups run only while MPI is alive.
   if (finalized) return;
+  if (r.exit_status.load() != 0) return;
   for (auto* cleanup : r.cleanups) cleanup();
   if (r.initialized_here) MPI_Finalize();
 }
+
+void SetExitStatus(int status) { R().exit_status.store(status); }
 
 MpiCall::MpiCall() : lifetime_(R().lifetime) {
   Runtime& r = R();

@@ -18,6 +18,11 @@
 //   - A process that exits from inside an MPI call (MPICH's MPI_Abort, and its fatal error
 //     handler, end the process with exit(), which runs the atexit handler) does not finalize:
 //     Finalize on a thread that holds an MpiCall returns at once instead of waiting for itself.
+//   - A process leaving with a non-zero exit status (JavaScript's 'exit' event tells it through
+//     SetExitStatus before the atexit handler runs) does not finalize either: MPI_Finalize
+//     synchronises with every process of the job and, without fault tolerance, may never return
+//     once one of them has died — the case in which topocoll's survivors fail and exit — while
+//     a non-zero exit makes the launcher end the job anyway.
 //   - When the addon initialised MPI, MPI_COMM_WORLD and MPI_COMM_SELF get MPI_ERRORS_RETURN
 //     too: MPI raises the errors of calls bound to no communicator (MPI_Test of a request) on one
 //     of them in some implementations (MPICH 4.0: MPI_COMM_WORLD), not on the request's.
@@ -75,6 +80,10 @@ void AddCleanup(void (*cleanup)());
 // environment cleanup hook, and from an atexit handler for the exits that skip that hook
 // (process.exit()).
 void Finalize();
+
+// The status the process is exiting with (JavaScript's 'exit' event); non-zero: Finalize leaves
+// MPI as it is (see PROTOCOL).
+void SetExitStatus(int status);
 
 // The hold every MPI call takes (see PROTOCOL).
 class MpiCall {
