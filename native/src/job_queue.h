@@ -9,6 +9,11 @@
 // the job to the thread-safe function, which settles the Promise on the JS thread. The
 // thread-safe function is referenced while Promises are pending, so Node stays alive for them
 // and not longer.
+//
+// Requests (Test, Await) learn a job's end on the JS thread before its Promise settles: the
+// progress thread sets `completed_` to the job's number and records a failed job's error in
+// `failures_`, both under mutex_, before handing the job on; the settlement removes the record
+// (the Promise then carries the error, and the request holds the outcome).
 #pragma once
 
 #include <napi.h>
