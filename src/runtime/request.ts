@@ -48,17 +48,7 @@ export class CollectiveRequest implements PromiseLike<void> {
 
   /** Whether the collective has completed (MPI_Test); throws its error if it failed. Never blocks. */
   test(): boolean {
-    if (this.outcome === undefined) {
-      let done: boolean;
-      try {
-        done = this.engine.testJob(this.job!.id);
-      } catch (e) {
-        this.end(true, e);
-        throw e;
-      }
-      if (!done) return false;
-      this.end(false, undefined);
-    }
+    if (this.outcome === undefined && !this.learn(() => this.engine.testJob(this.job!.id))) return false;
     return this.result();
   }
 
@@ -70,13 +60,10 @@ export class CollectiveRequest implements PromiseLike<void> {
   wait(): void {
     if (this.outcome === undefined) {
       this.engine.ensureBlocking();
-      try {
+      this.learn(() => {
         this.engine.waitJob(this.job!.id);
-      } catch (e) {
-        this.end(true, e);
-        throw e;
-      }
-      this.end(false, undefined);
+        return true;
+      });
     }
     this.result();
   }
@@ -86,6 +73,20 @@ export class CollectiveRequest implements PromiseLike<void> {
     onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
   ): Promise<A | B> {
     return this.settled.then(onfulfilled, onrejected);
+  }
+
+  /**
+   * Asks the addon whether the job has ended (`ask` returns false while it runs, throws its
+   * error if it failed) and records the outcome; false: still running.
+   */
+  private learn(ask: () => boolean): boolean {
+    try {
+      if (!ask()) return false;
+      this.end(false, undefined);
+    } catch (e) {
+      this.end(true, e);
+    }
+    return true;
   }
 
   private end(failed: boolean, error: unknown): void {
