@@ -13,8 +13,9 @@ import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import type { JoinOrigin } from './runtime/join.js';
 import { CollectiveRequest } from './runtime/request.js';
 import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
+import { MAX_WINDOW_PART_BYTES, Windows, type TypedArrayClass } from './runtime/windows.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
-import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
+import { DATATYPES, datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
 import { parseIndexList } from './topology/index-list.js';
 import type { TypedArray } from './util/typed-array.js';
 
@@ -58,6 +59,8 @@ export interface CommunicatorParts {
   node: string;
   localRank: number;
   localSize: number;
+  /** The global ranks of this node, ascending (local rank i is localRanks[i]). */
+  localRanks: readonly number[];
   /** More ranks on this node than cores. */
   oversubscribed: boolean;
   /** Groups registered with the shared-memory engines, with their ids. */
@@ -79,6 +82,8 @@ const PROBE_TAG = 0x85ebca6b;
 const NO_STEPS: Step[] = [];
 /** Marks the exchanges of split() and dup() the same way. */
 const SPLIT_TAG = 0xc2b2ae35;
+/** Marks the agreements of allocShared() and freeShared() the same way. */
+const WINDOW_TAG = 0x27d4eb2f;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -121,6 +126,9 @@ export class Communicator {
   private fastBarrier = false;
   /** Promise collectives not settled yet: while any is, blocking calls queue behind them in the addon. */
   private asyncPending = 0;
+  /** Shared windows (allocShared). */
+  private readonly windows: Windows;
+  private readonly localRanks: readonly number[];
   /** Closes the communicator when the process exits without close() (see constructor). */
   private readonly closeAtExit = (): void => {
     if (this.closed) return;
@@ -138,6 +146,20 @@ export class Communicator {
     this.node = parts.node;
     this.localRank = parts.localRank;
     this.localSize = parts.localSize;
+    this.localRanks = parts.localRanks;
+    this.windows = new Windows({
+      engine: this.engine,
+      rank: this.rank,
+      size: this.size,
+      localRanks: parts.localRanks,
+      segmentToken: parts.origin.segmentToken,
+      budgetBytes: () => this.config.shm.budgetBytes,
+      agree: (values) => {
+        const out = new Float64Array(values.length);
+        this.controlAllreduce(values, out, WINDOW_TAG);
+        return out;
+      },
+    });
     this.oversubscribed = parts.oversubscribed;
     this.numaNode = parts.numaNode;
     this.origin = parts.origin;
@@ -255,11 +277,11 @@ export class Communicator {
     });
   }
 
-  private controlAllreduce(send: Float64Array, recv: Float64Array): void {
+  private controlAllreduce(send: Float64Array, recv: Float64Array, tag = CONTROL_TAG): void {
     const type = datatypeOf(send, 'send');
     const p = this.control.allreduce(send.byteLength, type.bytes, true);
     const call = this.nativeCall(NativeCollective.allreduce, p, send, recv, send.length, type.code, reduceOpCode('max', type), 0);
-    call.planHash = (this.planHash ^ CONTROL_TAG) >>> 0;
+    call.planHash = (this.planHash ^ tag) >>> 0;
     call.segment = 0;
     this.engine.run(call);
   }
@@ -586,6 +608,50 @@ export class Communicator {
     );
   }
 
+  /**
+   * MPI_Win_allocate_shared: a typed array of `length` elements in the node's shared memory, an
+   * ordinary typed array to this rank that every rank of the node can address (sharedQuery).
+   * Collective over the communicator (ranks may ask for different lengths, including 0). A
+   * bcast whose root's buffer lies in a window is copied by the readers straight out of it (one
+   * copy instead of two). Counted with the node's segment against shm.budgetBytes (ENOMEM
+   * beyond); freed by freeShared() or close(), after which the array reads as empty.
+   */
+  allocShared<T extends TypedArray>(type: TypedArrayClass<T>, length: number): T {
+    this.ensureOpen();
+    const known = typeof type === 'function' && DATATYPES.some((d) => d.array === (type as unknown));
+    if (!known) throw this.argumentError('EINVAL', `allocShared: ${String((type as { name?: unknown } | null)?.name ?? type)} is not a typed array class`);
+    if (!Number.isInteger(length) || length < 0 || length * type.BYTES_PER_ELEMENT > MAX_WINDOW_PART_BYTES) {
+      throw this.argumentError('EINVAL', `allocShared: length must be an integer in 0 … ${MAX_WINDOW_PART_BYTES / type.BYTES_PER_ELEMENT}, got ${String(length)}`);
+    }
+    return this.windows.allocate(type, length);
+  }
+
+  /**
+   * MPI_Win_free: unmaps the window `array` views (any view of it). Collective: returns once
+   * every rank has called it, so no rank still reads a part freed here. Refused (EINVAL) while a
+   * request or Promise collective of this rank is pending, since it may use the window.
+   */
+  freeShared(array: TypedArray): void {
+    this.ensureOpen();
+    const window = this.windows.windowOf(array);
+    if (window === undefined) throw this.argumentError('EINVAL', 'freeShared: the array is not a window of this communicator (or it was freed already)');
+    if (this.asyncPending > 0) {
+      throw this.argumentError('EINVAL', `freeShared: ${this.asyncPending} collective(s) of this rank are still pending and may use the window`, 'wait() for them first.');
+    }
+    this.controlAllreduce(new Float64Array(1), new Float64Array(1), WINDOW_TAG);
+    this.windows.free(window);
+  }
+
+  /** MPI_Win_shared_query: the part of rank `rank` (on this node) of the window `array` views, as `array`'s type. Local. */
+  sharedQuery<T extends TypedArray>(array: T, rank: number): T {
+    this.ensureOpen();
+    const window = this.windows.windowOf(array);
+    if (window === undefined) throw this.argumentError('EINVAL', 'sharedQuery: the array is not a window of this communicator (or it was freed already)');
+    const local = this.localRanks.indexOf(rank);
+    if (local < 0) throw this.argumentError('EINVAL', `sharedQuery: rank ${String(rank)} is not on this rank's node (its ranks: ${this.localRanks.join(', ')})`);
+    return this.windows.query(window, array, local) as T;
+  }
+
   /** MPI_Comm_dup: the same ranks in the same order, a communicator of their own (split(0, rank)). Collective. */
   async dup(): Promise<Communicator> {
     return (await this.split(0, this.rank))!;
@@ -599,6 +665,7 @@ export class Communicator {
     // Peers still in a call this rank made in JavaScript must not take it for one it skipped.
     this.fast?.publish();
     this.engine.close();
+    this.windows.clear();
   }
 
   // --- argument checks: everything is validated before anything is sent ---

@@ -10,7 +10,9 @@ export type TopocollErrorCode =
   | 'EMISMATCH' // ranks called collectives that do not match
   | 'ETIMEDOUT' // a wait exceeded its deadline
   | 'EPEERLOST' // a peer process died or its connection broke
-  | 'ECLOSED'; // the communicator was used after close()
+  | 'ECLOSED' // the communicator was used after close()
+  | 'ENOMEM' // shared memory beyond the node's budget (shm.budgetBytes)
+  | 'ENOTSUP'; // the JavaScript runtime cannot do this (ArrayBuffers over shared memory)
 
 /** Where an error was found: any subset may be known. */
 export interface ErrorLocation {

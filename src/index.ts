@@ -46,6 +46,7 @@ export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } f
 export type { CollectiveRequest } from './runtime/request.js';
 export { userOp, type UserOp, type ReduceOpName } from './runtime/datatypes.js';
 export type { TypedArray } from './util/typed-array.js';
+export type { TypedArrayClass } from './runtime/windows.js';
 export type { PlacementReport } from './runtime/numa-residency.js';
 export type { Explanation, Candidate, SizeRun } from './algorithms/selection.js';
 

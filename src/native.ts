@@ -201,6 +201,10 @@ interface RawEngine {
   awaitAreaDeposits(call: number, from: number, to: number): void;
   ringLocal(localIndex: number): void;
   readonly segmentBytes: number;
+  createWindow(id: number, name: string, partBytes: readonly number[]): ArrayBuffer;
+  openWindow(id: number, name: string, partBytes: readonly number[]): ArrayBuffer;
+  freeWindow(id: number): boolean;
+  unlinkWindow(name: string): void;
 }
 
 interface RawJsPointToPoint {
@@ -417,6 +421,25 @@ export class NativeEngine {
    */
   fastPath(): NativeFastPath | undefined {
     return this.raw.fastPath();
+  }
+
+  /**
+   * Maps shared window `id` (native/src/shm_window.h): the node's lowest rank creates it under
+   * `name`, the others open it once it exists; one part per local rank of `partBytes[i]` bytes.
+   * Returns one ArrayBuffer over the whole window, detached by freeWindow() and close().
+   */
+  mapWindow(create: boolean, id: number, name: string, partBytes: readonly number[]): ArrayBuffer {
+    return guarded(this.rank, () => (create ? this.raw.createWindow(id, name, partBytes) : this.raw.openWindow(id, name, partBytes)));
+  }
+
+  /** Detaches window `id`'s ArrayBuffer and unmaps it; false when this rank does not map it. */
+  freeWindow(id: number): boolean {
+    return this.raw.freeWindow(id);
+  }
+
+  /** Removes a window's name (any rank may; a missing name is no error). */
+  unlinkWindow(name: string): void {
+    this.raw.unlinkWindow(name);
   }
 
   /** The two addon calls the fast path makes off its fast path, with errors as TopocollError. */

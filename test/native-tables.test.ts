@@ -75,6 +75,8 @@ describe('TypeScript tables match the addon', () => {
       ETIMEDOUT: true,
       EPEERLOST: true,
       ECLOSED: true,
+      ENOMEM: true,
+      ENOTSUP: true,
     };
     expect(tables.abortCodes.length).toBeGreaterThan(0);
     for (const code of tables.abortCodes) expect(Object.keys(codes)).toContain(code);

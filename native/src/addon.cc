@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -104,6 +105,10 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("awaitAreaDeposits", &NativeEngine::AwaitAreaDeposits),
                            InstanceMethod("ringLocal", &NativeEngine::RingLocal),
                            InstanceAccessor("segmentBytes", &NativeEngine::SegmentBytesGetter, nullptr),
+                           InstanceMethod("createWindow", &NativeEngine::CreateWindow),
+                           InstanceMethod("openWindow", &NativeEngine::OpenWindow),
+                           InstanceMethod("freeWindow", &NativeEngine::FreeWindow),
+                           InstanceMethod("unlinkWindow", &NativeEngine::UnlinkWindow),
                        });
   }
 
@@ -495,8 +500,62 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       if (!ref->IsEmpty()) ref->Value().Detach();
       ref->Reset();
     }
+    // Windows likewise; they are unmapped once the thread that may run a collective on them
+    // has stopped.
+    for (auto& [id, ref] : windows_) {
+      if (!ref.IsEmpty()) ref.Value().Detach();
+      ref.Reset();
+    }
+    windows_.clear();
     Shutdown();
+    engine_->ClearWindows();
   }
+
+  // Windows (shm_window.h). createWindow(id, name, partBytes) / openWindow(…) → an ArrayBuffer
+  // over the whole window (header, then every local rank's part; its layout is computed in
+  // TypeScript the same way); freeWindow(id) detaches it and unmaps. One ArrayBuffer per window
+  // and process: the same memory under two ArrayBuffers is not allowed everywhere. Where the
+  // runtime refuses ArrayBuffers over memory it does not own (a V8 sandbox) they throw ENOTSUP
+  // after unmapping.
+  Napi::Value CreateWindow(const Napi::CallbackInfo& info) { return MapWindow(info, true); }
+  Napi::Value OpenWindow(const Napi::CallbackInfo& info) { return MapWindow(info, false); }
+
+  Napi::Value MapWindow(const Napi::CallbackInfo& info, bool create) {
+    Napi::Env env = info.Env();
+    const uint32_t id = info[0].As<Napi::Number>().Uint32Value();
+    const std::string name = info[1].As<Napi::String>().Utf8Value();
+    std::vector<uint64_t> parts;
+    const auto list = info[2].As<Napi::Array>();
+    for (uint32_t i = 0; i < list.Length(); ++i) parts.push_back(static_cast<uint64_t>(list.Get(i).As<Napi::Number>().Int64Value()));
+    uint8_t* base = nullptr;
+    size_t bytes = 0;
+    Guarded(env, [&] {
+      base = create ? engine_->CreateWindow(id, name, parts) : engine_->OpenWindow(id, name, parts);
+      engine_->windows().Base(id, &bytes);
+    });
+    if (base == nullptr) return env.Undefined();
+    napi_value buffer = nullptr;
+    if (napi_create_external_arraybuffer(env, base, bytes, nullptr, nullptr, &buffer) != napi_ok) {
+      napi_value ignored = nullptr;
+      napi_get_and_clear_last_exception(env, &ignored);
+      engine_->FreeWindow(id);
+      ThrowJs(env, "ENOTSUP", "this JavaScript runtime refuses ArrayBuffers over shared memory (a V8 sandbox): no windows here");
+    }
+    windows_[id] = Napi::Persistent(Napi::ArrayBuffer(env, buffer));
+    return Napi::Value(env, buffer);
+  }
+
+  Napi::Value FreeWindow(const Napi::CallbackInfo& info) {
+    const uint32_t id = info[0].As<Napi::Number>().Uint32Value();
+    const auto it = windows_.find(id);
+    if (it != windows_.end()) {
+      if (!it->second.IsEmpty()) it->second.Value().Detach();
+      windows_.erase(it);
+    }
+    return Napi::Boolean::New(info.Env(), engine_->FreeWindow(id));
+  }
+
+  void UnlinkWindow(const Napi::CallbackInfo& info) { ShmSegment::Unlink(info[0].As<Napi::String>().Utf8Value()); }
 
   Napi::Value OwnRegionNodes(const Napi::CallbackInfo& info) { return ToInt32Array(info.Env(), engine_->OwnRegionNodes()); }
 
@@ -583,6 +642,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   // The fast path's ArrayBuffers (FastPath), detached by close().
   Napi::Reference<Napi::ArrayBuffer> fast_segment_;
   Napi::Reference<Napi::ArrayBuffer> fast_counters_;
+  // Each window's ArrayBuffer by id, detached by freeWindow() and close().
+  std::map<uint32_t, Napi::Reference<Napi::ArrayBuffer>> windows_;
   bool shut_down_ = false;
 };
 

@@ -61,6 +61,20 @@ void Engine::CreateSegment(const std::string& name) {
   InitViews();
 }
 
+uint8_t* Engine::CreateWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
+  ShmWindow w = ShmWindow::Create(name, WindowLayout(part_bytes));
+  uint8_t* base = w.base();
+  windows_.Add(id, std::move(w));
+  return base;
+}
+
+uint8_t* Engine::OpenWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
+  ShmWindow w = ShmWindow::Open(name, WindowLayout(part_bytes));
+  uint8_t* base = w.base();
+  windows_.Add(id, std::move(w));
+  return base;
+}
+
 void Engine::OpenSegment(const std::string& name) {
   segment_ = ShmSegment::Open(name);
   const auto* h = reinterpret_cast<const SegmentHeader*>(segment_.base());
@@ -127,7 +141,7 @@ void Engine::InitViews() {
   shm_reduce_ = std::make_unique<ShmReduce>(regions, doorbells, local_index_, options_.bcast.queue_bytes);
   // The node-wide area is zero, as ftruncate left it.
   shm_allreduce_ = std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index_, &counters_.area);
-  shm_bcast_ = std::make_unique<ShmBcast>(options_.bcast, std::move(regions), std::move(doorbells), local_index_);
+  shm_bcast_ = std::make_unique<ShmBcast>(options_.bcast, std::move(regions), std::move(doorbells), local_index_, &windows_);
 
   RankControl& mine = controls[local_index_];
   mine.pid.store(getpid(), std::memory_order_relaxed);

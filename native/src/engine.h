@@ -29,6 +29,7 @@
 #include "shm_channel.h"
 #include "shm_reduce.h"
 #include "shm_segment.h"
+#include "shm_window.h"
 #include "tcp_links.h"
 #include "wait.h"
 
@@ -225,6 +226,18 @@ class Engine {
 
   size_t segment_bytes() const { return segment_.size(); }
 
+  // --- windows (shm_window.h): collective steps the communicator orders (allocShared) ---
+  // The node's lowest rank creates window `id` under `name` with one part per local rank of
+  // `part_bytes[i]` bytes; the others open it after the creator said so. Returns the base of
+  // the mapping (WindowTable::Base gives its size).
+  uint8_t* CreateWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes);
+  uint8_t* OpenWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes);
+  const WindowTable& windows() const { return windows_; }
+  // Unmaps window `id`; false when this rank does not map it.
+  bool FreeWindow(uint32_t id) { return windows_.Remove(id); }
+  // Unmaps every window (close, once no thread runs a collective).
+  void ClearWindows() { windows_.Clear(); }
+
   // --- the JavaScript fast path (src/runtime/fast-path.ts) ---
   CallCounters& call_counters() { return counters_; }
   // The segment's base (null without one) and where the fast path's words are in it.
@@ -331,6 +344,8 @@ class Engine {
   std::vector<const Doorbell*> co_runner_bells_;
 
   ShmSegment segment_;
+  // The windows this rank maps (the single-copy bcast reads them; shm_bcast.h).
+  WindowTable windows_;
   // The name of the segment this rank created until it is unlinked.
   std::string created_name_;
   SegmentHeader* header_ = nullptr;

@@ -27,7 +27,8 @@ uint32_t SetCount(const ShmBcastParams& p) {
 
 }  // namespace
 
-ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me)
+ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me,
+                   const WindowTable* windows)
     : params_(Checked(params)),
       blocks_(SlotCount(params_)),
       set_count_(SetCount(params_)),
@@ -35,6 +36,7 @@ ShmBcast::ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std:
       regions_(std::move(regions)),
       doorbells_(std::move(doorbells)),
       me_(me),
+      windows_(windows),
       known_consumed_(regions_.size() * kMaxRings, 0),
       last_tag_(kMaxRings * blocks_, 0) {}
 
@@ -170,6 +172,29 @@ void ShmBcast::Release(int ring, uint64_t index, const WaitPolicy& policy) {
   WakeWaiter(own, policy);
 }
 
+FragmentControl& ShmBcast::AwaitBlock(int ring, uint64_t index, uint64_t tag, uint32_t call_hash, const WaitPolicy& policy,
+                                      WaitGuard& guard) {
+  FragmentControl& c = Block(me_, ring, index);
+  // The block still holds the tag of its previous use (blocks are not reset: that write would
+  // pull the line back here once more per fragment); a new tag is this fragment, or — when it
+  // is another one — a parent in a different call.
+  uint64_t& previous = last_tag_[static_cast<size_t>(ring) * blocks_ + index % blocks_];
+  uint64_t seen = c.tag.load(std::memory_order_acquire);
+  if (seen != tag) {
+    if (seen == previous) {
+      WaitUntil([&] { return (seen = c.tag.load(std::memory_order_acquire)) != previous; }, *doorbells_[static_cast<size_t>(me_)], policy,
+                guard);
+    }
+    if (seen != tag) {
+      throw CollError("EMISMATCH",
+                      "a shared-memory bcast fragment from another collective call arrived (the ranks of this group are in different calls)");
+    }
+  }
+  previous = tag;
+  if (c.call_hash != call_hash) throw CollError("EMISMATCH", "a shared-memory bcast fragment of a call with other arguments arrived");
+  return c;
+}
+
 void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base, uint32_t call_hash, const WaitPolicy& policy,
                    WaitGuard& guard) {
   if (!HasGroup(id)) throw CollError("EINVAL", "unknown shared-memory group " + std::to_string(id));
@@ -198,15 +223,31 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
   std::vector<uint64_t>& child_first = child_first_;  // reused: no allocation per call
   child_first.clear();
   for (int child : links.children) child_first.push_back(group.sent[member_index(child)]);
-  for (size_t m = 0; m < g.members.size(); ++m) {
-    if (g.members[m] != root) group.sent[m] += fragments;
-  }
+  auto advance = [&](size_t blocks) {
+    for (size_t m = 0; m < g.members.size(); ++m) {
+      if (g.members[m] != root) group.sent[m] += blocks;
+    }
+  };
   auto notify_children = [&](size_t i, uint64_t tag, uint64_t offset, uint32_t size, const uint8_t* inline_src) {
     for (size_t c = 0; c < links.children.size(); ++c) {
       Notify(links.children[c], ring, child_first[c] + i, tag, offset, size, call_hash, inline_src, inline_src ? size : 0, policy, guard);
     }
   };
   if (me_ == root) {
+    WindowPlace place{};
+    if (!inline_mode && windows_ != nullptr && bytes <= UINT32_MAX && windows_->Locate(data, bytes, static_cast<size_t>(me_), &place) &&
+        place.id <= kMaxWindowId && place.offset < (uint64_t{1} << kWindowIdShift)) {
+      // Window mode: the readers copy out of this rank's part; it may change once they all have.
+      std::atomic<uint32_t>& readers = windows_->Counter(place.id, static_cast<size_t>(me_))->readers;
+      readers.store(static_cast<uint32_t>(n - 1), std::memory_order_relaxed);  // published by the notification's release
+      advance(1);
+      notify_children(0, tag_base, kWindowFlag | uint64_t{place.id} << kWindowIdShift | place.offset, static_cast<uint32_t>(bytes), nullptr);
+      if (readers.load(std::memory_order_acquire) != 0) {
+        WaitUntil([&] { return readers.load(std::memory_order_acquire) == 0; }, mine, policy, guard);
+      }
+      return;
+    }
+    advance(fragments);
     for (size_t i = 0; i < fragments; ++i) {
       const size_t piece = inline_mode ? bytes : std::min(frag, bytes - i * frag);
       uint64_t offset = 0;
@@ -236,27 +277,34 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
     return;
   }
 
+  // A reader learns from the first block whether the root sends in window mode.
+  FragmentControl& first = AwaitBlock(ring, first_block, tag_base, call_hash, policy, guard);
+  if (!inline_mode && (first.offset & kWindowFlag) != 0) {
+    if (first.size != bytes) {
+      throw CollError("EMISMATCH", "the bcast root sends " + std::to_string(first.size) + " bytes where this rank expects " +
+                                       std::to_string(bytes) + " (count or datatype differ)");
+    }
+    advance(1);
+    const uint64_t word = first.offset;
+    const auto window = static_cast<uint32_t>((word & ~kWindowFlag) >> kWindowIdShift);
+    const uint64_t offset = word & ((uint64_t{1} << kWindowIdShift) - 1);
+    size_t window_bytes = 0;
+    const uint8_t* base = windows_ == nullptr ? nullptr : windows_->Base(window, &window_bytes);
+    if (base == nullptr || offset + bytes > window_bytes) {
+      throw CollError("EINVAL", "the bcast root's buffer lies in shared window " + std::to_string(window) + ", which this rank does not map");
+    }
+    notify_children(0, tag_base, word, static_cast<uint32_t>(bytes), nullptr);
+    std::memcpy(data, base + offset, bytes);
+    Release(ring, first_block, policy);
+    windows_->Counter(window, static_cast<size_t>(root))->readers.fetch_sub(1, std::memory_order_acq_rel);
+    doorbells_[static_cast<size_t>(root)]->Ring(policy.asymmetric);
+    return;
+  }
+  advance(fragments);
   for (size_t i = 0; i < fragments; ++i) {
     const size_t piece = inline_mode ? bytes : std::min(frag, bytes - i * frag);
     const uint64_t tag = tag_base + i;
-    FragmentControl& c = Block(me_, ring, first_block + i);
-    // The block still holds the tag of its previous use (blocks are not reset: that write would
-    // pull the line back here once more per fragment); a new tag is this fragment, or — when it
-    // is another one — a parent in a different call.
-    uint64_t& previous = last_tag_[static_cast<size_t>(ring) * blocks_ + (first_block + i) % blocks_];
-    uint64_t seen = c.tag.load(std::memory_order_acquire);
-    if (seen != tag) {
-      if (seen == previous) {
-        WaitUntil([&] { return (seen = c.tag.load(std::memory_order_acquire)) != previous; }, mine, policy, guard);
-      }
-      if (seen != tag) {
-        throw CollError(
-            "EMISMATCH",
-            "a shared-memory bcast fragment from another collective call arrived (the ranks of this group are in different calls)");
-      }
-    }
-    previous = tag;
-    if (c.call_hash != call_hash) throw CollError("EMISMATCH", "a shared-memory bcast fragment of a call with other arguments arrived");
+    FragmentControl& c = i == 0 ? first : AwaitBlock(ring, first_block + i, tag, call_hash, policy, guard);
     if (c.size != piece) {
       throw CollError("EMISMATCH", "the bcast root sends " + std::to_string(c.size) + "-byte fragments where this rank expects " +
                                        std::to_string(piece) + " (count or datatype differ)");

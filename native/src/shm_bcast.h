@@ -45,6 +45,15 @@
 //   slot_waiter (c's region): p, about to wait on c's consumed count, stores its own index
 //     (seq_cst) and loads the count again; c, after storing consumed, fences, loads it, and if
 //     it is a rank, exchanges −1 and rings that rank (the Dekker pair of wait.h).
+//
+// Window mode (single copy): when the root's buffer lies in its own part of a window
+// (shm_window.h) and the message does not fit a control block, the call is one block per member
+// and no queue at all. The block's offset is kWindowFlag | id << kWindowIdShift | the buffer's
+// offset in window `id`, its size the whole message; readers tell the mode from that first
+// block (so they learn how many blocks the call takes only after reading it) and copy straight
+// out of the root's part. The root stores n − 1 in its WindowCounter of that window before it
+// notifies; each reader, after copying, subtracts 1 (acq_rel) and rings the root's doorbell;
+// the root returns once it reads 0.
 #pragma once
 
 #include <atomic>
@@ -54,6 +63,7 @@
 
 #include "cache_line.h"
 #include "shm_segment.h"
+#include "shm_window.h"
 #include "wait.h"
 
 namespace topocoll {
@@ -82,6 +92,10 @@ constexpr uint32_t kMaxSets = 4;
 // the node.
 constexpr uint32_t kMaxRings = 8;
 constexpr size_t kInlineBytes = 104;
+// Window mode's block offset: the flag, the window id above kWindowIdShift, the byte offset below.
+constexpr uint64_t kWindowFlag = uint64_t{1} << 63;
+constexpr int kWindowIdShift = 40;
+constexpr uint32_t kMaxWindowId = (1u << 23) - 1;
 
 // One fragment's notification, written by the parent, read by the owner; a block changes only
 // when the parent writes a new tag (tags are unique per call, level and fragment).
@@ -126,7 +140,9 @@ struct BcastRegion {
 
 class ShmBcast {
  public:
-  ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me);
+  // `windows`: the windows this rank maps (null: no window mode).
+  ShmBcast(ShmBcastParams params, std::vector<BcastRegion> regions, std::vector<Doorbell*> doorbells, int me,
+           const WindowTable* windows = nullptr);
 
   // Declares a group of local ranks (local indices, ascending) under `id` and precomputes this
   // rank's parent and children in the notification tree for every possible root.
@@ -167,6 +183,8 @@ class ShmBcast {
   void Notify(int child, int ring, uint64_t index, uint64_t tag, uint64_t offset, uint32_t size, uint32_t call_hash,
               const uint8_t* inline_data, size_t inline_bytes, const WaitPolicy& policy, WaitGuard& guard);
   void Release(int ring, uint64_t index, const WaitPolicy& policy);
+  // Waits for block `index` of this rank's ring to carry `tag` and checks it is this call's.
+  FragmentControl& AwaitBlock(int ring, uint64_t index, uint64_t tag, uint32_t call_hash, const WaitPolicy& policy, WaitGuard& guard);
   void WakeWaiter(BcastRegion& region, const WaitPolicy& policy);
 
   // The queue's sets (see the protocol above): the set an offset lies in, the end of a set,
@@ -196,6 +214,7 @@ class ShmBcast {
   std::vector<BcastRegion> regions_;
   std::vector<Doorbell*> doorbells_;
   int me_;
+  const WindowTable* windows_;
   std::vector<Group> groups_;
   // Per (child, ring): the child's consumed count as last read (it only grows).
   std::vector<uint64_t> known_consumed_;

@@ -53,6 +53,8 @@ export interface JoinOrigin {
   /** The setup's time limit (timeouts.initMs, or the launcher's). */
   readonly timeoutMs: number;
   readonly links: LinkOrigin;
+  /** The job's segment token (segment-name.ts): shared windows are named under it, so whatever sweeps the job's segments sweeps them too. */
+  readonly segmentToken: string;
 }
 
 /** How a job's ranks reach each other while they join: what init and createCommunicator each provide. */
@@ -91,7 +93,7 @@ export async function joinJob(
   try {
     await mapSegment(engine, rank, nodes[nodeIndex]!, nodeIndex, localRanks, channel);
     const remote = nodes.length > 1 ? await channel.linkNodes(engine, nodes, localRanks) : undefined;
-    const origin: JoinOrigin = { infos, network, timeoutMs: channel.timeoutMs, links: channel.links };
+    const origin: JoinOrigin = { infos, network, timeoutMs: channel.timeoutMs, links: channel.links, segmentToken: channel.segmentToken };
     return await finishJoin(joining, config, numaNode, remote, origin, () => channel.between());
   } catch (e) {
     engine.close();
@@ -167,6 +169,7 @@ export async function finishJoin(
     node,
     localRank: localRanks.indexOf(rank),
     localSize: localRanks.length,
+    localRanks,
     oversubscribed: joining.oversubscribed,
     shmGroups,
     numaNode,

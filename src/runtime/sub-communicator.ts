@@ -129,7 +129,13 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
           remote = { p2p: true };
         }
       }
-      const childOrigin: JoinOrigin = { infos, network: origin.network, timeoutMs: origin.timeoutMs, links: childLinks };
+      const childOrigin: JoinOrigin = {
+        infos,
+        network: origin.network,
+        timeoutMs: origin.timeoutMs,
+        links: childLinks,
+        segmentToken: origin.segmentToken,
+      };
       parts = await finishJoin(j, parent.config, parent.numaNode, remote, childOrigin, yieldToEventLoop);
     });
     return parts;

@@ -1,0 +1,108 @@
+// Windows: shared memory that every rank of a node maps, one part per local rank
+// (comm.allocShared; MPI_Win_allocate_shared). One POSIX segment per node and window:
+//
+//   [ WindowHeader | one WindowCounter per local rank | part 0 | part 1 | … ]
+//
+// Parts start on page boundaries in local-rank order; part i has the length local rank i asked
+// for (rounded up to a page). Every local rank computes the same layout from the same lengths
+// (exchanged by the communicator before anything is created), so nothing but the header's
+// check words travels in the segment.
+//
+// The protocol, by word:
+//   header (magic, local_size, total_bytes): the creator (the node's lowest rank) writes them
+//     before it tells the others the window exists (the communicator's barrier); an opener
+//     checks them against its own layout.
+//   counters[r].readers: the single-copy bcast's (shm_bcast.h, window mode). Root r stores the
+//     number of readers before it notifies them; each reader subtracts 1 (acq_rel) once it has
+//     copied out of r's part, then rings r's doorbell; r returns only when it reads 0, so its
+//     part may change as soon as its call returns.
+//
+// Lifetime: the name is unlinked as soon as every local rank has mapped it (or any step of the
+// allocation failed), so no exit leaves it in /dev/shm; the mappings go with freeShared() or the
+// communicator. The engine's table is changed only between collectives (allocShared and
+// freeShared are collectives themselves, refused while a request is pending), and read by the
+// thread that runs the current one; its mutex makes that hand-over explicit.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cache_line.h"
+#include "shm_segment.h"
+
+namespace topocoll {
+
+constexpr uint64_t kWindowMagic = 0x574f444e49574354ULL;  // "TCWINDOW"
+
+struct WindowHeader {
+  uint64_t magic;
+  uint32_t local_size;
+  uint64_t total_bytes;
+};
+
+struct alignas(kFalseSharingBytes) WindowCounter {
+  std::atomic<uint32_t> readers;
+};
+
+// Where each local rank's part lies in a window of these lengths.
+struct WindowLayout {
+  explicit WindowLayout(const std::vector<uint64_t>& part_bytes);
+  std::vector<uint64_t> offsets;  // of each part, from the segment's base
+  std::vector<uint64_t> lengths;  // as asked
+  uint64_t total_bytes;
+};
+
+// A place in a window: which window, and the byte offset from its segment's base.
+struct WindowPlace {
+  uint32_t id;
+  uint64_t offset;
+};
+
+class ShmWindow {
+ public:
+  // The creator sizes the segment and writes the header; an opener checks it.
+  static ShmWindow Create(const std::string& name, const WindowLayout& layout);
+  static ShmWindow Open(const std::string& name, const WindowLayout& layout);
+
+  uint8_t* base() const { return segment_.base(); }
+  size_t bytes() const { return segment_.size(); }
+  WindowCounter& counter(size_t local) const {
+    return reinterpret_cast<WindowCounter*>(segment_.base() + kFalseSharingBytes)[local];
+  }
+  const WindowLayout& layout() const { return layout_; }
+
+ private:
+  ShmWindow(ShmSegment segment, WindowLayout layout) : segment_(std::move(segment)), layout_(std::move(layout)) {}
+  ShmSegment segment_;
+  WindowLayout layout_;
+};
+
+// The windows this process maps, by the id the communicator gave them (the same on every rank).
+class WindowTable {
+ public:
+  void Add(uint32_t id, ShmWindow window);
+  // Unmaps; false when there is no such window.
+  bool Remove(uint32_t id);
+  void Clear();
+  // The window holding [p, p + bytes) inside this rank's own part (`local`), if any.
+  bool Locate(const void* p, size_t bytes, size_t local, WindowPlace* place) const;
+  // Base of window `id` and its size; null when this rank does not map it.
+  uint8_t* Base(uint32_t id, size_t* bytes) const;
+  // The readers counter of local rank `local` in window `id` (null: no such window).
+  WindowCounter* Counter(uint32_t id, size_t local) const;
+  bool empty() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return windows_.empty();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<uint32_t, ShmWindow> windows_;
+};
+
+}  // namespace topocoll

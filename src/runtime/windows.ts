@@ -1,0 +1,174 @@
+import { randomBytes } from 'node:crypto';
+import { TopocollError } from '../errors.js';
+import type { NativeEngine } from '../native.js';
+import type { TypedArray } from '../util/typed-array.js';
+import { segmentPrefix } from './segment-name.js';
+
+/**
+ * Shared windows (comm.allocShared, MPI_Win_allocate_shared): memory in one POSIX segment per
+ * node and window that every rank of the node maps, one part per local rank
+ * (native/src/shm_window.h has the segment's layout and protocol; windowLayout mirrors it).
+ *
+ * Allocation is a collective of three agreements over the communicator (max-allreduces marked as
+ * the window's, so a rank in any other collective gets EMISMATCH):
+ *   1. every rank's length in bytes, and a random name part from rank 0;
+ *   2. the node's lowest rank checks the node's budget and creates the segment; every rank says
+ *      whether that worked (a failure anywhere fails the call everywhere);
+ *   3. the other local ranks map it and say so; then the name is unlinked.
+ * Any failure or lost peer on the way unlinks the name and unmaps, so nothing stays in /dev/shm;
+ * names carry the job's segment prefix, which the launcher sweeps after a crash.
+ */
+
+/** A typed array class (Float64Array, …): what allocShared allocates. */
+export interface TypedArrayClass<T extends TypedArray = TypedArray> {
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): T;
+  readonly BYTES_PER_ELEMENT: number;
+  readonly name: string;
+}
+
+const PAGE = 4096;
+/** kFalseSharingBytes: the header and each local rank's counter take one such line. */
+const LINE = 128;
+/** The largest window part (bytes); a part's offset must stay below 2^40 (shm_bcast.h). */
+export const MAX_WINDOW_PART_BYTES = 2 ** 36;
+
+const pageUp = (bytes: number): number => Math.ceil(bytes / PAGE) * PAGE;
+
+/** Where each local rank's part lies (WindowLayout of shm_window.cc, the same arithmetic). */
+export function windowLayout(partBytes: readonly number[]): { offsets: number[]; totalBytes: number } {
+  let at = pageUp(LINE * (partBytes.length + 1));
+  const offsets = partBytes.map((bytes) => {
+    const offset = at;
+    at += pageUp(bytes);
+    return offset;
+  });
+  return { offsets, totalBytes: at };
+}
+
+interface Window {
+  readonly id: number;
+  readonly buffer: ArrayBuffer;
+  readonly offsets: readonly number[];
+  readonly lengths: readonly number[];
+  readonly totalBytes: number;
+}
+
+/** What a window collective needs of its communicator. */
+export interface WindowHost {
+  readonly engine: NativeEngine;
+  readonly rank: number;
+  readonly size: number;
+  /** Global ranks of this node, ascending. */
+  readonly localRanks: readonly number[];
+  readonly segmentToken: string;
+  /** shm.budgetBytes (it may change with configure()): the node's segment and its windows together. */
+  budgetBytes(): number;
+  /** An element-wise max-allreduce over every rank, marked as a window collective. */
+  agree(values: Float64Array): Float64Array;
+}
+
+const STATUS_NOMEM = 1;
+const STATUS_FAILED = 2;
+
+/** One communicator's windows. */
+export class Windows {
+  private readonly byId = new Map<number, Window>();
+  private readonly byBuffer = new WeakMap<ArrayBufferLike, Window>();
+  /** Ids follow the order of allocShared calls, which every rank makes in the same order. */
+  private nextId = 1;
+
+  constructor(private readonly host: WindowHost) {}
+
+  /** Bytes of this node's windows. */
+  get bytes(): number {
+    let sum = 0;
+    for (const w of this.byId.values()) sum += w.totalBytes;
+    return sum;
+  }
+
+  allocate<T extends TypedArray>(type: TypedArrayClass<T>, length: number): T {
+    const h = this.host;
+    const localIndex = h.localRanks.indexOf(h.rank);
+    const id = this.nextId++;
+    const sizes = new Float64Array(h.size + 1);
+    sizes[h.rank] = length * type.BYTES_PER_ELEMENT;
+    if (h.rank === 0) sizes[h.size] = randomBytes(6).readUIntBE(0, 6);
+    const all = h.agree(sizes);
+    const parts = h.localRanks.map((r) => all[r]!);
+    const { offsets, totalBytes } = windowLayout(parts);
+    const name = `/${segmentPrefix(h.segmentToken)}w${h.localRanks[0]}-${all[h.size]!.toString(16)}-${id}`;
+    let buffer: ArrayBuffer | undefined;
+    let failure: unknown;
+    const step = (work: () => void): void => {
+      const status = new Float64Array(h.size);
+      try {
+        work();
+      } catch (e) {
+        failure = e;
+        status[h.rank] = e instanceof TopocollError && e.code === 'ENOMEM' ? STATUS_NOMEM : STATUS_FAILED;
+      }
+      const everyone = h.agree(status);
+      const failed = everyone.findIndex((s) => s !== 0);
+      if (failed < 0) return;
+      if (failure !== undefined) throw failure;
+      throw new TopocollError(
+        everyone[failed] === STATUS_NOMEM ? 'ENOMEM' : 'EINVAL',
+        `allocShared: the window could not be ${everyone[failed] === STATUS_NOMEM ? 'allocated within its node’s budget' : 'mapped'} on rank ${failed}`,
+        { rank: h.rank },
+      );
+    };
+    try {
+      step(() => {
+        if (localIndex !== 0) return;
+        const segment = h.engine.segmentBytes;
+        const used = this.bytes;
+        const budget = h.budgetBytes();
+        if (segment + used + totalBytes > budget) {
+          throw new TopocollError(
+            'ENOMEM',
+            `allocShared: a window of ${totalBytes} bytes on this node (${parts.join(' + ')} bytes of parts, page-rounded, and its header) does not fit: the node's segment takes ${segment} bytes and its windows ${used} of shm.budgetBytes = ${budget}`,
+            { rank: h.rank, hint: 'Raise shm.budgetBytes, or freeShared() windows no longer needed.' },
+          );
+        }
+        buffer = h.engine.mapWindow(true, id, name, parts);
+      });
+      step(() => {
+        if (localIndex !== 0) buffer = h.engine.mapWindow(false, id, name, parts);
+      });
+    } catch (e) {
+      h.engine.freeWindow(id);
+      throw e;
+    } finally {
+      // Every local rank has mapped it, or the allocation failed: either way the name goes
+      // (whoever unlinks first; the others find it gone).
+      h.engine.unlinkWindow(name);
+    }
+    const window: Window = { id, buffer: buffer!, offsets, lengths: parts, totalBytes };
+    this.byId.set(id, window);
+    this.byBuffer.set(window.buffer, window);
+    return new type(window.buffer, offsets[localIndex]!, length);
+  }
+
+  /** The window `array` is a view of, or undefined. */
+  windowOf(array: TypedArray): Window | undefined {
+    return this.byBuffer.get(array.buffer);
+  }
+
+  /** MPI_Win_shared_query: local rank `localIndex`'s part, as `array`'s type (whole elements). */
+  query(window: Window, array: TypedArray, localIndex: number): TypedArray {
+    const type = array.constructor as TypedArrayClass;
+    return new type(window.buffer, window.offsets[localIndex]!, Math.floor(window.lengths[localIndex]! / type.BYTES_PER_ELEMENT));
+  }
+
+  /** Unmaps `window` here (the caller has synchronized with every rank first). */
+  free(window: Window): void {
+    this.byId.delete(window.id);
+    this.byBuffer.delete(window.buffer);
+    this.host.engine.freeWindow(window.id);
+  }
+
+  /** Forgets every window (the engine's close() detached and unmapped them). */
+  clear(): void {
+    this.byId.clear();
+  }
+}

@@ -1,0 +1,156 @@
+// @ts-check
+// A rank of the shared-window tests (test/runtime/windows.test.ts): comm.allocShared,
+// sharedQuery and freeShared, and collectives whose buffers are windows.
+//   - one window per datatype with a length of its own on every rank (one rank asks for 0):
+//     zero-filled, of the class asked for; each rank writes its part, and after a barrier every
+//     rank reads every local rank's part through sharedQuery and checks it;
+//   - bcasts from every root out of and into windows (the readers copy straight from the root's
+//     window: sizes around the control block's inline limit and up to 1 MiB + odd), allreduce,
+//     reduce, allgather, an ibcast request and a Promise bcast on windows — every result
+//     against the rank's own reference;
+//   - freeShared: the freed array reads as empty; a second free, a foreign array, a free with a
+//     request pending and bad allocShared arguments throw EINVAL; a window beyond shm.budgetBytes
+//     throws ENOMEM on every rank and the communicator goes on; close() empties the rest.
+// Prints `rank R ok N` (N checks), or the reason on stderr and exits 1.
+//
+// `--fault die`: after allocating, the last rank SIGKILLs itself; the others are in a bcast out
+// of a window and print `rank R caught CODE: message`.
+import { init, IN_PLACE, TopocollError } from 'topocoll';
+
+const argv = process.argv.slice(2);
+const fault = argv.includes('--fault') ? argv[argv.indexOf('--fault') + 1] : undefined;
+const comm = await init();
+const { rank, size } = comm;
+let checks = 0;
+
+/**
+ * @param {string} what
+ * @param {ArrayLike<number | bigint>} got
+ * @param {ArrayLike<number | bigint>} want
+ */
+function same(what, got, want) {
+  checks++;
+  if (got.length !== want.length) throw new Error(`rank ${rank}: ${what}: got ${got.length} elements, expected ${want.length}`);
+  for (let i = 0; i < got.length; i++) {
+    if (!Object.is(got[i], want[i])) throw new Error(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want[i]}`);
+  }
+}
+
+/**
+ * @param {string} what
+ * @param {string} code
+ * @param {() => unknown} f
+ */
+function throwsCode(what, code, f) {
+  checks++;
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof TopocollError && e.code === code) return;
+    throw new Error(`rank ${rank}: ${what}: threw ${String(e)} instead of ${code}`);
+  }
+  throw new Error(`rank ${rank}: ${what}: did not throw ${code}`);
+}
+
+const CLASSES = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array];
+/** @param {any} type @param {number} v */
+const value = (type, v) => (type === BigInt64Array || type === BigUint64Array ? BigInt(v) : v);
+/** The element rank r writes at index i of its part, as the class stores it. */
+/** @param {any} type @param {number} r @param {number} i */
+const pattern = (type, r, i) => type.of(value(type, (r * 37 + i * 11) % 120))[0];
+
+if (fault === 'die') {
+  const w = comm.allocShared(Float64Array, 100_000);
+  w.fill(rank);
+  comm.barrierSync();
+  if (rank === size - 1) process.kill(process.pid, 'SIGKILL');
+  try {
+    comm.bcastSync(w, size - 1);
+    console.log(`rank ${rank} caught nothing`);
+  } catch (e) {
+    const err = /** @type {TopocollError} */ (e);
+    console.log(`rank ${rank} caught ${err.code}: ${err.message}`);
+  }
+  comm.close();
+  process.exit(0);
+}
+
+// 1. Windows of every datatype, lengths of each rank's own; every local part read by everyone.
+// This node's ranks, from every rank's node name (a hash of it, gathered).
+const nodeHash = (/** @type {string} */ s) => [...s].reduce((h, c) => Math.imul(h ^ c.charCodeAt(0), 16777619) | 0, -2128831035);
+const hashes = new Int32Array(size);
+comm.allgatherSync(Int32Array.of(nodeHash(comm.node)), hashes);
+const locals = Array.from({ length: size }, (_, r) => r).filter((r) => hashes[r] === nodeHash(comm.node));
+for (const [t, type] of CLASSES.entries()) {
+  const lengthOf = (/** @type {number} */ r) => (r === 1 ? 0 : 1000 + 37 * r + t);
+  const w = comm.allocShared(type, lengthOf(rank));
+  checks++;
+  if (!(w instanceof type) || w.length !== lengthOf(rank)) throw new Error(`rank ${rank}: allocShared(${type.name}) gave ${w.constructor.name}[${w.length}]`);
+  same(`${type.name} window starts zeroed`, w, new type(lengthOf(rank)));
+  for (let i = 0; i < w.length; i++) w[i] = pattern(type, rank, i);
+  comm.barrierSync();
+  for (const r of locals) {
+    const part = comm.sharedQuery(w, r);
+    same(`${type.name} part of rank ${r}`, part, type.from({ length: lengthOf(r) }, (_, i) => pattern(type, r, i)));
+  }
+  const elsewhere = Array.from({ length: size }, (_, r) => r).find((r) => !locals.includes(r));
+  if (elsewhere !== undefined) throwsCode('sharedQuery of a rank on another node', 'EINVAL', () => comm.sharedQuery(w, elsewhere));
+  comm.freeShared(w);
+  checks++;
+  if (w.length !== 0) throw new Error(`rank ${rank}: a freed window still has ${w.length} elements`);
+}
+
+// 2. Collectives on windows.
+const counts = [1, 13, 14, 200, 4096, 65_537, 131_073];
+const big = comm.allocShared(Float64Array, 131_073 * size);
+const other = comm.allocShared(Float64Array, 131_073 * size);
+for (const n of counts) {
+  for (let root = 0; root < size; root++) {
+    // Out of a window into a window, and out of a window into ordinary memory on odd roots.
+    const buf = root % 2 === 0 ? big.subarray(0, n) : rank === root ? big.subarray(0, n) : new Float64Array(n);
+    buf.fill(-1);
+    if (rank === root) for (let i = 0; i < n; i++) buf[i] = root * 1e6 + n + i + 0.25;
+    comm.bcastSync(buf, root);
+    same(`bcast of ${n} from ${root}`, buf, Float64Array.from({ length: n }, (_, i) => root * 1e6 + n + i + 0.25));
+  }
+  const send = big.subarray(0, n);
+  const recv = other.subarray(0, n);
+  for (let i = 0; i < n; i++) send[i] = rank + i;
+  comm.allreduceSync(send, recv, 'sum');
+  same(`allreduce of ${n}`, recv, Float64Array.from({ length: n }, (_, i) => (size * (size - 1)) / 2 + size * i));
+  const root = n % size;
+  comm.reduceSync(send, rank === root ? recv : null, 'max', root);
+  if (rank === root) same(`reduce of ${n}`, recv, Float64Array.from({ length: n }, (_, i) => size - 1 + i));
+  const gathered = other.subarray(0, n * size);
+  comm.allgatherSync(send, gathered);
+  same(`allgather of ${n}`, gathered, Float64Array.from({ length: n * size }, (_, k) => Math.floor(k / n) + (k % n)));
+  // A request and a Promise twin on windows.
+  const rb = big.subarray(0, n);
+  if (rank === root) for (let i = 0; i < n; i++) rb[i] = -i - n;
+  await comm.ibcast(rb, root);
+  same(`ibcast of ${n}`, rb, Float64Array.from({ length: n }, (_, i) => -i - n));
+  if (rank === root) for (let i = 0; i < n; i++) rb[i] = i * 3;
+  await comm.bcast(rb, root);
+  same(`Promise bcast of ${n}`, rb, Float64Array.from({ length: n }, (_, i) => i * 3));
+}
+
+// 3. Misuse, the budget, freeing.
+throwsCode('allocShared of a plain Array class', 'EINVAL', () => comm.allocShared(/** @type {any} */ (Array), 4));
+throwsCode('allocShared of a negative length', 'EINVAL', () => comm.allocShared(Float64Array, -1));
+throwsCode('allocShared of a fractional length', 'EINVAL', () => comm.allocShared(Float64Array, 2.5));
+throwsCode('freeShared of an ordinary array', 'EINVAL', () => comm.freeShared(new Float64Array(4)));
+const pending = comm.ibcast(big.subarray(0, 1000), 0);
+throwsCode('freeShared with a request pending', 'EINVAL', () => comm.freeShared(big));
+await pending;
+throwsCode('a window beyond shm.budgetBytes', 'ENOMEM', () => comm.allocShared(Uint8Array, 128 << 20));
+// The communicator goes on after the refused allocation.
+const after = Float64Array.of(rank);
+comm.allreduceSync(IN_PLACE, after, 'sum');
+same('allreduce after ENOMEM', after, [(size * (size - 1)) / 2]);
+comm.freeShared(big);
+throwsCode('freeShared twice', 'EINVAL', () => comm.freeShared(big));
+const kept = comm.allocShared(Int32Array, 10);
+comm.close();
+checks++;
+if (other.length !== 0 || kept.length !== 0) throw new Error(`rank ${rank}: windows still readable after close()`);
+console.log(`rank ${rank} ok ${checks}`);
