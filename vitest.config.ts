@@ -19,6 +19,7 @@ const JOB_TESTS = [
   'test/mpi/mpich.test.ts',
   'test/runtime/sub-communicators.test.ts',
   'test/runtime/requests.test.ts',
+  'test/runtime/windows.test.ts',
   'test/runtime/barrier.test.ts',
   'test/runtime/collectives-jobs.test.ts',
   'test/runtime/communicator-args.test.ts',

@@ -7,7 +7,7 @@ import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine, type NativeJob } from './native.js';
-import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
+import { CollectivePlans, SHM_ALLREDUCE_MAX_BYTES, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
 import { FAST_COPY_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import type { JoinOrigin } from './runtime/join.js';
@@ -84,6 +84,12 @@ const NO_STEPS: Step[] = [];
 const SPLIT_TAG = 0xc2b2ae35;
 /** Marks the agreements of allocShared() and freeShared() the same way. */
 const WINDOW_TAG = 0x27d4eb2f;
+/**
+ * Marks a bcast whose buffer is a shared window (windowBcastPlans): such calls run other
+ * schedules, so a rank passing ordinary memory where the others pass windows gets EMISMATCH
+ * instead of waiting on a protocol its peers do not run.
+ */
+const WINDOW_CALL_TAG = 0x165667b1;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -128,6 +134,10 @@ export class Communicator {
   private asyncPending = 0;
   /** Shared windows (allocShared). */
   private readonly windows: Windows;
+  /** What the current plans were made from, for windowBcastPlans. */
+  private planParts: { plans: JobPlans; shmGroups: ReadonlyMap<Group, number> };
+  /** Plans of bcasts on windows (windowBcastPlans); made on first use, dropped by configure(). */
+  private windowPlans?: CollectivePlans;
   private readonly localRanks: readonly number[];
   /** Closes the communicator when the process exits without close() (see constructor). */
   private readonly closeAtExit = (): void => {
@@ -170,6 +180,7 @@ export class Communicator {
     this.planHash = parts.plans.hash;
     this.rankOrdered = preservesRankOrder(parts.plans.orderedPlan);
     this.plans = this.collectivePlans(parts.plans, parts.config, parts.shmGroups);
+    this.planParts = { plans: parts.plans, shmGroups: parts.shmGroups };
     this.control = this.controlPlans(parts.plans);
     const native = process.arch === 'x64' && this.size > 1 && this.localSize === this.size ? this.engine.fastPath() : undefined;
     if (native !== undefined) this.fast = new FastPath(native, this.engine.fastPathEngine, this.rank, this.oversubscribed ? FAST_SPIN_SHARED : FAST_SPIN);
@@ -213,6 +224,8 @@ export class Communicator {
     this.planHash = next.hash;
     this.rankOrdered = preservesRankOrder(next.orderedPlan);
     this.plans = this.collectivePlans(next, config, shmGroups);
+    this.planParts = { plans: next, shmGroups };
+    this.windowPlans = undefined;
     this.control = this.controlPlans(next);
     this.setFastPath();
   }
@@ -244,6 +257,30 @@ export class Communicator {
       cpus: this.rankCpus,
       register: this.register,
     });
+  }
+
+  /**
+   * The plans of a bcast whose buffer is a shared window: every level whose groups are all
+   * registered with the S0 engine (groups inside a node) runs the S0 bcast, whose window mode
+   * lets readers copy straight out of the root's window (native/src/shm_bcast.h); levels between
+   * nodes keep their choice.
+   */
+  private windowBcastPlans(): CollectivePlans {
+    if (this.windowPlans === undefined) {
+      const { plans, shmGroups } = this.planParts;
+      const levels: Record<string, string> = { ...this.config.bcast.levels };
+      for (const [level, groups] of plans.plan.groups) {
+        if (groups.every((g) => g.members.length < 2 || shmGroups.has(g))) levels[level] = 'shm';
+      }
+      const config: TopocollConfig = { ...this.config, bcast: { ...this.config.bcast, levels } };
+      this.windowPlans = this.collectivePlans(plans, config, shmGroups);
+    }
+    return this.windowPlans;
+  }
+
+  /** Whether a bcast of `buf` runs as a window bcast (larger than the shared area takes, and in a window). */
+  private windowed(buf: TypedArray): boolean {
+    return buf.byteLength > SHM_ALLREDUCE_MAX_BYTES && this.windows.windowOf(buf) !== undefined;
   }
 
   /** Every schedule of this communicator gets its own native id, whichever plan it belongs to. */
@@ -292,8 +329,11 @@ export class Communicator {
     if (this.fastBcast && buf.byteLength <= FAST_COPY_MAX_BYTES && this.asyncPending === 0) {
       if (this.fast!.bcast(buf, buf.length, type.code, root, this.planHash)) return;
     }
-    const p = this.plans.bcast(root, buf.byteLength, type.bytes);
-    this.engine.run(this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root));
+    const windowed = this.windowed(buf);
+    const p = (windowed ? this.windowBcastPlans() : this.plans).bcast(root, buf.byteLength, type.bytes);
+    const call = this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root);
+    if (windowed) call.planHash = (this.planHash ^ WINDOW_CALL_TAG) >>> 0;
+    this.engine.run(call);
   }
 
   bcast(buf: TypedArray, root = 0): Promise<void> {
@@ -307,8 +347,11 @@ export class Communicator {
 
   private queueBcast(buf: TypedArray, root: number): NativeJob {
     const type = this.checkBuffer(buf, 'buf', root);
-    const p = this.plans.bcast(root, buf.byteLength, type.bytes);
-    return this.engine.runAsync(this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root));
+    const windowed = this.windowed(buf);
+    const p = (windowed ? this.windowBcastPlans() : this.plans).bcast(root, buf.byteLength, type.bytes);
+    const call = this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root);
+    if (windowed) call.planHash = (this.planHash ^ WINDOW_CALL_TAG) >>> 0;
+    return this.engine.runAsync(call);
   }
 
   /**
@@ -619,9 +662,15 @@ export class Communicator {
   allocShared<T extends TypedArray>(type: TypedArrayClass<T>, length: number): T {
     this.ensureOpen();
     const known = typeof type === 'function' && DATATYPES.some((d) => d.array === (type as unknown));
-    if (!known) throw this.argumentError('EINVAL', `allocShared: ${String((type as { name?: unknown } | null)?.name ?? type)} is not a typed array class`);
+    if (!known) {
+      const name = typeof type === 'function' ? type.name : typeof type;
+      throw this.argumentError('EINVAL', `allocShared: ${name} is not a typed array class (Float64Array, Int32Array, …)`);
+    }
     if (!Number.isInteger(length) || length < 0 || length * type.BYTES_PER_ELEMENT > MAX_WINDOW_PART_BYTES) {
-      throw this.argumentError('EINVAL', `allocShared: length must be an integer in 0 … ${MAX_WINDOW_PART_BYTES / type.BYTES_PER_ELEMENT}, got ${String(length)}`);
+      throw this.argumentError(
+        'EINVAL',
+        `allocShared: length must be an integer in 0 … ${MAX_WINDOW_PART_BYTES / type.BYTES_PER_ELEMENT}, got ${String(length)}`,
+      );
     }
     return this.windows.allocate(type, length);
   }
@@ -636,7 +685,11 @@ export class Communicator {
     const window = this.windows.windowOf(array);
     if (window === undefined) throw this.argumentError('EINVAL', 'freeShared: the array is not a window of this communicator (or it was freed already)');
     if (this.asyncPending > 0) {
-      throw this.argumentError('EINVAL', `freeShared: ${this.asyncPending} collective(s) of this rank are still pending and may use the window`, 'wait() for them first.');
+      throw this.argumentError(
+        'EINVAL',
+        `freeShared: ${this.asyncPending} collective(s) of this rank are still pending and may use the window`,
+        'wait() for them first.',
+      );
     }
     this.controlAllreduce(new Float64Array(1), new Float64Array(1), WINDOW_TAG);
     this.windows.free(window);
@@ -648,7 +701,8 @@ export class Communicator {
     const window = this.windows.windowOf(array);
     if (window === undefined) throw this.argumentError('EINVAL', 'sharedQuery: the array is not a window of this communicator (or it was freed already)');
     const local = this.localRanks.indexOf(rank);
-    if (local < 0) throw this.argumentError('EINVAL', `sharedQuery: rank ${String(rank)} is not on this rank's node (its ranks: ${this.localRanks.join(', ')})`);
+    if (local < 0)
+      throw this.argumentError('EINVAL', `sharedQuery: rank ${String(rank)} is not on this rank's node (its ranks: ${this.localRanks.join(', ')})`);
     return this.windows.query(window, array, local) as T;
   }
 

@@ -186,8 +186,9 @@ FragmentControl& ShmBcast::AwaitBlock(int ring, uint64_t index, uint64_t tag, ui
                 guard);
     }
     if (seen != tag) {
-      throw CollError("EMISMATCH",
-                      "a shared-memory bcast fragment from another collective call arrived (the ranks of this group are in different calls)");
+      throw CollError(
+          "EMISMATCH",
+          "a shared-memory bcast fragment from another collective call arrived (the ranks of this group are in different calls)");
     }
   }
   previous = tag;
@@ -241,7 +242,8 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
       std::atomic<uint32_t>& readers = windows_->Counter(place.id, static_cast<size_t>(me_))->readers;
       readers.store(static_cast<uint32_t>(n - 1), std::memory_order_relaxed);  // published by the notification's release
       advance(1);
-      notify_children(0, tag_base, kWindowFlag | uint64_t{place.id} << kWindowIdShift | place.offset, static_cast<uint32_t>(bytes), nullptr);
+      notify_children(0, tag_base, kWindowFlag | uint64_t{place.id} << kWindowIdShift | place.offset, static_cast<uint32_t>(bytes),
+                      nullptr);
       if (readers.load(std::memory_order_acquire) != 0) {
         WaitUntil([&] { return readers.load(std::memory_order_acquire) == 0; }, mine, policy, guard);
       }
@@ -291,7 +293,8 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
     size_t window_bytes = 0;
     const uint8_t* base = windows_ == nullptr ? nullptr : windows_->Base(window, &window_bytes);
     if (base == nullptr || offset + bytes > window_bytes) {
-      throw CollError("EINVAL", "the bcast root's buffer lies in shared window " + std::to_string(window) + ", which this rank does not map");
+      throw CollError("EINVAL",
+                      "the bcast root's buffer lies in shared window " + std::to_string(window) + ", which this rank does not map");
     }
     notify_children(0, tag_base, word, static_cast<uint32_t>(bytes), nullptr);
     std::memcpy(data, base + offset, bytes);

@@ -71,9 +71,7 @@ class ShmWindow {
 
   uint8_t* base() const { return segment_.base(); }
   size_t bytes() const { return segment_.size(); }
-  WindowCounter& counter(size_t local) const {
-    return reinterpret_cast<WindowCounter*>(segment_.base() + kFalseSharingBytes)[local];
-  }
+  WindowCounter& counter(size_t local) const { return reinterpret_cast<WindowCounter*>(segment_.base() + kFalseSharingBytes)[local]; }
   const WindowLayout& layout() const { return layout_; }
 
  private:

@@ -11,8 +11,12 @@ import { init } from '../init.js';
 
 export interface BenchSettings {
   collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather')[];
-  /** sync: blocking calls; addon: blocking calls with the JavaScript fast path off (each through the addon); async: Promise calls. */
-  modes: ('sync' | 'addon' | 'async')[];
+  /**
+   * sync: blocking calls; addon: blocking calls with the JavaScript fast path off (each through
+   * the addon); async: Promise calls; window: blocking calls on buffers in shared windows
+   * (comm.allocShared).
+   */
+  modes: ('sync' | 'addon' | 'async' | 'window')[];
   minBytes: number;
   maxBytes: number;
   itersSmall: number;
@@ -69,6 +73,19 @@ function buffersFor(bytes: number, c: Collective, ranks: number): Buffers {
   return { raw: new Uint8Array(Math.max(bytes, 1)).subarray(0, bytes), ints: new Int32Array(elems).map((_, i) => i), out: new Int32Array(elems), gathered };
 }
 
+/** The same buffers in shared windows (collective: every rank allocates them in the same order). */
+function windowBuffersFor(comm: Communicator, bytes: number, c: Collective): Buffers {
+  const elems = Math.max(1, bytes >> 2);
+  const rooted = c === 'bcast' ? bytes : 0;
+  const numeric = c === 'reduce' || c === 'allreduce' ? elems : 0;
+  const raw = comm.allocShared(Uint8Array, c === 'allgather' ? bytes : rooted).fill(1);
+  const ints = comm.allocShared(Int32Array, Math.max(1, numeric));
+  ints.forEach((_, i) => (ints[i] = i));
+  const out = comm.allocShared(Int32Array, Math.max(1, numeric)).fill(1);
+  const gathered = comm.allocShared(Uint8Array, c === 'allgather' ? bytes * comm.size : 0).fill(1);
+  return { raw, ints, out, gathered };
+}
+
 // One top-level loop per mode, the same function for every size: the JIT optimises it once,
 // instead of once per size while the other ranks spin on both cores.
 function syncLoop(comm: Communicator, c: Collective, b: Buffers, first: number, count: number): void {
@@ -110,7 +127,8 @@ async function measure(
   repeats: number,
   slowest: (ms: number) => number,
 ): Promise<number> {
-  const b = buffersFor(bytes, c, comm.size);
+  const windows = mode === 'window';
+  const b = windows ? windowBuffersFor(comm, bytes, c) : buffersFor(bytes, c, comm.size);
   const warmup = Math.max(200, Math.floor(iterations / 5));
   comm.barrierSync();
   // At least `warmup` calls and 20 ms on every rank: a size that takes another path (the
@@ -132,6 +150,7 @@ async function measure(
     first += iterations;
     means.push(Number(process.hrtime.bigint() - start) / 1000 / iterations);
   }
+  if (windows) for (const buffer of [b.raw, b.ints, b.out, b.gathered]) comm.freeShared(buffer);
   means.sort((x, y) => x - y);
   return means[Math.floor(repeats / 2)]!;
 }

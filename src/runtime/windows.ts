@@ -98,13 +98,13 @@ export class Windows {
     const { offsets, totalBytes } = windowLayout(parts);
     const name = `/${segmentPrefix(h.segmentToken)}w${h.localRanks[0]}-${all[h.size]!.toString(16)}-${id}`;
     let buffer: ArrayBuffer | undefined;
-    let failure: unknown;
+    let failure: Error | undefined;
     const step = (work: () => void): void => {
       const status = new Float64Array(h.size);
       try {
         work();
       } catch (e) {
-        failure = e;
+        failure = e instanceof Error ? e : new Error(String(e));
         status[h.rank] = e instanceof TopocollError && e.code === 'ENOMEM' ? STATUS_NOMEM : STATUS_FAILED;
       }
       const everyone = h.agree(status);

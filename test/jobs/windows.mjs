@@ -14,7 +14,9 @@
 // Prints `rank R ok N` (N checks), or the reason on stderr and exits 1.
 //
 // `--fault die`: after allocating, the last rank SIGKILLs itself; the others are in a bcast out
-// of a window and print `rank R caught CODE: message`.
+// of a window and print `rank R caught CODE: message`. `--fault mixed`: the root bcasts 1 MiB
+// out of a window, the others into ordinary memory (a window bcast needs windows on every
+// rank): every rank prints what it caught.
 import { init, IN_PLACE, TopocollError } from 'topocoll';
 
 const argv = process.argv.slice(2);
@@ -52,20 +54,32 @@ function throwsCode(what, code, f) {
   throw new Error(`rank ${rank}: ${what}: did not throw ${code}`);
 }
 
-const CLASSES = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array];
+const CLASSES = [
+  Int8Array,
+  Uint8Array,
+  Uint8ClampedArray,
+  Int16Array,
+  Uint16Array,
+  Int32Array,
+  Uint32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+];
 /** @param {any} type @param {number} v */
 const value = (type, v) => (type === BigInt64Array || type === BigUint64Array ? BigInt(v) : v);
 /** The element rank r writes at index i of its part, as the class stores it. */
 /** @param {any} type @param {number} r @param {number} i */
 const pattern = (type, r, i) => type.of(value(type, (r * 37 + i * 11) % 120))[0];
 
-if (fault === 'die') {
-  const w = comm.allocShared(Float64Array, 100_000);
+if (fault === 'die' || fault === 'mixed') {
+  const w = comm.allocShared(Float64Array, 1 << 17);
   w.fill(rank);
   comm.barrierSync();
-  if (rank === size - 1) process.kill(process.pid, 'SIGKILL');
+  if (fault === 'die' && rank === size - 1) process.kill(process.pid, 'SIGKILL');
   try {
-    comm.bcastSync(w, size - 1);
+    comm.bcastSync(fault === 'mixed' && rank !== 0 ? new Float64Array(1 << 17) : w, fault === 'die' ? size - 1 : 0);
     console.log(`rank ${rank} caught nothing`);
   } catch (e) {
     const err = /** @type {TopocollError} */ (e);
@@ -91,7 +105,11 @@ for (const [t, type] of CLASSES.entries()) {
   comm.barrierSync();
   for (const r of locals) {
     const part = comm.sharedQuery(w, r);
-    same(`${type.name} part of rank ${r}`, part, type.from({ length: lengthOf(r) }, (_, i) => pattern(type, r, i)));
+    same(
+      `${type.name} part of rank ${r}`,
+      part,
+      type.from({ length: lengthOf(r) }, (_, i) => pattern(type, r, i)),
+    );
   }
   const elsewhere = Array.from({ length: size }, (_, r) => r).find((r) => !locals.includes(r));
   if (elsewhere !== undefined) throwsCode('sharedQuery of a rank on another node', 'EINVAL', () => comm.sharedQuery(w, elsewhere));
@@ -106,32 +124,59 @@ const big = comm.allocShared(Float64Array, 131_073 * size);
 const other = comm.allocShared(Float64Array, 131_073 * size);
 for (const n of counts) {
   for (let root = 0; root < size; root++) {
-    // Out of a window into a window, and out of a window into ordinary memory on odd roots.
-    const buf = root % 2 === 0 ? big.subarray(0, n) : rank === root ? big.subarray(0, n) : new Float64Array(n);
+    // Windows on every rank; up to the shared area's 8 KiB (where windows change nothing) a
+    // window root's readers may pass ordinary memory, on odd roots they do.
+    const mixed = root % 2 === 1 && n * 8 <= 8192 && rank !== root;
+    const buf = mixed ? new Float64Array(n) : big.subarray(0, n);
     buf.fill(-1);
     if (rank === root) for (let i = 0; i < n; i++) buf[i] = root * 1e6 + n + i + 0.25;
     comm.bcastSync(buf, root);
-    same(`bcast of ${n} from ${root}`, buf, Float64Array.from({ length: n }, (_, i) => root * 1e6 + n + i + 0.25));
+    same(
+      `bcast of ${n} from ${root}`,
+      buf,
+      Float64Array.from({ length: n }, (_, i) => root * 1e6 + n + i + 0.25),
+    );
   }
   const send = big.subarray(0, n);
   const recv = other.subarray(0, n);
   for (let i = 0; i < n; i++) send[i] = rank + i;
   comm.allreduceSync(send, recv, 'sum');
-  same(`allreduce of ${n}`, recv, Float64Array.from({ length: n }, (_, i) => (size * (size - 1)) / 2 + size * i));
+  same(
+    `allreduce of ${n}`,
+    recv,
+    Float64Array.from({ length: n }, (_, i) => (size * (size - 1)) / 2 + size * i),
+  );
   const root = n % size;
   comm.reduceSync(send, rank === root ? recv : null, 'max', root);
-  if (rank === root) same(`reduce of ${n}`, recv, Float64Array.from({ length: n }, (_, i) => size - 1 + i));
+  if (rank === root)
+    same(
+      `reduce of ${n}`,
+      recv,
+      Float64Array.from({ length: n }, (_, i) => size - 1 + i),
+    );
   const gathered = other.subarray(0, n * size);
   comm.allgatherSync(send, gathered);
-  same(`allgather of ${n}`, gathered, Float64Array.from({ length: n * size }, (_, k) => Math.floor(k / n) + (k % n)));
+  same(
+    `allgather of ${n}`,
+    gathered,
+    Float64Array.from({ length: n * size }, (_, k) => Math.floor(k / n) + (k % n)),
+  );
   // A request and a Promise twin on windows.
   const rb = big.subarray(0, n);
   if (rank === root) for (let i = 0; i < n; i++) rb[i] = -i - n;
   await comm.ibcast(rb, root);
-  same(`ibcast of ${n}`, rb, Float64Array.from({ length: n }, (_, i) => -i - n));
+  same(
+    `ibcast of ${n}`,
+    rb,
+    Float64Array.from({ length: n }, (_, i) => -i - n),
+  );
   if (rank === root) for (let i = 0; i < n; i++) rb[i] = i * 3;
   await comm.bcast(rb, root);
-  same(`Promise bcast of ${n}`, rb, Float64Array.from({ length: n }, (_, i) => i * 3));
+  same(
+    `Promise bcast of ${n}`,
+    rb,
+    Float64Array.from({ length: n }, (_, i) => i * 3),
+  );
 }
 
 // 3. Misuse, the budget, freeing.

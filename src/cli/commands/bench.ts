@@ -26,7 +26,7 @@ export const benchHelp = `topocoll bench — OSU-style latency of topocoll's col
 
 Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--bind core|numa|socket|none]
                       [--collectives barrier,bcast,reduce,allreduce,allgather] [--min BYTES] [--max BYTES]
-                      [--modes sync,addon,async] [--iterations N] [--hogs N] [--config F] [--no-mpi]
+                      [--modes sync,addon,async,window] [--iterations N] [--hogs N] [--config F] [--no-mpi]
                       [--json] [--report DIR]
        topocoll bench [COLLECTIVE] --from-json FILE --report DIR
        topocoll bench bcast --sweep [-n N]
@@ -75,8 +75,9 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
   --collectives L    which collectives (default all five)
   --min, --max       message sizes, doubling (default 4 … 4194304 bytes)
   --modes L          sync (blocking), addon (blocking, with the JavaScript fast path off:
-                     every call through the addon) and/or async (Promise) calls
-                     (default sync,async)
+                     every call through the addon), async (Promise) calls and/or window
+                     (blocking, buffers in shared windows: comm.allocShared) (default
+                     sync,async)
   --iterations N     timed calls per size up to 8 KiB (default 1000; 100 above)
   --repeat R         time R loops per size and keep each rank's median (default 1; both
                      topocoll and Open MPI)
@@ -168,7 +169,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   const iterations = parseNonNegativeInt('bench', 'iterations', values.iterations ?? (values.sweep ? '300' : '1000'));
   const settings: BenchSettings = {
     collectives: target !== undefined ? [target as (typeof COLLECTIVES)[number]] : list('collectives', values.collectives, COLLECTIVES),
-    modes: values.sweep ? ['sync'] : values.modes === undefined ? ['sync', 'async'] : list('modes', values.modes, ['sync', 'addon', 'async'] as const),
+    modes: values.sweep ? ['sync'] : values.modes === undefined ? ['sync', 'async'] : list('modes', values.modes, ['sync', 'addon', 'async', 'window'] as const),
     minBytes: parseNonNegativeInt('bench', 'min', values.min ?? '4'),
     maxBytes: parseNonNegativeInt('bench', 'max', values.max ?? String((values.sweep ? 16 : 4) << 20)),
     itersSmall: iterations,
