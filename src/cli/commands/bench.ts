@@ -169,7 +169,11 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   const iterations = parseNonNegativeInt('bench', 'iterations', values.iterations ?? (values.sweep ? '300' : '1000'));
   const settings: BenchSettings = {
     collectives: target !== undefined ? [target as (typeof COLLECTIVES)[number]] : list('collectives', values.collectives, COLLECTIVES),
-    modes: values.sweep ? ['sync'] : values.modes === undefined ? ['sync', 'async'] : list('modes', values.modes, ['sync', 'addon', 'async', 'window'] as const),
+    modes: values.sweep
+      ? ['sync']
+      : values.modes === undefined
+        ? ['sync', 'async']
+        : list('modes', values.modes, ['sync', 'addon', 'async', 'window'] as const),
     minBytes: parseNonNegativeInt('bench', 'min', values.min ?? '4'),
     maxBytes: parseNonNegativeInt('bench', 'max', values.max ?? String((values.sweep ? 16 : 4) << 20)),
     itersSmall: iterations,
