@@ -410,8 +410,29 @@ export class Communicator {
     if (this.fastAllreduce && bytes <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
       if (this.fast!.allreduce(input, recv, recv.length, type.code, opCode, this.planHash)) return;
     }
-    const p = this.plans.allreduce(bytes, type.bytes, true);
-    this.engine.run(this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0));
+    const w = this.windowAllreducePlan(input, recv);
+    const call = this.nativeCall(
+      NativeCollective.allreduce,
+      w ?? this.plans.allreduce(bytes, type.bytes, true),
+      input,
+      recv,
+      recv.length,
+      type.code,
+      opCode,
+      0,
+    );
+    if (w !== undefined) call.planHash = (this.planHash ^ WINDOW_CALL_TAG) >>> 0;
+    this.engine.run(call);
+  }
+
+  /**
+   * The window allreduce's plan when `input` and `recv` both lie in shared windows, the message
+   * is larger than the shared area takes and the job is on one node; else undefined.
+   */
+  private windowAllreducePlan(input: TypedArray, recv: TypedArray): CallPlan | undefined {
+    if (recv.byteLength <= SHM_ALLREDUCE_MAX_BYTES || this.windows.windowOf(recv) === undefined) return undefined;
+    if (input !== recv && this.windows.windowOf(input) === undefined) return undefined;
+    return this.plans.windowAllreduce();
   }
 
   private allreduceWithUserOp(input: TypedArray, recv: TypedArray, type: Datatype, op: UserOp): void {
@@ -437,8 +458,19 @@ export class Communicator {
     const input = send === IN_PLACE ? recv : send;
     const type = this.checkAllreduce(input, recv, send === IN_PLACE);
     const opCode = reduceOpCode(op, type);
-    const p = this.plans.allreduce(recv.byteLength, type.bytes, true);
-    return this.engine.runAsync(this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0));
+    const w = this.windowAllreducePlan(input, recv);
+    const call = this.nativeCall(
+      NativeCollective.allreduce,
+      w ?? this.plans.allreduce(recv.byteLength, type.bytes, true),
+      input,
+      recv,
+      recv.length,
+      type.code,
+      opCode,
+      0,
+    );
+    if (w !== undefined) call.planHash = (this.planHash ^ WINDOW_CALL_TAG) >>> 0;
+    return this.engine.runAsync(call);
   }
 
   /**

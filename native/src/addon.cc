@@ -743,8 +743,9 @@ Napi::Object NativeTables(Napi::Env env) {
       {"ShmAllgather", StepKind::kShmAllgather},
       {"ShmAreaBcast", StepKind::kShmAreaBcast},
       {"ShmAreaReduce", StepKind::kShmAreaReduce},
+      {"ShmWindowAllreduce", StepKind::kShmWindowAllreduce},
   };
-  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kShmAreaReduce), "step kinds are 1 … the last");
+  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kShmWindowAllreduce), "step kinds are 1 … the last");
   out.Set("stepKinds", EnumTable(env, kSteps));
   out.Set("stepWords", Napi::Number::New(env, static_cast<double>(kStepWords)));
 

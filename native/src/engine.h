@@ -49,6 +49,10 @@ enum class StepKind : int32_t {
   kShmAllgather = 9,
   kShmAreaBcast = 10,
   kShmAreaReduce = 11,
+  // The allreduce of a one-node job whose buffers are shared windows, the whole call in one
+  // step of the reduce phase (WindowAllreduce); every_rank_combines picks the area protocol of
+  // its three meetings.
+  kShmWindowAllreduce = 12,
 };
 struct Step {
   StepKind kind;
@@ -298,6 +302,9 @@ class Engine {
   };
   // Whether a schedule writes B on this rank (anything but sends).
   bool ReceivesIn(const std::vector<Step>& steps) const;
+  // kShmWindowAllreduce (engine_executor.cc): single copy through the node's windows.
+  void WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
+                       bool every_rank, Guard& guard);
   // Makes data.buffer start as a copy of `input`: at once, or lazily through pending_ for large
   // messages (then data.pending is set).
   void StartAccumulator(PhaseData& data, const uint8_t* input, const Reducer& reducer);
@@ -346,6 +353,10 @@ class Engine {
   ShmSegment segment_;
   // The windows this rank maps (the single-copy bcast reads them; shm_bcast.h).
   WindowTable windows_;
+  // WindowAllreduce's per-call vectors, kept so calls allocate nothing.
+  std::vector<uint64_t> window_places_;
+  std::vector<const uint8_t*> window_sends_;
+  std::vector<uint8_t*> window_recvs_;
   // The name of the segment this rank created until it is unlinked.
   std::string created_name_;
   SegmentHeader* header_ = nullptr;

@@ -88,6 +88,10 @@ void Engine::Run(const CallArgs& args) {
       }
       case Collective::kAllreduce:
       case Collective::kBarrier: {
+        if (args.reduce->size() == 1 && (*args.reduce)[0].kind == StepKind::kShmWindowAllreduce) {
+          WindowAllreduce(send, recv, args.count, elem, h, fn, (*args.reduce)[0].every_rank_combines, guard);
+          break;
+        }
         // The result buffer is every rank's accumulator; the bcast phase then spreads it. A
         // lazy accumulator stays lazy through it: what the bcast phase overwrites (at two
         // ranks, the half the other rank reduced) is never copied from the input first.
@@ -127,6 +131,98 @@ void Engine::Run(const CallArgs& args) {
     Abort(e.code(), e.what());
     throw;
   }
+}
+
+// The window allreduce (XHC's single copy), every rank of a one-node job:
+//   1. every rank publishes where its send and recv buffers lie in its window parts (window id,
+//      offset), through the node-wide area's allgather (which also checks the headers);
+//   2. rank i combines slice i of every rank's send — its own first, then the others in local
+//      order — into slice i of its own recv; the area's allgather of nothing then serves as a
+//      barrier (every rank has written its slice);
+//   3. rank i copies slice j out of rank j's recv into its own, for every j ≠ i; a last barrier,
+//      after which no rank reads another's buffers any more, so each may change them.
+// A rank reads another's send only in step 2 and its recv only in step 3 (slice j, which rank j
+// wrote in step 2 and nobody writes in step 3): IN_PLACE (send = recv) needs nothing else. Each
+// element is combined once, by one rank, so every rank gets the same bits.
+void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
+                             bool every_rank, Guard& guard) {
+  if (fn.kernel == nullptr || fn.kernel3 == nullptr) throw CollError("EINVAL", "a window allreduce takes built-in operators only");
+  const size_t n = options_.local_ranks.size();
+  const auto me = static_cast<size_t>(local_index_);
+  const size_t bytes = static_cast<size_t>(count) * elem;
+  WindowPlace sp{}, rp{};
+  if (!windows_.Locate(send, bytes, me, &sp) || !windows_.Locate(recv, bytes, me, &rp)) {
+    throw CollError("EINVAL", "a window allreduce's send and recv buffers must both lie in this rank's parts of shared windows");
+  }
+  // 1. Where every rank's buffers are: 4 words per local rank, at displacement 4·(local index).
+  std::vector<uint64_t>& places = window_places_;
+  places.assign(4 * n, 0);
+  places[4 * me] = sp.id;
+  places[4 * me + 1] = sp.offset;
+  places[4 * me + 2] = rp.id;
+  places[4 * me + 3] = rp.offset;
+  std::vector<uint64_t> counts(static_cast<size_t>(options_.size), 0), displs(static_cast<size_t>(options_.size), 0);
+  for (size_t r = 0; r < n; ++r) {
+    counts[static_cast<size_t>(options_.local_ranks[r])] = 4;
+    displs[static_cast<size_t>(options_.local_ranks[r])] = 4 * r;
+  }
+  guard.WaitingOnNode();
+  shm_allreduce_->Allgather(reinterpret_cast<uint8_t*>(places.data()), counts, displs, sizeof(uint64_t), h, every_rank, node_policy_, guard);
+  const auto resolve = [&](size_t r, size_t word) -> uint8_t* {
+    size_t window_bytes = 0;
+    uint8_t* base = windows_.Base(static_cast<uint32_t>(places[4 * r + word]), &window_bytes);
+    const uint64_t offset = places[4 * r + word + 1];
+    if (base == nullptr || offset + bytes > window_bytes) {
+      throw CollError("EINVAL", "local rank " + std::to_string(r) + "'s allreduce buffer lies in a shared window this rank does not map");
+    }
+    return base + offset;
+  };
+  std::vector<const uint8_t*>& sends = window_sends_;
+  std::vector<uint8_t*>& recvs = window_recvs_;
+  sends.assign(n, nullptr);
+  recvs.assign(n, nullptr);
+  for (size_t r = 0; r < n; ++r) {
+    sends[r] = resolve(r, 0);
+    recvs[r] = resolve(r, 2);
+  }
+  // Slices of whole 64-byte lines (at least one element), so no two ranks write one line.
+  const uint64_t quantum = std::max<uint64_t>(1, 64 / elem);
+  const uint64_t per = (count / n + quantum - 1) / quantum * quantum;
+  const auto slice = [&](size_t r) {
+    const uint64_t lo = std::min<uint64_t>(count, r * per);
+    const uint64_t hi = r + 1 == n ? count : std::min<uint64_t>(count, (r + 1) * per);
+    return std::pair<size_t, size_t>{static_cast<size_t>(lo * elem), static_cast<size_t>(hi - lo)};
+  };
+  // 2. This rank's slice.
+  {
+    const auto [at, len] = slice(me);
+    uint8_t* out = recv + at;
+    if (len > 0) {
+      size_t next = 0;
+      if (out != send + at) {
+        // out = own op first other (kernel3), or a copy of its own when it is alone.
+        while (next < n && next == me) ++next;
+        if (next < n)
+          fn.kernel3(out, send + at, sends[next] + at, len), ++next;
+        else
+          std::memcpy(out, send + at, len * elem);
+      }
+      for (; next < n; ++next) {
+        if (next != me) fn.kernel(out, sends[next] + at, len);
+      }
+    }
+  }
+  // The barriers: allgathers of nothing (into a place that is never written).
+  const std::vector<uint64_t> none(static_cast<size_t>(options_.size), 0);
+  uint8_t nowhere = 0;
+  shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
+  // 3. Everyone else's slices.
+  for (size_t r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const auto [at, len] = slice(r);
+    if (len > 0) std::memcpy(recv + at, recvs[r] + at, len * elem);
+  }
+  shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
 }
 
 bool Engine::ReceivesIn(const std::vector<Step>& steps) const {
@@ -268,6 +364,8 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
                                 guard);
       return;
     }
+    case StepKind::kShmWindowAllreduce:
+      throw CollError("EINVAL", "a window allreduce step outside a window allreduce's schedule");
     case StepKind::kSendRecv:
     case StepKind::kSendRecvReduce: {
       const ElementRange into_range = elements(s.first2, s.count2);

@@ -98,6 +98,14 @@ export const StepKind = {
    * deposit and combines them in rank order.
    */
   ShmAreaReduce: 11,
+  /**
+   * Allreduce of a one-node job whose send and recv buffers are shared windows, the whole call
+   * in one step of the reduce phase (native Engine::WindowAllreduce): every rank publishes where
+   * its buffers lie, combines its slice straight out of every rank's send into its own recv,
+   * then copies every other slice out of its owner's recv — single copy, meetings through the
+   * area (`everyRankCombines` picks their protocol).
+   */
+  ShmWindowAllreduce: 12,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 
@@ -134,7 +142,7 @@ export interface Step {
   range2?: { first: number; count: number };
   /** RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B. */
   order?: 0 | 1;
-  /** ShmAllreduce: every rank combines the deposits (else the last to arrive does); ShmAllgather: every rank waits for each deposit. */
+  /** ShmAllreduce: every rank combines the deposits (else the last to arrive does); ShmAllgather: every rank waits for each deposit; ShmWindowAllreduce: its meetings' protocol. */
   everyRankCombines?: boolean;
 }
 
@@ -189,7 +197,8 @@ export function decodeSteps(words: Int32Array): Step[] {
       step.range2 = { first: words[at + 8]!, count: words[at + 9]! };
     }
     if (kind === StepKind.RecvReduce || kind === StepKind.SendRecvReduce) step.order = words[at + 10]! === 1 ? 1 : 0;
-    if ((kind === StepKind.ShmAllreduce || kind === StepKind.ShmAllgather) && words[at + 11] === 1) step.everyRankCombines = true;
+    const area = kind === StepKind.ShmAllreduce || kind === StepKind.ShmAllgather || kind === StepKind.ShmWindowAllreduce;
+    if (area && words[at + 11] === 1) step.everyRankCombines = true;
     steps.push(step);
   }
   return steps;

@@ -113,6 +113,9 @@ export class CollectivePlans {
   readonly shmAllreduce: false | 'every-rank' | 'last-arrival';
   /** Its two native schedule ids (the ShmAllreduce step, and an empty bcast phase), once registered. */
   private shmAllreduceIds?: { reduce: number; bcast: number };
+  /** The window allreduce's meetings (one node; false: the job spans nodes), and its schedule ids. */
+  private readonly windowMeetings: false | 'every-rank' | 'last-arrival';
+  private windowAllreduceIds?: { reduce: number; bcast: number };
 
   constructor(private readonly parts: CollectivePlansParts) {
     const { plan, config, eagerBytes } = parts;
@@ -121,6 +124,7 @@ export class CollectivePlans {
     const node = plan.placements[0]?.node;
     const oneNode = plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
     this.shmAllreduce = oneNode ? shmAllreduceProtocol(config.allreduce.shm, plan.placements.length, parts.oversubscribed) : false;
+    this.windowMeetings = oneNode ? shmAllreduceProtocol(true, plan.placements.length, parts.oversubscribed) : false;
     const allgatherLevels = Object.values(config.allgather.levels).some((a) => a !== 'auto');
     this.shmAllgather = oneNode && !allgatherLevels ? shmAllreduceProtocol(config.allgather.shm, plan.placements.length, parts.oversubscribed) : false;
     const barrierLevels = Object.values(config.barrier.levels).some((a) => a !== 'auto');
@@ -215,6 +219,28 @@ export class CollectivePlans {
     this.call.reduce = this.id(c, 1, root, commutative);
     this.call.bcast = -1;
     this.call.segment = segment(c, 'reduce', elem);
+    return this.call;
+  }
+
+  /**
+   * The allreduce of buffers in shared windows (ShmWindowAllreduce: single copy, built-in
+   * operators), for a job on one node; undefined when the job spans nodes.
+   */
+  windowAllreduce(): CallPlan | undefined {
+    if (this.windowMeetings === false) return undefined;
+    this.windowAllreduceIds ??= {
+      reduce: this.parts.register(
+        encodeSchedule({
+          collective: 'reduce',
+          root: 0,
+          steps: [{ kind: StepKind.ShmWindowAllreduce, peer: -1, level: 0, everyRankCombines: this.windowMeetings === 'every-rank' }],
+        }),
+      ),
+      bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
+    };
+    this.call.reduce = this.windowAllreduceIds.reduce;
+    this.call.bcast = this.windowAllreduceIds.bcast;
+    this.call.segment = 0;
     return this.call;
   }
 

@@ -50,6 +50,7 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
       ShmAllgather: 9,
       ShmAreaBcast: 10,
       ShmAreaReduce: 11,
+      ShmWindowAllreduce: 12,
     });
     expect(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })).toHaveLength(0);
   });
