@@ -135,15 +135,20 @@ void Engine::Run(const CallArgs& args) {
 
 // The window allreduce (XHC's single copy), every rank of a one-node job:
 //   1. every rank publishes where its send and recv buffers lie in its window parts (window id,
-//      offset), through the node-wide area's allgather (which also checks the headers);
-//   2. rank i combines slice i of every rank's send — its own first, then the others in local
-//      order — into slice i of its own recv; the area's allgather of nothing then serves as a
-//      barrier (every rank has written its slice);
-//   3. rank i copies slice j out of rank j's recv into its own, for every j ≠ i; a last barrier,
-//      after which no rank reads another's buffers any more, so each may change them.
-// A rank reads another's send only in step 2 and its recv only in step 3 (slice j, which rank j
-// wrote in step 2 and nobody writes in step 3): IN_PLACE (send = recv) needs nothing else. Each
-// element is combined once, by one rank, so every rank gets the same bits.
+//      offset) and its `reduced` count (shm_window.h), through the node-wide area's allgather
+//      (which also checks the headers);
+//   2. the count is cut into one slice per rank, each slice into chunks; for each chunk k, rank
+//      i combines chunk k of slice i of every rank's send — its own first, then the others in
+//      local order — into its own recv and counts it in `reduced`, then copies chunk k − 1 of
+//      every other slice j out of rank j's recv once rank j has counted it (one chunk behind,
+//      so its owner has usually finished it); chunks keep each rank's working set in its
+//      caches, and a chunk is read by the others while it is still in its writer's;
+//   3. a last meeting (the area's allgather of nothing), after which no rank reads another's
+//      buffers any more, so each may change them.
+// A rank reads another's send only for that rank's slice's combining and its recv only in slice
+// j, which rank j wrote before counting the chunk and nobody writes afterwards: IN_PLACE (send =
+// recv) needs nothing else. Each element is combined once, by one rank, so every rank gets the
+// same bits.
 void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
                              bool every_rank, Guard& guard) {
   if (fn.kernel == nullptr || fn.kernel3 == nullptr) throw CollError("EINVAL", "a window allreduce takes built-in operators only");
@@ -154,24 +159,30 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
   if (!windows_.Locate(send, bytes, me, &sp) || !windows_.Locate(recv, bytes, me, &rp)) {
     throw CollError("EINVAL", "a window allreduce's send and recv buffers must both lie in this rank's parts of shared windows");
   }
-  // 1. Where every rank's buffers are: 4 words per local rank, at displacement 4·(local index).
+  std::atomic<uint64_t>& my_reduced = windows_.Counter(rp.id, me)->reduced;
+  const uint64_t my_start = my_reduced.load(std::memory_order_relaxed);
+  // 1. Every rank's places and start: kPlaceWords words per local rank, in local order.
+  constexpr size_t kPlaceWords = 5;
   std::vector<uint64_t>& places = window_places_;
-  places.assign(4 * n, 0);
-  places[4 * me] = sp.id;
-  places[4 * me + 1] = sp.offset;
-  places[4 * me + 2] = rp.id;
-  places[4 * me + 3] = rp.offset;
+  places.assign(kPlaceWords * n, 0);
+  uint64_t* mine = &places[kPlaceWords * me];
+  mine[0] = sp.id;
+  mine[1] = sp.offset;
+  mine[2] = rp.id;
+  mine[3] = rp.offset;
+  mine[4] = my_start;
   std::vector<uint64_t> counts(static_cast<size_t>(options_.size), 0), displs(static_cast<size_t>(options_.size), 0);
   for (size_t r = 0; r < n; ++r) {
-    counts[static_cast<size_t>(options_.local_ranks[r])] = 4;
-    displs[static_cast<size_t>(options_.local_ranks[r])] = 4 * r;
+    counts[static_cast<size_t>(options_.local_ranks[r])] = kPlaceWords;
+    displs[static_cast<size_t>(options_.local_ranks[r])] = kPlaceWords * r;
   }
   guard.WaitingOnNode();
-  shm_allreduce_->Allgather(reinterpret_cast<uint8_t*>(places.data()), counts, displs, sizeof(uint64_t), h, every_rank, node_policy_, guard);
+  shm_allreduce_->Allgather(reinterpret_cast<uint8_t*>(places.data()), counts, displs, sizeof(uint64_t), h, every_rank, node_policy_,
+                            guard);
   const auto resolve = [&](size_t r, size_t word) -> uint8_t* {
     size_t window_bytes = 0;
-    uint8_t* base = windows_.Base(static_cast<uint32_t>(places[4 * r + word]), &window_bytes);
-    const uint64_t offset = places[4 * r + word + 1];
+    uint8_t* base = windows_.Base(static_cast<uint32_t>(places[kPlaceWords * r + word]), &window_bytes);
+    const uint64_t offset = places[kPlaceWords * r + word + 1];
     if (base == nullptr || offset + bytes > window_bytes) {
       throw CollError("EINVAL", "local rank " + std::to_string(r) + "'s allreduce buffer lies in a shared window this rank does not map");
     }
@@ -179,31 +190,41 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
   };
   std::vector<const uint8_t*>& sends = window_sends_;
   std::vector<uint8_t*>& recvs = window_recvs_;
+  std::vector<std::atomic<uint64_t>*>& reduced = window_reduced_;
   sends.assign(n, nullptr);
   recvs.assign(n, nullptr);
+  reduced.assign(n, nullptr);
   for (size_t r = 0; r < n; ++r) {
     sends[r] = resolve(r, 0);
     recvs[r] = resolve(r, 2);
+    reduced[r] = &windows_.Counter(static_cast<uint32_t>(places[kPlaceWords * r + 2]), r)->reduced;
   }
-  // Slices of whole 64-byte lines (at least one element), so no two ranks write one line.
+  // 2. Slices and chunks of whole 64-byte lines (at least one element), so no two ranks write
+  // one line; every slice has `per` elements but the last ones, which may be shorter or empty.
   const uint64_t quantum = std::max<uint64_t>(1, 64 / elem);
-  const uint64_t per = (count / n + quantum - 1) / quantum * quantum;
-  const auto slice = [&](size_t r) {
-    const uint64_t lo = std::min<uint64_t>(count, r * per);
-    const uint64_t hi = r + 1 == n ? count : std::min<uint64_t>(count, (r + 1) * per);
-    return std::pair<size_t, size_t>{static_cast<size_t>(lo * elem), static_cast<size_t>(hi - lo)};
+  const uint64_t per = ((count + n - 1) / n + quantum - 1) / quantum * quantum;
+  const uint64_t chunk = std::max<uint64_t>(quantum, kWindowChunkBytes / elem / quantum * quantum);
+  const uint64_t chunks = per == 0 ? 0 : (per + chunk - 1) / chunk;
+  // Elements [lo, hi) of chunk k of slice r (empty past the slice's end).
+  const auto piece = [&](size_t r, uint64_t k) {
+    const uint64_t slice_lo = std::min<uint64_t>(count, r * per);
+    const uint64_t slice_hi = r + 1 == n ? count : std::min<uint64_t>(count, (r + 1) * per);
+    const uint64_t lo = std::min(slice_hi, slice_lo + k * chunk);
+    const uint64_t hi = std::min(slice_hi, lo + chunk);
+    return std::pair<uint64_t, uint64_t>{lo, hi};
   };
-  // 2. This rank's slice.
-  {
-    const auto [at, len] = slice(me);
-    uint8_t* out = recv + at;
-    if (len > 0) {
+  const auto combine = [&](uint64_t k) {
+    const auto [lo, hi] = piece(me, k);
+    if (hi > lo) {
+      const size_t at = static_cast<size_t>(lo * elem);
+      const auto len = static_cast<size_t>(hi - lo);
+      uint8_t* out = recv + at;
       size_t next = 0;
       if (out != send + at) {
-        // out = own op first other (kernel3), or a copy of its own when it is alone.
+        // out = own op the first other (kernel3), or a copy of its own when it is alone.
         while (next < n && next == me) ++next;
         if (next < n)
-          fn.kernel3(out, send + at, sends[next] + at, len), ++next;
+          fn.kernel3(out, send + at, sends[next++] + at, len);
         else
           std::memcpy(out, send + at, len * elem);
       }
@@ -211,17 +232,34 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
         if (next != me) fn.kernel(out, sends[next] + at, len);
       }
     }
+    my_reduced.store(my_start + k + 1, std::memory_order_release);
+    for (size_t r = 0; r < n; ++r) {
+      if (r != me) locals_[r].control->doorbell.Ring(node_policy_.asymmetric);
+    }
+  };
+  const auto take = [&](uint64_t k) {
+    for (size_t r = 0; r < n; ++r) {
+      if (r == me) continue;
+      const auto [lo, hi] = piece(r, k);
+      if (hi <= lo) continue;
+      const uint64_t want = places[kPlaceWords * r + 4] + k + 1;
+      std::atomic<uint64_t>& done = *reduced[r];
+      if (done.load(std::memory_order_acquire) < want) {
+        guard.WaitingOn(options_.local_ranks[r]);
+        WaitUntil([&] { return done.load(std::memory_order_acquire) >= want; }, locals_[me].control->doorbell, node_policy_, guard);
+      }
+      std::memcpy(recv + lo * elem, recvs[r] + lo * elem, static_cast<size_t>((hi - lo) * elem));
+    }
+  };
+  for (uint64_t k = 0; k < chunks; ++k) {
+    combine(k);
+    if (k > 0) take(k - 1);
   }
-  // The barriers: allgathers of nothing (into a place that is never written).
+  if (chunks > 0) take(chunks - 1);
+  // 3. The last meeting: an allgather of nothing (into a place that is never written).
+  guard.WaitingOnNode();
   const std::vector<uint64_t> none(static_cast<size_t>(options_.size), 0);
   uint8_t nowhere = 0;
-  shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
-  // 3. Everyone else's slices.
-  for (size_t r = 0; r < n; ++r) {
-    if (r == me) continue;
-    const auto [at, len] = slice(r);
-    if (len > 0) std::memcpy(recv + at, recvs[r] + at, len * elem);
-  }
   shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
 }
 
@@ -364,8 +402,7 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
                                 guard);
       return;
     }
-    case StepKind::kShmWindowAllreduce:
-      throw CollError("EINVAL", "a window allreduce step outside a window allreduce's schedule");
+    case StepKind::kShmWindowAllreduce: throw CollError("EINVAL", "a window allreduce step outside a window allreduce's schedule");
     case StepKind::kSendRecv:
     case StepKind::kSendRecvReduce: {
       const ElementRange into_range = elements(s.first2, s.count2);

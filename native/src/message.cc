@@ -37,7 +37,8 @@ std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, in
   if (got.plan_hash != expected.plan_hash && got.seq == expected.seq) {
     return "rank " + std::to_string(peer) +
            " differs from this rank in the plan or in the previous collective call: a different level configuration (configure() or "
-           "setLevelEnabled() not called on every rank), different allgatherv counts, or different arguments to the previous collective";
+           "setLevelEnabled() not called on every rank), different allgatherv counts, shared windows (allocShared) as buffers on some "
+           "ranks only, or different arguments to the previous collective";
   }
   if (got.seq != expected.seq || got.collective != expected.collective || got.dtype != expected.dtype || got.op != expected.op ||
       got.root != expected.root || got.count != expected.count || got.phase != expected.phase) {
@@ -52,7 +53,11 @@ std::string DescribeCallMismatch(const MsgHeader& mine, const MsgHeader& theirs,
       theirs.count == mine.count && theirs.plan_hash == mine.plan_hash) {
     return {};
   }
-  return "rank " + std::to_string(peer) + " called " + Describe(theirs) + " but this rank called " + Describe(mine);
+  const std::string both = "rank " + std::to_string(peer) + " called " + Describe(theirs) + " but this rank called " + Describe(mine);
+  if (Describe(theirs) != Describe(mine)) return both;
+  return both +
+         ", planned differently: a different level configuration, shared windows (allocShared) as buffers on some ranks only, or "
+         "different arguments to the previous collective";
 }
 
 }  // namespace topocoll

@@ -14,7 +14,7 @@ uint64_t PageUp(uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 }  // namespace
 
 WindowLayout::WindowLayout(const std::vector<uint64_t>& part_bytes) : lengths(part_bytes) {
-  uint64_t at = PageUp(kFalseSharingBytes * (part_bytes.size() + 1));
+  uint64_t at = PageUp(ShmWindow::CountersBytes(part_bytes.size()));
   for (uint64_t bytes : part_bytes) {
     offsets.push_back(at);
     at += PageUp(bytes);
@@ -29,7 +29,7 @@ ShmWindow ShmWindow::Create(const std::string& name, const WindowLayout& layout)
   h->local_size = static_cast<uint32_t>(layout.lengths.size());
   h->total_bytes = layout.total_bytes;
   for (size_t i = 0; i < layout.lengths.size(); ++i) {
-    new (segment.base() + kFalseSharingBytes * (i + 1)) WindowCounter{};
+    new (&reinterpret_cast<WindowCounter*>(segment.base() + kFalseSharingBytes)[i]) WindowCounter{};
   }
   return ShmWindow(std::move(segment), layout);
 }

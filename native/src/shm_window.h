@@ -1,7 +1,7 @@
 // Windows: shared memory that every rank of a node maps, one part per local rank
 // (comm.allocShared; MPI_Win_allocate_shared). One POSIX segment per node and window:
 //
-//   [ WindowHeader | one WindowCounter per local rank | part 0 | part 1 | … ]
+//   [ WindowHeader (a line) | one WindowCounter (two lines) per local rank | part 0 | part 1 | … ]
 //
 // Parts start on page boundaries in local-rank order; part i has the length local rank i asked
 // for (rounded up to a page). Every local rank computes the same layout from the same lengths
@@ -16,6 +16,12 @@
 //     number of readers before it notifies them; each reader subtracts 1 (acq_rel) once it has
 //     copied out of r's part, then rings r's doorbell; r returns only when it reads 0, so its
 //     part may change as soon as its call returns.
+//   counters[r].reduced: the window allreduce's (Engine::WindowAllreduce). Only local rank r
+//     writes it, in the window its recv buffer lies in: the chunks of its slice it has combined,
+//     counted over every call (it only grows). r publishes its value at the call's start with
+//     its buffers' places; after combining chunk k it stores start + k + 1 (release) and rings
+//     every local rank; a rank copies chunk k of r's slice once it reads at least that
+//     (acquire).
 //
 // Lifetime: the name is unlinked as soon as every local rank has mapped it (or any step of the
 // allocation failed), so no exit leaves it in /dev/shm; the mappings go with freeShared() or the
@@ -45,9 +51,11 @@ struct WindowHeader {
   uint64_t total_bytes;
 };
 
-struct alignas(kFalseSharingBytes) WindowCounter {
-  std::atomic<uint32_t> readers;
+struct WindowCounter {
+  alignas(kFalseSharingBytes) std::atomic<uint32_t> readers;
+  alignas(kFalseSharingBytes) std::atomic<uint64_t> reduced;
 };
+static_assert(sizeof(WindowCounter) == 2 * kFalseSharingBytes, "src/runtime/windows.ts lays out two lines per local rank");
 
 // Where each local rank's part lies in a window of these lengths.
 struct WindowLayout {
@@ -73,6 +81,8 @@ class ShmWindow {
   size_t bytes() const { return segment_.size(); }
   WindowCounter& counter(size_t local) const { return reinterpret_cast<WindowCounter*>(segment_.base() + kFalseSharingBytes)[local]; }
   const WindowLayout& layout() const { return layout_; }
+  // Bytes of the header and the counters of `locals` local ranks, before the first part.
+  static constexpr size_t CountersBytes(size_t locals) { return kFalseSharingBytes + sizeof(WindowCounter) * locals; }
 
  private:
   ShmWindow(ShmSegment segment, WindowLayout layout) : segment_(std::move(segment)), layout_(std::move(layout)) {}

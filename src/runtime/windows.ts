@@ -27,7 +27,7 @@ export interface TypedArrayClass<T extends TypedArray = TypedArray> {
 }
 
 const PAGE = 4096;
-/** kFalseSharingBytes: the header and each local rank's counter take one such line. */
+/** kFalseSharingBytes: the header takes one such line, each local rank's counters two. */
 const LINE = 128;
 /** The largest window part (bytes); a part's offset must stay below 2^40 (shm_bcast.h). */
 export const MAX_WINDOW_PART_BYTES = 2 ** 36;
@@ -36,7 +36,7 @@ const pageUp = (bytes: number): number => Math.ceil(bytes / PAGE) * PAGE;
 
 /** Where each local rank's part lies (WindowLayout of shm_window.cc, the same arithmetic). */
 export function windowLayout(partBytes: readonly number[]): { offsets: number[]; totalBytes: number } {
-  let at = pageUp(LINE * (partBytes.length + 1));
+  let at = pageUp(LINE + 2 * LINE * partBytes.length);
   const offsets = partBytes.map((bytes) => {
     const offset = at;
     at += pageUp(bytes);

@@ -6,8 +6,9 @@
 //     rank reads every local rank's part through sharedQuery and checks it;
 //   - bcasts from every root out of and into windows (the readers copy straight from the root's
 //     window: sizes around the control block's inline limit and up to 1 MiB + odd), allreduce,
-//     reduce, allgather, an ibcast request and a Promise bcast on windows — every result
-//     against the rank's own reference;
+//     reduce, allgather, an ibcast request and a Promise bcast on windows; allreduces on windows
+//     (on one node the single-copy window allreduce) of every datatype, sum and max, apart and
+//     IN_PLACE, blocking and as requests — every result against the rank's own reference;
 //   - freeShared: the freed array reads as empty; a second free, a foreign array, a free with a
 //     request pending and bad allocShared arguments throw EINVAL; a window beyond shm.budgetBytes
 //     throws ENOMEM on every rank and the communicator goes on; close() empties the rest.
@@ -16,7 +17,8 @@
 // `--fault die`: after allocating, the last rank SIGKILLs itself; the others are in a bcast out
 // of a window and print `rank R caught CODE: message`. `--fault mixed`: the root bcasts 1 MiB
 // out of a window, the others into ordinary memory (a window bcast needs windows on every
-// rank): every rank prints what it caught.
+// rank): every rank prints what it caught. `--fault mixed-allreduce`: likewise with an allreduce
+// whose recv is a window on every rank but rank 0's.
 import { init, IN_PLACE, TopocollError } from 'topocoll';
 
 const argv = process.argv.slice(2);
@@ -72,6 +74,20 @@ const value = (type, v) => (type === BigInt64Array || type === BigUint64Array ? 
 /** The element rank r writes at index i of its part, as the class stores it. */
 /** @param {any} type @param {number} r @param {number} i */
 const pattern = (type, r, i) => type.of(value(type, (r * 37 + i * 11) % 120))[0];
+
+if (fault === 'mixed-allreduce') {
+  const w = comm.allocShared(Float64Array, 1 << 17);
+  const s = comm.allocShared(Float64Array, 1 << 17);
+  try {
+    comm.allreduceSync(s, rank === 0 ? new Float64Array(1 << 17) : w, 'sum');
+    console.log(`rank ${rank} caught nothing`);
+  } catch (e) {
+    const err = /** @type {TopocollError} */ (e);
+    console.log(`rank ${rank} caught ${err.code}: ${err.message}`);
+  }
+  comm.close();
+  process.exit(0);
+}
 
 if (fault === 'die' || fault === 'mixed') {
   const w = comm.allocShared(Float64Array, 1 << 17);
@@ -177,6 +193,41 @@ for (const n of counts) {
     rb,
     Float64Array.from({ length: n }, (_, i) => i * 3),
   );
+}
+
+// 2b. Allreduce on windows (single copy on one node): every datatype, sum and max, apart and
+// IN_PLACE, a count just above the shared area's 8 KiB and one of several chunks per slice.
+for (const type of CLASSES) {
+  const most = 100_003;
+  const s = comm.allocShared(type, most);
+  const r = comm.allocShared(type, most);
+  for (const n of [Math.ceil(8192 / type.BYTES_PER_ELEMENT) + 5, most]) {
+    const v = (/** @type {number} */ from, /** @type {number} */ i) => value(type, (from * 7 + i * 3) % 50);
+    const send = s.subarray(0, n);
+    const recv = r.subarray(0, n);
+    for (let i = 0; i < n; i++) send[i] = v(rank, i);
+    // The reference stores through the same class: integers wrap, Uint8Clamped saturates.
+    const sum = new type(n);
+    const max = new type(n);
+    for (let from = 0; from < size; from++) {
+      for (let i = 0; i < n; i++) {
+        sum[i] = /** @type {any} */ (sum[i]) + v(from, i);
+        if (from === 0 || v(from, i) > /** @type {any} */ (max[i])) max[i] = v(from, i);
+      }
+    }
+    comm.allreduceSync(send, recv, 'sum');
+    same(`${type.name} window allreduce sum of ${n}`, recv, sum);
+    comm.allreduceSync(send, recv, 'max');
+    same(`${type.name} window allreduce max of ${n}`, recv, max);
+    recv.set(send);
+    comm.allreduceSync(IN_PLACE, recv, 'sum');
+    same(`${type.name} window allreduce IN_PLACE sum of ${n}`, recv, sum);
+    recv.fill(value(type, 0));
+    await comm.iallreduce(send, recv, 'sum');
+    same(`${type.name} window iallreduce sum of ${n}`, recv, sum);
+  }
+  comm.freeShared(s);
+  comm.freeShared(r);
 }
 
 // 3. Misuse, the budget, freeing.

@@ -30,10 +30,16 @@ describe('shared windows', () => {
     expect(await leftoverSegments()).toEqual([]);
   });
 
-  it('the root bcasts out of a window, the others into ordinary memory → EMISMATCH on every rank', async () => {
-    const r = runJob(['-n', '3', job, '--fault', 'mixed'], 60_000);
-    for (const rank of [0, 1, 2])
-      expect(r.lines.find((l) => l.startsWith(`rank ${rank} caught`)) ?? '(nothing)', r.stdout + r.stderr).toMatch(/caught EMISMATCH: /);
-    expect(await leftoverSegments()).toEqual([]);
-  });
+  for (const [fault, what] of [
+    ['mixed', 'the root bcasts out of a window, the others into ordinary memory'],
+    ['mixed-allreduce', 'an allreduce into windows on every rank but one'],
+  ]) {
+    it(`${what} → EMISMATCH on every rank`, async () => {
+      const r = runJob(['-n', '3', job, '--fault', fault!], 60_000);
+      for (const rank of [0, 1, 2]) {
+        expect(r.lines.find((l) => l.startsWith(`rank ${rank} caught`)) ?? '(nothing)', r.stdout + r.stderr).toMatch(/caught EMISMATCH: /);
+      }
+      expect(await leftoverSegments()).toEqual([]);
+    });
+  }
 });
