@@ -7,13 +7,13 @@ import type { TopocollConfig } from './config/schema.js';
 import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine, type NativeJob } from './native.js';
-import { CollectivePlans, SHM_ALLREDUCE_MAX_BYTES, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
+import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
 import { FAST_COPY_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import type { JoinOrigin } from './runtime/join.js';
 import { CollectiveRequest } from './runtime/request.js';
 import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
-import { MAX_WINDOW_PART_BYTES, Windows, type TypedArrayClass } from './runtime/windows.js';
+import { MAX_WINDOW_PART_BYTES, WINDOW_ALLREDUCE_MIN_BYTES, WINDOW_BCAST_MIN_BYTES, Windows, type TypedArrayClass } from './runtime/windows.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { DATATYPES, datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
 import { parseIndexList } from './topology/index-list.js';
@@ -278,9 +278,10 @@ export class Communicator {
     return this.windowPlans;
   }
 
-  /** Whether a bcast of `buf` runs as a window bcast (larger than the shared area takes, and in a window). */
+  /** Whether a bcast of `buf` runs as a window bcast (large enough, and in a window). */
   private windowed(buf: TypedArray): boolean {
-    return buf.byteLength > SHM_ALLREDUCE_MAX_BYTES && this.windows.windowOf(buf) !== undefined;
+    const min = this.oversubscribed ? WINDOW_BCAST_MIN_BYTES.shared : WINDOW_BCAST_MIN_BYTES.dedicated;
+    return buf.byteLength >= min && this.windows.windowOf(buf) !== undefined;
   }
 
   /** Every schedule of this communicator gets its own native id, whichever plan it belongs to. */
@@ -427,10 +428,11 @@ export class Communicator {
 
   /**
    * The window allreduce's plan when `input` and `recv` both lie in shared windows, the message
-   * is larger than the shared area takes and the job is on one node; else undefined.
+   * is large enough (WINDOW_ALLREDUCE_MIN_BYTES) and the job is on one node; else undefined.
    */
   private windowAllreducePlan(input: TypedArray, recv: TypedArray): CallPlan | undefined {
-    if (recv.byteLength <= SHM_ALLREDUCE_MAX_BYTES || this.windows.windowOf(recv) === undefined) return undefined;
+    const min = this.oversubscribed ? WINDOW_ALLREDUCE_MIN_BYTES.shared : WINDOW_ALLREDUCE_MIN_BYTES.dedicated;
+    if (recv.byteLength < min || this.windows.windowOf(recv) === undefined) return undefined;
     if (input !== recv && this.windows.windowOf(input) === undefined) return undefined;
     return this.plans.windowAllreduce();
   }

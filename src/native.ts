@@ -166,6 +166,8 @@ export interface NativeTables {
   readonly shmAllreduceMaxBytes: number;
   /** Bytes of the shared-area allgather's column per round (ShmAllreduce::kSlotBytes). */
   readonly shmAllgatherColumnBytes: number;
+  /** The smallest window-mode S0 bcast: [a core per rank, ranks outnumbering cores]. */
+  readonly windowBcastMinBytes: [number, number];
   /** The codes an abort carries between ranks (kAbortCodes of native/src/engine.h, by index from 1). */
   readonly abortCodes: readonly string[];
   readonly eagerBytes: number;

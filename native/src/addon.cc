@@ -796,6 +796,10 @@ Napi::Object NativeTables(Napi::Env env) {
 
   out.Set("shmAllreduceMaxBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kMaxBytes)));
   out.Set("shmAllgatherColumnBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kSlotBytes)));
+  auto window_bcast = Napi::Array::New(env, 2);
+  window_bcast.Set(uint32_t{0}, Napi::Number::New(env, static_cast<double>(WindowBcastMinBytes(false))));
+  window_bcast.Set(uint32_t{1}, Napi::Number::New(env, static_cast<double>(WindowBcastMinBytes(true))));
+  out.Set("windowBcastMinBytes", window_bcast);
 
   // By index, as they travel (index 0, no abort, left out).
   Napi::Array aborts = Napi::Array::New(env);

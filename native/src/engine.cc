@@ -141,7 +141,9 @@ void Engine::InitViews() {
   shm_reduce_ = std::make_unique<ShmReduce>(regions, doorbells, local_index_, options_.bcast.queue_bytes);
   // The node-wide area is zero, as ftruncate left it.
   shm_allreduce_ = std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index_, &counters_.area);
-  shm_bcast_ = std::make_unique<ShmBcast>(options_.bcast, std::move(regions), std::move(doorbells), local_index_, &windows_);
+  ShmBcastParams bcast = options_.bcast;
+  bcast.window_min_bytes = WindowBcastMinBytes(options_.oversubscribed);
+  shm_bcast_ = std::make_unique<ShmBcast>(bcast, std::move(regions), std::move(doorbells), local_index_, &windows_);
 
   RankControl& mine = controls[local_index_];
   mine.pid.store(getpid(), std::memory_order_relaxed);

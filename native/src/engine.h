@@ -75,6 +75,11 @@ struct Step {
   // Resolved by SetPlan: local indices of peer and peer2 (−1: on another node).
   int32_t local_peer = -1, local_peer2 = -1;
 };
+// The smallest bcast the S0 engine sends in window mode (ShmBcastParams::window_min_bytes), with
+// a core per rank and with ranks outnumbering cores; src/communicator.ts picks the window plans
+// from the same sizes (nativeTables().windowBcastMinBytes).
+constexpr uint64_t WindowBcastMinBytes(bool oversubscribed) { return oversubscribed ? 512 * 1024 : 64 * 1024; }
+
 // Int32 words per step in the encoded form (STEP_WORDS of schedule.ts).
 constexpr size_t kStepWords = 12;
 // Error codes an abort carries, by the index that travels in the node's segment and in abort

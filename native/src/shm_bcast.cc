@@ -236,8 +236,9 @@ void ShmBcast::Run(int id, int root, void* buf, size_t bytes, uint64_t tag_base,
   };
   if (me_ == root) {
     WindowPlace place{};
-    if (!inline_mode && windows_ != nullptr && bytes <= UINT32_MAX && windows_->Locate(data, bytes, static_cast<size_t>(me_), &place) &&
-        place.id <= kMaxWindowId && place.offset < (uint64_t{1} << kWindowIdShift)) {
+    if (!inline_mode && windows_ != nullptr && bytes >= params_.window_min_bytes && bytes <= UINT32_MAX &&
+        windows_->Locate(data, bytes, static_cast<size_t>(me_), &place) && place.id <= kMaxWindowId &&
+        place.offset < (uint64_t{1} << kWindowIdShift)) {
       // Window mode: the readers copy out of this rank's part; it may change once they all have.
       std::atomic<uint32_t>& readers = windows_->Counter(place.id, static_cast<size_t>(me_))->readers;
       readers.store(static_cast<uint32_t>(n - 1), std::memory_order_relaxed);  // published by the notification's release

@@ -47,7 +47,7 @@
 //     it is a rank, exchanges −1 and rings that rank (the Dekker pair of wait.h).
 //
 // Window mode (single copy): when the root's buffer lies in its own part of a window
-// (shm_window.h) and the message does not fit a control block, the call is one block per member
+// (shm_window.h) and the message is at least window_min_bytes (and does not fit a control block), the call is one block per member
 // and no queue at all. The block's offset is kWindowFlag | id << kWindowIdShift | the buffer's
 // offset in window `id`, its size the whole message; readers tell the mode from that first
 // block (so they learn how many blocks the call takes only after reading it) and copy straight
@@ -85,6 +85,10 @@ struct ShmBcastParams {
   // Fragment size for a message of 2^i bytes (i = ceil(log2 m)), chosen by the cost model; the
   // last entry serves every larger message.
   std::vector<uint32_t> fragment_for_log2;
+  // Window mode only from this many bytes: its root waits for every reader's copy before it
+  // returns, where the queue lets it run ahead; below this the queue's run-ahead wins (the engine
+  // sets it, higher when ranks outnumber cores and each wait costs context switches).
+  uint64_t window_min_bytes = 0;
 };
 
 constexpr uint32_t kMaxSets = 4;

@@ -26,6 +26,16 @@ export interface TypedArrayClass<T extends TypedArray = TypedArray> {
   readonly name: string;
 }
 
+/**
+ * The smallest bcast that runs as a window bcast, with a core per rank and with ranks
+ * outnumbering cores (native WindowBcastMinBytes; the root of a window bcast waits for every
+ * reader's copy, where the queue lets it run ahead). Below, a call on windows runs as on
+ * ordinary memory.
+ */
+export const WINDOW_BCAST_MIN_BYTES = { dedicated: 64 * 1024, shared: 512 * 1024 } as const;
+/** Likewise for the window allreduce: below, the schedules' pipelines were as fast. */
+export const WINDOW_ALLREDUCE_MIN_BYTES = { dedicated: 64 * 1024, shared: 128 * 1024 } as const;
+
 const PAGE = 4096;
 /** kFalseSharingBytes: the header takes one such line, each local rank's counters two. */
 const LINE = 128;

@@ -140,9 +140,9 @@ const big = comm.allocShared(Float64Array, 131_073 * size);
 const other = comm.allocShared(Float64Array, 131_073 * size);
 for (const n of counts) {
   for (let root = 0; root < size; root++) {
-    // Windows on every rank; up to the shared area's 8 KiB (where windows change nothing) a
-    // window root's readers may pass ordinary memory, on odd roots they do.
-    const mixed = root % 2 === 1 && n * 8 <= 8192 && rank !== root;
+    // Windows on every rank; below the window bcast's smallest size (where windows change
+    // nothing) a window root's readers may pass ordinary memory, on odd roots they do.
+    const mixed = root % 2 === 1 && n * 8 < 65536 && rank !== root;
     const buf = mixed ? new Float64Array(n) : big.subarray(0, n);
     buf.fill(-1);
     if (rank === root) for (let i = 0; i < n; i++) buf[i] = root * 1e6 + n + i + 0.25;
@@ -196,12 +196,14 @@ for (const n of counts) {
 }
 
 // 2b. Allreduce on windows (single copy on one node): every datatype, sum and max, apart and
-// IN_PLACE, a count just above the shared area's 8 KiB and one of several chunks per slice.
+// IN_PLACE.
 for (const type of CLASSES) {
-  const most = 100_003;
+  const most = 200_003;
   const s = comm.allocShared(type, most);
   const r = comm.allocShared(type, most);
-  for (const n of [Math.ceil(8192 / type.BYTES_PER_ELEMENT) + 5, most]) {
+  // Below the window allreduce's smallest size (ordinary plans on windows), just above it, and
+  // several chunks per slice.
+  for (const n of [Math.ceil(8192 / type.BYTES_PER_ELEMENT) + 5, Math.ceil(131_072 / type.BYTES_PER_ELEMENT) + 5, most]) {
     const v = (/** @type {number} */ from, /** @type {number} */ i) => value(type, (from * 7 + i * 3) % 50);
     const send = s.subarray(0, n);
     const recv = r.subarray(0, n);
