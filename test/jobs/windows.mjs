@@ -134,7 +134,50 @@ for (const [t, type] of CLASSES.entries()) {
   if (w.length !== 0) throw new Error(`rank ${rank}: a freed window still has ${w.length} elements`);
 }
 
-// 2. Collectives on windows.
+// 2. Every datatype in bcast (from every root), reduce and allgather on windows, above the
+// window bcast's smallest size (a shared-memory allgather's blocks take its window mode too).
+for (const type of CLASSES) {
+  const n = Math.ceil((600 * 1024) / type.BYTES_PER_ELEMENT) + 3;
+  const w = comm.allocShared(type, n);
+  const g = comm.allocShared(type, n * size);
+  const v = (/** @type {number} */ from, /** @type {number} */ i) => value(type, (from * 5 + i) % 100);
+  for (let root = 0; root < size; root++) {
+    const buf = w.subarray(0, n);
+    for (let i = 0; i < n; i++) buf[i] = rank === root ? v(root, i) : value(type, 0);
+    comm.bcastSync(buf, root);
+    same(
+      `${type.name} window bcast of ${n} from ${root}`,
+      buf,
+      type.from({ length: n }, (_, i) => v(root, i)),
+    );
+  }
+  const send = w.subarray(0, n);
+  for (let i = 0; i < n; i++) send[i] = v(rank, i);
+  const out = g.subarray(0, n);
+  const root = size - 1;
+  comm.reduceSync(send, rank === root ? out : null, 'max', root);
+  const maxOf = (/** @type {number} */ i) => {
+    let m = v(0, i);
+    for (let from = 1; from < size; from++) if (v(from, i) > m) m = v(from, i);
+    return m;
+  };
+  if (rank === root)
+    same(
+      `${type.name} window reduce max of ${n}`,
+      out,
+      type.from({ length: n }, (_, i) => maxOf(i)),
+    );
+  comm.allgatherSync(send, g);
+  same(
+    `${type.name} window allgather of ${n} per rank`,
+    g,
+    type.from({ length: n * size }, (_, k) => v(Math.floor(k / n), k % n)),
+  );
+  comm.freeShared(w);
+  comm.freeShared(g);
+}
+
+// 3. Collectives on windows, from the smallest sizes to 1 MiB.
 const counts = [1, 13, 14, 200, 4096, 65_537, 131_073];
 const big = comm.allocShared(Float64Array, 131_073 * size);
 const other = comm.allocShared(Float64Array, 131_073 * size);
@@ -195,7 +238,7 @@ for (const n of counts) {
   );
 }
 
-// 2b. Allreduce on windows (single copy on one node): every datatype, sum and max, apart and
+// 4. Allreduce on windows (single copy on one node): every datatype, sum and max, apart and
 // IN_PLACE.
 for (const type of CLASSES) {
   const most = 200_003;
@@ -232,7 +275,7 @@ for (const type of CLASSES) {
   comm.freeShared(r);
 }
 
-// 3. Misuse, the budget, freeing.
+// 5. Misuse, the budget, freeing.
 throwsCode('allocShared of a plain Array class', 'EINVAL', () => comm.allocShared(/** @type {any} */ (Array), 4));
 throwsCode('allocShared of a negative length', 'EINVAL', () => comm.allocShared(Float64Array, -1));
 throwsCode('allocShared of a fractional length', 'EINVAL', () => comm.allocShared(Float64Array, 2.5));
