@@ -56,6 +56,7 @@ function throwsCode(what, code, f) {
   throw new Error(`rank ${rank}: ${what}: did not throw ${code}`);
 }
 
+/** @type {any[]} the typed array classes, loosely typed: the checks below index and fill them generically */
 const CLASSES = [
   Int8Array,
   Uint8Array,
@@ -124,7 +125,7 @@ for (const [t, type] of CLASSES.entries()) {
     same(
       `${type.name} part of rank ${r}`,
       part,
-      type.from({ length: lengthOf(r) }, (_, i) => pattern(type, r, i)),
+      type.from({ length: lengthOf(r) }, (/** @type {unknown} */ _, /** @type {number} */ i) => pattern(type, r, i)),
     );
   }
   const elsewhere = Array.from({ length: size }, (_, r) => r).find((r) => !locals.includes(r));
@@ -148,7 +149,7 @@ for (const type of CLASSES) {
     same(
       `${type.name} window bcast of ${n} from ${root}`,
       buf,
-      type.from({ length: n }, (_, i) => v(root, i)),
+      type.from({ length: n }, (/** @type {unknown} */ _, /** @type {number} */ i) => v(root, i)),
     );
   }
   const send = w.subarray(0, n);
@@ -165,13 +166,13 @@ for (const type of CLASSES) {
     same(
       `${type.name} window reduce max of ${n}`,
       out,
-      type.from({ length: n }, (_, i) => maxOf(i)),
+      type.from({ length: n }, (/** @type {unknown} */ _, /** @type {number} */ i) => maxOf(i)),
     );
   comm.allgatherSync(send, g);
   same(
     `${type.name} window allgather of ${n} per rank`,
     g,
-    type.from({ length: n * size }, (_, k) => v(Math.floor(k / n), k % n)),
+    type.from({ length: n * size }, (/** @type {unknown} */ _, /** @type {number} */ k) => v(Math.floor(k / n), k % n)),
   );
   comm.freeShared(w);
   comm.freeShared(g);
@@ -193,7 +194,7 @@ for (const n of counts) {
     same(
       `bcast of ${n} from ${root}`,
       buf,
-      Float64Array.from({ length: n }, (_, i) => root * 1e6 + n + i + 0.25),
+      Float64Array.from({ length: n }, (/** @type {unknown} */ _, /** @type {number} */ i) => root * 1e6 + n + i + 0.25),
     );
   }
   const send = big.subarray(0, n);
@@ -203,7 +204,7 @@ for (const n of counts) {
   same(
     `allreduce of ${n}`,
     recv,
-    Float64Array.from({ length: n }, (_, i) => (size * (size - 1)) / 2 + size * i),
+    Float64Array.from({ length: n }, (/** @type {unknown} */ _, /** @type {number} */ i) => (size * (size - 1)) / 2 + size * i),
   );
   const root = n % size;
   comm.reduceSync(send, rank === root ? recv : null, 'max', root);
@@ -211,14 +212,14 @@ for (const n of counts) {
     same(
       `reduce of ${n}`,
       recv,
-      Float64Array.from({ length: n }, (_, i) => size - 1 + i),
+      Float64Array.from({ length: n }, (/** @type {unknown} */ _, /** @type {number} */ i) => size - 1 + i),
     );
   const gathered = other.subarray(0, n * size);
   comm.allgatherSync(send, gathered);
   same(
     `allgather of ${n}`,
     gathered,
-    Float64Array.from({ length: n * size }, (_, k) => Math.floor(k / n) + (k % n)),
+    Float64Array.from({ length: n * size }, (/** @type {unknown} */ _, /** @type {number} */ k) => Math.floor(k / n) + (k % n)),
   );
   // A request and a Promise twin on windows.
   const rb = big.subarray(0, n);
@@ -227,14 +228,14 @@ for (const n of counts) {
   same(
     `ibcast of ${n}`,
     rb,
-    Float64Array.from({ length: n }, (_, i) => -i - n),
+    Float64Array.from({ length: n }, (/** @type {unknown} */ _, /** @type {number} */ i) => -i - n),
   );
   if (rank === root) for (let i = 0; i < n; i++) rb[i] = i * 3;
   await comm.bcast(rb, root);
   same(
     `Promise bcast of ${n}`,
     rb,
-    Float64Array.from({ length: n }, (_, i) => i * 3),
+    Float64Array.from({ length: n }, (/** @type {unknown} */ _, /** @type {number} */ i) => i * 3),
   );
 }
 
@@ -242,7 +243,9 @@ for (const n of counts) {
 // IN_PLACE.
 for (const type of CLASSES) {
   const most = 200_003;
+  /** @type {any} */
   const s = comm.allocShared(type, most);
+  /** @type {any} */
   const r = comm.allocShared(type, most);
   // Below the window allreduce's smallest size (ordinary plans on windows), just above it, and
   // several chunks per slice.
