@@ -85,9 +85,9 @@ const SPLIT_TAG = 0xc2b2ae35;
 /** Marks the agreements of allocShared() and freeShared() the same way. */
 const WINDOW_TAG = 0x27d4eb2f;
 /**
- * Marks a bcast whose buffer is a shared window (windowBcastPlans): such calls run other
- * schedules, so a rank passing ordinary memory where the others pass windows gets EMISMATCH
- * instead of waiting on a protocol its peers do not run.
+ * Marks a bcast or allreduce on shared windows (windowBcastPlans, windowAllreducePlan): such
+ * calls run other schedules, so a rank passing ordinary memory where the others pass windows gets
+ * EMISMATCH instead of waiting on a protocol its peers do not run.
  */
 const WINDOW_CALL_TAG = 0x165667b1;
 
@@ -330,11 +330,16 @@ export class Communicator {
     if (this.fastBcast && buf.byteLength <= FAST_COPY_MAX_BYTES && this.asyncPending === 0) {
       if (this.fast!.bcast(buf, buf.length, type.code, root, this.planHash)) return;
     }
+    this.engine.run(this.bcastCall(buf, type, root));
+  }
+
+  /** The native call of a bcast of `buf`: on the window plans, tagged, when it is a window bcast. */
+  private bcastCall(buf: TypedArray, type: Datatype, root: number): NativeCall {
     const windowed = this.windowed(buf);
     const p = (windowed ? this.windowBcastPlans() : this.plans).bcast(root, buf.byteLength, type.bytes);
     const call = this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root);
     if (windowed) call.planHash = (this.planHash ^ WINDOW_CALL_TAG) >>> 0;
-    this.engine.run(call);
+    return call;
   }
 
   bcast(buf: TypedArray, root = 0): Promise<void> {
@@ -348,11 +353,7 @@ export class Communicator {
 
   private queueBcast(buf: TypedArray, root: number): NativeJob {
     const type = this.checkBuffer(buf, 'buf', root);
-    const windowed = this.windowed(buf);
-    const p = (windowed ? this.windowBcastPlans() : this.plans).bcast(root, buf.byteLength, type.bytes);
-    const call = this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root);
-    if (windowed) call.planHash = (this.planHash ^ WINDOW_CALL_TAG) >>> 0;
-    return this.engine.runAsync(call);
+    return this.engine.runAsync(this.bcastCall(buf, type, root));
   }
 
   /**
@@ -411,19 +412,16 @@ export class Communicator {
     if (this.fastAllreduce && bytes <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
       if (this.fast!.allreduce(input, recv, recv.length, type.code, opCode, this.planHash)) return;
     }
+    this.engine.run(this.allreduceCall(input, recv, type, opCode));
+  }
+
+  /** The native call of an allreduce with a built-in operator: the window allreduce, tagged, where it applies. */
+  private allreduceCall(input: TypedArray, recv: TypedArray, type: Datatype, opCode: number): NativeCall {
     const w = this.windowAllreducePlan(input, recv);
-    const call = this.nativeCall(
-      NativeCollective.allreduce,
-      w ?? this.plans.allreduce(bytes, type.bytes, true),
-      input,
-      recv,
-      recv.length,
-      type.code,
-      opCode,
-      0,
-    );
+    const p = w ?? this.plans.allreduce(recv.byteLength, type.bytes, true);
+    const call = this.nativeCall(NativeCollective.allreduce, p, input, recv, recv.length, type.code, opCode, 0);
     if (w !== undefined) call.planHash = (this.planHash ^ WINDOW_CALL_TAG) >>> 0;
-    this.engine.run(call);
+    return call;
   }
 
   /**
@@ -459,20 +457,7 @@ export class Communicator {
   private queueAllreduce(send: TypedArray | InPlace, recv: TypedArray, op: ReduceOpName): NativeJob {
     const input = send === IN_PLACE ? recv : send;
     const type = this.checkAllreduce(input, recv, send === IN_PLACE);
-    const opCode = reduceOpCode(op, type);
-    const w = this.windowAllreducePlan(input, recv);
-    const call = this.nativeCall(
-      NativeCollective.allreduce,
-      w ?? this.plans.allreduce(recv.byteLength, type.bytes, true),
-      input,
-      recv,
-      recv.length,
-      type.code,
-      opCode,
-      0,
-    );
-    if (w !== undefined) call.planHash = (this.planHash ^ WINDOW_CALL_TAG) >>> 0;
-    return this.engine.runAsync(call);
+    return this.engine.runAsync(this.allreduceCall(input, recv, type, reduceOpCode(op, type)));
   }
 
   /**
@@ -688,9 +673,8 @@ export class Communicator {
   /**
    * MPI_Win_allocate_shared: a typed array of `length` elements in the node's shared memory, an
    * ordinary typed array to this rank that every rank of the node can address (sharedQuery).
-   * Collective over the communicator (ranks may ask for different lengths, including 0). A
-   * bcast whose root's buffer lies in a window is copied by the readers straight out of it (one
-   * copy instead of two). Counted with the node's segment against shm.budgetBytes (ENOMEM
+   * Collective over the communicator (ranks may ask for different lengths, including 0). Bcasts
+   * and one-node allreduces on windows are single-copy (README, "Shared windows"). Counted with the node's segment against shm.budgetBytes (ENOMEM
    * beyond); freed by freeShared() or close(), after which the array reads as empty.
    */
   allocShared<T extends TypedArray>(type: TypedArrayClass<T>, length: number): T {
