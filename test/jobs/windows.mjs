@@ -174,8 +174,45 @@ for (const type of CLASSES) {
     g,
     type.from({ length: n * size }, (/** @type {unknown} */ _, /** @type {number} */ k) => v(Math.floor(k / n), k % n)),
   );
+  // allgatherv: ragged blocks (rank r gives (r % 3) · n / 2 elements, zeros among them).
+  const ragged = Array.from({ length: size }, (_, r) => ((r % 3) * n) >> 1);
+  const at = ragged.map((_, r) => ragged.slice(0, r).reduce((a, b) => a + b, 0));
+  const gv = g.subarray(
+    0,
+    ragged.reduce((a, b) => a + b, 0),
+  );
+  comm.allgathervSync(send.subarray(0, ragged[rank]), gv, ragged);
+  const wantV = new type(gv.length);
+  for (let r = 0; r < size; r++) for (let i = 0; i < /** @type {number} */ (ragged[r]); i++) wantV[/** @type {number} */ (at[r]) + i] = v(r, i);
+  same(`${type.name} window allgatherv of ${ragged.join('/')}`, gv, wantV);
   comm.freeShared(w);
   comm.freeShared(g);
+}
+
+// 2b. A sub-communicator's windows: the even and the odd ranks each allocate, bcast out of and
+// allreduce into them, and free them; the child closes with a window still allocated.
+{
+  const child = /** @type {import('topocoll').Communicator} */ (await comm.split(rank % 2));
+  const n = 200_003;
+  const w = child.allocShared(Float64Array, n);
+  const x = child.allocShared(Float64Array, n);
+  for (let i = 0; i < n; i++) w[i] = child.rank === 0 ? i * 0.5 + rank : -1;
+  child.bcastSync(w, 0);
+  same(
+    `sub-communicator window bcast`,
+    w,
+    Float64Array.from({ length: n }, (_, i) => i * 0.5 + (rank % 2)),
+  );
+  child.allreduceSync(w, x, 'sum');
+  same(
+    `sub-communicator window allreduce`,
+    x,
+    Float64Array.from({ length: n }, (_, i) => (i * 0.5 + (rank % 2)) * child.size),
+  );
+  child.freeShared(w);
+  child.close();
+  checks++;
+  if (x.length !== 0) throw new Error(`rank ${rank}: a child's window is still readable after its close()`);
 }
 
 // 3. Collectives on windows, from the smallest sizes to 1 MiB.
