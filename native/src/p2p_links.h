@@ -112,6 +112,11 @@ class P2PLinks final : public RemoteLinks {
   [[noreturn]] void Failed(int code, const char* what, int rank);
   // Once ShutdownAll ran: the guard's abort if it has one (LinkEnded), else PeerClosed.
   void ThrowIfShut(WaitGuard& guard);
+  // Receives and drops, per peer, the messages that have arrived and no call read (at most
+  // kMaxDrainedPerPeer; a receive not done after kDrainTests tests is abandoned).
+  void DrainArrived();
+  static constexpr int kMaxDrainedPerPeer = 64;
+  static constexpr int kDrainTests = 4;
 
   // The layer's rank of communicator rank `rank`.
   int LayerRank(int rank) const { return layer_ranks_.empty() ? rank : layer_ranks_[static_cast<size_t>(rank)]; }
