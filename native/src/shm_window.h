@@ -101,12 +101,8 @@ class WindowTable {
   bool Locate(const void* p, size_t bytes, size_t local, WindowPlace* place) const;
   // Base of window `id` and its size; null when this rank does not map it.
   uint8_t* Base(uint32_t id, size_t* bytes) const;
-  // The readers counter of local rank `local` in window `id` (null: no such window).
+  // The counters of local rank `local` in window `id` (null: no such window).
   WindowCounter* Counter(uint32_t id, size_t local) const;
-  bool empty() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return windows_.empty();
-  }
 
  private:
   mutable std::mutex mutex_;
