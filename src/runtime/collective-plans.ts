@@ -228,18 +228,28 @@ export class CollectivePlans {
    */
   windowAllreduce(): CallPlan | undefined {
     if (this.windowMeetings === false) return undefined;
-    this.windowAllreduceIds ??= {
-      reduce: this.parts.register(
-        encodeSchedule({
-          collective: 'reduce',
-          root: 0,
-          steps: [{ kind: StepKind.ShmWindowAllreduce, peer: -1, level: 0, everyRankCombines: this.windowMeetings === 'every-rank' }],
-        }),
-      ),
+    this.windowAllreduceIds ??= this.registerNodeWide(StepKind.ShmWindowAllreduce, this.windowMeetings);
+    return this.nodeWideCall(this.windowAllreduceIds);
+  }
+
+  /**
+   * Registers an allreduce that is one node-wide step (ShmAllreduce, ShmWindowAllreduce) in the
+   * reduce phase and nothing in the bcast phase; `protocol` picks its area protocol.
+   */
+  private registerNodeWide(
+    kind: typeof StepKind.ShmAllreduce | typeof StepKind.ShmWindowAllreduce,
+    protocol: 'every-rank' | 'last-arrival',
+  ): { reduce: number; bcast: number } {
+    const everyRankCombines = protocol === 'every-rank';
+    return {
+      reduce: this.parts.register(encodeSchedule({ collective: 'reduce', root: 0, steps: [{ kind, peer: -1, level: 0, everyRankCombines }] })),
       bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
     };
-    this.call.reduce = this.windowAllreduceIds.reduce;
-    this.call.bcast = this.windowAllreduceIds.bcast;
+  }
+
+  private nodeWideCall(ids: { reduce: number; bcast: number }): CallPlan {
+    this.call.reduce = ids.reduce;
+    this.call.bcast = ids.bcast;
     this.call.segment = 0;
     return this.call;
   }
@@ -248,20 +258,8 @@ export class CollectivePlans {
     if (this.shmAllreduce && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
       // Rank order, and the same computation wherever it runs: right for every operator,
       // commutative or not, with the same bits on every rank.
-      this.shmAllreduceIds ??= {
-        reduce: this.parts.register(
-          encodeSchedule({
-            collective: 'reduce',
-            root: 0,
-            steps: [{ kind: StepKind.ShmAllreduce, peer: -1, level: 0, everyRankCombines: this.shmAllreduce === 'every-rank' }],
-          }),
-        ),
-        bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
-      };
-      this.call.reduce = this.shmAllreduceIds.reduce;
-      this.call.bcast = this.shmAllreduceIds.bcast;
-      this.call.segment = 0;
-      return this.call;
+      this.shmAllreduceIds ??= this.registerNodeWide(StepKind.ShmAllreduce, this.shmAllreduce);
+      return this.nodeWideCall(this.shmAllreduceIds);
     }
     const c = this.of(bytes);
     this.call.reduce = this.id(c, 2, 0, commutative);
