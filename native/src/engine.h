@@ -358,11 +358,6 @@ class Engine {
   ShmSegment segment_;
   // The windows this rank maps (the single-copy bcast reads them; shm_bcast.h).
   WindowTable windows_;
-  // WindowAllreduce's per-call vectors, kept so calls allocate nothing.
-  std::vector<uint64_t> window_places_;
-  std::vector<const uint8_t*> window_sends_;
-  std::vector<uint8_t*> window_recvs_;
-  std::vector<std::atomic<uint64_t>*> window_reduced_;
   // The window allreduce's chunk: each rank combines, and the others copy, this much at a time.
   static constexpr uint64_t kWindowChunkBytes = 64 * 1024;
   // The name of the segment this rank created until it is unlinked.

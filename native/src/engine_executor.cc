@@ -163,8 +163,7 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
   const uint64_t my_start = my_reduced.load(std::memory_order_relaxed);
   // 1. Every rank's places and start: kPlaceWords words per local rank, in local order.
   constexpr size_t kPlaceWords = 5;
-  std::vector<uint64_t>& places = window_places_;
-  places.assign(kPlaceWords * n, 0);
+  std::vector<uint64_t> places(kPlaceWords * n, 0);
   uint64_t* mine = &places[kPlaceWords * me];
   mine[0] = sp.id;
   mine[1] = sp.offset;
@@ -188,12 +187,9 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
     }
     return base + offset;
   };
-  std::vector<const uint8_t*>& sends = window_sends_;
-  std::vector<uint8_t*>& recvs = window_recvs_;
-  std::vector<std::atomic<uint64_t>*>& reduced = window_reduced_;
-  sends.assign(n, nullptr);
-  recvs.assign(n, nullptr);
-  reduced.assign(n, nullptr);
+  std::vector<const uint8_t*> sends(n, nullptr);
+  std::vector<uint8_t*> recvs(n, nullptr);
+  std::vector<std::atomic<uint64_t>*> reduced(n, nullptr);
   for (size_t r = 0; r < n; ++r) {
     sends[r] = resolve(r, 0);
     recvs[r] = resolve(r, 2);
