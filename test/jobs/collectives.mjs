@@ -7,7 +7,7 @@
 // Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB (allgather: 4 MiB + 1 per rank); [--quick] fewer sizes;
 // [--layer socket] makes the communicator with createCommunicator over the Unix-socket test
 // layer (socket-layer.mjs, its sockets in $TOPOCOLL_P2P_DIR) instead of init().
-import { combineInRankOrder } from './reference-op.mjs';
+import { combineInRankOrder, isBigIntClass, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 import { socketLayer } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, isTopocollError, userOp } from 'topocoll';
 
@@ -75,21 +75,8 @@ if (layer !== undefined) {
   refused('configure({})', () => comm.configure({}));
 }
 
-/** @type {ArrayType[]} */
-const TYPES = [
-  Int8Array,
-  Uint8Array,
-  Uint8ClampedArray,
-  Int16Array,
-  Uint16Array,
-  Int32Array,
-  Uint32Array,
-  Float32Array,
-  Float64Array,
-  BigInt64Array,
-  BigUint64Array,
-];
-const isBig = (/** @type {ArrayType} */ T) => T === BigInt64Array || T === BigUint64Array;
+const TYPES = /** @type {ArrayType[]} */ (/** @type {unknown} */ (TYPED_ARRAY_CLASSES));
+const isBig = isBigIntClass;
 const isFloat = (/** @type {ArrayType} */ T) => T === Float32Array || T === Float64Array;
 /** @type {ReduceOpName[]} */
 const OPS = ['sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor'];

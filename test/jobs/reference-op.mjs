@@ -1,4 +1,22 @@
 // @ts-check
+/** Every typed array class a collective takes, in the order of the datatypes. */
+export const TYPED_ARRAY_CLASSES = [
+  Int8Array,
+  Uint8Array,
+  Uint8ClampedArray,
+  Int16Array,
+  Uint16Array,
+  Int32Array,
+  Uint32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+];
+
+/** Whether class T holds bigints (its elements, and the reference's zero and one, are bigints then). */
+export const isBigIntClass = (/** @type {unknown} */ T) => T === BigInt64Array || T === BigUint64Array;
+
 /**
  * The reference the test jobs check reductions against: `op` over one element's values in rank
  * order, in plain JavaScript arithmetic — numbers or bigints, as the values are (`zero` and `one`

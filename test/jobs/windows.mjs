@@ -20,6 +20,7 @@
 // rank): every rank prints what it caught. `--fault mixed-allreduce`: likewise with an allreduce
 // whose recv is a window on every rank but rank 0's.
 import { init, IN_PLACE, TopocollError } from 'topocoll';
+import { isBigIntClass, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 
 const argv = process.argv.slice(2);
 const fault = argv.includes('--fault') ? argv[argv.indexOf('--fault') + 1] : undefined;
@@ -56,31 +57,22 @@ function throwsCode(what, code, f) {
   throw new Error(`rank ${rank}: ${what}: did not throw ${code}`);
 }
 
-/** @type {any[]} the typed array classes, loosely typed: the checks below index and fill them generically */
-const CLASSES = [
-  Int8Array,
-  Uint8Array,
-  Uint8ClampedArray,
-  Int16Array,
-  Uint16Array,
-  Int32Array,
-  Uint32Array,
-  Float32Array,
-  Float64Array,
-  BigInt64Array,
-  BigUint64Array,
-];
+/** The typed array classes, loosely typed: the checks below index and fill them generically. */
+const CLASSES = /** @type {any[]} */ (TYPED_ARRAY_CLASSES);
 /** @param {any} type @param {number} v */
-const value = (type, v) => (type === BigInt64Array || type === BigUint64Array ? BigInt(v) : v);
+const value = (type, v) => (isBigIntClass(type) ? BigInt(v) : v);
 /** The element rank r writes at index i of its part, as the class stores it. */
 /** @param {any} type @param {number} r @param {number} i */
 const pattern = (type, r, i) => type.of(value(type, (r * 37 + i * 11) % 120))[0];
 
-if (fault === 'mixed-allreduce') {
-  const w = comm.allocShared(Float64Array, 1 << 17);
-  const s = comm.allocShared(Float64Array, 1 << 17);
+/**
+ * A fault's last call: prints what it threw (`rank R caught CODE: message`, or `caught nothing`),
+ * then closes and exits 0.
+ * @param {() => void} call
+ */
+function reportAndExit(call) {
   try {
-    comm.allreduceSync(s, rank === 0 ? new Float64Array(1 << 17) : w, 'sum');
+    call();
     console.log(`rank ${rank} caught nothing`);
   } catch (e) {
     const err = /** @type {TopocollError} */ (e);
@@ -90,20 +82,18 @@ if (fault === 'mixed-allreduce') {
   process.exit(0);
 }
 
+if (fault === 'mixed-allreduce') {
+  const w = comm.allocShared(Float64Array, 1 << 17);
+  const s = comm.allocShared(Float64Array, 1 << 17);
+  reportAndExit(() => comm.allreduceSync(s, rank === 0 ? new Float64Array(1 << 17) : w, 'sum'));
+}
+
 if (fault === 'die' || fault === 'mixed') {
   const w = comm.allocShared(Float64Array, 1 << 17);
   w.fill(rank);
   comm.barrierSync();
   if (fault === 'die' && rank === size - 1) process.kill(process.pid, 'SIGKILL');
-  try {
-    comm.bcastSync(fault === 'mixed' && rank !== 0 ? new Float64Array(1 << 17) : w, fault === 'die' ? size - 1 : 0);
-    console.log(`rank ${rank} caught nothing`);
-  } catch (e) {
-    const err = /** @type {TopocollError} */ (e);
-    console.log(`rank ${rank} caught ${err.code}: ${err.message}`);
-  }
-  comm.close();
-  process.exit(0);
+  reportAndExit(() => comm.bcastSync(fault === 'mixed' && rank !== 0 ? new Float64Array(1 << 17) : w, fault === 'die' ? size - 1 : 0));
 }
 
 // 1. Windows of every datatype, lengths of each rank's own; every local part read by everyone.
