@@ -90,6 +90,8 @@ const WINDOW_TAG = 0x27d4eb2f;
  * EMISMATCH instead of waiting on a protocol its peers do not run.
  */
 const WINDOW_CALL_TAG = 0x165667b1;
+/** Marks S1's one-sided bcasts the same way (oneSidedTag). */
+const ONE_SIDED_CALL_TAG = 0x61c88647;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -214,7 +216,7 @@ export class Communicator {
         { rank: this.rank },
       );
     }
-    this.planner.connect([next.plan, next.orderedPlan]);
+    this.planner.connect(next.linkPlans);
     this.engine.resetShm();
     const shmGroups = this.planner.registerShm(next.plan);
     // Nobody may use the engines before every rank of the node has reset its part.
@@ -278,6 +280,18 @@ export class Communicator {
     return this.windowPlans;
   }
 
+  /**
+   * With bcast.algorithm `one-sided`, whether a bcast of `buf` runs S1's one-sided bcast: `buf`
+   * can take puts — it lies in this rank's part of a shared window, or this rank is alone on its
+   * node (every put it takes or makes is a message). Its calls carry ONE_SIDED_CALL_TAG in their
+   * plan hash, so a rank that runs the levels instead gets EMISMATCH; a put whose place differs
+   * from the child's buffer fails on the child's descriptor check (native RunOneSided).
+   */
+  private oneSided(buf: TypedArray): boolean {
+    if (this.config.bcast.algorithm !== 'one-sided') return false;
+    return this.localRanks.length === 1 || this.windows.placeOf(buf) !== undefined;
+  }
+
   /** Whether a bcast of `buf` runs as a window bcast (large enough, and in a window). */
   private windowed(buf: TypedArray): boolean {
     const min = this.oversubscribed ? WINDOW_BCAST_MIN_BYTES.shared : WINDOW_BCAST_MIN_BYTES.dedicated;
@@ -297,7 +311,7 @@ export class Communicator {
     const binomial = Object.fromEntries(plans.plan.levels.map((l) => [l, 'binomial']));
     const config = {
       ...this.config,
-      bcast: { levels: binomial, segment: 0, shm: false },
+      bcast: { algorithm: 'levels', pollMicros: 0, levels: binomial, segment: 0, shm: false },
       reduce: { levels: binomial, segment: 0, shm: false },
       allreduce: { algorithm: 'reduce-bcast', top: 'recursive-doubling', segment: 0, shm: false },
     } as TopocollConfig;
@@ -333,8 +347,13 @@ export class Communicator {
     this.engine.run(this.bcastCall(buf, type, root));
   }
 
-  /** The native call of a bcast of `buf`: on the window plans, tagged, when it is a window bcast. */
+  /** The native call of a bcast of `buf`: S1's one-sided bcast, or on the window plans, tagged, when it is a window bcast. */
   private bcastCall(buf: TypedArray, type: Datatype, root: number): NativeCall {
+    if (this.oneSided(buf)) {
+      const call = this.nativeCall(NativeCollective.bcast, this.plans.oneSidedBcast(root), null, buf, buf.length, type.code, 0, root);
+      call.planHash = (this.planHash ^ ONE_SIDED_CALL_TAG) >>> 0;
+      return call;
+    }
     const windowed = this.windowed(buf);
     const p = (windowed ? this.windowBcastPlans() : this.plans).bcast(root, buf.byteLength, type.bytes);
     const call = this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root);

@@ -744,8 +744,12 @@ Napi::Object NativeTables(Napi::Env env) {
       {"ShmAreaBcast", StepKind::kShmAreaBcast},
       {"ShmAreaReduce", StepKind::kShmAreaReduce},
       {"ShmWindowAllreduce", StepKind::kShmWindowAllreduce},
+      {"Put", StepKind::kPut},
+      {"AwaitPut", StepKind::kAwaitPut},
+      {"CountDone", StepKind::kCountDone},
+      {"AwaitDone", StepKind::kAwaitDone},
   };
-  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kShmWindowAllreduce), "step kinds are 1 … the last");
+  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kAwaitDone), "step kinds are 1 … the last");
   out.Set("stepKinds", EnumTable(env, kSteps));
   out.Set("stepWords", Napi::Number::New(env, static_cast<double>(kStepWords)));
 

@@ -53,6 +53,13 @@ enum class StepKind : int32_t {
   // step of the reduce phase (WindowAllreduce); every_rank_combines picks the area protocol of
   // its three meetings.
   kShmWindowAllreduce = 12,
+  // S1's one-sided bcast (RunOneSided; schedule.ts). The tree is the world's, whatever the node:
+  // a peer on this node is reached through the windows (shm_window.h, counters[r].put and
+  // .done), one on another node through its link (a Send / an empty message).
+  kPut = 13,        // B[range] into peer's copy (its window part at the same offset; or a Send)
+  kAwaitPut = 14,   // until peer's put into B arrived (or a Recv); poll_us: S1's poll sleep
+  kCountDone = 15,  // tell the root (peer) this rank is done: its done counter, or an empty message
+  kAwaitDone = 16,  // the root: every other rank counted itself done; poll_us as kAwaitPut
 };
 struct Step {
   StepKind kind;
@@ -60,7 +67,7 @@ struct Step {
   // kShmReduce, kShmAreaReduce: the destination.
   int32_t peer;
   int32_t level;
-  int32_t group;  // kShmBcast: the shared-memory group id registered with SetShmGroup
+  int32_t group;  // kShmBcast: the shared-memory group id registered with SetShmGroup; kAwaitPut, kAwaitDone: poll_us
   // Blocks [first, first + count) of the segment cut into `of` blocks. of = 0: rank block
   // `first` (count 1) of an allgather's result (engine.cc, RunStep; schedule.ts).
   uint32_t first = 0, count = 1, of = 1;
@@ -307,6 +314,11 @@ class Engine {
   };
   // Whether a schedule writes B on this rank (anything but sends).
   bool ReceivesIn(const std::vector<Step>& steps) const;
+  // kPut, kAwaitPut, kCountDone, kAwaitDone (engine_executor.cc): S1's one-sided bcast on B.
+  void RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard);
+  // Waits until ready(): the engine's policy with poll_us 0, else S1's polling (wait.h, PollUntil).
+  template <typename Ready>
+  void AwaitLocal(Ready&& ready, int peer, uint32_t poll_us, Guard& guard);
   // kShmWindowAllreduce (engine_executor.cc): single copy through the node's windows.
   void WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
                        bool every_rank, Guard& guard);

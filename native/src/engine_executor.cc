@@ -259,6 +259,104 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
   shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
 }
 
+template <typename Ready>
+void Engine::AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& guard) {
+  const WaitPolicy& policy = local_peer >= 0 ? PolicyFor(local_peer) : node_policy_;
+  if (poll_us == 0)
+    WaitUntil(ready, locals_[static_cast<size_t>(local_index_)].control->doorbell, policy, guard);
+  else
+    PollUntil(ready, std::chrono::microseconds(poll_us), policy, guard);
+}
+
+// S1's one-sided bcast, one step at a time (protocol: shm_window.h, counters[r].put and .done).
+// Between ranks of this node every step works through the window holding B, at B's offset
+// from the start of this rank's part — the same offset in every rank's part (plan hashes that
+// differ otherwise make the ranks' calls differ); between nodes a put is a message that the
+// receiving rank's progress thread takes straight into B, and a done count an empty message.
+void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard) {
+  const auto me = static_cast<size_t>(local_index_);
+  const auto place = [&] {
+    WindowPlace p{};
+    if (!windows_.Locate(b, bytes, me, &p)) {
+      throw CollError("EINVAL",
+                      "a one-sided bcast among ranks of one node needs its buffer in this rank's part of a shared window (allocShared)");
+    }
+    return p;
+  };
+  const auto poll_us = static_cast<uint32_t>(std::max<int32_t>(0, s.group));
+  const uint32_t call = CallHash(header);
+  uint8_t nowhere = 0;
+  Delivery discard(&nowhere, Reducer{}, false, 1, nullptr, combine_scratch_);
+  switch (s.kind) {
+    case StepKind::kPut: {
+      if (s.local_peer < 0) {
+        SendTo(s.peer, -1, header, b, bytes, guard);
+        return;
+      }
+      const WindowPlace mine = place();
+      const auto peer = static_cast<size_t>(s.local_peer);
+      WindowPut& line = windows_.Counter(mine.id, peer)->put;
+      guard.WaitingOn(s.peer);
+      AwaitLocal([&] { return line.ready.load(std::memory_order_acquire) == call; }, s.local_peer, 0, guard);
+      uint64_t at = 0;
+      uint8_t* into = windows_.PeerPlace(mine, me, peer, bytes, &at);
+      const uint64_t their_at = line.offset.load(std::memory_order_relaxed);
+      const uint64_t their_bytes = line.bytes.load(std::memory_order_relaxed);
+      if (into == nullptr || their_at != at || their_bytes != bytes) {
+        throw CollError("EMISMATCH", "rank " + std::to_string(s.peer) + "'s one-sided bcast buffer lies elsewhere in the shared window (" +
+                                         std::to_string(their_bytes) + " bytes at offset " + std::to_string(their_at) +
+                                         " of its part) than this rank's (" + std::to_string(bytes) + " bytes at offset " +
+                                         std::to_string(at) + " of its part): every rank's buffer must lie at the same offset of its part");
+      }
+      if (bytes > 0) std::memcpy(into, b, bytes);
+      line.arrived.fetch_add(1, std::memory_order_release);
+      locals_[peer].control->doorbell.Ring(policy_.asymmetric);
+      return;
+    }
+    case StepKind::kAwaitPut: {
+      if (s.local_peer < 0) {
+        Delivery into(b, Reducer{}, false, 1, nullptr, combine_scratch_);
+        RecvFrom(s.peer, -1, header, bytes, into, guard);
+        return;
+      }
+      const WindowPlace mine = place();
+      uint64_t at = 0;
+      windows_.PeerPlace(mine, me, me, bytes, &at);
+      WindowPut& line = windows_.Counter(mine.id, me)->put;
+      line.offset.store(at, std::memory_order_relaxed);
+      line.bytes.store(bytes, std::memory_order_relaxed);
+      line.ready.store(call, std::memory_order_release);
+      locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
+      guard.WaitingOn(s.peer);
+      AwaitLocal([&] { return line.arrived.load(std::memory_order_acquire) >= 1; }, s.local_peer, poll_us, guard);
+      line.arrived.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+    case StepKind::kCountDone: {
+      if (s.local_peer < 0) {
+        SendTo(s.peer, -1, header, nullptr, 0, guard);
+        return;
+      }
+      windows_.Counter(place().id, static_cast<size_t>(s.local_peer))->done.fetch_add(1, std::memory_order_release);
+      locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
+      return;
+    }
+    case StepKind::kAwaitDone: {
+      for (int r = 0; r < options_.size; ++r) {
+        if (LocalIndex(r) < 0) RecvFrom(r, -1, header, 0, discard, guard);
+      }
+      const auto others = static_cast<uint32_t>(options_.local_ranks.size() - 1);
+      if (others == 0) return;
+      std::atomic<uint32_t>& done = windows_.Counter(place().id, me)->done;
+      guard.WaitingOnNode();
+      AwaitLocal([&] { return done.load(std::memory_order_acquire) >= others; }, -1, poll_us, guard);
+      done.fetch_sub(others, std::memory_order_relaxed);
+      return;
+    }
+    default: throw CollError("EINVAL", "not a one-sided bcast step");
+  }
+}
+
 bool Engine::ReceivesIn(const std::vector<Step>& steps) const {
   for (const Step& s : steps) {
     // The shared area's reduce writes B at its destination only.
@@ -399,6 +497,13 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       return;
     }
     case StepKind::kShmWindowAllreduce: throw CollError("EINVAL", "a window allreduce step outside a window allreduce's schedule");
+    case StepKind::kPut:
+    case StepKind::kAwaitPut:
+    case StepKind::kCountDone:
+    case StepKind::kAwaitDone:
+      if (pending != nullptr) pending->Materialize(begin, end);
+      RunOneSided(s, header, data.buffer + begin * elem, bytes, guard);
+      return;
     case StepKind::kSendRecv:
     case StepKind::kSendRecvReduce: {
       const ElementRange into_range = elements(s.first2, s.count2);

@@ -89,4 +89,16 @@ WindowCounter* WindowTable::Counter(uint32_t id, size_t local) const {
   return &it->second.counter(local);
 }
 
+uint8_t* WindowTable::PeerPlace(const WindowPlace& mine, size_t me, size_t peer, size_t bytes, uint64_t* offset) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = windows_.find(mine.id);
+  if (it == windows_.end()) return nullptr;
+  const WindowLayout& l = it->second.layout();
+  if (me >= l.offsets.size() || peer >= l.offsets.size() || mine.offset < l.offsets[me]) return nullptr;
+  const uint64_t at = mine.offset - l.offsets[me];
+  if (at > l.lengths[peer] || bytes > l.lengths[peer] - at) return nullptr;
+  *offset = at;
+  return it->second.base() + l.offsets[peer] + at;
+}
+
 }  // namespace topocoll

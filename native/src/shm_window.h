@@ -1,7 +1,7 @@
 // Windows: shared memory that every rank of a node maps, one part per local rank
 // (comm.allocShared; MPI_Win_allocate_shared). One POSIX segment per node and window:
 //
-//   [ WindowHeader (a line) | one WindowCounter (two lines) per local rank | part 0 | part 1 | … ]
+//   [ WindowHeader (a line) | one WindowCounter (four lines) per local rank | part 0 | part 1 | … ]
 //
 // Parts start on page boundaries in local-rank order; part i has the length local rank i asked
 // for (rounded up to a page). Every local rank computes the same layout from the same lengths
@@ -22,6 +22,17 @@
 //     its buffers' places; after combining chunk k it stores start + k + 1 (release) and rings
 //     every local rank; a rank copies chunk k of r's slice once it reads at least that
 //     (acquire).
+//   counters[r].put: S1's one-sided bcast (Engine's kPut / kAwaitPut steps), between r and its
+//     parent in the bcast's tree. r, once in the call, stores where its buffer lies (offset from
+//     its part's start, bytes), then `ready` = the call's hash (release), and rings the parent's
+//     doorbell. The parent waits for `ready` to equal its own call's hash (acquire) — so it never
+//     writes into r's memory before r called, nor into a call r does not make — checks that the
+//     place is its own buffer's, copies the data into r's part there, adds 1 to `arrived`
+//     (release) and rings r's doorbell. r waits for `arrived` ≥ 1 (acquire) and subtracts 1:
+//     `arrived` is 0 between calls.
+//   counters[r].done: S1's done counter, at the bcast's root r. Every other local rank adds 1
+//     (release) once it has its data and has forwarded it, then rings r's doorbell; r waits for
+//     the count of its other local ranks (acquire) and subtracts it, so it is 0 between calls.
 //
 // Lifetime: the name is unlinked as soon as every local rank has mapped it (or any step of the
 // allocation failed), so no exit leaves it in /dev/shm; the mappings go with freeShared() or the
@@ -51,11 +62,21 @@ struct WindowHeader {
   uint64_t total_bytes;
 };
 
+// The one-sided bcast's handshake: the child's place and readiness, the parent's arrival (counters[r].put above).
+struct WindowPut {
+  std::atomic<uint32_t> ready;
+  std::atomic<uint32_t> arrived;
+  std::atomic<uint64_t> offset;
+  std::atomic<uint64_t> bytes;
+};
+
 struct WindowCounter {
   alignas(kFalseSharingBytes) std::atomic<uint32_t> readers;
   alignas(kFalseSharingBytes) std::atomic<uint64_t> reduced;
+  alignas(kFalseSharingBytes) WindowPut put;
+  alignas(kFalseSharingBytes) std::atomic<uint32_t> done;
 };
-static_assert(sizeof(WindowCounter) == 2 * kFalseSharingBytes, "src/runtime/windows.ts lays out two lines per local rank");
+static_assert(sizeof(WindowCounter) == 4 * kFalseSharingBytes, "src/runtime/windows.ts lays out four lines per local rank");
 
 // Where each local rank's part lies in a window of these lengths.
 struct WindowLayout {
@@ -103,6 +124,10 @@ class WindowTable {
   uint8_t* Base(uint32_t id, size_t* bytes) const;
   // The counters of local rank `local` in window `id` (null: no such window).
   WindowCounter* Counter(uint32_t id, size_t local) const;
+  // The place `mine` (inside local rank `me`'s part) has in local rank `peer`'s part: the same
+  // offset from the part's start, which must hold `bytes` bytes there; null when it does not (or
+  // no such window). `offset`: that offset from the part's start.
+  uint8_t* PeerPlace(const WindowPlace& mine, size_t me, size_t peer, size_t bytes, uint64_t* offset) const;
 
  private:
   mutable std::mutex mutex_;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <thread>
 
 #include "cache_line.h"
 
@@ -163,6 +164,26 @@ void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuar
     mine.sleeping.store(0, std::memory_order_relaxed);
     if (ready()) return;
     guard.Check();
+  }
+}
+
+// S1's helper-thread polling: spins like WaitUntil, then looks every `sleep` (a sleep between
+// polls instead of a doorbell), running the guard at least every sleep_slice.
+template <typename Ready>
+void PollUntil(Ready&& ready, std::chrono::microseconds sleep, const WaitPolicy& policy, WaitGuard& guard) {
+  for (uint32_t i = 0; i < policy.spin_iterations; ++i) {
+    if (ready()) return;
+    CpuRelax();
+  }
+  auto checked = std::chrono::steady_clock::now();
+  for (;;) {
+    if (ready()) return;
+    std::this_thread::sleep_for(sleep);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - checked >= policy.sleep_slice) {
+      checked = now;
+      guard.Check();
+    }
   }
 }
 

@@ -106,6 +106,19 @@ export const StepKind = {
    * area (`everyRankCombines` picks their protocol).
    */
   ShmWindowAllreduce: 12,
+  /**
+   * S1's one-sided bcast (algorithms/one-sided-bcast.ts; native Engine::RunOneSided): put
+   * B[range] into `peer`'s B. On this node the data goes straight into `peer`'s part of the
+   * shared window B lies in, at the offset B has in this rank's part, then a descriptor and the
+   * arrival flag (native/src/shm_window.h); to another node it is a Send.
+   */
+  Put: 13,
+  /** Wait until `peer`'s Put into B arrived (from another node: a Recv into B). `pollMicros`: S1's sleep between polls, 0 the doorbell. */
+  AwaitPut: 14,
+  /** Tell the bcast's root `peer` this rank has its data and forwarded it: on this node 1 added to the root's done counter, else an empty message. */
+  CountDone: 15,
+  /** The root (`peer` is itself): wait until every other rank counted itself done (S1's RMABcastFlush). `pollMicros` as AwaitPut. */
+  AwaitDone: 16,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 
@@ -143,7 +156,8 @@ export interface Step {
   /** RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B. */
   order?: 0 | 1;
   /** ShmAllreduce: every rank combines the deposits (else the last to arrive does); ShmAllgather: every rank waits for each deposit; ShmWindowAllreduce: its meetings' protocol. */
-  everyRankCombines?: boolean;
+  everyRankCombines?: boolean; /** AwaitPut, AwaitDone: microseconds slept between polls (S1's helper thread); 0 or absent: the engine's doorbell wait. */
+  pollMicros?: number;
 }
 
 /** `allgather`: the gather phase of an allgather (rank-block ranges); its bcast phase is a `bcast`. */
@@ -160,7 +174,7 @@ export const STEP_WORDS = 12;
 
 /**
  * The form the C++ executor receives, per step in order:
- * `[kind, peer, level, group, first, count, of, peer2, first2, count2, order, everyRankCombines]`.
+ * `[kind, peer, level, group (AwaitPut, AwaitDone: pollMicros), first, count, of, peer2, first2, count2, order, everyRankCombines]`.
  */
 export function encodeSchedule(s: Schedule): Int32Array {
   const out = new Int32Array(s.steps.length * STEP_WORDS);
@@ -170,7 +184,7 @@ export function encodeSchedule(s: Schedule): Int32Array {
     out[at] = step.kind;
     out[at + 1] = step.peer;
     out[at + 2] = step.level;
-    out[at + 3] = step.group ?? 0;
+    out[at + 3] = step.kind === StepKind.AwaitPut || step.kind === StepKind.AwaitDone ? (step.pollMicros ?? 0) : (step.group ?? 0);
     out[at + 4] = range.first;
     out[at + 5] = range.count;
     out[at + 6] = range.of;
@@ -190,6 +204,7 @@ export function decodeSteps(words: Int32Array): Step[] {
     const kind = words[at]! as StepKind;
     const step: Step = { kind, peer: words[at + 1]!, level: words[at + 2]! };
     if (kind === StepKind.ShmBcast || kind === StepKind.ShmReduce) step.group = words[at + 3]!;
+    if ((kind === StepKind.AwaitPut || kind === StepKind.AwaitDone) && words[at + 3]! !== 0) step.pollMicros = words[at + 3]!;
     const range = { first: words[at + 4]!, count: words[at + 5]!, of: words[at + 6]! };
     if (range.first !== 0 || range.count !== 1 || range.of !== 1) step.range = range;
     if (kind === StepKind.SendRecv || kind === StepKind.SendRecvReduce) {

@@ -215,6 +215,20 @@ const KNOMIAL = 'knomial:([2-9]|[1-9][0-9]+)';
  */
 const bcastCollective = z
   .object({
+    /**
+     * `levels`: the levels' algorithms below. `one-sided`: S1's one-sided binomial bcast over all
+     * ranks (src/algorithms/one-sided-bcast.ts) for bcasts whose buffer is a shared window
+     * (allocShared) on every rank that shares its node — the parent puts the data into its
+     * children's windows and each rank's progress thread forwards it; between nodes the puts
+     * travel as messages. Bcasts of ordinary buffers keep the levels.
+     */
+    algorithm: z.enum(['levels', 'one-sided']).default('levels'),
+    /**
+     * The one-sided bcast's waits for a put (and the root's for the done counts): 0 sleeps on the
+     * engine's doorbell after a short spin; N > 0 polls every N microseconds instead (S1's
+     * helper thread's "sleep a timeout between polls").
+     */
+    pollMicros: z.number().int().min(0).max(1_000_000).default(0),
     levels: z
       .record(
         levelKey,

@@ -2,6 +2,7 @@ import { formatAlgorithm } from '../algorithms/algorithm-choice.js';
 import { allgatherSchedules, barrierSchedules, preservesRankOrder, ScheduleCache, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
 import { MAX_SIZE_BUCKET, Selector, shmAllreduceProtocol, sizeBucket, sizeRuns, type Choice, type Explanation, type SizeRun } from '../algorithms/selection.js';
 import type { TopocollConfig } from '../config/schema.js';
+import { oneSidedBcastSchedule } from '../algorithms/one-sided-bcast.js';
 import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
 import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
 import { planGroups, type Group, type GroupPlan, type PlanOptions } from '../groups/plan.js';
@@ -134,7 +135,7 @@ export class CollectivePlans {
     // queue's) saves context switches, where the area's root waits for every rank's previous call.
     const oneWay = this.shmAllreduce === 'every-rank';
     const configured = (levels: Record<string, string>): boolean => Object.values(levels).some((a) => a !== 'auto');
-    this.shmBcast = oneWay && config.bcast.shm && !configured(config.bcast.levels);
+    this.shmBcast = oneWay && config.bcast.shm && !configured(config.bcast.levels) && config.bcast.algorithm === 'levels';
     this.shmReduce = oneWay && config.reduce.shm && !configured(config.reduce.levels);
   }
 
@@ -204,6 +205,23 @@ export class CollectivePlans {
     this.call.reduce = -1;
     this.call.bcast = this.id(c, 0, root, true);
     this.call.segment = segment(c, 'bcast', elem);
+    return this.call;
+  }
+
+  /** Native ids of S1's one-sided bcast schedules, by root, once registered. */
+  private readonly oneSidedIds: number[] = [];
+
+  /** S1's one-sided bcast from `root` (bcast.algorithm `one-sided`): one schedule per root, never segmented. */
+  oneSidedBcast(root: number): CallPlan {
+    let id = this.oneSidedIds[root];
+    if (id === undefined) {
+      const { plan, rank, config } = this.parts;
+      id = this.parts.register(encodeSchedule(oneSidedBcastSchedule(plan.placements.length, root, rank, config.bcast.pollMicros)));
+      this.oneSidedIds[root] = id;
+    }
+    this.call.reduce = -1;
+    this.call.bcast = id;
+    this.call.segment = 0;
     return this.call;
   }
 

@@ -1,6 +1,7 @@
 import { cpus as osCpus } from 'node:os';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
+import { allLevelNames } from '../groups/levels.js';
 import { planGroups, type Group, type GroupPlan } from '../groups/plan.js';
 import type { RankPlacement } from '../topology/types.js';
 import { nativeLimits, type NativeEngine, type TcpPeerAddress } from '../native.js';
@@ -17,6 +18,12 @@ export interface JobPlans {
   hash: number;
   /** Largest segment every transport of the job buffers whole. */
   eagerBytes: number;
+  /**
+   * The plans whose groups this rank needs links in (JobPlanner.connect): `plan` and
+   * `orderedPlan`, and with bcast.algorithm `one-sided` the world as one group — S1's tree and
+   * its done counts join any two ranks of different nodes.
+   */
+  linkPlans: GroupPlan[];
 }
 
 /** How a rank reaches the others over TCP: what init learned (hosts, listening ports, token). */
@@ -54,7 +61,13 @@ export class JobPlanner {
       .map(([name]) => name);
     const options = { network: this.network, disabled };
     const plan = planGroups(this.placements, options);
-    return { plan, orderedPlan: rankOrderedPlan(plan, this.placements, options), hash: planHash(plan, config), eagerBytes: eagerBytes(config, plan) };
+    const orderedPlan = rankOrderedPlan(plan, this.placements, options);
+    const linkPlans = [plan, orderedPlan];
+    if (config.bcast.algorithm === 'one-sided') {
+      const world = allLevelNames(this.network?.levels ?? 0).filter((l) => l !== 'world');
+      linkPlans.push(planGroups(this.placements, { network: this.network, disabled: world }));
+    }
+    return { plan, orderedPlan, hash: planHash(plan, config), eagerBytes: eagerBytes(config, plan), linkPlans };
   }
 
   /** The plan of `config` with every level on (to list the levels that are off). */

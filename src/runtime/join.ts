@@ -157,7 +157,7 @@ export async function finishJoin(
   const planner = new JobPlanner(rank, placements, origin.network, engine, remote);
   const plans = planner.build(config);
   warnIfUnbound(plans.plan, rank, origin.infos[rank]!.locality);
-  await planner.connectWatching([plans.plan, plans.orderedPlan], between);
+  await planner.connectWatching(plans.linkPlans, between);
   const shmGroups = planner.registerShm(plans.plan);
   engine.start();
   const node = joining.nodes[joining.nodeIndex]!;

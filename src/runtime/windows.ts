@@ -37,7 +37,7 @@ export const WINDOW_BCAST_MIN_BYTES = { dedicated: 64 * 1024, shared: 512 * 1024
 export const WINDOW_ALLREDUCE_MIN_BYTES = { dedicated: 64 * 1024, shared: 128 * 1024 } as const;
 
 const PAGE = 4096;
-/** kFalseSharingBytes: the header takes one such line, each local rank's counters two. */
+/** kFalseSharingBytes: the header takes one such line, each local rank's counters four. */
 const LINE = 128;
 /** The largest window part (bytes); a part's offset must stay below 2^40 (shm_bcast.h). */
 export const MAX_WINDOW_PART_BYTES = 2 ** 36;
@@ -46,7 +46,7 @@ const pageUp = (bytes: number): number => Math.ceil(bytes / PAGE) * PAGE;
 
 /** Where each local rank's part lies (WindowLayout of shm_window.cc, the same arithmetic). */
 export function windowLayout(partBytes: readonly number[]): { offsets: number[]; totalBytes: number } {
-  let at = pageUp(LINE + 2 * LINE * partBytes.length);
+  let at = pageUp(LINE + 4 * LINE * partBytes.length);
   const offsets = partBytes.map((bytes) => {
     const offset = at;
     at += pageUp(bytes);
@@ -162,6 +162,16 @@ export class Windows {
   /** The window `array` is a view of, or undefined. */
   windowOf(array: TypedArray): Window | undefined {
     return this.byBuffer.get(array.buffer);
+  }
+
+  /** The window `array` views and its byte offset from the start of this rank's part; undefined outside this rank's part of a window. */
+  placeOf(array: TypedArray): { id: number; offset: number } | undefined {
+    const window = this.windowOf(array);
+    if (window === undefined) return undefined;
+    const local = this.host.localRanks.indexOf(this.host.rank);
+    const offset = array.byteOffset - window.offsets[local]!;
+    if (offset < 0 || offset + array.byteLength > window.lengths[local]!) return undefined;
+    return { id: window.id, offset };
   }
 
   /** MPI_Win_shared_query: local rank `localIndex`'s part, as `array`'s type (whole elements). */

@@ -51,6 +51,10 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
       ShmAreaBcast: 10,
       ShmAreaReduce: 11,
       ShmWindowAllreduce: 12,
+      Put: 13,
+      AwaitPut: 14,
+      CountDone: 15,
+      AwaitDone: 16,
     });
     expect(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })).toHaveLength(0);
   });

@@ -71,7 +71,12 @@ interface Message<V> {
   values: (V | undefined)[];
   taken: boolean;
   token?: unknown;
+  /** A CountDone (carries nothing; only AwaitDone takes it). */
+  done?: boolean;
 }
+
+/** The range of a CountDone: no elements. */
+const NOTHING: BlockRange = { first: 0, count: 0, of: 1 };
 
 export function simulate<V>(schedules: readonly Schedule[], options: SimulationOptions<V>): Simulation<V> {
   return new Run(schedules, options).result();
@@ -155,6 +160,16 @@ class Run<V> {
         const range2 = { first: s.range2?.first ?? -1, count: s.range2?.count ?? -1, of: range.of };
         return (this.receive(a, s.peer2!, s, segment, range2, where) && this.complete(a)) || posted;
       }
+      case StepKind.Put:
+        this.post(a, s.peer, s.level, segment, s.range ?? WHOLE, where);
+        return this.complete(a);
+      case StepKind.AwaitPut:
+        return this.receive(a, s.peer, s, segment, s.range ?? WHOLE, where) && this.complete(a);
+      case StepKind.CountDone:
+        this.post(a, s.peer, s.level, segment, NOTHING, where).done = true;
+        return this.complete(a);
+      case StepKind.AwaitDone:
+        return this.awaitDone(a, s, segment, where) && this.complete(a);
       case StepKind.ShmBcast: {
         const publishing = s.peer === a && !this.joined[a];
         return (this.shm(a, s, segment, where) && this.complete(a)) || publishing;
@@ -179,7 +194,12 @@ class Run<V> {
   private validPeers(s: Step, a: number, where: string): boolean {
     const peers = s.kind === StepKind.SendRecv || s.kind === StepKind.SendRecvReduce ? [s.peer, s.peer2] : [s.peer];
     const bad = peers.filter(
-      (p) => p === undefined || !Number.isInteger(p) || p < 0 || p >= this.n || (p === a && s.kind !== StepKind.ShmBcast && s.kind !== StepKind.ShmReduce),
+      (p) =>
+        p === undefined ||
+        !Number.isInteger(p) ||
+        p < 0 ||
+        p >= this.n ||
+        (p === a && s.kind !== StepKind.ShmBcast && s.kind !== StepKind.ShmReduce && s.kind !== StepKind.AwaitDone),
     );
     if (bad.length > 0) this.error(`${where}: bad peer ${bad.join(', ')}`);
     return bad.length === 0;
@@ -199,6 +219,7 @@ class Run<V> {
     const message = this.fifos.get(`${from}→${a}`)?.shift();
     if (message === undefined) return false;
     message.taken = true;
+    if (message.done === true) this.error(`${where}: a receive met rank ${from}'s CountDone`);
     this.messages.push([from, a, message.level]);
     this.options.onReceive?.(a, from, message.token);
     const sent = message.range;
@@ -212,6 +233,25 @@ class Run<V> {
     }
     const reduce = s.kind === StepKind.RecvReduce || s.kind === StepKind.SendRecvReduce;
     this.write(a, segment, range, message.values, reduce ? (s.order ?? 0) : undefined, where);
+    return true;
+  }
+
+  /** The root of a one-sided bcast: true once every other rank's CountDone of this segment is there (all taken at once). */
+  private awaitDone(a: number, s: Step, segment: number, where: string): boolean {
+    if (s.peer !== a) this.error(`${where}: AwaitDone names rank ${s.peer}, not the rank itself`);
+    const heads: Message<V>[] = [];
+    for (let r = 0; r < this.n; r++) {
+      if (r === a) continue;
+      const head = this.fifos.get(`${r}→${a}`)?.[0];
+      if (head === undefined) return false;
+      heads.push(head);
+    }
+    for (const head of heads) {
+      this.fifos.get(`${head.from}→${a}`)!.shift();
+      head.taken = true;
+      if (head.done !== true) this.error(`${where}: AwaitDone met a message from ${head.from} that is not a CountDone`);
+      if (head.segment !== segment) this.error(`${where}: CountDone from ${head.from} of segment ${head.segment} met AwaitDone in segment ${segment}`);
+    }
     return true;
   }
 
