@@ -20,6 +20,7 @@ const JOB_TESTS = [
   'test/runtime/sub-communicators.test.ts',
   'test/runtime/requests.test.ts',
   'test/runtime/windows.test.ts',
+  'test/runtime/one-sided.test.ts',
   'test/runtime/barrier.test.ts',
   'test/runtime/collectives-jobs.test.ts',
   'test/runtime/communicator-args.test.ts',

@@ -281,15 +281,15 @@ export class Communicator {
   }
 
   /**
-   * With bcast.algorithm `one-sided`, whether a bcast of `buf` runs S1's one-sided bcast: `buf`
-   * can take puts — it lies in this rank's part of a shared window, or this rank is alone on its
-   * node (every put it takes or makes is a message). Its calls carry ONE_SIDED_CALL_TAG in their
-   * plan hash, so a rank that runs the levels instead gets EMISMATCH; a put whose place differs
-   * from the child's buffer fails on the child's descriptor check (native RunOneSided).
+   * With bcast.algorithm `one-sided`, whether a bcast of `buf` runs S1's one-sided bcast: when
+   * `buf` lies in this rank's part of a shared window — on every rank, a rank alone on its node
+   * included (its puts travel as messages, but every rank must decide alike). Its calls carry
+   * ONE_SIDED_CALL_TAG in their plan hash, so a rank that runs the levels instead gets EMISMATCH;
+   * a child whose buffer lies at another offset of its part is refused by its parent before
+   * anything is written (native RunOneSided).
    */
   private oneSided(buf: TypedArray): boolean {
-    if (this.config.bcast.algorithm !== 'one-sided') return false;
-    return this.localRanks.length === 1 || this.windows.placeOf(buf) !== undefined;
+    return this.config.bcast.algorithm === 'one-sided' && this.windows.placeOf(buf) !== undefined;
   }
 
   /** Whether a bcast of `buf` runs as a window bcast (large enough, and in a window). */

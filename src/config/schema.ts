@@ -218,9 +218,9 @@ const bcastCollective = z
     /**
      * `levels`: the levels' algorithms below. `one-sided`: S1's one-sided binomial bcast over all
      * ranks (src/algorithms/one-sided-bcast.ts) for bcasts whose buffer is a shared window
-     * (allocShared) on every rank that shares its node — the parent puts the data into its
-     * children's windows and each rank's progress thread forwards it; between nodes the puts
-     * travel as messages. Bcasts of ordinary buffers keep the levels.
+     * (allocShared; on every rank, at the same offset of its part) — the parent puts the data
+     * into its children's windows and each rank's progress thread forwards it; between nodes the
+     * puts travel as messages. Bcasts of ordinary buffers keep the levels.
      */
     algorithm: z.enum(['levels', 'one-sided']).default('levels'),
     /**

@@ -1,0 +1,166 @@
+// @ts-check
+// A rank of the one-sided bcast tests (test/runtime/one-sided.test.ts): S1's one-sided binomial
+// bcast (bcast.algorithm `one-sided`) on shared windows, configured at run time.
+//   - every root, sizes 0 … 1 MiB + odd, as requests completed by polling test() without
+//     yielding, as Sync calls and Promise twins, in five datatypes;
+//   - back-to-back ibcasts: six requests from rotating roots in flight at once, each on its own
+//     slice of one window (the same offset on every rank), completed by wait() last-first;
+//   - a bcast out of an ordinary array on every rank runs the levels (no window needed) and the
+//     communicator goes on with one-sided calls afterwards;
+// every result against the rank's own reference (the root's pattern). `--poll-us N` sets
+// bcast.pollMicros (S1's sleep between polls). Prints `rank R ok N` (N checks), or the reason
+// on stderr and exits 1.
+//
+// Faults (every surviving rank prints `rank R caught CODE: message` and exits 0):
+//   `--fault die`: in an 8 MiB ibcast from rank 0, rank 1 — a forwarder of the tree — SIGKILLs
+//     itself right after starting its request, while puts are in flight; the survivors wait()
+//     and then barrier (a rank whose own part was done learns it there);
+//   `--fault offset`: rank 1's buffer lies one element further into its window part than the
+//     others': the parent refuses to put;
+//   `--fault mixed`: rank 1 passes ordinary memory where the others pass windows;
+// in both the ranks whose part of the tree went through finish the bcast and learn of the
+// failure in the barrier after it.
+import { init, TopocollError } from 'topocoll';
+
+const argv = process.argv.slice(2);
+const option = (/** @type {string} */ name) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
+const fault = option('--fault');
+const pollMicros = Number(option('--poll-us') ?? '0');
+const comm = await init();
+const { rank, size } = comm;
+comm.configure({ bcast: { algorithm: 'one-sided', pollMicros } });
+let checks = 0;
+
+/**
+ * @param {string} what
+ * @param {ArrayLike<number | bigint>} got
+ * @param {(i: number) => number | bigint} want
+ */
+function check(what, got, want) {
+  checks++;
+  for (let i = 0; i < got.length; i++) {
+    if (!Object.is(got[i], want(i))) throw new Error(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want(i)}`);
+  }
+}
+
+/**
+ * A fault's last call: prints what it threw, closes, exits 0.
+ * @param {() => unknown} call
+ */
+async function reportAndExit(call) {
+  try {
+    await call();
+    console.log(`rank ${rank} caught nothing`);
+  } catch (e) {
+    const err = /** @type {TopocollError} */ (e);
+    console.log(`rank ${rank} caught ${err instanceof TopocollError ? err.code : 'non-TopocollError'}: ${err.message}`);
+  }
+  comm.close();
+  process.exit(0);
+}
+
+if (fault === 'die') {
+  const n = 1 << 23;
+  const w = comm.allocShared(Uint8Array, n);
+  if (rank === 0) for (let i = 0; i < n; i++) w[i] = i % 251;
+  comm.barrierSync();
+  const r = comm.ibcast(w, 0);
+  if (rank === 1) process.kill(process.pid, 'SIGKILL');
+  await reportAndExit(() => {
+    r.wait();
+    comm.barrierSync();
+  });
+}
+if (fault === 'offset') {
+  const w = comm.allocShared(Float64Array, 1 << 10);
+  const at = rank === 1 ? 1 : 0;
+  await reportAndExit(() => {
+    comm.bcastSync(w.subarray(at, at + 512), 0);
+    comm.barrierSync();
+  });
+}
+if (fault === 'mixed') {
+  const w = comm.allocShared(Float64Array, 1 << 10);
+  await reportAndExit(() => {
+    comm.bcastSync(rank === 1 ? new Float64Array(1 << 10) : w, 0);
+    comm.barrierSync();
+  });
+}
+
+const TYPES = /** @type {const} */ ([Float64Array, Int8Array, Uint16Array, Float32Array, BigInt64Array]);
+/** The root's element i of bcast `tag` (wraps in narrow types; exact in the others). */
+const pattern = (/** @type {any} */ type, /** @type {number} */ root, /** @type {number} */ tag, /** @type {number} */ i) => {
+  const v = (root * 7919 + tag * 104729 + i * 31) % 100000;
+  const a = new type(1);
+  a[0] = type === BigInt64Array ? BigInt(v) : v;
+  return a[0];
+};
+
+const SIZES = [0, 1, 7, 1024, 8191, 65537, 131073];
+let tag = 0;
+for (const type of TYPES) {
+  const sizes = type === Float64Array ? SIZES : [1, 1024, 65537];
+  const w = /** @type {any} */ (comm.allocShared(/** @type {any} */ (type), Math.max(...sizes)));
+  for (const n of sizes) {
+    const buf = w.subarray(0, n);
+    for (let root = 0; root < size; root++) {
+      for (const how of ['request', 'sync', 'promise']) {
+        tag++;
+        if (rank === root) for (let i = 0; i < n; i++) buf[i] = pattern(type, root, tag, i);
+        else buf.fill(type === BigInt64Array ? -1n : -1);
+        if (how === 'request') {
+          const r = comm.ibcast(buf, root);
+          while (!r.test()) {
+            // polled without yielding: test() needs no turn of the event loop
+          }
+        } else if (how === 'sync') {
+          comm.bcastSync(buf, root);
+        } else {
+          await comm.bcast(buf, root);
+        }
+        check(`${type.name} ${n} from ${root} (${how})`, buf, (i) => pattern(type, root, tag, i));
+      }
+    }
+  }
+  comm.freeShared(w);
+}
+
+// Back-to-back: six requests in flight, each on its own slice of one window.
+{
+  const n = 12000;
+  const inFlight = 6;
+  const w = comm.allocShared(Float64Array, n * inFlight);
+  for (let round = 0; round < 3; round++) {
+    const requests = [];
+    /** @type {number[]} */
+    const tags = [];
+    for (let k = 0; k < inFlight; k++) {
+      const root = (k + round) % size;
+      const slice = w.subarray(k * n, (k + 1) * n - (k % 2));
+      tag++;
+      tags.push(tag);
+      if (rank === root) for (let i = 0; i < slice.length; i++) slice[i] = pattern(Float64Array, root, tag, i);
+      else slice.fill(-1);
+      requests.push({ r: comm.ibcast(slice, root), slice, root });
+    }
+    for (let k = inFlight - 1; k >= 0; k--) requests[k]?.r.wait();
+    requests.forEach(({ slice, root }, k) => check(`back-to-back ${k} round ${round}`, slice, (i) => pattern(Float64Array, root, tags[k] ?? 0, i)));
+  }
+  comm.freeShared(w);
+}
+
+// Ordinary memory on every rank: the levels' bcast; then one-sided again.
+{
+  const plain = new Float64Array(3000);
+  const root = size - 1;
+  if (rank === root) plain.forEach((_, i) => (plain[i] = i * 3));
+  comm.bcastSync(plain, root);
+  check('ordinary memory', plain, (i) => i * 3);
+  const w = comm.allocShared(Float64Array, 3000);
+  if (rank === 0) w.forEach((_, i) => (w[i] = i * 5));
+  await comm.ibcast(w, 0);
+  check('one-sided after the levels', w, (i) => i * 5);
+}
+
+console.log(`rank ${rank} ok ${checks}`);
+comm.close();
