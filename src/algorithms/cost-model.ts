@@ -188,6 +188,23 @@ export function predictGroupBcastUs(algorithm: BcastAlgorithm, n: number, m: num
   return unknown('bcast', algorithm);
 }
 
+/**
+ * S1's own LogP/LogGP estimate of its one-sided binomial bcast (../shared/design/seeds.md, "S1 —
+ * Binomial-tree broadcast in the one-sided (RMA) model", the LogP estimate line) over p ranks:
+ *   t = (o + 2q + L + o_r)·⌈log2 p⌉ + o_s + L + (m − 1)·G·⌈log2 p⌉,
+ * o = o_s, q = max(o, g), o_r the polling cost (the link's receive overhead), m bytes (m − 1
+ * taken as at least 0); LogGP's (m − 1)·G is paid once per stage. p = 1: 0. Not one of the
+ * candidates `auto` chooses among: bench/overlap.mjs prints it beside the measured one-sided bcast.
+ */
+export function oneSidedBcastUs(link: LinkModel, p: number, bytes: number): number {
+  checkGroup(p, bytes);
+  if (p === 1) return 0;
+  const stages = ceilLog2(p);
+  const o = link.os;
+  const q = Math.max(o, link.g);
+  return (o + 2 * q + link.L + link.or) * stages + link.os + link.L + Math.max(0, bytes - 1) * link.G * stages;
+}
+
 export function predictGroupReduceUs(algorithm: ReduceAlgorithm, n: number, m: number, c: LevelCosts): number {
   checkGroup(n, m);
   if (n === 1) return 0;

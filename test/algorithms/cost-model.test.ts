@@ -4,6 +4,7 @@ import { predictBarrierUs } from '../../src/algorithms/barrier-model.js';
 import {
   ceilLog2,
   exchangeUs,
+  oneSidedBcastUs,
   p2pUs,
   pipelineUs,
   predictGroupAllgatherUs,
@@ -278,5 +279,41 @@ describe('one pattern, one prediction', () => {
 
   it('a knomial:4 bcast among 4 or 5 is the flat bcast', () => {
     for (const n of [4, 5]) close(predictGroupBcastUs({ knomial: 4 }, n, 100, costs), predictGroupBcastUs('flat', n, 100, costs));
+  });
+});
+
+describe("S1's one-sided bcast estimate", () => {
+  // t = (o + 2q + L + o_r)·⌈log2 p⌉ + o_s + L + max(0, m − 1)·G·⌈log2 p⌉, o = o_s, q = max(o, g).
+  // On `link`: q = max(0.5, 0.75) = 0.75, a stage 0.5 + 1.5 + 1 + 0.25 = 3.25, the tail
+  // o_s + L = 1.5; 1 MiB: (1048576 − 1)·0.01 = 10485.75 per stage.
+  const MiB = 1 << 20;
+
+  it('p = 1 costs nothing', () => {
+    close(oneSidedBcastUs(link, 1, 1), 0);
+    close(oneSidedBcastUs(link, 1, MiB), 0);
+  });
+
+  it('1 byte: no G term', () => {
+    close(oneSidedBcastUs(link, 2, 1), 4.75); // 3.25·1 + 1.5
+    close(oneSidedBcastUs(link, 5, 1), 11.25); // 3.25·3 + 1.5
+    close(oneSidedBcastUs(link, 8, 1), 11.25); // ⌈log2 8⌉ = ⌈log2 5⌉ = 3
+    close(oneSidedBcastUs(link, 2, 0), 4.75); // m − 1 taken as 0
+  });
+
+  it('1 MiB: (m − 1)·G per stage', () => {
+    close(oneSidedBcastUs(link, 2, MiB), 10490.5); // 4.75 + 10485.75
+    close(oneSidedBcastUs(link, 5, MiB), 31468.5); // 11.25 + 3·10485.75
+    close(oneSidedBcastUs(link, 8, MiB), 31468.5);
+  });
+
+  it('q is the larger of o and g', () => {
+    // o_s = 1 > g: q = 1, a stage 1 + 2 + 1 + 0.25 = 4.25, the tail 1 + 1 = 2.
+    close(oneSidedBcastUs({ ...link, os: 1 }, 2, 1), 6.25);
+    close(oneSidedBcastUs({ ...link, os: 1 }, 8, 1), 14.75); // 4.25·3 + 2
+  });
+
+  it('EINVAL on a bad p or size', () => {
+    thrown(() => oneSidedBcastUs(link, 0, 1), 'EINVAL');
+    thrown(() => oneSidedBcastUs(link, 2, -1), 'EINVAL');
   });
 });
