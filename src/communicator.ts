@@ -1,4 +1,5 @@
 import { cpus } from 'node:os';
+import { markAsUntransferable } from 'node:worker_threads';
 import { preservesRankOrder } from './algorithms/hierarchical.js';
 import type { Explanation, SizeRun } from './algorithms/selection.js';
 import { encodeSchedule, type Step } from './algorithms/schedule.js';
@@ -977,11 +978,39 @@ export class Communicator {
   }
 
   /**
+   * Makes the buffers of a collective that runs on the progress thread safe to use there until
+   * it ends, before it is queued. The progress thread writes through the raw address of each
+   * buffer's memory, which Node-API cannot hold: a resizable ArrayBuffer may shrink under it
+   * (its pages are given back: a segmentation fault) — refused with EINVAL; an ArrayBuffer
+   * transferred away (postMessage, structuredClone) is detached and its memory may be freed by
+   * its new owner — so it is marked untransferable (worker_threads.markAsUntransferable, as Node
+   * marks its own Buffer pool): a transfer list naming it copies it instead (or throws, as the
+   * runtime does for such buffers), and this rank's buffer stays valid. The mark is permanent.
+   * Windows are left alone: freeShared() detaches them itself and is refused while a collective
+   * is pending; SharedArrayBuffers cannot be detached.
+   */
+  private holdBuffers(buffers: readonly unknown[]): void {
+    for (const b of buffers) {
+      if (!ArrayBuffer.isView(b) || !(b.buffer instanceof ArrayBuffer)) continue;
+      const memory = b.buffer as ArrayBuffer & { resizable?: boolean };
+      if (memory.resizable === true) {
+        throw this.argumentError(
+          'EINVAL',
+          'a buffer over a resizable ArrayBuffer cannot be used by a Promise collective or a request: it could shrink while the progress thread writes it',
+          'Pass a fixed-length ArrayBuffer, or use the Sync form.',
+        );
+      }
+      if (this.windows.windowOf(b as TypedArray) === undefined) markAsUntransferable(memory);
+    }
+  }
+
+  /**
    * A request over a queued collective; `start` returning undefined means it ran on this thread
    * already. Argument errors throw here. Until its end is known it counts as pending, so that
    * Sync calls do not take the fast path past it.
    */
   private request(start: () => NativeJob | void, ...keepAlive: unknown[]): CollectiveRequest {
+    this.holdBuffers(keepAlive);
     const job = start() ?? undefined;
     this.asyncPending++;
     return new CollectiveRequest(this.engine, job, () => void this.asyncPending--, keepAlive);
@@ -991,6 +1020,7 @@ export class Communicator {
   private async(start: () => Promise<void>, ...keepAlive: unknown[]): Promise<void> {
     let pending: Promise<void>;
     try {
+      this.holdBuffers(keepAlive);
       pending = start();
     } catch (e) {
       return Promise.reject(e);

@@ -15,8 +15,11 @@
 // Prints `rank R ok N` (N results checked), or the reason on stderr and exits 1.
 //
 // `--fault F`: `die`: the last rank SIGKILLs itself with requests in flight, before a barrier; `mismatch`: rank 0
-// starts an iallreduce where the others start an ibcast of the same bytes; `args`: bad arguments.
+// starts an iallreduce where the others start an ibcast of the same bytes; `args`: bad arguments;
+// `release`: buffers released while a request is pending (a resizable ArrayBuffer is refused at
+// the call; an ArrayBuffer transferred away is copied instead, so the request still fills it).
 // Every rank prints what each completion call threw (`rank R caught CODE: message`).
+import { MessageChannel } from 'node:worker_threads';
 import { socketLayer } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, userOp } from 'topocoll';
 
@@ -209,6 +212,52 @@ function userOpRequest() {
 
 /** @param {string} kind */
 async function faultRun(kind) {
+  if (kind === 'release') {
+    // A resizable ArrayBuffer could shrink under the progress thread: refused at the call
+    // (request and Promise forms), the communicator goes on.
+    const resizable = () => new Float64Array(new /** @type {any} */ (ArrayBuffer)(64, { maxByteLength: 128 }));
+    for (const c of [() => comm.ibcast(resizable(), 0), () => comm.bcast(resizable(), 0), () => comm.iallreduce(new Float64Array(8), resizable())]) {
+      try {
+        await c();
+        console.log(`rank ${rank} caught nothing`);
+      } catch (e) {
+        console.log(`rank ${rank} caught ${e.code}: ${e.message}`);
+      }
+    }
+    // Transferring the ArrayBuffer of a pending request away (structuredClone, postMessage)
+    // copies it: this rank's buffer stays whole and receives the result.
+    const n = 1 << 20;
+    const pattern = (/** @type {number} */ i) => (i * 7 + 3) % 1009;
+    for (const how of ['structuredClone', 'postMessage']) {
+      const buf = new Float64Array(n);
+      if (rank === 0) for (let i = 0; i < n; i++) buf[i] = pattern(i);
+      const r = comm.ibcast(buf, 0);
+      let moved;
+      if (how === 'structuredClone') moved = structuredClone(buf.buffer, { transfer: [buf.buffer] });
+      else {
+        const { port1, port2 } = new MessageChannel();
+        moved = await new Promise((resolve) => {
+          port2.once('message', resolve);
+          port1.postMessage(buf.buffer, [buf.buffer]);
+        });
+        port1.close();
+      }
+      await r;
+      checks++;
+      if (buf.length !== n || moved.byteLength !== n * 8) throw new Error(`rank ${rank}: ${how}: the buffer was detached (${buf.length} elements left)`);
+      same(
+        `ibcast after ${how} of its buffer`,
+        buf,
+        Array.from({ length: n }, (_, i) => pattern(i)),
+      );
+    }
+    const after = new Int32Array(1);
+    await comm.iallreduce(Int32Array.of(1), after);
+    same('iallreduce after the releases', after, [size]);
+    comm.close();
+    console.log(`rank ${rank} ok ${checks}`);
+    return;
+  }
   if (kind === 'args') {
     // Bad arguments throw at the call, before anything is queued; the communicator goes on.
     const cases = [

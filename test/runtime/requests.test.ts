@@ -41,6 +41,17 @@ describe('requests that go wrong', () => {
     expect(okRanks(r.lines), r.stderr).toEqual([0, 1]);
   });
 
+  it('a buffer released while a request is pending: a resizable ArrayBuffer → EINVAL at the call; one transferred away is copied and still receives the result', () => {
+    const r = runJob(['-n', '3', '--nodes', '2', job, '--fault', 'release'], 60_000);
+    expect(r.status, r.stderr).toBe(0);
+    for (const rank of [0, 1, 2]) {
+      const caught = r.lines.filter((l) => l.startsWith(`rank ${rank} caught `));
+      expect(caught, r.stdout).toHaveLength(3);
+      for (const line of caught) expect(line).toMatch(/caught EINVAL: .*resizable ArrayBuffer/);
+    }
+    expect(okRanks(r.lines), r.stderr).toEqual([0, 1, 2]);
+  });
+
   for (const where of [
     ['-n', '3'],
     ['-n', '4', '--nodes', '2'],
