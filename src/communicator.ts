@@ -282,15 +282,18 @@ export class Communicator {
   }
 
   /**
-   * With bcast.algorithm `one-sided`, whether a bcast of `buf` runs S1's one-sided bcast: when
-   * `buf` lies in this rank's part of a shared window — on every rank, a rank alone on its node
-   * included (its puts travel as messages, but every rank must decide alike). Its calls carry
-   * ONE_SIDED_CALL_TAG in their plan hash, so a rank that runs the levels instead gets EMISMATCH;
-   * a child whose buffer lies at another offset of its part is refused by its parent before
-   * anything is written (native RunOneSided).
+   * With bcast.algorithm `one-sided`, the plan-hash tag of a bcast of `buf` that runs S1's
+   * one-sided bcast — when `buf` lies in this rank's part of a shared window, on every rank (a
+   * rank alone on its node included: every rank must decide alike) — else undefined (the
+   * levels). The tag mixes ONE_SIDED_CALL_TAG with the window's id and `buf`'s offset in the
+   * part, the same on every rank when the buffers match: a rank that runs the levels, or passes
+   * another window or offset, disagrees on the call and gets EMISMATCH.
    */
-  private oneSided(buf: TypedArray): boolean {
-    return this.config.bcast.algorithm === 'one-sided' && this.windows.placeOf(buf) !== undefined;
+  private oneSidedTag(buf: TypedArray): number | undefined {
+    if (this.config.bcast.algorithm !== 'one-sided') return undefined;
+    const place = this.windows.placeOf(buf);
+    if (place === undefined) return undefined;
+    return (ONE_SIDED_CALL_TAG ^ Math.imul(place.id, 0x9e3779b1) ^ Math.imul(place.offset + 1, 0x85ebca6b)) >>> 0;
   }
 
   /** Whether a bcast of `buf` runs as a window bcast (large enough, and in a window). */
@@ -342,7 +345,7 @@ export class Communicator {
   /** Every rank receives `buf` of rank `root`. */
   bcastSync(buf: TypedArray, root = 0): void {
     const type = this.checkBuffer(buf, 'buf', root);
-    if (this.fastBcast && buf.byteLength <= FAST_COPY_MAX_BYTES && this.asyncPending === 0) {
+    if (this.fastBcast && buf.byteLength <= FAST_COPY_MAX_BYTES && this.asyncPending === 0 && this.oneSidedTag(buf) === undefined) {
       if (this.fast!.bcast(buf, buf.length, type.code, root, this.planHash)) return;
     }
     this.engine.run(this.bcastCall(buf, type, root));
@@ -350,9 +353,10 @@ export class Communicator {
 
   /** The native call of a bcast of `buf`: S1's one-sided bcast, or on the window plans, tagged, when it is a window bcast. */
   private bcastCall(buf: TypedArray, type: Datatype, root: number): NativeCall {
-    if (this.oneSided(buf)) {
+    const oneSided = this.oneSidedTag(buf);
+    if (oneSided !== undefined) {
       const call = this.nativeCall(NativeCollective.bcast, this.plans.oneSidedBcast(root), null, buf, buf.length, type.code, 0, root);
-      call.planHash = (this.planHash ^ ONE_SIDED_CALL_TAG) >>> 0;
+      call.planHash = (this.planHash ^ oneSided) >>> 0;
       return call;
     }
     const windowed = this.windowed(buf);
@@ -978,29 +982,37 @@ export class Communicator {
   }
 
   /**
-   * Makes the buffers of a collective that runs on the progress thread safe to use there until
-   * it ends, before it is queued. The progress thread writes through the raw address of each
-   * buffer's memory, which Node-API cannot hold: a resizable ArrayBuffer may shrink under it
-   * (its pages are given back: a segmentation fault) — refused with EINVAL; an ArrayBuffer
-   * transferred away (postMessage, structuredClone) is detached and its memory may be freed by
-   * its new owner — so it is marked untransferable (worker_threads.markAsUntransferable, as Node
-   * marks its own Buffer pool): a transfer list naming it copies it instead (or throws, as the
-   * runtime does for such buffers), and this rank's buffer stays valid. The mark is permanent.
-   * Windows are left alone: freeShared() detaches them itself and is refused while a collective
-   * is pending; SharedArrayBuffers cannot be detached.
+   * The progress thread writes a queued collective's buffers through the raw address of their
+   * memory, which Node-API cannot hold. A resizable ArrayBuffer may shrink under it (its pages
+   * are given back: a segmentation fault), so it is refused with EINVAL before anything is
+   * queued.
    */
-  private holdBuffers(buffers: readonly unknown[]): void {
+  private refuseResizable(buffers: readonly unknown[]): void {
     for (const b of buffers) {
-      if (!ArrayBuffer.isView(b) || !(b.buffer instanceof ArrayBuffer)) continue;
-      const memory = b.buffer as ArrayBuffer & { resizable?: boolean };
-      if (memory.resizable === true) {
+      if (ArrayBuffer.isView(b) && (b.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true) {
         throw this.argumentError(
           'EINVAL',
           'a buffer over a resizable ArrayBuffer cannot be used by a Promise collective or a request: it could shrink while the progress thread writes it',
           'Pass a fixed-length ArrayBuffer, or use the Sync form.',
         );
       }
-      if (this.windows.windowOf(b as TypedArray) === undefined) markAsUntransferable(memory);
+    }
+  }
+
+  /**
+   * Once a collective is queued: an ArrayBuffer of its buffers transferred away (postMessage,
+   * structuredClone) would be detached, and its memory freed by its new owner while the progress
+   * thread still writes it. Each is marked untransferable (worker_threads.markAsUntransferable, as
+   * Node marks its own Buffer pool): a transfer list naming it throws DataCloneError (Node 21 and
+   * later) or copies it (Node 20), and this rank's buffer stays valid. The mark is permanent.
+   * Windows are left alone: freeShared() detaches them itself and is refused while a collective
+   * is pending; SharedArrayBuffers cannot be detached.
+   */
+  private holdBuffers(buffers: readonly unknown[]): void {
+    for (const b of buffers) {
+      if (ArrayBuffer.isView(b) && b.buffer instanceof ArrayBuffer && this.windows.windowOf(b as TypedArray) === undefined) {
+        markAsUntransferable(b.buffer);
+      }
     }
   }
 
@@ -1010,8 +1022,9 @@ export class Communicator {
    * Sync calls do not take the fast path past it.
    */
   private request(start: () => NativeJob | void, ...keepAlive: unknown[]): CollectiveRequest {
-    this.holdBuffers(keepAlive);
+    this.refuseResizable(keepAlive);
     const job = start() ?? undefined;
+    this.holdBuffers(keepAlive);
     this.asyncPending++;
     return new CollectiveRequest(this.engine, job, () => void this.asyncPending--, keepAlive);
   }
@@ -1020,8 +1033,9 @@ export class Communicator {
   private async(start: () => Promise<void>, ...keepAlive: unknown[]): Promise<void> {
     let pending: Promise<void>;
     try {
-      this.holdBuffers(keepAlive);
+      this.refuseResizable(keepAlive);
       pending = start();
+      this.holdBuffers(keepAlive);
     } catch (e) {
       return Promise.reject(e);
     }

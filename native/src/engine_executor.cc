@@ -270,8 +270,9 @@ void Engine::AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& 
 
 // S1's one-sided bcast, one step at a time (protocol: shm_window.h, counters[r].put and .done).
 // Between ranks of this node every step works through the window holding B, at B's offset
-// from the start of this rank's part — the same offset in every rank's part (plan hashes that
-// differ otherwise make the ranks' calls differ); between nodes a put is a message that the
+// from the start of this rank's part — the same window and offset on every rank (the plan hash
+// carries them: ranks that differ disagree on the call; a parent also checks its child's place
+// before it writes); between nodes a put is a message that the
 // receiving rank's progress thread takes straight into B, and a done count an empty message.
 void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard) {
   const auto me = static_cast<size_t>(local_index_);
@@ -285,6 +286,30 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
   };
   const auto poll_us = static_cast<uint32_t>(std::max<int32_t>(0, s.group));
   const uint32_t call = CallHash(header);
+  const auto counter = [&](const WindowPlace& p, size_t local) -> WindowCounter& {
+    WindowCounter* c = windows_.Counter(p.id, local);
+    if (c == nullptr) throw CollError("EINVAL", "the shared window of this one-sided bcast's buffer is no longer mapped");
+    return *c;
+  };
+  // A peer this wait depends on that is past this call, or in it planned differently, will
+  // never write what the wait waits for (it ran this bcast otherwise: the levels on ordinary
+  // memory, another window). The guard compares calls once; this looks every 64th time.
+  uint32_t looks = 0;
+  const auto stray = [&](int local_peer) {
+    if ((++looks & 63) != 0) return false;
+    MsgHeader theirs{};
+    if (!ReadPublishedCall(local_peer, &theirs)) return false;
+    return static_cast<int32_t>(theirs.seq - header.seq) > 0 || !DescribeCallMismatch(header, theirs, s.peer).empty();
+  };
+  const auto strayed = [&](int local_peer) {
+    MsgHeader theirs{};
+    ReadPublishedCall(local_peer, &theirs);
+    const std::string differs = DescribeCallMismatch(header, theirs, s.peer);
+    return CollError("EMISMATCH", !differs.empty() ? differs
+                                                   : "rank " + std::to_string(s.peer) + " went on to call " + std::to_string(theirs.seq) +
+                                                         " without its part in this one-sided bcast (call " + std::to_string(header.seq) +
+                                                         "): it ran this bcast otherwise (ordinary memory, or another window)");
+  };
   uint8_t nowhere = 0;
   Delivery discard(&nowhere, Reducer{}, false, 1, nullptr, combine_scratch_);
   switch (s.kind) {
@@ -295,9 +320,12 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
       }
       const WindowPlace mine = place();
       const auto peer = static_cast<size_t>(s.local_peer);
-      WindowPut& line = windows_.Counter(mine.id, peer)->put;
+      WindowPut& line = counter(mine, peer).put;
       guard.WaitingOn(s.peer);
-      AwaitLocal([&] { return line.ready.load(std::memory_order_acquire) == call; }, s.local_peer, 0, guard);
+      bool gone = false;
+      const auto ready = [&] { return line.ready.load(std::memory_order_acquire) == call; };
+      AwaitLocal([&] { return ready() || (gone = stray(s.local_peer) && !ready()); }, s.local_peer, 0, guard);
+      if (gone) throw strayed(s.local_peer);
       uint64_t at = 0;
       uint8_t* into = windows_.PeerPlace(mine, me, peer, bytes, &at);
       const uint64_t their_at = line.offset.load(std::memory_order_relaxed);
@@ -322,13 +350,18 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
       const WindowPlace mine = place();
       uint64_t at = 0;
       windows_.PeerPlace(mine, me, me, bytes, &at);
-      WindowPut& line = windows_.Counter(mine.id, me)->put;
+      WindowPut& line = counter(mine, me).put;
       line.offset.store(at, std::memory_order_relaxed);
       line.bytes.store(bytes, std::memory_order_relaxed);
       line.ready.store(call, std::memory_order_release);
       locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
       guard.WaitingOn(s.peer);
-      AwaitLocal([&] { return line.arrived.load(std::memory_order_acquire) >= 1; }, s.local_peer, poll_us, guard);
+      bool gone = false;
+      // A parent that went on after its put raised `arrived` first: looked at again after the
+      // stray check (which saw the parent's later call), it reads 1.
+      const auto arrived = [&] { return line.arrived.load(std::memory_order_acquire) >= 1; };
+      AwaitLocal([&] { return arrived() || (gone = stray(s.local_peer) && !arrived()); }, s.local_peer, poll_us, guard);
+      if (gone) throw strayed(s.local_peer);
       line.arrived.fetch_sub(1, std::memory_order_relaxed);
       return;
     }
@@ -337,7 +370,7 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
         SendTo(s.peer, -1, header, nullptr, 0, guard);
         return;
       }
-      windows_.Counter(place().id, static_cast<size_t>(s.local_peer))->done.fetch_add(1, std::memory_order_release);
+      counter(place(), static_cast<size_t>(s.local_peer)).done.fetch_add(1, std::memory_order_release);
       locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
       return;
     }
@@ -347,7 +380,7 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
       }
       const auto others = static_cast<uint32_t>(options_.local_ranks.size() - 1);
       if (others == 0) return;
-      std::atomic<uint32_t>& done = windows_.Counter(place().id, me)->done;
+      std::atomic<uint32_t>& done = counter(place(), me).done;
       guard.WaitingOnNode();
       AwaitLocal([&] { return done.load(std::memory_order_acquire) >= others; }, -1, poll_us, guard);
       done.fetch_sub(others, std::memory_order_relaxed);

@@ -224,9 +224,9 @@ const bcastCollective = z
      */
     algorithm: z.enum(['levels', 'one-sided']).default('levels'),
     /**
-     * The one-sided bcast's waits for a put (and the root's for the done counts): 0 sleeps on the
-     * engine's doorbell after a short spin; N > 0 polls every N microseconds instead (S1's
-     * helper thread's "sleep a timeout between polls").
+     * The one-sided bcast's waits for a put's arrival and the root's for the done counts, inside
+     * a node: 0 sleeps on the engine's doorbell after a short spin; N > 0 polls every N
+     * microseconds instead (S1's helper thread's "sleep a timeout between polls").
      */
     pollMicros: z.number().int().min(0).max(1_000_000).default(0),
     levels: z

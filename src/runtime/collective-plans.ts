@@ -135,7 +135,7 @@ export class CollectivePlans {
     // queue's) saves context switches, where the area's root waits for every rank's previous call.
     const oneWay = this.shmAllreduce === 'every-rank';
     const configured = (levels: Record<string, string>): boolean => Object.values(levels).some((a) => a !== 'auto');
-    this.shmBcast = oneWay && config.bcast.shm && !configured(config.bcast.levels) && config.bcast.algorithm === 'levels';
+    this.shmBcast = oneWay && config.bcast.shm && !configured(config.bcast.levels);
     this.shmReduce = oneWay && config.reduce.shm && !configured(config.reduce.levels);
   }
 

@@ -18,6 +18,8 @@
 //   `--fault offset`: rank 1's buffer lies one element further into its window part than the
 //     others': the parent refuses to put;
 //   `--fault mixed`: rank 1 passes ordinary memory where the others pass windows;
+//   `--fault root-ordinary`: the root does;
+//   `--fault windows`: rank 1 passes another window than the others;
 // in both the ranks whose part of the tree went through finish the bcast and learn of the
 // failure in the barrier after it.
 import { init, TopocollError } from 'topocoll';
@@ -73,16 +75,27 @@ if (fault === 'die') {
 }
 if (fault === 'offset') {
   const w = comm.allocShared(Float64Array, 1 << 10);
+  if (rank === 0) w.fill(7);
   const at = rank === 1 ? 1 : 0;
   await reportAndExit(() => {
-    comm.bcastSync(w.subarray(at, at + 512), 0);
-    comm.barrierSync();
+    try {
+      comm.bcastSync(w.subarray(at, at + 512), 0);
+      comm.barrierSync();
+    } finally {
+      // The parent refused before writing: rank 1's part still holds its zeros.
+      if (rank === 1) console.log(`rank 1 window ${w.every((x) => x === 0) ? 'untouched' : 'written'}`);
+    }
   });
 }
-if (fault === 'mixed') {
+if (fault === 'mixed' || fault === 'root-ordinary' || fault === 'windows') {
   const w = comm.allocShared(Float64Array, 1 << 10);
+  const other = comm.allocShared(Float64Array, 1 << 10);
+  // mixed: rank 1 passes ordinary memory; root-ordinary: the root does (its one-way bcast on the
+  // levels returns at once, and it goes on to the barrier); windows: rank 1 passes another window.
+  const odd = fault === 'root-ordinary' ? 0 : 1;
+  const mine = rank !== odd ? w : fault === 'windows' ? other : new Float64Array(1 << 10);
   await reportAndExit(() => {
-    comm.bcastSync(rank === 1 ? new Float64Array(1 << 10) : w, 0);
+    comm.bcastSync(mine, 0);
     comm.barrierSync();
   });
 }
@@ -149,7 +162,8 @@ for (const type of TYPES) {
   comm.freeShared(w);
 }
 
-// Ordinary memory on every rank: the levels' bcast; then one-sided again.
+// Ordinary memory on every rank: the levels' bcast; then one-sided again, and the levels on a
+// window once configure() switched back.
 {
   const plain = new Float64Array(3000);
   const root = size - 1;
@@ -160,6 +174,11 @@ for (const type of TYPES) {
   if (rank === 0) w.forEach((_, i) => (w[i] = i * 5));
   await comm.ibcast(w, 0);
   check('one-sided after the levels', w, (i) => i * 5);
+  comm.configure({ bcast: { algorithm: 'levels' } });
+  if (rank === root) w.forEach((_, i) => (w[i] = i * 11));
+  else w.fill(0);
+  await comm.ibcast(w, root);
+  check('the levels on a window after configure()', w, (i) => i * 11);
 }
 
 console.log(`rank ${rank} ok ${checks}`);

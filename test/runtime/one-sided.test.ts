@@ -49,16 +49,32 @@ describe('one-sided bcast (S1)', () => {
     });
   }
 
+  it('a buffer at another offset of its window part → EMISMATCH on every rank, and the parent wrote nothing', async () => {
+    const r = runJob(['-n', '4', job, '--fault', 'offset'], 60_000);
+    for (const rank of [0, 1, 2, 3]) {
+      expect(r.lines.find((l) => l.startsWith(`rank ${rank} caught`)) ?? '(nothing)', r.stdout + r.stderr).toMatch(/caught EMISMATCH: /);
+    }
+    expect(r.lines, r.stdout).toContain('rank 1 window untouched');
+    expect(await leftoverSegments()).toEqual([]);
+  });
+
   for (const [fault, what] of [
-    ['offset', 'a buffer at another offset of its window part'],
     ['mixed', 'ordinary memory on one rank, windows on the others'],
+    ['root-ordinary', 'ordinary memory at the root, windows on the others'],
+    ['windows', 'another window on one rank'],
   ] as const) {
-    it(`${what} → EMISMATCH on every rank, before the parent writes`, async () => {
-      const r = runJob(['-n', '4', job, '--fault', fault], 60_000);
-      for (const rank of [0, 1, 2, 3]) {
-        expect(r.lines.find((l) => l.startsWith(`rank ${rank} caught`)) ?? '(nothing)', r.stdout + r.stderr).toMatch(/caught EMISMATCH: /);
-      }
-      expect(await leftoverSegments()).toEqual([]);
-    });
+    for (const where of [
+      ['-n', '4'],
+      ['-n', '4', '--nodes', '2'],
+    ]) {
+      const on = where.length > 2 ? '2 emulated nodes' : 'one node';
+      it(`${on}: ${what} → EMISMATCH on every rank`, async () => {
+        const r = runJob([...where, job, '--fault', fault], 60_000);
+        for (const rank of [0, 1, 2, 3]) {
+          expect(r.lines.find((l) => l.startsWith(`rank ${rank} caught`)) ?? '(nothing)', r.stdout + r.stderr).toMatch(/caught EMISMATCH: /);
+        }
+        expect(await leftoverSegments()).toEqual([]);
+      });
+    }
   }
 });

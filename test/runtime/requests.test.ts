@@ -41,7 +41,7 @@ describe('requests that go wrong', () => {
     expect(okRanks(r.lines), r.stderr).toEqual([0, 1]);
   });
 
-  it('a buffer released while a request is pending: a resizable ArrayBuffer → EINVAL at the call; one transferred away is copied and still receives the result', () => {
+  it('a buffer released while a request is pending: a resizable ArrayBuffer → EINVAL at the call; a transfer of one copies it or throws, and the request still fills it', () => {
     const r = runJob(['-n', '3', '--nodes', '2', job, '--fault', 'release'], 60_000);
     expect(r.status, r.stderr).toBe(0);
     for (const rank of [0, 1, 2]) {
