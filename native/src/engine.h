@@ -316,9 +316,10 @@ class Engine {
   bool ReceivesIn(const std::vector<Step>& steps) const;
   // kPut, kAwaitPut, kCountDone, kAwaitDone (engine_executor.cc): S1's one-sided bcast on B.
   void RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard);
-  // Waits until ready(): the engine's policy with poll_us 0, else S1's polling (wait.h, PollUntil).
+  // Waits until ready() (local_peer: the local index waited on, −1 the node): the engine's policy
+  // with poll_us 0, else S1's polling (wait.h, PollUntil).
   template <typename Ready>
-  void AwaitLocal(Ready&& ready, int peer, uint32_t poll_us, Guard& guard);
+  void AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& guard);
   // kShmWindowAllreduce (engine_executor.cc): single copy through the node's windows.
   void WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
                        bool every_rank, Guard& guard);

@@ -310,8 +310,6 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
                                                          " without its part in this one-sided bcast (call " + std::to_string(header.seq) +
                                                          "): it ran this bcast otherwise (ordinary memory, or another window)");
   };
-  uint8_t nowhere = 0;
-  Delivery discard(&nowhere, Reducer{}, false, 1, nullptr, combine_scratch_);
   switch (s.kind) {
     case StepKind::kPut: {
       if (s.local_peer < 0) {
@@ -375,6 +373,8 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
       return;
     }
     case StepKind::kAwaitDone: {
+      uint8_t nowhere = 0;
+      Delivery discard(&nowhere, Reducer{}, false, 1, nullptr, combine_scratch_);
       for (int r = 0; r < options_.size; ++r) {
         if (LocalIndex(r) < 0) RecvFrom(r, -1, header, 0, discard, guard);
       }

@@ -156,7 +156,8 @@ export interface Step {
   /** RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B. */
   order?: 0 | 1;
   /** ShmAllreduce: every rank combines the deposits (else the last to arrive does); ShmAllgather: every rank waits for each deposit; ShmWindowAllreduce: its meetings' protocol. */
-  everyRankCombines?: boolean; /** AwaitPut, AwaitDone: microseconds slept between polls (S1's helper thread); 0 or absent: the engine's doorbell wait. */
+  everyRankCombines?: boolean;
+  /** AwaitPut, AwaitDone: microseconds slept between polls (S1's helper thread); 0 or absent: the engine's doorbell wait. */
   pollMicros?: number;
 }
 

@@ -143,7 +143,10 @@ class Run<V> {
     const where = `rank ${a} step ${at.index} (segment ${segment})`;
     if (!this.validPeers(s, a, where)) return this.complete(a);
     switch (s.kind) {
-      case StepKind.Send: {
+      // A Put is a Send to the simulator: with 'rendezvous' it completes once the child took it
+      // (the native put waits for the child to enter the call); AwaitPut is its Recv.
+      case StepKind.Send:
+      case StepKind.Put: {
         const posted = this.posted[a] === undefined;
         if (posted) this.posted[a] = this.post(a, s.peer, s.level, segment, s.range ?? WHOLE, where);
         if ((this.options.transport ?? 'eager') === 'eager' || this.posted[a]!.taken) return this.complete(a);
@@ -151,6 +154,7 @@ class Run<V> {
       }
       case StepKind.Recv:
       case StepKind.RecvReduce:
+      case StepKind.AwaitPut:
         return this.receive(a, s.peer, s, segment, s.range ?? WHOLE, where) && this.complete(a);
       case StepKind.SendRecv:
       case StepKind.SendRecvReduce: {
@@ -160,16 +164,6 @@ class Run<V> {
         const range2 = { first: s.range2?.first ?? -1, count: s.range2?.count ?? -1, of: range.of };
         return (this.receive(a, s.peer2!, s, segment, range2, where) && this.complete(a)) || posted;
       }
-      case StepKind.Put: {
-        // As a Send: with 'rendezvous' it completes once the child took it (the native put
-        // waits for the child to enter the call).
-        const posted = this.posted[a] === undefined;
-        if (posted) this.posted[a] = this.post(a, s.peer, s.level, segment, s.range ?? WHOLE, where);
-        if ((this.options.transport ?? 'eager') === 'eager' || this.posted[a]!.taken) return this.complete(a);
-        return posted;
-      }
-      case StepKind.AwaitPut:
-        return this.receive(a, s.peer, s, segment, s.range ?? WHOLE, where) && this.complete(a);
       case StepKind.CountDone:
         this.post(a, s.peer, s.level, segment, NOTHING, where).done = true;
         return this.complete(a);
