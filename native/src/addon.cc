@@ -597,6 +597,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     put("slotHeader", l.slot_header);
     put("slotData", l.slot_data);
     put("slotDataBytes", l.slot_data_bytes);
+    put("slotDepth", l.slot_depth);
     auto out = Napi::Object::New(env);
     out.Set("segment", Napi::Value(env, segment));
     out.Set("counters", Napi::Value(env, counters));
@@ -799,7 +800,7 @@ Napi::Object NativeTables(Napi::Env env) {
   out.Set("trees", EnumTable(env, kTrees));
 
   out.Set("shmAllreduceMaxBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kMaxBytes)));
-  out.Set("shmAllgatherColumnBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kSlotBytes)));
+  out.Set("shmAllgatherColumnBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kColumnBytes)));
   auto window_bcast = Napi::Array::New(env, 2);
   window_bcast.Set(uint32_t{0}, Napi::Number::New(env, static_cast<double>(WindowBcastMinBytes(false))));
   window_bcast.Set(uint32_t{1}, Napi::Number::New(env, static_cast<double>(WindowBcastMinBytes(true))));

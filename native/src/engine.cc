@@ -294,8 +294,9 @@ FastPathLayout Engine::fast_path_layout() const {
   l.slot_stride = ShmAllreduce::kSlotStride;
   l.slot_header = ShmAllreduce::kHeaderAt;
   l.slot_data = ShmAllreduce::kDataAt;
-  l.slot_data_bytes = ShmAllreduce::kSlotBytes;
-  l.span = l.slots + 2 * options_.local_ranks.size() * ShmAllreduce::kSlotStride;
+  l.slot_data_bytes = ShmAllreduce::kInlineBytes;
+  l.slot_depth = ShmAllreduce::kDepth;
+  l.span = l.slots + ShmAllreduce::SlotsBytes(options_.local_ranks.size());
   return l;
 }
 

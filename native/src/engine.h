@@ -189,10 +189,11 @@ struct FastPathLayout {
   size_t idle;            // doorbell.idle
   size_t call_version;    // call_version (the published call's seqlock)
   size_t call;            // call[4]
-  size_t slots;           // ShmAllreduce's Slot[2][L]
+  size_t slots;           // ShmAllreduce's Slot[kDepth][L]
   size_t slot_stride, slot_header, slot_data;
-  size_t slot_data_bytes;
-  size_t span;  // bytes from the base that cover all of the above
+  size_t slot_data_bytes;  // kInlineBytes
+  size_t slot_depth;       // kDepth
+  size_t span;             // bytes from the base that cover all of the above
 };
 
 class Engine {

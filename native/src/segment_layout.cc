@@ -16,7 +16,7 @@ constexpr size_t kRingsAt = RoundUp(kReduceAt + kMaxRings * sizeof(ReduceCounter
 static_assert(kConsumedAt % alignof(PaddedCounter) == 0 && kReduceAt % alignof(ReduceCounters) == 0,
               "each counter array starts at its alignment");
 
-// The node-wide area: counters, the two results, then the slots.
+// The node-wide area: counters, the two results, the slots, then the columns.
 constexpr size_t kResultsAt = sizeof(ShmAllreduce::Counters);
 constexpr size_t kSlotsAt = RoundUp(kResultsAt + 2 * ShmAllreduce::kMaxBytes, alignof(ShmAllreduce::Slot));
 
@@ -31,7 +31,8 @@ SegmentLayout::SegmentLayout(size_t local_size, uint64_t channel_bytes, const Sh
   region_queue_ = kRingsAt + RoundUp(kMaxRings * blocks * sizeof(FragmentControl), kPage);
   region_bytes_ = region_queue_ + static_cast<size_t>(bcast.queue_bytes);
   node_area_ = regions_ + local_size * region_bytes_;
-  total_bytes_ = node_area_ + RoundUp(kSlotsAt + 2 * local_size * sizeof(ShmAllreduce::Slot), kPage);
+  total_bytes_ =
+      node_area_ + RoundUp(kSlotsAt + ShmAllreduce::SlotsBytes(local_size) + ShmAllreduce::ColumnsBytes(local_size), kPage);
 }
 
 BcastRegion SegmentLayout::RegionViews(uint8_t* base, size_t i) const {
@@ -48,7 +49,8 @@ BcastRegion SegmentLayout::RegionViews(uint8_t* base, size_t i) const {
 
 ShmAllreduce::Area SegmentLayout::NodeArea(uint8_t* base) const {
   uint8_t* a = base + node_area_;
-  return {reinterpret_cast<ShmAllreduce::Counters*>(a), a + kResultsAt, reinterpret_cast<ShmAllreduce::Slot*>(a + kSlotsAt)};
+  return {reinterpret_cast<ShmAllreduce::Counters*>(a), a + kResultsAt, reinterpret_cast<ShmAllreduce::Slot*>(a + kSlotsAt),
+          a + kSlotsAt + ShmAllreduce::SlotsBytes(local_size_)};
 }
 
 }  // namespace topocoll

@@ -24,9 +24,11 @@
 //                   kMaxRings rings of queue_bytes / min_fragment  slot_waiter (the owner too)
 //                   FragmentControl, pages
 //                   the queue (queue_bytes), first-touched by the owner
-//   node_area     ShmAllreduce's area, pages: Counters {arrived,   rank r: its slots; every rank:
-//                 completed}, results[2] × kMaxBytes, Slot[2][L]   arrived; the last to arrive:
-//                 {deposited, MsgHeader, data[kSlotBytes]}         results and completed
+//   node_area     ShmAllreduce's area, pages: Counters {arrived,   rank r: its slots and
+//                 completed}, results[2] × kMaxBytes,              columns; every rank: arrived;
+//                 Slot[kDepth][L] {deposited, MsgHeader,           the last to arrive: results
+//                 data[kInlineBytes]}, columns[2][L] ×             and completed
+//                 kColumnBytes
 //
 // The segment is zero when created (ftruncate): beyond the header only each rank's own S0
 // region needs initialising (by its owner, as first touch, with slot_waiter = −1). Writers of

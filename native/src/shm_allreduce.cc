@@ -13,13 +13,44 @@ ShmAllreduce::ShmAllreduce(Area area, std::vector<int> ranks, std::vector<Doorbe
     : counters_(area.counters),
       results_(area.results),
       slots_(area.slots),
+      columns_(area.columns),
       ranks_(std::move(ranks)),
       doorbells_(std::move(doorbells)),
       me_(me),
       calls_(calls) {}
 
+static_assert((ShmAllreduce::kDepth & (ShmAllreduce::kDepth - 1)) == 0 && ShmAllreduce::kDepth >= 4,
+              "the ring's place is the call's low bits, and its refill mark lies between needed and the call");
+
 ShmAllreduce::Slot& ShmAllreduce::SlotOf(int rank, uint32_t call) const {
-  return slots_[(call & 1) * doorbells_.size() + static_cast<size_t>(rank)];
+  return slots_[(call & (kDepth - 1)) * doorbells_.size() + static_cast<size_t>(rank)];
+}
+
+uint8_t* ShmAllreduce::DataOf(int rank, uint32_t call, size_t bytes) const {
+  if (bytes <= kInlineBytes) return SlotOf(rank, call).data;
+  return columns_ + ((call & 1) * doorbells_.size() + static_cast<size_t>(rank)) * kColumnBytes;
+}
+
+namespace {
+// Whether call number `a` comes before `b` (32-bit numbers that wrap; they differ by far less
+// than 2^31).
+bool Before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+}  // namespace
+
+void ShmAllreduce::EnsureEntered(uint32_t needed, uint32_t target, const WaitPolicy& policy, WaitGuard& guard) {
+  if (Before(needed, calls_->all_entered)) return;
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (static_cast<int>(r) == me_) continue;
+    const Slot& theirs = SlotOf(static_cast<int>(r), target);
+    // Entered: the slot holds target's mark, or that of target + kDepth (Reuse: r is at most
+    // kDepth − 2 calls past this one); any other value is of an earlier call.
+    auto entered = [&] {
+      const uint32_t ahead = theirs.deposited.load(std::memory_order_acquire) - (target + 1);
+      return ahead == 0 || ahead == kDepth;
+    };
+    if (!entered()) WaitUntil(entered, *doorbells_[static_cast<size_t>(me_)], policy, guard);
+  }
+  calls_->all_entered = target + 1;
 }
 
 uint8_t* ShmAllreduce::Result(uint32_t call) const { return results_ + (call & 1) * kMaxBytes; }
@@ -40,21 +71,15 @@ void ShmAllreduce::CheckFits(const char* collective, size_t bytes) {
 
 uint32_t ShmAllreduce::Deposit(const void* data, size_t bytes, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {
   const uint32_t call = calls_->count;
-  if (calls_->unsettled != 0) {
-    // Every rank's mark of the previous call: its slots are then read by nobody any more.
-    for (size_t r = 0; r < doorbells_.size(); ++r) {
-      if (static_cast<int>(r) == me_) continue;
-      const Slot& theirs = SlotOf(static_cast<int>(r), call - 1);
-      auto marked = [&] { return theirs.deposited.load(std::memory_order_acquire) == call; };
-      if (!marked()) WaitUntil(marked, *doorbells_[static_cast<size_t>(me_)], policy, guard);
-    }
-    calls_->unsettled = 0;
-  }
+  if (bytes > kInlineBytes)
+    EnsureEntered(call - 1, call - 1, policy, guard);
+  else
+    EnsureEntered(call - (kDepth - 1), call - kDepth / 2, policy, guard);
   calls_->count = call + 1;
   Slot& mine = SlotOf(me_, call);
   mine.header = header;
   mine.header.sender = ranks_[static_cast<size_t>(me_)];
-  if (bytes > 0) std::memcpy(mine.data, data, bytes);
+  if (bytes > 0) std::memcpy(DataOf(me_, call, bytes), data, bytes);
   return call;
 }
 
@@ -118,11 +143,11 @@ void ShmAllreduce::Bcast(void* buf, size_t bytes, const MsgHeader& header, size_
   const bool mine = root == static_cast<size_t>(me_);
   const uint32_t call = Deposit(buf, mine ? bytes : 0, header, policy, guard);
   MarkDeposited(call, policy);
-  // The root saw no mark of this call; another rank saw the root's, which are all at two ranks.
-  calls_->unsettled = mine || doorbells_.size() > 2 ? 1 : 0;
   if (mine) return;
   AwaitDeposit(call, root, header, policy, guard);
-  if (bytes > 0) std::memcpy(buf, SlotOf(static_cast<int>(root), call).data, bytes);
+  // It saw the root's mark; at two ranks that is every mark.
+  if (doorbells_.size() == 2) calls_->all_entered = call + 1;
+  if (bytes > 0) std::memcpy(buf, DataOf(static_cast<int>(root), call, bytes), bytes);
 }
 
 void ShmAllreduce::Reduce(void* buf, uint64_t count, size_t elem, const MsgHeader& header, size_t root, const Reducer& combine,
@@ -132,7 +157,6 @@ void ShmAllreduce::Reduce(void* buf, uint64_t count, size_t elem, const MsgHeade
   const uint32_t call = Deposit(buf, bytes, header, policy, guard);
   if (root != static_cast<size_t>(me_)) {
     MarkDeposited(call, policy);
-    calls_->unsettled = 1;
     return;
   }
   EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
@@ -146,12 +170,13 @@ void ShmAllreduce::EveryRankCombines(uint32_t call, void* buf, size_t bytes, uin
     if (static_cast<int>(r) != me_) AwaitDeposit(call, r, header, policy, guard);
     // A barrier has nothing to combine (and no operator). This rank's own data is in its slot.
     if (bytes == 0) continue;
-    const Slot& theirs = SlotOf(static_cast<int>(r), call);
+    const uint8_t* theirs = DataOf(static_cast<int>(r), call, bytes);
     if (r == 0)
-      std::memcpy(out, theirs.data, bytes);
+      std::memcpy(out, theirs, bytes);
     else
-      combine(out, theirs.data, count);
+      combine(out, theirs, count);
   }
+  calls_->all_entered = call + 1;
 }
 
 void ShmAllreduce::LastCombines(uint32_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
@@ -160,13 +185,15 @@ void ShmAllreduce::LastCombines(uint32_t call, uint64_t round, void* buf, size_t
   if (Arrive(call, round, header)) {
     // A barrier has nothing to combine (and no operator).
     if (bytes > 0) {
-      std::memcpy(result, SlotOf(0, call).data, bytes);
-      for (size_t r = 1; r < doorbells_.size(); ++r) combine(result, SlotOf(static_cast<int>(r), call).data, count);
+      std::memcpy(result, DataOf(0, call, bytes), bytes);
+      for (size_t r = 1; r < doorbells_.size(); ++r) combine(result, DataOf(static_cast<int>(r), call, bytes), count);
     }
     Complete(round, policy);
   } else {
     AwaitComplete(round, policy, guard);
   }
+  // Every rank arrived, so entered this call.
+  calls_->all_entered = call + 1;
   // A barrier passes no buffer (memcpy of nothing from or to null is still undefined).
   if (bytes > 0) std::memcpy(buf, result, bytes);
 }
@@ -182,21 +209,21 @@ void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& count
   uint64_t longest = 0;
   for (size_t r = 0; r < ranks; ++r) longest = std::max(longest, block(r).second);
   // At least one round: an allgather of nothing still checks that every rank makes this call.
-  const uint64_t rounds = longest == 0 ? 1 : (longest + kSlotBytes - 1) / kSlotBytes;
+  const uint64_t rounds = longest == 0 ? 1 : (longest + kColumnBytes - 1) / kColumnBytes;
   // Bytes [k·S, (k+1)·S) of a block of `bytes`: their offset and length.
   const auto column = [](uint64_t k, uint64_t bytes) {
-    const uint64_t at = std::min(k * kSlotBytes, bytes);
-    return std::pair<uint64_t, size_t>{at, static_cast<size_t>(std::min<uint64_t>(kSlotBytes, bytes - at))};
+    const uint64_t at = std::min(k * kColumnBytes, bytes);
+    return std::pair<uint64_t, size_t>{at, static_cast<size_t>(std::min<uint64_t>(kColumnBytes, bytes - at))};
   };
   const auto [own, own_bytes] = block(static_cast<size_t>(me_));
   for (uint64_t k = 0; k < rounds; ++k) {
     const auto [own_at, own_n] = column(k, own_bytes);
     const uint32_t call = Deposit(own + own_at, own_n, header, policy, guard);
-    // Copies local rank r's column of this round out of its slot.
+    // Copies local rank r's column of this round out of its slot or column.
     const auto take = [&](size_t r) {
       const auto [place, bytes] = block(r);
       const auto [at, n] = column(k, bytes);
-      if (n > 0) std::memcpy(place + at, SlotOf(static_cast<int>(r), call).data, n);
+      if (n > 0) std::memcpy(place + at, DataOf(static_cast<int>(r), call, n), n);
     };
     if (every_rank_waits) {
       MarkDeposited(call, policy);
@@ -205,6 +232,7 @@ void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& count
         AwaitDeposit(call, r, header, policy, guard);
         take(r);
       }
+      calls_->all_entered = call + 1;
       continue;
     }
     const uint64_t round = last_arrival_calls_++;
@@ -212,6 +240,7 @@ void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& count
       Complete(round, policy);
     else
       AwaitComplete(round, policy, guard);
+    calls_->all_entered = call + 1;
     for (size_t r = 0; r < ranks; ++r) {
       if (static_cast<int>(r) != me_) take(r);
     }

@@ -22,10 +22,10 @@
 // same bits, run after run, and operators need not commute.
 //
 // The allgather (Allgather) uses the same slots and the same two protocols, in rounds: in
-// round k every rank deposits bytes [k·S, (k+1)·S) of its own block (S = kSlotBytes; nothing
+// round k every rank deposits bytes [k·S, (k+1)·S) of its own block (S = kColumnBytes; nothing
 // once its block is done), then, once it knows every slot holds this round's column (it waited
-// for each mark itself, or the last to arrive told it), copies each peer's column from its slot
-// to its place in the result. Every round counts as a call below. Nothing is combined and the
+// for each mark itself, or the last to arrive told it), copies each peer's column from where it lies
+// (below) to its place in the result. Every round counts as a call below. Nothing is combined and the
 // result area is unused. Why rounds through the slots and not a schedule: with more ranks than
 // cores each round costs every rank one run, where a ring or a tree of p − 1 or log p steps
 // costs a context switch per step and rank.
@@ -40,17 +40,31 @@
 //   return at once; t waits for every mark, checks every header and combines the slots in local
 //   order, as the every-rank allreduce does.
 //
-// A rank that returns from call u without having seen every rank's mark of u is *unsettled*
-// (AreaCalls::unsettled): before it deposits call u + 1 it waits until every rank has marked u.
+// Where a call's words live. Each rank has a ring of kDepth slots, call u in slot u mod kDepth:
+// the mark, the header and up to kInlineBytes of data. Data larger than that goes to the rank's
+// column of the call's parity (u mod 2, kColumnBytes each). The mark is written last (release),
+// after header and data.
 //
-// Slots and results come in two parities, whichever protocol each call used: a rank writes
-// call u's slot only once every rank has marked call u − 1 (it waited for those marks in call
-// u − 1, or settles first); no rank marks u − 1 before it has finished call u − 2 and so read
-// the slot's previous contents. The last rank of call u writes result u mod 2 only once
-// everyone has deposited u, so everyone has read result u − 2. For the same reason a slot's
-// mark is either u − 1 (call u − 2's) or u + 1 while anyone waits for call u: marks are 32-bit
-// call numbers + 1 that wrap, compared for equality. A rank that returned from call u early
-// still reads only marks of u (settling) or of later calls, never a header or data of u.
+// Reuse. A mark of call u means "this rank has entered u": it finished u − 1 and so read
+// everything of earlier calls. AreaCalls::all_entered is what this rank knows of the others:
+// every rank has entered every call below it (it waited for all their marks, or every rank
+// arrived at a last-arrival call). Before it deposits call u a rank needs every rank to have
+// entered u − kDepth + 1 (its slot's previous call u − kDepth is read by all) — or u − 1 when
+// the data goes to a column (the column's previous call u − 2 is read by all). If
+// all_entered is not past that, it waits for every rank's mark of a later call than it needs —
+// u − kDepth/2 (u − 1 for a column) — and sets all_entered after it: a sender that runs ahead
+// (a bcast root, reduce senders) then reads the others' marks once every kDepth/2 calls, not
+// once per call, and the reader always has calls queued. That wait cannot deadlock: this rank
+// has deposited every call before u, and no call before u needs more of it. The calls between
+// the needed one and u − 1 all marked (a last-arrival call among them would have moved
+// all_entered past it), so the mark waited for will come. No rank gets more than kDepth − 2
+// calls past u before this rank has entered u (it needs this rank's mark of its call −
+// kDepth + 1), so the slot of the call waited for holds that call's mark + 1, or the mark of
+// the call kDepth later: either means entered (marks are call + 1, 32 bits that wrap; a zeroed
+// area is the marks of call −1). A wait for rank r's deposit of this rank's own call u
+// compares for equality.
+// The last rank of call u writes result u mod 2 only once everyone has deposited u, so everyone
+// has read result u − 2.
 //
 // Mismatches: a rank that waits for a mark checks that rank's header against its own, so a
 // one-way call's mismatch is seen by the readers of a bcast and the target of a reduce. Ranks
@@ -77,16 +91,20 @@ namespace topocoll {
 
 // A rank's calls of the area, in two words the JavaScript fast path reads and writes too.
 struct AreaCalls {
-  uint32_t count = 0;      // calls this rank has made (the same on every rank), wrapping
-  uint32_t unsettled = 0;  // 1: the last call (count − 1) returned before every rank had marked it
+  uint32_t count = 0;        // calls this rank has made (the same on every rank), wrapping
+  uint32_t all_entered = 0;  // every rank has entered every call below this one (see Reuse above)
 };
 
 class ShmAllreduce {
  public:
   // Largest allreduce (bytes) it takes; larger ones go through the group schedules.
   static constexpr size_t kMaxBytes = 8192;
-  // Bytes of a slot's data: an allgather's column per round.
-  static constexpr size_t kSlotBytes = 64 * 1024;
+  // Slots in each rank's ring: how many calls a one-way sender may run ahead of the slowest rank.
+  static constexpr uint32_t kDepth = 16;
+  // Data a slot holds itself: the JavaScript fast path's calls all fit.
+  static constexpr size_t kInlineBytes = 1024;
+  // Bytes of a column: larger data of a call, and an allgather's column per round.
+  static constexpr size_t kColumnBytes = 64 * 1024;
 
   // The parts of the node-wide area (segment_layout.h carves them).
   struct Counters {
@@ -101,13 +119,17 @@ class ShmAllreduce {
     std::atomic<uint32_t> deposited;  // call + 1 (wrapping) once this call's header and data are written
     uint32_t reserved;
     MsgHeader header;
-    uint8_t data[kSlotBytes];  // 8-byte aligned: combined in place
+    uint8_t data[kInlineBytes];  // 8-byte aligned: combined in place
   };
   struct Area {
     Counters* counters;
     uint8_t* results;  // 2 parities × kMaxBytes
-    Slot* slots;       // 2 parities × L, by parity then local index
+    Slot* slots;       // kDepth × L, by place in the ring then local index
+    uint8_t* columns;  // 2 parities × L × kColumnBytes, by parity then local index
   };
+  // Bytes of the slots and of the columns of L local ranks (the columns follow the slots).
+  static constexpr size_t SlotsBytes(size_t local_size) { return kDepth * local_size * sizeof(Slot); }
+  static constexpr size_t ColumnsBytes(size_t local_size) { return 2 * local_size * kColumnBytes; }
 
   // Byte offsets the JavaScript fast path needs (from the area's slots, within a slot).
   static constexpr size_t kSlotStride = sizeof(Slot);
@@ -150,11 +172,16 @@ class ShmAllreduce {
   // Throws EINVAL when `bytes` exceed what a call of the area takes (kMaxBytes).
   static void CheckFits(const char* collective, size_t bytes);
   Slot& SlotOf(int rank, uint32_t call) const;
+  // Where local rank `rank`'s `bytes` of data of `call` lie: its slot, or its column.
+  uint8_t* DataOf(int rank, uint32_t call, size_t bytes) const;
+  // Makes sure every rank has entered `needed` (Reuse, above), waiting for their marks of
+  // `target` (needed ≤ target < the current call) when all_entered is not past it.
+  void EnsureEntered(uint32_t needed, uint32_t target, const WaitPolicy& policy, WaitGuard& guard);
   uint8_t* Result(uint32_t call) const;
   // Checks that `theirs`, the header local rank r deposited, is this call's.
   void CheckHeader(const MsgHeader& mine, const MsgHeader& theirs, size_t r) const;
-  // Settles the previous call if this rank is unsettled, then writes this call's header into
-  // this rank's slot and `bytes` of `data` after it; returns the call's number.
+  // Waits until this call's slot (and column) may be reused, then writes this call's header
+  // into this rank's slot and `bytes` of `data` to DataOf; returns the call's number.
   uint32_t Deposit(const void* data, size_t bytes, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
   // Marks this rank's slot of `call` deposited and rings the others.
   void MarkDeposited(uint32_t call, const WaitPolicy& policy);
@@ -175,6 +202,7 @@ class ShmAllreduce {
   Counters* counters_;
   uint8_t* results_;
   Slot* slots_;
+  uint8_t* columns_;
   std::vector<int> ranks_;
   std::vector<Doorbell*> doorbells_;
   int me_;

@@ -1,8 +1,9 @@
 // The node-wide small-message allreduce and the allgather, bcast and reduce through its slots
 // (shm_allreduce.h), threads as the local ranks: both protocols (every rank combines / the last
 // to arrive computes) alternating from call to call as configure() may switch them, one-way
-// bcasts and reduces from every root between them, calls back to back so the two slot and
-// result parities are reused while slow ranks lag (a bcast root and reduce senders run ahead),
+// bcasts and reduces from every root between them (runs of them longer than the ring), calls
+// back to back so the ring of slots, the columns and the results are reused while slow ranks
+// lag (a bcast root and reduce senders run ahead), data at the slot's and column's limits,
 // allgather blocks of several rounds.
 // The operator is neither commutative nor associative (dst = 3·dst + src): only the fold in
 // local order gives the reference. Headers that differ end every rank's call with EMISMATCH.
@@ -37,26 +38,31 @@ uint64_t InputValue(uint64_t call, uint64_t rank, uint64_t i) {
   return x ^ (x >> 31);
 }
 
-// The node-wide area (counters, two results, two parities of L slots), zeroed, shared.
+// The node-wide area (counters, two results, the rings of slots, the columns), zeroed, shared.
 class NodeArea {
  public:
   explicit NodeArea(size_t local_size)
       : counters_bytes_(RoundUp(sizeof(ShmAllreduce::Counters), kPageBytes)),
         results_bytes_(RoundUp(2 * ShmAllreduce::kMaxBytes, kPageBytes)),
-        memory_(counters_bytes_ + results_bytes_ + 2 * local_size * sizeof(ShmAllreduce::Slot) +
-                RoundUp(local_size * sizeof(Doorbell), kPageBytes)) {
+        slots_bytes_(ShmAllreduce::SlotsBytes(local_size) + ShmAllreduce::ColumnsBytes(local_size)),
+        memory_(counters_bytes_ + results_bytes_ + slots_bytes_ + RoundUp(local_size * sizeof(Doorbell), kPageBytes)) {
     area_.counters = new (memory_.base()) ShmAllreduce::Counters();
     area_.results = memory_.base() + counters_bytes_;
     area_.slots = reinterpret_cast<ShmAllreduce::Slot*>(memory_.base() + counters_bytes_ + results_bytes_);
-    auto* bells =
-        reinterpret_cast<Doorbell*>(memory_.base() + counters_bytes_ + results_bytes_ + 2 * local_size * sizeof(ShmAllreduce::Slot));
+    area_.columns = memory_.base() + counters_bytes_ + results_bytes_ + ShmAllreduce::SlotsBytes(local_size);
+    auto* bells = reinterpret_cast<Doorbell*>(memory_.base() + counters_bytes_ + results_bytes_ + slots_bytes_);
     for (size_t i = 0; i < local_size; ++i) doorbells_.push_back(new (&bells[i]) Doorbell());
   }
   ShmAllreduce::Area area() const { return area_; }
   const std::vector<Doorbell*>& doorbells() const { return doorbells_; }
+  // The area as if `calls` calls had been made before: every slot marked "entered calls − 1"
+  // (a zeroed area is that for 0 calls).
+  void StartAt(uint32_t calls, size_t local_size) {
+    for (size_t i = 0; i < ShmAllreduce::kDepth * local_size; ++i) area_.slots[i].deposited.store(calls, std::memory_order_relaxed);
+  }
 
  private:
-  size_t counters_bytes_, results_bytes_;
+  size_t counters_bytes_, results_bytes_, slots_bytes_;
   Mapping memory_;
   ShmAllreduce::Area area_{};
   std::vector<Doorbell*> doorbells_;
@@ -86,6 +92,9 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
   const size_t local = c.ranks.size();
   const size_t global = static_cast<size_t>(c.ranks.back()) + 1;
   NodeArea node(local);
+  // Starts near the wrap of the 32-bit call count, so the runs cross it.
+  constexpr uint32_t kFirstCall = 0xffffffffU - 40;
+  node.StartAt(kFirstCall, local);
   enum Kind { kAllreduce, kAllgather, kBcast, kReduce };
   struct Call {
     Kind kind;
@@ -97,21 +106,32 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
   std::vector<Call> calls;
   std::mt19937 rng(31);
   constexpr uint64_t kMaxCount = ShmAllreduce::kMaxBytes / sizeof(uint64_t);
-  constexpr uint64_t kColumn = ShmAllreduce::kSlotBytes / sizeof(uint64_t);
-  for (int k = 0; k < 400; ++k) {
+  constexpr uint64_t kColumn = ShmAllreduce::kColumnBytes / sizeof(uint64_t);
+  constexpr uint64_t kInline = ShmAllreduce::kInlineBytes / sizeof(uint64_t);
+  // Runs of one-way calls from one root, longer than the ring, make the root (bcast) or the
+  // senders (reduce) wrap the ring while readers lag.
+  int run = 0;
+  while (calls.size() < 600) {
     Call call;
-    call.kind = static_cast<Kind>(rng() % 4);
-    call.every_rank = rng() % 2 == 0;
-    call.root = rng() % local;
-    const uint64_t counts[] = {0, 1, 2, 3, kMaxCount - 1, kMaxCount, 1 + rng() % kMaxCount};
-    call.count = counts[rng() % 7];
+    if (run > 0) {
+      --run;
+      call = calls.back();
+    } else {
+      call.kind = static_cast<Kind>(rng() % 4);
+      call.every_rank = rng() % 2 == 0;
+      call.root = rng() % local;
+      if ((call.kind == kBcast || call.kind == kReduce) && rng() % 3 == 0) run = static_cast<int>(ShmAllreduce::kDepth + rng() % 40);
+    }
+    // A run's calls stay in the slots (a column call waits for every rank).
+    const uint64_t counts[] = {0, 1, 2, 3, kInline, kInline + 1, kMaxCount - 1, kMaxCount, 1 + rng() % kMaxCount};
+    call.count = counts[rng() % (run > 0 ? 5 : 9)];
     if (call.kind == kAllgather) {
       uint64_t at = 0;
       call.counts.assign(global, 0);
       call.displs.assign(global, 0);
       for (int r : c.ranks) {
-        const uint64_t blocks[] = {0, 1, kColumn - 1, kColumn, kColumn + 1, 2 * kColumn + 3, rng() % 100};
-        call.counts[static_cast<size_t>(r)] = blocks[rng() % 7];
+        const uint64_t blocks[] = {0, 1, kInline, kInline + 1, kColumn - 1, kColumn, kColumn + 1, 2 * kColumn + 3, rng() % 100};
+        call.counts[static_cast<size_t>(r)] = blocks[rng() % 9];
         call.displs[static_cast<size_t>(r)] = at;
         at += call.counts[static_cast<size_t>(r)];
       }
@@ -129,8 +149,7 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
       local,
       [&](size_t me) {
         DeadlineGuard guard(kDeadline, &stop);
-        // Starts near the wrap of the 32-bit call count, so the runs cross it.
-        AreaCalls call_count{0xffffffffU - 40, 0};
+        AreaCalls call_count{kFirstCall, kFirstCall};
         ShmAllreduce engine(node.area(), c.ranks, node.doorbells(), static_cast<int>(me), &call_count);
         const int my_rank = c.ranks[me];
         std::mt19937 late(static_cast<uint32_t>(me) + 11);

@@ -9,9 +9,10 @@ import { DATATYPES } from './datatypes.js';
  * A call here is the same call the executor would make (Engine::Run, ShmAllreduce::Run,
  * Allgather with the every-rank protocol, Bcast, Reduce), word for word, so a call made by
  * either path meets calls made by the other — on other ranks, and on this rank before and after:
- *   1. the node's abort word is read first (set: the executor takes the call and throws); a rank
- *      left unsettled by a one-way call checks that every rank has marked that call (a bounded
- *      spin; past it the executor takes the call and waits);
+ *   1. the node's abort word is read first (set: the executor takes the call and throws); then,
+ *      unless AreaCalls::all_entered says so already, that every rank has entered the call whose
+ *      slot this call reuses (ShmAllreduce's "Reuse": every rank's mark of the call kDepth/2
+ *      back, a bounded spin; past it the executor takes the call and waits);
  *   2. seq + 1, the header, CallHash, the previous call folded into the plan hash — in the
  *      engine's CallCounters, which both paths advance;
  *   3. the call is published in this rank's RankControl (seqlock) for peers' liveness checks —
@@ -19,17 +20,19 @@ import { DATATYPES } from './datatypes.js';
  *      call that is not published yet as this rank still being in an earlier one, which is
  *      harmless while this rank does not wait (a call with another seq is never a mismatch);
  *      at close it must be there (a departed rank behind the call is a lost peer);
- *   4. header and data go to this rank's slot of the call's parity (a bcast's readers: the
- *      header only), then the mark (call + 1), then `sleeping` of each peer is read
+ *   4. header and data go to this rank's slot of the call (a bcast's readers: the header only),
+ *      then the mark (call + 1), then `sleeping` of each peer is read
  *      (Doorbell::Ring) and peers that announced a sleep are rung through the addon;
  *   5. the slots this rank reads — every other rank's in local order; a bcast reader: the
- *      root's; a reduce: the root every rank's, the others none (they leave unsettled) — a
+ *      root's; a reduce: the root every rank's, the others none — a
  *      bounded spin on its mark, then — past the spin — Engine::AwaitAreaDeposits waits with
  *      every check of a native wait (aborts, dead and departed peers, the watchdog, close) and
  *      checks the headers; a header that differs goes to the same function, which raises the
  *      executor's EMISMATCH (and abort);
  *   6. combining in local order with the native kernels' arithmetic (datatypes.cc), or copying
- *      blocks out (allgather, bcast) bit for bit.
+ *      blocks out (allgather, bcast) bit for bit; a rank that saw every rank's mark of the call
+ *      records it in all_entered.
+ * The fast path's calls all keep their data in the slot (kInlineBytes), never in a column.
  *
  * Only x86-64, where stores are not reordered with other stores nor loads with other loads: the
  * code uses plain typed-array accesses (which V8 keeps in program order) wherever x86 needs no
@@ -54,6 +57,7 @@ export interface FastPathLayout {
   slotHeader: number;
   slotData: number;
   slotDataBytes: number;
+  slotDepth: number;
 }
 
 /** What NativeEngine.fastPath() hands over. */
@@ -74,8 +78,9 @@ export interface FastPathEngine {
 
 /** MsgHeader::magic (native/src/message.h). */
 const MSG_MAGIC = 0x5450434c;
-/** Word of CallCounters (engine.h) that is AreaCalls::unsettled. */
-const UNSETTLED = 3;
+/** Words of CallCounters (engine.h) that are AreaCalls::count and AreaCalls::all_entered. */
+const AREA_CALLS = 2;
+const ALL_ENTERED = 3;
 /** Collective codes of message.h. */
 const BARRIER = 1;
 const BCAST = 2;
@@ -200,6 +205,8 @@ export class FastPath {
   private readonly slotsWord: number;
   private readonly slotWords: number;
   private readonly headerWord: number;
+  /** Slots in each rank's ring (ShmAllreduce::kDepth, a power of two). */
+  private readonly depth: number;
   /** Word indices of each local rank's doorbell: `idle` and `sleeping`. */
   private readonly idleWord: Int32Array;
   private readonly sleepingWord: Int32Array;
@@ -216,8 +223,8 @@ export class FastPath {
   private hashedRoot = -1;
   private hashedCount = -1;
   /**
-   * Views of the slots' data, by (slot · DTYPES + dtype), slot = parity · L + local index; each
-   * as long as the last call that used it (a new length makes a new view).
+   * Views of the slots' data, by (slot · DTYPES + dtype), slot = place in the ring · L + local
+   * index; each as long as the last call that used it (a new length makes a new view).
    */
   private readonly views: (TypedArray | undefined)[];
 
@@ -236,8 +243,9 @@ export class FastPath {
     this.layout = native.layout;
     this.me = native.localIndex;
     this.asymmetric = native.asymmetric;
-    this.locals = (native.segment.byteLength - native.layout.slots) / (2 * native.layout.slotStride);
-    this.views = new Array<TypedArray | undefined>(2 * this.locals * DTYPES).fill(undefined);
+    this.depth = native.layout.slotDepth;
+    this.locals = (native.segment.byteLength - native.layout.slots) / (this.depth * native.layout.slotStride);
+    this.views = new Array<TypedArray | undefined>(this.depth * this.locals * DTYPES).fill(undefined);
     const l = native.layout;
     this.abortWord = l.abortCode >>> 2;
     this.slotsWord = l.slots >>> 2;
@@ -258,18 +266,18 @@ export class FastPath {
   allreduce(input: TypedArray, recv: TypedArray, n: number, dtype: number, op: number, planHash: number): boolean {
     const call = this.begin(ALLREDUCE, dtype, op, n, 0, planHash);
     if (call < 0) return false;
-    const parity = call & 1;
     const copy = copyOf(dtype);
-    copy(input, 0, this.view(parity, this.me, dtype, n), 0, n);
+    copy(input, 0, this.view(call, this.me, dtype, n), 0, n);
     this.mark(call);
     const kernel = fastPathKernel(dtype, op);
     let checked = false;
     for (let r = 0; r < this.locals; r++) {
       if (r !== this.me && !checked) checked = this.await(call, r, this.locals);
-      const theirs = this.view(parity, r, dtype, n);
+      const theirs = this.view(call, r, dtype, n);
       if (r === 0) copy(theirs, 0, recv, 0, n);
       else kernel(recv, theirs, n);
     }
+    this.counters[ALL_ENTERED] = (call + 1) >>> 0;
     return true;
   }
 
@@ -282,16 +290,15 @@ export class FastPath {
     if (call < 0) return false;
     const copy = copyOf(dtype);
     if (root === this.me) {
-      copy(buf, 0, this.view(call & 1, root, dtype, n), 0, n);
+      copy(buf, 0, this.view(call, root, dtype, n), 0, n);
       this.mark(call);
-      this.counters[UNSETTLED] = 1;
       return true;
     }
     this.mark(call);
-    // It sees the root's mark; at two ranks that is every mark.
-    this.counters[UNSETTLED] = this.locals > 2 ? 1 : 0;
     this.await(call, root, root + 1);
-    copy(this.view(call & 1, root, dtype, n), 0, buf, 0, n);
+    // It saw the root's mark; at two ranks that is every mark.
+    if (this.locals === 2) this.counters[ALL_ENTERED] = (call + 1) >>> 0;
+    copy(this.view(call, root, dtype, n), 0, buf, 0, n);
     return true;
   }
 
@@ -302,22 +309,19 @@ export class FastPath {
   reduce(input: TypedArray, recv: TypedArray | null, n: number, dtype: number, op: number, root: number, planHash: number): boolean {
     const call = this.begin(REDUCE, dtype, op, n, root, planHash);
     if (call < 0) return false;
-    const parity = call & 1;
     const copy = copyOf(dtype);
-    copy(input, 0, this.view(parity, this.me, dtype, n), 0, n);
+    copy(input, 0, this.view(call, this.me, dtype, n), 0, n);
     this.mark(call);
-    if (recv === null) {
-      this.counters[UNSETTLED] = 1;
-      return true;
-    }
+    if (recv === null) return true;
     const kernel = fastPathKernel(dtype, op);
     let checked = false;
     for (let r = 0; r < this.locals; r++) {
       if (r !== this.me && !checked) checked = this.await(call, r, this.locals);
-      const theirs = this.view(parity, r, dtype, n);
+      const theirs = this.view(call, r, dtype, n);
       if (r === 0) copy(theirs, 0, recv, 0, n);
       else kernel(recv, theirs, n);
     }
+    this.counters[ALL_ENTERED] = (call + 1) >>> 0;
     return true;
   }
 
@@ -330,6 +334,7 @@ export class FastPath {
     for (let r = 0; r < this.locals && !checked; r++) {
       if (r !== this.me) checked = this.await(call, r, this.locals);
     }
+    this.counters[ALL_ENTERED] = (call + 1) >>> 0;
     return true;
   }
 
@@ -340,9 +345,8 @@ export class FastPath {
   allgather(send: TypedArray, recv: TypedArray, count: number, dtype: number, planHash: number): boolean {
     const call = this.begin(ALLGATHER, dtype, 0, count * this.locals, 0, planHash);
     if (call < 0) return false;
-    const parity = call & 1;
     const copy = copyOf(dtype);
-    const own = this.view(parity, this.me, dtype, count);
+    const own = this.view(call, this.me, dtype, count);
     if (send !== recv) {
       copy(send, 0, recv, this.me * count, count);
       copy(send, 0, own, 0, count);
@@ -354,21 +358,24 @@ export class FastPath {
     for (let r = 0; r < this.locals; r++) {
       if (r === this.me) continue;
       if (!checked) checked = this.await(call, r, this.locals);
-      copy(this.view(parity, r, dtype, count), 0, recv, r * count, count);
+      copy(this.view(call, r, dtype, count), 0, recv, r * count, count);
     }
+    this.counters[ALL_ENTERED] = (call + 1) >>> 0;
     return true;
   }
 
   /**
    * Steps 1–3 of a call (see the file's comment) and this rank's header into its slot; returns
-   * the call's number in the area, or −1 when the node was aborted or this rank could not settle
-   * (nothing changed then).
+   * the call's number in the area, or −1 when the node was aborted or the ranks' marks did not
+   * come within the spin (nothing changed then).
    */
   private begin(collective: number, dtype: number, op: number, count: number, root: number, planHash: number): number {
     const w = this.words;
     if (w[this.abortWord] !== 0) return -1;
     const c = this.counters;
-    if (c[UNSETTLED] !== 0 && !this.settle(c[2]!)) return -1;
+    const area = c[AREA_CALLS]!;
+    // Whether all_entered is not past the call whose slot this one reuses (wrapping numbers).
+    if (((area - this.depth + 1 - c[ALL_ENTERED]!) | 0) >= 0 && !this.enter(area - this.depth / 2)) return -1;
     const seq = (c[0]! + 1) >>> 0;
     c[0] = seq;
     const kinds = collective | (dtype << 8) | (op << 16);
@@ -384,25 +391,30 @@ export class FastPath {
     c[1] = mix(this.hashPrefix ^ seq);
     this.unpublished = true;
     this.taken++;
-    const call = c[2]!;
-    c[2] = (call + 1) >>> 0;
+    const call = c[AREA_CALLS]!;
+    c[AREA_CALLS] = (call + 1) >>> 0;
     const slot = this.slotWord(call, this.me) + this.headerWord;
     for (let k = 0; k < 8; k++) w[slot + k] = h[k]!;
     return call;
   }
 
   /**
-   * Whether every other rank has marked `call` − 1, which this rank left early (a one-way
-   * call): read for a bounded spin, as a wait for a deposit is. Clears the unsettled word.
+   * Whether every other rank has entered call `target` (ShmAllreduce::EnsureEntered: its slot
+   * holds target's mark or that of the call a ring later), read for a bounded spin as a wait for
+   * a deposit is; records it in all_entered.
    */
-  private settle(call: number): boolean {
-    const want = call;
+  private enter(target: number): boolean {
+    const want = (target + 1) >>> 0;
     for (let r = 0; r < this.locals; r++) {
       if (r === this.me) continue;
-      const slot = this.slotWord(call - 1, r);
-      for (let i = 0; Atomics.load(this.words, slot) !== want; i++) if (i === this.spin) return false;
+      const slot = this.slotWord(target, r);
+      for (let i = 0; ; i++) {
+        const ahead = (Atomics.load(this.words, slot) - want) >>> 0;
+        if (ahead === 0 || ahead === this.depth) break;
+        if (i === this.spin) return false;
+      }
     }
-    this.counters[UNSETTLED] = 0;
+    this.counters[ALL_ENTERED] = want;
     return true;
   }
 
@@ -482,16 +494,17 @@ export class FastPath {
 
   /** Word index of the mark of local rank r's slot for `call`. */
   private slotWord(call: number, r: number): number {
-    return this.slotsWord + ((call & 1) * this.locals + r) * this.slotWords;
+    return this.slotsWord + ((call & (this.depth - 1)) * this.locals + r) * this.slotWords;
   }
 
-  /** A view of `n` elements of `dtype` over local rank r's slot data of a parity (cached). */
-  private view(parity: number, r: number, dtype: number, n: number): TypedArray {
-    const key = (parity * this.locals + r) * DTYPES + dtype;
+  /** A view of `n` elements of `dtype` over local rank r's slot data of `call` (cached). */
+  private view(call: number, r: number, dtype: number, n: number): TypedArray {
+    const slot = (call & (this.depth - 1)) * this.locals + r;
+    const key = slot * DTYPES + dtype;
     const cached = this.views[key];
     if (cached !== undefined && cached.length === n) return cached;
     const l = this.layout;
-    const at = l.slots + (parity * this.locals + r) * l.slotStride + l.slotData;
+    const at = l.slots + slot * l.slotStride + l.slotData;
     const type = DATATYPES[dtype]!;
     const made = new type.array(this.words.buffer as ArrayBuffer, at, Math.min(n, l.slotDataBytes / type.bytes));
     this.views[key] = made;

@@ -6,7 +6,8 @@
 //             bits. Prints `rank R bits ok <calls> taken <calls the fast path made>`.
 //   mixed     odd ranks keep the fast path off (argv[3] = all: every rank has it on); 3000
 //             seeded calls of every collective — small and just-too-large allreduces and
-//             allgathers, barriers, bcasts, reduces, Promise calls left pending under blocking
+//             allgathers, barriers, bcasts, reduces (alone and in runs longer than the shared
+//             area's ring), Promise calls left pending under blocking
 //             ones, configure() switching the fast path mid-loop — each checked against a
 //             reference. Prints `rank R mixed ok taken <fast calls>`.
 //   departed  3 ranks: rank 2 comes late to a call (the others wait for it in the addon), so it
@@ -204,16 +205,26 @@ if (mode === 'bits') {
         for (let k = 0; k < n; k++) if (recv[r * n + k] !== r * 1000 + k) fail(`step ${step}: allgather of ${n}: block ${r}[${k}] = ${recv[r * n + k]}`);
     } else if (u < 0.8) {
       comm.barrierSync();
-    } else if (u < 0.88) {
-      const root = Math.floor(next() * p);
-      const buf = new Array_(n).map((_, k) => (comm.rank === root ? k + step : -1));
-      comm.bcastSync(buf, root);
-      for (let k = 0; k < n; k++) if (buf[k] !== k + step) fail(`step ${step}: bcast of ${n} from ${root}`);
     } else if (u < 0.95) {
+      // A bcast or reduce, or a run of 20–59 from one root, longer than the shared area's ring
+      // of slots: the root (bcast) or the senders (reduce) run ahead while the others lag.
+      const reduce = u >= 0.88;
       const root = Math.floor(next() * p);
-      const recv = new Array_(n);
-      comm.reduceSync(new Array_(n).fill(comm.rank + 1), comm.rank === root ? recv : null, 'sum', root);
-      if (comm.rank === root) for (let k = 0; k < n; k++) if (recv[k] !== (p * (p + 1)) / 2) fail(`step ${step}: reduce of ${n} at ${root}`);
+      const run = next() < 0.3 ? 20 + Math.floor(next() * 40) : 1;
+      for (let j = 0; j < run; j++) {
+        // In a run, lengths whose data stays in the slot (at most 1 KiB).
+        const m = run === 1 ? n : /** @type {number} */ (lengths[Math.floor(next() * 9)]);
+        if (reduce) {
+          const recv = new Array_(m);
+          comm.reduceSync(new Array_(m).fill(comm.rank + j + 1), comm.rank === root ? recv : null, 'sum', root);
+          const want = (p * (p + 1)) / 2 + p * j;
+          if (comm.rank === root) for (let k = 0; k < m; k++) if (recv[k] !== want) fail(`step ${step}.${j}: reduce of ${m} at ${root}`);
+        } else {
+          const buf = new Array_(m).map((_, k) => (comm.rank === root ? k + step + j : -1));
+          comm.bcastSync(buf, root);
+          for (let k = 0; k < m; k++) if (buf[k] !== k + step + j) fail(`step ${step}.${j}: bcast of ${m} from ${root}`);
+        }
+      }
     } else if (u < 0.97) {
       await Promise.all(pending.splice(0));
       checks.splice(0).forEach((c) => c());
