@@ -31,8 +31,7 @@ SegmentLayout::SegmentLayout(size_t local_size, uint64_t channel_bytes, const Sh
   region_queue_ = kRingsAt + RoundUp(kMaxRings * blocks * sizeof(FragmentControl), kPage);
   region_bytes_ = region_queue_ + static_cast<size_t>(bcast.queue_bytes);
   node_area_ = regions_ + local_size * region_bytes_;
-  total_bytes_ =
-      node_area_ + RoundUp(kSlotsAt + ShmAllreduce::SlotsBytes(local_size) + ShmAllreduce::ColumnsBytes(local_size), kPage);
+  total_bytes_ = node_area_ + RoundUp(kSlotsAt + ShmAllreduce::SlotsBytes(local_size) + ShmAllreduce::ColumnsBytes(local_size), kPage);
 }
 
 BcastRegion SegmentLayout::RegionViews(uint8_t* base, size_t i) const {
