@@ -98,7 +98,10 @@ export function linearityVerdict(
 
 /**
  * One round's parameters (see links-worker.ts for what each time holds; K = `messages`):
- * - o_s, o_r: the send and late bursts' difference between 2K and K messages, over K;
+ * - o_s, o_r: the send and late bursts' difference between 2K and K messages, over K; where the
+ *   noise hides that difference (it comes out ≤ 0), the smaller of the bursts' times beyond the
+ *   call per message — an upper bound (it still holds the first message's cost), and an overhead
+ *   is a real cost, never 0;
  * - g: the live bursts' difference over K, at least max(o_s, o_r): the gap is never shorter
  *   than either overhead;
  * - one way = (pingpong − c)/2, L = one way − o_s − o_r (at least 0);
@@ -111,8 +114,14 @@ export function estimateLink(r: LinksRound): LinkEstimate {
   const c = r.callUs;
   const k = r.messages;
   const perMessage = ([once, twice]: [number, number]) => Math.max(0, (twice - once) / k);
-  const os = perMessage(r.sendBurstUs);
-  const or = perMessage(r.lateBurstUs);
+  const overhead = (burst: [number, number]) => {
+    const difference = perMessage(burst);
+    if (difference > 0) return difference;
+    const bounds = [(burst[0] - c) / k, (burst[1] - c) / (2 * k)].filter((b) => b > 0);
+    return bounds.length > 0 ? Math.min(...bounds) : burst[0] / k;
+  };
+  const os = overhead(r.sendBurstUs);
+  const or = overhead(r.lateBurstUs);
   const g = Math.max(os, or, perMessage(r.liveBurstUs));
   const oneWay = Math.max(0, (r.pingpongUs - c) / 2);
   const L = Math.max(0, oneWay - os - or);

@@ -167,6 +167,11 @@ describe('the link fit', () => {
     expect(e.callUs).toBe(c);
     // The gap is never shorter than an overhead.
     expect(estimateLink({ ...round(1), liveBurstUs: [10, 10] }).g).toBeCloseTo(link.os, 9);
+    // Noise that hides the bursts' difference: the tighter of the bursts' times beyond the call
+    // per message, an upper bound, never 0 (late bursts of K and 2K messages: 7.2 and 7.0 µs).
+    const hidden = estimateLink({ ...round(1), lateBurstUs: [c + 6, c + 5.8] });
+    expect(hidden.or).toBeCloseTo(5.8 / (2 * k), 12);
+    expect(estimateLink({ ...round(1), lateBurstUs: [c / 2, c / 2] }).or).toBeCloseTo(c / 2 / k, 12);
     // Not measured: NaN.
     expect(estimateLink({ ...round(1), combine: [] }).combineUsPerByte).toBeNaN();
 
