@@ -42,7 +42,8 @@ uint64_t InputValue(uint64_t call, uint64_t rank, uint64_t i) {
 class NodeArea {
  public:
   explicit NodeArea(size_t local_size)
-      : counters_bytes_(RoundUp(sizeof(ShmAllreduce::Counters), kPageBytes)),
+      : local_size_(local_size),
+        counters_bytes_(RoundUp(sizeof(ShmAllreduce::Counters), kPageBytes)),
         results_bytes_(RoundUp(2 * ShmAllreduce::kMaxBytes, kPageBytes)),
         slots_bytes_(ShmAllreduce::SlotsBytes(local_size) + ShmAllreduce::ColumnsBytes(local_size)),
         memory_(counters_bytes_ + results_bytes_ + slots_bytes_ + RoundUp(local_size * sizeof(Doorbell), kPageBytes)) {
@@ -57,12 +58,12 @@ class NodeArea {
   const std::vector<Doorbell*>& doorbells() const { return doorbells_; }
   // The area as if `calls` calls had been made before: every slot marked "entered calls − 1"
   // (a zeroed area is that for 0 calls).
-  void StartAt(uint32_t calls, size_t local_size) {
-    for (size_t i = 0; i < ShmAllreduce::kDepth * local_size; ++i) area_.slots[i].deposited.store(calls, std::memory_order_relaxed);
+  void StartAt(uint32_t calls) {
+    for (size_t i = 0; i < ShmAllreduce::kDepth * local_size_; ++i) area_.slots[i].deposited.store(calls, std::memory_order_relaxed);
   }
 
  private:
-  size_t counters_bytes_, results_bytes_, slots_bytes_;
+  size_t local_size_, counters_bytes_, results_bytes_, slots_bytes_;
   Mapping memory_;
   ShmAllreduce::Area area_{};
   std::vector<Doorbell*> doorbells_;
@@ -94,7 +95,7 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
   NodeArea node(local);
   // Starts near the wrap of the 32-bit call count, so the runs cross it.
   constexpr uint32_t kFirstCall = 0xffffffffU - 40;
-  node.StartAt(kFirstCall, local);
+  node.StartAt(kFirstCall);
   enum Kind { kAllreduce, kAllgather, kBcast, kReduce };
   struct Call {
     Kind kind;
