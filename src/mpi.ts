@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { TopocollError, rethrowNative } from './errors.js';
 import type { PointToPoint } from './p2p/point-to-point.js';
 import { datatypeOf, reduceOpCode, type Datatype, type ReduceOpName } from './runtime/datatypes.js';
+import { PACKAGE_ROOT } from './util/package-root.js';
 import { pollUntilDone } from './util/poll.js';
 import type { TypedArray } from './util/typed-array.js';
 
@@ -104,8 +104,7 @@ function addonPath(): string {
       hint: 'Build it there ("npm run build:mpi -- --mpi <name>" writes build/<name>/Release/topocoll_mpi.node), or unset TOPOCOLL_MPI_ADDON to load the default build.',
     });
   }
-  const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-  const candidates = ['build/mpi/Release/topocoll_mpi.node', 'build/mpi/Debug/topocoll_mpi.node'].map((p) => join(root, p));
+  const candidates = ['build/mpi/Release/topocoll_mpi.node', 'build/mpi/Debug/topocoll_mpi.node'].map((p) => join(PACKAGE_ROOT, p));
   const path = candidates.find((p) => existsSync(p));
   if (path === undefined) throw new TopocollError('EINVAL', `topocoll/mpi is not built (looked for ${candidates.join(', ')})`, { hint: BUILD_HINT });
   return path;

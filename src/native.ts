@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { TopocollError, rethrowNative } from './errors.js';
 import type { FastPathEngine, NativeFastPath } from './runtime/fast-path.js';
+import { PACKAGE_ROOT } from './util/package-root.js';
 import type { TypedArray } from './util/typed-array.js';
 
 /**
@@ -294,9 +294,8 @@ let addon: RawAddon | undefined;
  */
 function load(): RawAddon {
   if (addon !== undefined) return addon;
-  const root = join(dirname(fileURLToPath(import.meta.url)), '..');
   const chosen = process.env.TOPOCOLL_ADDON;
-  const candidates = chosen ? [chosen] : ['build/Release/topocoll.node', 'build/Debug/topocoll.node'].map((p) => join(root, p));
+  const candidates = chosen ? [chosen] : ['build/Release/topocoll.node', 'build/Debug/topocoll.node'].map((p) => join(PACKAGE_ROOT, p));
   const path = candidates.find((p) => existsSync(p));
   if (path === undefined) {
     throw new TopocollError('EINVAL', `the native addon is not built (looked for ${candidates.join(', ')})`, {

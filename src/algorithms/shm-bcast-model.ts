@@ -105,14 +105,24 @@ export function treeChildren(t: TreeSpec, n: number, v: number): number[] {
 
 /** Time until the last of n ranks has been notified, each parent notifying its children in turn. */
 export function notifyTime(t: TreeSpec, n: number, notifyUs: number): number {
+  // The model asks for the same few trees for every message size and fragment it weighs
+  // (chooseTree, fragmentTable): a walk of the whole tree each time was most of a rank's
+  // layout work at startup.
+  const key = `${t.kind}:${t.radix}:${n}:${notifyUs}`;
+  const known = notifyTimes.get(key);
+  if (known !== undefined) return known;
   let latest = 0;
   const visit = (v: number, at: number): void => {
     latest = Math.max(latest, at);
     treeChildren(t, n, v).forEach((c, j) => visit(c, at + (j + 1) * notifyUs));
   };
   visit(0, 0);
+  notifyTimes.set(key, latest);
   return latest;
 }
+
+/** notifyTime's results by tree, rank count and notify cost (a handful per process). */
+const notifyTimes = new Map<string, number>();
 
 /** Predicted µs of one bcast of `bytes` among `ranks` ranks on `cores` cores with fragments of `fragment`. */
 export function predictBcastUs(model: ShmCostModel, bytes: number, ranks: number, cores: number, shape: BcastShape, fragment: number): number {
@@ -178,10 +188,10 @@ export const TREE_CANDIDATES: readonly TreeSpec[] = [
  */
 export function chooseTree(model: ShmCostModel, ranks: number, cores: number, base: Omit<BcastShape, 'tree'>): TreeSpec {
   const sizes = [8, 64 * 1024, 4 * 1024 * 1024];
+  const tables = new Map(TREE_CANDIDATES.map((tree) => [tree, fragmentTable(model, ranks, cores, { ...base, tree })]));
   const time = (tree: TreeSpec, m: number): number => {
-    const shape = { ...base, tree };
-    const f = fragmentTable(model, ranks, cores, shape)[Math.min(26, Math.ceil(Math.log2(Math.max(1, m))))]!;
-    return predictBcastUs(model, m, ranks, cores, shape, f);
+    const f = tables.get(tree)![Math.min(26, Math.ceil(Math.log2(Math.max(1, m))))]!;
+    return predictBcastUs(model, m, ranks, cores, { ...base, tree }, f);
   };
   const best = sizes.map((m) => Math.min(...TREE_CANDIDATES.map((t) => time(t, m))));
   let choice = TREE_CANDIDATES[0]!;

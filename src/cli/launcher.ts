@@ -4,7 +4,7 @@ import { createInterface } from 'node:readline';
 import { loadConfigFile, resolveConfig } from '../config/load.js';
 import { TopocollError } from '../errors.js';
 import { setThreadAffinity } from '../native.js';
-import { discoverMachine } from '../topology/discover.js';
+import { discoverMachineAndXml, LSTOPO_HANDOFF_MAX_BYTES, LSTOPO_XML_ENV } from '../topology/discover.js';
 import type { MachineTopology } from '../topology/types.js';
 import { createJobToken } from '../runtime/rendezvous/protocol.js';
 import { RendezvousServer } from '../runtime/rendezvous/server.js';
@@ -61,7 +61,11 @@ export async function launch(options: LaunchOptions): Promise<number> {
   if (options.cpus !== undefined && options.cpus.length !== ranks) {
     throw new TopocollError('EINVAL', `${options.cpus.length} CPU sets for ${ranks} ranks`);
   }
-  const cpuSets = options.cpus ?? (options.bind === 'none' ? undefined : bindings(discoverMachine({ env: options.env }), options.bind, layout, options.stderr));
+  const discovered = options.cpus === undefined && options.bind !== 'none' ? discoverMachineAndXml({ env: options.env }) : undefined;
+  const cpuSets =
+    options.cpus ?? (discovered === undefined || options.bind === 'none' ? undefined : bindings(discovered.machine, options.bind, layout, options.stderr));
+  const xml = discovered?.lstopoXml;
+  const lstopoXml = xml !== undefined && Buffer.byteLength(xml) <= LSTOPO_HANDOFF_MAX_BYTES ? xml : undefined;
 
   const token = createJobToken();
   const server = await RendezvousServer.listen({ token, ranks });
@@ -94,7 +98,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
   try {
     const done = new Promise<void>((resolve) => {
       for (let rank = 0; rank < ranks; rank++) {
-        const child = spawnRank(options, rank, layout, token, server.address.port, cpuSets?.[rank]);
+        const child = spawnRank(options, rank, layout, token, server.address.port, cpuSets?.[rank], lstopoXml);
         children.push(child);
         child.on('exit', (code, signal) => {
           exited.add(rank);
@@ -185,7 +189,15 @@ export function bindings(machine: MachineTopology, bind: Exclude<BindPolicy, 'no
   return layout.nodeOf.map((_, r) => units[r % units.length]!.pus);
 }
 
-function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, token: string, port: number, cpus: readonly number[] | undefined): ChildProcess {
+function spawnRank(
+  options: LaunchOptions,
+  rank: number,
+  layout: NodeLayout,
+  token: string,
+  port: number,
+  cpus: readonly number[] | undefined,
+  lstopoXml: string | undefined,
+): ChildProcess {
   const env: NodeJS.ProcessEnv = {
     ...options.env,
     TOPOCOLL_RANK: String(rank),
@@ -199,6 +211,7 @@ function spawnRank(options: LaunchOptions, rank: number, layout: NodeLayout, tok
   if (options.config !== undefined) env.TOPOCOLL_CONFIG = options.config;
   if (options.network !== undefined) env.TOPOCOLL_NETWORK = options.network;
   if (options.timeoutMs !== undefined) env.TOPOCOLL_TIMEOUT_MS = String(options.timeoutMs);
+  if (lstopoXml !== undefined) env[LSTOPO_XML_ENV] = lstopoXml;
   const piped = options.output !== 'inherit';
   const stdio = piped ? (['ignore', 'pipe', 'pipe'] as const) : (['ignore', 'inherit', 'inherit'] as const);
   // The child inherits the affinity of the thread that forks it: bind this thread for the spawn.

@@ -1,10 +1,10 @@
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { CST, isMap, isScalar, Lexer, LineCounter, parseDocument, Parser, type Document, type Node as YamlNode } from 'yaml';
+import { Composer, CST, isMap, isScalar, Lexer, LineCounter, Parser, YAMLParseError, type Document, type Node as YamlNode } from 'yaml';
 import type { z } from 'zod';
 import { TopocollError, type ErrorLocation } from '../errors.js';
 import { configSchema, type TopocollConfig, type TopocollConfigInput } from './schema.js';
 import { readTextFile } from '../util/read-text-file.js';
+import { PACKAGE_ROOT } from '../util/package-root.js';
 import { positionAt } from '../util/position.js';
 
 /**
@@ -13,7 +13,7 @@ import { positionAt } from '../util/position.js';
  */
 
 /** The configuration shipped with the package, used when nothing else is given. */
-export const DEFAULT_CONFIG_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../../config/default.yaml');
+export const DEFAULT_CONFIG_PATH = resolve(PACKAGE_ROOT, 'config/default.yaml');
 
 /**
  * YAML tokens (keys, values, indicators; not spaces or comments) a configuration may have:
@@ -44,13 +44,23 @@ export interface ParsedYaml {
  */
 export function parseYaml(text: string, file: string): ParsedYaml {
   const lineCounter = new LineCounter();
-  const firstAlias = checkYamlShape(text, file);
-  let doc: Document;
+  const { tree, firstAlias } = checkYamlShape(text, file, lineCounter);
+  // yaml's parseDocument, on the syntax tree the shape check made (the text is parsed once).
+  let doc: Document | undefined;
   try {
-    doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+    for (const next of new Composer({ prettyErrors: false, uniqueKeys: true }).compose(tree, true, text.length)) {
+      if (doc === undefined) {
+        doc = next;
+        continue;
+      }
+      doc.errors.push(new YAMLParseError([next.range[0], next.range[1]], 'MULTIPLE_DOCS', 'Source contains multiple documents'));
+      break;
+    }
   } catch (cause) {
     throw new TopocollError('ECONFIG', `invalid YAML: ${(cause as Error).message.split('\n')[0]}`, { file, cause });
   }
+  // compose(…, true, …) always ends with a document, empty for empty text.
+  if (doc === undefined) throw new TopocollError('ECONFIG', 'invalid YAML: no document', { file });
   const yamlError = doc.errors[0];
   if (yamlError !== undefined) {
     const pos = lineCounter.linePos(yamlError.pos[0]);
@@ -60,11 +70,12 @@ export function parseYaml(text: string, file: string): ParsedYaml {
 }
 
 /**
- * Counts the tokens with the lexer, which streams and stops at the limit, then measures the
- * nesting on the concrete syntax tree, walked with an explicit stack. Returns the offset of the
- * first alias, to locate an alias bomb later.
+ * Counts the tokens with the lexer, which streams and stops at the limit, then parses the text
+ * into its concrete syntax tree and measures the nesting there, walked with an explicit stack.
+ * Returns the tree's top-level tokens and the offset of the first alias, to locate an alias bomb
+ * later.
  */
-function checkYamlShape(text: string, file: string): number | undefined {
+function checkYamlShape(text: string, file: string, lineCounter: LineCounter): { tree: CST.Token[]; firstAlias: number | undefined } {
   const at = (offset: number): ErrorLocation => ({ file, ...positionAt(text, offset) });
   const hint = 'A topocoll configuration is a few small maps; see config/default.yaml.';
   let tokens = 0;
@@ -80,8 +91,8 @@ function checkYamlShape(text: string, file: string): number | undefined {
     if (type === 'alias') firstAlias ??= offset;
     offset += token.length;
   }
-  const stack: [CST.Token | undefined, number][] = [];
-  for (const top of new Parser().parse(text)) stack.push([top, 0]);
+  const tree = [...new Parser(lineCounter.addNewLine).parse(text)];
+  const stack: [CST.Token | undefined, number][] = tree.map((top) => [top, 0]);
   for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
     const [token, depth] = entry;
     if (token?.type === 'document') stack.push([token.value, depth]);
@@ -91,7 +102,7 @@ function checkYamlShape(text: string, file: string): number | undefined {
     }
     for (const item of token.items) stack.push([item.key ?? undefined, depth + 1], [item.value, depth + 1]);
   }
-  return firstAlias;
+  return { tree, firstAlias };
 }
 
 export function parseConfig(text: string, file: string): TopocollConfig {

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { TopocollError } from '../errors.js';
 import { machineProfile, type MachineProfile } from './model-schema.js';
+import { PACKAGE_ROOT } from '../util/package-root.js';
 
 /**
  * Machine profiles: the cost-model parameters measured on one named machine, one YAML file each
@@ -15,8 +15,7 @@ import { machineProfile, type MachineProfile } from './model-schema.js';
 /** The profile behind the configuration's defaults (and config/default.yaml's values). */
 export const DEFAULT_MACHINE_PROFILE = 'amd-epyc-2vcpu-vm';
 
-/** config/profiles/, from src/config/ and dist/config/ alike. */
-const PROFILES_DIRECTORY = fileURLToPath(new URL('../../config/profiles/', import.meta.url));
+const PROFILES_DIRECTORY = `${PACKAGE_ROOT}config/profiles/`;
 
 /** The file of profile `name`. */
 export function machineProfilePath(name: string): string {

@@ -1,4 +1,5 @@
-import { z } from 'zod';
+// A namespace import, so the bundle (scripts/bundle.mjs) keeps only the parts of zod in use.
+import * as z from 'zod';
 
 /**
  * The cost-model parameters' shapes, without defaults: shared by the machine profiles (which

@@ -1,4 +1,5 @@
-import { z } from 'zod';
+// A namespace import, so the bundle (scripts/bundle.mjs) keeps only the parts of zod in use.
+import * as z from 'zod';
 import { DEFAULT_MACHINE_PROFILE, loadMachineProfile } from './machine-profiles.js';
 import { linkModel, linkModelFields, shmModelFields } from './model-schema.js';
 

@@ -24,6 +24,16 @@ export interface DiscoverOptions {
   source?: 'auto' | 'hwloc-xml' | 'lstopo' | 'sysfs';
 }
 
+/**
+ * How `topocoll run` hands its ranks the lstopo output it got itself on the same machine, so
+ * that a job does not start lstopo once per rank (a process start each, a good part of a rank's
+ * init). The launcher passes output of at most LSTOPO_HANDOFF_MAX_BYTES (a Linux environment
+ * string may not exceed 128 KiB); the ranks of a larger machine run lstopo themselves. A rank
+ * takes it where it would have run lstopo, so the order of sources above is unchanged.
+ */
+export const LSTOPO_XML_ENV = 'TOPOCOLL_LSTOPO_XML';
+export const LSTOPO_HANDOFF_MAX_BYTES = 64 * 1024;
+
 /** lstopo takes well under a second even on large machines; a hung one must not stall startup. */
 const LSTOPO_TIMEOUT_MS = 10_000;
 
@@ -35,17 +45,22 @@ const LSTOPO_TIMEOUT_MS = 10_000;
  * back would hide a real incompatibility.
  */
 export function discoverMachine(options: DiscoverOptions = {}): MachineTopology {
+  return discoverMachineAndXml(options).machine;
+}
+
+/** discoverMachine, and the XML of the lstopo run when that is where the machine came from. */
+export function discoverMachineAndXml(options: DiscoverOptions = {}): { machine: MachineTopology; lstopoXml?: string } {
   const env = options.env ?? process.env;
   const source = options.source ?? 'auto';
-  if (source === 'sysfs') return readSysfsTopology(options.sysfsRoot ?? '/');
+  if (source === 'sysfs') return { machine: readSysfsTopology(options.sysfsRoot ?? '/') };
   if (source !== 'lstopo') {
     if (options.hwlocXml !== undefined) {
       if (options.hwlocXml === '') throw new TopocollError('EINVAL', 'the hwloc XML path is empty');
-      return readHwlocXmlFile(options.hwlocXml);
+      return { machine: readHwlocXmlFile(options.hwlocXml) };
     }
     const fromEnv = env.HWLOC_XMLFILE;
     if (fromEnv !== undefined && fromEnv !== '') {
-      return { ...readHwlocXmlFile(fromEnv), source: `HWLOC_XMLFILE:${fromEnv}` };
+      return { machine: { ...readHwlocXmlFile(fromEnv), source: `HWLOC_XMLFILE:${fromEnv}` } };
     }
     if (source === 'hwloc-xml') {
       throw new TopocollError('ECONFIG', 'the topology source is hwloc-xml but no file is given', {
@@ -53,14 +68,15 @@ export function discoverMachine(options: DiscoverOptions = {}): MachineTopology 
       });
     }
   }
-  const xml = runLstopo(env);
-  if (xml !== undefined) return { ...parseHwlocXml(xml, 'lstopo-no-graphics output'), source: 'lstopo' };
+  const handed = env[LSTOPO_XML_ENV];
+  const xml = handed !== undefined && handed !== '' ? handed : runLstopo(env);
+  if (xml !== undefined) return { machine: { ...parseHwlocXml(xml, 'lstopo-no-graphics output'), source: 'lstopo' }, lstopoXml: xml };
   if (source === 'lstopo') {
     throw new TopocollError('ETOPOLOGY', 'the topology source is lstopo but lstopo-no-graphics is not installed or failed', {
       hint: 'Install hwloc (apt-get install hwloc), or use topology.source auto or sysfs.',
     });
   }
-  return readSysfsTopology(options.sysfsRoot ?? '/');
+  return { machine: readSysfsTopology(options.sysfsRoot ?? '/') };
 }
 
 /** The XML lstopo prints, or undefined when it is not installed or fails. */

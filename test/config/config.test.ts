@@ -85,6 +85,9 @@ describe('configuration', () => {
     expect(configError('levels:\n  numa: { enabled: true\n').line).toBeGreaterThanOrEqual(2);
     const dup = configError('node:\n  identity: auto\nnode:\n  identity: hostname\n');
     expect(dup.line).toBe(3);
+    // A second document is an error at its start, not silently dropped.
+    const two = configError('node:\n  identity: auto\n---\nnode:\n  identity: hostname\n');
+    expect([two.line, two.message]).toEqual([3, expect.stringMatching(/invalid YAML: Source contains multiple documents/)]);
   });
 
   it('requires network.file when the source is file', () => {

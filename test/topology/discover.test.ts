@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { discoverMachine } from '../../src/topology/discover.js';
+import { discoverMachine, discoverMachineAndXml, LSTOPO_XML_ENV } from '../../src/topology/discover.js';
 import { readHwlocXmlFile } from '../../src/topology/hwloc-xml.js';
 import { sysfsFilesOf, tmpRoot, writeTree } from './fake-sysfs.js';
 import { thrown } from '../helpers/thrown.js';
@@ -54,6 +54,22 @@ describe('discoverMachine', () => {
     expect(machine.objects.socket).toHaveLength(3);
     expect(machine.objects.core).toHaveLength(6);
     expect(machine.pus).toHaveLength(12);
+  });
+
+  it("takes the launcher's lstopo output where it would run lstopo, and hands on what lstopo printed", () => {
+    const printed = discoverMachineAndXml({ env: { ...envWithout('HWLOC_XMLFILE'), HWLOC_SYNTHETIC: 'pack:3 core:2 pu:2' } });
+    expect(printed.machine.objects.socket).toHaveLength(3);
+    expect(printed.lstopoXml).toMatch(/<topology/);
+    // No lstopo on PATH: the machine can only come from the handed-over XML.
+    const handed = { PATH: '/nonexistent', [LSTOPO_XML_ENV]: printed.lstopoXml! };
+    const machine = discoverMachine({ env: handed, sysfsRoot: fakeSysfs() });
+    expect(machine).toEqual(printed.machine);
+    // The order of sources holds: a file and HWLOC_XMLFILE still win, sysfs is still sysfs.
+    expect(discoverMachine({ env: { ...handed, HWLOC_XMLFILE: AMD } }).objects.socket).toHaveLength(4);
+    expect(discoverMachine({ env: handed, hwlocXml: INTEL }).objects.core).toHaveLength(16);
+    expect(discoverMachine({ env: handed, source: 'sysfs', sysfsRoot: fakeSysfs() }).source).toBe('sysfs');
+    // Output that does not parse is an error, as lstopo's own would be.
+    expect(thrown(() => discoverMachine({ env: { PATH: '/nonexistent', [LSTOPO_XML_ENV]: '<topology' } })).code).toBe('ETOPOLOGY');
   });
 
   it('falls back to sysfs when lstopo is not installed', () => {

@@ -48,6 +48,8 @@ export async function hostRendezvous(options: RendezvousHostOptions): Promise<Ho
     if (options.file !== undefined) removeRendezvousFile(options.file);
   };
   process.once('exit', removeFile);
+  // worker.js beside this module: dist/runtime/rendezvous/worker.js, or in the bundle
+  // dist/bundle/worker.js (scripts/bundle.mjs makes it an entry point of that name).
   const worker = new Worker(new URL('./worker.js', import.meta.url), { workerData: options });
   let port: number;
   try {

@@ -1,0 +1,32 @@
+// Bundles what `import 'topocoll'` and `import 'topocoll/mpi'` load into dist/bundle/ (run by
+// `npm run build` after tsc). A rank's start is mostly module loading: the compiled modules and
+// their dependencies are about 280 files, each resolved, read and compiled by Node's ESM loader;
+// one file loads in well under half that time, and every rank of every job pays it.
+//
+// Invariants the library keeps for this to work:
+// - files of the package are found from PACKAGE_ROOT (src/util/package-root.ts), which is two
+//   directories above dist/bundle/ as above dist/util/;
+// - the rendezvous server's worker is an entry point named worker.js, the name host.ts asks for
+//   beside itself;
+// - mpi.js is an entry point and also init's dynamic import: with splitting, both are the same
+//   file, so a process holds one copy of topocoll/mpi's state whichever way it came in.
+// The CLI (dist/cli/) keeps running the compiled modules; a process loads one or the other.
+import { build } from 'esbuild';
+import { rmSync } from 'node:fs';
+
+const outdir = 'dist/bundle';
+rmSync(outdir, { recursive: true, force: true });
+await build({
+  entryPoints: { index: 'dist/index.js', mpi: 'dist/mpi.js', worker: 'dist/runtime/rendezvous/worker.js' },
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  outdir,
+  chunkNames: 'chunk-[hash]',
+  sourcemap: 'linked',
+  logLevel: 'warning',
+  // yaml is CommonJS and requires Node's built-ins; an ES module has no `require` of its own.
+  banner: { js: "import { createRequire as topocollCreateRequire } from 'node:module'; const require = topocollCreateRequire(import.meta.url);" },
+});
