@@ -1,21 +1,20 @@
 import { isTopocollError } from '../errors.js';
-import { groupsCommand, groupsHelp } from './commands/groups.js';
-import { localitiesCommand, localitiesHelp } from './commands/localities.js';
-import { runCommand, runHelp } from './commands/run.js';
-import { benchCommand, benchHelp } from './commands/bench.js';
-import { topoCommand, topoHelp } from './commands/topo.js';
-import { tuneCommand, tuneHelp } from './commands/tune.js';
 import type { CliIo } from './io.js';
 
 type Command = (argv: string[], io: CliIo) => number | Promise<number>;
 
-const commands: Record<string, { run: Command; help: string }> = {
-  topo: { run: topoCommand, help: topoHelp },
-  localities: { run: localitiesCommand, help: localitiesHelp },
-  groups: { run: groupsCommand, help: groupsHelp },
-  run: { run: runCommand, help: runHelp },
-  bench: { run: benchCommand, help: benchHelp },
-  tune: { run: tuneCommand, help: tuneHelp },
+/**
+ * Each command's module, loaded when the command runs: `topocoll run` starts every job, and
+ * loading the other commands' modules (the bench, the tuner, the planners) would add to each
+ * job's start what a rank's own start costs.
+ */
+const commands: Record<string, () => Promise<Command>> = {
+  topo: async () => (await import('./commands/topo.js')).topoCommand,
+  localities: async () => (await import('./commands/localities.js')).localitiesCommand,
+  groups: async () => (await import('./commands/groups.js')).groupsCommand,
+  run: async () => (await import('./commands/run.js')).runCommand,
+  bench: async () => (await import('./commands/bench.js')).benchCommand,
+  tune: async () => (await import('./commands/tune.js')).tuneCommand,
 };
 
 const usage = `topocoll — topology-aware collectives for Node.js
@@ -42,13 +41,15 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     io.stdout(usage);
     return name === undefined ? 1 : 0;
   }
-  const command = commands[name];
-  if (command === undefined) {
+  const load = commands[name];
+  if (load === undefined) {
     io.stderr(`topocoll: unknown command "${name}"\n\n${usage}`);
     return 1;
   }
   try {
-    return await command.run(rest, io);
+    return await (
+      await load()
+    )(rest, io);
   } catch (e) {
     if (isTopocollError(e)) {
       io.stderr(`topocoll ${name}: ${e.message}\n`);
