@@ -1,6 +1,12 @@
 // A namespace import, so the bundle (scripts/bundle.mjs) keeps only the parts of zod in use.
 import * as z from 'zod';
 
+// zod compiles a schema's fast path (generated source, new Function) on its first parse; a
+// process here parses a configuration and a machine profile or two, so compiling costs more
+// than it could save. Set before any parse: every schema of topocoll is built on this module's
+// import. (In the bundle this zod is topocoll's own copy; no user's schemas share the setting.)
+z.config({ jitless: true });
+
 /**
  * The cost-model parameters' shapes, without defaults: shared by the machine profiles (which
  * must give every value) and the configuration schema (which takes its defaults from a profile).
