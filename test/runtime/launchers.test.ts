@@ -7,10 +7,11 @@ import { runTorchrunJob } from '../helpers/torchrun.js';
 
 /**
  * Jobs started the way cluster users start them — Open MPI's mpirun and the torchrun variables —
- * 20 in a row each, every rank checking rank, size and results (test/jobs/launch-check.mjs).
- * Slurm's srun: slurm.test.ts. Hosts made of namespaces: hosts.test.ts.
+ * 10 in a row each (50 jobs in all: a start that fails now and then shows), every rank
+ * checking rank, size and results (test/jobs/launch-check.mjs). Slurm's srun: slurm.test.ts.
+ * Hosts made of namespaces: hosts.test.ts.
  */
-const JOBS = 20;
+const JOBS = 10;
 
 function leftovers(): string[] {
   const uid = process.getuid?.() ?? 0;

@@ -10,7 +10,7 @@ import { slurmUnavailable, startSlurmCluster, type SlurmCluster } from '../helpe
  * RUNS times in a row; every run must end with every rank's `ok`, exit status 0, within
  * JOB_LIMIT_MS (a hang bound, far above the 1–2 s a job takes), and leave nothing behind.
  */
-const RUNS = 20;
+const RUNS = 10;
 const JOB_LIMIT_MS = 60_000;
 
 const unavailable = slurmUnavailable();
