@@ -61,11 +61,15 @@ export async function launch(options: LaunchOptions): Promise<number> {
   if (options.cpus !== undefined && options.cpus.length !== ranks) {
     throw new TopocollError('EINVAL', `${options.cpus.length} CPU sets for ${ranks} ranks`);
   }
-  const discovered = options.cpus === undefined && options.bind !== 'none' ? discoverMachineAndXml({ env: options.env }) : undefined;
-  const cpuSets =
-    options.cpus ?? (discovered === undefined || options.bind === 'none' ? undefined : bindings(discovered.machine, options.bind, layout, options.stderr));
-  const xml = discovered?.lstopoXml;
-  const lstopoXml = xml !== undefined && Buffer.byteLength(xml) <= LSTOPO_HANDOFF_MAX_BYTES ? xml : undefined;
+  let cpuSets = options.cpus;
+  // The lstopo output behind the binding, for the ranks (discover.ts, LSTOPO_XML_ENV).
+  let lstopoXml: string | undefined;
+  if (cpuSets === undefined && options.bind !== 'none') {
+    const discovered = discoverMachineAndXml({ env: options.env });
+    cpuSets = bindings(discovered.machine, options.bind, layout, options.stderr);
+    const xml = discovered.lstopoXml;
+    if (xml !== undefined && Buffer.byteLength(xml) <= LSTOPO_HANDOFF_MAX_BYTES) lstopoXml = xml;
+  }
 
   const token = createJobToken();
   const server = await RendezvousServer.listen({ token, ranks });

@@ -47,9 +47,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     return 1;
   }
   try {
-    return await (
-      await load()
-    )(rest, io);
+    const command = await load();
+    return await command(rest, io);
   } catch (e) {
     if (isTopocollError(e)) {
       io.stderr(`topocoll ${name}: ${e.message}\n`);
