@@ -31,13 +31,8 @@ for (const p of ranks) {
   const samples = checkouts.map(() => ({ wall: [], cpu: [] }));
   for (let run = 0; run <= runs; run++) {
     checkouts.forEach((c, i) => {
-      const r = spawnSync(
-        '/usr/bin/time',
-        ['-f', '%e %U %S', process.execPath, join(c, 'dist/cli/main.js'), 'run', '-n', String(p), join(c, 'bench/start-job.mjs')],
-        {
-          encoding: 'utf8',
-        },
-      );
+      const job = [process.execPath, join(c, 'dist/cli/main.js'), 'run', '-n', String(p), join(c, 'bench/start-job.mjs')];
+      const r = spawnSync('/usr/bin/time', ['-f', '%e %U %S', ...job], { encoding: 'utf8' });
       if (r.status !== 0) throw new Error(`${c}: the job failed: ${r.stderr}`);
       const [wall, user, sys] = r.stderr.trim().split('\n').at(-1).split(' ').map(Number);
       if (run > 0) {

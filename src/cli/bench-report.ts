@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { TopocollError } from '../errors.js';
+import { PACKAGE_ROOT } from '../util/package-root.js';
 import type { BenchRow } from './bench-worker.js';
 import { renderLogLogChart, type ChartSeries } from './svg-chart.js';
 
@@ -199,19 +199,20 @@ export function writeReport(dir: string, charts: readonly ReportChart[]): string
   });
 }
 
-const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '../..');
-
 /**
  * The short commit of this topocoll when it runs from its own git checkout; undefined otherwise
  * (no git, or an installed copy inside some other repository, whose commit would mislead).
  */
 export function topocollCommit(): string | undefined {
-  const r = spawnSync('git', ['-C', packageRoot, 'rev-parse', '--show-toplevel', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  const r = spawnSync('git', ['-C', PACKAGE_ROOT, 'rev-parse', '--show-toplevel', '--short', 'HEAD'], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   if (r.status !== 0 || r.error) return undefined;
   const [top, commit] = r.stdout.trim().split('\n');
   if (top === undefined || commit === undefined) return undefined;
   try {
-    return realpathSync(top) === realpathSync(packageRoot) ? commit : undefined;
+    return realpathSync(top) === realpathSync(PACKAGE_ROOT) ? commit : undefined;
   } catch {
     return undefined;
   }

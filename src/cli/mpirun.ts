@@ -1,9 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { constants } from 'node:os';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { TopocollError } from '../errors.js';
 import { discoverMachine } from '../topology/discover.js';
+import { PACKAGE_ROOT } from '../util/package-root.js';
 import { bindings, jobLayout, type LaunchOptions } from './launcher.js';
 
 /**
@@ -56,9 +57,7 @@ export function checkMpirunJob(env: NodeJS.ProcessEnv): void {
     { encoding: 'utf8', env },
   );
   if (probe.status !== 0) {
-    const where = env.TOPOCOLL_MPI_ADDON
-      ? `TOPOCOLL_MPI_ADDON=${env.TOPOCOLL_MPI_ADDON}`
-      : fileURLToPath(new URL('../../build/mpi/Release/topocoll_mpi.node', import.meta.url));
+    const where = env.TOPOCOLL_MPI_ADDON ? `TOPOCOLL_MPI_ADDON=${env.TOPOCOLL_MPI_ADDON}` : join(PACKAGE_ROOT, 'build/mpi/Release/topocoll_mpi.node');
     throw new TopocollError('ECONFIG', `transport mpi: topocoll/mpi's addon does not load (${where})`, {
       hint: 'Build it with "npm run build:mpi" in the topocoll package (needs mpicc: apt-get install libopenmpi-dev), or use --transport tcp.',
     });

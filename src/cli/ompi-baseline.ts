@@ -1,7 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { PACKAGE_ROOT } from '../util/package-root.js';
 import type { BenchRow, BenchSettings } from './bench-worker.js';
 
 /**
@@ -10,9 +10,8 @@ import type { BenchRow, BenchSettings } from './bench-worker.js';
  * and the bench says so.
  */
 
-const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '../..');
-const harnessSource = join(packageRoot, 'bench/ompi/coll_latency.c');
-const harnessBinary = join(packageRoot, 'build/bench/coll_latency');
+const harnessSource = join(PACKAGE_ROOT, 'bench/ompi/coll_latency.c');
+const harnessBinary = join(PACKAGE_ROOT, 'build/bench/coll_latency');
 
 function has(command: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
