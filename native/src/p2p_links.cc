@@ -194,6 +194,7 @@ void P2PLinks::ReapAndThrowIfSendFailed() {
 
 void P2PLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) {
   ThrowIfShut(guard);
+  const InsideMessage inside(*this, rank);
   size_t total = 0;
   for (size_t i = 0; i < count; ++i) total += slices[i].size;
   if (total <= kHeaderCapacity) {
@@ -300,7 +301,7 @@ void P2PLinks::ReadBody(int rank, void* dst, size_t n, WaitGuard& guard) {
 }
 
 void P2PLinks::TrySend(int rank, const void* data, size_t n) {
-  if (shut_.load(std::memory_order_acquire) || n > kHeaderCapacity) return;
+  if (shut_.load(std::memory_order_acquire) || n > kHeaderCapacity || InsideMessageTo(rank)) return;
   const ByteSlice slice{data, n};
   try {
     Post(rank, &slice, 1, 0, n);

@@ -37,7 +37,9 @@ class RemoteLinks {
   // the end when there were some (a peer's abort notice).
   virtual void ReadHeader(int rank, MsgHeader* header, WaitGuard& guard) = 0;
   virtual void ReadBody(int rank, void* dst, size_t n, WaitGuard& guard) = 0;
-  // Sends a small message only if it can go at once, never waiting (probes).
+  // Sends a small message only if it can go at once, never waiting (probes). Nothing goes to a
+  // rank whose message Send is still writing: the waits inside Send run the guard, whose probe
+  // would otherwise land inside that message and corrupt the stream.
   virtual void TrySend(int rank, const void* data, size_t n) = 0;
   // Sends a failing rank's notice to every linked rank, waiting at most budget_ms in all;
   // failures are ignored: the links close next.
@@ -47,6 +49,24 @@ class RemoteLinks {
   virtual void ShutdownAll() = 0;
   // Releases the links; nothing is sent or received after.
   virtual void CloseAll() = 0;
+
+ protected:
+  // Marks `rank`'s stream as inside a message for the scope of one Send (the calling thread's:
+  // Send and the guard it runs share it), so that TrySend leaves that stream alone.
+  class InsideMessage {
+   public:
+    InsideMessage(RemoteLinks& links, int rank) : links_(links) { links_.inside_message_to_ = rank; }
+    ~InsideMessage() { links_.inside_message_to_ = -1; }
+    InsideMessage(const InsideMessage&) = delete;
+    InsideMessage& operator=(const InsideMessage&) = delete;
+
+   private:
+    RemoteLinks& links_;
+  };
+  bool InsideMessageTo(int rank) const { return inside_message_to_ == rank; }
+
+ private:
+  int inside_message_to_ = -1;
 };
 
 }  // namespace topocoll

@@ -189,6 +189,7 @@ void TcpLinks::WaitFd(int fd, short events, int rank, WaitGuard& guard) {
 
 void TcpLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) {
   const int fd = FdOf(rank);
+  const InsideMessage inside(*this, rank);
   iovec iov[4];
   size_t n = 0;
   for (size_t i = 0; i < count && n < 4; ++i) {
@@ -257,7 +258,7 @@ void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
 
 void TcpLinks::TrySend(int rank, const void* data, size_t n) {
   auto it = fds_.find(rank);
-  if (it == fds_.end()) return;
+  if (it == fds_.end() || InsideMessageTo(rank)) return;
   const char* p = static_cast<const char*>(data);
   ssize_t sent = ::send(it->second, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (sent <= 0) return;  // nothing went out: the stream is intact, the probe is just skipped

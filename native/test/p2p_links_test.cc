@@ -300,6 +300,45 @@ TEST(P2PLinks, AnAbortNoticeInsteadOfTheRestOfABodyEndsTheStream) {
   }
 }
 
+TEST(P2PLinks, AProbeWhileAMessageIsGoingOutWaitsForItsEnd) {
+  // A body of more than kMaxPendingBytes: the sender waits for room between two of its pieces
+  // (the fake layer completes no send before the reader posts its receive), and its guard
+  // probes the reader there. The probe must not go out between the pieces; after the message
+  // it may.
+  FakeLayer layer(2);
+  P2PLinks a(std::make_shared<P2PLayer>(layer.Struct(0)), 100);
+  P2PLinks b(std::make_shared<P2PLayer>(layer.Struct(1)), 100);
+  const size_t n = P2PLinks::kMaxPendingBytes + 3 * kStreamPieceBytes + 5;
+  std::vector<uint8_t> body(n);
+  FillPattern(body.data(), n, 1);
+  MsgHeader probe = HeaderOf(1, n, 0);
+  probe.magic = kProbeMagic;
+  std::atomic<bool> failed{false};
+  std::atomic<uint64_t> checks{0};
+  JoiningThread writer(failed, [&] {
+    ProbingGuard<P2PLinks> guard(a, 1, &probe, sizeof probe, kDeadline, &failed);
+    const MsgHeader h = HeaderOf(1, n, 0);
+    const ByteSlice slices[2] = {{&h, sizeof h}, {body.data(), n}};
+    try {
+      a.Send(1, slices, 2, guard);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the sender failed: " << e.what();
+    }
+    checks = guard.checks();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  DeadlineGuard guard(kDeadline, &failed);
+  MsgHeader got{};
+  b.ReadHeader(0, &got, guard);
+  ASSERT_EQ(got.magic, kMsgMagic);
+  std::vector<uint8_t> in(n);
+  for (size_t at = 0; at < n; at += kStreamPieceBytes) b.ReadBody(0, in.data() + at, std::min(kStreamPieceBytes, n - at), guard);
+  EXPECT_EQ(FirstPatternMismatch(in.data(), n, 1), n);
+  writer.join();
+  // The sender did wait (and probe) in the middle of the message.
+  EXPECT_GT(checks.load(), 0u);
+}
+
 TEST(P2PLinks, AWaitThatFailsAbandonsItsReceive) {
   FakeLayer layer(2);
   P2PLinks b(std::make_shared<P2PLayer>(layer.Struct(1)), 100);

@@ -39,6 +39,28 @@ class DeadlineGuard : public WaitGuard {
   const std::atomic<bool>* stop_;
 };
 
+// A DeadlineGuard that does what the engine's guard does once a wait on a remote peer has gone
+// on: it probes the peer (RemoteLinks::TrySend of a 32-byte probe) — here at every Check.
+template <typename Links>
+class ProbingGuard : public DeadlineGuard {
+ public:
+  ProbingGuard(Links& links, int peer, const void* probe, size_t bytes, std::chrono::milliseconds limit, const std::atomic<bool>* stop)
+      : DeadlineGuard(limit, stop), links_(links), peer_(peer), probe_(probe), bytes_(bytes) {}
+  void Check() override {
+    DeadlineGuard::Check();
+    links_.TrySend(peer_, probe_, bytes_);
+    ++checks_;
+  }
+  uint64_t checks() const { return checks_; }
+
+ private:
+  Links& links_;
+  int peer_;
+  const void* probe_;
+  size_t bytes_;
+  uint64_t checks_ = 0;
+};
+
 // Short stages, so the guard runs often and the futex path (sleep, Ring) is exercised: the
 // threads outnumber the cores of a CI machine.
 inline WaitPolicy TestPolicy() {

@@ -5,8 +5,9 @@
 // library's own output. Prints one line `rank R ok N` or throws (non-zero exit).
 //
 // Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB (allgather: 4 MiB + 1 per rank); [--quick] fewer sizes;
-// [--layer socket] makes the communicator with createCommunicator over the Unix-socket test
-// layer (socket-layer.mjs, its sockets in $TOPOCOLL_P2P_DIR) instead of init().
+// [--late M] a bcast of M MiB that the ranks off the root's node come to late; [--layer socket]
+// makes the communicator with createCommunicator over the Unix-socket test layer
+// (socket-layer.mjs, its sockets in $TOPOCOLL_P2P_DIR) instead of init().
 import { combineInRankOrder, isBigIntClass, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 import { socketLayer } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, isTopocollError, userOp } from 'topocoll';
@@ -411,6 +412,24 @@ if (args.has('--huge')) {
     for (let i = 0; i < per; i++)
       if (all[r * per + i] !== ((i * 13 + r * 7) & 0xff)) throw new Error(`allgather 4 MiB + 1 per rank: rank ${r}'s byte ${i} is ${all[r * per + i]}`);
   }
+  checks++;
+}
+
+// A reader that comes late to a large bcast: the ranks off the root's node block for longer
+// than the wait after which a waiting rank probes its peer, so the root's node sends into a
+// full link. Nothing may enter the stream in the middle of the message (the probe once did).
+if (argv.includes('--late')) {
+  const n = Number(argv[argv.indexOf('--late') + 1]) << 20;
+  const root = size - 1;
+  const name = new Uint8Array(256);
+  if (rank === root) new TextEncoder().encodeInto(comm.node, name);
+  await call.bcast(name, root);
+  const rootNode = new TextDecoder().decode(name.subarray(0, name.indexOf(0)));
+  const bytes = new Uint8Array(n);
+  if (rank === root) for (let i = 0; i < n; i++) bytes[i] = (i * 29 + 5) & 0xff;
+  if (comm.node !== rootNode) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 700);
+  await call.bcast(bytes, root);
+  for (let i = 0; i < n; i++) if (bytes[i] !== ((i * 29 + 5) & 0xff)) throw new Error(`late bcast: byte ${i} is ${bytes[i]}`);
   checks++;
 }
 

@@ -17,7 +17,7 @@ const configurations: [string, string[]][] = [
   ['1 rank', ['-n', '1', job, '--big']],
   ['2 ranks, up to 64 MiB', ['-n', '2', job, '--big', '--huge']],
   ['3 ranks', ['-n', '3', job]],
-  ['4 ranks on 2 emulated nodes, up to 64 MiB', ['-n', '4', '--nodes', '2', job, '--big', '--huge']],
+  ['4 ranks on 2 emulated nodes, up to 64 MiB, a late reader', ['-n', '4', '--nodes', '2', job, '--big', '--huge', '--late', '32']],
   ['7 ranks on 3 emulated nodes', ['-n', '7', '--nodes', '3', job]],
   ['8 ranks on one node (4 per core)', ['-n', '8', job, '--big']],
   ['2 ranks, the last to arrive combining small allreduces', ['-n', '2', '--config', lastArrival, job]],
