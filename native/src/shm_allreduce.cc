@@ -77,9 +77,12 @@ uint32_t ShmAllreduce::Deposit(const void* data, size_t bytes, const MsgHeader& 
     EnsureEntered(call - (kDepth - 1), call - kDepth / 2, policy, guard);
   calls_->count = call + 1;
   Slot& mine = SlotOf(me_, call);
+  // The data before the header: the mark's line (which holds the header and the data's first
+  // bytes) is then written in one burst just before the mark, not given up to a reader's spin
+  // between its header and its mark while the data's later lines are written.
+  if (bytes > 0) std::memcpy(DataOf(me_, call, bytes), data, bytes);
   mine.header = header;
   mine.header.sender = ranks_[static_cast<size_t>(me_)];
-  if (bytes > 0) std::memcpy(DataOf(me_, call, bytes), data, bytes);
   return call;
 }
 

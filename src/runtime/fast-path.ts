@@ -20,8 +20,8 @@ import { DATATYPES } from './datatypes.js';
  *      call that is not published yet as this rank still being in an earlier one, which is
  *      harmless while this rank does not wait (a call with another seq is never a mismatch);
  *      at close it must be there (a departed rank behind the call is a lost peer);
- *   4. header and data go to this rank's slot of the call (a bcast's readers: the header only),
- *      then the mark (call + 1), then `sleeping` of each peer is read
+ *   4. data, then the header, go to this rank's slot of the call (a bcast's readers: the header
+ *      only), then the mark (call + 1), then `sleeping` of each peer is read
  *      (Doorbell::Ring) and peers that announced a sleep are rung through the addon;
  *   5. the slots this rank reads — every other rank's in local order; a bcast reader: the
  *      root's; a reduce: the root every rank's, the others none — a
@@ -365,7 +365,7 @@ export class FastPath {
   }
 
   /**
-   * Steps 1–3 of a call (see the file's comment) and this rank's header into its slot; returns
+   * Steps 1–3 of a call (see the file's comment) and this call's header (`mark` writes it); returns
    * the call's number in the area, or −1 when the node was aborted or the ranks' marks did not
    * come within the spin (nothing changed then).
    */
@@ -393,8 +393,6 @@ export class FastPath {
     this.taken++;
     const call = c[AREA_CALLS]!;
     c[AREA_CALLS] = (call + 1) >>> 0;
-    const slot = this.slotWord(call, this.me) + this.headerWord;
-    for (let k = 0; k < 8; k++) w[slot + k] = h[k]!;
     return call;
   }
 
@@ -450,11 +448,18 @@ export class FastPath {
     Atomics.store(w, version, v + 2);
   }
 
-  /** Publishes this rank's deposit of `call` and rings the peers that sleep (ShmAllreduce::MarkDeposited). */
+  /**
+   * Writes the header into this rank's slot of `call`, after its data (ShmAllreduce::Deposit's
+   * order: the mark's line, which holds the header, is written in one burst just before the
+   * mark), publishes the deposit and rings the peers that sleep (ShmAllreduce::MarkDeposited).
+   */
   private mark(call: number): void {
     const w = this.words;
-    if (this.asymmetric) w[this.slotWord(call, this.me)] = (call + 1) >>> 0;
-    else Atomics.exchange(w, this.slotWord(call, this.me), (call + 1) >>> 0);
+    const slot = this.slotWord(call, this.me);
+    const h = this.header;
+    for (let k = 0; k < 8; k++) w[slot + this.headerWord + k] = h[k]!;
+    if (this.asymmetric) w[slot] = (call + 1) >>> 0;
+    else Atomics.exchange(w, slot, (call + 1) >>> 0);
     for (let r = 0; r < this.locals; r++) {
       if (r === this.me) continue;
       const idle = this.idleWord[r]!;
