@@ -49,9 +49,9 @@ TEST(TcpLinks, AProbeWhileAMessageIsGoingOutWaitsForItsEnd) {
   TcpLinks zero;
   TcpLinks one;
   ASSERT_NO_FATAL_FAILURE(Link(zero, one));
-  // Far more than both socket buffers hold. The reader starts late, then drains a little at a
-  // time with pauses longer than the sender's poll slice: the sender's waits time out (and
-  // probe) while the socket has some room, too little to report it writable.
+  // Far more than both socket buffers hold. The reader starts once the sender waits, then drains
+  // a little at a time with pauses longer than the sender's poll slice: the sender's waits time
+  // out (and probe) while the socket has some room, too little to report it writable.
   const size_t n = 48u << 20;
   std::vector<uint8_t> body(n);
   FillPattern(body.data(), n, 2);
@@ -60,7 +60,7 @@ TEST(TcpLinks, AProbeWhileAMessageIsGoingOutWaitsForItsEnd) {
   std::atomic<bool> failed{false};
   std::atomic<uint64_t> checks{0};
   JoiningThread writer(failed, [&] {
-    ProbingGuard<TcpLinks> guard(one, 0, &probe, sizeof probe, kDeadline, &failed);
+    ProbingGuard<TcpLinks> guard(one, 0, &probe, sizeof probe, checks, kDeadline, &failed);
     const MsgHeader h = HeaderOf(1, n, 1);
     const MsgHeader next = HeaderOf(2, 0, 1);
     const ByteSlice slices[2] = {{&h, sizeof h}, {body.data(), n}};
@@ -71,10 +71,10 @@ TEST(TcpLinks, AProbeWhileAMessageIsGoingOutWaitsForItsEnd) {
     } catch (const std::exception& e) {
       ADD_FAILURE() << "the sender failed: " << e.what();
     }
-    checks = guard.checks();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   DeadlineGuard guard(kDeadline, &failed);
+  // The reader starts only once the sender waited (and probed) with the socket full.
+  AwaitCount(checks, 2, guard);
   MsgHeader got{};
   zero.ReadHeader(1, &got, guard);
   ASSERT_EQ(got.magic, kMsgMagic);
@@ -96,7 +96,6 @@ TEST(TcpLinks, AProbeWhileAMessageIsGoingOutWaitsForItsEnd) {
   EXPECT_EQ(got.magic, kMsgMagic);
   EXPECT_EQ(got.seq, 2u);
   writer.join();
-  EXPECT_GT(checks.load(), 0u);
 }
 
 }  // namespace

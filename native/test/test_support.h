@@ -40,26 +40,35 @@ class DeadlineGuard : public WaitGuard {
 };
 
 // A DeadlineGuard that does what the engine's guard does once a wait on a remote peer has gone
-// on: it probes the peer (RemoteLinks::TrySend of a 32-byte probe) — here at every Check.
+// on: it probes the peer (RemoteLinks::TrySend of a 32-byte probe) — here at every Check, which
+// it counts in `checks` (another thread may wait for the count: the sender really waited).
 template <typename Links>
 class ProbingGuard : public DeadlineGuard {
  public:
-  ProbingGuard(Links& links, int peer, const void* probe, size_t bytes, std::chrono::milliseconds limit, const std::atomic<bool>* stop)
-      : DeadlineGuard(limit, stop), links_(links), peer_(peer), probe_(probe), bytes_(bytes) {}
+  ProbingGuard(Links& links, int peer, const void* probe, size_t bytes, std::atomic<uint64_t>& checks, std::chrono::milliseconds limit,
+               const std::atomic<bool>* stop)
+      : DeadlineGuard(limit, stop), links_(links), peer_(peer), probe_(probe), bytes_(bytes), checks_(checks) {}
   void Check() override {
     DeadlineGuard::Check();
     links_.TrySend(peer_, probe_, bytes_);
-    ++checks_;
+    checks_.fetch_add(1);
   }
-  uint64_t checks() const { return checks_; }
 
  private:
   Links& links_;
   int peer_;
   const void* probe_;
   size_t bytes_;
-  uint64_t checks_ = 0;
+  std::atomic<uint64_t>& checks_;
 };
+
+// Waits (under `guard`) until `count` reaches `at_least`.
+inline void AwaitCount(const std::atomic<uint64_t>& count, uint64_t at_least, WaitGuard& guard) {
+  while (count.load() < at_least) {
+    guard.Check();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 // Short stages, so the guard runs often and the futex path (sleep, Ring) is exercised: the
 // threads outnumber the cores of a CI machine.
