@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "datatypes.h"
+#include "errors.h"
 #include "message.h"
 #include "p2p_links.h"
 #include "pending_input.h"
@@ -347,6 +348,8 @@ class Engine {
   // How much an exchange sends before it looks at what came in (at most a quarter of the ring).
   static constexpr uint64_t kExchangePiece = 256 * 1024;
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);
+  // Rethrows a link `peer` ended: as the peer's abort code when its notice is what came last.
+  [[noreturn]] static void ThrowPeersNotice(const PeerClosed& e, int peer);
   uint8_t* Scratch(size_t bytes);
 
   // --- lookups (engine.cc) ---

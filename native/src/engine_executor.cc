@@ -632,8 +632,26 @@ void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const voi
     channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(local_peer)].Send(slices, 2, PolicyFor(local_peer),
                                                                                                      guard);
   } else {
-    remote_->Send(peer, slices, 2, guard);
+    try {
+      remote_->Send(peer, slices, 2, guard);
+    } catch (const PeerClosed& e) {
+      ThrowPeersNotice(e, peer);
+    }
   }
+}
+
+void Engine::ThrowPeersNotice(const PeerClosed& e, int peer) {
+  // The link ended: the peer's abort notice, if it sent one, is what came last — report its
+  // reason rather than only the closed link.
+  MsgHeader notice{};
+  if (e.tail().size() == sizeof notice) {
+    std::memcpy(&notice, e.tail().data(), sizeof notice);
+    if (notice.magic == kAbortMagic && notice.sender == peer && notice.op > 0 && notice.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0])) {
+      const char* code = kAbortCodes[notice.op];
+      throw CollError(code, "rank " + std::to_string(peer) + " stopped the collective (" + code + " there)");
+    }
+  }
+  throw e;
 }
 
 void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer) {
@@ -683,18 +701,8 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_
       done += piece;
     }
   } catch (const PeerClosed& e) {
-    // The peer stopped in the middle of this body: its abort notice, if it sent one, is what
-    // came last — report its reason rather than only the closed link.
-    MsgHeader notice{};
-    if (e.tail().size() == sizeof notice) {
-      std::memcpy(&notice, e.tail().data(), sizeof notice);
-      if (notice.magic == kAbortMagic && notice.sender == peer && notice.op > 0 &&
-          notice.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0])) {
-        const char* code = kAbortCodes[notice.op];
-        throw CollError(code, "rank " + std::to_string(peer) + " stopped the collective (" + code + " there)");
-      }
-    }
-    throw;
+    // The peer stopped in the middle of this body.
+    ThrowPeersNotice(e, peer);
   }
 }
 

@@ -30,7 +30,8 @@ class RemoteLinks {
   virtual ~RemoteLinks() = default;
   // Writes the slices, back to back, to `rank`'s stream. Returns once they are on their way: the
   // caller may reuse the memory. Messages up to kEagerBytes plus a header never wait for the
-  // reader (both sides of an exchange send before they receive).
+  // reader (both sides of an exchange send before they receive). A stream the peer ended may
+  // throw PeerClosed, with what the peer sent last and this rank had not read (its abort notice).
   virtual void Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) = 0;
   // Reads the next message's header, then n bytes of its body (all of it, or the next piece). A
   // stream that ended (peer gone, links shut) throws PeerClosed, with the bytes read last before

@@ -212,7 +212,9 @@ void TcpLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& 
       if (errno == EINTR) continue;
       const int error = errno;
       guard.LinkEnded();
-      throw CollError("EPEERLOST", "lost the connection to rank " + std::to_string(rank) + ": " + ErrnoText(error));
+      // The peer ended the connection while this rank was still writing to it: what it sent
+      // last, unread here, may be its abort notice (SendLastWords), kept for the caller.
+      throw PeerClosed("lost the connection to rank " + std::to_string(rank) + ": " + ErrnoText(error), UnreadTail(fd));
     }
     size_t left = static_cast<size_t>(sent);
     while (first < n && left >= iov[first].iov_len) left -= iov[first++].iov_len;
@@ -221,6 +223,22 @@ void TcpLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& 
       iov[first].iov_len -= left;
     }
   }
+}
+
+std::string TcpLinks::UnreadTail(int fd) {
+  // Reads what the peer's stream still holds, without waiting and at most kMaxUnreadBytes (a
+  // dead link's backlog is dropped anyway), keeping its last kTailBytes.
+  constexpr size_t kMaxUnreadBytes = 64 << 20;
+  std::string tail;
+  char buf[64 * 1024];
+  for (size_t total = 0; total < kMaxUnreadBytes;) {
+    const ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (r <= 0) break;
+    total += static_cast<size_t>(r);
+    tail.append(buf, static_cast<size_t>(r));
+    if (tail.size() > kTailBytes) tail.erase(0, tail.size() - kTailBytes);
+  }
+  return tail;
 }
 
 void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {

@@ -69,6 +69,8 @@ class TcpLinks final : public RemoteLinks {
 
  private:
   void ReadExact(int rank, void* dst, size_t n, WaitGuard& guard);
+  // The last bytes of what `fd`'s stream still holds unread (for a failed write: PeerClosed).
+  static std::string UnreadTail(int fd);
   int FdOf(int rank) const;
   void WaitFd(int fd, short events, int rank, WaitGuard& guard);
 

@@ -98,5 +98,34 @@ TEST(TcpLinks, AProbeWhileAMessageIsGoingOutWaitsForItsEnd) {
   writer.join();
 }
 
+TEST(TcpLinks, AWriteThePeerEndedKeepsWhatThePeerSentLast) {
+  // The peer sends its abort notice and shuts its links while this rank is still writing a
+  // message to it: the failed write reports PeerClosed with the notice, unread until then.
+  TcpLinks zero;
+  TcpLinks one;
+  ASSERT_NO_FATAL_FAILURE(Link(zero, one));
+  MsgHeader notice = HeaderOf(3, 0, 0);
+  notice.magic = kAbortMagic;
+  notice.op = 2;
+  zero.SendLastWords(&notice, sizeof notice, 100);
+  zero.ShutdownAll();
+  const size_t n = 32u << 20;
+  std::vector<uint8_t> body(n, 7);
+  const MsgHeader h = HeaderOf(1, n, 1);
+  const ByteSlice slices[2] = {{&h, sizeof h}, {body.data(), n}};
+  DeadlineGuard guard(kDeadline);
+  try {
+    one.Send(0, slices, 2, guard);
+    FAIL() << "the write to a shut link went on";
+  } catch (const PeerClosed& e) {
+    ASSERT_EQ(e.tail().size(), sizeof notice) << e.what();
+    MsgHeader tail{};
+    std::memcpy(&tail, e.tail().data(), sizeof tail);
+    EXPECT_EQ(tail.magic, kAbortMagic);
+    EXPECT_EQ(tail.op, 2);
+    EXPECT_EQ(tail.sender, 0);
+  }
+}
+
 }  // namespace
 }  // namespace topocoll::test
