@@ -180,15 +180,6 @@ class FakeLayer {
   std::vector<Posted> log_;
 };
 
-MsgHeader HeaderOf(uint32_t seq, uint64_t count, int sender) {
-  MsgHeader h{};
-  h.magic = kMsgMagic;
-  h.seq = seq;
-  h.count = count;
-  h.sender = sender;
-  return h;
-}
-
 uint8_t ByteAt(size_t message, size_t i) { return static_cast<uint8_t>(message * 131 + i * 7 + (i >> 9)); }
 
 // Message sizes around every boundary of the framing: the inline limit, the piece size, the

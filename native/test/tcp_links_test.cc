@@ -20,15 +20,6 @@ namespace {
 constexpr auto kDeadline = std::chrono::seconds(30);
 const std::string kToken = "tcp-links-test-token";
 
-MsgHeader HeaderOf(uint32_t seq, uint64_t count, int sender) {
-  MsgHeader h{};
-  h.magic = kMsgMagic;
-  h.seq = seq;
-  h.count = count;
-  h.sender = sender;
-  return h;
-}
-
 // Links rank 0 and rank 1 of a two-rank job: rank 1 connects, rank 0 accepts.
 void Link(TcpLinks& zero, TcpLinks& one) {
   const int port0 = zero.Listen("127.0.0.1");

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "message.h"
 #include "wait.h"
 
 namespace topocoll::test {
@@ -38,6 +39,16 @@ class DeadlineGuard : public WaitGuard {
   std::chrono::steady_clock::time_point deadline_;
   const std::atomic<bool>* stop_;
 };
+
+// The header of a message of a links test: call `seq`, `count` body bytes, from `sender`.
+inline MsgHeader HeaderOf(uint32_t seq, uint64_t count, int sender) {
+  MsgHeader h{};
+  h.magic = kMsgMagic;
+  h.seq = seq;
+  h.count = count;
+  h.sender = sender;
+  return h;
+}
 
 // A DeadlineGuard that does what the engine's guard does once a wait on a remote peer has gone
 // on: it probes the peer (RemoteLinks::TrySend of a 32-byte probe) — here at every Check, which
