@@ -93,6 +93,13 @@ void ShmAllreduce::MarkDeposited(uint32_t call, const WaitPolicy& policy) {
   }
 }
 
+void ShmAllreduce::PrefetchDeposit(uint32_t call, size_t r, size_t bytes) const {
+  if (bytes > kPrefetchBytes) return;
+  constexpr size_t kLine = 64;
+  const uint8_t* slot = reinterpret_cast<const uint8_t*>(&SlotOf(static_cast<int>(r), call));
+  for (size_t at = kLine; at < kDataAt + bytes; at += kLine) __builtin_prefetch(slot + at);
+}
+
 void ShmAllreduce::AwaitDeposit(uint32_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {
   const Slot& theirs = SlotOf(static_cast<int>(r), call);
   auto deposited = [&] { return theirs.deposited.load(std::memory_order_acquire) == call + 1; };
@@ -147,6 +154,7 @@ void ShmAllreduce::Bcast(void* buf, size_t bytes, const MsgHeader& header, size_
   const uint32_t call = Deposit(buf, mine ? bytes : 0, header, policy, guard);
   MarkDeposited(call, policy);
   if (mine) return;
+  PrefetchDeposit(call, root, bytes);
   AwaitDeposit(call, root, header, policy, guard);
   // It saw the root's mark; at two ranks that is every mark.
   if (doorbells_.size() == 2) calls_->all_entered = call + 1;
@@ -161,6 +169,9 @@ void ShmAllreduce::Reduce(void* buf, uint64_t count, size_t elem, const MsgHeade
   if (root != static_cast<size_t>(me_)) {
     MarkDeposited(call, policy);
     return;
+  }
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (static_cast<int>(r) != me_) PrefetchDeposit(call, r, bytes);
   }
   EveryRankCombines(call, buf, bytes, count, header, combine, policy, guard);
 }

@@ -97,6 +97,9 @@ struct AreaCalls {
 
 class ShmAllreduce {
  public:
+  // Largest one-way deposit (bytes of data) whose later lines a reader fetches before the mark
+  // comes (PrefetchDeposit; the JavaScript fast path's EARLY_READ_MAX_BYTES).
+  static constexpr size_t kPrefetchBytes = 256;
   // Largest allreduce (bytes) it takes; larger ones go through the group schedules.
   static constexpr size_t kMaxBytes = 8192;
   // Slots in each rank's ring: how many calls a one-way sender may run ahead of the slowest rank.
@@ -185,6 +188,14 @@ class ShmAllreduce {
   uint32_t Deposit(const void* data, size_t bytes, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
   // Marks this rank's slot of `call` deposited and rings the others.
   void MarkDeposited(uint32_t call, const WaitPolicy& policy);
+  // Starts fetching the cache lines past the mark's of local rank r's slot of `call` that a
+  // deposit of `bytes` fills, up to kPrefetchBytes. A one-way call's reader does it before it
+  // waits for the mark: its writer has usually long written the deposit, so those lines then
+  // come with the mark's line, not after it when the copy reads them. Prefetches do not wait
+  // and do not change what the copy after the mark (acquire) reads. Every-rank calls do not:
+  // their peers are usually still writing, and an early read then takes a line away from its
+  // writer — as it does for larger one-way deposits, whose root is still writing them more often.
+  void PrefetchDeposit(uint32_t call, size_t r, size_t bytes) const;
   // Waits until local rank r has deposited `call`, then checks its header.
   void AwaitDeposit(uint32_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);
   // Counts this rank's arrival in last-arrival call `round` (publishing its slot); true for the

@@ -94,6 +94,10 @@ const UINT8_CLAMPED = 2;
 const FLOAT32 = 7;
 const FLOAT64 = 8;
 const DTYPES = DATATYPES.length;
+/** 32-bit words in a cache line. */
+const LINE_WORDS = 16;
+/** Largest one-way deposit whose later lines `await` reads early (ShmAllreduce::kPrefetchBytes; see there). */
+const EARLY_READ_MAX_BYTES = 256;
 
 /**
  * Largest allreduce and reduce (bytes) the fast path takes: V8 combines element by element
@@ -212,6 +216,8 @@ export class FastPath {
   private readonly sleepingWord: Int32Array;
   /** This call's header words (MsgHeader, 8 × uint32). */
   private readonly header = new Uint32Array(8);
+  /** Where `await`'s early reads of a deposit's later lines go, so that no compiler drops them. */
+  touched = 0;
   /** Calls this path has made (tests check that it runs). */
   taken = 0;
   /** Whether the header is a call not published yet (step 3). */
@@ -295,7 +301,7 @@ export class FastPath {
       return true;
     }
     this.mark(call);
-    this.await(call, root, root + 1);
+    this.await(call, root, root + 1, this.depositWords(n * DATATYPES[dtype]!.bytes));
     // It saw the root's mark; at two ranks that is every mark.
     if (this.locals === 2) this.counters[ALL_ENTERED] = (call + 1) >>> 0;
     copy(this.view(call, root, dtype, n), 0, buf, 0, n);
@@ -314,9 +320,10 @@ export class FastPath {
     this.mark(call);
     if (recv === null) return true;
     const kernel = fastPathKernel(dtype, op);
+    const early = this.depositWords(n * DATATYPES[dtype]!.bytes);
     let checked = false;
     for (let r = 0; r < this.locals; r++) {
-      if (r !== this.me && !checked) checked = this.await(call, r, this.locals);
+      if (r !== this.me && !checked) checked = this.await(call, r, this.locals, early);
       const theirs = this.view(call, r, dtype, n);
       if (r === 0) copy(theirs, 0, recv, 0, n);
       else kernel(recv, theirs, n);
@@ -470,12 +477,21 @@ export class FastPath {
 
   /**
    * Waits for local rank r's deposit of `call` and checks its header; true when the addon did
-   * (it then waited for and checked every rank up to `to` − 1 too).
+   * (it then waited for and checked every rank up to `to` − 1 too). `early`: the words of r's
+   * slot the deposit spans, for a one-way call's reader — its writer has usually long written
+   * the deposit, so the deposit's later cache lines are read together with the mark's and their
+   * transfers overlap, instead of following the mark's when the copy reads them. (The values
+   * read are not used: x86 keeps loads in order, so the copy after the mark reads what the mark
+   * published. Every-rank calls pass nothing: their peers are usually still writing, and an
+   * early read then takes a line away from its writer — as for larger one-way deposits.)
    */
-  private await(call: number, r: number, to: number): boolean {
+  private await(call: number, r: number, to: number, early = 0): boolean {
     const w = this.words;
     const slot = this.slotWord(call, r);
     const want = (call + 1) >>> 0;
+    let touched = 0;
+    for (let k = LINE_WORDS; k < early; k += LINE_WORDS) touched ^= w[slot + k]!;
+    this.touched = touched;
     if (w[slot] !== want) {
       for (let i = 0; Atomics.load(w, slot) !== want; i++) {
         if (i === this.spin) {
@@ -495,6 +511,11 @@ export class FastPath {
     this.publish();
     this.engine.awaitAreaDeposits(call, r, to);
     throw new Error(`the fast path saw a header from local rank ${r} that the executor accepted`);
+  }
+
+  /** Words of a slot that a one-way deposit of `bytes` spans, for `await`'s early reads (none above EARLY_READ_MAX_BYTES). */
+  private depositWords(bytes: number): number {
+    return bytes > EARLY_READ_MAX_BYTES ? 0 : (this.layout.slotData + bytes + 3) >>> 2;
   }
 
   /** Word index of the mark of local rank r's slot for `call`. */
