@@ -133,6 +133,9 @@ export class Communicator {
   private fastAllreduce = false;
   private fastAllgather = false;
   private fastBarrier = false;
+  /** The last send and recv of a fast-path call found apart (checkApart). */
+  private apartSend?: TypedArray;
+  private apartRecv?: TypedArray;
   /** Promise collectives not settled yet: while any is, blocking calls queue behind them in the addon. */
   private asyncPending = 0;
   /** Shared windows (allocShared). */
@@ -391,6 +394,7 @@ export class Communicator {
     if (isUserOp(op)) return this.reduceWithUserOp(input, out, type, op, root);
     const opCode = reduceOpCode(op, type);
     if (this.fastReduce && input.byteLength <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
+      if (out !== null && send !== IN_PLACE) this.checkApart(input, out, 'Pass IN_PLACE as send to reduce in place.');
       if (this.fast!.reduce(input, out, input.length, type.code, opCode, root, this.planHash)) return;
     }
     const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
@@ -434,6 +438,7 @@ export class Communicator {
     const opCode = reduceOpCode(op, type);
     const bytes = recv.byteLength;
     if (this.fastAllreduce && bytes <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
+      if (send !== IN_PLACE) this.checkApart(input, recv, 'Pass IN_PLACE as send to reduce in place.');
       if (this.fast!.allreduce(input, recv, recv.length, type.code, opCode, this.planHash)) return;
     }
     this.engine.run(this.allreduceCall(input, recv, type, opCode));
@@ -493,6 +498,7 @@ export class Communicator {
     const type = this.checkAllgather(send, recv, undefined);
     const count = send === IN_PLACE ? recv.length / this.size : send.length;
     if (this.fastAllgather && count * type.bytes <= FAST_COPY_MAX_BYTES && this.asyncPending === 0) {
+      if (send !== IN_PLACE) this.checkApart(send, recv, "Pass IN_PLACE as send when this rank's block is already in recv.");
       if (this.fast!.allgather(send === IN_PLACE ? recv : send, recv, count, type.code, this.planHash)) return;
     }
     const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
@@ -825,6 +831,26 @@ export class Communicator {
       throw this.pairError(send, sendType, recv, recvType);
   }
 
+  /**
+   * Refuses views of one buffer that share bytes, as the addon does from the addresses: for the
+   * fast path, which does not enter the addon. Reading `.buffer` costs about a quarter of a fast
+   * call, so the last pair found apart is remembered — a view's buffer, offset and length never
+   * change unless its buffer can be resized (such pairs are checked every time).
+   */
+  private checkApart(send: TypedArray, recv: TypedArray, hint: string): void {
+    if (send === this.apartSend && recv === this.apartRecv) return;
+    const buffer = send.buffer;
+    if (buffer === recv.buffer) {
+      const start = send.byteOffset;
+      const other = recv.byteOffset;
+      if (start < other + recv.byteLength && other < start + send.byteLength) throw this.argumentError('EINVAL', 'send and recv overlap', hint);
+    }
+    if (fixedLength(buffer) && fixedLength(recv.buffer)) {
+      this.apartSend = send;
+      this.apartRecv = recv;
+    }
+  }
+
   private pairError(send: TypedArray, sendType: Datatype, recv: TypedArray, recvType: Datatype): TopocollError {
     if (sendType !== recvType) return this.argumentError('EINVAL', `send is ${sendType.name} but recv is ${recvType.name}`);
     if (send.length !== recv.length) return this.argumentError('EINVAL', `send has ${send.length} elements but recv has ${recv.length}`);
@@ -1054,3 +1080,9 @@ export class Communicator {
 }
 
 export type { ReduceOpName, TypedArray, NativeCollectiveCode };
+
+/** Whether a buffer keeps its length: neither a resizable ArrayBuffer nor a growable SharedArrayBuffer. */
+function fixedLength(buffer: ArrayBufferLike): boolean {
+  const b = buffer as { resizable?: boolean; growable?: boolean };
+  return b.resizable !== true && b.growable !== true;
+}

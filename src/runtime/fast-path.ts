@@ -20,8 +20,9 @@ import { DATATYPES } from './datatypes.js';
  *      call that is not published yet as this rank still being in an earlier one, which is
  *      harmless while this rank does not wait (a call with another seq is never a mismatch);
  *      at close it must be there (a departed rank behind the call is a lost peer);
- *   4. data, then the header, go to this rank's slot of the call (a bcast's readers: the header
- *      only), then the mark (call + 1), then `sleeping` of each peer is read
+ *   4. data, then the header, go to this rank's slot of the call (a bcast's readers and, but in
+ *      place after local rank 0, a reduce's root: the header only — nobody reads their data),
+ *      then the mark (call + 1), then `sleeping` of each peer is read
  *      (Doorbell::Ring) and peers that announced a sleep are rung through the addon;
  *   5. the slots this rank reads — every other rank's in local order; a bcast reader: the
  *      root's; a reduce: the root every rank's, the others none — a
@@ -316,7 +317,12 @@ export class FastPath {
     const call = this.begin(REDUCE, dtype, op, n, root, planHash);
     if (call < 0) return false;
     const copy = copyOf(dtype);
-    copy(input, 0, this.view(call, this.me, dtype, n), 0, n);
+    // The root combines its input where it is, without depositing it: no other rank reads a
+    // reduce root's data, and input and recv are one array (IN_PLACE) or share no bytes
+    // (Communicator.checkApart). In place, a root after local rank 0 would have overwritten recv
+    // with rank 0's data before its own turn, so it deposits its input as the senders do.
+    const direct = recv !== null && (input !== recv || this.me === 0);
+    if (!direct) copy(input, 0, this.view(call, this.me, dtype, n), 0, n);
     this.mark(call);
     if (recv === null) return true;
     const kernel = fastPathKernel(dtype, op);
@@ -324,7 +330,7 @@ export class FastPath {
     let checked = false;
     for (let r = 0; r < this.locals; r++) {
       if (r !== this.me && !checked) checked = this.await(call, r, this.locals, early);
-      const theirs = this.view(call, r, dtype, n);
+      const theirs = r === this.me && direct ? input : this.view(call, r, dtype, n);
       if (r === 0) copy(theirs, 0, recv, 0, n);
       else kernel(recv, theirs, n);
     }

@@ -7,7 +7,7 @@
 //   mixed     odd ranks keep the fast path off (argv[3] = all: every rank has it on); 3000
 //             seeded calls of every collective — small and just-too-large allreduces and
 //             allgathers, barriers, bcasts, reduces (alone and in runs longer than the shared
-//             area's ring), Promise calls left pending under blocking ones, configure()
+//             area's ring; in a run, every other one in place at the root), Promise calls left pending under blocking ones, configure()
 //             switching the fast path mid-loop — each checked against a reference. Prints
 //             `rank R mixed ok taken <fast calls>`.
 //   departed  3 ranks: rank 2 comes late to a call (the others wait for it in the addon), so it
@@ -23,14 +23,24 @@
 //   inspect   util.inspect of the communicator after close(): the fast path's views of the
 //             unmapped segment read as empty (detached), not as a crash. Prints
 //             `rank R inspected <whether the views were empty>`.
+//   overlap   every rank passes send and recv that share bytes (not IN_PLACE) to a small
+//             allreduce, allgather (send at the start of recv) and reduce to rank 0 (rank 0's
+//             views overlap; the others pass an unknown operator, so that no rank sends), each
+//             through the fast path (argv[3] = addon: through the addon); then a correct
+//             allreduce. Prints `rank R refused CODE: …` per call, `rank R after ok <taken>`.
 // Every rank uses the shared area's every-rank protocol (the fast path's), whatever the cores.
-import { init } from 'topocoll';
+import { IN_PLACE, init } from 'topocoll';
 import { combineInRankOrder } from './reference-op.mjs';
 
 const mode = process.argv[2];
 const allFast = process.argv[3] === 'all';
 const rankOf = Number(process.env.TOPOCOLL_RANK ?? process.env.OMPI_COMM_WORLD_RANK ?? 0);
-const fastHere = mode === 'mixed' ? allFast || rankOf % 2 === 0 : mode === 'mismatch' ? (rankOf === 1) === (process.argv[3] === 'fast') : true;
+const fastHere =
+  mode === 'mixed'
+    ? allFast || rankOf % 2 === 0
+    : mode === 'mismatch'
+      ? (rankOf === 1) === (process.argv[3] === 'fast')
+      : mode !== 'overlap' || process.argv[3] !== 'addon';
 const comm = await init({ config: { allreduce: { shm: 'every-rank' }, allgather: { shm: 'every-rank' }, collectives: { jsFastPath: fastHere } } });
 /** Fast-path calls so far (the communicator's private FastPath; undefined where it cannot run). */
 const taken = () => /** @type {any} */ (comm).fast?.taken ?? 0;
@@ -216,7 +226,9 @@ if (mode === 'bits') {
         const m = run === 1 ? n : /** @type {number} */ (lengths[Math.floor(next() * 9)]);
         if (reduce) {
           const recv = new Array_(m);
-          comm.reduceSync(new Array_(m).fill(comm.rank + j + 1), comm.rank === root ? recv : null, 'sum', root);
+          // Every other call of a run in place at the root (its input is then recv itself).
+          if (comm.rank === root && j % 2 === 1) comm.reduceSync(IN_PLACE, recv.fill(comm.rank + j + 1), 'sum', root);
+          else comm.reduceSync(new Array_(m).fill(comm.rank + j + 1), comm.rank === root ? recv : null, 'sum', root);
           const want = (p * (p + 1)) / 2 + p * j;
           if (comm.rank === root) for (let k = 0; k < m; k++) if (recv[k] !== want) fail(`step ${step}.${j}: reduce of ${m} at ${root}`);
         } else {
@@ -263,6 +275,26 @@ if (mode === 'bits') {
   const { inspect } = await import('node:util');
   console.log(`rank ${comm.rank} inspected ${/words: Uint32Array\(0\)/.test(inspect(comm, { depth: 4 }))}`);
   process.exit(0);
+} else if (mode === 'overlap') {
+  const whole = new Int32Array(8).fill(comm.rank + 1);
+  const calls = [
+    () => comm.allreduceSync(whole.subarray(0, 4), whole.subarray(2, 6)),
+    () => comm.allgatherSync(whole.subarray(0, 2), whole.subarray(0, 2 * comm.size)),
+    () => comm.reduceSync(whole.subarray(1, 5), whole.subarray(0, 4), comm.rank === 0 ? 'sum' : /** @type {any} */ ('none'), 0),
+  ];
+  for (const call of calls) {
+    try {
+      call();
+      console.log(`rank ${comm.rank} accepted`);
+    } catch (e) {
+      console.log(`rank ${comm.rank} refused ${/** @type {any} */ (e).code}: ${/** @type {any} */ (e).message}`);
+    }
+  }
+  const before = taken();
+  const sum = new Int32Array(1);
+  comm.allreduceSync(Int32Array.of(comm.rank + 1), sum);
+  if (sum[0] !== (comm.size * (comm.size + 1)) / 2) fail(`the allreduce after them gave ${sum[0]}`);
+  console.log(`rank ${comm.rank} after ok ${taken() - before}`);
 } else if (mode === 'departed') {
   const send = Float64Array.of(comm.rank);
   const recv = new Float64Array(1);

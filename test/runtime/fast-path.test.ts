@@ -80,6 +80,23 @@ describe('errors on the fast path', () => {
     });
   }
 
+  for (const side of ['fast', 'addon']) {
+    it(`send and recv that share bytes: EINVAL on every rank before anything is sent, through the ${side === 'fast' ? 'fast path' : 'addon'}`, () => {
+      const r = run(2, 'overlap', side);
+      expect(r.status).toBe(0);
+      for (let rank = 0; rank < 2; rank++) {
+        const refused = r.lines.filter((l) => l.startsWith(`rank ${rank} refused `));
+        // allreduce, allgather, and the reduce: its root's views overlap, the other rank's operator is unknown.
+        expect(refused).toHaveLength(3);
+        expect(refused[0]).toMatch(/EINVAL: send and recv overlap.*IN_PLACE/);
+        expect(refused[1]).toMatch(/EINVAL: send and recv overlap.*IN_PLACE/);
+        expect(refused[2]).toMatch(rank === 0 ? /EINVAL: send and recv overlap.*IN_PLACE/ : /EINVAL: unknown reduction operator/);
+        // The calls after them still meet: one allreduce, through the fast path when it is on.
+        expect(r.lines).toContain(`rank ${rank} after ok ${side === 'fast' ? 1 : 0}`);
+      }
+    });
+  }
+
   it('inspecting a closed communicator reads its detached views instead of unmapped memory', () => {
     const r = run(2, 'inspect');
     expect(r.status).toBe(0);
