@@ -394,7 +394,8 @@ export class Communicator {
     if (isUserOp(op)) return this.reduceWithUserOp(input, out, type, op, root);
     const opCode = reduceOpCode(op, type);
     if (this.fastReduce && input.byteLength <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
-      if (out !== null && send !== IN_PLACE) this.checkApart(input, out, 'Pass IN_PLACE as send to reduce in place.');
+      if (out !== null && send !== IN_PLACE && (input !== this.apartSend || out !== this.apartRecv))
+        this.checkApart(input, out, 'Pass IN_PLACE as send to reduce in place.');
       if (this.fast!.reduce(input, out, input.length, type.code, opCode, root, this.planHash)) return;
     }
     const p = this.plans.reduce(root, input.byteLength, type.bytes, true);
@@ -438,7 +439,7 @@ export class Communicator {
     const opCode = reduceOpCode(op, type);
     const bytes = recv.byteLength;
     if (this.fastAllreduce && bytes <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
-      if (send !== IN_PLACE) this.checkApart(input, recv, 'Pass IN_PLACE as send to reduce in place.');
+      if (send !== IN_PLACE && (input !== this.apartSend || recv !== this.apartRecv)) this.checkApart(input, recv, 'Pass IN_PLACE as send to reduce in place.');
       if (this.fast!.allreduce(input, recv, recv.length, type.code, opCode, this.planHash)) return;
     }
     this.engine.run(this.allreduceCall(input, recv, type, opCode));
@@ -498,7 +499,8 @@ export class Communicator {
     const type = this.checkAllgather(send, recv, undefined);
     const count = send === IN_PLACE ? recv.length / this.size : send.length;
     if (this.fastAllgather && count * type.bytes <= FAST_COPY_MAX_BYTES && this.asyncPending === 0) {
-      if (send !== IN_PLACE) this.checkApart(send, recv, "Pass IN_PLACE as send when this rank's block is already in recv.");
+      if (send !== IN_PLACE && (send !== this.apartSend || recv !== this.apartRecv))
+        this.checkApart(send, recv, "Pass IN_PLACE as send when this rank's block is already in recv.");
       if (this.fast!.allgather(send === IN_PLACE ? recv : send, recv, count, type.code, this.planHash)) return;
     }
     const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
@@ -834,11 +836,11 @@ export class Communicator {
   /**
    * Refuses views of one buffer that share bytes, as the addon does from the addresses: for the
    * fast path, which does not enter the addon. Reading `.buffer` costs about a quarter of a fast
-   * call, so the last pair found apart is remembered — a view's buffer, offset and length never
-   * change unless its buffer can be resized (such pairs are checked every time).
+   * call, so the last pair found apart is remembered, and the callers compare with it before
+   * they call this — a view's buffer, offset and length never change unless its buffer can be
+   * resized (such pairs are checked every time).
    */
   private checkApart(send: TypedArray, recv: TypedArray, hint: string): void {
-    if (send === this.apartSend && recv === this.apartRecv) return;
     const buffer = send.buffer;
     if (buffer === recv.buffer) {
       const start = send.byteOffset;
