@@ -189,12 +189,13 @@ class ShmAllreduce {
   // Marks this rank's slot of `call` deposited and rings the others.
   void MarkDeposited(uint32_t call, const WaitPolicy& policy);
   // Starts fetching the cache lines past the mark's of local rank r's slot of `call` that a
-  // deposit of `bytes` fills, up to kPrefetchBytes. A one-way call's reader does it before it
-  // waits for the mark: its writer has usually long written the deposit, so those lines then
-  // come with the mark's line, not after it when the copy reads them. Prefetches do not wait
-  // and do not change what the copy after the mark (acquire) reads. Every-rank calls do not:
-  // their peers are usually still writing, and an early read then takes a line away from its
-  // writer — as it does for larger one-way deposits, whose root is still writing them more often.
+  // deposit of `bytes` fills, when it is at most kPrefetchBytes. A one-way call's reader does it
+  // before it waits for the mark: its writer has usually long written the deposit, so those
+  // lines then come with the mark's line, not after it when the copy reads them. Prefetches do
+  // not wait and do not change what the copy after the mark (acquire) reads. Every-rank calls
+  // do not: their peers are usually still writing, and an early read then takes a line away
+  // from its writer. Larger deposits neither: prefetching them was measured not to help
+  // (bench/RESULTS.md, "p = 2 in the far state").
   void PrefetchDeposit(uint32_t call, size_t r, size_t bytes) const;
   // Waits until local rank r has deposited `call`, then checks its header.
   void AwaitDeposit(uint32_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);

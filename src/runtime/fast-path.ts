@@ -489,7 +489,7 @@ export class FastPath {
    * transfers overlap, instead of following the mark's when the copy reads them. (The values
    * read are not used: x86 keeps loads in order, so the copy after the mark reads what the mark
    * published. Every-rank calls pass nothing: their peers are usually still writing, and an
-   * early read then takes a line away from its writer — as for larger one-way deposits.)
+   * early read then takes a line away from its writer. See ShmAllreduce::PrefetchDeposit.)
    */
   private await(call: number, r: number, to: number, early = 0): boolean {
     const w = this.words;
