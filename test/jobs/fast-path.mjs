@@ -7,9 +7,9 @@
 //   mixed     odd ranks keep the fast path off (argv[3] = all: every rank has it on); 3000
 //             seeded calls of every collective — small and just-too-large allreduces and
 //             allgathers, barriers, bcasts, reduces (alone and in runs longer than the shared
-//             area's ring; in a run, every other one in place at the root), Promise calls left pending under blocking ones, configure()
-//             switching the fast path mid-loop — each checked against a reference. Prints
-//             `rank R mixed ok taken <fast calls>`.
+//             area's ring; in a run, every other one in place at the root), Promise calls left
+//             pending under blocking ones, configure() switching the fast path mid-loop — each
+//             checked against a reference. Prints `rank R mixed ok taken <fast calls>`.
 //   departed  3 ranks: rank 2 comes late to a call (the others wait for it in the addon), so it
 //             makes that call without waiting, then leaves (close). The call completes
 //             everywhere; the next fails with EPEERLOST naming rank 2 and the call it made last,
