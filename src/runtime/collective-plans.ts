@@ -363,9 +363,22 @@ export class CollectivePlans {
     return {
       bcast: sizeRuns(this.selector, (c) => formatAlgorithm(c.bcast(group))),
       reduce: sizeRuns(this.selector, (c) => formatAlgorithm(c.reduce(group))),
-      allgather: sizeRuns(this.selector, (c) => c.allgather(group)),
+      allgather: this.areaAllgatherRuns(sizeRuns(this.selector, (c) => c.allgather(group))),
       barrier: formatAlgorithm(this.selector.chooseBucket(0).barrier(group)),
     };
+  }
+
+  /**
+   * `runs` (sizes of the whole result) with the sizes the one-node area takes from the groups'
+   * algorithms (allgather()) marked `area`, for blocks of equal length: every size with the
+   * last-arrival protocol, up to SHM_ALLGATHER_EVERY_RANK_MAX_BYTES per rank with every-rank.
+   */
+  private areaAllgatherRuns(runs: SizeRun[]): SizeRun[] {
+    if (this.shmAllgather === false) return runs;
+    if (this.shmAllgather === 'last-arrival') return [{ upToBytes: null, algorithm: 'area' }];
+    const area = SHM_ALLGATHER_EVERY_RANK_MAX_BYTES * this.parts.plan.size;
+    const above = runs.filter((run) => run.upToBytes === null || run.upToBytes > area);
+    return [{ upToBytes: area, algorithm: 'area' }, ...above];
   }
 
   /** The native id of a phase's schedule (0 bcast, 1 reduce, 2/3 allreduce's reduce/bcast), registered on first use. */

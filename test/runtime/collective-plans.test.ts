@@ -6,7 +6,7 @@ import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group } from '../../src/groups/plan.js';
 import type { RankPlacement } from '../../src/topology/types.js';
 import { decodeSteps, StepKind, type Step } from '../../src/algorithms/schedule.js';
-import { EVERY_RANK_COMBINES_MAX_RANKS, isNodeLocal, MAX_SIZE_BUCKET, shmAllreduceProtocol, type Choice } from '../../src/algorithms/selection.js';
+import { EVERY_RANK_COMBINES_MAX_RANKS, isNodeLocal, MAX_SIZE_BUCKET, shmAllreduceProtocol, sizeRuns, type Choice } from '../../src/algorithms/selection.js';
 import { CollectivePlans, rankOrderedPlan, SHM_ALLREDUCE_MAX_BYTES, SHM_ALLGATHER_EVERY_RANK_MAX_BYTES } from '../../src/runtime/collective-plans.js';
 import { thrown } from '../helpers/thrown.js';
 import { byCore, coreLocality, range } from '../helpers/placements.js';
@@ -300,6 +300,31 @@ describe('the one-node shared-memory allgather', () => {
     expect(allgatherSteps(byCore(['a'], 9, 9), {}, 4).shm).toBe('last-arrival');
     // Its own setting: the allreduce's does not turn it off.
     expect(allgatherSteps(oneNode, { allreduce: { shm: false } }, 4).gather).toEqual([everyRank]);
+  });
+
+  it("shows the area in each level's allgather runs (levels()): up to 4 KiB per rank with every-rank, every size with last-arrival", () => {
+    const runs = (placed: RankPlacement[], input: TopocollConfigInput, oversubscribed = false) => {
+      const { plans } = rankZeroPlans(placed, input, oversubscribed);
+      const group = planGroups(placed).chain(0).at(-1)!;
+      return { described: plans.describe(group).allgather, groups: sizeRuns(plans.selector, (c) => c.allgather(group)) };
+    };
+    const { described, groups } = runs(oneNode, {});
+    const area = SHM_ALLGATHER_EVERY_RANK_MAX_BYTES * oneNode.length;
+    expect(described[0]).toEqual({ upToBytes: area, algorithm: 'area' });
+    // Above it, the groups' own runs, unchanged (the one that straddles the bound starts after it).
+    expect(described.slice(1)).toEqual(groups.filter((r) => r.upToBytes === null || r.upToBytes > area));
+    expect(described.at(-1)!.upToBytes).toBeNull();
+    expect(runs(oneNode, {}, true).described).toEqual([{ upToBytes: null, algorithm: 'area' }]);
+    expect(runs(oneNode, { allgather: { shm: 'last-arrival' } }).described).toEqual([{ upToBytes: null, algorithm: 'area' }]);
+    for (const [placed, input] of [
+      [placements, {}],
+      [oneNode, { allgather: { shm: false } }],
+      [oneNode, { allgather: { levels: { node: 'ring' } } }],
+    ] as [RankPlacement[], TopocollConfigInput][]) {
+      const r = runs(placed, input);
+      expect(r.described).toEqual(r.groups);
+      expect(r.described.some((x) => x.algorithm === 'area')).toBe(false);
+    }
   });
 
   it('leaves several nodes, one rank, configured levels and allgather.shm: false to the schedules', () => {
