@@ -14,7 +14,14 @@ import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import type { JoinOrigin } from './runtime/join.js';
 import { CollectiveRequest } from './runtime/request.js';
 import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
-import { MAX_WINDOW_PART_BYTES, WINDOW_ALLREDUCE_MIN_BYTES, WINDOW_BCAST_MIN_BYTES, Windows, type TypedArrayClass } from './runtime/windows.js';
+import {
+  MAX_WINDOW_PART_BYTES,
+  WINDOW_ALLGATHER_MIN_BYTES,
+  WINDOW_ALLREDUCE_MIN_BYTES,
+  WINDOW_BCAST_MIN_BYTES,
+  Windows,
+  type TypedArrayClass,
+} from './runtime/windows.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { DATATYPES, datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
 import { parseIndexList } from './topology/index-list.js';
@@ -86,9 +93,9 @@ const SPLIT_TAG = 0xc2b2ae35;
 /** Marks the agreements of allocShared() and freeShared() the same way. */
 const WINDOW_TAG = 0x27d4eb2f;
 /**
- * Marks a bcast or allreduce on shared windows (windowBcastPlans, windowAllreducePlan): such
- * calls run other schedules, so a rank passing ordinary memory where the others pass windows gets
- * EMISMATCH instead of waiting on a protocol its peers do not run.
+ * Marks a bcast, allreduce or allgather on shared windows (windowBcastPlans, windowAllreducePlan,
+ * allgatherPlan): such calls run other schedules, so a rank passing ordinary memory where the
+ * others pass windows gets EMISMATCH instead of waiting on a protocol its peers do not run.
  */
 const WINDOW_CALL_TAG = 0x165667b1;
 /** Marks S1's one-sided bcasts the same way (oneSidedTag). */
@@ -503,8 +510,9 @@ export class Communicator {
         this.checkApart(send, recv, "Pass IN_PLACE as send when this rank's block is already in recv.");
       if (this.fast!.allgather(send === IN_PLACE ? recv : send, recv, count, type.code, this.planHash)) return;
     }
-    const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
-    this.engine.runAllgather(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
+    const own = send === IN_PLACE ? recv : send;
+    const p = this.allgatherPlan(own, count * this.size * type.bytes, type.bytes, count * type.bytes);
+    this.engine.runAllgather(this.allgatherCall(p, own, recv, count, type, undefined));
   }
 
   allgather(send: TypedArray | InPlace, recv: TypedArray): Promise<void> {
@@ -519,8 +527,9 @@ export class Communicator {
   private queueAllgather(send: TypedArray | InPlace, recv: TypedArray): NativeJob {
     const type = this.checkAllgather(send, recv, undefined);
     const count = send === IN_PLACE ? recv.length / this.size : send.length;
-    const p = this.plans.allgather(count * this.size * type.bytes, type.bytes, count * type.bytes);
-    return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, count, type, undefined));
+    const own = send === IN_PLACE ? recv : send;
+    const p = this.allgatherPlan(own, count * this.size * type.bytes, type.bytes, count * type.bytes);
+    return this.engine.runAllgatherAsync(this.allgatherCall(p, own, recv, count, type, undefined));
   }
 
   /**
@@ -532,8 +541,9 @@ export class Communicator {
   allgathervSync(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): void {
     const table = this.blockCounts(counts);
     const type = this.checkAllgather(send, recv, table);
-    const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
-    this.engine.runAllgather(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
+    const own = send === IN_PLACE ? recv : send;
+    const p = this.allgatherPlan(own, this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
+    this.engine.runAllgather(this.allgatherCall(p, own, recv, 0, type, table));
   }
 
   allgatherv(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): Promise<void> {
@@ -549,8 +559,22 @@ export class Communicator {
     // Its own copy: the call may start after the caller changed `counts`.
     const table = Float64Array.from(this.blockCounts(counts));
     const type = this.checkAllgather(send, recv, table);
-    const p = this.plans.allgather(this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
-    return this.engine.runAllgatherAsync(this.allgatherCall(p, send === IN_PLACE ? recv : send, recv, 0, type, table));
+    const own = send === IN_PLACE ? recv : send;
+    const p = this.allgatherPlan(own, this.blockTotal * type.bytes, type.bytes, this.blockLargest * type.bytes);
+    return this.engine.runAllgatherAsync(this.allgatherCall(p, own, recv, 0, type, table));
+  }
+
+  /**
+   * The plan of an allgather whose result holds `bytes`, at most `largest` from one rank: the
+   * window allgather when this rank's block (`own`: its send, or recv for IN_PLACE) lies in a
+   * shared window, the largest block is large enough (WINDOW_ALLGATHER_MIN_BYTES) and the job is
+   * on one node; else the plans'. Every rank decides alike when every rank passes a window (a
+   * rank that does not gets EMISMATCH: allgatherCall tags window calls).
+   */
+  private allgatherPlan(own: TypedArray, bytes: number, elem: number, largest: number): AllgatherCallPlan {
+    const min = this.oversubscribed ? WINDOW_ALLGATHER_MIN_BYTES.shared : WINDOW_ALLGATHER_MIN_BYTES.dedicated;
+    const windowed = largest >= min && this.windows.windowOf(own) !== undefined ? this.plans.windowAllgather() : undefined;
+    return windowed ?? this.plans.allgather(bytes, elem, largest);
   }
 
   /** Native ids of the schedules `runProbe` was given, by their encoded words and by the arrays themselves. */
@@ -706,8 +730,9 @@ export class Communicator {
    * MPI_Win_allocate_shared: a typed array of `length` elements in the node's shared memory, an
    * ordinary typed array to this rank that every rank of the node can address (sharedQuery).
    * Collective over the communicator (ranks may ask for different lengths, including 0). Bcasts
-   * and one-node allreduces on windows are single-copy (README, "Shared windows"). Counted with the node's segment against shm.budgetBytes (ENOMEM
-   * beyond); freed by freeShared() or close(), after which the array reads as empty.
+   * and one-node allreduces and allgathers on windows are single-copy (README, "Shared windows").
+   * Counted with the node's segment against shm.budgetBytes (ENOMEM beyond); freed by
+   * freeShared() or close(), after which the array reads as empty.
    */
   allocShared<T extends TypedArray>(type: TypedArrayClass<T>, length: number): T {
     this.ensureOpen();
@@ -971,7 +996,7 @@ export class Communicator {
     call.count = count;
     call.counts = counts;
     call.dtype = type.code;
-    call.planHash = this.planHash;
+    call.planHash = p.windowed === true ? (this.planHash ^ WINDOW_CALL_TAG) >>> 0 : this.planHash;
     call.segment = p.segment;
     call.bcastSegment = p.bcastSegment;
     return call;

@@ -749,8 +749,9 @@ Napi::Object NativeTables(Napi::Env env) {
       {"AwaitPut", StepKind::kAwaitPut},
       {"CountDone", StepKind::kCountDone},
       {"AwaitDone", StepKind::kAwaitDone},
+      {"ShmWindowAllgather", StepKind::kShmWindowAllgather},
   };
-  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kAwaitDone), "step kinds are 1 … the last");
+  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kShmWindowAllgather), "step kinds are 1 … the last");
   out.Set("stepKinds", EnumTable(env, kSteps));
   out.Set("stepWords", Napi::Number::New(env, static_cast<double>(kStepWords)));
 

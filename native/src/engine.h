@@ -61,6 +61,10 @@ enum class StepKind : int32_t {
   kAwaitPut = 14,   // until peer's put into B arrived (or a Recv); poll_us: S1's poll sleep
   kCountDone = 15,  // tell the root (peer) this rank is done: its done counter, or an empty message
   kAwaitDone = 16,  // the root: every other rank counted itself done; poll_us as kAwaitPut
+  // The allgather of a one-node job whose blocks lie in shared windows (each rank's send, or its
+  // recv for IN_PLACE), the whole call in one step of the gather phase (WindowAllgather);
+  // every_rank_combines picks the area protocol of its two meetings.
+  kShmWindowAllgather = 17,
 };
 struct Step {
   StepKind kind;
@@ -322,6 +326,11 @@ class Engine {
   // with poll_us 0, else S1's polling (wait.h, PollUntil).
   template <typename Ready>
   void AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& guard);
+  // kShmWindowAllgather (engine_executor.cc): every block copied once, straight out of its
+  // owner's window. `own`: this rank's block (in its window part); `recv`: the result, blocks
+  // as in `t`.
+  void WindowAllgather(const uint8_t* own, uint8_t* recv, const BlockTable& t, size_t elem, const MsgHeader& h, bool every_rank,
+                       Guard& guard);
   // kShmWindowAllreduce (engine_executor.cc): single copy through the node's windows.
   void WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
                        bool every_rank, Guard& guard);

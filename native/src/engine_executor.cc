@@ -113,6 +113,10 @@ void Engine::Run(const CallArgs& args) {
         uint8_t* place = recv + table.displs[static_cast<size_t>(options_.rank)] * elem;
         // send == recv is IN_PLACE: the block is at its place already.
         if (send != recv && send != place && own > 0) std::memcpy(place, send, static_cast<size_t>(own * elem));
+        if (args.reduce->size() == 1 && (*args.reduce)[0].kind == StepKind::kShmWindowAllgather) {
+          WindowAllgather(send != recv ? send : place, recv, table, elem, h, (*args.reduce)[0].every_rank_combines, guard);
+          break;
+        }
         const uint64_t longest = *std::max_element(table.counts.begin(), table.counts.end());
         const uint64_t column = args.segment == 0 || args.segment > longest ? longest : args.segment;
         PhaseData gather{recv, longest, column, elem};
@@ -252,6 +256,59 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
     if (k > 0) take(k - 1);
   }
   if (chunks > 0) take(chunks - 1);
+  // 3. The last meeting: an allgather of nothing (into a place that is never written).
+  guard.WaitingOnNode();
+  const std::vector<uint64_t> none(static_cast<size_t>(options_.size), 0);
+  uint8_t nowhere = 0;
+  shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
+}
+
+// The window allgather, every rank of a one-node job:
+//   1. every rank publishes where its own block lies in its window parts (window id, offset),
+//      through the node-wide area's allgather (which also checks the headers: every rank's
+//      block lengths are folded into them);
+//   2. each rank copies every other rank's block straight out of that rank's window into its
+//      place in its own result — one copy per block, where the area and the channels take two;
+//   3. a last meeting (the area's allgather of nothing), after which no rank reads another's
+//      block any more, so each may change its own.
+// A rank reads only the others' own blocks, which nobody writes during the call (IN_PLACE: the
+// owner's place in its result, which its owner does not write either: it writes the others').
+void Engine::WindowAllgather(const uint8_t* own, uint8_t* recv, const BlockTable& t, size_t elem, const MsgHeader& h, bool every_rank,
+                             Guard& guard) {
+  const size_t n = options_.local_ranks.size();
+  const auto me = static_cast<size_t>(local_index_);
+  const auto block_bytes = [&](size_t r) { return static_cast<size_t>(t.counts[static_cast<size_t>(options_.local_ranks[r])] * elem); };
+  WindowPlace place{};
+  // An empty block is read by nobody: wherever it lies.
+  if (block_bytes(me) > 0 && !windows_.Locate(own, block_bytes(me), me, &place)) {
+    throw CollError("EINVAL",
+                    "a window allgather's own block (send, or recv for IN_PLACE) must lie in this rank's part of a shared window");
+  }
+  // 1. Every rank's place: two words per local rank, in local order.
+  std::vector<uint64_t> places(2 * n, 0);
+  places[2 * me] = place.id;
+  places[2 * me + 1] = place.offset;
+  std::vector<uint64_t> counts(static_cast<size_t>(options_.size), 0), displs(static_cast<size_t>(options_.size), 0);
+  for (size_t r = 0; r < n; ++r) {
+    counts[static_cast<size_t>(options_.local_ranks[r])] = 2;
+    displs[static_cast<size_t>(options_.local_ranks[r])] = 2 * r;
+  }
+  guard.WaitingOnNode();
+  shm_allreduce_->Allgather(reinterpret_cast<uint8_t*>(places.data()), counts, displs, sizeof(uint64_t), h, every_rank, node_policy_,
+                            guard);
+  // 2. Every other block, out of its owner's window.
+  for (size_t r = 0; r < n; ++r) {
+    const size_t bytes = block_bytes(r);
+    if (r == me || bytes == 0) continue;
+    size_t window_bytes = 0;
+    const uint8_t* base = windows_.Base(static_cast<uint32_t>(places[2 * r]), &window_bytes);
+    const uint64_t offset = places[2 * r + 1];
+    if (base == nullptr || offset + bytes > window_bytes) {
+      throw CollError("EINVAL", "local rank " + std::to_string(r) + "'s allgather block lies in a shared window this rank does not map");
+    }
+    const auto rank = static_cast<size_t>(options_.local_ranks[r]);
+    std::memcpy(recv + t.displs[rank] * elem, base + offset, bytes);
+  }
   // 3. The last meeting: an allgather of nothing (into a place that is never written).
   guard.WaitingOnNode();
   const std::vector<uint64_t> none(static_cast<size_t>(options_.size), 0);
@@ -530,6 +587,7 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
       return;
     }
     case StepKind::kShmWindowAllreduce: throw CollError("EINVAL", "a window allreduce step outside a window allreduce's schedule");
+    case StepKind::kShmWindowAllgather: throw CollError("EINVAL", "a window allgather step outside a window allgather's schedule");
     case StepKind::kPut:
     case StepKind::kAwaitPut:
     case StepKind::kCountDone:

@@ -119,6 +119,14 @@ export const StepKind = {
   CountDone: 15,
   /** The root (`peer` is itself): wait until every other rank counted itself done (S1's RMABcastFlush). `pollMicros` as AwaitPut. */
   AwaitDone: 16,
+  /**
+   * Allgather of a one-node job whose blocks lie in shared windows (each rank's send, or its
+   * recv for IN_PLACE), the whole gather phase in one step (native Engine::WindowAllgather):
+   * every rank publishes where its block lies, copies every other block straight out of its
+   * owner's window into its place in the result, then meets the others once more — single copy,
+   * meetings through the area (`everyRankCombines` picks their protocol).
+   */
+  ShmWindowAllgather: 17,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 
@@ -155,7 +163,7 @@ export interface Step {
   range2?: { first: number; count: number };
   /** RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B. */
   order?: 0 | 1;
-  /** ShmAllreduce: every rank combines the deposits (else the last to arrive does); ShmAllgather: every rank waits for each deposit; ShmWindowAllreduce: its meetings' protocol. */
+  /** ShmAllreduce: every rank combines the deposits (else the last to arrive does); ShmAllgather: every rank waits for each deposit; ShmWindowAllreduce, ShmWindowAllgather: their meetings' protocol. */
   everyRankCombines?: boolean;
   /** AwaitPut, AwaitDone: microseconds slept between polls (S1's helper thread); 0 or absent: the engine's doorbell wait. */
   pollMicros?: number;
@@ -213,7 +221,8 @@ export function decodeSteps(words: Int32Array): Step[] {
       step.range2 = { first: words[at + 8]!, count: words[at + 9]! };
     }
     if (kind === StepKind.RecvReduce || kind === StepKind.SendRecvReduce) step.order = words[at + 10]! === 1 ? 1 : 0;
-    const area = kind === StepKind.ShmAllreduce || kind === StepKind.ShmAllgather || kind === StepKind.ShmWindowAllreduce;
+    const area =
+      kind === StepKind.ShmAllreduce || kind === StepKind.ShmAllgather || kind === StepKind.ShmWindowAllreduce || kind === StepKind.ShmWindowAllgather;
     if (area && words[at + 11] === 1) step.everyRankCombines = true;
     steps.push(step);
   }

@@ -46,6 +46,8 @@ export interface AllgatherCallPlan {
   bcast: number;
   segment: number;
   bcastSegment: number;
+  /** The window allgather (windowAllgather()): its calls carry their own plan-hash tag. */
+  windowed?: boolean;
 }
 
 /** Native schedule ids of one call, and its segment in elements (0: whole). */
@@ -250,6 +252,20 @@ export class CollectivePlans {
     return this.nodeWideCall(this.windowAllreduceIds);
   }
 
+  private readonly windowAllgatherCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0, windowed: true };
+  private windowAllgatherIds?: { gather: number; bcast: number };
+  /**
+   * The window allgather (one ShmWindowAllgather step, nothing in the bcast phase), on one node
+   * only: undefined when the job spans nodes.
+   */
+  windowAllgather(): AllgatherCallPlan | undefined {
+    if (this.windowMeetings === false) return undefined;
+    this.windowAllgatherIds ??= this.registerAreaAllgather(StepKind.ShmWindowAllgather, this.windowMeetings);
+    this.windowAllgatherCall.gather = this.windowAllgatherIds.gather;
+    this.windowAllgatherCall.bcast = this.windowAllgatherIds.bcast;
+    return this.windowAllgatherCall;
+  }
+
   /**
    * Registers an allreduce that is one node-wide step (ShmAllreduce, ShmWindowAllreduce) in the
    * reduce phase and nothing in the bcast phase; `protocol` picks its area protocol.
@@ -261,6 +277,18 @@ export class CollectivePlans {
     const everyRankCombines = protocol === 'every-rank';
     return {
       reduce: this.parts.register(encodeSchedule({ collective: 'reduce', root: 0, steps: [{ kind, peer: -1, level: 0, everyRankCombines }] })),
+      bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
+    };
+  }
+
+  /** Registers an allgather that is one node-wide `kind` step in the gather phase and nothing in the bcast phase; `protocol` picks its area protocol. */
+  private registerAreaAllgather(
+    kind: typeof StepKind.ShmAllgather | typeof StepKind.ShmWindowAllgather,
+    protocol: 'every-rank' | 'last-arrival',
+  ): { gather: number; bcast: number } {
+    const everyRankCombines = protocol === 'every-rank';
+    return {
+      gather: this.parts.register(encodeSchedule({ collective: 'allgather', root: 0, steps: [{ kind, peer: -1, level: 0, everyRankCombines }] })),
       bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
     };
   }
@@ -322,16 +350,7 @@ export class CollectivePlans {
     const call = this.allgatherCall;
     if (this.shmAllgather === 'last-arrival' || (this.shmAllgather === 'every-rank' && largestBlock <= SHM_ALLGATHER_EVERY_RANK_MAX_BYTES)) {
       // Every block in one step, so one column segment; nothing left to send down.
-      this.shmAllgatherIds ??= {
-        gather: this.parts.register(
-          encodeSchedule({
-            collective: 'allgather',
-            root: 0,
-            steps: [{ kind: StepKind.ShmAllgather, peer: -1, level: 0, everyRankCombines: this.shmAllgather === 'every-rank' }],
-          }),
-        ),
-        bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
-      };
+      this.shmAllgatherIds ??= this.registerAreaAllgather(StepKind.ShmAllgather, this.shmAllgather);
       call.gather = this.shmAllgatherIds.gather;
       call.bcast = this.shmAllgatherIds.bcast;
       call.segment = 0;

@@ -55,6 +55,7 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
       AwaitPut: 14,
       CountDone: 15,
       AwaitDone: 16,
+      ShmWindowAllgather: 17,
     });
     expect(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })).toHaveLength(0);
   });
@@ -76,6 +77,8 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
       { kind: StepKind.ShmAllreduce, peer: -1, level: 0, everyRankCombines: true },
       { kind: StepKind.ShmAllgather, peer: -1, level: 0 },
       { kind: StepKind.ShmAllgather, peer: -1, level: 0, everyRankCombines: true },
+      { kind: StepKind.ShmWindowAllgather, peer: -1, level: 0 },
+      { kind: StepKind.ShmWindowAllgather, peer: -1, level: 0, everyRankCombines: true },
     ];
     const words = encodeSchedule({ collective: 'bcast', root: 0, steps });
     expect(words).toHaveLength(steps.length * STEP_WORDS);

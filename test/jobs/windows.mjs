@@ -8,7 +8,8 @@
 //     window: sizes around the control block's inline limit and up to 1 MiB + odd), allreduce,
 //     reduce, allgather, an ibcast request and a Promise bcast on windows; allreduces on windows
 //     (on one node the single-copy window allreduce) of every datatype, sum and max, apart and
-//     IN_PLACE, blocking and as requests — every result against the rank's own reference;
+//     IN_PLACE, blocking and as requests; allgathers and allgathervs with blocks in windows (on one
+//     node the single-copy window allgather) — every result against the rank's own reference;
 //   - freeShared: the freed array reads as empty; a second free, a foreign array, a free with a
 //     request pending and bad allocShared arguments throw EINVAL; a window beyond shm.budgetBytes
 //     throws ENOMEM on every rank and the communicator goes on; close() empties the rest.
@@ -18,7 +19,8 @@
 // of a window and print `rank R caught CODE: message`. `--fault mixed`: the root bcasts 1 MiB
 // out of a window, the others into ordinary memory (a window bcast needs windows on every
 // rank): every rank prints what it caught. `--fault mixed-allreduce`: likewise with an allreduce
-// whose recv is a window on every rank but rank 0's.
+// whose recv is a window on every rank but rank 0's; `--fault mixed-allgather`, an allgather
+// whose send is a window on every rank but rank 0's.
 import { init, IN_PLACE, TopocollError } from 'topocoll';
 import { isBigIntClass, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 
@@ -82,6 +84,10 @@ function reportAndExit(call) {
   process.exit(0);
 }
 
+if (fault === 'mixed-allgather') {
+  const w = comm.allocShared(Float64Array, 1 << 17);
+  reportAndExit(() => comm.allgatherSync(rank === 0 ? new Float64Array(1 << 17) : w, new Float64Array((1 << 17) * size)));
+}
 if (fault === 'mixed-allreduce') {
   const w = comm.allocShared(Float64Array, 1 << 17);
   const s = comm.allocShared(Float64Array, 1 << 17);
@@ -305,7 +311,70 @@ for (const type of CLASSES) {
   comm.freeShared(r);
 }
 
-// 5. Misuse, the budget, freeing.
+// 5. Allgather on windows (single copy on one node): each rank's block in a window (send, or
+// recv for IN_PLACE), recv ordinary or a window; below the window allgather's smallest block
+// (ordinary plans on windows), above it and at 256 KiB + odd; ragged allgatherv blocks with an
+// empty one; a request and a Promise twin; the blocks rewritten between calls (a rank that
+// returned while another still read its block would show here).
+for (const type of [Uint8Array, Float64Array, BigInt64Array]) {
+  // 256 KiB + odd per rank: room for four ranks' windows beside the earlier ones in the budget.
+  const most = Math.ceil((256 << 10) / type.BYTES_PER_ELEMENT) + 3;
+  /** @type {any} */
+  const s = comm.allocShared(type, most);
+  /** @type {any} */
+  const r = comm.allocShared(type, most * size);
+  const v = (/** @type {number} */ from, /** @type {number} */ i, /** @type {number} */ round) => value(type, (from * 13 + i * 5 + round * 3) % 100);
+  for (const n of [Math.ceil(4096 / type.BYTES_PER_ELEMENT), Math.ceil(9000 / type.BYTES_PER_ELEMENT) + 1, most]) {
+    const want = (/** @type {number} */ round) => {
+      const out = new type(n * size);
+      for (let from = 0; from < size; from++) for (let i = 0; i < n; i++) out[from * n + i] = v(from, i, round);
+      return out;
+    };
+    const send = s.subarray(0, n);
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < n; i++) send[i] = v(rank, i, round);
+      const ordinary = new type(n * size);
+      comm.allgatherSync(send, ordinary);
+      same(`${type.name} window allgather of ${n} (round ${round}) into ordinary memory`, ordinary, want(round));
+      const recv = r.subarray(0, n * size);
+      recv.fill(value(type, 0));
+      comm.allgatherSync(send, recv);
+      same(`${type.name} window allgather of ${n} (round ${round}) into a window`, recv, want(round));
+    }
+    const recv = r.subarray(0, n * size);
+    recv.fill(value(type, 0));
+    for (let i = 0; i < n; i++) recv[rank * n + i] = v(rank, i, 7);
+    comm.allgatherSync(IN_PLACE, recv);
+    same(`${type.name} window allgather IN_PLACE of ${n}`, recv, want(7));
+    for (let i = 0; i < n; i++) send[i] = v(rank, i, 8);
+    const requested = new type(n * size);
+    await comm.iallgather(send, requested);
+    same(`${type.name} window iallgather of ${n}`, requested, want(8));
+    const promised = new type(n * size);
+    await comm.allgather(send, promised);
+    same(`${type.name} window Promise allgather of ${n}`, promised, want(8));
+  }
+  // Ragged blocks, one of them empty: rank r gives (r + 1) · 3001 elements, rank 1 none.
+  const counts = Array.from({ length: size }, (_, k) => (k === 1 ? 0 : (k + 1) * 3001));
+  const displs = counts.map((_, k) => counts.slice(0, k).reduce((a, b) => a + b, 0));
+  const total = displs[size - 1] + counts[size - 1];
+  const mine = s.subarray(0, counts[rank]);
+  for (let i = 0; i < counts[rank]; i++) mine[i] = v(rank, i, 9);
+  const wantV = new type(total);
+  for (let from = 0; from < size; from++) for (let i = 0; i < counts[from]; i++) wantV[displs[from] + i] = v(from, i, 9);
+  const gatheredV = new type(total);
+  comm.allgathervSync(mine, gatheredV, counts);
+  same(`${type.name} window allgatherv of ${counts.join(',')}`, gatheredV, wantV);
+  const inPlaceV = r.subarray(0, total);
+  inPlaceV.fill(value(type, 0));
+  inPlaceV.set(mine, displs[rank]);
+  comm.allgathervSync(IN_PLACE, inPlaceV, counts);
+  same(`${type.name} window allgatherv IN_PLACE of ${counts.join(',')}`, inPlaceV, wantV);
+  comm.freeShared(s);
+  comm.freeShared(r);
+}
+
+// 6. Misuse, the budget, freeing.
 throwsCode('allocShared of a plain Array class', 'EINVAL', () => comm.allocShared(/** @type {any} */ (Array), 4));
 throwsCode('allocShared of a negative length', 'EINVAL', () => comm.allocShared(Float64Array, -1));
 throwsCode('allocShared of a fractional length', 'EINVAL', () => comm.allocShared(Float64Array, 2.5));

@@ -327,6 +327,24 @@ describe('the one-node shared-memory allgather', () => {
     }
   });
 
+  it('plans the window allgather as one ShmWindowAllgather step with the area protocol of the job, on one node only', () => {
+    for (const [oversubscribed, everyRankCombines] of [
+      [false, true],
+      [true, false],
+    ] as const) {
+      const { plans, registered } = rankZeroPlans(oneNode, {}, oversubscribed);
+      const call = plans.windowAllgather()!;
+      expect(call.windowed).toBe(true);
+      expect(decodeSteps(registered[call.gather]!)).toEqual([
+        { kind: StepKind.ShmWindowAllgather, peer: -1, level: 0, ...(everyRankCombines ? { everyRankCombines } : {}) },
+      ]);
+      expect(decodeSteps(registered[call.bcast]!)).toEqual([]);
+      // Ordinary allgathers are not tagged as window calls.
+      expect(plans.allgather(64, 4, 32).windowed).not.toBe(true);
+    }
+    expect(rankZeroPlans(placements, {}, false).plans.windowAllgather()).toBeUndefined();
+  });
+
   it('leaves several nodes, one rank, configured levels and allgather.shm: false to the schedules', () => {
     for (const [placed, input] of [
       [placements, {}],
