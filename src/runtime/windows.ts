@@ -36,7 +36,7 @@ export const WINDOW_BCAST_MIN_BYTES = { dedicated: 64 * 1024, shared: 512 * 1024
 /** Likewise for the window allreduce: below, the schedules' pipelines were as fast. */
 export const WINDOW_ALLREDUCE_MIN_BYTES = { dedicated: 64 * 1024, shared: 128 * 1024 } as const;
 /** Likewise for the window allgather, by the largest block: below, the area and the channels were as fast. */
-export const WINDOW_ALLGATHER_MIN_BYTES = { dedicated: 8 * 1024, shared: 64 * 1024 } as const;
+export const WINDOW_ALLGATHER_MIN_BYTES = { dedicated: 8 * 1024, shared: 128 * 1024 } as const;
 
 const PAGE = 4096;
 /** kFalseSharingBytes: the header takes one such line, each local rank's counters four. */
