@@ -316,7 +316,7 @@ for (const type of CLASSES) {
 // (ordinary plans on windows), above it and at 256 KiB + odd; ragged allgatherv blocks with an
 // empty one; a request and a Promise twin; the blocks rewritten between calls (a rank that
 // returned while another still read its block would show here).
-for (const type of [Uint8Array, Float64Array, BigInt64Array]) {
+for (const type of /** @type {any[]} */ ([Uint8Array, Float64Array, BigInt64Array])) {
   // 256 KiB + odd per rank: room for four ranks' windows beside the earlier ones in the budget.
   const most = Math.ceil((256 << 10) / type.BYTES_PER_ELEMENT) + 3;
   /** @type {any} */
@@ -355,19 +355,20 @@ for (const type of [Uint8Array, Float64Array, BigInt64Array]) {
     same(`${type.name} window Promise allgather of ${n}`, promised, want(8));
   }
   // Ragged blocks, one of them empty: rank r gives (r + 1) · 3001 elements, rank 1 none.
-  const counts = Array.from({ length: size }, (_, k) => (k === 1 ? 0 : (k + 1) * 3001));
-  const displs = counts.map((_, k) => counts.slice(0, k).reduce((a, b) => a + b, 0));
-  const total = displs[size - 1] + counts[size - 1];
-  const mine = s.subarray(0, counts[rank]);
-  for (let i = 0; i < counts[rank]; i++) mine[i] = v(rank, i, 9);
+  const blockOf = (/** @type {number} */ k) => (k === 1 ? 0 : (k + 1) * 3001);
+  const counts = Array.from({ length: size }, (_, k) => blockOf(k));
+  const displ = (/** @type {number} */ k) => counts.slice(0, k).reduce((a, b) => a + b, 0);
+  const total = displ(size);
+  const mine = s.subarray(0, blockOf(rank));
+  for (let i = 0; i < blockOf(rank); i++) mine[i] = v(rank, i, 9);
   const wantV = new type(total);
-  for (let from = 0; from < size; from++) for (let i = 0; i < counts[from]; i++) wantV[displs[from] + i] = v(from, i, 9);
+  for (let from = 0; from < size; from++) for (let i = 0; i < blockOf(from); i++) wantV[displ(from) + i] = v(from, i, 9);
   const gatheredV = new type(total);
   comm.allgathervSync(mine, gatheredV, counts);
   same(`${type.name} window allgatherv of ${counts.join(',')}`, gatheredV, wantV);
   const inPlaceV = r.subarray(0, total);
   inPlaceV.fill(value(type, 0));
-  inPlaceV.set(mine, displs[rank]);
+  inPlaceV.set(mine, displ(rank));
   comm.allgathervSync(IN_PLACE, inPlaceV, counts);
   same(`${type.name} window allgatherv IN_PLACE of ${counts.join(',')}`, inPlaceV, wantV);
   comm.freeShared(s);
