@@ -50,6 +50,12 @@ export interface AllgatherCallPlan {
   windowed?: boolean;
 }
 
+/** The schedule ids of a call that is one node-wide step: its first phase's, and its (empty) bcast phase's. */
+interface NodeWideIds {
+  first: number;
+  bcast: number;
+}
+
 /** Native schedule ids of one call, and its segment in elements (0: whole). */
 export interface CallPlan {
   reduce: number;
@@ -115,10 +121,10 @@ export class CollectivePlans {
    */
   readonly shmAllreduce: false | 'every-rank' | 'last-arrival';
   /** Its two native schedule ids (the ShmAllreduce step, and an empty bcast phase), once registered. */
-  private shmAllreduceIds?: { reduce: number; bcast: number };
+  private shmAllreduceIds?: NodeWideIds;
   /** The window allreduce's meetings (one node; false: the job spans nodes), and its schedule ids. */
   private readonly windowMeetings: false | 'every-rank' | 'last-arrival';
-  private windowAllreduceIds?: { reduce: number; bcast: number };
+  private windowAllreduceIds?: NodeWideIds;
 
   constructor(private readonly parts: CollectivePlansParts) {
     const { plan, config, eagerBytes } = parts;
@@ -248,53 +254,43 @@ export class CollectivePlans {
    */
   windowAllreduce(): CallPlan | undefined {
     if (this.windowMeetings === false) return undefined;
-    this.windowAllreduceIds ??= this.registerNodeWide(StepKind.ShmWindowAllreduce, this.windowMeetings);
+    this.windowAllreduceIds ??= this.registerNodeWide('reduce', StepKind.ShmWindowAllreduce, this.windowMeetings);
     return this.nodeWideCall(this.windowAllreduceIds);
   }
 
   private readonly windowAllgatherCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0, windowed: true };
-  private windowAllgatherIds?: { gather: number; bcast: number };
+  private windowAllgatherIds?: NodeWideIds;
   /**
    * The window allgather (one ShmWindowAllgather step, nothing in the bcast phase), on one node
    * only: undefined when the job spans nodes.
    */
   windowAllgather(): AllgatherCallPlan | undefined {
     if (this.windowMeetings === false) return undefined;
-    this.windowAllgatherIds ??= this.registerAreaAllgather(StepKind.ShmWindowAllgather, this.windowMeetings);
-    this.windowAllgatherCall.gather = this.windowAllgatherIds.gather;
+    this.windowAllgatherIds ??= this.registerNodeWide('allgather', StepKind.ShmWindowAllgather, this.windowMeetings);
+    this.windowAllgatherCall.gather = this.windowAllgatherIds.first;
     this.windowAllgatherCall.bcast = this.windowAllgatherIds.bcast;
     return this.windowAllgatherCall;
   }
 
   /**
-   * Registers an allreduce that is one node-wide step (ShmAllreduce, ShmWindowAllreduce) in the
-   * reduce phase and nothing in the bcast phase; `protocol` picks its area protocol.
+   * Registers a call that is one node-wide `kind` step in its first phase (an allreduce's reduce
+   * phase, an allgather's gather phase) and nothing in the bcast phase; `protocol` picks its area
+   * protocol. Returns the two schedule ids.
    */
   private registerNodeWide(
-    kind: typeof StepKind.ShmAllreduce | typeof StepKind.ShmWindowAllreduce,
+    collective: 'reduce' | 'allgather',
+    kind: typeof StepKind.ShmAllreduce | typeof StepKind.ShmWindowAllreduce | typeof StepKind.ShmAllgather | typeof StepKind.ShmWindowAllgather,
     protocol: 'every-rank' | 'last-arrival',
-  ): { reduce: number; bcast: number } {
+  ): NodeWideIds {
     const everyRankCombines = protocol === 'every-rank';
     return {
-      reduce: this.parts.register(encodeSchedule({ collective: 'reduce', root: 0, steps: [{ kind, peer: -1, level: 0, everyRankCombines }] })),
+      first: this.parts.register(encodeSchedule({ collective, root: 0, steps: [{ kind, peer: -1, level: 0, everyRankCombines }] })),
       bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
     };
   }
 
-  /** Registers an allgather that is one node-wide `kind` step in the gather phase and nothing in the bcast phase; `protocol` picks its area protocol. */
-  private registerAreaAllgather(
-    kind: typeof StepKind.ShmAllgather | typeof StepKind.ShmWindowAllgather,
-    protocol: 'every-rank' | 'last-arrival',
-  ): { gather: number; bcast: number } {
-    const everyRankCombines = protocol === 'every-rank';
-    return {
-      gather: this.parts.register(encodeSchedule({ collective: 'allgather', root: 0, steps: [{ kind, peer: -1, level: 0, everyRankCombines }] })),
-      bcast: this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })),
-    };
-  }
-
-  private nodeWideCall(ids: { reduce: number; bcast: number }): CallPlan {
-    this.call.reduce = ids.reduce;
+  private nodeWideCall(ids: NodeWideIds): CallPlan {
+    this.call.reduce = ids.first;
     this.call.bcast = ids.bcast;
     this.call.segment = 0;
     return this.call;
@@ -304,7 +300,7 @@ export class CollectivePlans {
     if (this.shmAllreduce && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
       // Rank order, and the same computation wherever it runs: right for every operator,
       // commutative or not, with the same bits on every rank.
-      this.shmAllreduceIds ??= this.registerNodeWide(StepKind.ShmAllreduce, this.shmAllreduce);
+      this.shmAllreduceIds ??= this.registerNodeWide('reduce', StepKind.ShmAllreduce, this.shmAllreduce);
       return this.nodeWideCall(this.shmAllreduceIds);
     }
     const c = this.of(bytes);
@@ -322,7 +318,7 @@ export class CollectivePlans {
    */
   readonly shmAllgather: false | 'every-rank' | 'last-arrival';
   /** Its two native schedule ids (the ShmAllgather step, and an empty bcast phase), once registered. */
-  private shmAllgatherIds?: { gather: number; bcast: number };
+  private shmAllgatherIds?: NodeWideIds;
 
   private barrierIds?: { arrive: number; release: number };
   /** Barriers go through the node-wide shared area with this protocol (as small allreduces, unless barrier levels are configured); false: they do not. */
@@ -350,8 +346,8 @@ export class CollectivePlans {
     const call = this.allgatherCall;
     if (this.shmAllgather === 'last-arrival' || (this.shmAllgather === 'every-rank' && largestBlock <= SHM_ALLGATHER_EVERY_RANK_MAX_BYTES)) {
       // Every block in one step, so one column segment; nothing left to send down.
-      this.shmAllgatherIds ??= this.registerAreaAllgather(StepKind.ShmAllgather, this.shmAllgather);
-      call.gather = this.shmAllgatherIds.gather;
+      this.shmAllgatherIds ??= this.registerNodeWide('allgather', StepKind.ShmAllgather, this.shmAllgather);
+      call.gather = this.shmAllgatherIds.first;
       call.bcast = this.shmAllgatherIds.bcast;
       call.segment = 0;
       call.bcastSegment = 0;
