@@ -195,6 +195,7 @@ void P2PLinks::ReapAndThrowIfSendFailed() {
 void P2PLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) {
   ThrowIfShut(guard);
   const InsideMessage inside(*this, rank);
+  if (!inside.entered()) throw PeerClosed("the links to rank " + std::to_string(rank) + " are closing after a failure", "");
   size_t total = 0;
   for (size_t i = 0; i < count; ++i) total += slices[i].size;
   if (total <= kHeaderCapacity) {
@@ -312,6 +313,7 @@ void P2PLinks::TrySend(int rank, const void* data, size_t n) {
 
 void P2PLinks::SendLastWords(const void* data, size_t n, int budget_ms) {
   if (shut_.load(std::memory_order_acquire)) return;
+  const int inside = BeginLastWords();
   std::vector<int> peers;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -319,6 +321,7 @@ void P2PLinks::SendLastWords(const void* data, size_t n, int budget_ms) {
   }
   const ByteSlice slice{data, n};
   for (int peer : peers) {
+    if (peer == inside) continue;
     try {
       Post(peer, &slice, 1, 0, n);
     } catch (const CollError&) {

@@ -9,6 +9,7 @@
 // shorter): the message-based carrier frames bodies in exactly those pieces.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 
 #include "message.h"
@@ -43,7 +44,9 @@ class RemoteLinks {
   // would otherwise land inside that message and corrupt the stream.
   virtual void TrySend(int rank, const void* data, size_t n) = 0;
   // Sends a failing rank's notice to every linked rank, waiting at most budget_ms in all;
-  // failures are ignored: the links close next.
+  // failures are ignored: the links close next. Any thread. Once it began, Send refuses to start
+  // a message (PeerClosed), and a stream with a message under way gets no notice: it must not
+  // land inside that message (InsideMessage).
   virtual void SendLastWords(const void* data, size_t n, int budget_ms) = 0;
   // Ends every link so that waits on them (here, and where the carrier can tell, at the peers)
   // fail at once. Any thread.
@@ -53,21 +56,39 @@ class RemoteLinks {
 
  protected:
   // Marks `rank`'s stream as inside a message for the scope of one Send (the calling thread's:
-  // Send and the guard it runs share it), so that TrySend leaves that stream alone.
+  // Send and the guard it runs share it), so that TrySend leaves that stream alone — and so
+  // that last words, from whichever thread, never land inside a message either. The two sides
+  // meet as in Dekker's protocol, each storing its own word before it reads the other's
+  // (sequentially consistent): either Send sees that last words began and sends nothing, or
+  // SendLastWords sees the message under way and skips that stream (its peer learns of the
+  // failure when the links shut), or both. `entered()` false: last words began, the message
+  // must not start.
   class InsideMessage {
    public:
-    InsideMessage(RemoteLinks& links, int rank) : links_(links) { links_.inside_message_to_ = rank; }
-    ~InsideMessage() { links_.inside_message_to_ = -1; }
+    InsideMessage(RemoteLinks& links, int rank) : links_(links) {
+      links_.inside_message_to_.store(rank, std::memory_order_seq_cst);
+      entered_ = !links_.last_words_.load(std::memory_order_seq_cst);
+    }
+    ~InsideMessage() { links_.inside_message_to_.store(-1, std::memory_order_release); }
     InsideMessage(const InsideMessage&) = delete;
     InsideMessage& operator=(const InsideMessage&) = delete;
+    bool entered() const { return entered_; }
 
    private:
     RemoteLinks& links_;
+    bool entered_;
   };
-  bool InsideMessageTo(int rank) const { return inside_message_to_ == rank; }
+  bool InsideMessageTo(int rank) const { return inside_message_to_.load(std::memory_order_relaxed) == rank; }
+  // SendLastWords's side: no message starts from now on; returns the rank whose message is under
+  // way (its stream must not get the notice), or −1.
+  int BeginLastWords() {
+    last_words_.store(true, std::memory_order_seq_cst);
+    return inside_message_to_.load(std::memory_order_seq_cst);
+  }
 
  private:
-  int inside_message_to_ = -1;
+  std::atomic<int> inside_message_to_{-1};
+  std::atomic<bool> last_words_{false};
 };
 
 }  // namespace topocoll

@@ -190,6 +190,7 @@ void TcpLinks::WaitFd(int fd, short events, int rank, WaitGuard& guard) {
 void TcpLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) {
   const int fd = FdOf(rank);
   const InsideMessage inside(*this, rank);
+  if (!inside.entered()) throw PeerClosed("the links to rank " + std::to_string(rank) + " are closing after a failure", "");
   iovec iov[4];
   size_t n = 0;
   for (size_t i = 0; i < count && n < 4; ++i) {
@@ -296,8 +297,11 @@ void TcpLinks::SendLastWords(const void* data, size_t n, int budget_ms) {
     int fd;
     size_t sent;
   };
+  const int inside = BeginLastWords();
   std::vector<Pending> pending;
-  for (const auto& [rank, fd] : fds_) pending.push_back(Pending{fd, 0});
+  for (const auto& [rank, fd] : fds_) {
+    if (rank != inside) pending.push_back(Pending{fd, 0});
+  }
   std::vector<pollfd> waiting;
   // Every link gets its turn at once; a full one is waited on beside the others, not before them.
   while (!pending.empty()) {

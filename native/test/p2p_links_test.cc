@@ -328,6 +328,55 @@ TEST(P2PLinks, AProbeWhileAMessageIsGoingOutWaitsForItsEnd) {
   writer.join();
 }
 
+TEST(P2PLinks, LastWordsWhileAMessageIsGoingOutSkipThatStream) {
+  // The abort notice, sent from another thread while the sender waits for room between two
+  // pieces of a message to the same rank, must not go out between the pieces; no message may
+  // start after it.
+  FakeLayer layer(2);
+  P2PLinks a(std::make_shared<P2PLayer>(layer.Struct(0)), 100);
+  P2PLinks b(std::make_shared<P2PLayer>(layer.Struct(1)), 100);
+  a.AddPeers({1});
+  const size_t n = P2PLinks::kMaxPendingBytes + 3 * kStreamPieceBytes + 5;
+  std::vector<uint8_t> body(n);
+  FillPattern(body.data(), n, 4);
+  MsgHeader probe = HeaderOf(1, n, 0);
+  probe.magic = kProbeMagic;
+  std::atomic<bool> failed{false};
+  std::atomic<uint64_t> checks{0};
+  std::atomic<bool> refused{false};
+  JoiningThread writer(failed, [&] {
+    ProbingGuard<P2PLinks> guard(a, 1, &probe, sizeof probe, checks, kDeadline, &failed);
+    const MsgHeader h = HeaderOf(1, n, 0);
+    const MsgHeader next = HeaderOf(2, 0, 0);
+    const ByteSlice slices[2] = {{&h, sizeof h}, {body.data(), n}};
+    const ByteSlice after{&next, sizeof next};
+    try {
+      a.Send(1, slices, 2, guard);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the message under way failed: " << e.what();
+      return;
+    }
+    try {
+      a.Send(1, &after, 1, guard);
+    } catch (const PeerClosed&) {
+      refused = true;
+    }
+  });
+  DeadlineGuard guard(kDeadline, &failed);
+  AwaitCount(checks, 2, guard);
+  MsgHeader notice = HeaderOf(3, 0, 0);
+  notice.magic = kAbortMagic;
+  a.SendLastWords(&notice, sizeof notice, 50);
+  MsgHeader got{};
+  b.ReadHeader(0, &got, guard);
+  ASSERT_EQ(got.magic, kMsgMagic);
+  std::vector<uint8_t> in(n);
+  for (size_t at = 0; at < n; at += kStreamPieceBytes) b.ReadBody(0, in.data() + at, std::min(kStreamPieceBytes, n - at), guard);
+  EXPECT_EQ(FirstPatternMismatch(in.data(), n, 4), n);
+  writer.join();
+  EXPECT_TRUE(refused.load()) << "a message started after the last words";
+}
+
 TEST(P2PLinks, AWaitThatFailsAbandonsItsReceive) {
   FakeLayer layer(2);
   P2PLinks b(std::make_shared<P2PLayer>(layer.Struct(1)), 100);

@@ -89,6 +89,65 @@ TEST(TcpLinks, AProbeWhileAMessageIsGoingOutWaitsForItsEnd) {
   writer.join();
 }
 
+TEST(TcpLinks, LastWordsWhileAMessageIsGoingOutSkipThatStream) {
+  // The engine's watcher thread sends the abort notice (SendLastWords) while the executor's
+  // thread is in the middle of a message to the same rank, waiting for room: the notice must
+  // not land inside that message, and no message may start after it.
+  TcpLinks zero;
+  TcpLinks one;
+  ASSERT_NO_FATAL_FAILURE(Link(zero, one));
+  const size_t n = 48u << 20;
+  std::vector<uint8_t> body(n);
+  FillPattern(body.data(), n, 3);
+  MsgHeader probe = HeaderOf(1, n, 1);
+  probe.magic = kProbeMagic;
+  std::atomic<bool> failed{false};
+  std::atomic<uint64_t> checks{0};
+  std::atomic<bool> refused{false};
+  JoiningThread writer(failed, [&] {
+    ProbingGuard<TcpLinks> guard(one, 0, &probe, sizeof probe, checks, kDeadline, &failed);
+    const MsgHeader h = HeaderOf(1, n, 1);
+    const MsgHeader next = HeaderOf(2, 0, 1);
+    const ByteSlice slices[2] = {{&h, sizeof h}, {body.data(), n}};
+    const ByteSlice after{&next, sizeof next};
+    try {
+      one.Send(0, slices, 2, guard);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the message under way failed: " << e.what();
+      return;
+    }
+    try {
+      one.Send(0, &after, 1, guard);
+    } catch (const PeerClosed&) {
+      refused = true;
+    }
+  });
+  DeadlineGuard guard(kDeadline, &failed);
+  AwaitCount(checks, 2, guard);
+  MsgHeader notice = HeaderOf(3, 0, 1);
+  notice.magic = kAbortMagic;
+  std::thread watcher([&] { one.SendLastWords(&notice, sizeof notice, 3000); });
+  // The reader drains while the last words would still wait for room.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  MsgHeader got{};
+  zero.ReadHeader(1, &got, guard);
+  ASSERT_EQ(got.magic, kMsgMagic);
+  std::vector<uint8_t> in(n);
+  size_t at = 0;
+  for (int i = 0; i < 12 && at < n; ++i, at += 4096) {
+    zero.ReadBody(1, in.data() + at, 4096, guard);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  zero.ReadBody(1, in.data() + at, n - at, guard);
+  EXPECT_EQ(FirstPatternMismatch(in.data(), n, 3), n);
+  watcher.join();
+  writer.join();
+  EXPECT_TRUE(refused.load()) << "a message started after the last words";
+  // Nothing follows the message: the links shut, the reader sees the end.
+  one.ShutdownAll();
+  EXPECT_THROW(zero.ReadHeader(1, &got, guard), PeerClosed);
+}
+
 TEST(TcpLinks, AWriteThePeerEndedKeepsWhatThePeerSentLast) {
   // The peer sends its abort notice and shuts its links while this rank is still writing a
   // message to it: the failed write reports PeerClosed with the notice, unread until then.
