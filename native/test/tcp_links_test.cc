@@ -126,7 +126,7 @@ TEST(TcpLinks, LastWordsWhileAMessageIsGoingOutSkipThatStream) {
   AwaitCount(checks, 2, guard);
   MsgHeader notice = HeaderOf(3, 0, 1);
   notice.magic = kAbortMagic;
-  std::thread watcher([&] { one.SendLastWords(&notice, sizeof notice, 3000); });
+  JoiningThread watcher(failed, [&] { one.SendLastWords(&notice, sizeof notice, 3000); });
   // The reader drains while the last words would still wait for room.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   MsgHeader got{};
