@@ -158,6 +158,24 @@ function plotted(points: readonly { x: number; y: number }[]): { x: number; y: n
 }
 
 /** The chart as an SVG document (UTF-8 text, one element per line, ending in a newline). */
+/** Average advance of a 12 px Helvetica/Arial character, a little generous. */
+const LEGEND_CHAR_PX = 7;
+
+/** A legend entry's width: the line and marker (34 px), the label, and a gap before the next. */
+function legendEntryWidth(label: string): number {
+  return 34 + label.length * LEGEND_CHAR_PX + 18;
+}
+
+/** Entries (by index) split into at most two rows that each fit `width`, in order. */
+function legendRows(widths: number[], width: number): number[][] {
+  const all = widths.map((_, i) => i);
+  if (widths.reduce((a, b) => a + b, 0) <= width) return [all];
+  let first = 0;
+  let used = 0;
+  while (first < widths.length && used + widths[first]! <= width) used += widths[first++]!;
+  return [all.slice(0, Math.max(1, first)), all.slice(Math.max(1, first))];
+}
+
 export function renderLogLogChart(chart: LogLogChart): string {
   const { x, y, xTicks, yTicks, yLabelled } = chartScales(chart.series);
   const out: string[] = [];
@@ -206,22 +224,29 @@ export function renderLogLogChart(chart: LogLogChart): string {
     out.push(`</g>`);
   }
 
-  // The legend: one row above the plot, entries laid out left to right at a fixed width each.
+  // The legend, above the plot: entries left to right, each as wide as its label (estimated, no
+  // font metrics at hand: LEGEND_CHAR_PX per character), in one centred row, or two when one
+  // would be wider than the plot.
   const entries = chart.series.filter((s) => plotted(s.points).length > 0);
-  const entryWidth = Math.min(170, (PLOT.right - PLOT.left) / Math.max(1, entries.length));
-  const legendLeft = (PLOT.left + PLOT.right) / 2 - (entryWidth * entries.length) / 2;
+  const widths = entries.map((s) => legendEntryWidth(s.label));
+  const rows = legendRows(widths, PLOT.right - PLOT.left);
   out.push(`<g class="legend">`);
-  entries.forEach((s, i) => {
-    const lx = legendLeft + i * entryWidth;
-    const ly = 72;
-    out.push(`<g data-series="${escapeXml(s.label)}">`);
-    out.push(
-      `<line x1="${px(lx)}" x2="${px(lx + 28)}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`,
-    );
-    const m = markerPath(s.marker, lx + 14, ly, s.color);
-    if (m) out.push(m);
-    out.push(`<text x="${px(lx + 34)}" y="${ly + 4}">${escapeXml(s.label)}</text>`);
-    out.push(`</g>`);
+  rows.forEach((row, r) => {
+    const rowWidth = row.reduce((sum, i) => sum + widths[i]!, 0);
+    let lx = (PLOT.left + PLOT.right) / 2 - rowWidth / 2;
+    const ly = rows.length === 1 ? 72 : 64 + r * 18;
+    for (const i of row) {
+      const s = entries[i]!;
+      out.push(`<g data-series="${escapeXml(s.label)}">`);
+      out.push(
+        `<line x1="${px(lx)}" x2="${px(lx + 28)}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`,
+      );
+      const m = markerPath(s.marker, lx + 14, ly, s.color);
+      if (m) out.push(m);
+      out.push(`<text x="${px(lx + 34)}" y="${ly + 4}">${escapeXml(s.label)}</text>`);
+      out.push(`</g>`);
+      lx += widths[i]!;
+    }
   });
   out.push(`</g>`);
   if (chart.footer)

@@ -51,6 +51,33 @@ describe('the log-log SVG chart', () => {
     expect(svg).toContain('topocoll abc1234 · 2025-01-31');
   });
 
+  it('lays the legend out without overlaps, in two rows when one would not fit', () => {
+    // A label's right end at 6.5 px per character (12 px Helvetica averages about 6); each entry
+    // must end before the next one's line starts, inside the picture.
+    const legendOf = (labels: string[]) => {
+      const svg = renderLogLogChart({ ...chart, series: labels.map((label, i) => ({ ...series[i % series.length]!, label })) });
+      const legend = all(parser.parse(svg) as Node, 'g').find((g) => g['@_class'] === 'legend')!;
+      return all(legend, 'g').map((g) => {
+        const line = all(g, 'line')[0]!;
+        const text = all(g, 'text')[0]!;
+        const label = String(text['#text']);
+        return { start: Number(line['@_x1']), end: Number(text['@_x']) + label.length * 6.5, y: Number(line['@_y1']) };
+      });
+    };
+    const check = (labels: string[], rows: number) => {
+      const entries = legendOf(labels);
+      expect(entries).toHaveLength(labels.length);
+      expect(new Set(entries.map((e) => e.y)).size).toBe(rows);
+      for (const e of entries) {
+        expect(e.start).toBeGreaterThanOrEqual(0);
+        expect(e.end).toBeLessThanOrEqual(760);
+      }
+      for (let i = 1; i < entries.length; i++) if (entries[i]!.y === entries[i - 1]!.y) expect(entries[i - 1]!.end).toBeLessThan(entries[i]!.start);
+    };
+    check(['topocoll sync', 'topocoll sync, fast path off', 'Open MPI'], 1);
+    check(['topocoll sync', 'topocoll async', 'Open MPI', 'memcpy of the whole result', 'topocoll sync, fast path off'], 2);
+  });
+
   it('labels bytes at powers of two and latency at 1-2-5 steps', () => {
     expect([4, 512, 1024, 65536, 1 << 20, 4 << 20, 1 << 30].map(formatBytes)).toEqual(['4 B', '512 B', '1 KiB', '64 KiB', '1 MiB', '4 MiB', '1 GiB']);
     expect(formatDecimalTick({ mantissa: 5, exponent: -2 })).toBe('0.05');
