@@ -372,28 +372,35 @@ export class CollectivePlans {
   /**
    * The algorithm each level's groups use, per collective, as runs of message sizes: each entry
    * holds from the previous entry's `upToBytes` (exclusive) to its own (inclusive; null: every
-   * larger size).
+   * larger size). `area`: sizes a one-node job runs through the shared area instead.
    */
   describe(group: Group): { bcast: SizeRun[]; reduce: SizeRun[]; allgather: SizeRun[]; barrier: string } {
     return {
-      bcast: sizeRuns(this.selector, (c) => formatAlgorithm(c.bcast(group))),
-      reduce: sizeRuns(this.selector, (c) => formatAlgorithm(c.reduce(group))),
-      allgather: this.areaAllgatherRuns(sizeRuns(this.selector, (c) => c.allgather(group))),
+      bcast: withArea(
+        sizeRuns(this.selector, (c) => formatAlgorithm(c.bcast(group))),
+        this.shmBcast ? SHM_ALLREDUCE_MAX_BYTES : undefined,
+      ),
+      reduce: withArea(
+        sizeRuns(this.selector, (c) => formatAlgorithm(c.reduce(group))),
+        this.shmReduce ? SHM_ALLREDUCE_MAX_BYTES : undefined,
+      ),
+      allgather: withArea(
+        sizeRuns(this.selector, (c) => c.allgather(group)),
+        this.areaAllgatherBytes(),
+      ),
       barrier: formatAlgorithm(this.selector.chooseBucket(0).barrier(group)),
     };
   }
 
   /**
-   * `runs` (sizes of the whole result) with the sizes the one-node area takes from the groups'
-   * algorithms (allgather()) marked `area`, for blocks of equal length: every size with the
-   * last-arrival protocol, up to SHM_ALLGATHER_EVERY_RANK_MAX_BYTES per rank with every-rank.
+   * Up to which size of the whole result the one-node area takes allgathers of equal blocks
+   * (null: every size, with the last-arrival protocol; undefined: none): up to
+   * SHM_ALLGATHER_EVERY_RANK_MAX_BYTES per rank with every-rank.
    */
-  private areaAllgatherRuns(runs: SizeRun[]): SizeRun[] {
-    if (this.shmAllgather === false) return runs;
-    if (this.shmAllgather === 'last-arrival') return [{ upToBytes: null, algorithm: 'area' }];
-    const area = SHM_ALLGATHER_EVERY_RANK_MAX_BYTES * this.parts.plan.size;
-    const above = runs.filter((run) => run.upToBytes === null || run.upToBytes > area);
-    return [{ upToBytes: area, algorithm: 'area' }, ...above];
+  private areaAllgatherBytes(): number | null | undefined {
+    if (this.shmAllgather === false) return undefined;
+    if (this.shmAllgather === 'last-arrival') return null;
+    return SHM_ALLGATHER_EVERY_RANK_MAX_BYTES * this.parts.plan.size;
   }
 
   /** The native id of a phase's schedule (0 bcast, 1 reduce, 2/3 allreduce's reduce/bcast), registered on first use. */
@@ -425,4 +432,14 @@ export class CollectivePlans {
 function segment(c: ChoiceSchedules, collective: keyof Choice['segmentBytes'], elem: number): number {
   const bytes = c.choice.segmentBytes[collective];
   return bytes === 0 ? 0 : Math.max(1, Math.floor(bytes / elem));
+}
+
+/**
+ * `runs` with the sizes the one-node area takes from the groups' algorithms marked `area`: up to
+ * `area` bytes (null: every size; undefined: none). A run that straddles the bound starts after it.
+ */
+function withArea(runs: SizeRun[], area: number | null | undefined): SizeRun[] {
+  if (area === undefined) return runs;
+  if (area === null) return [{ upToBytes: null, algorithm: 'area' }];
+  return [{ upToBytes: area, algorithm: 'area' }, ...runs.filter((run) => run.upToBytes === null || run.upToBytes > area)];
 }

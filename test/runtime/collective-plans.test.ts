@@ -244,6 +244,38 @@ describe('the one-node shared area, one way: small bcasts and reduces', () => {
     expect(oneWaySteps(oneNode, { allreduce: { shm: 'last-arrival' } }, 8, 0).flags).toEqual([false, false]);
   });
 
+  it("shows the area in each level's bcast and reduce runs (levels()) up to 8 KiB, and only where the calls take it", () => {
+    const runs = (placed: RankPlacement[], input: TopocollConfigInput, oversubscribed = false) => {
+      const { plans } = rankZeroPlans(placed, input, oversubscribed);
+      const group = planGroups(placed).chain(0).at(-1)!;
+      const d = plans.describe(group);
+      const groups = {
+        bcast: sizeRuns(plans.selector, (c) => formatAlgorithm(c.bcast(group))),
+        reduce: sizeRuns(plans.selector, (c) => formatAlgorithm(c.reduce(group))),
+      };
+      return { d, groups, flags: [plans.shmBcast, plans.shmReduce] };
+    };
+    const { d, groups } = runs(oneNode, {});
+    for (const collective of ['bcast', 'reduce'] as const) {
+      expect(d[collective][0]).toEqual({ upToBytes: SHM_ALLREDUCE_MAX_BYTES, algorithm: 'area' });
+      expect(d[collective].slice(1)).toEqual(groups[collective].filter((r) => r.upToBytes === null || r.upToBytes > SHM_ALLREDUCE_MAX_BYTES));
+      expect(d[collective].at(-1)!.upToBytes).toBeNull();
+    }
+    // Where a call does not take the area, neither do its runs.
+    for (const [placed, input, oversubscribed] of [
+      [placements, {}, false],
+      [oneNode, {}, true],
+      [oneNode, { bcast: { shm: false } }, false],
+      [oneNode, { reduce: { levels: { node: 'flat' } } }, false],
+    ] as [RankPlacement[], TopocollConfigInput, boolean][]) {
+      const r = runs(placed, input, oversubscribed);
+      expect(r.d.bcast[0]!.algorithm === 'area').toBe(r.flags[0]);
+      expect(r.d.reduce[0]!.algorithm === 'area').toBe(r.flags[1]);
+      if (!r.flags[0]) expect(r.d.bcast).toEqual(r.groups.bcast);
+      if (!r.flags[1]) expect(r.d.reduce).toEqual(r.groups.reduce);
+    }
+  });
+
   it('leaves larger messages, several nodes, configured levels and bcast.shm / reduce.shm: false to the levels', () => {
     const larger = oneWaySteps(oneNode, {}, SHM_ALLREDUCE_MAX_BYTES + 4, 0);
     expect(larger.bcast.steps.some((s) => s.kind === StepKind.ShmAreaBcast)).toBe(false);
