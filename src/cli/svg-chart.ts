@@ -157,7 +157,6 @@ function plotted(points: readonly { x: number; y: number }[]): { x: number; y: n
   return points.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y) && p.x > 0 && p.y > 0).sort((a, b) => a.x - b.x);
 }
 
-/** The chart as an SVG document (UTF-8 text, one element per line, ending in a newline). */
 /** Average advance of a 12 px Helvetica/Arial character, a little generous. */
 const LEGEND_CHAR_PX = 7;
 
@@ -170,12 +169,15 @@ function legendEntryWidth(label: string): number {
 function legendRows(widths: number[], width: number): number[][] {
   const all = widths.map((_, i) => i);
   if (widths.reduce((a, b) => a + b, 0) <= width) return [all];
-  let first = 0;
+  let fit = 0;
   let used = 0;
-  while (first < widths.length && used + widths[first]! <= width) used += widths[first++]!;
-  return [all.slice(0, Math.max(1, first)), all.slice(Math.max(1, first))];
+  while (fit < widths.length && used + widths[fit]! <= width) used += widths[fit++]!;
+  // The first row holds at least one entry, even one wider than the plot.
+  const split = Math.max(1, fit);
+  return [all.slice(0, split), all.slice(split)];
 }
 
+/** The chart as an SVG document (UTF-8 text, one element per line, ending in a newline). */
 export function renderLogLogChart(chart: LogLogChart): string {
   const { x, y, xTicks, yTicks, yLabelled } = chartScales(chart.series);
   const out: string[] = [];
