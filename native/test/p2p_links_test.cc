@@ -346,21 +346,7 @@ TEST(P2PLinks, LastWordsWhileAMessageIsGoingOutSkipThatStream) {
   std::atomic<bool> refused{false};
   JoiningThread writer(failed, [&] {
     ProbingGuard<P2PLinks> guard(a, 1, &probe, sizeof probe, checks, kDeadline, &failed);
-    const MsgHeader h = HeaderOf(1, n, 0);
-    const MsgHeader next = HeaderOf(2, 0, 0);
-    const ByteSlice slices[2] = {{&h, sizeof h}, {body.data(), n}};
-    const ByteSlice after{&next, sizeof next};
-    try {
-      a.Send(1, slices, 2, guard);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "the message under way failed: " << e.what();
-      return;
-    }
-    try {
-      a.Send(1, &after, 1, guard);
-    } catch (const PeerClosed&) {
-      refused = true;
-    }
+    refused = SendMessageThenAnother(a, 1, 0, body.data(), n, guard);
   });
   DeadlineGuard guard(kDeadline, &failed);
   AwaitCount(checks, 2, guard);

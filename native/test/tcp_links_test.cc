@@ -106,21 +106,7 @@ TEST(TcpLinks, LastWordsWhileAMessageIsGoingOutSkipThatStream) {
   std::atomic<bool> refused{false};
   JoiningThread writer(failed, [&] {
     ProbingGuard<TcpLinks> guard(one, 0, &probe, sizeof probe, checks, kDeadline, &failed);
-    const MsgHeader h = HeaderOf(1, n, 1);
-    const MsgHeader next = HeaderOf(2, 0, 1);
-    const ByteSlice slices[2] = {{&h, sizeof h}, {body.data(), n}};
-    const ByteSlice after{&next, sizeof next};
-    try {
-      one.Send(0, slices, 2, guard);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "the message under way failed: " << e.what();
-      return;
-    }
-    try {
-      one.Send(0, &after, 1, guard);
-    } catch (const PeerClosed&) {
-      refused = true;
-    }
+    refused = SendMessageThenAnother(one, 0, 1, body.data(), n, guard);
   });
   DeadlineGuard guard(kDeadline, &failed);
   AwaitCount(checks, 2, guard);

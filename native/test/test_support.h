@@ -2,6 +2,7 @@
 // (an anonymous shared mapping) for the node's segment.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 
 #include <atomic>
@@ -74,6 +75,29 @@ class ProbingGuard : public DeadlineGuard {
 };
 
 // Waits (under `guard`) until `count` reaches `at_least`.
+// A writer's part in the last-words tests: message 1 (header and the `n` bytes of `body`) to
+// `to`, then a header-only message 2. Returns whether message 2 was refused (PeerClosed); a
+// failure of message 1 fails the test.
+template <typename Links>
+bool SendMessageThenAnother(Links& links, int to, int sender, const uint8_t* body, size_t n, WaitGuard& guard) {
+  const MsgHeader h = HeaderOf(1, n, sender);
+  const MsgHeader next = HeaderOf(2, 0, sender);
+  const ByteSlice slices[2] = {{&h, sizeof h}, {body, n}};
+  const ByteSlice after{&next, sizeof next};
+  try {
+    links.Send(to, slices, 2, guard);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "the message under way failed: " << e.what();
+    return false;
+  }
+  try {
+    links.Send(to, &after, 1, guard);
+  } catch (const PeerClosed&) {
+    return true;
+  }
+  return false;
+}
+
 inline void AwaitCount(const std::atomic<uint64_t>& count, uint64_t at_least, WaitGuard& guard) {
   while (count.load() < at_least) {
     guard.Check();
