@@ -21,8 +21,12 @@ export interface NativeEngineOptions {
   size: number;
   /** Global ranks on this node (this rank included). */
   localRanks: readonly number[];
-  /** Bytes of each one-way shared-memory channel; a power of two. */
+  /** The largest one-way shared-memory channel, bytes; a power of two (native/src/shm_channel_pool.h). */
   channelBytes: number;
+  /** The smallest channel a rank's outbox must still hold for each peer it sends to; a power of two. */
+  channelMinBytes: number;
+  /** Bytes of each rank's outbox, from which its channels are made. */
+  channelPoolBytes: number;
   /** More processes on the node than cores: spin less before yielding. */
   oversubscribed: boolean;
   /** Ranks of this node bound to this rank's CPUs, which they oversubscribe: waits on them yield at once. */
@@ -35,6 +39,22 @@ export interface NativeEngineOptions {
   collectiveTimeoutMs: number;
   /** The scheduler slice the threads running collectives request (native/src/wait.h), µs; 0 = the kernel's. */
   schedulerSliceUs: number;
+}
+
+/**
+ * A node's shared segment, by part (bytes; native/src/segment_layout.h), and its channels now:
+ * how many the node's ranks have made, their bytes, and the most one rank's outbox holds.
+ */
+export interface SharedMemoryUse {
+  segmentBytes: number;
+  controlBytes: number;
+  outboxesBytes: number;
+  outboxBytes: number;
+  bcastRegionsBytes: number;
+  nodeAreaBytes: number;
+  channels: number;
+  channelsBytes: number;
+  largestOutboxUse: number;
 }
 
 /** Notification tree codes of native/src/shm_bcast.h (checked against the addon like NativeCollective). */
@@ -170,6 +190,9 @@ export interface NativeTables {
   readonly windowBcastMinBytes: [number, number];
   /** The codes an abort carries between ranks (kAbortCodes of native/src/engine.h, by index from 1). */
   readonly abortCodes: readonly string[];
+  /** Bytes of a rank's outbox header, and of each channel block's header (native/src/shm_channel_pool.h). */
+  readonly outboxHeaderBytes: number;
+  readonly channelBlockHeaderBytes: number;
   readonly eagerBytes: number;
   readonly messageHeaderBytes: number;
 }
@@ -203,6 +226,7 @@ interface RawEngine {
   awaitAreaDeposits(call: number, from: number, to: number): void;
   ringLocal(localIndex: number): void;
   readonly segmentBytes: number;
+  sharedMemory(): SharedMemoryUse;
   createWindow(id: number, name: string, partBytes: readonly number[]): ArrayBuffer;
   openWindow(id: number, name: string, partBytes: readonly number[]): ArrayBuffer;
   freeWindow(id: number): boolean;
@@ -223,7 +247,7 @@ interface RawAddon {
   layerTest(id: number): undefined | true | Uint8Array;
   layerAbandon(id: number): void;
   setThreadAffinity(cpus: readonly number[]): number[];
-  segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number;
+  segmentBytes(localSize: number, channelPoolBytes: number, bcast: NativeBcastParams): number;
   pageNodes(view: ArrayBufferView): Int32Array;
   crossCoreRates(bytes: number, rounds: number, writerCpu: number, readerCpu: number): CrossCoreRates;
   crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: number): number;
@@ -567,6 +591,11 @@ export class NativeEngine {
   get segmentBytes(): number {
     return this.raw.segmentBytes;
   }
+
+  /** What the node's segment is made of, and how much of the outboxes its channels use now. */
+  sharedMemory(): SharedMemoryUse {
+    return this.raw.sharedMemory();
+  }
 }
 
 /**
@@ -577,9 +606,9 @@ export function setThreadAffinity(cpus: readonly number[]): number[] {
   return guarded(undefined, () => load().setThreadAffinity(cpus));
 }
 
-/** Bytes of a node segment for `localSize` ranks, channels of `channelBytes` and these bcast queues. */
-export function segmentBytes(localSize: number, channelBytes: number, bcast: NativeBcastParams): number {
-  return load().segmentBytes(localSize, channelBytes, bcast);
+/** Bytes of a node segment for `localSize` ranks, outboxes of `channelPoolBytes` and these bcast queues. */
+export function segmentBytes(localSize: number, channelPoolBytes: number, bcast: NativeBcastParams): number {
+  return load().segmentBytes(localSize, channelPoolBytes, bcast);
 }
 
 /** The NUMA node of every page of `view` (move_pages in query mode; negative entries are errnos). */

@@ -105,6 +105,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("awaitAreaDeposits", &NativeEngine::AwaitAreaDeposits),
                            InstanceMethod("ringLocal", &NativeEngine::RingLocal),
                            InstanceAccessor("segmentBytes", &NativeEngine::SegmentBytesGetter, nullptr),
+                           InstanceMethod("sharedMemory", &NativeEngine::SharedMemory),
                            InstanceMethod("createWindow", &NativeEngine::CreateWindow),
                            InstanceMethod("openWindow", &NativeEngine::OpenWindow),
                            InstanceMethod("freeWindow", &NativeEngine::FreeWindow),
@@ -119,7 +120,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     options.rank = o.Get("rank").As<Napi::Number>().Int32Value();
     options.size = o.Get("size").As<Napi::Number>().Int32Value();
     options.local_ranks = IntList(o.Get("localRanks"));
-    options.channel_bytes = static_cast<uint64_t>(o.Get("channelBytes").As<Napi::Number>().Int64Value());
+    options.channels.max_capacity = static_cast<uint64_t>(o.Get("channelBytes").As<Napi::Number>().Int64Value());
+    options.channels.min_capacity = static_cast<uint64_t>(o.Get("channelMinBytes").As<Napi::Number>().Int64Value());
+    options.channels.pool_bytes = static_cast<uint64_t>(o.Get("channelPoolBytes").As<Napi::Number>().Int64Value());
     options.oversubscribed = o.Get("oversubscribed").ToBoolean();
     options.co_runners = IntList(o.Get("coRunners"));
     options.bcast = BcastParamsOf(o.Get("bcast"));
@@ -632,6 +635,22 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return Napi::Number::New(info.Env(), static_cast<double>(engine_->segment_bytes()));
   }
 
+  Napi::Value SharedMemory(const Napi::CallbackInfo& info) {
+    const Engine::SharedMemoryUse use = engine_->shared_memory_use();
+    Napi::Object o = Napi::Object::New(info.Env());
+    const auto set = [&](const char* key, uint64_t v) { o.Set(key, Napi::Number::New(info.Env(), static_cast<double>(v))); };
+    set("segmentBytes", use.segment);
+    set("controlBytes", use.controls);
+    set("outboxesBytes", use.outboxes);
+    set("outboxBytes", use.outbox);
+    set("bcastRegionsBytes", use.regions);
+    set("nodeAreaBytes", use.node_area);
+    set("channels", use.channels.channels);
+    set("channelsBytes", use.channels.bytes);
+    set("largestOutboxUse", use.channels.largest_rank_bytes);
+    return o;
+  }
+
   std::unique_ptr<Engine> engine_;
   // Promise collectives; kept until this object goes (settlements may still be on their way).
   std::unique_ptr<JobQueue> jobs_;
@@ -713,8 +732,8 @@ Napi::Value CrossCoreLatencyOf(const Napi::CallbackInfo& info) {
 
 Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
   const size_t local_size = info[0].As<Napi::Number>().Uint32Value();
-  const uint64_t channel = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
-  return Napi::Number::New(info.Env(), static_cast<double>(SegmentLayout(local_size, channel, BcastParamsOf(info[2])).total_bytes()));
+  const uint64_t outbox = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
+  return Napi::Number::New(info.Env(), static_cast<double>(SegmentLayout(local_size, outbox, BcastParamsOf(info[2])).total_bytes()));
 }
 
 // { name: value } of an enum whose values, cast to double, are the entries' numbers.
@@ -812,6 +831,9 @@ Napi::Object NativeTables(Napi::Env env) {
   for (size_t i = 1; i < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]); ++i)
     aborts.Set(static_cast<uint32_t>(i - 1), Napi::String::New(env, kAbortCodes[i]));
   out.Set("abortCodes", aborts);
+  // An outbox's own header and each channel block's, which its channels' rings come after.
+  out.Set("outboxHeaderBytes", Napi::Number::New(env, static_cast<double>(kOutboxHeaderBytes)));
+  out.Set("channelBlockHeaderBytes", Napi::Number::New(env, static_cast<double>(kChannelBlockHeaderBytes)));
 
   out.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
   out.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));

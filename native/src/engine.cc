@@ -48,7 +48,7 @@ int Engine::ListenTcp(const std::string& address) { return tcp_.Listen(address);
 
 void Engine::CreateSegment(const std::string& name) {
   const size_t local_size = options_.local_ranks.size();
-  const size_t bytes = SegmentLayout(local_size, options_.channel_bytes, options_.bcast).total_bytes();
+  const size_t bytes = SegmentLayout(local_size, options_.channels.pool_bytes, options_.bcast).total_bytes();
   segment_ = ShmSegment::Create(name, bytes);
   created_name_ = name;
   auto* h = new (segment_.base()) SegmentHeader();
@@ -56,7 +56,7 @@ void Engine::CreateSegment(const std::string& name) {
   h->version = kSegmentVersion;
   h->local_size = static_cast<uint32_t>(local_size);
   h->total_bytes = bytes;
-  h->channel_capacity = options_.channel_bytes;
+  h->outbox_bytes = SegmentLayout(local_size, options_.channels.pool_bytes, options_.bcast).outbox_bytes();
   h->asymmetric_fences = options_.asymmetric_fences && RegisterForMembarrier() ? 1 : 0;
   InitViews();
 }
@@ -79,8 +79,8 @@ void Engine::OpenSegment(const std::string& name) {
   segment_ = ShmSegment::Open(name);
   const auto* h = reinterpret_cast<const SegmentHeader*>(segment_.base());
   if (h->magic != kSegmentMagic || h->version != kSegmentVersion || h->local_size != options_.local_ranks.size() ||
-      h->channel_capacity != options_.channel_bytes ||
-      h->total_bytes != SegmentLayout(options_.local_ranks.size(), options_.channel_bytes, options_.bcast).total_bytes()) {
+      h->outbox_bytes != SegmentLayout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast).outbox_bytes() ||
+      h->total_bytes != SegmentLayout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast).total_bytes()) {
     throw CollError("EINVAL", "shared segment " + name + " does not match this job's layout");
   }
   // The creator chose asymmetric fences for the whole node: every waker skips its fence from
@@ -94,7 +94,7 @@ void Engine::OpenSegment(const std::string& name) {
 
 void Engine::InitViews() {
   const size_t local_size = options_.local_ranks.size();
-  const SegmentLayout layout(local_size, options_.channel_bytes, options_.bcast);
+  const SegmentLayout layout(local_size, options_.channels.pool_bytes, options_.bcast);
   uint8_t* base = segment_.base();
   header_ = layout.Header(base);
   policy_.asymmetric = yield_policy_.asymmetric = header_->asymmetric_fences != 0;
@@ -111,16 +111,18 @@ void Engine::InitViews() {
   policy_.co_runner_count = co_runner_bells_.size();
   node_policy_ = policy_;
   if (!co_runner_bells_.empty()) node_policy_.spin_iterations = 0;
-  channels_.assign(local_size * local_size, ShmChannel());
-  for (size_t from = 0; from < local_size; ++from) {
-    for (size_t to = 0; to < local_size; ++to) {
-      if (from == to) continue;
-      uint8_t* ring = layout.ChannelRing(base, from, to);
-      channels_[from * local_size + to] = ShmChannel(layout.ChannelControlOf(base, from, to), ring, options_.channel_bytes,
-                                                     &controls[from].doorbell, &controls[to].doorbell);
-      // First touch: the writer of a channel places its pages on its own NUMA node.
-      if (from == static_cast<size_t>(local_index_)) std::memset(ring, 0, options_.channel_bytes);
+  {
+    std::vector<uint8_t*> outboxes;
+    std::vector<Doorbell*> bells;
+    for (size_t i = 0; i < local_size; ++i) {
+      outboxes.push_back(layout.Outbox(base, i));
+      bells.push_back(&controls[i].doorbell);
     }
+    ChannelPoolParams params = options_.channels;
+    params.pool_bytes = layout.outbox_bytes();
+    // The outbox's header is first-touched by its owner; its channels' rings when they are made.
+    std::memset(outboxes[static_cast<size_t>(local_index_)], 0, kOutboxHeaderBytes);
+    channels_ = std::make_unique<ShmChannelPool>(std::move(outboxes), std::move(bells), local_index_, params);
   }
   std::vector<BcastRegion> regions;
   std::vector<Doorbell*> doorbells;
@@ -228,6 +230,15 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
           "EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory step, but the job is not one node of several ranks");
     }
   }
+  // The local ranks this schedule sends to get their channels (refused now if they cannot).
+  if (channels_) {
+    std::vector<int> sends_to;
+    for (const Step& s : steps) {
+      const bool sends = s.kind == StepKind::kSend || s.kind == StepKind::kSendRecv || s.kind == StepKind::kSendRecvReduce;
+      if (sends && s.local_peer >= 0) sends_to.push_back(s.local_peer);
+    }
+    channels_->Want(sends_to, options_.rank);
+  }
   if (plans_.size() <= static_cast<size_t>(id)) plans_.resize(static_cast<size_t>(id) + 1);
   plans_[static_cast<size_t>(id)] = std::make_unique<std::vector<Step>>(std::move(steps));
 }
@@ -278,10 +289,24 @@ int Engine::LocalIndex(int rank) const {
   return it == local_index_of_.end() ? -1 : it->second;
 }
 
+Engine::SharedMemoryUse Engine::shared_memory_use() const {
+  SharedMemoryUse use;
+  if (header_ == nullptr) return use;
+  const SegmentLayout layout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast);
+  use.segment = layout.total_bytes();
+  use.controls = layout.control_bytes();
+  use.outboxes = layout.outboxes_bytes();
+  use.outbox = layout.outbox_bytes();
+  use.regions = layout.regions_bytes();
+  use.node_area = layout.node_area_bytes();
+  use.channels = channels_->Use();
+  return use;
+}
+
 FastPathLayout Engine::fast_path_layout() const {
   FastPathLayout l{};
   if (header_ == nullptr) return l;
-  const SegmentLayout layout(options_.local_ranks.size(), options_.channel_bytes, options_.bcast);
+  const SegmentLayout layout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast);
   auto* base = reinterpret_cast<uint8_t*>(header_);
   const auto at = [base](const void* p) { return static_cast<size_t>(static_cast<const uint8_t*>(p) - base); };
   l.abort_code = at(&header_->abort_code);

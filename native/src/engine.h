@@ -28,6 +28,7 @@
 #include "shm_allreduce.h"
 #include "shm_bcast.h"
 #include "shm_channel.h"
+#include "shm_channel_pool.h"
 #include "shm_reduce.h"
 #include "shm_segment.h"
 #include "shm_window.h"
@@ -103,8 +104,9 @@ struct EngineOptions {
   int size = 1;
   // Global ranks on this node, ascending; this rank is among them.
   std::vector<int> local_ranks;
-  // Bytes of each one-way shared-memory channel (a power of two).
-  uint64_t channel_bytes = 1 << 20;
+  // The one-way shared-memory channels (shm_channel_pool.h): each rank's outbox, and the
+  // largest and smallest capacity of a channel (powers of two).
+  ChannelPoolParams channels{8 << 20, 1 << 20, 64 << 10};
   // More processes on the node than cores: spin less before yielding.
   bool oversubscribed = false;
   // Global ranks of this node bound to the same CPUs as this rank, which they oversubscribe:
@@ -247,6 +249,13 @@ class Engine {
   void Close();
 
   size_t segment_bytes() const { return segment_.size(); }
+  // What the node's segment is made of and how much of its outboxes the node's channels use
+  // (all zero without a segment).
+  struct SharedMemoryUse {
+    size_t segment = 0, controls = 0, outboxes = 0, outbox = 0, regions = 0, node_area = 0;
+    ChannelPoolUse channels;
+  };
+  SharedMemoryUse shared_memory_use() const;
 
   // --- windows (shm_window.h): collective steps the communicator orders (allocShared) ---
   // The node's lowest rank creates window `id` under `name` with one part per local rank of
@@ -348,6 +357,8 @@ class Engine {
   void FillAllgatherBlocks(const CallArgs& args, BlockTable& t) const;
   static uint32_t BlockCountsHash(const std::vector<uint64_t>& counts);
   void SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard);
+  // The channel from a local peer, once it has made it (waits until then).
+  ShmChannel& IncomingChannel(int local_peer, const WaitPolicy& policy, Guard& guard);
   // Receives a message of `bytes` from `peer` and hands its body to `into`.
   void RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_t bytes, Delivery& into, Guard& guard);
   // A step that sends to s.peer while it receives from s.peer2, both on this node: the send in
@@ -390,8 +401,7 @@ class Engine {
   std::string created_name_;
   SegmentHeader* header_ = nullptr;
   std::vector<LocalPeer> locals_;
-  // channels_[from * L + to]
-  std::vector<ShmChannel> channels_;
+  std::unique_ptr<ShmChannelPool> channels_;
 
   std::unique_ptr<ShmBcast> shm_bcast_;
   std::unique_ptr<ShmReduce> shm_reduce_;

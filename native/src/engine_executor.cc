@@ -610,7 +610,7 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
         return;
       }
       // Both sides send before they receive: the transports must hold the whole segment.
-      const uint64_t limit = s.local_peer >= 0 ? options_.channel_bytes - 2 * sizeof(MsgHeader) : kEagerBytes;
+      const uint64_t limit = s.local_peer >= 0 ? options_.channels.min_capacity - 2 * sizeof(MsgHeader) : kEagerBytes;
       if (bytes > limit) {
         throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) +
                                       " bytes between nodes; schedules with such exchanges must run with segments of at most " +
@@ -686,9 +686,7 @@ void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const voi
   guard.WaitingOn(peer);
   const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
   if (local_peer >= 0) {
-    const size_t local_size = locals_.size();
-    channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(local_peer)].Send(slices, 2, PolicyFor(local_peer),
-                                                                                                     guard);
+    channels_->Outgoing(local_peer).Send(slices, 2, PolicyFor(local_peer), guard);
   } else {
     try {
       remote_->Send(peer, slices, 2, guard);
@@ -696,6 +694,15 @@ void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const voi
       ThrowPeersNotice(e, peer);
     }
   }
+}
+
+ShmChannel& Engine::IncomingChannel(int local_peer, const WaitPolicy& policy, Guard& guard) {
+  ShmChannel* channel = channels_->Incoming(local_peer);
+  if (channel == nullptr) {
+    WaitUntil([&] { return (channel = channels_->Incoming(local_peer)) != nullptr; }, locals_[static_cast<size_t>(local_index_)].control->doorbell,
+              policy, guard);
+  }
+  return *channel;
 }
 
 void Engine::ThrowPeersNotice(const PeerClosed& e, int peer) {
@@ -723,8 +730,8 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_
   guard.WaitingOn(peer);
   MsgHeader got{};
   if (local_peer >= 0) {
-    ShmChannel& channel = channels_[static_cast<size_t>(local_peer) * locals_.size() + static_cast<size_t>(local_index_)];
     const WaitPolicy& policy = PolicyFor(local_peer);
+    ShmChannel& channel = IncomingChannel(local_peer, policy, guard);
     channel.ReadExact(&got, sizeof got, policy, guard);
     CheckHeader(expected, got, peer);
     channel.Consume(bytes, into, policy, guard);
@@ -788,9 +795,7 @@ void Delivery::operator()(const uint8_t* in, size_t len) {
 
 void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into, size_t in_bytes,
                            Guard& guard) {
-  const size_t local_size = locals_.size();
-  ShmChannel& tx = channels_[static_cast<size_t>(local_index_) * local_size + static_cast<size_t>(s.local_peer)];
-  ShmChannel& rx = channels_[static_cast<size_t>(s.local_peer2) * local_size + static_cast<size_t>(local_index_)];
+  ShmChannel& tx = channels_->Outgoing(s.local_peer);
   if (tx.AtOnce(sizeof header + bytes)) {
     // Small: one write the ring holds, then the receive (the fastest path for both).
     SendTo(s.peer, s.local_peer, header, data, bytes, guard);
@@ -822,16 +827,20 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
   const uint64_t piece = std::min<uint64_t>(kExchangePiece, tx.capacity() / 4);
   // Either peer may be the one that must run for this rank to go on.
   const WaitPolicy& policy = PolicyFor(co_runner_[static_cast<size_t>(s.local_peer)] ? s.local_peer : s.local_peer2);
+  // The peer we receive from may not have made its channel yet (it does at its first send);
+  // ours is made, so no exchange waits on another's channel before its own send.
+  ShmChannel* rx = channels_->Incoming(s.local_peer2);
   while (!out.done || header_left > 0 || body_left > 0) {
     bool moved = !out.done && tx.SendSome(out, piece, policy);
-    if (header_left > 0) {
-      const size_t n = rx.ConsumeArrived(header_left, read_header, policy);
+    if (rx == nullptr) rx = channels_->Incoming(s.local_peer2);
+    if (rx != nullptr && header_left > 0) {
+      const size_t n = rx->ConsumeArrived(header_left, read_header, policy);
       header_left -= n;
       moved = moved || n > 0;
       if (n > 0 && header_left == 0) CheckHeader(header, got, s.peer2);
     }
-    if (header_left == 0 && body_left > 0) {
-      const size_t n = rx.ConsumeArrived(std::min<size_t>(body_left, piece), into, policy);
+    if (rx != nullptr && header_left == 0 && body_left > 0) {
+      const size_t n = rx->ConsumeArrived(std::min<size_t>(body_left, piece), into, policy);
       body_left -= n;
       moved = moved || n > 0;
     }
@@ -839,7 +848,7 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
     const bool receiving = header_left > 0 || body_left > 0;
     if (!out.done) tx.AnnounceWaitForRoom(policy);
     guard.WaitingOn(receiving ? s.peer2 : s.peer);
-    WaitUntil([&] { return (!out.done && tx.HalfFree()) || (receiving && rx.Arrived()); }, mine, policy, guard);
+    WaitUntil([&] { return (!out.done && tx.HalfFree()) || (receiving && (rx != nullptr || (rx = channels_->Incoming(s.local_peer2)) != nullptr) && rx->Arrived()); }, mine, policy, guard);
   }
 }
 

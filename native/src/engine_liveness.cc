@@ -240,7 +240,7 @@ void Engine::Close() {
   header_ = nullptr;
   own_region_ = nullptr;
   locals_.clear();
-  channels_.clear();
+  channels_.reset();
   segment_ = ShmSegment();
 }
 

@@ -22,12 +22,12 @@ constexpr size_t kSlotsAt = RoundUp(kResultsAt + 2 * ShmAllreduce::kMaxBytes, al
 
 }  // namespace
 
-SegmentLayout::SegmentLayout(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast) : local_size_(local_size) {
+SegmentLayout::SegmentLayout(size_t local_size, uint64_t outbox_bytes, const ShmBcastParams& bcast)
+    : local_size_(local_size), outbox_bytes_(RoundUp(static_cast<size_t>(outbox_bytes), kPage)) {
   const size_t blocks = static_cast<size_t>(bcast.queue_bytes / bcast.min_fragment);
   controls_ = kPage;
-  channels_ = controls_ + RoundUp(local_size * sizeof(RankControl), kPage);
-  channel_stride_ = kPage + static_cast<size_t>(channel_bytes);
-  regions_ = channels_ + local_size * (local_size - 1) * channel_stride_;
+  outboxes_ = controls_ + RoundUp(local_size * sizeof(RankControl), kPage);
+  regions_ = outboxes_ + local_size * outbox_bytes_;
   region_queue_ = kRingsAt + RoundUp(kMaxRings * blocks * sizeof(FragmentControl), kPage);
   region_bytes_ = region_queue_ + static_cast<size_t>(bcast.queue_bytes);
   node_area_ = regions_ + local_size * region_bytes_;

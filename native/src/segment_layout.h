@@ -1,22 +1,22 @@
 // The node's shared segment: its map, its size and where each region starts. One segment per
 // node and communicator (shm_segment.h maps it). Every offset is a function of L (the local
-// ranks, indexed by ascending global rank), the channel capacity and the S0 parameters alone,
-// so every process of the node computes the same map; the creator's header records the first
-// two and the total, which every opener checks.
+// ranks, indexed by ascending global rank), the outbox size and the S0 parameters alone, so every
+// process of the node computes the same map; the creator's header records L, the outbox size and
+// the total, which every opener checks. Every region is a fixed size per local rank: the segment
+// grows linearly with L.
 //
 // Regions in offset order (all page-aligned), and who writes them:
 //
 //   offset        region                                         written by
 //   0             SegmentHeader, one page: magic, version,        creator; `mapped`: every rank
-//                 local_size, total_bytes, channel_capacity,       once; abort_*: the first rank
+//                 local_size, total_bytes, outbox_bytes,           once; abort_*: the first rank
 //                 asymmetric_fences, mapped, abort_code/rank/msg   that fails
 //   controls      RankControl[L], pages: doorbell {bell,          rank i its own entry; bell and
 //                 sleeping, idle}, pid, departed, call_version +   idle: whoever rings rank i
 //                 call[4] (the published MsgHeader, a seqlock)
-//   channels      L·(L−1) one-way channels, by `from` ascending    from: the ring and `head`;
-//                 then `to` (from = to skipped); each one page     to: `tail`
-//                 of ChannelControl {head, tail} and a ring of
-//                 channel_bytes, first-touched by `from`
+//   outboxes      L outboxes of pool_bytes, by local index: each    its owner (the sender): the
+//                 rank's one-way channels to the ranks it sends    blocks and rings; a receiver:
+//                 to, made when first needed (shm_channel_pool.h)  its channels' `tail`
 //   regions       L S0 regions, by local index; each:              the owner: queue, set and
 //                   counter pages: SetCounter[kMaxSets],           consumed counters, reduce
 //                   slot_waiter, consumed PaddedCounter[kMaxRings],  counters; a parent: its
@@ -41,45 +41,43 @@
 #include "cache_line.h"
 #include "shm_allreduce.h"
 #include "shm_bcast.h"
-#include "shm_channel.h"
+#include "shm_channel_pool.h"
 #include "shm_segment.h"
 
 namespace topocoll {
 
 class SegmentLayout {
  public:
-  SegmentLayout(size_t local_size, uint64_t channel_bytes, const ShmBcastParams& bcast);
+  SegmentLayout(size_t local_size, uint64_t outbox_bytes, const ShmBcastParams& bcast);
 
   size_t total_bytes() const { return total_bytes_; }
   // Bytes of one rank's S0 region.
   size_t region_bytes() const { return region_bytes_; }
+  // Bytes of one rank's outbox (the size asked for, page-rounded).
+  size_t outbox_bytes() const { return outbox_bytes_; }
+  // What the segment is made of, in bytes: the header and rank controls, every outbox, every S0
+  // region, the node-wide area.
+  size_t control_bytes() const { return outboxes_; }
+  size_t outboxes_bytes() const { return regions_ - outboxes_; }
+  size_t regions_bytes() const { return node_area_ - regions_; }
+  size_t node_area_bytes() const { return total_bytes_ - node_area_; }
 
   // --- the regions, given the segment's base address ---
   SegmentHeader* Header(uint8_t* base) const { return reinterpret_cast<SegmentHeader*>(base); }
   // RankControl of every local rank, by local index.
   RankControl* Controls(uint8_t* base) const { return reinterpret_cast<RankControl*>(base + controls_); }
-  // The channel from local rank `from` to `to` (from ≠ to): its control page and its ring.
-  ChannelControl* ChannelControlOf(uint8_t* base, size_t from, size_t to) const {
-    return reinterpret_cast<ChannelControl*>(ChannelBlock(base, from, to));
-  }
-  uint8_t* ChannelRing(uint8_t* base, size_t from, size_t to) const { return ChannelBlock(base, from, to) + kPage; }
+  // Local rank i's outbox (shm_channel_pool.h).
+  uint8_t* Outbox(uint8_t* base, size_t i) const { return base + outboxes_ + i * outbox_bytes_; }
   // Local rank i's S0 region: its start, and its parts.
   uint8_t* Region(uint8_t* base, size_t i) const { return base + regions_ + i * region_bytes_; }
   BcastRegion RegionViews(uint8_t* base, size_t i) const;
   ShmAllreduce::Area NodeArea(uint8_t* base) const;
 
  private:
-  uint8_t* ChannelBlock(uint8_t* base, size_t from, size_t to) const {
-    // Pairs in (from, to) order without from = to: `from` owns the L − 1 blocks from
-    // from·(L − 1) on.
-    const size_t slot = from * (local_size_ - 1) + (to < from ? to : to - 1);
-    return base + channels_ + slot * channel_stride_;
-  }
-
   size_t local_size_;
   size_t controls_;
-  size_t channels_;
-  size_t channel_stride_;
+  size_t outboxes_;
+  size_t outbox_bytes_;
   size_t regions_;
   size_t region_bytes_;
   size_t region_queue_;  // offset of the queue in a region

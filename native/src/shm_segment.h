@@ -14,7 +14,7 @@
 namespace topocoll {
 
 constexpr uint64_t kSegmentMagic = 0x4c4c4f434f504f54ULL;  // "TOPOCOLL"
-constexpr uint32_t kSegmentVersion = 5;                    // raised whenever segment_layout.h changes
+constexpr uint32_t kSegmentVersion = 6;                    // raised whenever segment_layout.h changes
 constexpr size_t kPage = 4096;
 
 // First page of the segment.
@@ -23,7 +23,7 @@ struct SegmentHeader {
   uint32_t version;
   uint32_t local_size;
   uint64_t total_bytes;
-  uint64_t channel_capacity;
+  uint64_t outbox_bytes;
   // 1 when every process of the segment registered for membarrier(2): wakers skip their
   // store-load fence and sleepers pay it (wait.h). Decided by the creator for everyone.
   uint32_t asymmetric_fences;

@@ -1,5 +1,6 @@
 // A namespace import, so the bundle (scripts/bundle.mjs) keeps only the parts of zod in use.
 import * as z from 'zod';
+import { autoShmBudgetBytes } from '../topology/node-memory.js';
 import { DEFAULT_MACHINE_PROFILE, loadMachineProfile } from './machine-profiles.js';
 import { linkModel, linkModelFields, shmModelFields } from './model-schema.js';
 
@@ -163,16 +164,21 @@ const shmModel = withDefaults(shmModelFields, PROFILE.shmModel);
 
 const shm = z
   .object({
-    /** Bytes of shared memory per node: the S0 bcast queues and the channels between local ranks. */
-    budgetBytes: z
-      .number()
-      .int()
-      .min(1 << 20)
-      .default(64 << 20),
     /**
-     * Bytes of each one-way channel between two ranks of a node (a power of two, 16 KiB …
-     * 64 MiB); `auto`: an equal share of what the budget leaves after the bcast queues, at most
-     * 1 MiB.
+     * Bytes of shared memory per node and communicator: its segment (the S0 bcast queues, the
+     * ranks' outboxes for their channels, the shared area) and its windows together. `auto`: half
+     * of the smaller of /dev/shm's size and the node's memory.
+     */
+    budgetBytes: auto(
+      z
+        .number()
+        .int()
+        .min(1 << 20),
+    ).transform((v) => (v === 'auto' ? autoShmBudgetBytes() : v)),
+    /**
+     * Bytes of the largest one-way channel between two ranks of a node (a power of two, 16 KiB …
+     * 64 MiB); `auto`: 1 MiB. A rank's channels are made from its outbox when it first needs
+     * them, each an equal share of what is left there, down to 64 KiB (or this, if smaller).
      */
     channelBytes: auto(
       z
@@ -181,6 +187,16 @@ const shm = z
         .min(16 << 10)
         .max(64 << 20)
         .refine((v) => (v & (v - 1)) === 0, 'must be a power of two'),
+    ),
+    /**
+     * Bytes of each rank's outbox, from which its channels to the ranks it sends to are made;
+     * `auto`: 8 × channelBytes, less if the budget cannot hold that for every local rank.
+     */
+    channelPoolBytes: auto(
+      z
+        .number()
+        .int()
+        .min(64 << 10),
     ),
     /**
      * A waiter about to sleep pays the store-load fence of the wake-up protocol with

@@ -200,8 +200,8 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
  * The largest segment an exchange may carry on every link of the job. Inside a node there is
  * none (Infinity): an exchange between two ranks of a node interleaves its send and its receive
  * piece by piece, so no channel has to hold a whole segment. Between nodes both sides send
- * before they receive, so a segment must fit the native TCP limit and the smallest channel of
- * any node (less two message headers: an exchange step may pair a local peer with a remote
+ * before they receive, so a segment must fit the native TCP limit and the smallest channel an
+ * outbox of any node may make (less two message headers: an exchange step may pair a local peer with a remote
  * one). The same on every rank: channel sizes follow from the configuration and each node's
  * rank count, which every rank knows.
  */
@@ -213,7 +213,7 @@ export function eagerBytes(config: TopocollConfig, plan: GroupPlan): number {
   let bytes = limits.eagerBytes;
   // One layout per distinct node size (it computes the model's tables), not one per node.
   for (const size of new Set(perNode.values())) {
-    if (size > 1) bytes = Math.min(bytes, shmLayout(config, size, osCpus().length).channelBytes - 2 * limits.messageHeaderBytes);
+    if (size > 1) bytes = Math.min(bytes, shmLayout(config, size, osCpus().length).channelMinBytes - 2 * limits.messageHeaderBytes);
   }
   return bytes;
 }

@@ -129,6 +129,8 @@ export function startJoin(rank: number, infos: readonly RankInfo[], config: Topo
     size,
     localRanks,
     channelBytes: layout.channelBytes,
+    channelMinBytes: layout.channelMinBytes,
+    channelPoolBytes: layout.channelPoolBytes,
     oversubscribed,
     coRunners: coRunnersOf(rank, new Map(localRanks.map((r) => [r, parseIndexList(infos[r]!.cpus)]))),
     bcast: layout.bcast,

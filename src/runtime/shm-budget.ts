@@ -10,42 +10,41 @@ import {
 } from '../algorithms/shm-bcast-model.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
-import { NativeTree, segmentBytes, type NativeBcastParams } from '../native.js';
+import { nativeTables, NativeTree, segmentBytes, type NativeBcastParams } from '../native.js';
+
+const PAGE = 4096;
 
 /**
- * How a node's shared memory is laid out for L local ranks: every rank's S0 bcast queue, and
- * the L·(L−1) one-way channels that carry point-to-point messages. The whole segment must fit
- * the configured budget; this is checked before anything is mapped.
+ * How a node's shared memory is laid out for L local ranks: every rank's S0 bcast queue, and every
+ * rank's outbox, from which it makes the one-way channels to the ranks it sends to
+ * (native/src/shm_channel_pool.h). Every part is a fixed size per rank, so the segment grows
+ * linearly with L. The whole segment must fit the budget; this is checked before anything is
+ * mapped.
  */
 
 export interface ShmLayout {
+  /** The largest channel, and the smallest an outbox must still hold for each peer. */
   channelBytes: number;
+  channelMinBytes: number;
+  /** Each rank's outbox. */
+  channelPoolBytes: number;
   bcast: NativeBcastParams;
   /** The model's choices, for `topocoll topo` and the logs. */
   tree: string;
   segmentBytes: number;
+  budgetBytes: number;
 }
 
-const MIN_CHANNEL = 16 * 1024;
+/** The largest channel `auto` picks: larger rings streamed through the L3 and were slower (bench/history). */
+export const AUTO_CHANNEL_BYTES = 1024 * 1024;
 /**
- * The largest channel `auto` picks. Larger rings were slower for large messages, not faster:
- * a 1 MiB ring's lines stay in the caches of the two cores, while 4 MiB rings streamed through
- * the L3 (bench/history/RESULTS-log-to-2026-11-24.md).
+ * The smallest channel an outbox makes. Exchanges between nodes send a whole segment into a
+ * channel before they receive (job-planner.ts, eagerBytes): at 64 KiB a channel still holds the
+ * TCP eager limit, less two headers.
  */
-const AUTO_MAX_CHANNEL = 1024 * 1024;
-
-/**
- * Channels get an equal share of what the queues leave: a power of two between 16 KiB and
- * 1 MiB (a power of two so ring offsets are a mask; the bounds keep pipelining useful and
- * memory finite).
- */
-export function channelBytes(budget: number, localSize: number): number {
-  if (localSize < 2) return MIN_CHANNEL;
-  const share = budget / (localSize * (localSize - 1));
-  let bytes = MIN_CHANNEL;
-  while (bytes * 2 <= share && bytes < AUTO_MAX_CHANNEL) bytes *= 2;
-  return bytes;
-}
+const MIN_CHANNEL = 64 * 1024;
+/** `auto` outboxes hold this many of the largest channels: one to each peer of an 8-rank node. */
+const AUTO_POOL_CHANNELS = 8;
 
 export function shmLayout(config: TopocollConfig, localSize: number, cores: number): ShmLayout {
   const { budgetBytes, bcast, model } = config.shm;
@@ -66,21 +65,35 @@ export function shmLayout(config: TopocollConfig, localSize: number, cores: numb
     radix: tree.radix,
     fragmentForLog2: table,
   };
-  // The segment grows by one byte per channel per byte of channel capacity; everything else
-  // (header, controls, queues, control rings, per-channel pages) is what the native layout
-  // needs at the smallest channels, less those channels' capacity.
-  const channels = localSize * (localSize - 1);
-  const fixed = segmentBytes(localSize, MIN_CHANNEL, native) - channels * MIN_CHANNEL;
-  const channel = config.shm.channelBytes === 'auto' ? channelBytes(budgetBytes - fixed, localSize) : config.shm.channelBytes;
-  const total = localSize > 1 ? fixed + channels * channel : 0;
+  const channel = config.shm.channelBytes === 'auto' ? AUTO_CHANNEL_BYTES : config.shm.channelBytes;
+  const channelMin = Math.min(MIN_CHANNEL, channel);
+  const { outboxHeaderBytes, channelBlockHeaderBytes } = nativeTables();
+  // The smallest outbox that holds one channel, and all but the outboxes (the native layout at
+  // outboxes of 0 bytes).
+  const smallestPool = outboxHeaderBytes + channelBlockHeaderBytes + channelMin;
+  const rest = segmentBytes(localSize, 0, native);
+  let pool = config.shm.channelPoolBytes;
+  if (pool === 'auto') {
+    pool = AUTO_POOL_CHANNELS * (channel + channelBlockHeaderBytes) + outboxHeaderBytes;
+    // Less when the budget cannot hold that for every rank, but never below one channel.
+    const share = Math.floor((budgetBytes - rest) / Math.max(1, localSize) / PAGE) * PAGE;
+    if (localSize > 1 && share < pool) pool = Math.max(share, smallestPool);
+  }
+  if (pool < smallestPool) {
+    throw new TopocollError('ECONFIG', `shm.channelPoolBytes = ${pool} cannot hold one channel of ${channelMin} bytes (${smallestPool} bytes with its headers)`, {
+      hint: 'Raise shm.channelPoolBytes.',
+    });
+  }
+  const total = localSize > 1 ? segmentBytes(localSize, pool, native) : 0;
   if (total > budgetBytes) {
+    const outboxes = total - rest;
     throw new TopocollError(
       'ECONFIG',
-      `the node's shared segment needs ${total} bytes for ${localSize} ranks (bcast queue ${queueBytes} bytes per rank, ${localSize * (localSize - 1)} channels of ${channel} bytes), more than shm.budgetBytes = ${budgetBytes}`,
+      `the node's shared segment needs ${total} bytes for ${localSize} ranks (per rank: a bcast queue of ${queueBytes} bytes and an outbox of ${outboxes / localSize} bytes for its channels; ${rest} bytes for queues, controls and the shared area, ${outboxes} for outboxes), more than shm.budgetBytes = ${budgetBytes}`,
       {
-        hint: 'Raise shm.budgetBytes or lower shm.bcast.queueBytes or shm.channelBytes.',
+        hint: 'Raise shm.budgetBytes, or lower shm.bcast.queueBytes or shm.channelPoolBytes.',
       },
     );
   }
-  return { channelBytes: channel, bcast: native, tree: formatTree(tree), segmentBytes: total };
+  return { channelBytes: channel, channelMinBytes: channelMin, channelPoolBytes: pool, bcast: native, tree: formatTree(tree), segmentBytes: total, budgetBytes };
 }

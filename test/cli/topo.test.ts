@@ -21,11 +21,13 @@ describe('topocoll topo', () => {
       { level: 'numa', units: 2, active: false, reason: 'same groups as socket' },
       { level: 'socket', units: 2, active: true },
     ]);
-    // 36 ranks: a quarter of the 64 MiB budget for the bcast queues (256 KiB each, the power of
-    // two below 16 MiB / 36), the rest for 1260 channels: 32 KiB each.
-    expect(report.sharedMemory).toMatchObject({ localRanks: 36, channelBytes: 32768, budgetBytes: 64 << 20, bcastQueueBytes: 262144 });
-    expect(report.sharedMemory.segmentBytes).toBeGreaterThan(36 * 35 * 32768 + 36 * 262144);
-    expect(report.sharedMemory.segmentBytes).toBeLessThanOrEqual(64 << 20);
+    // 36 ranks: per rank a 1 MiB bcast queue and an outbox for channels of 64 KiB … 1 MiB, made
+    // only to the ranks it sends to; nothing per pair of ranks.
+    expect(report.sharedMemory).toMatchObject({ localRanks: 36, channelBytes: 1 << 20, channelMinBytes: 64 << 10, bcastQueueBytes: 1 << 20 });
+    const { segmentBytes, channelPoolBytes, budgetBytes } = report.sharedMemory;
+    expect(segmentBytes).toBeGreaterThan(36 * (channelPoolBytes + (1 << 20)));
+    expect(segmentBytes).toBeLessThan(36 * (channelPoolBytes + (2 << 20)));
+    expect(segmentBytes).toBeLessThanOrEqual(budgetBytes);
   });
 
   it('reports this process: its cpus, whether it is bound, its locality string', async () => {

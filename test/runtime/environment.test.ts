@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { detectEnvironment } from '../../src/runtime/environment.js';
-import { channelBytes, shmLayout } from '../../src/runtime/shm-budget.js';
+import { shmLayout } from '../../src/runtime/shm-budget.js';
+import { autoShmBudgetBytes } from '../../src/topology/node-memory.js';
 import { parseConfig, validateConfig } from '../../src/config/load.js';
 import { nodeLayout } from '../../src/cli/launcher.js';
 import { thrown } from '../helpers/thrown.js';
@@ -106,20 +107,53 @@ describe('detectEnvironment, in the order of architecture §2.1', () => {
 });
 
 describe('shared-memory budget and emulated node layout', () => {
-  it('splits the budget into power-of-two channels between 16 KiB and 1 MiB', () => {
-    expect(channelBytes(64 << 20, 2)).toBe(1 << 20); // the ceiling
-    expect(channelBytes(8 << 20, 4)).toBe(512 << 10); // 12 channels: 683 KiB each → 512 KiB
-    expect(channelBytes(64 << 20, 8)).toBe(1 << 20); // 56 channels: 1.14 MiB each → 1 MiB
-    expect(channelBytes(64 << 20, 16)).toBe(256 << 10); // 240 channels: 273 KiB → 256 KiB
-    expect(channelBytes(64 << 20, 128)).toBe(16 << 10); // floor
+  it('lays a node segment out linearly in its ranks: per rank a bcast queue and an outbox, no per-pair part', () => {
+    // The defaults on a node with 512 GiB of memory and /dev/shm (its auto budget: 256 GiB), so
+    // that every size fits whatever this machine has.
+    const node = { devShmBytes: 512 * 2 ** 30, memoryBytes: 512 * 2 ** 30 };
+    const config = validateConfig({ shm: { budgetBytes: autoShmBudgetBytes(node) } });
+    const sizes = Array.from({ length: 1024 }, (_, i) => i + 1);
+    const segment = sizes.map((p) => shmLayout(config, p, 2).segmentBytes);
+    expect(segment[0]).toBe(0); // alone on its node: no segment
+    const layout = shmLayout(config, 8, 2);
+    // The largest channels to every peer of an 8-rank node fit each outbox, as the per-pair
+    // 1 MiB channels of before did.
+    expect(layout).toMatchObject({ channelBytes: 1 << 20, channelMinBytes: 64 << 10 });
+    expect(layout.channelPoolBytes).toBeGreaterThanOrEqual(7 * ((1 << 20) + 4096));
+    // Linear: each added rank costs the same (up to the page rounding of the rank controls and
+    // the shared area), from 2 to 1024 ranks.
+    const perRank = (segment[1023]! - segment[1]!) / 1022;
+    for (let p = 3; p <= 1024; p++) {
+      const step = segment[p - 1]! - segment[p - 2]!;
+      expect(Math.abs(step - perRank)).toBeLessThanOrEqual(64 << 10);
+    }
+    // And bounded per rank: the outbox, the queue and their controls, well under 10 MiB.
+    expect(perRank).toBeGreaterThan(layout.channelPoolBytes + layout.bcast.queueBytes);
+    expect(perRank).toBeLessThan(10 << 20);
+    expect(segment[127]!).toBeLessThan(128 * (10 << 20));
   });
 
-  it('takes shm.channelBytes as given, and refuses one that is not a power of two or does not fit the budget', () => {
+  it('takes the budget from the node: half of the smaller of /dev/shm and its memory', () => {
+    expect(autoShmBudgetBytes({ devShmBytes: 12 * 2 ** 30, memoryBytes: 24 * 2 ** 30 })).toBe(6 * 2 ** 30);
+    expect(autoShmBudgetBytes({ devShmBytes: Infinity, memoryBytes: 8 * 2 ** 30 })).toBe(4 * 2 ** 30);
+    // The default is this node's, and an explicit one wins.
+    expect(validateConfig({}).shm.budgetBytes).toBe(autoShmBudgetBytes());
+    expect(validateConfig({ shm: { budgetBytes: 64 << 20 } }).shm.budgetBytes).toBe(64 << 20);
+  });
+
+  it('takes shm.channelBytes as given, shrinks auto outboxes to an explicit budget, and refuses a segment over it', () => {
     expect(shmLayout(validateConfig({ shm: { channelBytes: 4 << 20 } }), 2, 2).channelBytes).toBe(4 << 20);
     expect(shmLayout(validateConfig({}), 2, 2).channelBytes).toBe(1 << 20);
     expect(thrown(() => parseConfig('shm:\n  channelBytes: 100000\n', 'c.yaml'), 'ECONFIG').message).toMatch(/c\.yaml:2:17: shm\.channelBytes.*power of two/);
-    const tooBig = thrown(() => shmLayout(validateConfig({ shm: { budgetBytes: 8 << 20, channelBytes: 4 << 20 } }), 4, 2), 'ECONFIG');
-    expect(tooBig.message).toMatch(/12 channels of 4194304 bytes\), more than shm\.budgetBytes = 8388608/);
+    // 48 ranks within the 64 MiB that used to be the default: smaller outboxes, still starts.
+    const small = shmLayout(validateConfig({ shm: { budgetBytes: 64 << 20 } }), 48, 2);
+    expect(small.channelPoolBytes).toBeLessThan(8 << 20);
+    expect(small.channelPoolBytes).toBeGreaterThanOrEqual(64 << 10);
+    expect(small.segmentBytes).toBeLessThanOrEqual(64 << 20);
+    const tooBig = thrown(() => shmLayout(validateConfig({ shm: { budgetBytes: 8 << 20, channelPoolBytes: 4 << 20 } }), 4, 2), 'ECONFIG');
+    expect(tooBig.message).toMatch(/needs \d+ bytes for 4 ranks \(per rank: a bcast queue of \d+ bytes and an outbox of 4194304 bytes.*more than shm\.budgetBytes = 8388608/);
+    const noChannel = thrown(() => shmLayout(validateConfig({ shm: { channelPoolBytes: 65536 } }), 4, 2), 'ECONFIG');
+    expect(noChannel.message).toMatch(/shm\.channelPoolBytes = 65536 cannot hold one channel of 65536 bytes/);
   });
 
   it('puts ranks on emulated nodes in blocks, the first N mod K nodes one larger', () => {

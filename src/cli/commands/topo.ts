@@ -35,7 +35,16 @@ export interface TopoReport {
   /** move_pages on a buffer this process first-touched: is first touch placing pages locally? */
   placement: PlacementReport;
   /** The node's shared segment for one rank per core (what `topocoll run -n <cores>` maps). */
-  sharedMemory: { localRanks: number; channelBytes: number; segmentBytes: number; budgetBytes: number; bcastQueueBytes: number; bcastTree: string };
+  sharedMemory: {
+    localRanks: number;
+    channelBytes: number;
+    channelMinBytes: number;
+    channelPoolBytes: number;
+    segmentBytes: number;
+    budgetBytes: number;
+    bcastQueueBytes: number;
+    bcastTree: string;
+  };
 }
 
 export function topoCommand(argv: string[], io: CliIo): number {
@@ -106,8 +115,10 @@ export function topoReport(hwlocXml: string | undefined, configPath: string | un
     sharedMemory: {
       localRanks,
       channelBytes: layout.channelBytes,
+      channelMinBytes: layout.channelMinBytes,
+      channelPoolBytes: layout.channelPoolBytes,
       segmentBytes: layout.segmentBytes,
-      budgetBytes: config.shm.budgetBytes,
+      budgetBytes: layout.budgetBytes,
       bcastQueueBytes: layout.bcast.queueBytes,
       bcastTree: layout.tree,
     },
@@ -133,7 +144,7 @@ function formatTopo(r: TopoReport): string {
   const mib = (b: number) => `${(b / 1048576).toFixed(1)} MiB`;
   const shm = r.sharedMemory;
   lines.push(
-    `shared memory per node: ${mib(shm.segmentBytes)} for ${shm.localRanks} ranks (bcast queues of ${shm.bcastQueueBytes / 1024} KiB, ${shm.bcastTree} tree; ${shm.localRanks * (shm.localRanks - 1)} channels of ${shm.channelBytes / 1024} KiB; budget ${mib(shm.budgetBytes)})`,
+    `shared memory per node: ${mib(shm.segmentBytes)} for ${shm.localRanks} ranks, ${mib(shm.segmentBytes / Math.max(1, shm.localRanks))} per rank: a bcast queue of ${shm.bcastQueueBytes / 1024} KiB (${shm.bcastTree} tree) and an outbox of ${mib(shm.channelPoolBytes)} for channels of ${shm.channelMinBytes / 1024}–${shm.channelBytes / 1024} KiB, made only to the ranks it sends to; budget ${mib(shm.budgetBytes)}`,
   );
   lines.push(`NUMA placement of first-touched memory (move_pages): ${describeResidency(r.placement)}`);
   if (!r.process.bound)
