@@ -108,6 +108,33 @@ const ONE_SIDED_CALL_TAG = 0x61c88647;
  * (fastest); the Promise twins run on the communicator's own native thread. Do not touch a
  * buffer while a Promise collective that uses it is pending.
  */
+/** What Communicator.sharedMemory() reports, in bytes (all 0 for a rank alone on its node). */
+export interface SharedMemoryReport {
+  /** shm.budgetBytes: the segment and the windows together may take this much. */
+  budgetBytes: number;
+  /** The node's segment, and its parts. */
+  segmentBytes: number;
+  localRanks: number;
+  segment: {
+    /** Its header and every rank's control block. */
+    controlBytes: number;
+    /** Every rank's outbox, from which it makes its channels. */
+    outboxesBytes: number;
+    /** Every rank's S0 bcast queue and its control rings. */
+    bcastQueuesBytes: number;
+    /** The node-wide area of small allreduces, allgathers and barriers. */
+    nodeAreaBytes: number;
+  };
+  /** One rank's outbox. */
+  outboxBytes: number;
+  /** The channels the node's ranks have made so far, their bytes (rings and headers), and the most of any one outbox. */
+  channels: number;
+  channelsBytes: number;
+  largestOutboxUse: number;
+  /** This communicator's shared windows on the node. */
+  windowsBytes: number;
+}
+
 export class Communicator {
   readonly rank: number;
   readonly size: number;
@@ -724,6 +751,32 @@ export class Communicator {
       send,
       recv,
     );
+  }
+
+  /**
+   * The node's shared memory as this communicator uses it: the budget, the segment and what it is
+   * made of (every part a fixed size per local rank), the channels the node's ranks have made
+   * so far out of their outboxes, and the windows. Local: reads the segment, sends nothing.
+   */
+  sharedMemory(): SharedMemoryReport {
+    this.ensureOpen();
+    const use = this.engine.sharedMemory();
+    return {
+      budgetBytes: this.config.shm.budgetBytes,
+      segmentBytes: use.segmentBytes,
+      localRanks: this.localSize,
+      segment: {
+        controlBytes: use.controlBytes,
+        outboxesBytes: use.outboxesBytes,
+        bcastQueuesBytes: use.bcastRegionsBytes,
+        nodeAreaBytes: use.nodeAreaBytes,
+      },
+      outboxBytes: use.outboxBytes,
+      channels: use.channels,
+      channelsBytes: use.channelsBytes,
+      largestOutboxUse: use.largestOutboxUse,
+      windowsBytes: this.windows.bytes,
+    };
   }
 
   /**

@@ -42,7 +42,7 @@ export type { LevelName } from './groups/levels.js';
 export { init, type InitOptions } from './init.js';
 export { createCommunicator, type CreateCommunicatorOptions } from './p2p/create-communicator.js';
 export type { PointToPoint, NativePointToPoint } from './p2p/point-to-point.js';
-export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } from './communicator.js';
+export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator, type SharedMemoryReport } from './communicator.js';
 export type { CollectiveRequest } from './runtime/request.js';
 export { userOp, type UserOp, type ReduceOpName } from './runtime/datatypes.js';
 export type { TypedArray } from './util/typed-array.js';

@@ -699,8 +699,8 @@ void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const voi
 ShmChannel& Engine::IncomingChannel(int local_peer, const WaitPolicy& policy, Guard& guard) {
   ShmChannel* channel = channels_->Incoming(local_peer);
   if (channel == nullptr) {
-    WaitUntil([&] { return (channel = channels_->Incoming(local_peer)) != nullptr; }, locals_[static_cast<size_t>(local_index_)].control->doorbell,
-              policy, guard);
+    WaitUntil([&] { return (channel = channels_->Incoming(local_peer)) != nullptr; },
+              locals_[static_cast<size_t>(local_index_)].control->doorbell, policy, guard);
   }
   return *channel;
 }
@@ -848,7 +848,12 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
     const bool receiving = header_left > 0 || body_left > 0;
     if (!out.done) tx.AnnounceWaitForRoom(policy);
     guard.WaitingOn(receiving ? s.peer2 : s.peer);
-    WaitUntil([&] { return (!out.done && tx.HalfFree()) || (receiving && (rx != nullptr || (rx = channels_->Incoming(s.local_peer2)) != nullptr) && rx->Arrived()); }, mine, policy, guard);
+    WaitUntil(
+        [&] {
+          return (!out.done && tx.HalfFree()) ||
+                 (receiving && (rx != nullptr || (rx = channels_->Incoming(s.local_peer2)) != nullptr) && rx->Arrived());
+        },
+        mine, policy, guard);
   }
 }
 

@@ -51,8 +51,8 @@ void ShmChannelPool::Want(const std::vector<int>& local_peers, int rank) {
     throw CollError("ECONFIG", "rank " + std::to_string(rank) + " sends to " + std::to_string(missing) +
                                    " more ranks of its node than it has channels for: its outbox (shm.channelPoolBytes = " +
                                    std::to_string(params_.pool_bytes) + ") has " + std::to_string(Left()) + " bytes left, " +
-                                   std::to_string(missing * smallest) + " needed for channels of " +
-                                   std::to_string(params_.min_capacity) + " bytes; raise shm.channelPoolBytes");
+                                   std::to_string(missing * smallest) + " needed for channels of " + std::to_string(params_.min_capacity) +
+                                   " bytes; raise shm.channelPoolBytes");
   }
   for (int peer : added) wanted_[static_cast<size_t>(peer)] = true;
   wanted_missing_ = missing;

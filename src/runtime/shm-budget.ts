@@ -80,9 +80,13 @@ export function shmLayout(config: TopocollConfig, localSize: number, cores: numb
     if (localSize > 1 && share < pool) pool = Math.max(share, smallestPool);
   }
   if (pool < smallestPool) {
-    throw new TopocollError('ECONFIG', `shm.channelPoolBytes = ${pool} cannot hold one channel of ${channelMin} bytes (${smallestPool} bytes with its headers)`, {
-      hint: 'Raise shm.channelPoolBytes.',
-    });
+    throw new TopocollError(
+      'ECONFIG',
+      `shm.channelPoolBytes = ${pool} cannot hold one channel of ${channelMin} bytes (${smallestPool} bytes with its headers)`,
+      {
+        hint: 'Raise shm.channelPoolBytes.',
+      },
+    );
   }
   const total = localSize > 1 ? segmentBytes(localSize, pool, native) : 0;
   if (total > budgetBytes) {
@@ -95,5 +99,13 @@ export function shmLayout(config: TopocollConfig, localSize: number, cores: numb
       },
     );
   }
-  return { channelBytes: channel, channelMinBytes: channelMin, channelPoolBytes: pool, bcast: native, tree: formatTree(tree), segmentBytes: total, budgetBytes };
+  return {
+    channelBytes: channel,
+    channelMinBytes: channelMin,
+    channelPoolBytes: pool,
+    bcast: native,
+    tree: formatTree(tree),
+    segmentBytes: total,
+    budgetBytes,
+  };
 }

@@ -383,7 +383,14 @@ throwsCode('freeShared of an ordinary array', 'EINVAL', () => comm.freeShared(ne
 const pending = comm.ibcast(big.subarray(0, 1000), 0);
 throwsCode('freeShared with a request pending', 'EINVAL', () => comm.freeShared(big));
 await pending;
-throwsCode('a window beyond shm.budgetBytes', 'ENOMEM', () => comm.allocShared(Uint8Array, 128 << 20));
+// Every rank asks for the whole budget: refused before anything is mapped, whatever the node has.
+const memory = comm.sharedMemory();
+same(
+  'sharedMemory(): the windows counted, the segment and windows within the budget',
+  [memory.windowsBytes > 0, memory.segmentBytes + memory.windowsBytes <= memory.budgetBytes],
+  [true, true],
+);
+throwsCode('a window beyond shm.budgetBytes', 'ENOMEM', () => comm.allocShared(Uint8Array, memory.budgetBytes));
 // The communicator goes on after the refused allocation.
 const after = Float64Array.of(rank);
 comm.allreduceSync(IN_PLACE, after, 'sum');

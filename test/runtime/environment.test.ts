@@ -151,7 +151,9 @@ describe('shared-memory budget and emulated node layout', () => {
     expect(small.channelPoolBytes).toBeGreaterThanOrEqual(64 << 10);
     expect(small.segmentBytes).toBeLessThanOrEqual(64 << 20);
     const tooBig = thrown(() => shmLayout(validateConfig({ shm: { budgetBytes: 8 << 20, channelPoolBytes: 4 << 20 } }), 4, 2), 'ECONFIG');
-    expect(tooBig.message).toMatch(/needs \d+ bytes for 4 ranks \(per rank: a bcast queue of \d+ bytes and an outbox of 4194304 bytes.*more than shm\.budgetBytes = 8388608/);
+    expect(tooBig.message).toMatch(
+      /needs \d+ bytes for 4 ranks \(per rank: a bcast queue of \d+ bytes and an outbox of 4194304 bytes.*more than shm\.budgetBytes = 8388608/,
+    );
     const noChannel = thrown(() => shmLayout(validateConfig({ shm: { channelPoolBytes: 65536 } }), 4, 2), 'ECONFIG');
     expect(noChannel.message).toMatch(/shm\.channelPoolBytes = 65536 cannot hold one channel of 65536 bytes/);
   });
