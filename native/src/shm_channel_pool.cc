@@ -14,7 +14,7 @@ OutboxHeader* HeaderOf(uint8_t* outbox) { return reinterpret_cast<OutboxHeader*>
 
 uint64_t FloorPowerOfTwo(uint64_t n) {
   uint64_t p = 1;
-  while (p * 2 <= n) p *= 2;
+  while (p <= n / 2) p *= 2;
   return p;
 }
 
@@ -33,6 +33,12 @@ ShmChannelPool::ShmChannelPool(std::vector<uint8_t*> outboxes, std::vector<Doorb
       wanted_(outboxes_.size(), false) {}
 
 uint64_t ShmChannelPool::Left() const { return params_.pool_bytes - kOutboxHeaderBytes - made_bytes_; }
+
+uint64_t ShmChannelPool::MostChannels() const {
+  const uint64_t fit = (params_.pool_bytes - kOutboxHeaderBytes) / (kChannelBlockHeaderBytes + params_.min_capacity);
+  const uint64_t peers = out_.size() - 1;
+  return fit < peers ? fit : peers;
+}
 
 void ShmChannelPool::Want(const std::vector<int>& local_peers, int rank) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -73,12 +79,17 @@ void ShmChannelPool::MakeChannels(int to) {
   uint8_t* outbox = outboxes_[static_cast<size_t>(local_index_)];
   OutboxHeader* header = HeaderOf(outbox);
   uint32_t count = header->count.load(std::memory_order_relaxed);
+  // One share for the whole batch, after setting aside the smallest channel for every peer
+  // that may still come (Want's guarantee; see the header).
+  const uint64_t most = MostChannels();
+  const uint64_t later = most > count + wanted_missing_ ? most - count - wanted_missing_ : 0;
+  const uint64_t set_aside = later * smallest < Left() ? later * smallest : 0;
+  const uint64_t share = (Left() - set_aside) / wanted_missing_;
+  uint64_t capacity = share > kChannelBlockHeaderBytes ? FloorPowerOfTwo(share - kChannelBlockHeaderBytes) : 0;
+  if (capacity > params_.max_capacity) capacity = params_.max_capacity;
+  if (capacity < params_.min_capacity) capacity = params_.min_capacity;  // the invariant keeps share ≥ smallest
   for (size_t peer = 0; peer < out_.size(); ++peer) {
     if (!wanted_[peer] || out_[peer].valid()) continue;
-    const uint64_t share = Left() / wanted_missing_;
-    uint64_t capacity = FloorPowerOfTwo(share - kChannelBlockHeaderBytes);
-    if (capacity > params_.max_capacity) capacity = params_.max_capacity;
-    if (capacity < params_.min_capacity) capacity = params_.min_capacity;  // Want keeps share ≥ smallest
     const uint64_t offset = kOutboxHeaderBytes + made_bytes_;
     auto* block = reinterpret_cast<ChannelBlock*>(outbox + offset);
     block->to = static_cast<uint32_t>(peer);

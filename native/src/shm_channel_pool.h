@@ -24,12 +24,15 @@
 // which the sender's first message rings, after step 2.
 //
 // Capacities. Each rank declares the local ranks its schedules send to (Want, from SetPlan). When
-// it makes its channels (at the first send that needs one), every wanted peer without a channel
-// gets an equal share of what the outbox has left, rounded down to a power of two and clamped to
-// [min_capacity, max_capacity]. Want refuses (ECONFIG) a set of peers the rest of the outbox
-// cannot hold at min_capacity each, so a schedule never finds its channel missing; and each share
-// leaves every other wanted peer at least min_capacity, so that stays true as channels are made.
-// A message to a rank nobody declared (none today) still gets a channel while room remains.
+// it makes its channels (at the first send that needs one), every declared peer without a channel
+// gets the same share, a power of two in [min_capacity, max_capacity], of what the outbox has left
+// after the smallest channel (min_capacity and its header) is set aside for every other peer that
+// may still come — every other local rank, or as many as the outbox holds at that size, whichever
+// is fewer. So however schedules are registered (they may be, one root at a time, after channels
+// were made), a rank can always make a channel to that many peers, and Want refuses (ECONFIG) only
+// a set beyond them. With 8 MiB outboxes: 1 MiB to each of 7 peers on an 8-rank node, 512 KiB …
+// 1 MiB to the few peers of the usual schedules at 32 ranks, 64 KiB for every peer at 128.
+// A message to a rank nobody declared (none today) takes a share the same way.
 //
 // Threads: Want runs where schedules are registered (the JavaScript thread); Outgoing and
 // Incoming where collectives run, one collective at a time. The wanted set is under a mutex;
@@ -104,8 +107,11 @@ class ShmChannelPool {
  private:
   void MakeChannels(int to);
   bool Find(int from);
-  // Bytes this rank's outbox has left, and its wanted peers without a channel (under mutex_).
+  // Bytes this rank's outbox has left (under mutex_).
   uint64_t Left() const;
+  // The most channels an outbox is sure to hold: one to every other rank at min_capacity, or as
+  // many as fit.
+  uint64_t MostChannels() const;
 
   std::vector<uint8_t*> outboxes_;
   std::vector<Doorbell*> doorbells_;
