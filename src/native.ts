@@ -436,7 +436,7 @@ export class NativeEngine {
 
   /** Registers a compiled schedule (`encodeSchedule`) under `id`. */
   setPlan(id: number, steps: Int32Array): void {
-    this.raw.setPlan(id, steps);
+    guarded(this.rank, () => this.raw.setPlan(id, steps));
   }
 
   /**

@@ -237,7 +237,13 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
       const bool sends = s.kind == StepKind::kSend || s.kind == StepKind::kSendRecv || s.kind == StepKind::kSendRecvReduce;
       if (sends && s.local_peer >= 0) sends_to.push_back(s.local_peer);
     }
-    channels_->Want(sends_to, options_.rank);
+    try {
+      channels_->Want(sends_to, options_.rank);
+    } catch (const CollError& e) {
+      // The others of the node will wait for this rank's messages: they learn why at once.
+      Abort(e.code(), e.what());
+      throw;
+    }
   }
   if (plans_.size() <= static_cast<size_t>(id)) plans_.resize(static_cast<size_t>(id) + 1);
   plans_[static_cast<size_t>(id)] = std::make_unique<std::vector<Step>>(std::move(steps));

@@ -97,7 +97,7 @@ constexpr uint64_t WindowBcastMinBytes(bool oversubscribed) { return oversubscri
 constexpr size_t kStepWords = 12;
 // Error codes an abort carries, by the index that travels in the node's segment and in abort
 // notices (index 0: no abort). Append only: ranks of one job must agree on the indices.
-inline constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL"};
+inline constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL", "ECONFIG"};
 
 struct EngineOptions {
   int rank = 0;

@@ -55,7 +55,7 @@ void ShmChannelPool::Want(const std::vector<int>& local_peers, int rank) {
   const uint64_t smallest = kChannelBlockHeaderBytes + params_.min_capacity;
   if (Left() < missing * smallest) {
     throw CollError("ECONFIG", "rank " + std::to_string(rank) + " sends to " + std::to_string(missing) +
-                                   " more ranks of its node than it has channels for: its outbox (shm.channelPoolBytes = " +
+                                   " more ranks of its node than it has channels for: its outbox (shm.channelPoolBytes, page-rounded: " +
                                    std::to_string(params_.pool_bytes) + ") has " + std::to_string(Left()) + " bytes left, " +
                                    std::to_string(missing * smallest) + " needed for channels of " + std::to_string(params_.min_capacity) +
                                    " bytes; raise shm.channelPoolBytes");

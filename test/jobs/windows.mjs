@@ -387,8 +387,8 @@ await pending;
 const memory = comm.sharedMemory();
 same(
   'sharedMemory(): the windows counted, the segment and windows within the budget',
-  [memory.windowsBytes > 0, memory.segmentBytes + memory.windowsBytes <= memory.budgetBytes],
-  [true, true],
+  [Number(memory.windowsBytes > 0), Number(memory.segmentBytes + memory.windowsBytes <= memory.budgetBytes)],
+  [1, 1],
 );
 throwsCode('a window beyond shm.budgetBytes', 'ENOMEM', () => comm.allocShared(Uint8Array, memory.budgetBytes));
 // The communicator goes on after the refused allocation.
