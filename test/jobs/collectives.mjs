@@ -5,6 +5,12 @@
 // library's own output. Prints one line `rank R ok N` or throws (non-zero exit).
 //
 // Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB (allgather: 4 MiB + 1 per rank); [--quick] fewer sizes;
+// [--smoke] for nodes of many ranks (64, 128 on 2 cores): still every collective, but a few
+// types, operators and sizes (1, 7, 1000, one 8 KiB allgather block, 64 KiB + a few bytes through
+// the channels), roots 0…4, the middle rank and the last, allgather blocks of at most 8 KiB + 8;
+// [--memory] at the end checks comm.sharedMemory() on a node of several ranks: under 10 MiB of
+// segment per rank, channels made only for some pairs, within the outboxes, segment and windows
+// within the budget; local rank 0 prints it as a line `memory {JSON}`;
 // [--late M] a bcast of M MiB that the ranks off the root's node come to late; [--layer socket]
 // makes the communicator with createCommunicator over the Unix-socket test layer
 // (socket-layer.mjs, its sockets in $TOPOCOLL_P2P_DIR) instead of init().
@@ -82,7 +88,26 @@ const isFloat = (/** @type {ArrayType} */ T) => T === Float32Array || T === Floa
 /** @type {ReduceOpName[]} */
 const OPS = ['sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor'];
 const opsFor = (/** @type {ArrayType} */ T) => (isFloat(T) ? OPS.slice(0, 4) : OPS);
-const SIZES = args.has('--quick') ? [0, 1, 5] : [0, 1, 2, 3, 4, 7, 33, 1000];
+const smoke = args.has('--smoke');
+const SIZES = smoke ? [1, 7] : args.has('--quick') ? [0, 1, 5] : [0, 1, 2, 3, 4, 7, 33, 1000];
+/** The typed array class of that name. */
+const typeNamed = (/** @type {string} */ name) => {
+  const T = TYPES.find((t) => t.name === name);
+  if (T === undefined) throw new Error(`no typed array class ${name}`);
+  return T;
+};
+/** The (type, operator) pairs of the allreduce and reduce checks: all of them, or a few with --smoke. */
+/** @type {[ArrayType, ReduceOpName][]} */
+const PAIRS = smoke
+  ? /** @type {[string, ReduceOpName][]} */ ([
+      ['Int32Array', 'sum'],
+      ['Float64Array', 'max'],
+      ['BigInt64Array', 'prod'],
+      ['Uint8Array', 'bxor'],
+      ['Float32Array', 'min'],
+      ['Int16Array', 'land'],
+    ]).map(([name, op]) => [typeNamed(name), op])
+  : TYPES.flatMap((T) => opsFor(T).map((op) => /** @type {[ArrayType, ReduceOpName]} */ ([T, op])));
 
 /** Input of rank r at index i for operator op: small values so every float result is exact. */
 /**
@@ -173,33 +198,63 @@ function expectEqual(got, want, what) {
   }
 }
 
-const roots = Array.from({ length: size }, (_, r) => r);
+/** The roots of reduce and bcast: every rank, or with --smoke the first five, the middle one and the last. */
+const roots = smoke ? [...new Set([0, 1, 2, 3, 4, size >> 1, size - 1].filter((r) => r < size))] : Array.from({ length: size }, (_, r) => r);
 
-// Allreduce and reduce: every type × operator × size; roots rotate with the size.
-for (const T of TYPES) {
-  for (const op of opsFor(T)) {
-    for (const [k, n] of SIZES.entries()) {
-      const want = reference(T, op, n);
-      const mine = fill(T, op, rank, n);
-      const out = new T(n);
-      await call.allreduce(mine, out, op);
-      expectEqual(out, want, `allreduce${Sync} ${T.name} ${op} n=${n}`);
+// Allreduce and reduce: every type × operator × size (--smoke: a few pairs); roots rotate with the size.
+for (const [T, op] of PAIRS) {
+  for (const [k, n] of SIZES.entries()) {
+    const want = reference(T, op, n);
+    const mine = fill(T, op, rank, n);
+    const out = new T(n);
+    await call.allreduce(mine, out, op);
+    expectEqual(out, want, `allreduce${Sync} ${T.name} ${op} n=${n}`);
 
-      const inPlace = fill(T, op, rank, n);
-      await comm.allreduce(IN_PLACE, inPlace, op);
-      expectEqual(inPlace, want, `allreduce IN_PLACE ${T.name} ${op} n=${n}`);
+    const inPlace = fill(T, op, rank, n);
+    await comm.allreduce(IN_PLACE, inPlace, op);
+    expectEqual(inPlace, want, `allreduce IN_PLACE ${T.name} ${op} n=${n}`);
 
-      const root = roots[(k + TYPES.indexOf(T)) % size];
-      const result = rank === root ? new T(n) : null;
-      await call.reduce(mine, result, op, root);
-      if (rank === root) expectEqual(/** @type {Values} */ (result), want, `reduce${Sync} ${T.name} ${op} n=${n} root=${root}`);
-    }
+    const root = roots[(k + TYPES.indexOf(T)) % roots.length];
+    const result = rank === root ? new T(n) : null;
+    await call.reduce(mine, result, op, root);
+    if (rank === root) expectEqual(/** @type {Values} */ (result), want, `reduce${Sync} ${T.name} ${op} n=${n} root=${root}`);
+  }
+}
+
+// With --smoke, 64 KiB and a few bytes: past the shared area's 8 KiB, through the channels
+// (allreduce, reduce) and the bcast engine, from two roots. Before the reduces and bcasts at
+// several roots below: their trees then ask for channels to more peers once the channels of
+// these large messages are made, as in a program that works on large data first.
+if (smoke) {
+  const m = (64 << 10) / 4 + 3;
+  const mine = Uint32Array.from({ length: m }, (_, i) => (i * 5 + rank * 3) % 1000);
+  const want = Uint32Array.from({ length: m }, (_, i) => {
+    let s = 0;
+    for (let r = 0; r < size; r++) s += (i * 5 + r * 3) % 1000;
+    return s;
+  });
+  const out = new Uint32Array(m);
+  await call.allreduce(mine, out, 'sum');
+  expectEqual(out, want, `allreduce${Sync} 64 KiB + 12`);
+  const root = size >> 1;
+  const result = rank === root ? new Uint32Array(m) : null;
+  await call.reduce(mine, result, 'sum', root);
+  if (rank === root) expectEqual(/** @type {Values} */ (result), want, `reduce${Sync} 64 KiB + 12 root=${root}`);
+  for (const r of [0, size - 1]) {
+    const buf = new Uint8Array((64 << 10) + 3);
+    if (rank === r) for (let i = 0; i < buf.length; i++) buf[i] = (i * 11 + r) & 0xff;
+    await call.bcast(buf, r);
+    expectEqual(
+      buf,
+      Uint8Array.from({ length: buf.length }, (_, i) => (i * 11 + r) & 0xff),
+      `bcast${Sync} 64 KiB + 3 root=${r}`,
+    );
   }
 }
 
 // Reduce and bcast at every root, Sync and Promise.
 for (const root of roots) {
-  for (const n of [0, 1, 5, 1000]) {
+  for (const n of smoke ? [1, 1000] : [0, 1, 5, 1000]) {
     const want = reference(Int32Array, 'sum', n);
     const mine = fill(Int32Array, 'sum', rank, n);
     if (rank === root) {
@@ -248,7 +303,7 @@ for (const root of roots) {
     });
     return out;
   };
-  for (const T of TYPES) {
+  for (const T of smoke ? ['Uint8Array', 'Float64Array', 'BigInt64Array'].map(typeNamed) : TYPES) {
     for (const n of SIZES) {
       const counts = Array(size).fill(n);
       const want = concat(T, counts);
@@ -278,13 +333,16 @@ for (const root of roots) {
   }
   // Blocks at the largest the one-node shared area takes while ranks have cores (4 KiB) and
   // just past it, alone or beside small and empty ones: one path or the other, the same
-  // result; and blocks of several 64 KiB rounds through it (with more ranks than cores).
+  // result; and blocks of several 64 KiB rounds through it (with more ranks than cores; with
+  // --smoke, blocks of 8 KiB + 8 at most: the rounds' blocks grow with the ranks).
   for (const counts of [
     Array.from({ length: size }, () => 512),
     Array.from({ length: size }, (_, r) => (r === size - 1 ? 513 : 512)),
     Array.from({ length: size }, (_, r) => (r % 2 === 0 ? 512 : r % 3)),
     Array.from({ length: size }, (_, r) => (r === 0 ? 513 : 0)),
-    Array.from({ length: size }, (_, r) => (r === 0 ? 20000 : r % 2 === 0 ? 0 : 8192 * r + 1)),
+    smoke
+      ? Array.from({ length: size }, (_, r) => (r % 3 === 0 ? 1025 : r % 3))
+      : Array.from({ length: size }, (_, r) => (r === 0 ? 20000 : r % 2 === 0 ? 0 : 8192 * r + 1)),
   ]) {
     const want = concat(Float64Array, counts);
     const out = new Float64Array(want.length);
@@ -434,6 +492,30 @@ if (argv.includes('--late')) {
 }
 
 await call.barrier();
+
+// The node's shared memory after all of the above (every bound holds at any moment, whatever
+// channels the node's other ranks are still making): linear in its ranks, not in their pairs.
+if (args.has('--memory')) {
+  const m = comm.sharedMemory();
+  const L = comm.localSize;
+  /** @type {(ok: boolean, what: string) => void} */
+  const expect = (ok, what) => {
+    checks++;
+    if (!ok) throw new Error(`sharedMemory(): ${what}: ${JSON.stringify(m)}`);
+  };
+  expect(L > 1 && m.localRanks === L, `localRanks ${m.localRanks}, expected this node's ${L} (several)`);
+  expect(m.segmentBytes / L < 10 * 2 ** 20, `segmentBytes / localRanks = ${m.segmentBytes / L}, not under 10 MiB`);
+  expect(m.segment.outboxesBytes === L * m.outboxBytes, `outboxesBytes ${m.segment.outboxesBytes} is not localRanks × outboxBytes`);
+  const { controlBytes, outboxesBytes, bcastQueuesBytes, nodeAreaBytes } = m.segment;
+  expect(controlBytes + outboxesBytes + bcastQueuesBytes + nodeAreaBytes <= m.segmentBytes, 'the parts add up to more than the segment');
+  expect(m.channels > 0 && m.channels < L * (L - 1), `${m.channels} channels, expected some but fewer than the ${L * (L - 1)} pairs`);
+  expect(m.channelsBytes <= outboxesBytes, `channelsBytes ${m.channelsBytes} beyond the outboxes' ${outboxesBytes}`);
+  expect(m.largestOutboxUse <= m.outboxBytes, `largestOutboxUse ${m.largestOutboxUse} beyond an outbox of ${m.outboxBytes}`);
+  expect(m.segmentBytes + m.windowsBytes <= m.budgetBytes, `segment ${m.segmentBytes} + windows ${m.windowsBytes} beyond the budget ${m.budgetBytes}`);
+  // One line per node for the test: `memory {…}`, the report as JSON.
+  if (comm.localRank === 0) console.log(`memory ${JSON.stringify(m)}`);
+}
+
 console.log(`rank ${rank} ok ${checks}`);
 comm.close();
 await layer?.close();
