@@ -35,15 +35,18 @@ for (const c of checkouts) if (c !== here) copyFileSync(join(here, 'bench/shm-sc
 const shmem = () => Number(/^Shmem:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1] ?? NaN) * 1024;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-/** The segment each checkout lays out for p ranks with its defaults (an ECONFIG message if it refuses). */
-async function segmentOf(checkout, p) {
-  const { validateConfig } = await import(pathToFileURL(join(checkout, 'dist/config/load.js')).href);
-  const { shmLayout } = await import(pathToFileURL(join(checkout, 'dist/runtime/shm-budget.js')).href);
-  try {
-    return shmLayout(validateConfig({}), p, cpus().length).segmentBytes;
-  } catch (e) {
-    return String(e.message);
-  }
+/**
+ * The segment each checkout lays out for p ranks with its defaults (an ECONFIG message if it
+ * refuses), asked in a process of its own: two builds of the addon cannot share one process.
+ */
+function segmentOf(checkout, p) {
+  const script = `
+    const { validateConfig } = await import(${JSON.stringify(pathToFileURL(join(checkout, 'dist/config/load.js')).href)});
+    const { shmLayout } = await import(${JSON.stringify(pathToFileURL(join(checkout, 'dist/runtime/shm-budget.js')).href)});
+    try { console.log(JSON.stringify(shmLayout(validateConfig({}), ${p}, ${cpus().length}).segmentBytes)); }
+    catch (e) { console.log(JSON.stringify(String(e.message))); }`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+  return JSON.parse(r.stdout.trim() || JSON.stringify(r.stderr));
 }
 
 const rows = [];
@@ -74,7 +77,7 @@ for (const p of ranks) {
   }
   for (const [i, c] of checkouts.entries()) {
     const s = samples[i];
-    const segment = await segmentOf(c, p);
+    const segment = segmentOf(c, p);
     const row = {
       p,
       checkout: c,
