@@ -178,7 +178,8 @@ const shm = z
     /**
      * Bytes of the largest one-way channel between two ranks of a node (a power of two, 16 KiB …
      * 64 MiB); `auto`: 1 MiB. A rank's channels are made from its outbox when it first needs
-     * them, each an equal share of what is left there, down to 64 KiB (or this, if smaller).
+     * them: an equal share of what is left there once the smallest channel (64 KiB, or this if
+     * smaller) is kept for every other rank of the node.
      */
     channelBytes: auto(
       z
