@@ -101,13 +101,6 @@ const WINDOW_CALL_TAG = 0x165667b1;
 /** Marks S1's one-sided bcasts the same way (oneSidedTag). */
 const ONE_SIDED_CALL_TAG = 0x61c88647;
 
-/**
- * A group of processes that run collectives together. Every rank must call the same
- * collectives in the same order with matching arguments (MPI semantics); mismatches that can be
- * detected raise EMISMATCH. `*Sync` methods run on the calling thread and block the event loop
- * (fastest); the Promise twins run on the communicator's own native thread. Do not touch a
- * buffer while a Promise collective that uses it is pending.
- */
 /** What Communicator.sharedMemory() reports, in bytes (all 0 for a rank alone on its node). */
 export interface SharedMemoryReport {
   /** shm.budgetBytes: the segment and the windows together may take this much. */
@@ -135,6 +128,13 @@ export interface SharedMemoryReport {
   windowsBytes: number;
 }
 
+/**
+ * A group of processes that run collectives together. Every rank must call the same
+ * collectives in the same order with matching arguments (MPI semantics); mismatches that can be
+ * detected raise EMISMATCH. `*Sync` methods run on the calling thread and block the event loop
+ * (fastest); the Promise twins run on the communicator's own native thread. Do not touch a
+ * buffer while a Promise collective that uses it is pending.
+ */
 export class Communicator {
   readonly rank: number;
   readonly size: number;

@@ -201,9 +201,8 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
  * none (Infinity): an exchange between two ranks of a node interleaves its send and its receive
  * piece by piece, so no channel has to hold a whole segment. Between nodes both sides send
  * before they receive, so a segment must fit the native TCP limit and the smallest channel an
- * outbox of any node may make (less two message headers: an exchange step may pair a local peer with a remote
- * one). The same on every rank: channel sizes follow from the configuration and each node's
- * rank count, which every rank knows.
+ * outbox of any node may make (less two message headers: an exchange step may pair a local peer
+ * with a remote one). The same on every rank: it follows from the configuration alone.
  */
 export function eagerBytes(config: TopocollConfig, plan: GroupPlan): number {
   const perNode = new Map<string, number>();

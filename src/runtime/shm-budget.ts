@@ -36,7 +36,7 @@ export interface ShmLayout {
 }
 
 /** The largest channel `auto` picks: larger rings streamed through the L3 and were slower (bench/history). */
-export const AUTO_CHANNEL_BYTES = 1024 * 1024;
+const AUTO_CHANNEL_BYTES = 1024 * 1024;
 /**
  * The smallest channel an outbox makes. Exchanges between nodes send a whole segment into a
  * channel before they receive (job-planner.ts, eagerBytes): at 64 KiB a channel still holds the
