@@ -30,8 +30,9 @@
 // may still come — every other local rank, or as many as the outbox holds at that size, whichever
 // is fewer. So however schedules are registered (they may be, one root at a time, after channels
 // were made), a rank can always make a channel to that many peers, and Want refuses (ECONFIG) only
-// a set beyond them. With 8 MiB outboxes: 1 MiB to each of 7 peers on an 8-rank node, 512 KiB …
-// 1 MiB to the few peers of the usual schedules at 32 ranks, 64 KiB for every peer at 128.
+// a set beyond them. With 8 MiB outboxes and 1 MiB the largest: 1 MiB to each of 7 peers, 512 KiB
+// to 7 peers of 40 ranks, 64 KiB for every peer at 128 (TypeScript picks the largest per node
+// size: src/runtime/shm-budget.ts).
 // A message to a rank nobody declared (none today) takes a share the same way.
 //
 // Threads: Want runs where schedules are registered (the JavaScript thread); Outgoing and

@@ -177,9 +177,10 @@ const shm = z
     ).transform((v) => (v === 'auto' ? autoShmBudgetBytes() : v)),
     /**
      * Bytes of the largest one-way channel between two ranks of a node (a power of two, 16 KiB …
-     * 64 MiB); `auto`: 1 MiB. A rank's channels are made from its outbox when it first needs
-     * them: an equal share of what is left there once the smallest channel (64 KiB, or this if
-     * smaller) is kept for every other rank of the node.
+     * 64 MiB); `auto`: 1 MiB, halved until a ring per ordered pair of the node's ranks would fit
+     * 48 MiB (512 KiB at 8 ranks, 64 KiB from 21). A rank's channels are made from its outbox
+     * when it first needs them: an equal share of what is left there once the smallest channel
+     * (64 KiB, or this if smaller) is kept for every other rank of the node.
      */
     channelBytes: auto(
       z
@@ -191,7 +192,8 @@ const shm = z
     ),
     /**
      * Bytes of each rank's outbox, from which its channels to the ranks it sends to are made;
-     * `auto`: 8 × channelBytes, less if the budget cannot hold that for every local rank.
+     * `auto`: 8 MiB and headers (127 channels of 64 KiB), less if the budget cannot hold that for
+     * every local rank.
      */
     channelPoolBytes: auto(
       z

@@ -43,8 +43,22 @@ const AUTO_CHANNEL_BYTES = 1024 * 1024;
  * TCP eager limit, less two headers.
  */
 const MIN_CHANNEL = 64 * 1024;
-/** `auto` outboxes hold this many of the largest channels: one to each peer of an 8-rank node. */
+/** `auto` outboxes hold this many channels of 1 MiB: 127 peers at the smallest channel. */
 const AUTO_POOL_CHANNELS = 8;
+
+/**
+ * `auto` halves the largest channel until a ring for every ordered pair of the node's ranks would
+ * fit this much (not below the smallest channel): the sizes the per-pair layout had within its
+ * 64 MiB, which measured fastest for large messages with ranks sharing cores (at 8 ranks on 2
+ * cores, 1 MiB rings took a 1 MiB allreduce 1.13× longer than 512 KiB ones; bench/RESULTS.md).
+ */
+const AUTO_RINGS_BYTES = 48 * 1024 * 1024;
+/** shm.channelBytes for `auto`: 1 MiB up to 7 ranks, 512 KiB at 8–10, 256 KiB at 11–14, 128 KiB at 15–20, 64 KiB from 21. */
+export function autoChannelBytes(localSize: number): number {
+  let bytes = AUTO_CHANNEL_BYTES;
+  while (bytes > MIN_CHANNEL && localSize * (localSize - 1) * bytes > AUTO_RINGS_BYTES) bytes /= 2;
+  return bytes;
+}
 
 export function shmLayout(config: TopocollConfig, localSize: number, cores: number): ShmLayout {
   const { budgetBytes, bcast, model } = config.shm;
@@ -65,7 +79,7 @@ export function shmLayout(config: TopocollConfig, localSize: number, cores: numb
     radix: tree.radix,
     fragmentForLog2: table,
   };
-  const channel = config.shm.channelBytes === 'auto' ? AUTO_CHANNEL_BYTES : config.shm.channelBytes;
+  const channel = config.shm.channelBytes === 'auto' ? autoChannelBytes(localSize) : config.shm.channelBytes;
   const channelMin = Math.min(MIN_CHANNEL, channel);
   const { outboxHeaderBytes, channelBlockHeaderBytes } = nativeTables();
   // The smallest outbox that holds one channel, and all but the outboxes (the native layout at
@@ -74,7 +88,7 @@ export function shmLayout(config: TopocollConfig, localSize: number, cores: numb
   const rest = segmentBytes(localSize, 0, native);
   let pool = config.shm.channelPoolBytes;
   if (pool === 'auto') {
-    pool = AUTO_POOL_CHANNELS * (channel + channelBlockHeaderBytes) + outboxHeaderBytes;
+    pool = AUTO_POOL_CHANNELS * (AUTO_CHANNEL_BYTES + channelBlockHeaderBytes) + outboxHeaderBytes;
     // Less when the budget cannot hold that for every rank, but never below one channel.
     const share = Math.floor((budgetBytes - rest) / Math.max(1, localSize) / PAGE) * PAGE;
     if (localSize > 1 && share < pool) pool = Math.max(share, smallestPool);

@@ -116,10 +116,13 @@ describe('shared-memory budget and emulated node layout', () => {
     const segment = sizes.map((p) => shmLayout(config, p, 2).segmentBytes);
     expect(segment[0]).toBe(0); // alone on its node: no segment
     const layout = shmLayout(config, 8, 2);
-    // The largest channels to every peer of an 8-rank node fit each outbox, as the per-pair
-    // 1 MiB channels of before did.
-    expect(layout).toMatchObject({ channelBytes: 1 << 20, channelMinBytes: 64 << 10 });
+    // The largest channel is what the per-pair layout had (every pair's ring within 48 MiB):
+    // 1 MiB up to 7 ranks, 512 KiB at 8, 128 KiB at 16, 64 KiB from 21; the outbox holds one of
+    // 1 MiB to each peer of an 8-rank node, and the smallest to each of 127.
+    expect([2, 7, 8, 10, 11, 16, 20, 21, 128].map((p) => shmLayout(config, p, 2).channelBytes / 1024)).toEqual([1024, 1024, 512, 512, 256, 128, 128, 64, 64]);
+    expect(layout).toMatchObject({ channelBytes: 512 << 10, channelMinBytes: 64 << 10 });
     expect(layout.channelPoolBytes).toBeGreaterThanOrEqual(7 * ((1 << 20) + 4096));
+    expect(layout.channelPoolBytes).toBeGreaterThanOrEqual(4096 + 127 * ((64 << 10) + 512));
     // Linear: each added rank costs the same (up to the page rounding of the rank controls and
     // the shared area), from 2 to 1024 ranks.
     const perRank = (segment[1023]! - segment[1]!) / 1022;
