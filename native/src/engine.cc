@@ -48,7 +48,8 @@ int Engine::ListenTcp(const std::string& address) { return tcp_.Listen(address);
 
 void Engine::CreateSegment(const std::string& name) {
   const size_t local_size = options_.local_ranks.size();
-  const size_t bytes = SegmentLayout(local_size, options_.channels.pool_bytes, options_.bcast).total_bytes();
+  const SegmentLayout layout = Layout();
+  const size_t bytes = layout.total_bytes();
   segment_ = ShmSegment::Create(name, bytes);
   created_name_ = name;
   auto* h = new (segment_.base()) SegmentHeader();
@@ -56,7 +57,7 @@ void Engine::CreateSegment(const std::string& name) {
   h->version = kSegmentVersion;
   h->local_size = static_cast<uint32_t>(local_size);
   h->total_bytes = bytes;
-  h->outbox_bytes = SegmentLayout(local_size, options_.channels.pool_bytes, options_.bcast).outbox_bytes();
+  h->outbox_bytes = layout.outbox_bytes();
   h->asymmetric_fences = options_.asymmetric_fences && RegisterForMembarrier() ? 1 : 0;
   InitViews();
 }
@@ -78,9 +79,9 @@ uint8_t* Engine::OpenWindow(uint32_t id, const std::string& name, const std::vec
 void Engine::OpenSegment(const std::string& name) {
   segment_ = ShmSegment::Open(name);
   const auto* h = reinterpret_cast<const SegmentHeader*>(segment_.base());
+  const SegmentLayout layout = Layout();
   if (h->magic != kSegmentMagic || h->version != kSegmentVersion || h->local_size != options_.local_ranks.size() ||
-      h->outbox_bytes != SegmentLayout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast).outbox_bytes() ||
-      h->total_bytes != SegmentLayout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast).total_bytes()) {
+      h->outbox_bytes != layout.outbox_bytes() || h->total_bytes != layout.total_bytes()) {
     throw CollError("EINVAL", "shared segment " + name + " does not match this job's layout");
   }
   // The creator chose asymmetric fences for the whole node: every waker skips its fence from
@@ -94,7 +95,7 @@ void Engine::OpenSegment(const std::string& name) {
 
 void Engine::InitViews() {
   const size_t local_size = options_.local_ranks.size();
-  const SegmentLayout layout(local_size, options_.channels.pool_bytes, options_.bcast);
+  const SegmentLayout layout = Layout();
   uint8_t* base = segment_.base();
   header_ = layout.Header(base);
   policy_.asymmetric = yield_policy_.asymmetric = header_->asymmetric_fences != 0;
@@ -290,6 +291,8 @@ const std::vector<Step>* Engine::Plan(int id) const {
   return plans_[static_cast<size_t>(id)].get();
 }
 
+SegmentLayout Engine::Layout() const { return SegmentLayout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast); }
+
 int Engine::LocalIndex(int rank) const {
   auto it = local_index_of_.find(rank);
   return it == local_index_of_.end() ? -1 : it->second;
@@ -298,7 +301,7 @@ int Engine::LocalIndex(int rank) const {
 Engine::SharedMemoryUse Engine::shared_memory_use() const {
   SharedMemoryUse use;
   if (header_ == nullptr) return use;
-  const SegmentLayout layout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast);
+  const SegmentLayout layout = Layout();
   use.segment = layout.total_bytes();
   use.controls = layout.control_bytes();
   use.outboxes = layout.outboxes_bytes();
@@ -312,7 +315,7 @@ Engine::SharedMemoryUse Engine::shared_memory_use() const {
 FastPathLayout Engine::fast_path_layout() const {
   FastPathLayout l{};
   if (header_ == nullptr) return l;
-  const SegmentLayout layout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast);
+  const SegmentLayout layout = Layout();
   auto* base = reinterpret_cast<uint8_t*>(header_);
   const auto at = [base](const void* p) { return static_cast<size_t>(static_cast<const uint8_t*>(p) - base); };
   l.abort_code = at(&header_->abort_code);

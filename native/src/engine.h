@@ -37,6 +37,8 @@
 
 namespace topocoll {
 
+class SegmentLayout;  // segment_layout.h
+
 // One step of a schedule; src/algorithms/schedule.ts defines the semantics (buffer B of the
 // phase, segments, block ranges, reduction order, eager exchanges).
 enum class StepKind : int32_t {
@@ -373,6 +375,8 @@ class Engine {
   uint8_t* Scratch(size_t bytes);
 
   // --- lookups (engine.cc) ---
+  // The node segment's map, from this job's options (the same on every rank of the node).
+  SegmentLayout Layout() const;
   int LocalIndex(int rank) const;
   // How to wait on a local peer (an index into locals_), or on a shared-memory group's members.
   const WaitPolicy& PolicyFor(int local_peer) const;

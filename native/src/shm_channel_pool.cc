@@ -34,8 +34,10 @@ ShmChannelPool::ShmChannelPool(std::vector<uint8_t*> outboxes, std::vector<Doorb
 
 uint64_t ShmChannelPool::Left() const { return params_.pool_bytes - kOutboxHeaderBytes - made_bytes_; }
 
+uint64_t ShmChannelPool::SmallestBlock() const { return kChannelBlockHeaderBytes + params_.min_capacity; }
+
 uint64_t ShmChannelPool::MostChannels() const {
-  const uint64_t fit = (params_.pool_bytes - kOutboxHeaderBytes) / (kChannelBlockHeaderBytes + params_.min_capacity);
+  const uint64_t fit = (params_.pool_bytes - kOutboxHeaderBytes) / SmallestBlock();
   const uint64_t peers = out_.size() - 1;
   return fit < peers ? fit : peers;
 }
@@ -52,7 +54,7 @@ void ShmChannelPool::Want(const std::vector<int>& local_peers, int rank) {
     ++missing;
   }
   if (added.empty()) return;
-  const uint64_t smallest = kChannelBlockHeaderBytes + params_.min_capacity;
+  const uint64_t smallest = SmallestBlock();
   if (Left() < missing * smallest) {
     throw CollError("ECONFIG", "rank " + std::to_string(rank) + " sends to " + std::to_string(missing) +
                                    " more ranks of its node than it has channels for: its outbox (shm.channelPoolBytes, page-rounded: " +
@@ -66,7 +68,7 @@ void ShmChannelPool::Want(const std::vector<int>& local_peers, int rank) {
 
 void ShmChannelPool::MakeChannels(int to) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t smallest = kChannelBlockHeaderBytes + params_.min_capacity;
+  const uint64_t smallest = SmallestBlock();
   if (!wanted_[static_cast<size_t>(to)]) {
     // Nobody declared this peer: it takes a share like the wanted ones, if there is room.
     if (Left() < (wanted_missing_ + 1) * smallest) {

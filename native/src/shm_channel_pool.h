@@ -110,6 +110,8 @@ class ShmChannelPool {
   bool Find(int from);
   // Bytes this rank's outbox has left (under mutex_).
   uint64_t Left() const;
+  // A block of the smallest channel: its header and min_capacity.
+  uint64_t SmallestBlock() const;
   // The most channels an outbox is sure to hold: one to every other rank at min_capacity, or as
   // many as fit.
   uint64_t MostChannels() const;
