@@ -8,16 +8,11 @@
 import { spawnSync } from 'node:child_process';
 import { copyFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { takeOption } from './bench-args.mjs';
 import { fileURLToPath } from 'node:url';
 
 const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(name);
-  if (at < 0) return fallback;
-  const value = args[at + 1];
-  args.splice(at, 2);
-  return value;
-};
+const option = (name, fallback) => takeOption(args, name, fallback);
 const runs = Number(option('--runs', '5'));
 const ranks = option('--ranks', '2,5,9').split(',').map(Number);
 const here = resolve(dirname(fileURLToPath(import.meta.url)), '..');

@@ -10,24 +10,14 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { takeFlag, takeOption } from './bench-args.mjs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(name);
-  if (at < 0) return fallback;
-  const value = args[at + 1];
-  args.splice(at, 2);
-  return value;
-};
-const flag = (name) => {
-  const at = args.indexOf(name);
-  if (at >= 0) args.splice(at, 1);
-  return at >= 0;
-};
+const option = (name, fallback) => takeOption(args, name, fallback);
 const runs = Number(option('--runs', '3'));
 const ranks = option('--ranks', '2,4,8,16,32,48,64,128').split(',').map(Number);
-const json = flag('--json');
+const json = takeFlag(args, '--json');
 const here = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const checkouts = (args.length > 0 ? args : [here]).map((c) => resolve(c));
 for (const c of checkouts) if (c !== here) copyFileSync(join(here, 'bench/shm-scaling-job.mjs'), join(c, 'bench/shm-scaling-job.mjs'));
