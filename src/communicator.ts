@@ -11,7 +11,7 @@ import { NativeCollective, type NativeAllgatherCall, type NativeCall, type Nativ
 import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
 import { FAST_COPY_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
-import type { JoinOrigin } from './runtime/join.js';
+import type { CommunicatorParts, JoinOrigin } from './runtime/join.js';
 import { CollectiveRequest } from './runtime/request.js';
 import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
 import {
@@ -56,28 +56,6 @@ export interface LevelInfo {
 
 /** A built-in operator name, or a JavaScript operator made with userOp(). */
 export type Operator = ReduceOpName | UserOp;
-
-/** @internal what init() hands the communicator */
-export interface CommunicatorParts {
-  engine: NativeEngine;
-  /** Builds plans, links and shared-memory groups; again at every reconfiguration. */
-  planner: JobPlanner;
-  plans: JobPlans;
-  config: TopocollConfig;
-  node: string;
-  localRank: number;
-  localSize: number;
-  /** The global ranks of this node, ascending (local rank i is localRanks[i]). */
-  localRanks: readonly number[];
-  /** More ranks on this node than cores. */
-  oversubscribed: boolean;
-  /** Groups registered with the shared-memory engines, with their ids. */
-  shmGroups: ReadonlyMap<Group, number>;
-  /** The OS index of the NUMA node this rank runs on, when it is bound inside one. */
-  numaNode?: number;
-  /** What the communicator was joined from (its sub-communicators are made from it). */
-  origin: JoinOrigin;
-}
 
 /** Marks the collectives configure() runs itself, so that a rank in any other call mismatches. */
 const CONTROL_TAG = 0x9e3779b9;
@@ -403,6 +381,7 @@ export class Communicator {
     return call;
   }
 
+  /** bcastSync as a Promise, run on the communicator's own thread; do not touch `buf` until it settles. */
   bcast(buf: TypedArray, root = 0): Promise<void> {
     return this.async(() => this.queueBcast(buf, root).done, buf);
   }
@@ -542,6 +521,7 @@ export class Communicator {
     this.engine.runAllgather(this.allgatherCall(p, own, recv, count, type, undefined));
   }
 
+  /** allgatherSync as a Promise, run on the communicator's own thread; do not touch the buffers until it settles. */
   allgather(send: TypedArray | InPlace, recv: TypedArray): Promise<void> {
     return this.async(() => this.queueAllgather(send, recv).done, send, recv);
   }
@@ -573,6 +553,7 @@ export class Communicator {
     this.engine.runAllgather(this.allgatherCall(p, own, recv, 0, type, table));
   }
 
+  /** allgathervSync as a Promise, run on the communicator's own thread; do not touch the buffers until it settles. */
   allgatherv(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): Promise<void> {
     return this.async(() => this.queueAllgatherv(send, recv, counts).done, send, recv);
   }
@@ -652,6 +633,7 @@ export class Communicator {
     this.engine.run(this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0));
   }
 
+  /** barrierSync as a Promise, run on the communicator's own thread: settles once every rank has entered the barrier. */
   barrier(): Promise<void> {
     return this.async(() => this.queueBarrier().done);
   }
@@ -783,9 +765,9 @@ export class Communicator {
    * MPI_Win_allocate_shared: a typed array of `length` elements in the node's shared memory, an
    * ordinary typed array to this rank that every rank of the node can address (sharedQuery).
    * Collective over the communicator (ranks may ask for different lengths, including 0). Bcasts
-   * and one-node allreduces and allgathers on windows are single-copy (README, "Shared windows").
-   * Counted with the node's segment against shm.budgetBytes (ENOMEM beyond); freed by
-   * freeShared() or close(), after which the array reads as empty.
+   * and one-node allreduces and allgathers on windows are single-copy (docs/guide/collectives.md,
+   * "Shared windows"). Counted with the node's segment against shm.budgetBytes (ENOMEM beyond);
+   * freed by freeShared() or close(), after which the array reads as empty.
    */
   allocShared<T extends TypedArray>(type: TypedArrayClass<T>, length: number): T {
     this.ensureOpen();

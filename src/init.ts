@@ -2,20 +2,15 @@ import net from 'node:net';
 import { hostname } from 'node:os';
 import { Communicator } from './communicator.js';
 import { createCommunicator } from './p2p/create-communicator.js';
-import { loadConfigFile, resolveConfig, validateConfig } from './config/load.js';
 import type { TopocollConfig, TopocollConfigInput } from './config/schema.js';
 import { TopocollError } from './errors.js';
-import { readProcessAffinity } from './topology/affinity.js';
-import { discoverMachine } from './topology/discover.js';
 import { formatIndexList } from './topology/index-list.js';
-import { formatLocality } from './topology/locality-string.js';
 import { networkFromSlurmAddresses } from './topology/network/slurm-address.js';
 import { resolveNetworkSource } from './topology/network/network-source.js';
 import type { NetworkTopology } from './topology/network/types.js';
 import { resolveNodeIdentity } from './topology/node-identity.js';
-import { computeLocality } from './topology/process-locality.js';
 import { detectEnvironment, type JobEnvironment } from './runtime/environment.js';
-import { numaNodeOf } from './runtime/numa-residency.js';
+import { configFor, whereThisProcessRuns } from './runtime/this-process.js';
 import { removeJobSegments } from './runtime/segment-name.js';
 import { joinJob, linkAddress, type JoinChannel, type RankInfo } from './runtime/join.js';
 import { RendezvousClient } from './runtime/rendezvous/client.js';
@@ -149,21 +144,6 @@ function rendezvousChannel(rdv: Rendezvous | undefined, job: JobEnvironment, inf
       rdv?.client.throwIfAborted();
     },
   };
-}
-
-/** The configuration a job runs with: given in code or as a file, the launcher's file, or TOPOCOLL_CONFIG and the defaults. */
-export function configFor(given: InitOptions['config'], job: JobEnvironment, env: NodeJS.ProcessEnv): TopocollConfig {
-  if (given !== undefined && typeof given !== 'string') return validateConfig(given, 'init({ config })');
-  if (typeof given === 'string') return loadConfigFile(given);
-  if (job.configFile !== undefined) return loadConfigFile(job.configFile);
-  return resolveConfig(undefined, env);
-}
-
-/** This process's locality string, and the NUMA node its memory should be on when it has one. */
-export function whereThisProcessRuns(config: TopocollConfig, env: NodeJS.ProcessEnv): { locality: string; cpus: number[]; numaNode?: number } {
-  const machine = discoverMachine({ hwlocXml: config.topology.hwlocXml ?? undefined, env, source: config.topology.source });
-  const cpus = readProcessAffinity();
-  return { locality: formatLocality(computeLocality(machine, cpus).locality), cpus, numaNode: numaNodeOf(machine.objects.numa, cpus) };
 }
 
 interface Rendezvous {

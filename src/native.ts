@@ -2,7 +2,6 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { TopocollError, rethrowNative } from './errors.js';
-import type { FastPathEngine, NativeFastPath } from './runtime/fast-path.js';
 import { PACKAGE_ROOT } from './util/package-root.js';
 import type { TypedArray } from './util/typed-array.js';
 
@@ -11,6 +10,39 @@ import type { TypedArray } from './util/typed-array.js';
  * addon. Native failures arrive as Errors with a `code`; every wrapper rethrows them as
  * TopocollError so callers see one error type.
  */
+
+/** Byte offsets in the segment (native FastPathLayout), read by the JavaScript fast path (src/runtime/fast-path.ts). */
+export interface FastPathLayout {
+  abortCode: number;
+  controls: number;
+  controlStride: number;
+  sleeping: number;
+  idle: number;
+  callVersion: number;
+  call: number;
+  slots: number;
+  slotStride: number;
+  slotHeader: number;
+  slotData: number;
+  slotDataBytes: number;
+  slotDepth: number;
+}
+
+/** What NativeEngine.fastPath() hands over. */
+export interface NativeFastPath {
+  segment: ArrayBuffer;
+  counters: ArrayBuffer;
+  layout: FastPathLayout;
+  localIndex: number;
+  asymmetric: boolean;
+}
+
+/** The two addon calls the protocol makes only off its fast path. */
+export interface FastPathEngine {
+  /** Waits for local ranks from … to − 1 (not this one) to deposit `call`, and checks their headers. */
+  awaitAreaDeposits(call: number, from: number, to: number): void;
+  ringLocal(localIndex: number): void;
+}
 
 /** Collective numbers of native/src/message.h (test/native-tables.test.ts checks them against the addon). */
 export const NativeCollective = { barrier: 1, bcast: 2, reduce: 3, allreduce: 4, allgather: 5 } as const;

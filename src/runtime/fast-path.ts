@@ -1,3 +1,4 @@
+import type { FastPathEngine, FastPathLayout, NativeFastPath } from '../native.js';
 import type { TypedArray } from '../util/typed-array.js';
 import { DATATYPES } from './datatypes.js';
 
@@ -43,39 +44,6 @@ import { DATATYPES } from './datatypes.js';
  * sleepers fence for the wakers (membarrier, `asymmetric`), else an exchange, the full fence
  * a waker then needs before it reads `sleeping`.
  */
-
-/** Byte offsets in the segment (native FastPathLayout). */
-export interface FastPathLayout {
-  abortCode: number;
-  controls: number;
-  controlStride: number;
-  sleeping: number;
-  idle: number;
-  callVersion: number;
-  call: number;
-  slots: number;
-  slotStride: number;
-  slotHeader: number;
-  slotData: number;
-  slotDataBytes: number;
-  slotDepth: number;
-}
-
-/** What NativeEngine.fastPath() hands over. */
-export interface NativeFastPath {
-  segment: ArrayBuffer;
-  counters: ArrayBuffer;
-  layout: FastPathLayout;
-  localIndex: number;
-  asymmetric: boolean;
-}
-
-/** The two addon calls the protocol makes only off its fast path. */
-export interface FastPathEngine {
-  /** Waits for local ranks from … to − 1 (not this one) to deposit `call`, and checks their headers. */
-  awaitAreaDeposits(call: number, from: number, to: number): void;
-  ringLocal(localIndex: number): void;
-}
 
 /** MsgHeader::magic (native/src/message.h). */
 const MSG_MAGIC = 0x5450434c;

@@ -1,16 +1,37 @@
 import { cpus as osCpus } from 'node:os';
-import type { CommunicatorParts } from '../communicator.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
-import type { GroupPlan } from '../groups/plan.js';
+import type { Group, GroupPlan } from '../groups/plan.js';
 import { NativeEngine, type NativeP2PLayer } from '../native.js';
 import { parseIndexList } from '../topology/index-list.js';
 import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types.js';
 import type { RankPlacement } from '../topology/types.js';
 import { coRunnersOf, hostOversubscribed } from './co-runners.js';
-import { JobPlanner, type RemoteDirectory } from './job-planner.js';
+import { JobPlanner, type JobPlans, type RemoteDirectory } from './job-planner.js';
 import { segmentName } from './segment-name.js';
 import { shmLayout } from './shm-budget.js';
+
+/** @internal what init() hands the communicator */
+export interface CommunicatorParts {
+  engine: NativeEngine;
+  /** Builds plans, links and shared-memory groups; again at every reconfiguration. */
+  planner: JobPlanner;
+  plans: JobPlans;
+  config: TopocollConfig;
+  node: string;
+  localRank: number;
+  localSize: number;
+  /** The global ranks of this node, ascending (local rank i is localRanks[i]). */
+  localRanks: readonly number[];
+  /** More ranks on this node than cores. */
+  oversubscribed: boolean;
+  /** Groups registered with the shared-memory engines, with their ids. */
+  shmGroups: ReadonlyMap<Group, number>;
+  /** The OS index of the NUMA node this rank runs on, when it is bound inside one. */
+  numaNode?: number;
+  /** What the communicator was joined from (its sub-communicators are made from it). */
+  origin: JoinOrigin;
+}
 
 /** What every rank tells every other when it joins a job (init: over the rendezvous; createCommunicator: over the host layer). */
 export interface RankInfo {

@@ -1,9 +1,8 @@
-import type { CommunicatorParts } from '../communicator.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { MAX_SUB_COMMUNICATORS_PER_LAYER, subCommunicatorTag } from '../p2p/point-to-point.js';
 import type { RemoteDirectory } from './job-planner.js';
-import { awaitSegmentMapped, finishJoin, linkAddress, startJoin, type JoinOrigin, type Joining, type LinkOrigin } from './join.js';
+import { awaitSegmentMapped, finishJoin, linkAddress, startJoin, type CommunicatorParts, type JoinOrigin, type Joining, type LinkOrigin } from './join.js';
 import { createJobToken } from './rendezvous/protocol.js';
 import { removeJobSegments, segmentName } from './segment-name.js';
 
