@@ -5,7 +5,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'build*/**', 'node_modules/**', 'coverage/**'] },
+  { ignores: ['dist/**', 'build*/**', 'node_modules/**', 'coverage/**', 'docs/api/**'] },
   {
     files: ['src/**/*.ts'],
     extends: [js.configs.recommended, ...tseslint.configs.recommendedTypeChecked],
