@@ -1,9 +1,11 @@
 /**
  * topocoll — topology-aware collectives for Node.js processes. Public surface only: everything
  * exported here is supported API; modules not re-exported are internal.
+ *
+ * @module topocoll
  */
 export { TopocollError, isTopocollError } from './errors.js';
-export type { TopocollErrorCode, ErrorLocation } from './errors.js';
+export type { TopocollErrorCode, ErrorLocation, TopocollErrorOptions } from './errors.js';
 
 // Topology model and sources.
 export * from './topology/types.js';
@@ -49,6 +51,7 @@ export type { TypedArray } from './util/typed-array.js';
 export type { TypedArrayClass } from './runtime/windows.js';
 export type { PlacementReport } from './runtime/numa-residency.js';
 export type { Explanation, Candidate, SizeRun } from './algorithms/selection.js';
+export type { LinkModel } from './algorithms/cost-model.js';
 
 // Configuration.
 export { parseConfig, loadConfigFile, resolveConfig, validateConfig, DEFAULT_CONFIG_PATH } from './config/load.js';

@@ -1,14 +1,3 @@
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { join, resolve } from 'node:path';
-import { isMainThread } from 'node:worker_threads';
-import { TopocollError, rethrowNative } from './errors.js';
-import type { PointToPoint } from './p2p/point-to-point.js';
-import { datatypeOf, reduceOpCode, type Datatype, type ReduceOpName } from './runtime/datatypes.js';
-import { PACKAGE_ROOT } from './util/package-root.js';
-import { pollUntilDone } from './util/poll.js';
-import type { TypedArray } from './util/typed-array.js';
-
 /**
  * topocoll/mpi: MPI communicators as topocoll's point-to-point layer (PointToPoint), over the
  * optional addon build/mpi/Release/topocoll_mpi.node (native/mpi/, built by
@@ -32,7 +21,20 @@ import type { TypedArray } from './util/typed-array.js';
  *
  * MPI is finalized when the process exits (if this module initialised it). MPI objects are
  * process-wide: use one thread (the main thread) for MPI calls from JavaScript.
+ *
+ * @module topocoll/mpi
  */
+
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import { isMainThread } from 'node:worker_threads';
+import { TopocollError, rethrowNative } from './errors.js';
+import type { PointToPoint } from './p2p/point-to-point.js';
+import { datatypeOf, reduceOpCode, type Datatype, type ReduceOpName } from './runtime/datatypes.js';
+import { PACKAGE_ROOT } from './util/package-root.js';
+import { pollUntilDone } from './util/poll.js';
+import type { TypedArray } from './util/typed-array.js';
 
 /** MPI's thread support level (MPI_THREAD_*). topocoll's native layer needs `multiple`, or at least `serialized`. */
 export type MpiThreadLevel = 'single' | 'funneled' | 'serialized' | 'multiple';

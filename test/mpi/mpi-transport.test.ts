@@ -7,8 +7,8 @@ import { configFile, jobScript, leftoverSegments, okRanks, repoRoot, runJob } fr
 /**
  * init() with `transport: mpi` under real mpirun: the job's setup and its messages between nodes
  * go over MPI_COMM_WORLD (topocoll/mpi), shared memory inside nodes. Nodes are emulated the way
- * the README shows: mpirun's MPMD form gives each block of ranks its TOPOCOLL_NODE. Every
- * collective is checked against references the job computes itself (test/jobs/collectives.mjs);
+ * docs/guide/messaging-layers.md shows: mpirun's MPMD form gives each block of ranks its
+ * TOPOCOLL_NODE. Every collective is checked against references the job computes itself (test/jobs/collectives.mjs);
  * a rank SIGKILLed mid-job leaves every survivor an error (test/mpi/jobs/mpi-rank-dies.mjs);
  * sub-communicators over MPI (test/jobs/split.mjs, test/mpi/jobs/mpi-split.mjs).
  * Needs `npm run build` and topocoll/mpi's addon (npm run build:mpi).
