@@ -6,7 +6,7 @@
 // whose name contains `-before-` hold the same command run from an earlier commit (alternating
 // with the others); their cells add its fast-path figure, and their Open MPI rows count too.
 //
-//   node bench/fast-path-table.mjs [--only=allreduce,allgather,barrier] bench/data/fastpath-p*-?.jsonl
+//   node bench/fast-path-table.mjs [--only=allreduce,allgather,barrier] bench/data/mid-p*-?.jsonl
 import { benchRows, formatUs, keepFastest } from './rows.mjs';
 
 const only = process.argv

@@ -195,7 +195,7 @@ class ShmAllreduce {
   // not wait and do not change what the copy after the mark (acquire) reads. Every-rank calls
   // do not: their peers are usually still writing, and an early read then takes a line away
   // from its writer. Larger deposits neither: prefetching them was measured not to help
-  // (bench/RESULTS.md, "p = 2 in the far state").
+  // (CHANGELOG.md, "p = 2 in the far state").
   void PrefetchDeposit(uint32_t call, size_t r, size_t bytes) const;
   // Waits until local rank r has deposited `call`, then checks its header.
   void AwaitDeposit(uint32_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard);

@@ -50,7 +50,7 @@ const AUTO_POOL_CHANNELS = 8;
  * `auto` halves the largest channel until a ring for every ordered pair of the node's ranks would
  * fit this much (not below the smallest channel): the sizes the per-pair layout had within its
  * 64 MiB, which measured fastest for large messages with ranks sharing cores (at 8 ranks on 2
- * cores, 1 MiB rings took a 1 MiB allreduce 1.13× longer than 512 KiB ones; bench/RESULTS.md).
+ * cores, 1 MiB rings took a 1–4 MiB allreduce 1.06–1.19× longer than 512 KiB ones; bench/RESULTS.md, "Big nodes").
  */
 const AUTO_RINGS_BYTES = 48 * 1024 * 1024;
 /** shm.channelBytes for `auto`: 1 MiB up to 7 ranks, 512 KiB at 8–10, 256 KiB at 11–14, 128 KiB at 15–20, 64 KiB from 21. */
