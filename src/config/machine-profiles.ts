@@ -13,7 +13,7 @@ import { PACKAGE_ROOT } from '../util/package-root.js';
  */
 
 /** The profile behind the configuration's defaults (and config/default.yaml's values). */
-export const DEFAULT_MACHINE_PROFILE = 'amd-epyc-2vcpu-vm';
+export const DEFAULT_MACHINE_PROFILE = 'default';
 
 const PROFILES_DIRECTORY = `${PACKAGE_ROOT}config/profiles/`;
 

@@ -45,7 +45,7 @@ const PLANS: { name: string; plan: GroupPlan }[] = [
   ...randomPlans(6, 18).map((plan, i) => ({ name: `random ${i}`, plan })),
 ];
 
-/** The default profile's parameters (config/profiles/amd-epyc-2vcpu-vm.yaml) pinned, so that the bug case above does not move with the profile. */
+/** The default profile's parameters (config/profiles/default.yaml) pinned, so that the bug case above does not move with the profile. */
 const PINNED_MODEL: TopocollConfigInput = {
   model: {
     callUs: 1.5,
