@@ -1,46 +1,34 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
- * Test files that start processes: multi-process jobs (test/helpers/jobs.ts, host-jobs.ts,
- * hosts.ts, slurm.ts, torchrun.ts; mpirun, srun), the built CLI or other node processes running
- * dist/. They need `npm run build` first and take minutes; every other test file runs in the
- * vitest worker against src/ in seconds. A new test file that starts such a process belongs here.
+ * Two kinds of test file, told apart by name:
+ * - `*.jobs.test.ts` start processes: multi-process jobs (test/helpers/jobs.ts, host-jobs.ts,
+ *   hosts.ts, slurm.ts, torchrun.ts; mpirun, srun), the built CLI or other node processes running
+ *   dist/. They need `npm run build` first and take minutes.
+ * - every other `*.test.ts` runs in the vitest worker against src/ in seconds and starts no process
+ *   (test/test-kinds.test.ts checks that).
+ *
+ * Job files run JOB_WORKERS at a time: most of a job's time is spent waiting (for processes to
+ * start, for a timeout to expire, for a peer on a shared core), so two job files on 2 cores keep
+ * them busy where one at a time left one idle. Files that hold something of the machine's alone
+ * (ALONE) run after the others, one at a time. Every leak check is about its own job's files, not
+ * the machine's (test/helpers/jobs.ts, leftoverSegments; test/setup.ts gives each file its own
+ * TMPDIR).
  */
-const JOB_TESTS = [
-  'test/cli/bench-explain.test.ts',
-  'test/cli/bench-model.test.ts',
-  'test/cli/bench-report.test.ts',
-  'test/cli/bench-transport.test.ts',
-  'test/cli/bench.test.ts',
-  'test/cli/topo.test.ts',
-  'test/cli/tune.test.ts',
-  'test/mpi/mpi-addon.test.ts',
-  'test/mpi/mpi-transport.test.ts',
-  'test/mpi/mpich.test.ts',
-  'test/runtime/sub-communicators.test.ts',
-  'test/runtime/requests.test.ts',
-  'test/runtime/windows.test.ts',
-  'test/runtime/one-sided.test.ts',
-  'test/runtime/barrier.test.ts',
-  'test/runtime/collectives-jobs.test.ts',
-  'test/runtime/communicator-args.test.ts',
-  'test/runtime/cross-core.test.ts',
-  'test/runtime/failures.test.ts',
-  'test/runtime/fast-path.test.ts',
-  'test/runtime/fault-matrix.test.ts',
-  'test/runtime/hosts-faults.test.ts',
-  'test/runtime/hosts.test.ts',
-  'test/runtime/launcher.test.ts',
-  'test/runtime/launchers.test.ts',
-  'test/runtime/p2p-layer.test.ts',
-  'test/runtime/port-flood.test.ts',
-  'test/runtime/process-sweep.test.ts',
-  'test/runtime/scheduler-slice.test.ts',
-  'test/runtime/shm-bcast.test.ts',
-  'test/runtime/slurm.test.ts',
-  'test/runtime/strategies.test.ts',
-  'test/topology/hostile-input.test.ts',
+const JOBS = 'test/**/*.jobs.test.ts';
+/**
+ * Job files that must not share the machine: a one-node Slurm cluster on fixed ports, hosts made
+ * of network namespaces with fixed addresses, and the file that exhausts the launcher's ports.
+ */
+const ALONE = [
+  'test/runtime/slurm.jobs.test.ts',
+  'test/runtime/hosts.jobs.test.ts',
+  'test/runtime/hosts-faults.jobs.test.ts',
+  'test/runtime/port-flood.jobs.test.ts',
 ];
+/** TOPOCOLL_TEST_WORKERS overrides: 1 gives the sequential run of old. */
+const JOB_WORKERS = Number(process.env.TOPOCOLL_TEST_WORKERS) || Math.max(2, availableParallelism());
 
 export default defineConfig({
   test: {
@@ -50,11 +38,22 @@ export default defineConfig({
     testTimeout: 60_000,
     // No retries: a flaky test is a bug to fix, not to hide.
     retry: 0,
-    // `vitest run` runs both projects; `--project unit` / `--project jobs` one of them. The two
-    // partition test/**/*.test.ts: unit is everything the jobs list does not name.
+    // `vitest run` runs every project; `--project unit` / `--project jobs` one kind (jobs includes
+    // the files that run alone).
     projects: [
-      { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: JOB_TESTS } },
-      { extends: true, test: { name: 'jobs', include: JOB_TESTS } },
+      { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: [JOBS], maxWorkers: Math.max(2, availableParallelism()) } },
+      {
+        extends: true,
+        test: {
+          name: 'jobs',
+          include: [JOBS],
+          exclude: ALONE,
+          setupFiles: ['test/setup.ts', 'test/setup-jobs.ts'],
+          maxWorkers: JOB_WORKERS,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      { extends: true, test: { name: 'jobs-alone', include: ALONE, maxWorkers: 1, sequence: { groupOrder: 2 } } },
     ],
   },
 });

@@ -92,7 +92,7 @@ export function hostsForBlock(n: number, opts: HostsOptions = {}): { h?: Hosts; 
     const made = await createHosts(n, opts);
     if ('skip' in made) {
       block.skip = made.skip;
-      console.warn(`hosts.test.ts: skipped: ${made.skip}`);
+      console.warn(`hosts.jobs.test.ts: skipped: ${made.skip}`);
     } else block.h = made;
   }, 60_000);
   afterAll(async () => {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
@@ -53,15 +53,35 @@ export function runJobOverSocketLayer(args: string[], timeoutMs?: number): Retur
 }
 
 /**
- * topocoll segments left in /dev/shm. Jobs of other test files may hold one for the moments
- * between creating and unlinking it, so a leak is what is still there after a few seconds.
+ * topocoll segments left in /dev/shm: those no process has mapped. Other jobs (of other test
+ * files, which run beside this one) hold theirs mapped while they run, and a segment is unmapped
+ * without its name for the moments between creating and mapping it or between its last rank's
+ * exit and its launcher's clean-up, so a leak is what is still unmapped after a few seconds.
  */
 export async function leftoverSegments(): Promise<string[]> {
   let left: string[] = [];
   for (let i = 0; i < 50; i++) {
-    left = readdirSync('/dev/shm').filter((n) => n.startsWith('topocoll-'));
+    left = unmappedSegments();
     if (left.length === 0) return left;
     await new Promise((r) => setTimeout(r, 100));
   }
   return left;
+}
+
+/** Names of topocoll segments in /dev/shm that no process of this machine maps now. */
+function unmappedSegments(): string[] {
+  const names = readdirSync('/dev/shm').filter((n) => n.startsWith('topocoll-'));
+  if (names.length === 0) return names;
+  const mapped = new Set<string>();
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    let maps: string;
+    try {
+      maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
+    } catch {
+      continue; // gone meanwhile, or another user's
+    }
+    for (const m of maps.matchAll(/\/dev\/shm\/(topocoll-\S+)/g)) mapped.add(m[1]!);
+  }
+  return names.filter((n) => !mapped.has(n));
 }

@@ -1,5 +1,5 @@
 // @ts-check
-// A rank of the port-flood test (test/runtime/port-flood.test.ts): init, an allreduce, a bcast
+// A rank of the port-flood test (test/runtime/port-flood.jobs.test.ts): init, an allreduce, a bcast
 // and a barrier checked against formulas computed here, close. Prints `rank R ok` and exits 0,
 // or prints the reason to stderr and exits 1.
 //

@@ -1,5 +1,5 @@
 // @ts-check
-// A rank of the one-sided bcast tests (test/runtime/one-sided.test.ts): S1's one-sided binomial
+// A rank of the one-sided bcast tests (test/runtime/one-sided.jobs.test.ts): S1's one-sided binomial
 // bcast (bcast.algorithm `one-sided`) on shared windows, configured at run time.
 //   - every root, sizes 0 … 1 MiB + odd, as requests completed by polling test() without
 //     yielding, as Sync calls and Promise twins, in five datatypes;

@@ -1,6 +1,6 @@
 // @ts-check
 // A rank of the fault tests of communicators over a host point-to-point layer
-// (test/runtime/p2p-layer.test.ts), started by `topocoll run`: it makes its communicator with
+// (test/runtime/p2p-layer.jobs.test.ts), started by `topocoll run`: it makes its communicator with
 // createCommunicator over the Unix-socket test layer (socket-layer.mjs, sockets in
 // $TOPOCOLL_P2P_DIR) with one fault injected, and runs a rotation of Promise collectives
 // (allreduce, bcast, allgather, reduce, barrier; 8 bytes to 560 KB, so messages of one layer

@@ -1,5 +1,5 @@
 // @ts-check
-// A rank of the request tests (test/runtime/requests.test.ts): non-blocking collectives
+// A rank of the request tests (test/runtime/requests.jobs.test.ts): non-blocking collectives
 // (comm.ibcast, ireduce, iallreduce, iallgather, iallgatherv, ibarrier) several at once on one
 // communicator, completed in turn by
 //   - spinning on the last request's test() without ever yielding to the event loop (the addon

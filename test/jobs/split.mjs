@@ -1,5 +1,5 @@
 // @ts-check
-// A rank of the sub-communicator tests (test/runtime/sub-communicators.test.ts): makes its
+// A rank of the sub-communicator tests (test/runtime/sub-communicators.jobs.test.ts): makes its
 // communicator (init(), or createCommunicator over the Unix-socket test layer with
 // `--layer socket`), then splits and dups it and checks, against what it computes itself from
 // the parent ranks, colors and keys:

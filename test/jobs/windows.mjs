@@ -1,5 +1,5 @@
 // @ts-check
-// A rank of the shared-window tests (test/runtime/windows.test.ts): comm.allocShared,
+// A rank of the shared-window tests (test/runtime/windows.jobs.test.ts): comm.allocShared,
 // sharedQuery and freeShared, and collectives whose buffers are windows.
 //   - one window per datatype with a length of its own on every rank (one rank asks for 0):
 //     zero-filled, of the class asked for; each rank writes its part, and after a barrier every

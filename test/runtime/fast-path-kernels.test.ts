@@ -8,7 +8,7 @@ import { fastPathKernel } from '../../src/runtime/fast-path.js';
  * The fast path's reduction kernels against an independent reference: exact arithmetic in
  * BigInt (integers) or double (floats), then what C++ does with the result — wrap to the
  * type's width, saturate Uint8Clamped, round once to float32. The jobs test
- * (fast-path.test.ts) compares the same kernels with the addon's bits.
+ * (fast-path.jobs.test.ts) compares the same kernels with the addon's bits.
  */
 const INTEGERS = [
   { code: 0, Array: Int8Array, bits: 8, signed: true },

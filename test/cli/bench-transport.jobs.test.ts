@@ -17,7 +17,7 @@ const addon = process.env.TOPOCOLL_MPI_ADDON ?? join(repoRoot, 'build', 'mpi', '
 const haveMpirun = spawnSync('mpirun', ['--version'], { encoding: 'utf8' }).status === 0;
 const required = process.env.TOPOCOLL_REQUIRE_MPI === '1';
 const skip = !required && (!haveMpirun || !existsSync(addon));
-if (skip) console.warn('bench-transport.test.ts: SKIPPING the MPI runs: mpirun or topocoll/mpi (npm run build:mpi) is missing');
+if (skip) console.warn('bench-transport.jobs.test.ts: SKIPPING the MPI runs: mpirun or topocoll/mpi (npm run build:mpi) is missing');
 
 function bench(args: string[], env: NodeJS.ProcessEnv = process.env) {
   const r = spawnSync(process.execPath, [main, 'bench', ...args], { encoding: 'utf8', timeout: 60_000, env });

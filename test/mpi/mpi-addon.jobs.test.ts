@@ -22,7 +22,7 @@ const required = process.env.TOPOCOLL_REQUIRE_MPI === '1';
 const skip = !required && (!haveMpirun || !built);
 if (skip) {
   console.warn(
-    `mpi-addon.test.ts: SKIPPING the MPI jobs: ${!haveMpirun ? 'mpirun is not installed (Debian: openmpi-bin)' : `${addon} is not built (npm run build:mpi)`}`,
+    `mpi-addon.jobs.test.ts: SKIPPING the MPI jobs: ${!haveMpirun ? 'mpirun is not installed (Debian: openmpi-bin)' : `${addon} is not built (npm run build:mpi)`}`,
   );
 }
 

@@ -20,7 +20,7 @@ const addon = join(repoRoot, 'build', 'mpich', 'Release', 'topocoll_mpi.node');
 const openMpiAddon = join(repoRoot, 'build', 'mpi', 'Release', 'topocoll_mpi.node');
 /** The shared libraries `file` links (ldd), or '' if it is missing. */
 const linked = (file: string) => (existsSync(file) ? spawnSync('ldd', [file], { encoding: 'utf8' }).stdout : '');
-// The default build is Open MPI's where mpicc is (its own tests need it: mpi-addon.test.ts).
+// The default build is Open MPI's where mpicc is (its own tests need it: mpi-addon.jobs.test.ts).
 const openMpiBuilt = /libmpi\.so/.test(linked(openMpiAddon));
 const MPIEXEC = 'mpiexec.mpich';
 const haveMpiexec = spawnSync(MPIEXEC, ['--version'], { encoding: 'utf8' }).status === 0;
@@ -30,7 +30,7 @@ const required = process.env.TOPOCOLL_REQUIRE_MPI === '1';
 const skip = !required && (!haveMpiexec || !built);
 if (skip) {
   console.warn(
-    `mpich.test.ts: SKIPPING the MPICH jobs: ${!haveMpiexec ? `${MPIEXEC} is not installed (Debian: mpich)` : `${addon} is not built (npm run build:mpi -- --mpi mpich; Debian: libmpich-dev)`}`,
+    `mpich.jobs.test.ts: SKIPPING the MPICH jobs: ${!haveMpiexec ? `${MPIEXEC} is not installed (Debian: mpich)` : `${addon} is not built (npm run build:mpi -- --mpi mpich; Debian: libmpich-dev)`}`,
   );
 }
 

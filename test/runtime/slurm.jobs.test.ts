@@ -16,7 +16,7 @@ const JOB_LIMIT_MS = 60_000;
 const unavailable = slurmUnavailable();
 if (unavailable !== undefined) {
   // Skipped, not failed: only a machine without the packages lands here (CI installs them).
-  console.warn(`\n*** SKIPPING test/runtime/slurm.test.ts: ${unavailable} ***\n`);
+  console.warn(`\n*** SKIPPING test/runtime/slurm.jobs.test.ts: ${unavailable} ***\n`);
 }
 
 /** Rendezvous files topocoll keys by Slurm job (tmpdir()/topocoll-<uid>-slurm-<job>.<step>…). */

@@ -17,7 +17,7 @@ const addon = process.env.TOPOCOLL_MPI_ADDON ?? join(repoRoot, 'build', 'mpi', '
 const haveMpirun = spawnSync('mpirun', ['--version'], { encoding: 'utf8' }).status === 0;
 const required = process.env.TOPOCOLL_REQUIRE_MPI === '1';
 const skip = !required && (!haveMpirun || !existsSync(addon));
-if (skip) console.warn('mpi-transport.test.ts: SKIPPING: mpirun or topocoll/mpi (npm run build:mpi) is missing');
+if (skip) console.warn('mpi-transport.jobs.test.ts: SKIPPING: mpirun or topocoll/mpi (npm run build:mpi) is missing');
 
 const rankDies = join(repoRoot, 'test', 'mpi', 'jobs', 'mpi-rank-dies.mjs');
 

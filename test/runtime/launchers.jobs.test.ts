@@ -8,8 +8,8 @@ import { runTorchrunJob } from '../helpers/torchrun.js';
 /**
  * Jobs started the way cluster users start them — Open MPI's mpirun and the torchrun variables —
  * 10 in a row each (50 jobs in all: a start that fails now and then shows), every rank
- * checking rank, size and results (test/jobs/launch-check.mjs). Slurm's srun: slurm.test.ts.
- * Hosts made of namespaces: hosts.test.ts.
+ * checking rank, size and results (test/jobs/launch-check.mjs). Slurm's srun: slurm.jobs.test.ts.
+ * Hosts made of namespaces: hosts.jobs.test.ts.
  */
 const JOBS = 10;
 
@@ -20,7 +20,7 @@ function leftovers(): string[] {
 
 const mpirun = spawnSync('mpirun', ['--version'], { encoding: 'utf8' });
 const haveMpirun = mpirun.status === 0;
-if (!haveMpirun) console.warn('launchers.test.ts: SKIPPING the mpirun jobs: mpirun is not installed (Debian: openmpi-bin)');
+if (!haveMpirun) console.warn('launchers.jobs.test.ts: SKIPPING the mpirun jobs: mpirun is not installed (Debian: openmpi-bin)');
 
 describe.skipIf(!haveMpirun)('mpirun (Open MPI)', () => {
   for (const np of [2, 3, 4]) {

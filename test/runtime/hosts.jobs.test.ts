@@ -73,7 +73,7 @@ for (const perHost of [
         const h = block.h;
         if (!h) return ctx.skip(block.skip);
         const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic']);
-        console.log(`hosts.test.ts: ${shape}, basic job: ${Math.round(job.ms)} ms`);
+        console.log(`hosts.jobs.test.ts: ${shape}, basic job: ${Math.round(job.ms)} ms`);
         expectJobOk(h, perHost, job);
         expectNothingLeft(h);
       },
@@ -86,7 +86,7 @@ for (const perHost of [
         const h = block.h;
         if (!h) return ctx.skip(block.skip);
         const job = await runAcrossHosts(h, perHost, jobScript('launch-check.mjs'));
-        console.log(`hosts.test.ts: ${shape}, launch-check: ${Math.round(job.ms)} ms`);
+        console.log(`hosts.jobs.test.ts: ${shape}, launch-check: ${Math.round(job.ms)} ms`);
         const log = transcript(job.ranks);
         for (const r of job.ranks) {
           expect(r.signal, log).toBeNull();
@@ -104,7 +104,7 @@ for (const perHost of [
         const h = block.h;
         if (!h) return ctx.skip(block.skip);
         const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'));
-        console.log(`hosts.test.ts: ${shape}, every collective: ${Math.round(job.ms)} ms`);
+        console.log(`hosts.jobs.test.ts: ${shape}, every collective: ${Math.round(job.ms)} ms`);
         expectJobOk(h, perHost, job);
         expectNothingLeft(h);
       },
@@ -126,7 +126,7 @@ describe("MASTER_ADDR is host 0's name, resolved through /etc/hosts where each h
       expect(await seen(0)).toBe('127.0.1.1');
       expect(await seen(1)).toBe(h.hosts[0]!.address);
       const job = await runAcrossHosts(h, perHost, jobScript('hosts-check.mjs'), ['--basic'], { masterAddr: h.hosts[0]!.name });
-      console.log(`hosts.test.ts: 2 hosts × 2+2 ranks, MASTER_ADDR by name, basic job: ${Math.round(job.ms)} ms`);
+      console.log(`hosts.jobs.test.ts: 2 hosts × 2+2 ranks, MASTER_ADDR by name, basic job: ${Math.round(job.ms)} ms`);
       expectJobOk(h, perHost, job);
       expectNothingLeft(h);
     },

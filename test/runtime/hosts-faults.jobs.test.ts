@@ -3,7 +3,7 @@ import { expectNothingLeft, hostsForBlock, runAcrossHosts, transcript, type Rank
 import { jobScript, repoRoot } from '../helpers/jobs.js';
 
 /**
- * The fault matrix (fault-matrix.test.ts) on 2 hosts made of namespaces, 2 ranks each, started
+ * The fault matrix (fault-matrix.jobs.test.ts) on 2 hosts made of namespaces, 2 ranks each, started
  * the torchrun way: the last rank (on host 1) fails in one way at one moment, and every other
  * rank — its neighbour on host 1 over shared memory, and both ranks of host 0 over TCP — must
  * end with the right error in bounded time, with nothing left in either host's /dev/shm or /tmp.

@@ -8,7 +8,7 @@ import { runTorchrunJob } from '../helpers/torchrun.js';
  * The fault matrix: the last rank of a job fails in one way at one moment, and every other rank
  * must end with the right error (not hang, not succeed), in bounded time, leaving nothing in
  * /dev/shm or the temporary directory. Ranks are test/jobs/faults.mjs. The same cells across
- * namespace hosts: hosts-faults.test.ts.
+ * namespace hosts: hosts-faults.jobs.test.ts.
  */
 const RANKS = 4;
 // A short watchdog for the SIGSTOP cells; the others never wait that long.
