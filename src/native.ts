@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { CallField, Collective, type JsP2POperation, type TreeKind } from './abi.generated.js';
 import { TopocollError, rethrowNative } from './errors.js';
 import { PACKAGE_ROOT } from './util/package-root.js';
 import type { TypedArray } from './util/typed-array.js';
@@ -44,9 +45,12 @@ export interface FastPathEngine {
   ringLocal(localIndex: number): void;
 }
 
-/** Collective numbers of native/src/message.h (test/native-tables.test.ts checks them against the addon). */
-export const NativeCollective = { barrier: 1, bcast: 2, reduce: 3, allreduce: 4, allgather: 5 } as const;
-export type NativeCollectiveCode = (typeof NativeCollective)[keyof typeof NativeCollective];
+// The numbers shared with the addon are abi/abi.yaml's (src/abi.generated.ts): collective codes,
+// the S0 engine's notification trees, the call descriptor's slots. test/native-tables.test.ts
+// checks that the addon was built from the same spec.
+export { Collective as NativeCollective, TreeKind as NativeTree, CALL_FIELDS } from './abi.generated.js';
+/** A collective's code (NativeCollective). */
+export type NativeCollectiveCode = Collective;
 
 export interface NativeEngineOptions {
   rank: number;
@@ -89,9 +93,6 @@ export interface SharedMemoryUse {
   largestOutboxUse: number;
 }
 
-/** Notification tree codes of native/src/shm_bcast.h (checked against the addon like NativeCollective). */
-export const NativeTree = { flat: 0, chain: 1, kary: 2, knomial: 3 } as const;
-
 export interface NativeBcastParams {
   /** Bytes of each rank's queue (S · f of S0); a multiple of minFragment. */
   queueBytes: number;
@@ -99,7 +100,7 @@ export interface NativeBcastParams {
   minFragment: number;
   /** Buffer sets (q). */
   sets: number;
-  tree: (typeof NativeTree)[keyof typeof NativeTree];
+  tree: TreeKind;
   radix: number;
   /** Fragment size for messages of up to 2^i bytes, by i; the last entry serves larger ones. */
   fragmentForLog2: number[];
@@ -158,61 +159,28 @@ export interface NativeAllgatherCall {
 }
 
 /**
- * Slots of the call descriptor (NativeEngine::CallField in native/src/addon.cc): a call's
- * numbers travel through a shared Float64Array instead of as arguments, because converting ten
- * arguments cost more than the rest of a small collective. A `const enum` so that the writes
- * on the latency path index with literals; CALL_FIELDS is its runtime copy for the table test.
- */
-const enum CallField {
-  collective = 0,
-  reducePlan = 1,
-  bcastPlan = 2,
-  count = 3,
-  dtype = 4,
-  op = 5,
-  root = 6,
-  planHash = 7,
-  segment = 8,
-  bcastSegment = 9,
-}
-
-/** CallField as an object (the type makes it list exactly the enum's members, with their values). */
-export const CALL_FIELDS: { readonly [K in Exclude<keyof typeof CallField, number>]: (typeof CallField)[K] } = {
-  collective: CallField.collective,
-  reducePlan: CallField.reducePlan,
-  bcastPlan: CallField.bcastPlan,
-  count: CallField.count,
-  dtype: CallField.dtype,
-  op: CallField.op,
-  root: CallField.root,
-  planHash: CallField.planHash,
-  segment: CallField.segment,
-  bcastSegment: CallField.bcastSegment,
-};
-
-/**
  * The numbers the addon is built with, taken from its C++ enums and constants
- * (nativeTables in native/src/addon.cc). TypeScript keeps its own constants for their types;
- * test/native-tables.test.ts asserts that they equal these.
+ * (nativeTables in native/src/addon.cc): those of abi/abi.yaml as the addon was compiled with
+ * them, and a few more. test/native-tables.test.ts asserts that TypeScript's equal these.
  */
 export interface NativeTables {
-  /** StepKind of native/src/engine.h. */
+  /** StepKind. */
   readonly stepKinds: Readonly<Record<string, number>>;
   /** Int32 words per encoded step (kStepWords). */
   readonly stepWords: number;
-  /** Slots of the call descriptor (NativeEngine::CallField). */
+  /** Slots of the call descriptor (CallField). */
   readonly callFields: Readonly<Record<string, number>>;
-  /** Collective of native/src/message.h. */
+  /** Collective. */
   readonly collectives: Readonly<Record<string, number>>;
-  /** Dtype of native/src/datatypes.h, by DtypeName. */
+  /** Dtype, by DtypeName. */
   readonly datatypes: Readonly<Record<string, number>>;
   /** Bytes of an element of each datatype (DtypeSize). */
   readonly datatypeBytes: Readonly<Record<string, number>>;
-  /** ReduceOp of native/src/datatypes.h, by OpName. */
+  /** ReduceOp, by OpName. */
   readonly reduceOps: Readonly<Record<string, number>>;
   /** The operators with a kernel for each datatype (FindReduce). */
   readonly reduceOpsByDatatype: Readonly<Record<string, readonly string[]>>;
-  /** TreeKind of native/src/shm_bcast.h. */
+  /** TreeKind. */
   readonly trees: Readonly<Record<string, number>>;
   /** Largest allreduce of the node-wide shared area (ShmAllreduce::kMaxBytes). */
   readonly shmAllreduceMaxBytes: number;
@@ -241,7 +209,7 @@ interface RawEngine {
   setPlan(id: number, steps: Int32Array): void;
   setShmGroup(id: number, ranks: readonly number[]): void;
   resetShm(): void;
-  /** The call descriptor (CallField order), read by run and runAsync. */
+  /** The call descriptor (CallField's slots), read by run and runAsync. */
   readonly callArea: Float64Array;
   /** Buffers after the first may be left out when null (fewer arguments, faster calls). */
   run(recv: BufferArg, send?: BufferArg, user?: NativeUserOp | null, counts?: Float64Array): void;
@@ -287,6 +255,7 @@ interface RawAddon {
   readonly eagerBytes: number;
   readonly messageHeaderBytes: number;
   readonly nativeTables: NativeTables;
+  stepRoundTrip(words: Int32Array): NativeStepRoundTrip;
 }
 
 /**
@@ -302,10 +271,10 @@ export interface NativeP2PLayer {
 
 /**
  * Called on the JavaScript thread for each operation the executor starts through a JavaScript
- * layer (native/src/js_p2p.h): kind 0 sends `payload` (bytes), kind 1 receives at most `payload`
- * bytes; the operation ends with JsPointToPointBridge.complete(id, …).
+ * layer (native/src/js_p2p.h): JsP2POperation.send sends `payload` (bytes), receive receives at
+ * most `payload` bytes; the operation ends with JsPointToPointBridge.complete(id, …).
  */
-export type NativeP2POperate = (kind: 0 | 1, id: number, peer: number, tag: number, payload: Uint8Array | number) => void;
+export type NativeP2POperate = (kind: JsP2POperation, id: number, peer: number, tag: number, payload: Uint8Array | number) => void;
 
 /** The addon's bridge from its threads to a JavaScript layer: a topocoll_p2p_v1 (`native()`). */
 export class JsPointToPointBridge {
@@ -579,7 +548,7 @@ export class NativeEngine {
   }
 
   private describeAllgather(call: NativeAllgatherCall): void {
-    this.describe(NativeCollective.allgather, call.gatherPlan, call.bcastPlan, call.count, call.dtype, 0, 0, call.planHash, call.segment);
+    this.describe(Collective.allgather, call.gatherPlan, call.bcastPlan, call.count, call.dtype, 0, 0, call.planHash, call.segment);
     this.callArea[CallField.bcastSegment] = call.bcastSegment;
   }
 
@@ -683,4 +652,36 @@ export function nativeLimits(): { eagerBytes: number; messageHeaderBytes: number
 /** The addon's copy of every table TypeScript mirrors (see NativeTables). */
 export function nativeTables(): NativeTables {
   return load().nativeTables;
+}
+
+/** A step as the addon decoded it: every field of abi/abi.yaml's step, defaults included. */
+export interface NativeStep {
+  kind: number;
+  peer: number;
+  level: number;
+  group: number;
+  pollMicros: number;
+  first: number;
+  count: number;
+  of: number;
+  peer2: number;
+  first2: number;
+  count2: number;
+  order: number;
+  everyRankCombines: boolean;
+}
+
+/** What the addon's step codec makes of encoded steps: the steps it decodes, and its own encoding of them. */
+export interface NativeStepRoundTrip {
+  steps: NativeStep[];
+  words: Int32Array;
+}
+
+/**
+ * The addon's DecodeSteps and EncodeSteps (native/src/step.h) on `words` (encodeSchedule's
+ * form), for the test that runs both sides' codecs on one list (test/step-codec.test.ts).
+ * @internal
+ */
+export function nativeStepRoundTrip(words: Int32Array): NativeStepRoundTrip {
+  return load().stepRoundTrip(words);
 }

@@ -25,10 +25,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../src/abi_generated.h"
 #include "mpi_runtime.h"
 #include "p2p_layer.h"
 
 namespace topocoll_mpi {
+
+// The numbers and names topocoll's TypeScript and addon agree on (abi/abi.yaml).
+namespace abi = topocoll::abi;
 
 namespace {
 
@@ -116,49 +120,55 @@ Bytes TypedArrayArg(const Napi::CallbackInfo& info, size_t i, const char* name) 
 
 // ---- datatypes and operators ----------------------------------------------------------------
 
-// topocoll's datatype names (src/runtime/datatypes.ts) and their MPI types. uint8clamped has no
-// MPI counterpart (MPI's arithmetic wraps; a clamped array saturates), so it is not here.
+// topocoll's datatypes (their names and kinds are abi/abi.yaml's, as src/mpi.ts passes them)
+// and their arrays' and MPI's types. uint8clamped has no MPI counterpart (MPI's arithmetic wraps;
+// a clamped array saturates), so it is not here.
 struct Dtype {
-  const char* name;
+  abi::Dtype code;
   napi_typedarray_type array;
   MPI_Datatype mpi;
-  bool integer;
+  const char* name() const { return abi::kDtypeTable[static_cast<size_t>(code)].name; }
+  bool integer() const { return abi::kDtypeTable[static_cast<size_t>(code)].integer; }
 };
 
 const Dtype* DtypeArg(const Napi::CallbackInfo& info, size_t i) {
   // MPI's predefined handles are not constant expressions in every MPI (Open MPI's are addresses
   // of globals), so the table is built on first use.
   static const Dtype kTypes[] = {
-      {"int8", napi_int8_array, MPI_INT8_T, true},       {"uint8", napi_uint8_array, MPI_UINT8_T, true},
-      {"int16", napi_int16_array, MPI_INT16_T, true},    {"uint16", napi_uint16_array, MPI_UINT16_T, true},
-      {"int32", napi_int32_array, MPI_INT32_T, true},    {"uint32", napi_uint32_array, MPI_UINT32_T, true},
-      {"int64", napi_bigint64_array, MPI_INT64_T, true}, {"uint64", napi_biguint64_array, MPI_UINT64_T, true},
-      {"float32", napi_float32_array, MPI_FLOAT, false}, {"float64", napi_float64_array, MPI_DOUBLE, false},
+      {abi::Dtype::kInt8, napi_int8_array, MPI_INT8_T},       {abi::Dtype::kUint8, napi_uint8_array, MPI_UINT8_T},
+      {abi::Dtype::kInt16, napi_int16_array, MPI_INT16_T},    {abi::Dtype::kUint16, napi_uint16_array, MPI_UINT16_T},
+      {abi::Dtype::kInt32, napi_int32_array, MPI_INT32_T},    {abi::Dtype::kUint32, napi_uint32_array, MPI_UINT32_T},
+      {abi::Dtype::kInt64, napi_bigint64_array, MPI_INT64_T}, {abi::Dtype::kUint64, napi_biguint64_array, MPI_UINT64_T},
+      {abi::Dtype::kFloat32, napi_float32_array, MPI_FLOAT},  {abi::Dtype::kFloat64, napi_float64_array, MPI_DOUBLE},
   };
   Napi::Value v = info[i];
   std::string name = v.IsString() ? v.As<Napi::String>().Utf8Value() : std::string();
   for (const Dtype& t : kTypes) {
-    if (name == t.name) return &t;
+    if (name == t.name()) return &t;
   }
   ThrowInvalid(info.Env(),
                "unknown datatype \"" + name + "\" (int8, uint8, int16, uint16, int32, uint32, int64, uint64, float32, float64)");
 }
 
 MPI_Op OpArg(const Napi::CallbackInfo& info, size_t i, const Dtype* type) {
+  // The operators (names and kinds: abi/abi.yaml) and MPI's.
   struct Op {
-    const char* name;
+    abi::ReduceOp code;
     MPI_Op mpi;
-    bool integer_only;
   };
   static const Op kOps[] = {
-      {"sum", MPI_SUM, false}, {"prod", MPI_PROD, false}, {"min", MPI_MIN, false},  {"max", MPI_MAX, false}, {"band", MPI_BAND, true},
-      {"bor", MPI_BOR, true},  {"bxor", MPI_BXOR, true},  {"land", MPI_LAND, true}, {"lor", MPI_LOR, true},
+      {abi::ReduceOp::kSum, MPI_SUM},   {abi::ReduceOp::kProd, MPI_PROD}, {abi::ReduceOp::kMin, MPI_MIN},
+      {abi::ReduceOp::kMax, MPI_MAX},   {abi::ReduceOp::kBand, MPI_BAND}, {abi::ReduceOp::kBor, MPI_BOR},
+      {abi::ReduceOp::kBxor, MPI_BXOR}, {abi::ReduceOp::kLand, MPI_LAND}, {abi::ReduceOp::kLor, MPI_LOR},
   };
   Napi::Value v = info[i];
   std::string name = v.IsString() ? v.As<Napi::String>().Utf8Value() : std::string();
   for (const Op& op : kOps) {
-    if (name != op.name) continue;
-    if (op.integer_only && !type->integer) ThrowInvalid(info.Env(), "the operator " + name + " is for integer types, not " + type->name);
+    const abi::ReduceOpInfo& about = abi::kReduceOpTable[static_cast<size_t>(op.code)];
+    if (name != about.name) continue;
+    if (about.integer_only && !type->integer()) {
+      ThrowInvalid(info.Env(), "the operator " + name + " is for integer types, not " + type->name());
+    }
     return op.mpi;
   }
   ThrowInvalid(info.Env(), "unknown reduction operator \"" + name + "\" (sum, prod, min, max, band, bor, bxor, land, lor)");
@@ -167,7 +177,7 @@ MPI_Op OpArg(const Napi::CallbackInfo& info, size_t i, const Dtype* type) {
 // A buffer of a collective: a TypedArray of `type`, with a count MPI's int can carry.
 Bytes BufferArg(const Napi::CallbackInfo& info, size_t i, const char* name, const Dtype* type) {
   Bytes b = TypedArrayArg(info, i, name);
-  if (b.type != type->array) ThrowInvalid(info.Env(), std::string(name) + " is not a " + type->name + " array");
+  if (b.type != type->array) ThrowInvalid(info.Env(), std::string(name) + " is not a " + type->name() + " array");
   if (b.length > static_cast<size_t>(INT_MAX)) ThrowInvalid(info.Env(), std::string(name) + ": more than 2^31 - 1 elements");
   return b;
 }

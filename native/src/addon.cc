@@ -77,6 +77,8 @@ Napi::Int32Array ToInt32Array(Napi::Env env, const std::vector<int32_t>& values)
   return out;
 }
 
+using abi::CallField;
+
 }  // namespace
 
 class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
@@ -135,7 +137,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     Napi::Object self = info.This().As<Napi::Object>();
     // The descriptor lives in an ArrayBuffer created here (never on V8's heap, so it never
     // moves); the reference keeps it alive as long as this object.
-    auto area = Napi::Float64Array::New(env, kCallFields);
+    auto area = Napi::Float64Array::New(env, abi::kCallFieldCount);
     call_area_ = area.Data();
     call_area_ref_ = Napi::Persistent(area);
     self.Set("callArea", area);
@@ -149,31 +151,6 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   }
 
   ~NativeEngine() override { Shutdown(); }
-
-  // { name: slot } of the call descriptor, for nativeTables().
-  static Napi::Object CallFieldTable(Napi::Env env) {
-    struct Entry {
-      const char* name;
-      CallField field;
-    };
-    static constexpr Entry kEntries[] = {
-        {"collective", kFieldCollective},
-        {"reducePlan", kFieldReducePlan},
-        {"bcastPlan", kFieldBcastPlan},
-        {"count", kFieldCount},
-        {"dtype", kFieldDtype},
-        {"op", kFieldOp},
-        {"root", kFieldRoot},
-        {"planHash", kFieldPlanHash},
-        {"segment", kFieldSegment},
-        {"bcastSegment", kFieldBcastSegment},
-    };
-    // The slots are numbered 0 … kCallFields − 1: one entry each, or the table is incomplete.
-    static_assert(sizeof(kEntries) / sizeof(kEntries[0]) == kCallFields, "an entry per call field");
-    Napi::Object out = Napi::Object::New(env);
-    for (const Entry& e : kEntries) out.Set(e.name, Napi::Number::New(env, static_cast<double>(e.field)));
-    return out;
-  }
 
  private:
   template <typename F>
@@ -242,22 +219,11 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
 
   void Start(const Napi::CallbackInfo&) { engine_->Start(); }
 
+  // setPlan(id, words): words as encodeSchedule writes them (step.h).
   void SetPlan(const Napi::CallbackInfo& info) {
     const int id = info[0].As<Napi::Number>().Int32Value();
     auto data = info[1].As<Napi::Int32Array>();
-    std::vector<Step> steps;
-    for (size_t i = 0; i + kStepWords <= data.ElementLength(); i += kStepWords) {
-      Step s{static_cast<StepKind>(data[i]), data[i + 1], data[i + 2], data[i + 3]};
-      s.first = static_cast<uint32_t>(data[i + 4]);
-      s.count = static_cast<uint32_t>(data[i + 5]);
-      s.of = static_cast<uint32_t>(data[i + 6]);
-      s.peer2 = data[i + 7];
-      s.first2 = static_cast<uint32_t>(data[i + 8]);
-      s.count2 = static_cast<uint32_t>(data[i + 9]);
-      s.order = data[i + 10];
-      s.every_rank_combines = data[i + 11] != 0;
-      steps.push_back(s);
-    }
+    std::vector<Step> steps = DecodeSteps(data.Data(), data.ElementLength());
     Guarded(info.Env(), [&] { engine_->SetPlan(id, std::move(steps)); });
   }
 
@@ -268,25 +234,6 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     const std::vector<int> ranks = IntList(info[1]);
     Guarded(info.Env(), [&] { engine_->SetShmGroup(id, ranks); });
   }
-
-  // The call descriptor: everything about a collective call but its buffers, written by
-  // src/native.ts into `callArea` (a Float64Array over memory this object owns) before each
-  // run. Passing numbers this way instead of as ten arguments saves most of the cost of crossing
-  // into C++, which is the bulk of a small collective's latency.
-  enum CallField : size_t {
-    kFieldCollective,
-    kFieldReducePlan,
-    kFieldBcastPlan,
-    kFieldCount,
-    kFieldDtype,
-    kFieldOp,
-    kFieldRoot,
-    kFieldPlanHash,
-    kFieldSegment,
-    // Allgather: elements per segment of the bcast phase.
-    kFieldBcastSegment,
-    kCallFields
-  };
 
   // A buffer argument: a TypedArray's bytes, or none (null/undefined).
   struct BufferView {
@@ -324,22 +271,27 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   // unknown schedule id, a buffer smaller than the call, a missing one, or send and recv that
   // overlap without being the same bytes (IN_PLACE passes the same array twice) are CollErrors.
   CallArgs ReadCall(const BufferView& send, const BufferView& recv, const BufferView& counts) const {
+    // The call descriptor: everything about a collective call but its buffers, written by
+    // src/native.ts into `callArea` (a Float64Array over memory this object owns) before each
+    // run, in abi::CallField's slots. Passing numbers this way instead of as ten arguments saves
+    // most of the cost of crossing into C++, which is the bulk of a small collective's latency.
     const double* d = call_area_;
+    const auto field = [d](CallField f) { return d[static_cast<size_t>(f)]; };
     CallArgs a;
-    a.collective = static_cast<Collective>(static_cast<int>(d[kFieldCollective]));
-    const int reduce_id = static_cast<int>(d[kFieldReducePlan]);
-    const int bcast_id = static_cast<int>(d[kFieldBcastPlan]);
+    a.collective = static_cast<Collective>(static_cast<int>(field(CallField::kCollective)));
+    const int reduce_id = static_cast<int>(field(CallField::kReducePlan));
+    const int bcast_id = static_cast<int>(field(CallField::kBcastPlan));
     a.reduce = reduce_id >= 0 ? engine_->Plan(reduce_id) : nullptr;
     a.bcast = bcast_id >= 0 ? engine_->Plan(bcast_id) : nullptr;
     a.send = send.data;
     a.recv = recv.data;
-    a.count = static_cast<uint64_t>(d[kFieldCount]);
-    a.dtype = static_cast<Dtype>(static_cast<int>(d[kFieldDtype]));
-    a.op = static_cast<ReduceOp>(static_cast<int>(d[kFieldOp]));
-    a.root = static_cast<int>(d[kFieldRoot]);
-    a.plan_hash = static_cast<uint32_t>(d[kFieldPlanHash]);
-    a.segment = static_cast<uint64_t>(d[kFieldSegment]);
-    a.bcast_segment = static_cast<uint64_t>(d[kFieldBcastSegment]);
+    a.count = static_cast<uint64_t>(field(CallField::kCount));
+    a.dtype = static_cast<Dtype>(static_cast<int>(field(CallField::kDtype)));
+    a.op = static_cast<ReduceOp>(static_cast<int>(field(CallField::kOp)));
+    a.root = static_cast<int>(field(CallField::kRoot));
+    a.plan_hash = static_cast<uint32_t>(field(CallField::kPlanHash));
+    a.segment = static_cast<uint64_t>(field(CallField::kSegment));
+    a.bcast_segment = static_cast<uint64_t>(field(CallField::kBcastSegment));
     if (a.collective == Collective::kAllgather) {
       if (a.reduce == nullptr || a.bcast == nullptr) throw CollError("EINVAL", "unknown schedule id");
       CheckAllgatherBuffers(a, send, recv, counts);
@@ -736,53 +688,24 @@ Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(SegmentLayout(local_size, outbox, BcastParamsOf(info[2])).total_bytes()));
 }
 
-// { name: value } of an enum whose values, cast to double, are the entries' numbers.
-template <typename E, size_t N>
-Napi::Object EnumTable(Napi::Env env, const std::pair<const char*, E> (&entries)[N]) {
+// { name: value } of one of abi_generated.h's tables.
+template <typename Info, size_t N>
+Napi::Object AbiTable(Napi::Env env, const Info (&table)[N]) {
   Napi::Object out = Napi::Object::New(env);
-  for (const auto& [name, value] : entries) out.Set(name, Napi::Number::New(env, static_cast<double>(value)));
+  for (const Info& e : table) out.Set(e.name, Napi::Number::New(env, static_cast<double>(e.value)));
   return out;
 }
 
-// The numbers src/ mirrors as TypeScript constants (test/native-tables.test.ts compares them
-// with this object): built from the C++ enums and constants themselves, so the test sees what
-// the engine uses. The names are TypeScript's; where an enum is numbered contiguously a
-// static_assert ties its entry count to its last value, so a new enum member needs an entry.
+// The numbers src/ takes from abi/abi.yaml too (test/native-tables.test.ts compares them with
+// this object), as this addon was compiled with them: from abi_generated.h, and from the
+// functions and constants that use it. A TypeScript side generated from another version of the
+// spec than the addon's fails there.
 Napi::Object NativeTables(Napi::Env env) {
   Napi::Object out = Napi::Object::New(env);
-
-  static constexpr std::pair<const char*, StepKind> kSteps[] = {
-      {"Send", StepKind::kSend},
-      {"Recv", StepKind::kRecv},
-      {"RecvReduce", StepKind::kRecvReduce},
-      {"ShmBcast", StepKind::kShmBcast},
-      {"SendRecv", StepKind::kSendRecv},
-      {"SendRecvReduce", StepKind::kSendRecvReduce},
-      {"ShmReduce", StepKind::kShmReduce},
-      {"ShmAllreduce", StepKind::kShmAllreduce},
-      {"ShmAllgather", StepKind::kShmAllgather},
-      {"ShmAreaBcast", StepKind::kShmAreaBcast},
-      {"ShmAreaReduce", StepKind::kShmAreaReduce},
-      {"ShmWindowAllreduce", StepKind::kShmWindowAllreduce},
-      {"Put", StepKind::kPut},
-      {"AwaitPut", StepKind::kAwaitPut},
-      {"CountDone", StepKind::kCountDone},
-      {"AwaitDone", StepKind::kAwaitDone},
-      {"ShmWindowAllgather", StepKind::kShmWindowAllgather},
-  };
-  static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == static_cast<size_t>(StepKind::kShmWindowAllgather), "step kinds are 1 … the last");
-  out.Set("stepKinds", EnumTable(env, kSteps));
+  out.Set("stepKinds", AbiTable(env, abi::kStepKindTable));
   out.Set("stepWords", Napi::Number::New(env, static_cast<double>(kStepWords)));
-
-  out.Set("callFields", NativeEngine::CallFieldTable(env));
-
-  static constexpr std::pair<const char*, Collective> kCollectives[] = {
-      {"barrier", Collective::kBarrier},     {"bcast", Collective::kBcast},         {"reduce", Collective::kReduce},
-      {"allreduce", Collective::kAllreduce}, {"allgather", Collective::kAllgather},
-  };
-  static_assert(sizeof(kCollectives) / sizeof(kCollectives[0]) == static_cast<size_t>(Collective::kAllgather),
-                "collectives are 1 … the last");
-  out.Set("collectives", EnumTable(env, kCollectives));
+  out.Set("callFields", AbiTable(env, abi::kCallFieldTable));
+  out.Set("collectives", AbiTable(env, abi::kCollectiveTable));
 
   // Datatypes and operators by the names the engine reports in its errors; which pairs have
   // a kernel (the rest are refused by TypeScript before they reach the engine).
@@ -790,16 +713,16 @@ Napi::Object NativeTables(Napi::Env env) {
   Napi::Object dtype_bytes = Napi::Object::New(env);
   Napi::Object ops = Napi::Object::New(env);
   Napi::Object supported = Napi::Object::New(env);
-  for (size_t o = 0; o < static_cast<size_t>(ReduceOp::kCount); ++o) {
+  for (size_t o = 0; o < abi::kReduceOpCount; ++o) {
     ops.Set(OpName(static_cast<ReduceOp>(o)), Napi::Number::New(env, static_cast<double>(o)));
   }
-  for (size_t t = 0; t < static_cast<size_t>(Dtype::kCount); ++t) {
+  for (size_t t = 0; t < abi::kDtypeCount; ++t) {
     const auto dtype = static_cast<Dtype>(t);
     dtypes.Set(DtypeName(dtype), Napi::Number::New(env, static_cast<double>(t)));
     dtype_bytes.Set(DtypeName(dtype), Napi::Number::New(env, static_cast<double>(DtypeSize(dtype))));
     Napi::Array with = Napi::Array::New(env);
     uint32_t n = 0;
-    for (size_t o = 0; o < static_cast<size_t>(ReduceOp::kCount); ++o) {
+    for (size_t o = 0; o < abi::kReduceOpCount; ++o) {
       const auto op = static_cast<ReduceOp>(o);
       if (FindReduce(dtype, op).in_place != nullptr) with.Set(n++, Napi::String::New(env, OpName(op)));
     }
@@ -810,14 +733,7 @@ Napi::Object NativeTables(Napi::Env env) {
   out.Set("reduceOps", ops);
   out.Set("reduceOpsByDatatype", supported);
 
-  static constexpr std::pair<const char*, TreeKind> kTrees[] = {
-      {"flat", TreeKind::kFlat},
-      {"chain", TreeKind::kChain},
-      {"kary", TreeKind::kKary},
-      {"knomial", TreeKind::kKnomial},
-  };
-  static_assert(sizeof(kTrees) / sizeof(kTrees[0]) == static_cast<size_t>(TreeKind::kKnomial) + 1, "trees are 0 … the last");
-  out.Set("trees", EnumTable(env, kTrees));
+  out.Set("trees", AbiTable(env, abi::kTreeKindTable));
 
   out.Set("shmAllreduceMaxBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kMaxBytes)));
   out.Set("shmAllgatherColumnBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kColumnBytes)));
@@ -837,6 +753,39 @@ Napi::Object NativeTables(Napi::Env env) {
 
   out.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
   out.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));
+  return out;
+}
+
+// stepRoundTrip(words) → { steps, words }: the steps DecodeSteps reads from encodeSchedule's
+// words, each field by abi/abi.yaml's name, and EncodeSteps' words for them. For tests only
+// (test/step-codec.test.ts): both sides' step codecs on one list.
+Napi::Value StepRoundTrip(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto data = info[0].As<Napi::Int32Array>();
+  const std::vector<Step> steps = DecodeSteps(data.Data(), data.ElementLength());
+  Napi::Array decoded = Napi::Array::New(env, steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    Napi::Object o = Napi::Object::New(env);
+    const auto set = [&](const char* name, int64_t v) { o.Set(name, Napi::Number::New(env, static_cast<double>(v))); };
+    set("kind", static_cast<int32_t>(s.kind));
+    set("peer", s.peer);
+    set("level", s.level);
+    set("group", s.group);
+    set("pollMicros", s.poll_us);
+    set("first", s.first);
+    set("count", s.count);
+    set("of", s.of);
+    set("peer2", s.peer2);
+    set("first2", s.first2);
+    set("count2", s.count2);
+    set("order", s.order);
+    o.Set("everyRankCombines", Napi::Boolean::New(env, s.every_rank_combines));
+    decoded.Set(static_cast<uint32_t>(i), o);
+  }
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("steps", decoded);
+  out.Set("words", ToInt32Array(env, EncodeSteps(steps)));
   return out;
 }
 
@@ -878,6 +827,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
   exports.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));
   exports.Set("nativeTables", NativeTables(env));
+  exports.Set("stepRoundTrip", Napi::Function::New(env, StepRoundTrip));
   return exports;
 }
 

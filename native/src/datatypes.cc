@@ -115,33 +115,18 @@ ReduceKernels ForType(ReduceOp op) {
 }  // namespace
 
 size_t DtypeSize(Dtype t) {
-  switch (t) {
-    case Dtype::kInt8:
-    case Dtype::kUint8:
-    case Dtype::kUint8Clamped: return 1;
-    case Dtype::kInt16:
-    case Dtype::kUint16: return 2;
-    case Dtype::kInt32:
-    case Dtype::kUint32:
-    case Dtype::kFloat32: return 4;
-    case Dtype::kFloat64:
-    case Dtype::kInt64:
-    case Dtype::kUint64: return 8;
-    default: return 0;
-  }
+  const auto i = static_cast<size_t>(t);
+  return i < abi::kDtypeCount ? abi::kDtypeTable[i].bytes : 0;
 }
 
 const char* DtypeName(Dtype t) {
-  static const char* const kNames[] = {"int8",   "uint8",   "uint8clamped", "int16", "uint16", "int32",
-                                       "uint32", "float32", "float64",      "int64", "uint64"};
-  auto i = static_cast<size_t>(t);
-  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown";
+  const auto i = static_cast<size_t>(t);
+  return i < abi::kDtypeCount ? abi::kDtypeTable[i].name : "unknown";
 }
 
 const char* OpName(ReduceOp op) {
-  static const char* const kNames[] = {"sum", "prod", "min", "max", "band", "bor", "bxor", "land", "lor"};
-  auto i = static_cast<size_t>(op);
-  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "a user-defined operator";
+  const auto i = static_cast<size_t>(op);
+  return i < abi::kReduceOpCount ? abi::kReduceOpTable[i].name : "a user-defined operator";
 }
 
 ReduceKernels FindReduce(Dtype t, ReduceOp op) {

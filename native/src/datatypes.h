@@ -1,39 +1,17 @@
-// Element types and reduction operators, numbered as in src/runtime/datatypes.ts.
+// Element types and reduction operators: their codes, names and sizes are abi/abi.yaml's
+// (abi_generated.h), shared with src/runtime/datatypes.ts; their kernels are here.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 
+#include "abi_generated.h"
+
 namespace topocoll {
 
-enum class Dtype : uint8_t {
-  kInt8 = 0,
-  kUint8 = 1,
-  kUint8Clamped = 2,
-  kInt16 = 3,
-  kUint16 = 4,
-  kInt32 = 5,
-  kUint32 = 6,
-  kFloat32 = 7,
-  kFloat64 = 8,
-  kInt64 = 9,
-  kUint64 = 10,
-  kCount = 11,
-};
-
-enum class ReduceOp : uint8_t {
-  kSum = 0,
-  kProd = 1,
-  kMin = 2,
-  kMax = 3,
-  kBand = 4,
-  kBor = 5,
-  kBxor = 6,
-  kLand = 7,
-  kLor = 8,
-  kCount = 9,
-};
+using abi::Dtype;
+using abi::ReduceOp;
 
 size_t DtypeSize(Dtype t);
 const char* DtypeName(Dtype t);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +33,7 @@
 #include "shm_reduce.h"
 #include "shm_segment.h"
 #include "shm_window.h"
+#include "step.h"
 #include "tcp_links.h"
 #include "wait.h"
 
@@ -39,64 +41,11 @@ namespace topocoll {
 
 class SegmentLayout;  // segment_layout.h
 
-// One step of a schedule; src/algorithms/schedule.ts defines the semantics (buffer B of the
-// phase, segments, block ranges, reduction order, eager exchanges).
-enum class StepKind : int32_t {
-  kSend = 1,
-  kRecv = 2,
-  kRecvReduce = 3,
-  kShmBcast = 4,
-  kSendRecv = 5,
-  kSendRecvReduce = 6,
-  kShmReduce = 7,
-  kShmAllreduce = 8,
-  kShmAllgather = 9,
-  kShmAreaBcast = 10,
-  kShmAreaReduce = 11,
-  // The allreduce of a one-node job whose buffers are shared windows, the whole call in one
-  // step of the reduce phase (WindowAllreduce); every_rank_combines picks the area protocol of
-  // its three meetings.
-  kShmWindowAllreduce = 12,
-  // S1's one-sided bcast (RunOneSided; schedule.ts). The tree is the world's, whatever the node:
-  // a peer on this node is reached through the windows (shm_window.h, counters[r].put and
-  // .done), one on another node through its link (a Send / an empty message).
-  kPut = 13,        // B[range] into peer's copy (its window part at the same offset; or a Send)
-  kAwaitPut = 14,   // until peer's put into B arrived (or a Recv); poll_us: S1's poll sleep
-  kCountDone = 15,  // tell the root (peer) this rank is done: its done counter, or an empty message
-  kAwaitDone = 16,  // the root: every other rank counted itself done; poll_us as kAwaitPut
-  // The allgather of a one-node job whose blocks lie in shared windows (each rank's send, or its
-  // recv for IN_PLACE), the whole call in one step of the gather phase (WindowAllgather);
-  // every_rank_combines picks the area protocol of its two meetings.
-  kShmWindowAllgather = 17,
-};
-struct Step {
-  StepKind kind;
-  // The other rank (the receiver of an exchange's send); kShmBcast, kShmAreaBcast: the source;
-  // kShmReduce, kShmAreaReduce: the destination.
-  int32_t peer;
-  int32_t level;
-  int32_t group;  // kShmBcast: the shared-memory group id registered with SetShmGroup; kAwaitPut, kAwaitDone: poll_us
-  // Blocks [first, first + count) of the segment cut into `of` blocks. of = 0: rank block
-  // `first` (count 1) of an allgather's result (engine.cc, RunStep; schedule.ts).
-  uint32_t first = 0, count = 1, of = 1;
-  // Exchanges: the rank received from, and where its data goes (blocks of `of`).
-  int32_t peer2 = -1;
-  uint32_t first2 = 0, count2 = 0;
-  // RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B.
-  int32_t order = 0;
-  // kShmAllreduce: every rank combines the deposits (else the last to arrive does);
-  // kShmAllgather: every rank waits for each deposit itself (else the last to arrive tells all).
-  bool every_rank_combines = false;
-  // Resolved by SetPlan: local indices of peer and peer2 (−1: on another node).
-  int32_t local_peer = -1, local_peer2 = -1;
-};
 // The smallest bcast the S0 engine sends in window mode (ShmBcastParams::window_min_bytes), with
 // a core per rank and with ranks outnumbering cores; src/communicator.ts picks the window plans
 // from the same sizes (nativeTables().windowBcastMinBytes).
 constexpr uint64_t WindowBcastMinBytes(bool oversubscribed) { return oversubscribed ? 512 * 1024 : 64 * 1024; }
 
-// Int32 words per step in the encoded form (STEP_WORDS of schedule.ts).
-constexpr size_t kStepWords = 12;
 // Error codes an abort carries, by the index that travels in the node's segment and in abort
 // notices (index 0: no abort). Append only: ranks of one job must agree on the indices.
 inline constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL", "ECONFIG"};
@@ -180,13 +129,19 @@ struct CallArgs {
 
 // The per-call counters that the executor and the JavaScript fast path (src/runtime/fast-path.ts)
 // both advance, so that a call made by either counts for both: JavaScript reads and writes them
-// through a Uint32Array over this struct (word order as declared), on the thread that runs
-// blocking calls, and only while no Promise collective is queued.
+// through a Uint32Array over this struct (words as abi::call_counter numbers them), on the
+// thread that runs blocking calls, and only while no Promise collective is queued.
 struct CallCounters {
   uint32_t seq = 0;            // calls made: the last call's MsgHeader::seq
   uint32_t previous_call = 0;  // CallHash of the last call, folded into the next one's plan hash
   AreaCalls area;              // calls of the node-wide shared area (ShmAllreduce)
 };
+static_assert(sizeof(CallCounters) == 4 * abi::kCallCounterWords, "CallCounters has abi/abi.yaml's words");
+static_assert(offsetof(CallCounters, seq) == 4 * abi::call_counter::kSeq, "seq is where abi/abi.yaml puts it");
+static_assert(offsetof(CallCounters, previous_call) == 4 * abi::call_counter::kPreviousCall, "previous_call likewise");
+static_assert(offsetof(CallCounters, area) + offsetof(AreaCalls, count) == 4 * abi::call_counter::kAreaCalls, "area.count likewise");
+static_assert(offsetof(CallCounters, area) + offsetof(AreaCalls, all_entered) == 4 * abi::call_counter::kAllEntered,
+              "area.all_entered likewise");
 
 // Where the JavaScript fast path finds what it reads and writes in the node's segment: byte
 // offsets from the segment's base (FastPathLayout; the addon hands them over with the segment).

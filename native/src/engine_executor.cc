@@ -341,7 +341,7 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
     }
     return p;
   };
-  const auto poll_us = static_cast<uint32_t>(std::max<int32_t>(0, s.group));
+  const auto poll_us = static_cast<uint32_t>(std::max<int32_t>(0, s.poll_us));
   const uint32_t call = CallHash(header);
   const auto counter = [&](const WindowPlace& p, size_t local) -> WindowCounter& {
     WindowCounter* c = windows_.Counter(p.id, local);

@@ -9,14 +9,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "abi_generated.h"
 #include "topocoll_p2p.h"
 
 namespace topocoll {
 
 namespace {
 
-constexpr int kSend = 0;
-constexpr int kReceive = 1;
+// What operate() is asked to do (abi/abi.yaml; src/p2p/js-layer.ts reads it).
+using abi::JsP2POperation;
 
 // Codes the struct's functions return: one per failure, so describe() finds its text.
 class Bridge {
@@ -31,10 +32,10 @@ class Bridge {
     p2p_.size = size;
     p2p_.tag_base = tag_base;
     p2p_.isend = [](void* c, int32_t peer, int32_t tag, const void* data, size_t bytes, void** request) {
-      return Of(c).Start(kSend, peer, tag, const_cast<void*>(data), bytes, request);
+      return Of(c).Start(JsP2POperation::kSend, peer, tag, const_cast<void*>(data), bytes, request);
     };
     p2p_.irecv = [](void* c, int32_t peer, int32_t tag, void* buffer, size_t capacity, void** request) {
-      return Of(c).Start(kReceive, peer, tag, buffer, capacity, request);
+      return Of(c).Start(JsP2POperation::kReceive, peer, tag, buffer, capacity, request);
     };
     p2p_.test = [](void* c, void* request, int* done, size_t* bytes) { return Of(c).Test(request, done, bytes); };
     p2p_.abandon = [](void* c, void* request) { Of(c).Abandon(request); };
@@ -60,12 +61,12 @@ class Bridge {
     Request& r = it->second;
     if (error != nullptr) {
       Fail(r, *error);
-    } else if (r.kind == kReceive && bytes > r.capacity) {
+    } else if (r.kind == JsP2POperation::kReceive && bytes > r.capacity) {
       Fail(r, "a message of " + std::to_string(bytes) + " bytes arrived from rank " + std::to_string(r.peer) + " where at most " +
                   std::to_string(r.capacity) + " were expected");
     } else {
-      if (r.kind == kReceive && bytes > 0) std::memcpy(r.buffer, data, bytes);
-      r.bytes = r.kind == kReceive ? bytes : r.capacity;
+      if (r.kind == JsP2POperation::kReceive && bytes > 0) std::memcpy(r.buffer, data, bytes);
+      r.bytes = r.kind == JsP2POperation::kReceive ? bytes : r.capacity;
       r.state = State::kDone;
     }
   }
@@ -73,7 +74,7 @@ class Bridge {
  private:
   enum class State { kPending, kDone, kFailed };
   struct Request {
-    int kind;
+    JsP2POperation kind;
     int32_t peer;
     void* buffer;
     size_t capacity;
@@ -88,7 +89,7 @@ class Bridge {
 
   static Bridge& Of(void* context) { return **static_cast<std::shared_ptr<Bridge>*>(context); }
 
-  int Start(int kind, int32_t peer, int32_t tag, void* buffer, size_t capacity, void** request) {
+  int Start(JsP2POperation kind, int32_t peer, int32_t tag, void* buffer, size_t capacity, void** request) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (std::this_thread::get_id() == js_thread_) {
       return Error(
@@ -98,7 +99,7 @@ class Bridge {
     const uint64_t id = next_id_++;
     requests_.emplace(id, Request{kind, peer, buffer, capacity});
     auto* call = new Call{*static_cast<std::shared_ptr<Bridge>*>(p2p_.context), id};
-    const int32_t kind_arg = kind;
+    const JsP2POperation kind_arg = kind;
     auto run = [kind_arg, peer, tag](Napi::Env env, Napi::Function operate, Call* c) {
       std::unique_ptr<Call> owned(c);
       Bridge& b = *c->bridge;
@@ -108,12 +109,13 @@ class Bridge {
         auto it = b.requests_.find(c->id);
         if (it == b.requests_.end()) return;  // abandoned before it started
         const Request& r = it->second;
-        payload = kind_arg == kSend ? Napi::Value(Napi::Buffer<uint8_t>::Copy(env, static_cast<const uint8_t*>(r.buffer), r.capacity))
-                                    : Napi::Value(Napi::Number::New(env, static_cast<double>(r.capacity)));
+        payload = kind_arg == JsP2POperation::kSend
+                      ? Napi::Value(Napi::Buffer<uint8_t>::Copy(env, static_cast<const uint8_t*>(r.buffer), r.capacity))
+                      : Napi::Value(Napi::Number::New(env, static_cast<double>(r.capacity)));
       }
       // The JavaScript side catches what the layer throws and reports it through complete().
-      operate.Call({Napi::Number::New(env, kind_arg), Napi::Number::New(env, static_cast<double>(c->id)), Napi::Number::New(env, peer),
-                    Napi::Number::New(env, tag), payload});
+      operate.Call({Napi::Number::New(env, static_cast<int32_t>(kind_arg)), Napi::Number::New(env, static_cast<double>(c->id)),
+                    Napi::Number::New(env, peer), Napi::Number::New(env, tag), payload});
     };
     if (tsfn_.NonBlockingCall(call, run) != napi_ok) {
       delete call;

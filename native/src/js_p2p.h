@@ -4,8 +4,8 @@
 //
 // Protocol, per operation:
 //   1. isend/irecv (an executor thread): registers a request under a new id (the handle is the
-//      id) and queues a call to JavaScript: operate(kind, id, peer, tag, payload) — kind 0 send
-//      with a copy of the bytes, kind 1 receive with the capacity.
+//      id) and queues a call to JavaScript: operate(kind, id, peer, tag, payload) — kind
+//      abi::JsP2POperation::kSend with a copy of the bytes, kReceive with the capacity.
 //   2. the JavaScript thread runs it: the layer's send/recv, and when that settles,
 //      complete(id, error?, bytes?) copies a received message into the request's buffer (under
 //      the lock, so never after abandon) and marks the request done or failed.

@@ -5,12 +5,8 @@
 namespace topocoll {
 
 const char* CollectiveName(Collective c) {
-  switch (c) {
-    case Collective::kBarrier: return "barrier";
-    case Collective::kBcast: return "bcast";
-    case Collective::kReduce: return "reduce";
-    case Collective::kAllreduce: return "allreduce";
-    case Collective::kAllgather: return "allgather";
+  for (const abi::CollectiveInfo& e : abi::kCollectiveTable) {
+    if (e.value == c) return e.name;
   }
   return "unknown collective";
 }

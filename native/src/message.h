@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <string>
 
+#include "abi_generated.h"
+
 namespace topocoll {
 
-constexpr uint32_t kMsgMagic = 0x5450434cU;  // "TPCL"
+// The header's magic (abi/abi.yaml: the JavaScript fast path writes headers too).
+using abi::kMsgMagic;
 // A probe carries only the sender's current call: a rank that waits long on a peer of another
 // node sends one, so that two ranks blocked on each other in different collectives find out.
 constexpr uint32_t kProbeMagic = 0x54504350U;  // "TPCP"
@@ -17,7 +20,7 @@ constexpr uint32_t kProbeMagic = 0x54504350U;  // "TPCP"
 // `op` carries the error's code, so ranks of other nodes learn why, not only that it left.
 constexpr uint32_t kAbortMagic = 0x54504341U;  // "TPCA"
 
-enum class Collective : uint8_t { kBarrier = 1, kBcast = 2, kReduce = 3, kAllreduce = 4, kAllgather = 5 };
+using abi::Collective;
 const char* CollectiveName(Collective c);
 
 struct MsgHeader {
@@ -32,7 +35,19 @@ struct MsgHeader {
   uint32_t plan_hash;  // identifies the level configuration the sender planned with
   int32_t sender;
 };
-static_assert(sizeof(MsgHeader) == 32, "the header is part of the wire format");
+// The header is part of the wire format, and the JavaScript fast path writes it word by word:
+// its layout is abi/abi.yaml's.
+static_assert(sizeof(MsgHeader) == abi::kMsgHeaderBytes, "MsgHeader's size is abi/abi.yaml's");
+static_assert(offsetof(MsgHeader, magic) == abi::msg_header::kMagic, "MsgHeader::magic is where abi/abi.yaml puts it");
+static_assert(offsetof(MsgHeader, seq) == abi::msg_header::kSeq, "MsgHeader::seq is where abi/abi.yaml puts it");
+static_assert(offsetof(MsgHeader, collective) == abi::msg_header::kCollective, "MsgHeader::collective is where abi/abi.yaml puts it");
+static_assert(offsetof(MsgHeader, dtype) == abi::msg_header::kDtype, "MsgHeader::dtype is where abi/abi.yaml puts it");
+static_assert(offsetof(MsgHeader, op) == abi::msg_header::kOp, "MsgHeader::op is where abi/abi.yaml puts it");
+static_assert(offsetof(MsgHeader, phase) == abi::msg_header::kPhase, "MsgHeader::phase is where abi/abi.yaml puts it");
+static_assert(offsetof(MsgHeader, root) == abi::msg_header::kRoot, "MsgHeader::root is where abi/abi.yaml puts it");
+static_assert(offsetof(MsgHeader, count) == abi::msg_header::kCount, "MsgHeader::count is where abi/abi.yaml puts it");
+static_assert(offsetof(MsgHeader, plan_hash) == abi::msg_header::kPlanHash, "MsgHeader::plan_hash is where abi/abi.yaml puts it");
+static_assert(offsetof(MsgHeader, sender) == abi::msg_header::kSender, "MsgHeader::sender is where abi/abi.yaml puts it");
 
 // One piece of a message a transport writes: a header and a body go out as two slices, back to
 // back, in one message (ShmChannel::Send, TcpLinks::Send).

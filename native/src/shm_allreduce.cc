@@ -95,9 +95,8 @@ void ShmAllreduce::MarkDeposited(uint32_t call, const WaitPolicy& policy) {
 
 void ShmAllreduce::PrefetchDeposit(uint32_t call, size_t r, size_t bytes) const {
   if (bytes > kPrefetchBytes) return;
-  constexpr size_t kLine = 64;
   const uint8_t* slot = reinterpret_cast<const uint8_t*>(&SlotOf(static_cast<int>(r), call));
-  for (size_t at = kLine; at < kDataAt + bytes; at += kLine) __builtin_prefetch(slot + at);
+  for (size_t at = kLineBytes; at < kDataAt + bytes; at += kLineBytes) __builtin_prefetch(slot + at);
 }
 
 void ShmAllreduce::AwaitDeposit(uint32_t call, size_t r, const MsgHeader& header, const WaitPolicy& policy, WaitGuard& guard) {

@@ -82,6 +82,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "abi_generated.h"
 #include "cache_line.h"
 #include "datatypes.h"
 #include "message.h"
@@ -97,17 +98,19 @@ struct AreaCalls {
 
 class ShmAllreduce {
  public:
+  // (The sizes below but kDepth are abi/abi.yaml's sharedArea: the JavaScript side relies on them too.)
   // Largest one-way deposit (bytes of data) whose later lines a reader fetches before the mark
-  // comes (PrefetchDeposit; the JavaScript fast path's EARLY_READ_MAX_BYTES).
-  static constexpr size_t kPrefetchBytes = 256;
+  // comes (PrefetchDeposit, in steps of kLineBytes; the JavaScript fast path reads them early).
+  static constexpr size_t kPrefetchBytes = abi::kSharedAreaPrefetchBytes;
+  static constexpr size_t kLineBytes = abi::kSharedAreaLineBytes;
   // Largest allreduce (bytes) it takes; larger ones go through the group schedules.
-  static constexpr size_t kMaxBytes = 8192;
+  static constexpr size_t kMaxBytes = abi::kSharedAreaMaxBytes;
   // Slots in each rank's ring: how many calls a one-way sender may run ahead of the slowest rank.
   static constexpr uint32_t kDepth = 16;
   // Data a slot holds itself: the JavaScript fast path's calls all fit.
-  static constexpr size_t kInlineBytes = 1024;
+  static constexpr size_t kInlineBytes = abi::kSharedAreaSlotDataBytes;
   // Bytes of a column: larger data of a call, and an allgather's column per round.
-  static constexpr size_t kColumnBytes = 64 * 1024;
+  static constexpr size_t kColumnBytes = abi::kSharedAreaColumnBytes;
 
   // The parts of the node-wide area (segment_layout.h carves them).
   struct Counters {

@@ -61,6 +61,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "abi_generated.h"
 #include "cache_line.h"
 #include "shm_segment.h"
 #include "shm_window.h"
@@ -68,9 +69,8 @@
 
 namespace topocoll {
 
-// Notification tree shapes (S0): the root notifies everyone (flat), a chain, a k-ary tree, or a
-// k-nomial tree.
-enum class TreeKind : int32_t { kFlat = 0, kChain = 1, kKary = 2, kKnomial = 3 };
+// Notification tree shapes (S0): abi/abi.yaml's, which src/runtime/shm-budget.ts passes.
+using abi::TreeKind;
 
 struct ShmBcastParams {
   // Bytes of each rank's queue; a multiple of `min_fragment`.

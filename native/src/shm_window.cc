@@ -9,7 +9,9 @@ namespace topocoll {
 
 namespace {
 
-uint64_t PageUp(uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+// Parts start on page boundaries (abi/abi.yaml's window.pageBytes, as in src/runtime/windows.ts).
+constexpr uint64_t kPartAlign = abi::kWindowPageBytes;
+uint64_t PageUp(uint64_t bytes) { return (bytes + kPartAlign - 1) / kPartAlign * kPartAlign; }
 
 }  // namespace
 
@@ -29,7 +31,7 @@ ShmWindow ShmWindow::Create(const std::string& name, const WindowLayout& layout)
   h->local_size = static_cast<uint32_t>(layout.lengths.size());
   h->total_bytes = layout.total_bytes;
   for (size_t i = 0; i < layout.lengths.size(); ++i) {
-    new (&reinterpret_cast<WindowCounter*>(segment.base() + kFalseSharingBytes)[i]) WindowCounter{};
+    new (&reinterpret_cast<WindowCounter*>(segment.base() + abi::kWindowHeaderBytes)[i]) WindowCounter{};
   }
   return ShmWindow(std::move(segment), layout);
 }

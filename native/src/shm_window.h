@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "abi_generated.h"
 #include "cache_line.h"
 #include "shm_segment.h"
 
@@ -76,7 +77,10 @@ struct WindowCounter {
   alignas(kFalseSharingBytes) WindowPut put;
   alignas(kFalseSharingBytes) std::atomic<uint32_t> done;
 };
-static_assert(sizeof(WindowCounter) == 4 * kFalseSharingBytes, "src/runtime/windows.ts lays out four lines per local rank");
+// src/runtime/windows.ts lays windows out too, from abi/abi.yaml's sizes (window).
+static_assert(sizeof(WindowHeader) <= abi::kWindowHeaderBytes && abi::kWindowHeaderBytes % alignof(WindowCounter) == 0 &&
+                  sizeof(WindowCounter) == abi::kWindowCounterBytes,
+              "a window is laid out as abi/abi.yaml says");
 
 // Where each local rank's part lies in a window of these lengths.
 struct WindowLayout {
@@ -100,10 +104,10 @@ class ShmWindow {
 
   uint8_t* base() const { return segment_.base(); }
   size_t bytes() const { return segment_.size(); }
-  WindowCounter& counter(size_t local) const { return reinterpret_cast<WindowCounter*>(segment_.base() + kFalseSharingBytes)[local]; }
+  WindowCounter& counter(size_t local) const { return reinterpret_cast<WindowCounter*>(segment_.base() + abi::kWindowHeaderBytes)[local]; }
   const WindowLayout& layout() const { return layout_; }
   // Bytes of the header and the counters of `locals` local ranks, before the first part.
-  static constexpr size_t CountersBytes(size_t locals) { return kFalseSharingBytes + sizeof(WindowCounter) * locals; }
+  static constexpr size_t CountersBytes(size_t locals) { return abi::kWindowHeaderBytes + abi::kWindowCounterBytes * locals; }
 
  private:
   ShmWindow(ShmSegment segment, WindowLayout layout) : segment_(std::move(segment)), layout_(std::move(layout)) {}

@@ -1,5 +1,19 @@
+import {
+  STEP_WORDS,
+  StepDefault,
+  StepKind,
+  StepWord,
+  stepHasCount2,
+  stepHasEveryRankCombines,
+  stepHasFirst2,
+  stepHasGroup,
+  stepHasOrder,
+  stepHasPeer2,
+  stepHasPollMicros,
+} from '../abi.generated.js';
+
 /**
- * The step format shared with the C++ executor (native/src/engine.h). A schedule is, for one
+ * The step format shared with the C++ executor (native/src/step.h). A schedule is, for one
  * rank and one phase of a collective call, the ordered point-to-point steps it performs; the
  * executor runs them in order, each step blocking until it completes.
  *
@@ -46,89 +60,9 @@
  * Either way two ranks that exchange, or a ring of them, never wait on each other's send.
  */
 
-/**
- * What a step does (StepKind of native/src/engine.h; test/native-tables.test.ts checks the two
- * agree). A plain object rather than a `const enum` so isolated transpilers agree.
- */
-export const StepKind = {
-  /** Send B[range] to `peer`. */
-  Send: 1,
-  /** Receive B[range] from `peer` (overwriting it). */
-  Recv: 2,
-  /** Receive X from `peer` and combine it into B[range] (see `order`). */
-  RecvReduce: 3,
-  /**
-   * Broadcast B[range] inside a group of one node through the shared-memory engine (S0): every
-   * member runs this one step; `peer` is the group's source, `group` its id with the engine.
-   */
-  ShmBcast: 4,
-  /** Send B[range] to `peer`, then receive B[range2] from `peer2` (overwriting it). */
-  SendRecv: 5,
-  /** Send B[range] to `peer`, then receive X from `peer2` and combine it into B[range2]. */
-  SendRecvReduce: 6,
-  /**
-   * Reduce inside a group of one node through shared memory (native/src/shm_reduce.h): every
-   * member runs this one step; `peer` is the destination, whose B[range] becomes the members'
-   * B[range] combined in member (= rank) order; `group` is the group's id with the engine.
-   */
-  ShmReduce: 7,
-  /**
-   * Allreduce of B among every rank of a job on one node through one shared area
-   * (native/src/shm_allreduce.h): every rank runs this one step and deposits B; with
-   * `everyRankCombines` each rank then combines all deposits in rank order, else the last to
-   * arrive does and every rank copies its result. Messages ≤ 8 KiB.
-   */
-  ShmAllreduce: 8,
-  /**
-   * Allgather among every rank of a job on one node through the same area: the whole gather
-   * phase in one step (segment: the longest block), in rounds of 64 KiB columns. Every rank
-   * deposits its column; with `everyRankCombines` each rank waits for every deposit itself, else
-   * the last to arrive tells all; then each copies every column to its place.
-   */
-  ShmAllgather: 9,
-  /**
-   * Bcast of B (≤ 8 KiB) from `peer` among every rank of a job on one node through the same
-   * area, one way: every rank deposits its header (`peer` also B) and marks its slot; `peer`
-   * returns at once, the others wait for its mark and copy B out.
-   */
-  ShmAreaBcast: 10,
-  /**
-   * Reduce of B (≤ 8 KiB) to `peer` among every rank of a job on one node through the same
-   * area, one way: every rank deposits B; the others return at once, `peer` waits for every
-   * deposit and combines them in rank order.
-   */
-  ShmAreaReduce: 11,
-  /**
-   * Allreduce of a one-node job whose send and recv buffers are shared windows, the whole call
-   * in one step of the reduce phase (native Engine::WindowAllreduce): every rank publishes where
-   * its buffers lie, combines its slice straight out of every rank's send into its own recv,
-   * then copies every other slice out of its owner's recv — single copy, meetings through the
-   * area (`everyRankCombines` picks their protocol).
-   */
-  ShmWindowAllreduce: 12,
-  /**
-   * S1's one-sided bcast (algorithms/one-sided-bcast.ts; native Engine::RunOneSided): put
-   * B[range] into `peer`'s B. On this node the data goes straight into `peer`'s part of the
-   * shared window B lies in, at the offset B has in this rank's part, then a descriptor and the
-   * arrival flag (native/src/shm_window.h); to another node it is a Send.
-   */
-  Put: 13,
-  /** Wait until `peer`'s Put into B arrived (from another node: a Recv into B). `pollMicros`: S1's sleep between polls, 0 the doorbell. */
-  AwaitPut: 14,
-  /** Tell the bcast's root `peer` this rank has its data and forwarded it: on this node 1 added to the root's done counter, else an empty message. */
-  CountDone: 15,
-  /** The root (`peer` is itself): wait until every other rank counted itself done (S1's RMABcastFlush). `pollMicros` as AwaitPut. */
-  AwaitDone: 16,
-  /**
-   * Allgather of a one-node job whose blocks lie in shared windows (each rank's send, or its
-   * recv for IN_PLACE), the whole gather phase in one step (native Engine::WindowAllgather):
-   * every rank publishes where its block lies, copies every other block straight out of its
-   * owner's window into its place in the result, then meets the others once more — single copy,
-   * meetings through the area (`everyRankCombines` picks their protocol).
-   */
-  ShmWindowAllgather: 17,
-} as const;
-export type StepKind = (typeof StepKind)[keyof typeof StepKind];
+// What a step does, the words it is encoded as and their defaults are abi/abi.yaml's
+// (src/abi.generated.ts; the addon's native/src/abi_generated.h comes from the same spec).
+export { STEP_WORDS, StepKind } from '../abi.generated.js';
 
 /** Blocks [first, first + count) of a segment cut into `of` blocks. */
 export interface BlockRange {
@@ -137,7 +71,7 @@ export interface BlockRange {
   of: number;
 }
 
-export const WHOLE: BlockRange = { first: 0, count: 1, of: 1 };
+export const WHOLE: BlockRange = { first: StepDefault.first, count: StepDefault.count, of: StepDefault.of };
 
 /** `of` of a rank-block range (see "Rank blocks" above). */
 export const RANK_BLOCKS = 0;
@@ -178,30 +112,32 @@ export interface Schedule {
   steps: Step[];
 }
 
-/** Int32 words per encoded step (native/src/engine.h, `Step`; test/native-tables.test.ts checks it). */
-export const STEP_WORDS = 12;
-
 /**
- * The form the C++ executor receives, per step in order:
- * `[kind, peer, level, group (AwaitPut, AwaitDone: pollMicros), first, count, of, peer2, first2, count2, order, everyRankCombines]`.
+ * The form the C++ executor receives (native/src/step.h, DecodeSteps): STEP_WORDS int32 words
+ * per step in order, each field at its StepWord. A field the step's kind does not carry
+ * (stepHas…) is written as its StepDefault, so is a field the step leaves out; the group and
+ * pollMicros share a word (their kinds are disjoint).
  */
 export function encodeSchedule(s: Schedule): Int32Array {
   const out = new Int32Array(s.steps.length * STEP_WORDS);
   s.steps.forEach((step, i) => {
+    const { kind } = step;
     const range = step.range ?? WHOLE;
     const at = i * STEP_WORDS;
-    out[at] = step.kind;
-    out[at + 1] = step.peer;
-    out[at + 2] = step.level;
-    out[at + 3] = step.kind === StepKind.AwaitPut || step.kind === StepKind.AwaitDone ? (step.pollMicros ?? 0) : (step.group ?? 0);
-    out[at + 4] = range.first;
-    out[at + 5] = range.count;
-    out[at + 6] = range.of;
-    out[at + 7] = step.peer2 ?? -1;
-    out[at + 8] = step.range2?.first ?? 0;
-    out[at + 9] = step.range2?.count ?? 0;
-    out[at + 10] = step.order ?? 0;
-    out[at + 11] = step.everyRankCombines === true ? 1 : 0;
+    out[at + StepWord.kind] = kind;
+    out[at + StepWord.peer] = step.peer;
+    out[at + StepWord.level] = step.level;
+    if (stepHasGroup(kind)) out[at + StepWord.group] = step.group ?? StepDefault.group;
+    else if (stepHasPollMicros(kind)) out[at + StepWord.pollMicros] = step.pollMicros ?? StepDefault.pollMicros;
+    else out[at + StepWord.group] = StepDefault.group;
+    out[at + StepWord.first] = range.first;
+    out[at + StepWord.count] = range.count;
+    out[at + StepWord.of] = range.of;
+    out[at + StepWord.peer2] = stepHasPeer2(kind) ? (step.peer2 ?? StepDefault.peer2) : StepDefault.peer2;
+    out[at + StepWord.first2] = stepHasFirst2(kind) ? (step.range2?.first ?? StepDefault.first2) : StepDefault.first2;
+    out[at + StepWord.count2] = stepHasCount2(kind) ? (step.range2?.count ?? StepDefault.count2) : StepDefault.count2;
+    out[at + StepWord.order] = stepHasOrder(kind) ? (step.order ?? StepDefault.order) : StepDefault.order;
+    out[at + StepWord.everyRankCombines] = stepHasEveryRankCombines(kind) && step.everyRankCombines === true ? 1 : StepDefault.everyRankCombines;
   });
   return out;
 }
@@ -210,20 +146,20 @@ export function encodeSchedule(s: Schedule): Int32Array {
 export function decodeSteps(words: Int32Array): Step[] {
   const steps: Step[] = [];
   for (let at = 0; at + STEP_WORDS <= words.length; at += STEP_WORDS) {
-    const kind = words[at]! as StepKind;
-    const step: Step = { kind, peer: words[at + 1]!, level: words[at + 2]! };
-    if (kind === StepKind.ShmBcast || kind === StepKind.ShmReduce) step.group = words[at + 3]!;
-    if ((kind === StepKind.AwaitPut || kind === StepKind.AwaitDone) && words[at + 3]! !== 0) step.pollMicros = words[at + 3]!;
-    const range = { first: words[at + 4]!, count: words[at + 5]!, of: words[at + 6]! };
-    if (range.first !== 0 || range.count !== 1 || range.of !== 1) step.range = range;
-    if (kind === StepKind.SendRecv || kind === StepKind.SendRecvReduce) {
-      step.peer2 = words[at + 7]!;
-      step.range2 = { first: words[at + 8]!, count: words[at + 9]! };
+    const kind = words[at + StepWord.kind]! as StepKind;
+    const step: Step = { kind, peer: words[at + StepWord.peer]!, level: words[at + StepWord.level]! };
+    if (stepHasGroup(kind)) step.group = words[at + StepWord.group]!;
+    const pollMicros = words[at + StepWord.pollMicros]!;
+    if (stepHasPollMicros(kind) && pollMicros !== StepDefault.pollMicros) step.pollMicros = pollMicros;
+    const range = { first: words[at + StepWord.first]!, count: words[at + StepWord.count]!, of: words[at + StepWord.of]! };
+    if (range.first !== WHOLE.first || range.count !== WHOLE.count || range.of !== WHOLE.of) step.range = range;
+    // peer2, first2 and count2 belong to the same kinds (the exchanges).
+    if (stepHasPeer2(kind)) {
+      step.peer2 = words[at + StepWord.peer2]!;
+      step.range2 = { first: words[at + StepWord.first2]!, count: words[at + StepWord.count2]! };
     }
-    if (kind === StepKind.RecvReduce || kind === StepKind.SendRecvReduce) step.order = words[at + 10]! === 1 ? 1 : 0;
-    const area =
-      kind === StepKind.ShmAllreduce || kind === StepKind.ShmAllgather || kind === StepKind.ShmWindowAllreduce || kind === StepKind.ShmWindowAllgather;
-    if (area && words[at + 11] === 1) step.everyRankCombines = true;
+    if (stepHasOrder(kind)) step.order = words[at + StepWord.order]! === 1 ? 1 : 0;
+    if (stepHasEveryRankCombines(kind) && words[at + StepWord.everyRankCombines] === 1) step.everyRankCombines = true;
     steps.push(step);
   }
   return steps;

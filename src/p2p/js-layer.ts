@@ -1,3 +1,4 @@
+import { JsP2POperation } from '../abi.generated.js';
 import { JsPointToPointBridge } from '../native.js';
 import type { PointToPoint } from './point-to-point.js';
 
@@ -10,7 +11,7 @@ import type { PointToPoint } from './point-to-point.js';
 export function bridgeJsLayer(p2p: PointToPoint, tagBase: number): object {
   const bridge: JsPointToPointBridge = new JsPointToPointBridge(p2p.rank, p2p.size, tagBase, (kind, id, peer, tag, payload) => {
     const operation =
-      kind === 0
+      kind === JsP2POperation.send
         ? Promise.resolve()
             .then(() => p2p.send(peer, tag, payload as Uint8Array))
             .then(() => bridge.complete(id))
@@ -20,7 +21,7 @@ export function bridgeJsLayer(p2p: PointToPoint, tagBase: number): object {
               if (!(bytes instanceof Uint8Array)) throw new TypeError(`recv resolved with ${typeof bytes}, not a Uint8Array`);
               bridge.complete(id, undefined, bytes);
             });
-    operation.catch((e: unknown) => bridge.complete(id, `the layer's ${kind === 0 ? 'send' : 'recv'} failed: ${describe(e)}`));
+    operation.catch((e: unknown) => bridge.complete(id, `the layer's ${kind === JsP2POperation.send ? 'send' : 'recv'} failed: ${describe(e)}`));
   });
   return bridge.native();
 }

@@ -1,3 +1,4 @@
+import { SHARED_AREA_MAX_BYTES } from '../abi.generated.js';
 import { formatAlgorithm } from '../algorithms/algorithm-choice.js';
 import { allgatherSchedules, barrierSchedules, preservesRankOrder, ScheduleCache, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
 import { MAX_SIZE_BUCKET, Selector, shmAllreduceProtocol, sizeBucket, sizeRuns, type Choice, type Explanation, type SizeRun } from '../algorithms/selection.js';
@@ -34,11 +35,11 @@ export function rankOrderedPlan(plan: GroupPlan, placements: readonly RankPlacem
 }
 
 /**
- * Largest allreduce the node-wide shared-memory allreduce takes (ShmAllreduce::kMaxBytes;
- * test/native-tables.test.ts checks it). A literal rather than read from the addon, so that
- * planning without the addon (topocoll groups) still works.
+ * Largest allreduce (and one-way bcast and reduce) the node-wide shared area takes
+ * (abi/abi.yaml's sharedArea.maxBytes, ShmAllreduce::kMaxBytes). A constant rather than read
+ * from the addon, so that planning without the addon (topocoll groups) still works.
  */
-export const SHM_ALLREDUCE_MAX_BYTES = 8192;
+export const SHM_ALLREDUCE_MAX_BYTES = SHARED_AREA_MAX_BYTES;
 
 /** Native schedule ids of an allgather and its two phases' segments in elements (0: whole). */
 export interface AllgatherCallPlan {

@@ -1,26 +1,20 @@
+import { DTYPE_INFO, Dtype, REDUCE_OP_INFO, type ReduceOp } from '../abi.generated.js';
 import { TopocollError } from '../errors.js';
 import type { NativeUserOp } from '../native.js';
 import type { TypedArray } from '../util/typed-array.js';
 
 /**
- * Element types and reduction operators, with the numbers native/src/datatypes.h uses. The
- * datatype of a buffer comes from its TypedArray class.
+ * Element types and reduction operators: their names, codes and sizes are abi/abi.yaml's
+ * (src/abi.generated.ts, shared with the addon). The datatype of a buffer comes from its
+ * TypedArray class.
  */
 
-export type ReduceOpName = 'sum' | 'prod' | 'min' | 'max' | 'band' | 'bor' | 'bxor' | 'land' | 'lor';
+export type ReduceOpName = keyof typeof ReduceOp;
 
-/** Operator codes (ReduceOp of native/src/datatypes.h; test/native-tables.test.ts checks them). */
-const OPS: Readonly<Record<ReduceOpName, { readonly code: number; readonly integerOnly: boolean }>> = {
-  sum: { code: 0, integerOnly: false },
-  prod: { code: 1, integerOnly: false },
-  min: { code: 2, integerOnly: false },
-  max: { code: 3, integerOnly: false },
-  band: { code: 4, integerOnly: true },
-  bor: { code: 5, integerOnly: true },
-  bxor: { code: 6, integerOnly: true },
-  land: { code: 7, integerOnly: true },
-  lor: { code: 8, integerOnly: true },
-};
+/** Each operator's code and whether it is for integer types only, by name. */
+const OPS = Object.fromEntries(REDUCE_OP_INFO.map((op, code) => [op.name, { code, integerOnly: op.integerOnly }])) as Readonly<
+  Record<ReduceOpName, { readonly code: number; readonly integerOnly: boolean }>
+>;
 
 // A switch, not a Map: V8 compares the few internalized strings directly where a Map lookup
 // hashed on every call, a visible share of a small reduce (docs/architecture.md §9.3). Only
@@ -51,22 +45,35 @@ export interface Datatype {
   array: { new (length: number): TypedArray; new (buffer: ArrayBuffer, byteOffset: number, length: number): TypedArray };
 }
 
-const dt = (name: string, code: number, bytes: number, integer: boolean, array: Datatype['array']): Datatype => ({ name, code, bytes, integer, array });
+/** The TypedArray class of each datatype. */
+const ARRAYS: Readonly<Record<keyof typeof Dtype, Datatype['array']>> = {
+  int8: Int8Array,
+  uint8: Uint8Array,
+  uint8clamped: Uint8ClampedArray,
+  int16: Int16Array,
+  uint16: Uint16Array,
+  int32: Int32Array,
+  uint32: Uint32Array,
+  float32: Float32Array,
+  float64: Float64Array,
+  int64: BigInt64Array,
+  uint64: BigUint64Array,
+};
 
-const INT8 = dt('int8', 0, 1, true, Int8Array);
-const UINT8 = dt('uint8', 1, 1, true, Uint8Array);
-const UINT8_CLAMPED = dt('uint8clamped', 2, 1, true, Uint8ClampedArray);
-const INT16 = dt('int16', 3, 2, true, Int16Array);
-const UINT16 = dt('uint16', 4, 2, true, Uint16Array);
-const INT32 = dt('int32', 5, 4, true, Int32Array);
-const UINT32 = dt('uint32', 6, 4, true, Uint32Array);
-const FLOAT32 = dt('float32', 7, 4, false, Float32Array);
-const FLOAT64 = dt('float64', 8, 8, false, Float64Array);
-const INT64 = dt('int64', 9, 8, true, BigInt64Array);
-const UINT64 = dt('uint64', 10, 8, true, BigUint64Array);
+/** Every datatype, by code (Dtype). */
+export const DATATYPES: readonly Datatype[] = DTYPE_INFO.map(({ name, bytes, integer }, code) => ({ name, code, bytes, integer, array: ARRAYS[name] }));
 
-/** Every datatype (Dtype of native/src/datatypes.h), for the test that compares the two sides. */
-export const DATATYPES: readonly Datatype[] = [INT8, UINT8, UINT8_CLAMPED, INT16, UINT16, INT32, UINT32, FLOAT32, FLOAT64, INT64, UINT64];
+const INT8 = DATATYPES[Dtype.int8]!;
+const UINT8 = DATATYPES[Dtype.uint8]!;
+const UINT8_CLAMPED = DATATYPES[Dtype.uint8clamped]!;
+const INT16 = DATATYPES[Dtype.int16]!;
+const UINT16 = DATATYPES[Dtype.uint16]!;
+const INT32 = DATATYPES[Dtype.int32]!;
+const UINT32 = DATATYPES[Dtype.uint32]!;
+const FLOAT32 = DATATYPES[Dtype.float32]!;
+const FLOAT64 = DATATYPES[Dtype.float64]!;
+const INT64 = DATATYPES[Dtype.int64]!;
+const UINT64 = DATATYPES[Dtype.uint64]!;
 
 /** Every built-in operator by name, likewise. */
 export const REDUCE_OPS = OPS;

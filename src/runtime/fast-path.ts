@@ -1,6 +1,19 @@
+import {
+  CALL_COUNTER_WORDS,
+  CallCounter,
+  Collective,
+  Dtype,
+  MSG_HEADER_BYTES,
+  MSG_MAGIC,
+  MsgHeaderOffset,
+  REDUCE_OP_INFO,
+  ReduceOp,
+  SHARED_AREA_LINE_BYTES,
+  SHARED_AREA_PREFETCH_BYTES,
+} from '../abi.generated.js';
 import type { FastPathEngine, FastPathLayout, NativeFastPath } from '../native.js';
 import type { TypedArray } from '../util/typed-array.js';
-import { DATATYPES } from './datatypes.js';
+import { DATATYPES, type ReduceOpName } from './datatypes.js';
 
 /**
  * The one-node shared area's every-rank and one-way protocols (native/src/shm_allreduce.h), run
@@ -45,28 +58,43 @@ import { DATATYPES } from './datatypes.js';
  * a waker then needs before it reads `sleeping`.
  */
 
-/** MsgHeader::magic (native/src/message.h). */
-const MSG_MAGIC = 0x5450434c;
-/** Words of CallCounters (engine.h) that are AreaCalls::count and AreaCalls::all_entered. */
-const AREA_CALLS = 2;
-const ALL_ENTERED = 3;
-/** Collective codes of message.h. */
-const BARRIER = 1;
-const BCAST = 2;
-const REDUCE = 3;
-const ALLREDUCE = 4;
-const ALLGATHER = 5;
-/** Dtype codes (datatypes.h) whose elements are BigInts in JavaScript. */
-const INT64 = 9;
-const UINT64 = 10;
-const UINT8_CLAMPED = 2;
-const FLOAT32 = 7;
-const FLOAT64 = 8;
+// The words and codes below are abi/abi.yaml's (src/abi.generated.ts), as plain module constants
+// for the code on the latency path.
+/** Words of CallCounters: the call number, the previous call's hash, AreaCalls::count and AreaCalls::all_entered. */
+const SEQ = CallCounter.seq;
+const PREVIOUS_CALL = CallCounter.previousCall;
+const AREA_CALLS = CallCounter.areaCalls;
+const ALL_ENTERED = CallCounter.allEntered;
+/** MsgHeader as 32-bit words: magic, seq, the kinds word (collective, dtype, op and phase bytes), root, count (low word; the high one stays 0), plan hash, sender (the last word). */
+const HEADER_WORDS = MSG_HEADER_BYTES / 4;
+const SEQ_WORD = MsgHeaderOffset.seq / 4;
+const KINDS_WORD = MsgHeaderOffset.collective / 4;
+const COLLECTIVE_SHIFT = (MsgHeaderOffset.collective % 4) * 8;
+const DTYPE_SHIFT = (MsgHeaderOffset.dtype % 4) * 8;
+const OP_SHIFT = (MsgHeaderOffset.op % 4) * 8;
+const ROOT_WORD = MsgHeaderOffset.root / 4;
+const COUNT_WORD = MsgHeaderOffset.count / 4;
+const PLAN_HASH_WORD = MsgHeaderOffset.planHash / 4;
+const SENDER_WORD = MsgHeaderOffset.sender / 4;
+/** Collective codes. */
+const BARRIER = Collective.barrier;
+const BCAST = Collective.bcast;
+const REDUCE = Collective.reduce;
+const ALLREDUCE = Collective.allreduce;
+const ALLGATHER = Collective.allgather;
+/** Dtype codes: those whose elements are BigInts in JavaScript, and those whose products are not Math.imul's. */
+const INT64 = Dtype.int64;
+const UINT64 = Dtype.uint64;
+const UINT8_CLAMPED = Dtype.uint8clamped;
+const FLOAT32 = Dtype.float32;
+const FLOAT64 = Dtype.float64;
 const DTYPES = DATATYPES.length;
-/** 32-bit words in a cache line. */
-const LINE_WORDS = 16;
+/** Built-in operators. */
+const OPS = REDUCE_OP_INFO.length;
+/** 32-bit words in the cache line `await`'s early reads step by (ShmAllreduce::kLineBytes). */
+const LINE_WORDS = SHARED_AREA_LINE_BYTES / 4;
 /** Largest one-way deposit whose later lines `await` reads early (ShmAllreduce::kPrefetchBytes; see there). */
-const EARLY_READ_MAX_BYTES = 256;
+const EARLY_READ_MAX_BYTES = SHARED_AREA_PREFETCH_BYTES;
 
 /**
  * Largest allreduce and reduce (bytes) the fast path takes: V8 combines element by element
@@ -87,19 +115,21 @@ type Kernel = (out: TypedArray, src: TypedArray, n: number) => void;
 // Uint8Clamped, whose exact product the assignment saturates, and the 64-bit types (BigInts).
 // Min and max are the kernels' comparisons, not Math.min/max, so NaN and ±0 pick the same
 // operand.
-const EXPRESSIONS = [
-  'a + b',
-  'a * b',
-  'b < a ? b : a',
-  'a < b ? b : a',
-  'a & b',
-  'a | b',
-  'a ^ b',
-  'a !== ZERO && b !== ZERO ? ONE : ZERO',
-  'a !== ZERO || b !== ZERO ? ONE : ZERO',
-];
+const EXPRESSION_OF: Readonly<Record<ReduceOpName, string>> = {
+  sum: 'a + b',
+  prod: 'a * b',
+  min: 'b < a ? b : a',
+  max: 'a < b ? b : a',
+  band: 'a & b',
+  bor: 'a | b',
+  bxor: 'a ^ b',
+  land: 'a !== ZERO && b !== ZERO ? ONE : ZERO',
+  lor: 'a !== ZERO || b !== ZERO ? ONE : ZERO',
+};
+/** By operator code. */
+const EXPRESSIONS = REDUCE_OP_INFO.map(({ name }) => EXPRESSION_OF[name]);
 
-/** Kernels made so far, by dtype · 9 + op. */
+/** Kernels made so far, by dtype · OPS + op. */
 const kernels: (Kernel | undefined)[] = [];
 
 /**
@@ -109,12 +139,12 @@ const kernels: (Kernel | undefined)[] = [];
  * element access then takes the generic path.
  */
 export function fastPathKernel(dtype: number, op: number): Kernel {
-  const key = dtype * 9 + op;
+  const key = dtype * OPS + op;
   const made = kernels[key];
   if (made !== undefined) return made;
   const big = dtype === INT64 || dtype === UINT64;
   let expression = EXPRESSIONS[op]!.replaceAll('ZERO', big ? '0n' : '0').replaceAll('ONE', big ? '1n' : '1');
-  if (op === 1 && !big && dtype !== UINT8_CLAMPED && dtype !== FLOAT32 && dtype !== FLOAT64) expression = 'Math.imul(a, b)';
+  if (op === ReduceOp.prod && !big && dtype !== UINT8_CLAMPED && dtype !== FLOAT32 && dtype !== FLOAT64) expression = 'Math.imul(a, b)';
   // eslint-disable-next-line @typescript-eslint/no-implied-eval -- fixed source text, see above
   const kernel = new Function('out', 'src', 'n', `for (let i = 0; i < n; i++) { const a = out[i], b = src[i]; out[i] = ${expression}; }`) as Kernel;
   kernels[key] = kernel;
@@ -183,8 +213,8 @@ export class FastPath {
   /** Word indices of each local rank's doorbell: `idle` and `sleeping`. */
   private readonly idleWord: Int32Array;
   private readonly sleepingWord: Int32Array;
-  /** This call's header words (MsgHeader, 8 × uint32). */
-  private readonly header = new Uint32Array(8);
+  /** This call's header words (MsgHeader, HEADER_WORDS × uint32). */
+  private readonly header = new Uint32Array(HEADER_WORDS);
   /** Where `await`'s early reads of a deposit's later lines go, so that no compiler drops them. */
   touched = 0;
   /** Calls this path has made (tests check that it runs). */
@@ -214,7 +244,7 @@ export class FastPath {
     private readonly spin: number,
   ) {
     this.words = new Uint32Array(native.segment);
-    this.counters = new Uint32Array(native.counters);
+    this.counters = new Uint32Array(native.counters, 0, CALL_COUNTER_WORDS);
     this.layout = native.layout;
     this.me = native.localIndex;
     this.asymmetric = native.asymmetric;
@@ -230,8 +260,8 @@ export class FastPath {
     this.sleepingWord = Int32Array.from({ length: this.locals }, (_, r) => (l.controls + r * l.controlStride + l.sleeping) >>> 2);
     // The words every call's header has the same: magic, count's high word (the fast path's
     // counts are small), sender.
-    this.header[0] = MSG_MAGIC;
-    this.header[7] = rank;
+    this.header[MsgHeaderOffset.magic / 4] = MSG_MAGIC;
+    this.header[SENDER_WORD] = rank;
   }
 
   /**
@@ -357,19 +387,19 @@ export class FastPath {
     const area = c[AREA_CALLS]!;
     // Whether all_entered is not past the call whose slot this one reuses (wrapping numbers).
     if (((area - this.depth + 1 - c[ALL_ENTERED]!) | 0) >= 0 && !this.enter(area - this.depth / 2)) return -1;
-    const seq = (c[0]! + 1) >>> 0;
-    c[0] = seq;
-    const kinds = collective | (dtype << 8) | (op << 16);
+    const seq = (c[SEQ]! + 1) >>> 0;
+    c[SEQ] = seq;
+    const kinds = (collective << COLLECTIVE_SHIFT) | (dtype << DTYPE_SHIFT) | (op << OP_SHIFT);
     if (planHash !== this.hashedPlan || kinds !== this.hashedKinds || root !== this.hashedRoot || count !== this.hashedCount) {
       this.hashShape(planHash, kinds, root, count);
     }
     const h = this.header;
-    h[1] = seq;
-    h[2] = kinds;
-    h[3] = root;
-    h[4] = count;
-    h[6] = planHash ^ c[1]!;
-    c[1] = mix(this.hashPrefix ^ seq);
+    h[SEQ_WORD] = seq;
+    h[KINDS_WORD] = kinds;
+    h[ROOT_WORD] = root;
+    h[COUNT_WORD] = count;
+    h[PLAN_HASH_WORD] = planHash ^ c[PREVIOUS_CALL]!;
+    c[PREVIOUS_CALL] = mix(this.hashPrefix ^ seq);
     this.unpublished = true;
     this.taken++;
     const call = c[AREA_CALLS]!;
@@ -421,11 +451,11 @@ export class FastPath {
     const l = this.layout;
     const control = (l.controls + this.me * l.controlStride) >>> 2;
     const published = control + (l.call >>> 2);
-    if (((this.header[1]! - w[published + 1]!) | 0) <= 0) return;
+    if (((this.header[SEQ_WORD]! - w[published + SEQ_WORD]!) | 0) <= 0) return;
     const version = control + (l.callVersion >>> 2);
     const v = w[version]!;
     Atomics.store(w, version, v + 1);
-    for (let k = 0; k < 8; k++) w[published + k] = this.header[k]!;
+    for (let k = 0; k < HEADER_WORDS; k++) w[published + k] = this.header[k]!;
     Atomics.store(w, version, v + 2);
   }
 
@@ -438,7 +468,7 @@ export class FastPath {
     const w = this.words;
     const slot = this.slotWord(call, this.me);
     const h = this.header;
-    for (let k = 0; k < 8; k++) w[slot + this.headerWord + k] = h[k]!;
+    for (let k = 0; k < HEADER_WORDS; k++) w[slot + this.headerWord + k] = h[k]!;
     if (this.asymmetric) w[slot] = (call + 1) >>> 0;
     else Atomics.exchange(w, slot, (call + 1) >>> 0);
     for (let r = 0; r < this.locals; r++) {
@@ -478,8 +508,8 @@ export class FastPath {
     // This rank's header with local rank r (= its global rank: one node) as the sender.
     const h = this.header;
     const theirs = slot + this.headerWord;
-    let same = w[theirs + 7] === r;
-    for (let k = 0; k < 7 && same; k++) same = w[theirs + k] === h[k];
+    let same = w[theirs + SENDER_WORD] === r;
+    for (let k = 0; k < SENDER_WORD && same; k++) same = w[theirs + k] === h[k];
     if (same) return false;
     // The executor's EMISMATCH, raised as it raises it (and the node aborted).
     this.publish();

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { WINDOW_COUNTER_BYTES, WINDOW_HEADER_BYTES, WINDOW_PAGE_BYTES } from '../abi.generated.js';
 import { TopocollError } from '../errors.js';
 import type { NativeEngine } from '../native.js';
 import type { TypedArray } from '../util/typed-array.js';
@@ -38,17 +39,18 @@ export const WINDOW_ALLREDUCE_MIN_BYTES = { dedicated: 64 * 1024, shared: 128 * 
 /** Likewise for the window allgather, by the largest block: below, the area and the channels were as fast. */
 export const WINDOW_ALLGATHER_MIN_BYTES = { dedicated: 8 * 1024, shared: 128 * 1024 } as const;
 
-const PAGE = 4096;
-/** kFalseSharingBytes: the header takes one such line, each local rank's counters four. */
-const LINE = 128;
 /** The largest window part (bytes); a part's offset must stay below 2^40 (shm_bcast.h). */
 export const MAX_WINDOW_PART_BYTES = 2 ** 36;
 
-const pageUp = (bytes: number): number => Math.ceil(bytes / PAGE) * PAGE;
+const pageUp = (bytes: number): number => Math.ceil(bytes / WINDOW_PAGE_BYTES) * WINDOW_PAGE_BYTES;
 
-/** Where each local rank's part lies (WindowLayout of shm_window.cc, the same arithmetic). */
+/**
+ * Where each local rank's part lies (WindowLayout of shm_window.cc, the same arithmetic on
+ * abi/abi.yaml's sizes): the header, a counter block per local rank, then the parts on page
+ * boundaries.
+ */
 export function windowLayout(partBytes: readonly number[]): { offsets: number[]; totalBytes: number } {
-  let at = pageUp(LINE + 4 * LINE * partBytes.length);
+  let at = pageUp(WINDOW_HEADER_BYTES + WINDOW_COUNTER_BYTES * partBytes.length);
   const offsets = partBytes.map((bytes) => {
     const offset = at;
     at += pageUp(bytes);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { Dtype, ReduceOp } from '../../src/abi.generated.js';
 import { validateConfig } from '../../src/config/load.js';
 import { SHAPES } from '../algorithms/plan-shapes.js';
 import { planHash } from '../../src/runtime/job-planner.js';
@@ -11,16 +12,17 @@ import { fastPathKernel } from '../../src/runtime/fast-path.js';
  * (fast-path.jobs.test.ts) compares the same kernels with the addon's bits.
  */
 const INTEGERS = [
-  { code: 0, Array: Int8Array, bits: 8, signed: true },
-  { code: 1, Array: Uint8Array, bits: 8, signed: false },
-  { code: 3, Array: Int16Array, bits: 16, signed: true },
-  { code: 4, Array: Uint16Array, bits: 16, signed: false },
-  { code: 5, Array: Int32Array, bits: 32, signed: true },
-  { code: 6, Array: Uint32Array, bits: 32, signed: false },
+  { code: Dtype.int8, Array: Int8Array, bits: 8, signed: true },
+  { code: Dtype.uint8, Array: Uint8Array, bits: 8, signed: false },
+  { code: Dtype.int16, Array: Int16Array, bits: 16, signed: true },
+  { code: Dtype.uint16, Array: Uint16Array, bits: 16, signed: false },
+  { code: Dtype.int32, Array: Int32Array, bits: 32, signed: true },
+  { code: Dtype.uint32, Array: Uint32Array, bits: 32, signed: false },
 ] as const;
-const OPS = ['sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor'] as const;
+type Op = keyof typeof ReduceOp;
+const OPS = Object.keys(ReduceOp) as Op[];
 
-function exact(op: (typeof OPS)[number], a: bigint, b: bigint): bigint {
+function exact(op: Op, a: bigint, b: bigint): bigint {
   switch (op) {
     case 'sum':
       return a + b;
@@ -56,29 +58,29 @@ function samples(bits: number, signed: boolean): bigint[] {
 
 describe('fastPathKernel', () => {
   for (const t of INTEGERS) {
-    for (const [opCode, op] of OPS.entries()) {
+    for (const op of OPS) {
       it(`${t.Array.name} ${op}: C++'s wrapped result for every pair of samples`, () => {
         const values = samples(t.bits, t.signed);
         const pairs = values.flatMap((a) => values.map((b) => [a, b] as const));
         const out = new t.Array(pairs.map(([a]) => Number(a)));
         const src = new t.Array(pairs.map(([, b]) => Number(b)));
-        fastPathKernel(t.code, opCode)(out, src, pairs.length);
+        fastPathKernel(t.code, ReduceOp[op])(out, src, pairs.length);
         expect(Array.from(out, BigInt)).toEqual(pairs.map(([a, b]) => wrap(exact(op, a, b), t.bits, t.signed)));
       });
     }
   }
 
   for (const [code, Array_, signed] of [
-    [9, BigInt64Array, true],
-    [10, BigUint64Array, false],
+    [Dtype.int64, BigInt64Array, true],
+    [Dtype.uint64, BigUint64Array, false],
   ] as const) {
-    for (const [opCode, op] of OPS.entries()) {
+    for (const op of OPS) {
       it(`${Array_.name} ${op}: wraps to 64 bits`, () => {
         const values = samples(64, signed);
         const pairs = values.flatMap((a) => values.map((b) => [a, b] as const));
         const out = new Array_(pairs.map(([a]) => a));
         const src = new Array_(pairs.map(([, b]) => b));
-        fastPathKernel(code, opCode)(out, src, pairs.length);
+        fastPathKernel(code, ReduceOp[op])(out, src, pairs.length);
         expect(Array.from(out)).toEqual(pairs.map(([a, b]) => wrap(exact(op, a, b), 64, signed)));
       });
     }
@@ -86,10 +88,10 @@ describe('fastPathKernel', () => {
 
   it('Uint8ClampedArray sum and product saturate at 255', () => {
     const out = Uint8ClampedArray.of(200, 100, 0, 255, 16);
-    fastPathKernel(2, 0)(out, Uint8ClampedArray.of(100, 100, 0, 1, 16), 5);
+    fastPathKernel(Dtype.uint8clamped, ReduceOp.sum)(out, Uint8ClampedArray.of(100, 100, 0, 1, 16), 5);
     expect(Array.from(out)).toEqual([255, 200, 0, 255, 32]);
     const prod = Uint8ClampedArray.of(16, 15, 0, 255);
-    fastPathKernel(2, 1)(prod, Uint8ClampedArray.of(16, 17, 200, 1), 4);
+    fastPathKernel(Dtype.uint8clamped, ReduceOp.prod)(prod, Uint8ClampedArray.of(16, 17, 200, 1), 4);
     expect(Array.from(prod)).toEqual([255, 255, 0, 255]);
   });
 
@@ -98,10 +100,10 @@ describe('fastPathKernel', () => {
     const b = [2 ** -24, 3.4e38, 1e-45, 0, -0, 1, NaN, 0.2];
     const f = (xs: number[]) => Float32Array.from(xs);
     const sum = f(a);
-    fastPathKernel(7, 0)(sum, f(b), a.length);
+    fastPathKernel(Dtype.float32, ReduceOp.sum)(sum, f(b), a.length);
     expect(Array.from(sum)).toEqual(a.map((x, i) => Math.fround(Math.fround(x) + Math.fround(b[i]!))));
     const min = f(a);
-    fastPathKernel(7, 2)(min, f(b), a.length);
+    fastPathKernel(Dtype.float32, ReduceOp.min)(min, f(b), a.length);
     // b < a ? b : a — so min(-0, 0) is -0, min(0, -0) is 0, and a NaN on either side yields a.
     expect(Array.from(min).map((x) => (Object.is(x, -0) ? '-0' : String(x)))).toEqual([
       '5.960464477539063e-8',
