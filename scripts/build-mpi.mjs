@@ -106,7 +106,10 @@ try {
   giveUp('topocoll: cmake-js is not installed, so topocoll/mpi is not built; run npm install, then npm run build:mpi');
 }
 
-const r = spawnSync(process.execPath, [cmakeJs, 'compile', '--directory', join(root, 'native', 'mpi'), '--out', join(root, outDir), ...mpiArgs, ...extraArgs], {
+// cmake-js compile configures only a build directory that has none yet, so options given here
+// (--CD…) would not reach one that exists: with options, rebuild (configure afresh).
+const verb = extraArgs.some((a) => a.startsWith('--CD')) ? 'rebuild' : 'compile';
+const r = spawnSync(process.execPath, [cmakeJs, verb, '--directory', join(root, 'native', 'mpi'), '--out', join(root, outDir), ...mpiArgs, ...extraArgs], {
   cwd: root,
   env,
   stdio: 'inherit',

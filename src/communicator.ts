@@ -9,19 +9,13 @@ import { TopocollError } from './errors.js';
 import type { Group, GroupPlan } from './groups/plan.js';
 import { NativeCollective, type NativeAllgatherCall, type NativeCall, type NativeCollectiveCode, type NativeEngine, type NativeJob } from './native.js';
 import { CollectivePlans, type AllgatherCallPlan, type CallPlan } from './runtime/collective-plans.js';
-import { FAST_COPY_MAX_BYTES, FAST_ALLREDUCE_MAX_BYTES, FastPath } from './runtime/fast-path.js';
+import { FastPath } from './runtime/fast-path.js';
 import type { JobPlanner, JobPlans } from './runtime/job-planner.js';
 import type { CommunicatorParts, JoinOrigin } from './runtime/join.js';
 import { CollectiveRequest } from './runtime/request.js';
 import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
-import {
-  MAX_WINDOW_PART_BYTES,
-  WINDOW_ALLGATHER_MIN_BYTES,
-  WINDOW_ALLREDUCE_MIN_BYTES,
-  WINDOW_BCAST_MIN_BYTES,
-  Windows,
-  type TypedArrayClass,
-} from './runtime/windows.js';
+import { Router, type Route } from './runtime/router.js';
+import { MAX_WINDOW_PART_BYTES, Windows, type TypedArrayClass } from './runtime/windows.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
 import { DATATYPES, datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
 import { parseIndexList } from './topology/index-list.js';
@@ -76,8 +70,6 @@ const WINDOW_TAG = 0x27d4eb2f;
  * others pass windows gets EMISMATCH instead of waiting on a protocol its peers do not run.
  */
 const WINDOW_CALL_TAG = 0x165667b1;
-/** Marks S1's one-sided bcasts the same way (oneSidedTag). */
-const ONE_SIDED_CALL_TAG = 0x61c88647;
 
 /** What Communicator.sharedMemory() reports, in bytes (all 0 for a rank alone on its node). */
 export interface SharedMemoryReport {
@@ -139,12 +131,8 @@ export class Communicator {
   private closed = false;
   /** Small one-node calls in JavaScript (src/runtime/fast-path.ts); undefined where it cannot run. */
   private readonly fast?: FastPath;
-  /** Which calls take the fast path under the current configuration (setFastPath). */
-  private fastBcast = false;
-  private fastReduce = false;
-  private fastAllreduce = false;
-  private fastAllgather = false;
-  private fastBarrier = false;
+  /** Which path each call takes under the current configuration (src/runtime/router.ts). */
+  private router: Router;
   /** The last send and recv of a fast-path call found apart (checkApart). */
   private apartSend?: TypedArray;
   private apartRecv?: TypedArray;
@@ -202,7 +190,7 @@ export class Communicator {
     this.control = this.controlPlans(parts.plans);
     const native = process.arch === 'x64' && this.size > 1 && this.localSize === this.size ? this.engine.fastPath() : undefined;
     if (native !== undefined) this.fast = new FastPath(native, this.engine.fastPathEngine, this.rank, this.oversubscribed ? FAST_SPIN_SHARED : FAST_SPIN);
-    this.setFastPath();
+    this.router = this.makeRouter();
     // Nothing of the communicator keeps the event loop alive, so a script that returns without
     // close() exits; at exit (a return, process.exit() or an uncaught exception) it closes, so
     // that peers still expecting this rank in a collective get EPEERLOST rather than wait.
@@ -245,16 +233,18 @@ export class Communicator {
     this.planParts = { plans: next, shmGroups };
     this.windowPlans = undefined;
     this.control = this.controlPlans(next);
-    this.setFastPath();
+    this.router = this.makeRouter();
   }
 
-  private setFastPath(): void {
-    const on = this.fast !== undefined && this.config.collectives.jsFastPath;
-    this.fastBcast = on && this.plans.shmBcast;
-    this.fastReduce = on && this.plans.shmReduce;
-    this.fastAllreduce = on && this.plans.shmAllreduce === 'every-rank';
-    this.fastAllgather = on && this.plans.shmAllgather === 'every-rank';
-    this.fastBarrier = on && this.plans.shmBarrier === 'every-rank';
+  private makeRouter(): Router {
+    return new Router({
+      config: this.config,
+      plans: this.plans,
+      windows: this.windows,
+      fastPathAvailable: this.fast !== undefined,
+      oversubscribed: this.oversubscribed,
+      size: this.size,
+    });
   }
 
   /** Switches a level on or off (`world` cannot be switched off). Collective, like configure(). */
@@ -294,27 +284,6 @@ export class Communicator {
       this.windowPlans = this.collectivePlans(plans, config, shmGroups);
     }
     return this.windowPlans;
-  }
-
-  /**
-   * With bcast.algorithm `one-sided`, the plan-hash tag of a bcast of `buf` that runs S1's
-   * one-sided bcast — when `buf` lies in this rank's part of a shared window, on every rank (a
-   * rank alone on its node included: every rank must decide alike) — else undefined (the
-   * levels). The tag mixes ONE_SIDED_CALL_TAG with the window's id and `buf`'s offset in the
-   * part, the same on every rank when the buffers match: a rank that runs the levels, or passes
-   * another window or offset, disagrees on the call and gets EMISMATCH.
-   */
-  private oneSidedTag(buf: TypedArray): number | undefined {
-    if (this.config.bcast.algorithm !== 'one-sided') return undefined;
-    const place = this.windows.placeOf(buf);
-    if (place === undefined) return undefined;
-    return (ONE_SIDED_CALL_TAG ^ Math.imul(place.id, 0x9e3779b1) ^ Math.imul(place.offset + 1, 0x85ebca6b)) >>> 0;
-  }
-
-  /** Whether a bcast of `buf` runs as a window bcast (large enough, and in a window). */
-  private windowed(buf: TypedArray): boolean {
-    const min = this.oversubscribed ? WINDOW_BCAST_MIN_BYTES.shared : WINDOW_BCAST_MIN_BYTES.dedicated;
-    return buf.byteLength >= min && this.windows.windowOf(buf) !== undefined;
   }
 
   /** Every schedule of this communicator gets its own native id, whichever plan it belongs to. */
@@ -360,7 +329,7 @@ export class Communicator {
   /** Every rank receives `buf` of rank `root`. */
   bcastSync(buf: TypedArray, root = 0): void {
     const type = this.checkBuffer(buf, 'buf', root);
-    if (this.fastBcast && buf.byteLength <= FAST_COPY_MAX_BYTES && this.asyncPending === 0 && this.oneSidedTag(buf) === undefined) {
+    if (this.asyncPending === 0 && this.router.fastBcast(buf.byteLength) && this.router.oneSidedTag(buf) === undefined) {
       if (this.fast!.bcast(buf, buf.length, type.code, root, this.planHash)) return;
     }
     this.engine.run(this.bcastCall(buf, type, root));
@@ -368,13 +337,13 @@ export class Communicator {
 
   /** The native call of a bcast of `buf`: S1's one-sided bcast, or on the window plans, tagged, when it is a window bcast. */
   private bcastCall(buf: TypedArray, type: Datatype, root: number): NativeCall {
-    const oneSided = this.oneSidedTag(buf);
+    const oneSided = this.router.oneSidedTag(buf);
     if (oneSided !== undefined) {
       const call = this.nativeCall(NativeCollective.bcast, this.plans.oneSidedBcast(root), null, buf, buf.length, type.code, 0, root);
       call.planHash = (this.planHash ^ oneSided) >>> 0;
       return call;
     }
-    const windowed = this.windowed(buf);
+    const windowed = this.router.windowBcast(buf);
     const p = (windowed ? this.windowBcastPlans() : this.plans).bcast(root, buf.byteLength, type.bytes);
     const call = this.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root);
     if (windowed) call.planHash = (this.planHash ^ WINDOW_CALL_TAG) >>> 0;
@@ -406,7 +375,7 @@ export class Communicator {
     const out = this.rank === root ? recv : null;
     if (isUserOp(op)) return this.reduceWithUserOp(input, out, type, op, root);
     const opCode = reduceOpCode(op, type);
-    if (this.fastReduce && input.byteLength <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
+    if (this.asyncPending === 0 && this.router.fastReduce(input.byteLength)) {
       if (out !== null && send !== IN_PLACE && (input !== this.apartSend || out !== this.apartRecv))
         this.checkApart(input, out, 'Pass IN_PLACE as send to reduce in place.');
       if (this.fast!.reduce(input, out, input.length, type.code, opCode, root, this.planHash)) return;
@@ -451,7 +420,7 @@ export class Communicator {
     if (isUserOp(op)) return this.allreduceWithUserOp(input, recv, type, op);
     const opCode = reduceOpCode(op, type);
     const bytes = recv.byteLength;
-    if (this.fastAllreduce && bytes <= FAST_ALLREDUCE_MAX_BYTES && this.asyncPending === 0) {
+    if (this.asyncPending === 0 && this.router.fastAllreduce(bytes)) {
       if (send !== IN_PLACE && (input !== this.apartSend || recv !== this.apartRecv)) this.checkApart(input, recv, 'Pass IN_PLACE as send to reduce in place.');
       if (this.fast!.allreduce(input, recv, recv.length, type.code, opCode, this.planHash)) return;
     }
@@ -467,15 +436,9 @@ export class Communicator {
     return call;
   }
 
-  /**
-   * The window allreduce's plan when `input` and `recv` both lie in shared windows, the message
-   * is large enough (WINDOW_ALLREDUCE_MIN_BYTES) and the job is on one node; else undefined.
-   */
+  /** The window allreduce's plan when the router sends the call there and the job is on one node; else undefined. */
   private windowAllreducePlan(input: TypedArray, recv: TypedArray): CallPlan | undefined {
-    const min = this.oversubscribed ? WINDOW_ALLREDUCE_MIN_BYTES.shared : WINDOW_ALLREDUCE_MIN_BYTES.dedicated;
-    if (recv.byteLength < min || this.windows.windowOf(recv) === undefined) return undefined;
-    if (input !== recv && this.windows.windowOf(input) === undefined) return undefined;
-    return this.plans.windowAllreduce();
+    return this.router.windowAllreduce(input, recv) ? this.plans.windowAllreduce() : undefined;
   }
 
   private allreduceWithUserOp(input: TypedArray, recv: TypedArray, type: Datatype, op: UserOp): void {
@@ -511,7 +474,7 @@ export class Communicator {
   allgatherSync(send: TypedArray | InPlace, recv: TypedArray): void {
     const type = this.checkAllgather(send, recv, undefined);
     const count = send === IN_PLACE ? recv.length / this.size : send.length;
-    if (this.fastAllgather && count * type.bytes <= FAST_COPY_MAX_BYTES && this.asyncPending === 0) {
+    if (this.asyncPending === 0 && this.router.fastAllgather(count * type.bytes)) {
       if (send !== IN_PLACE && (send !== this.apartSend || recv !== this.apartRecv))
         this.checkApart(send, recv, "Pass IN_PLACE as send when this rank's block is already in recv.");
       if (this.fast!.allgather(send === IN_PLACE ? recv : send, recv, count, type.code, this.planHash)) return;
@@ -574,14 +537,13 @@ export class Communicator {
 
   /**
    * The plan of an allgather whose result holds `bytes`, at most `largest` from one rank: the
-   * window allgather when this rank's block (`own`: its send, or recv for IN_PLACE) lies in a
-   * shared window, the largest block is large enough (WINDOW_ALLGATHER_MIN_BYTES) and the job is
-   * on one node; else the plans'. Every rank decides alike when every rank passes a window (a
+   * window allgather when the router sends it there (this rank's block, `own`: its send, or recv
+   * for IN_PLACE, in a shared window, the largest block large enough) and the job is on one
+   * node; else the plans'. Every rank decides alike when every rank passes a window (a
    * rank that does not gets EMISMATCH: allgatherCall tags window calls).
    */
   private allgatherPlan(own: TypedArray, bytes: number, elem: number, largest: number): AllgatherCallPlan {
-    const min = this.oversubscribed ? WINDOW_ALLGATHER_MIN_BYTES.shared : WINDOW_ALLGATHER_MIN_BYTES.dedicated;
-    const windowed = largest >= min && this.windows.windowOf(own) !== undefined ? this.plans.windowAllgather() : undefined;
+    const windowed = this.router.windowAllgather(own, largest) ? this.plans.windowAllgather() : undefined;
     return windowed ?? this.plans.allgather(bytes, elem, largest);
   }
 
@@ -628,7 +590,7 @@ export class Communicator {
   /** Returns once every rank has entered the barrier. */
   barrierSync(): void {
     this.ensureOpen();
-    if (this.fastBarrier && this.asyncPending === 0 && this.fast!.barrier(this.planHash)) return;
+    if (this.asyncPending === 0 && this.router.fastBarrier() && this.fast!.barrier(this.planHash)) return;
     const p = this.plans.barrier();
     this.engine.run(this.nativeCall(NativeCollective.barrier, p, null, null, 0, 1, 0, 0));
   }
@@ -666,18 +628,21 @@ export class Communicator {
   }
 
   /**
-   * Why a `collective` of `bytes` (allgather: the whole result) runs as it does: per level, every
-   * candidate algorithm's predicted time from the cost model (`model` in the configuration), the
-   * choice, the segment candidates and the whole call's prediction. Local: sends nothing.
+   * Why a `collective` of `bytes` (allgather: the whole result) runs as it does: the path it takes
+   * by buffer kind and form (`route`: the JavaScript fast path, the shared area, windows, S1's
+   * one-sided bcast or the levels' schedules, as the router decides it for every call), and for
+   * the levels per level every candidate algorithm's predicted time from the cost model (`model`
+   * in the configuration), the choice, the segment candidates and the whole call's prediction.
+   * Local: sends nothing.
    */
-  explain(collective: Explanation['collective'], bytes: number): Explanation {
+  explain(collective: Explanation['collective'], bytes: number): Explanation & { route: Route } {
     this.ensureOpen();
     if (!Number.isInteger(bytes) || bytes < 0) throw new TopocollError('EINVAL', `explain: bytes ${bytes} is not an integer ≥ 0`, { rank: this.rank });
     if (!['bcast', 'reduce', 'allreduce', 'allgather', 'barrier'].includes(collective))
       throw new TopocollError('EINVAL', `explain: "${String(collective)}" is not a collective (bcast, reduce, allreduce, allgather, barrier)`, {
         rank: this.rank,
       });
-    return this.plans.explain(collective, bytes);
+    return { ...this.plans.explain(collective, bytes), route: this.router.route(collective, bytes) };
   }
 
   /**

@@ -51,6 +51,7 @@ export type { TypedArray } from './util/typed-array.js';
 export type { TypedArrayClass } from './runtime/windows.js';
 export type { PlacementReport } from './runtime/numa-residency.js';
 export type { Explanation, Candidate, SizeRun } from './algorithms/selection.js';
+export type { Route, PathName } from './runtime/router.js';
 export type { LinkModel } from './algorithms/cost-model.js';
 
 // Configuration.

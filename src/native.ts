@@ -65,6 +65,8 @@ export interface NativeEngineOptions {
   channelPoolBytes: number;
   /** More processes on the node than cores: spin less before yielding. */
   oversubscribed: boolean;
+  /** The smallest bcast the S0 engine runs in window mode: the router's (runtime/router.ts, windowThresholds). */
+  windowBcastMinBytes: number;
   /** Ranks of this node bound to this rank's CPUs, which they oversubscribe: waits on them yield at once. */
   coRunners: readonly number[];
   /** The S0 shared-memory bcast engine (native/src/shm_bcast.h). */
@@ -186,8 +188,6 @@ export interface NativeTables {
   readonly shmAllreduceMaxBytes: number;
   /** Bytes of the shared-area allgather's column per round (ShmAllreduce::kSlotBytes). */
   readonly shmAllgatherColumnBytes: number;
-  /** The smallest window-mode S0 bcast: [a core per rank, ranks outnumbering cores]. */
-  readonly windowBcastMinBytes: [number, number];
   /** The codes an abort carries between ranks (kAbortCodes of native/src/engine.h, by index from 1). */
   readonly abortCodes: readonly string[];
   /** Bytes of a rank's outbox header, and of each channel block's header (native/src/shm_channel_pool.h). */

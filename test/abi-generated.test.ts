@@ -13,7 +13,7 @@ import {
   STEP_WORDS,
   StepWord,
 } from '../src/abi.generated.js';
-import { FAST_ALLREDUCE_MAX_BYTES, FAST_COPY_MAX_BYTES } from '../src/runtime/fast-path.js';
+import { validateConfig } from '../src/config/load.js';
 import { DATATYPES, reduceOpCode } from '../src/runtime/datatypes.js';
 import { tempDir } from './helpers/temp.js';
 
@@ -78,8 +78,10 @@ describe("the TypeScript side's assumptions about the spec", () => {
 
   it("the fast path's calls keep their data in the slot", () => {
     const widest = Math.max(...DATATYPES.map((t) => t.bytes));
-    expect(FAST_COPY_MAX_BYTES).toBeLessThanOrEqual(SHARED_AREA_SLOT_DATA_BYTES);
-    expect(FAST_ALLREDUCE_MAX_BYTES).toBeLessThanOrEqual(SHARED_AREA_SLOT_DATA_BYTES);
+    const { fastPath } = validateConfig({}).routing;
+    expect(fastPath.copyMaxBytes).toBeLessThanOrEqual(SHARED_AREA_SLOT_DATA_BYTES);
+    expect(fastPath.combineMaxBytes).toBeLessThanOrEqual(SHARED_AREA_SLOT_DATA_BYTES);
+    expect(() => validateConfig({ routing: { fastPath: { copyMaxBytes: SHARED_AREA_SLOT_DATA_BYTES + 1 } } })).toThrow(/copyMaxBytes/);
     expect(SHARED_AREA_SLOT_DATA_BYTES % widest).toBe(0);
   });
 

@@ -3,7 +3,6 @@ import { STEP_WORDS, StepKind } from '../src/algorithms/schedule.js';
 import type { TopocollErrorCode } from '../src/errors.js';
 import { CALL_FIELDS, NativeCollective, NativeTree, nativeLimits, nativeTables } from '../src/native.js';
 import { SHM_ALLREDUCE_MAX_BYTES } from '../src/runtime/collective-plans.js';
-import { WINDOW_BCAST_MIN_BYTES } from '../src/runtime/windows.js';
 import { DATATYPES, REDUCE_OPS, datatypeOf } from '../src/runtime/datatypes.js';
 
 /**
@@ -67,10 +66,6 @@ describe('TypeScript tables match the addon', () => {
     expect(SHM_ALLREDUCE_MAX_BYTES).toBe(tables.shmAllreduceMaxBytes);
     // StepKind.ShmAllgather's comment and the allgather.shm option's describe 64 KiB columns.
     expect(tables.shmAllgatherColumnBytes).toBe(64 * 1024);
-  });
-
-  it('window bcasts start at the sizes src/runtime/windows.ts uses', () => {
-    expect(tables.windowBcastMinBytes).toEqual([WINDOW_BCAST_MIN_BYTES.dedicated, WINDOW_BCAST_MIN_BYTES.shared]);
   });
 
   it('abort codes are TopocollError codes', () => {

@@ -126,6 +126,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     options.channels.min_capacity = static_cast<uint64_t>(o.Get("channelMinBytes").As<Napi::Number>().Int64Value());
     options.channels.pool_bytes = static_cast<uint64_t>(o.Get("channelPoolBytes").As<Napi::Number>().Int64Value());
     options.oversubscribed = o.Get("oversubscribed").ToBoolean();
+    options.window_bcast_min_bytes = static_cast<uint64_t>(o.Get("windowBcastMinBytes").As<Napi::Number>().Int64Value());
     options.co_runners = IntList(o.Get("coRunners"));
     options.bcast = BcastParamsOf(o.Get("bcast"));
     options.asymmetric_fences = o.Get("asymmetricFences").ToBoolean();
@@ -737,10 +738,6 @@ Napi::Object NativeTables(Napi::Env env) {
 
   out.Set("shmAllreduceMaxBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kMaxBytes)));
   out.Set("shmAllgatherColumnBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kColumnBytes)));
-  auto window_bcast = Napi::Array::New(env, 2);
-  window_bcast.Set(uint32_t{0}, Napi::Number::New(env, static_cast<double>(WindowBcastMinBytes(false))));
-  window_bcast.Set(uint32_t{1}, Napi::Number::New(env, static_cast<double>(WindowBcastMinBytes(true))));
-  out.Set("windowBcastMinBytes", window_bcast);
 
   // By index, as they travel (index 0, no abort, left out).
   Napi::Array aborts = Napi::Array::New(env);

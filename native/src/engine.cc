@@ -145,7 +145,7 @@ void Engine::InitViews() {
   // The node-wide area is zero, as ftruncate left it.
   shm_allreduce_ = std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index_, &counters_.area);
   ShmBcastParams bcast = options_.bcast;
-  bcast.window_min_bytes = WindowBcastMinBytes(options_.oversubscribed);
+  bcast.window_min_bytes = options_.window_bcast_min_bytes;
   shm_bcast_ = std::make_unique<ShmBcast>(bcast, std::move(regions), std::move(doorbells), local_index_, &windows_);
 
   RankControl& mine = controls[local_index_];

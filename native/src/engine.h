@@ -41,11 +41,6 @@ namespace topocoll {
 
 class SegmentLayout;  // segment_layout.h
 
-// The smallest bcast the S0 engine sends in window mode (ShmBcastParams::window_min_bytes), with
-// a core per rank and with ranks outnumbering cores; src/communicator.ts picks the window plans
-// from the same sizes (nativeTables().windowBcastMinBytes).
-constexpr uint64_t WindowBcastMinBytes(bool oversubscribed) { return oversubscribed ? 512 * 1024 : 64 * 1024; }
-
 // Error codes an abort carries, by the index that travels in the node's segment and in abort
 // notices (index 0: no abort). Append only: ranks of one job must agree on the indices.
 inline constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL", "ECONFIG"};
@@ -60,6 +55,9 @@ struct EngineOptions {
   ChannelPoolParams channels{8 << 20, 1 << 20, 64 << 10};
   // More processes on the node than cores: spin less before yielding.
   bool oversubscribed = false;
+  // The smallest bcast the S0 engine sends in window mode (ShmBcastParams::window_min_bytes): the
+  // router's threshold (src/runtime/router.ts), which picks the window plans from the same size.
+  uint64_t window_bcast_min_bytes = 0;
   // Global ranks of this node bound to the same CPUs as this rank, which they oversubscribe:
   // such a peer cannot run while this rank spins, so waits on it yield at once.
   std::vector<int> co_runners;

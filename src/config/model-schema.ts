@@ -1,5 +1,6 @@
 // A namespace import, so the bundle (scripts/bundle.mjs) keeps only the parts of zod in use.
 import * as z from 'zod';
+import { SHARED_AREA_SLOT_DATA_BYTES } from '../abi.generated.js';
 
 // zod compiles a schema's fast path (generated source, new Function) on its first parse; a
 // process here parses a configuration and a machine profile or two, so compiling costs more
@@ -33,6 +34,28 @@ export const shmModelFields = {
   callUs: z.number().nonnegative(),
 };
 
+/**
+ * The largest calls the JavaScript fast path takes (src/runtime/router.ts), bytes: bcast and
+ * allgather (the whole result) copy, reduce and allreduce combine. A call must fit the shared
+ * area's slot.
+ */
+export const fastPathFields = {
+  copyMaxBytes: z.number().int().nonnegative().max(SHARED_AREA_SLOT_DATA_BYTES),
+  combineMaxBytes: z.number().int().nonnegative().max(SHARED_AREA_SLOT_DATA_BYTES),
+};
+
+/** The largest block of the node-wide shared area's every-rank allgather (src/runtime/router.ts), bytes. */
+export const sharedAreaFields = {
+  everyRankAllgatherMaxBytes: z.number().int().nonnegative(),
+};
+
+/** The smallest calls on shared windows that take the window algorithms, on one kind of node (src/runtime/router.ts), bytes. */
+export const windowThresholdFields = {
+  bcast: z.number().int().nonnegative(),
+  allreduce: z.number().int().nonnegative(),
+  allgather: z.number().int().nonnegative(),
+};
+
 /** A machine profile file (config/profiles/NAME.yaml). */
 export const machineProfile = z
   .object({
@@ -43,6 +66,13 @@ export const machineProfile = z
         combineBytesPerUs: z.number().positive(),
         links: z.object({ shm: linkModel, tcp: linkModel }).strict(),
         oversubscribed: z.object({ shm: linkModel, tcp: linkModel }).strict(),
+      })
+      .strict(),
+    routing: z
+      .object({
+        fastPath: z.object(fastPathFields).strict(),
+        windows: z.object({ dedicated: z.object(windowThresholdFields).strict(), shared: z.object(windowThresholdFields).strict() }).strict(),
+        sharedArea: z.object(sharedAreaFields).strict(),
       })
       .strict(),
   })

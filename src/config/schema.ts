@@ -2,7 +2,7 @@
 import * as z from 'zod';
 import { autoShmBudgetBytes } from '../topology/node-memory.js';
 import { DEFAULT_MACHINE_PROFILE, loadMachineProfile } from './machine-profiles.js';
-import { linkModel, linkModelFields, shmModelFields } from './model-schema.js';
+import { fastPathFields, linkModel, linkModelFields, sharedAreaFields, shmModelFields, windowThresholdFields } from './model-schema.js';
 
 /**
  * The configuration schema — the single source of truth for what a topocoll YAML file may
@@ -397,6 +397,27 @@ const model = z
   .strict();
 
 /**
+ * Which path a call takes (src/runtime/router.ts): the sizes where two paths' measured times
+ * cross, from the default machine profile. Set when the communicator is made; every rank of a
+ * job must give the same `windows` and `sharedArea` (the fast path is each rank's own choice).
+ */
+const routing = z
+  .object({
+    fastPath: withDefaults(fastPathFields, PROFILE.routing.fastPath),
+    windows: z
+      .object({
+        /** A core per rank. */
+        dedicated: withDefaults(windowThresholdFields, PROFILE.routing.windows.dedicated),
+        /** More ranks than cores on the node. */
+        shared: withDefaults(windowThresholdFields, PROFILE.routing.windows.shared),
+      })
+      .strict()
+      .prefault({}),
+    sharedArea: withDefaults(sharedAreaFields, PROFILE.routing.sharedArea),
+  })
+  .strict();
+
+/**
  * What carries the messages between nodes for init(): `tcp`, topocoll's own links (connected
  * through the rendezvous); `mpi`, MPI through topocoll/mpi (init() then sets up over
  * MPI_COMM_WORLD, as createCommunicator does over any layer: no rendezvous, no port).
@@ -420,6 +441,7 @@ export const configSchema = z
     barrier: barrierCollective.prefault({}),
     collectives: collectiveTuning.prefault({}),
     model: model.prefault({}),
+    routing: routing.prefault({}),
   })
   .strict();
 

@@ -83,16 +83,6 @@ export interface CollectivePlansParts {
   register: (encoded: Int32Array) => number;
 }
 
-/**
- * Largest block the one-node shared area takes with the every-rank protocol. Each round of it
- * has every rank copy its column in, wait for all and copy the others' out; while every rank
- * has a core, larger blocks move faster through the channel schedules, whose sends and
- * receives overlap piece by piece. With the last-arrival protocol (more ranks than cores) the
- * area takes every size: a round costs each rank one turn on its core, where every step of a
- * schedule costs a context switch (bench/history/RESULTS-log-to-2026-11-24.md, "Allgather").
- */
-export const SHM_ALLGATHER_EVERY_RANK_MAX_BYTES = 4096;
-
 /** The schedules and ids of one distinct choice (several size buckets may share one). */
 interface ChoiceSchedules {
   choice: Choice;
@@ -127,14 +117,28 @@ export class CollectivePlans {
   private readonly windowMeetings: false | 'every-rank' | 'last-arrival';
   private windowAllreduceIds?: NodeWideIds;
 
+  /**
+   * Largest block the one-node shared area takes with the every-rank protocol
+   * (routing.sharedArea.everyRankAllgatherMaxBytes). Each round of it has every rank copy its
+   * column in, wait for all and copy the others' out; while every rank has a core, larger blocks
+   * move faster through the channel schedules, whose sends and receives overlap piece by piece.
+   * With the last-arrival protocol (more ranks than cores) the area takes every size: a round
+   * costs each rank one turn on its core, where every step of a schedule costs a context switch.
+   */
+  private readonly everyRankAllgatherMaxBytes: number;
+  /** The window allreduce and allgather run here (one node; windowAllreduce, windowAllgather). */
+  readonly windowAlgorithms: boolean;
+
   constructor(private readonly parts: CollectivePlansParts) {
     const { plan, config, eagerBytes } = parts;
+    this.everyRankAllgatherMaxBytes = config.routing.sharedArea.everyRankAllgatherMaxBytes;
     this.selector = new Selector(config, plan, eagerBytes, { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus });
     if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, parts.rank, { variant: 'reduce-bcast' });
     const node = plan.placements[0]?.node;
     const oneNode = plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
     this.shmAllreduce = oneNode ? shmAllreduceProtocol(config.allreduce.shm, plan.placements.length, parts.oversubscribed) : false;
     this.windowMeetings = oneNode ? shmAllreduceProtocol(true, plan.placements.length, parts.oversubscribed) : false;
+    this.windowAlgorithms = this.windowMeetings !== false;
     const allgatherLevels = Object.values(config.allgather.levels).some((a) => a !== 'auto');
     this.shmAllgather = oneNode && !allgatherLevels ? shmAllreduceProtocol(config.allgather.shm, plan.placements.length, parts.oversubscribed) : false;
     const barrierLevels = Object.values(config.barrier.levels).some((a) => a !== 'auto');
@@ -315,7 +319,7 @@ export class CollectivePlans {
   /**
    * Allgathers go through the node-wide shared area (one node, `allgather.shm`, no allgather
    * levels configured) with this protocol — every-rank: blocks up to
-   * SHM_ALLGATHER_EVERY_RANK_MAX_BYTES; last-arrival: every size; false: they do not.
+   * everyRankAllgatherMaxBytes; last-arrival: every size; false: they do not.
    */
   readonly shmAllgather: false | 'every-rank' | 'last-arrival';
   /** Its two native schedule ids (the ShmAllgather step, and an empty bcast phase), once registered. */
@@ -345,7 +349,7 @@ export class CollectivePlans {
   /** An allgather whose result holds `bytes` in all, of which `largestBlock` bytes from one rank at most. */
   allgather(bytes: number, elem: number, largestBlock: number): AllgatherCallPlan {
     const call = this.allgatherCall;
-    if (this.shmAllgather === 'last-arrival' || (this.shmAllgather === 'every-rank' && largestBlock <= SHM_ALLGATHER_EVERY_RANK_MAX_BYTES)) {
+    if (this.shmAllgather === 'last-arrival' || (this.shmAllgather === 'every-rank' && largestBlock <= this.everyRankAllgatherMaxBytes)) {
       // Every block in one step, so one column segment; nothing left to send down.
       this.shmAllgatherIds ??= this.registerNodeWide('allgather', StepKind.ShmAllgather, this.shmAllgather);
       call.gather = this.shmAllgatherIds.first;
@@ -396,12 +400,34 @@ export class CollectivePlans {
   /**
    * Up to which size of the whole result the one-node area takes allgathers of equal blocks
    * (null: every size, with the last-arrival protocol; undefined: none): up to
-   * SHM_ALLGATHER_EVERY_RANK_MAX_BYTES per rank with every-rank.
+   * everyRankAllgatherMaxBytes per rank with every-rank.
    */
   private areaAllgatherBytes(): number | null | undefined {
     if (this.shmAllgather === false) return undefined;
     if (this.shmAllgather === 'last-arrival') return null;
-    return SHM_ALLGATHER_EVERY_RANK_MAX_BYTES * this.parts.plan.size;
+    return this.everyRankAllgatherMaxBytes * this.parts.plan.size;
+  }
+
+  /**
+   * Whether a call of `bytes` (allgather: the whole result, in equal blocks among `size` ranks)
+   * runs the node-wide shared area's step in the addon: the conditions of bcast(), reduce(),
+   * allreduce(), allgather() and barrier() below, for the router's `route`.
+   */
+  takesArea(collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier', bytes: number, size: number): boolean {
+    switch (collective) {
+      case 'bcast':
+        return this.shmBcast && bytes <= SHM_ALLREDUCE_MAX_BYTES;
+      case 'reduce':
+        return this.shmReduce && bytes <= SHM_ALLREDUCE_MAX_BYTES;
+      case 'allreduce':
+        return this.shmAllreduce !== false && bytes <= SHM_ALLREDUCE_MAX_BYTES;
+      case 'allgather': {
+        const area = this.areaAllgatherBytes();
+        return area === null || (area !== undefined && bytes / size <= this.everyRankAllgatherMaxBytes);
+      }
+      case 'barrier':
+        return this.shmBarrier !== false;
+    }
   }
 
   /** The native id of a phase's schedule (0 bcast, 1 reduce, 2/3 allreduce's reduce/bcast), registered on first use. */

@@ -9,6 +9,7 @@ import type { TypedArray } from '../util/typed-array.js';
  * TypedArray class.
  */
 
+/** A built-in operator: `sum prod min max` for every type, `band bor bxor land lor` for integer types (abi/abi.yaml's ReduceOp). */
 export type ReduceOpName = keyof typeof ReduceOp;
 
 /** Each operator's code and whether it is for integer types only, by name. */

@@ -96,15 +96,6 @@ const LINE_WORDS = SHARED_AREA_LINE_BYTES / 4;
 /** Largest one-way deposit whose later lines `await` reads early (ShmAllreduce::kPrefetchBytes; see there). */
 const EARLY_READ_MAX_BYTES = SHARED_AREA_PREFETCH_BYTES;
 
-/**
- * Largest allreduce and reduce (bytes) the fast path takes: V8 combines element by element
- * without SIMD, so above a few dozen elements the addon's vectorised kernels win back the
- * crossing (bench/RESULTS.md, "How a small call runs").
- */
-export const FAST_ALLREDUCE_MAX_BYTES = 64;
-/** Largest allgather block (bytes per rank) and bcast the fast path takes: copies are memmoves either way. */
-export const FAST_COPY_MAX_BYTES = 1024;
-
 type Kernel = (out: TypedArray, src: TypedArray, n: number) => void;
 
 // The native kernels' arithmetic (native/src/datatypes.cc), element by element, as the body of

@@ -8,6 +8,7 @@ import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types
 import type { RankPlacement } from '../topology/types.js';
 import { coRunnersOf, hostOversubscribed } from './co-runners.js';
 import { JobPlanner, type JobPlans, type RemoteDirectory } from './job-planner.js';
+import { windowThresholds } from './router.js';
 import { segmentName } from './segment-name.js';
 import { shmLayout } from './shm-budget.js';
 
@@ -153,6 +154,7 @@ export function startJoin(rank: number, infos: readonly RankInfo[], config: Topo
     channelMinBytes: layout.channelMinBytes,
     channelPoolBytes: layout.channelPoolBytes,
     oversubscribed,
+    windowBcastMinBytes: windowThresholds(config.routing, oversubscribed).bcast,
     coRunners: coRunnersOf(rank, new Map(localRanks.map((r) => [r, parseIndexList(infos[r]!.cpus)]))),
     bcast: layout.bcast,
     asymmetricFences: config.shm.membarrier,

@@ -27,18 +27,6 @@ export interface TypedArrayClass<T extends TypedArray = TypedArray> {
   readonly name: string;
 }
 
-/**
- * The smallest bcast that runs as a window bcast, with a core per rank and with ranks
- * outnumbering cores (native WindowBcastMinBytes; the root of a window bcast waits for every
- * reader's copy, where the queue lets it run ahead). Below, a call on windows runs as on
- * ordinary memory.
- */
-export const WINDOW_BCAST_MIN_BYTES = { dedicated: 64 * 1024, shared: 512 * 1024 } as const;
-/** Likewise for the window allreduce: below, the schedules' pipelines were as fast. */
-export const WINDOW_ALLREDUCE_MIN_BYTES = { dedicated: 64 * 1024, shared: 128 * 1024 } as const;
-/** Likewise for the window allgather, by the largest block: below, the area and the channels were as fast. */
-export const WINDOW_ALLGATHER_MIN_BYTES = { dedicated: 8 * 1024, shared: 128 * 1024 } as const;
-
 /** The largest window part (bytes); a part's offset must stay below 2^40 (shm_bcast.h). */
 export const MAX_WINDOW_PART_BYTES = 2 ** 36;
 

@@ -127,7 +127,7 @@ if (mode === 'bits') {
   const next = random(1000 + comm.rank);
   for (const [name, Array_] of TYPES) {
     const ops = name.startsWith('float') ? FLOAT_OPS : INT_OPS;
-    // The largest of each the fast path takes (FAST_ALLREDUCE_MAX_BYTES, FAST_COPY_MAX_BYTES).
+    // The largest of each the fast path takes by default (routing.fastPath.combineMaxBytes, copyMaxBytes).
     const most = 64 / Array_.BYTES_PER_ELEMENT;
     for (const op of ops) {
       for (const n of [1, 3, 5, most]) calls.push({ kind: 'allreduce', name, op, input: fill(new Array_(n), next) });

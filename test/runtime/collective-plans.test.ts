@@ -7,12 +7,14 @@ import { planGroups, type Group } from '../../src/groups/plan.js';
 import type { RankPlacement } from '../../src/topology/types.js';
 import { decodeSteps, StepKind, type Step } from '../../src/algorithms/schedule.js';
 import { EVERY_RANK_COMBINES_MAX_RANKS, isNodeLocal, MAX_SIZE_BUCKET, shmAllreduceProtocol, sizeRuns, type Choice } from '../../src/algorithms/selection.js';
-import { CollectivePlans, rankOrderedPlan, SHM_ALLREDUCE_MAX_BYTES, SHM_ALLGATHER_EVERY_RANK_MAX_BYTES } from '../../src/runtime/collective-plans.js';
+import { CollectivePlans, rankOrderedPlan, SHM_ALLREDUCE_MAX_BYTES } from '../../src/runtime/collective-plans.js';
 import { thrown } from '../helpers/thrown.js';
 import { byCore, coreLocality, range } from '../helpers/placements.js';
 
 /** The choices of collective-plans.ts as plain functions of configuration and plan. */
 const config = (input: TopocollConfigInput = {}) => validateConfig(input);
+/** The every-rank area allgather's largest block by default (routing.sharedArea, from the machine profile). */
+const SHM_ALLGATHER_EVERY_RANK_MAX_BYTES = config().routing.sharedArea.everyRankAllgatherMaxBytes;
 // 4 nodes × 4 ranks, 2 sockets of 2 cores: socket, node and world levels.
 const placements = byCore(['a', 'b', 'c', 'd'], 4, 2);
 const plan = planGroups(placements);
