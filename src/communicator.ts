@@ -15,9 +15,10 @@ import type { CommunicatorParts, JoinOrigin } from './runtime/join.js';
 import { CollectiveRequest } from './runtime/request.js';
 import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
 import { Router, type Route } from './runtime/router.js';
-import { MAX_WINDOW_PART_BYTES, Windows, type TypedArrayClass } from './runtime/windows.js';
+import { sharedMemoryReport, type SharedMemoryReport } from './runtime/shm-budget.js';
+import { Windows, type TypedArrayClass } from './runtime/windows.js';
 import { summarizeResidency, type PlacementReport } from './runtime/numa-residency.js';
-import { DATATYPES, datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
+import { datatypeOf, isUserOp, nativeUserOp, reduceOpCode, type Datatype, type ReduceOpName, type UserOp } from './runtime/datatypes.js';
 import { parseIndexList } from './topology/index-list.js';
 import type { TypedArray } from './util/typed-array.js';
 
@@ -71,33 +72,6 @@ const WINDOW_TAG = 0x27d4eb2f;
  */
 const WINDOW_CALL_TAG = 0x165667b1;
 
-/** What Communicator.sharedMemory() reports, in bytes (all 0 for a rank alone on its node). */
-export interface SharedMemoryReport {
-  /** shm.budgetBytes: the segment and the windows together may take this much. */
-  budgetBytes: number;
-  /** The node's segment, and its parts. */
-  segmentBytes: number;
-  localRanks: number;
-  segment: {
-    /** Its header and every rank's control block. */
-    controlBytes: number;
-    /** Every rank's outbox, from which it makes its channels. */
-    outboxesBytes: number;
-    /** Every rank's S0 bcast queue and its control rings. */
-    bcastQueuesBytes: number;
-    /** The node-wide area of small allreduces, allgathers and barriers. */
-    nodeAreaBytes: number;
-  };
-  /** One rank's outbox. */
-  outboxBytes: number;
-  /** The channels the node's ranks have made so far, their bytes (rings and headers), and the most of any one outbox. */
-  channels: number;
-  channelsBytes: number;
-  largestOutboxUse: number;
-  /** This communicator's shared windows on the node. */
-  windowsBytes: number;
-}
-
 /**
  * A group of processes that run collectives together. Every rank must call the same
  * collectives in the same order with matching arguments (MPI semantics); mismatches that can be
@@ -144,7 +118,6 @@ export class Communicator {
   private planParts: { plans: JobPlans; shmGroups: ReadonlyMap<Group, number> };
   /** Plans of bcasts on windows (windowBcastPlans); made on first use, dropped by configure(). */
   private windowPlans?: CollectivePlans;
-  private readonly localRanks: readonly number[];
   /** Closes the communicator when the process exits without close() (see constructor). */
   private readonly closeAtExit = (): void => {
     if (this.closed) return;
@@ -162,7 +135,6 @@ export class Communicator {
     this.node = parts.node;
     this.localRank = parts.localRank;
     this.localSize = parts.localSize;
-    this.localRanks = parts.localRanks;
     this.windows = new Windows({
       engine: this.engine,
       rank: this.rank,
@@ -667,12 +639,6 @@ export class Communicator {
    */
   async split(color: number | undefined, key: number = this.rank): Promise<Communicator | undefined> {
     this.ensureOpen();
-    if (color !== undefined && (!Number.isInteger(color) || color < 0 || color > 2 ** 31 - 1)) {
-      throw this.argumentError('EINVAL', `split: color must be undefined or an integer in 0 … 2^31 − 1, got ${String(color)}`);
-    }
-    if (!Number.isInteger(key) || key < -(2 ** 31) || key > 2 ** 31 - 1) {
-      throw this.argumentError('EINVAL', `split: key must be a 32-bit integer, got ${String(key)}`);
-    }
     const parent: SplitParent = {
       rank: this.rank,
       size: this.size,
@@ -707,23 +673,7 @@ export class Communicator {
    */
   sharedMemory(): SharedMemoryReport {
     this.ensureOpen();
-    const use = this.engine.sharedMemory();
-    return {
-      budgetBytes: this.config.shm.budgetBytes,
-      segmentBytes: use.segmentBytes,
-      localRanks: this.localSize,
-      segment: {
-        controlBytes: use.controlBytes,
-        outboxesBytes: use.outboxesBytes,
-        bcastQueuesBytes: use.bcastRegionsBytes,
-        nodeAreaBytes: use.nodeAreaBytes,
-      },
-      outboxBytes: use.outboxBytes,
-      channels: use.channels,
-      channelsBytes: use.channelsBytes,
-      largestOutboxUse: use.largestOutboxUse,
-      windowsBytes: this.windows.bytes,
-    };
+    return sharedMemoryReport(this.engine.sharedMemory(), this.config.shm.budgetBytes, this.localSize, this.windows.bytes);
   }
 
   /**
@@ -736,17 +686,6 @@ export class Communicator {
    */
   allocShared<T extends TypedArray>(type: TypedArrayClass<T>, length: number): T {
     this.ensureOpen();
-    const known = typeof type === 'function' && DATATYPES.some((d) => d.array === (type as unknown));
-    if (!known) {
-      const name = typeof type === 'function' ? type.name : typeof type;
-      throw this.argumentError('EINVAL', `allocShared: ${name} is not a typed array class (Float64Array, Int32Array, …)`);
-    }
-    if (!Number.isInteger(length) || length < 0 || length * type.BYTES_PER_ELEMENT > MAX_WINDOW_PART_BYTES) {
-      throw this.argumentError(
-        'EINVAL',
-        `allocShared: length must be an integer in 0 … ${MAX_WINDOW_PART_BYTES / type.BYTES_PER_ELEMENT}, got ${String(length)}`,
-      );
-    }
     return this.windows.allocate(type, length);
   }
 
@@ -757,28 +696,13 @@ export class Communicator {
    */
   freeShared(array: TypedArray): void {
     this.ensureOpen();
-    const window = this.windows.windowOf(array);
-    if (window === undefined) throw this.argumentError('EINVAL', 'freeShared: the array is not a window of this communicator (or it was freed already)');
-    if (this.asyncPending > 0) {
-      throw this.argumentError(
-        'EINVAL',
-        `freeShared: ${this.asyncPending} collective(s) of this rank are still pending and may use the window`,
-        'wait() for them first.',
-      );
-    }
-    this.controlAllreduce(new Float64Array(1), new Float64Array(1), WINDOW_TAG);
-    this.windows.free(window);
+    this.windows.free(array, this.asyncPending);
   }
 
   /** MPI_Win_shared_query: the part of rank `rank` (on this node) of the window `array` views, as `array`'s type. Local. */
   sharedQuery<T extends TypedArray>(array: T, rank: number): T {
     this.ensureOpen();
-    const window = this.windows.windowOf(array);
-    if (window === undefined) throw this.argumentError('EINVAL', 'sharedQuery: the array is not a window of this communicator (or it was freed already)');
-    const local = this.localRanks.indexOf(rank);
-    if (local < 0)
-      throw this.argumentError('EINVAL', `sharedQuery: rank ${String(rank)} is not on this rank's node (its ranks: ${this.localRanks.join(', ')})`);
-    return this.windows.query(window, array, local) as T;
+    return this.windows.query(array, rank);
   }
 
   /** MPI_Comm_dup: the same ranks in the same order, a communicator of their own (split(0, rank)). Collective. */

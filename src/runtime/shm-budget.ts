@@ -10,7 +10,7 @@ import {
 } from '../algorithms/shm-bcast-model.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
-import { nativeTables, NativeTree, segmentBytes, type NativeBcastParams } from '../native.js';
+import { nativeTables, NativeTree, segmentBytes, type NativeBcastParams, type SharedMemoryUse } from '../native.js';
 
 const PAGE = 4096;
 
@@ -121,5 +121,52 @@ export function shmLayout(config: TopocollConfig, localSize: number, cores: numb
     tree: formatTree(tree),
     segmentBytes: total,
     budgetBytes,
+  };
+}
+
+/** What Communicator.sharedMemory() reports, in bytes (all 0 for a rank alone on its node). */
+export interface SharedMemoryReport {
+  /** shm.budgetBytes: the segment and the windows together may take this much. */
+  budgetBytes: number;
+  /** The node's segment, and its parts. */
+  segmentBytes: number;
+  localRanks: number;
+  segment: {
+    /** Its header and every rank's control block. */
+    controlBytes: number;
+    /** Every rank's outbox, from which it makes its channels. */
+    outboxesBytes: number;
+    /** Every rank's S0 bcast queue and its control rings. */
+    bcastQueuesBytes: number;
+    /** The node-wide area of small allreduces, allgathers and barriers. */
+    nodeAreaBytes: number;
+  };
+  /** One rank's outbox. */
+  outboxBytes: number;
+  /** The channels the node's ranks have made so far, their bytes (rings and headers), and the most of any one outbox. */
+  channels: number;
+  channelsBytes: number;
+  largestOutboxUse: number;
+  /** This communicator's shared windows on the node. */
+  windowsBytes: number;
+}
+
+/** The report of a node's shared memory from what the engine reads of its segment (`use`), the budget and this communicator's windows. */
+export function sharedMemoryReport(use: SharedMemoryUse, budgetBytes: number, localRanks: number, windowsBytes: number): SharedMemoryReport {
+  return {
+    budgetBytes,
+    segmentBytes: use.segmentBytes,
+    localRanks,
+    segment: {
+      controlBytes: use.controlBytes,
+      outboxesBytes: use.outboxesBytes,
+      bcastQueuesBytes: use.bcastRegionsBytes,
+      nodeAreaBytes: use.nodeAreaBytes,
+    },
+    outboxBytes: use.outboxBytes,
+    channels: use.channels,
+    channelsBytes: use.channelsBytes,
+    largestOutboxUse: use.largestOutboxUse,
+    windowsBytes,
   };
 }

@@ -49,6 +49,12 @@ const FIRST_BYTES = 8 + TOKEN_BYTES;
  */
 export async function splitCommunicator(parent: SplitParent, color: number | undefined, key: number): Promise<CommunicatorParts | undefined> {
   const { rank, size, origin } = parent;
+  if (color !== undefined && (!Number.isInteger(color) || color < 0 || color > 2 ** 31 - 1)) {
+    throw new TopocollError('EINVAL', `split: color must be undefined or an integer in 0 … 2^31 − 1, got ${String(color)}`, { rank });
+  }
+  if (!Number.isInteger(key) || key < -(2 ** 31) || key > 2 ** 31 - 1) {
+    throw new TopocollError('EINVAL', `split: key must be a 32-bit integer, got ${String(key)}`, { rank });
+  }
   // Step 0: (color, key) and a token of every rank; rank 0's token is the one used.
   const first = new Uint8Array(FIRST_BYTES);
   new DataView(first.buffer).setInt32(0, color ?? -1, true);

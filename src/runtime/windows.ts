@@ -3,6 +3,7 @@ import { WINDOW_COUNTER_BYTES, WINDOW_HEADER_BYTES, WINDOW_PAGE_BYTES } from '..
 import { TopocollError } from '../errors.js';
 import type { NativeEngine } from '../native.js';
 import type { TypedArray } from '../util/typed-array.js';
+import { DATATYPES } from './datatypes.js';
 import { segmentPrefix } from './segment-name.js';
 
 /**
@@ -88,7 +89,19 @@ export class Windows {
     return sum;
   }
 
+  /**
+   * comm.allocShared (MPI_Win_allocate_shared): this rank's part of a new window, `length`
+   * elements of `type`. Collective; the arguments are checked first (EINVAL).
+   */
   allocate<T extends TypedArray>(type: TypedArrayClass<T>, length: number): T {
+    const known = typeof type === 'function' && DATATYPES.some((d) => d.array === (type as unknown));
+    if (!known) {
+      const name = typeof type === 'function' ? type.name : typeof type;
+      throw this.argumentError(`allocShared: ${name} is not a typed array class (Float64Array, Int32Array, …)`);
+    }
+    if (!Number.isInteger(length) || length < 0 || length * type.BYTES_PER_ELEMENT > MAX_WINDOW_PART_BYTES) {
+      throw this.argumentError(`allocShared: length must be an integer in 0 … ${MAX_WINDOW_PART_BYTES / type.BYTES_PER_ELEMENT}, got ${String(length)}`);
+    }
     const h = this.host;
     const localIndex = h.localRanks.indexOf(h.rank);
     const id = this.nextId++;
@@ -166,17 +179,35 @@ export class Windows {
     return { id: window.id, offset };
   }
 
-  /** MPI_Win_shared_query: local rank `localIndex`'s part, as `array`'s type (whole elements). */
-  query(window: Window, array: TypedArray, localIndex: number): TypedArray {
-    const type = array.constructor as TypedArrayClass;
-    return new type(window.buffer, window.offsets[localIndex]!, Math.floor(window.lengths[localIndex]! / type.BYTES_PER_ELEMENT));
+  /** comm.sharedQuery (MPI_Win_shared_query): the part of rank `rank` (of this node) of the window `array` views, as `array`'s type (whole elements). Local. */
+  query<T extends TypedArray>(array: T, rank: number): T {
+    const window = this.windowOf(array);
+    if (window === undefined) throw this.argumentError('sharedQuery: the array is not a window of this communicator (or it was freed already)');
+    const local = this.host.localRanks.indexOf(rank);
+    if (local < 0) throw this.argumentError(`sharedQuery: rank ${String(rank)} is not on this rank's node (its ranks: ${this.host.localRanks.join(', ')})`);
+    const type = array.constructor as TypedArrayClass<T>;
+    return new type(window.buffer, window.offsets[local]!, Math.floor(window.lengths[local]! / type.BYTES_PER_ELEMENT));
   }
 
-  /** Unmaps `window` here (the caller has synchronized with every rank first). */
-  free(window: Window): void {
+  /**
+   * comm.freeShared (MPI_Win_free): unmaps the window `array` views. Collective: returns once
+   * every rank has called it, so no rank still reads a part freed here. Refused (EINVAL) while
+   * `pending` collectives of this rank may use it.
+   */
+  free(array: TypedArray, pending: number): void {
+    const window = this.windowOf(array);
+    if (window === undefined) throw this.argumentError('freeShared: the array is not a window of this communicator (or it was freed already)');
+    if (pending > 0) {
+      throw this.argumentError(`freeShared: ${pending} collective(s) of this rank are still pending and may use the window`, 'wait() for them first.');
+    }
+    this.host.agree(new Float64Array(1));
     this.byId.delete(window.id);
     this.byBuffer.delete(window.buffer);
     this.host.engine.freeWindow(window.id);
+  }
+
+  private argumentError(message: string, hint?: string): TopocollError {
+    return new TopocollError('EINVAL', message, hint === undefined ? { rank: this.host.rank } : { rank: this.host.rank, hint });
   }
 
   /** Forgets every window (the engine's close() detached and unmapped them). */
