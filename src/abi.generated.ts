@@ -1,7 +1,7 @@
 // Generated from abi/abi.yaml by scripts/gen-abi.mjs — do not edit: change the spec and run `npm run gen:abi`.
 //
-// What the TypeScript runtime and the addon (native/src/abi_generated.h, from the same spec) agree
-// on; src/native.ts, src/algorithms/schedule.ts, src/runtime/datatypes.ts and
+// What the TypeScript runtime and the addon (native/src/base/abi_generated.h, from the same spec)
+// agree on; src/native.ts, src/algorithms/schedule.ts, src/runtime/datatypes.ts and
 // src/runtime/fast-path.ts give it its meaning.
 
 /**
