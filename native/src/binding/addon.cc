@@ -1,7 +1,7 @@
-// Node-API surface of the addon: the NativeEngine class and a few process helpers. Only
-// src/native.ts loads this; every export is typed and documented there.
+// Node-API surface of the addon: the NativeEngine class, the host layers' entries, the ABI's
+// tables and the module's init. The measurement probes and process helpers are probes.cc's.
+// Only src/native.ts loads this; every export is typed and documented there.
 #include <napi.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,46 +10,20 @@
 #include <memory>
 #include <utility>
 
-#include "base/copy_rate.h"
 #include "base/errors.h"
-#include "base/placement.h"
 #include "base/wait.h"
 #include "binding/job_queue.h"
 #include "binding/js_error.h"
 #include "binding/js_p2p.h"
+#include "binding/js_values.h"
 #include "binding/layer_messages.h"
+#include "binding/probes.h"
 #include "engine/engine.h"
 #include "shm/segment_layout.h"
 
 namespace topocoll {
 
 namespace {
-
-// Raw bytes of a TypedArray / DataView / Buffer, or nullptr for null/undefined.
-void* BytesOf(const Napi::Value& value) {
-  if (value.IsNull() || value.IsUndefined()) return nullptr;
-  if (value.IsTypedArray()) {
-    auto ta = value.As<Napi::TypedArray>();
-    return static_cast<uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
-  }
-  if (value.IsDataView()) {
-    auto dv = value.As<Napi::DataView>();
-    return static_cast<uint8_t*>(dv.ArrayBuffer().Data()) + dv.ByteOffset();
-  }
-  throw Napi::TypeError::New(value.Env(), "expected a TypedArray, DataView or null");
-}
-
-std::vector<int> IntList(const Napi::Value& value) {
-  std::vector<int> out;
-  if (value.IsTypedArray()) {
-    auto ta = value.As<Napi::Int32Array>();
-    for (size_t i = 0; i < ta.ElementLength(); ++i) out.push_back(ta[i]);
-    return out;
-  }
-  auto arr = value.As<Napi::Array>();
-  for (uint32_t i = 0; i < arr.Length(); ++i) out.push_back(arr.Get(i).As<Napi::Number>().Int32Value());
-  return out;
-}
 
 // The S0 engine's parameters from { queueBytes, minFragment, sets, tree, radix, fragmentForLog2 }.
 ShmBcastParams BcastParamsOf(const Napi::Value& value) {
@@ -69,12 +43,6 @@ ShmBcastParams BcastParamsOf(const Napi::Value& value) {
 const topocoll_p2p_v1* P2PStructOf(const Napi::Value& value) {
   if (!value.IsExternal()) throw CollError("EINVAL", "the point-to-point layer's `native` is not an External of a topocoll_p2p_v1");
   return value.As<Napi::External<topocoll_p2p_v1>>().Data();
-}
-
-Napi::Int32Array ToInt32Array(Napi::Env env, const std::vector<int32_t>& values) {
-  auto out = Napi::Int32Array::New(env, values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
-  return out;
 }
 
 using abi::CallField;
@@ -622,67 +590,6 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
 
 namespace {
 
-// Binds the calling thread (the main thread, which forks child processes) to `cpus`; children
-// spawned meanwhile inherit the mask. Returns the previous mask.
-Napi::Value SetThreadAffinity(const Napi::CallbackInfo& info) {
-  cpu_set_t previous, next;
-  CPU_ZERO(&previous);
-  CPU_ZERO(&next);
-  sched_getaffinity(0, sizeof previous, &previous);
-  for (int cpu : IntList(info[0])) {
-    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &next);
-  }
-  if (sched_setaffinity(0, sizeof next, &next) != 0) ThrowJs(info.Env(), "EINVAL", "sched_setaffinity: " + ErrnoText(errno));
-  Napi::Array out = Napi::Array::New(info.Env());
-  uint32_t n = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &previous)) out.Set(n++, Napi::Number::New(info.Env(), cpu));
-  }
-  return out;
-}
-
-// pageNodes(view): the NUMA node of every page of a buffer (move_pages in query mode).
-Napi::Value PageNodesOf(const Napi::CallbackInfo& info) {
-  auto view = info[0].As<Napi::TypedArray>();
-  return ToInt32Array(info.Env(), PageNodes(BytesOf(view), view.ByteLength()));
-}
-
-// crossCoreRates(bytes, rounds, writerCpu, readerCpu): { writeShared, readRemote } in bytes/µs.
-Napi::Value CrossCoreRatesOf(const Napi::CallbackInfo& info) {
-  CrossCoreRates rates{};
-  try {
-    rates = MeasureCrossCoreRates(static_cast<size_t>(info[0].As<Napi::Number>().Int64Value()), info[1].As<Napi::Number>().Int32Value(),
-                                  info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value());
-  } catch (const CollError& e) {
-    ThrowJs(info.Env(), e.code(), e.what());
-  }
-  Napi::Object out = Napi::Object::New(info.Env());
-  out.Set("writeShared", rates.write_shared);
-  out.Set("readRemote", rates.read_remote);
-  return out;
-}
-
-// combineRate(bytes, rounds): bytes/µs of the built-in float64 sum on this thread.
-Napi::Value CombineRateOf(const Napi::CallbackInfo& info) {
-  try {
-    return Napi::Number::New(info.Env(), MeasureCombineRate(static_cast<size_t>(info[0].As<Napi::Number>().Int64Value()),
-                                                            info[1].As<Napi::Number>().Int32Value()));
-  } catch (const CollError& e) {
-    ThrowJs(info.Env(), e.code(), e.what());
-  }
-}
-
-// crossCoreLatencyNs(cpuA, cpuB, roundTrips): one-way ns of a cache line between the two CPUs.
-Napi::Value CrossCoreLatencyOf(const Napi::CallbackInfo& info) {
-  try {
-    return Napi::Number::New(info.Env(),
-                             MeasureCrossCoreLatencyNs(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value(),
-                                                       info[2].As<Napi::Number>().Int32Value()));
-  } catch (const CollError& e) {
-    ThrowJs(info.Env(), e.code(), e.what());
-  }
-}
-
 Napi::Value SegmentBytes(const Napi::CallbackInfo& info) {
   const size_t local_size = info[0].As<Napi::Number>().Uint32Value();
   const uint64_t outbox = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
@@ -814,12 +721,8 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("JsPointToPoint", DefineJsPointToPoint(env));
   exports.Set("openP2PLayer", Napi::Function::New(env, OpenP2PLayer));
   ExportLayerMessages(env, exports);
-  exports.Set("setThreadAffinity", Napi::Function::New(env, SetThreadAffinity));
+  ExportProbes(env, exports);
   exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
-  exports.Set("pageNodes", Napi::Function::New(env, PageNodesOf));
-  exports.Set("crossCoreRates", Napi::Function::New(env, CrossCoreRatesOf));
-  exports.Set("combineRate", Napi::Function::New(env, CombineRateOf));
-  exports.Set("crossCoreLatencyNs", Napi::Function::New(env, CrossCoreLatencyOf));
   // Limits TypeScript plans with (segments of schedules with exchanges).
   exports.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
   exports.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));
