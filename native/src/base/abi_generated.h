@@ -21,19 +21,19 @@ enum class StepKind : int32_t {
   // Receive X from `peer` and combine it into B[range] (see `order`).
   kRecvReduce = 3,
   // Broadcast B[range] inside a group of one node through the shared-memory engine (S0,
-  // native/src/shm_bcast.h): every member runs this one step; `peer` is the group's source, `group`
-  // its id with the engine.
+  // native/src/shm/shm_bcast.h): every member runs this one step; `peer` is the group's source,
+  // `group` its id with the engine.
   kShmBcast = 4,
   // Send B[range] to `peer`, then receive B[range2] from `peer2` (overwriting it).
   kSendRecv = 5,
   // Send B[range] to `peer`, then receive X from `peer2` and combine it into B[range2].
   kSendRecvReduce = 6,
-  // Reduce inside a group of one node through shared memory (native/src/shm_reduce.h): every member
-  // runs this one step; `peer` is the destination, whose B[range] becomes the members' B[range]
-  // combined in member (= rank) order; `group` is the group's id with the engine.
+  // Reduce inside a group of one node through shared memory (native/src/shm/shm_reduce.h): every
+  // member runs this one step; `peer` is the destination, whose B[range] becomes the members'
+  // B[range] combined in member (= rank) order; `group` is the group's id with the engine.
   kShmReduce = 7,
   // Allreduce of B among every rank of a job on one node through one shared area
-  // (native/src/shm_allreduce.h): every rank runs this one step and deposits B; with
+  // (native/src/shm/shm_allreduce.h): every rank runs this one step and deposits B; with
   // `everyRankCombines` each rank then combines all deposits in rank order, else the last to arrive
   // does and every rank copies its result. Messages ≤ 8 KiB.
   kShmAllreduce = 8,
@@ -59,8 +59,8 @@ enum class StepKind : int32_t {
   // S1's one-sided bcast (src/algorithms/one-sided-bcast.ts; native Engine::RunOneSided): put
   // B[range] into `peer`'s B. The tree is the world's, whatever the node: on this node the data
   // goes straight into `peer`'s part of the shared window B lies in, at the offset B has in this
-  // rank's part, then a descriptor and the arrival flag (native/src/shm_window.h); to another node
-  // it is a Send.
+  // rank's part, then a descriptor and the arrival flag (native/src/shm/shm_window.h); to another
+  // node it is a Send.
   kPut = 13,
   // Wait until `peer`'s Put into B arrived (from another node: a Recv into B). `pollMicros`: S1's
   // sleep between polls, 0 the doorbell.
@@ -266,7 +266,7 @@ inline constexpr CallFieldInfo kCallFieldTable[] = {
 };
 // clang-format on
 
-// What the addon asks of a JavaScript point-to-point layer (native/src/js_p2p.h,
+// What the addon asks of a JavaScript point-to-point layer (native/src/binding/js_p2p.h,
 // src/p2p/js-layer.ts): the first argument of `operate`.
 enum class JsP2POperation : int32_t {
   // Send the payload (a copy of the bytes).
@@ -289,7 +289,7 @@ inline constexpr JsP2POperationInfo kJsP2POperationTable[] = {
 // clang-format on
 
 // A schedule crosses into the addon as int32 words, a fixed number per step (encodeSchedule in
-// src/algorithms/schedule.ts writes them, DecodeSteps in native/src/step.h reads them).
+// src/algorithms/schedule.ts writes them, DecodeSteps in native/src/engine/step.h reads them).
 inline constexpr size_t kStepWords = 12;
 // The word of each field of an encoded step.
 namespace step_word {
@@ -401,8 +401,8 @@ constexpr bool StepHasEveryRankCombines(StepKind kind) {
   }
 }
 
-// MsgHeader (native/src/message.h): the 32 bytes every message, shared-area deposit and published
-// call starts with. Byte offsets, little-endian; the JavaScript fast path
+// MsgHeader (native/src/base/message.h): the 32 bytes every message, shared-area deposit and
+// published call starts with. Byte offsets, little-endian; the JavaScript fast path
 // (src/runtime/fast-path.ts) writes it as eight 32-bit words.
 // MsgHeader's magic: "TPCL".
 inline constexpr uint32_t kMsgMagic = 0x5450434cU;
@@ -426,8 +426,8 @@ inline constexpr size_t kPlanHash = 24;
 inline constexpr size_t kSender = 28;
 }  // namespace msg_header
 
-// CallCounters (native/src/engine.h): the per-call counters the executor and the JavaScript fast
-// path both advance; JavaScript reads and writes them as 32-bit words.
+// CallCounters (native/src/engine/engine.h): the per-call counters the executor and the JavaScript
+// fast path both advance; JavaScript reads and writes them as 32-bit words.
 inline constexpr size_t kCallCounterWords = 4;
 // The word of each counter.
 namespace call_counter {
@@ -441,7 +441,7 @@ inline constexpr size_t kAreaCalls = 2;
 inline constexpr size_t kAllEntered = 3;
 }  // namespace call_counter
 
-// The node-wide shared area (native/src/shm_allreduce.h, ShmAllreduce).
+// The node-wide shared area (native/src/shm/shm_allreduce.h, ShmAllreduce).
 // Largest allreduce, bcast and reduce it takes (the planner's SHM_ALLREDUCE_MAX_BYTES).
 inline constexpr size_t kSharedAreaMaxBytes = 8192;
 // Data a slot holds itself; larger data goes to a column. The fast path's calls all fit.
@@ -453,9 +453,9 @@ inline constexpr size_t kSharedAreaPrefetchBytes = 256;
 // The cache line those early reads step by.
 inline constexpr size_t kSharedAreaLineBytes = 64;
 
-// A shared window's segment (native/src/shm_window.h): its header, a counter block per local rank,
-// then one part per local rank on page boundaries (windowLayout in src/runtime/windows.ts computes
-// the same offsets).
+// A shared window's segment (native/src/shm/shm_window.h): its header, a counter block per local
+// rank, then one part per local rank on page boundaries (windowLayout in src/runtime/windows.ts
+// computes the same offsets).
 // WindowHeader's line.
 inline constexpr size_t kWindowHeaderBytes = 128;
 // One WindowCounter - four lines.
