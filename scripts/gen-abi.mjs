@@ -1,6 +1,6 @@
 // Writes the ABI's C++ header and TypeScript module from abi/abi.yaml (its header comment says
 // what the spec holds and how):
-//   node scripts/gen-abi.mjs             rewrites native/src/abi_generated.h and src/abi.generated.ts
+//   node scripts/gen-abi.mjs             rewrites native/src/base/abi_generated.h and src/abi.generated.ts
 //   node scripts/gen-abi.mjs --out DIR   writes the two under DIR instead (same relative paths)
 //   node scripts/gen-abi.mjs --check     writes nothing; fails when the committed files differ
 // `npm run gen:abi` is the first. The C++ is written in clang-format's style (.clang-format:
@@ -13,7 +13,7 @@ import { parse } from 'yaml';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const SPEC_PATH = 'abi/abi.yaml';
-export const CPP_PATH = 'native/src/abi_generated.h';
+export const CPP_PATH = 'native/src/base/abi_generated.h';
 export const TS_PATH = 'src/abi.generated.ts';
 
 /** Comment lines are wrapped to this many columns (indentation and comment marks included). */
@@ -303,7 +303,7 @@ export function tsSource(spec) {
     BANNER,
     '//',
     ...cppComment(
-      'What the TypeScript runtime and the addon (native/src/abi_generated.h, from the same spec) agree on; src/native.ts, ' +
+      `What the TypeScript runtime and the addon (${CPP_PATH}, from the same spec) agree on; src/native.ts, ` +
         'src/algorithms/schedule.ts, src/runtime/datatypes.ts and src/runtime/fast-path.ts give it its meaning.',
     ),
     '',

@@ -1,7 +1,7 @@
 // Generated from abi/abi.yaml by scripts/gen-abi.mjs — do not edit: change the spec and run `npm run gen:abi`.
 //
-// What the TypeScript runtime and the addon (native/src/abi_generated.h, from the same spec) agree
-// on; src/native.ts, src/algorithms/schedule.ts, src/runtime/datatypes.ts and
+// What the TypeScript runtime and the addon (native/src/base/abi_generated.h, from the same spec)
+// agree on; src/native.ts, src/algorithms/schedule.ts, src/runtime/datatypes.ts and
 // src/runtime/fast-path.ts give it its meaning.
 
 /**
@@ -17,8 +17,8 @@ export const StepKind = {
   RecvReduce: 3,
   /**
    * Broadcast B[range] inside a group of one node through the shared-memory engine (S0,
-   * native/src/shm_bcast.h): every member runs this one step; `peer` is the group's source, `group`
-   * its id with the engine.
+   * native/src/shm/shm_bcast.h): every member runs this one step; `peer` is the group's source,
+   * `group` its id with the engine.
    */
   ShmBcast: 4,
   /** Send B[range] to `peer`, then receive B[range2] from `peer2` (overwriting it). */
@@ -26,14 +26,14 @@ export const StepKind = {
   /** Send B[range] to `peer`, then receive X from `peer2` and combine it into B[range2]. */
   SendRecvReduce: 6,
   /**
-   * Reduce inside a group of one node through shared memory (native/src/shm_reduce.h): every member
-   * runs this one step; `peer` is the destination, whose B[range] becomes the members' B[range]
-   * combined in member (= rank) order; `group` is the group's id with the engine.
+   * Reduce inside a group of one node through shared memory (native/src/shm/shm_reduce.h): every
+   * member runs this one step; `peer` is the destination, whose B[range] becomes the members'
+   * B[range] combined in member (= rank) order; `group` is the group's id with the engine.
    */
   ShmReduce: 7,
   /**
    * Allreduce of B among every rank of a job on one node through one shared area
-   * (native/src/shm_allreduce.h): every rank runs this one step and deposits B; with
+   * (native/src/shm/shm_allreduce.h): every rank runs this one step and deposits B; with
    * `everyRankCombines` each rank then combines all deposits in rank order, else the last to arrive
    * does and every rank copies its result. Messages ≤ 8 KiB.
    */
@@ -69,8 +69,8 @@ export const StepKind = {
    * S1's one-sided bcast (src/algorithms/one-sided-bcast.ts; native Engine::RunOneSided): put
    * B[range] into `peer`'s B. The tree is the world's, whatever the node: on this node the data
    * goes straight into `peer`'s part of the shared window B lies in, at the offset B has in this
-   * rank's part, then a descriptor and the arrival flag (native/src/shm_window.h); to another node
-   * it is a Send.
+   * rank's part, then a descriptor and the arrival flag (native/src/shm/shm_window.h); to another
+   * node it is a Send.
    */
   Put: 13,
   /**
@@ -221,7 +221,7 @@ export const CALL_FIELDS = {
 } as const;
 
 /**
- * What the addon asks of a JavaScript point-to-point layer (native/src/js_p2p.h,
+ * What the addon asks of a JavaScript point-to-point layer (native/src/binding/js_p2p.h,
  * src/p2p/js-layer.ts): the first argument of `operate`.
  */
 export const JsP2POperation = {
@@ -234,7 +234,7 @@ export type JsP2POperation = (typeof JsP2POperation)[keyof typeof JsP2POperation
 
 /**
  * A schedule crosses into the addon as int32 words, a fixed number per step (encodeSchedule in
- * src/algorithms/schedule.ts writes them, DecodeSteps in native/src/step.h reads them).
+ * src/algorithms/schedule.ts writes them, DecodeSteps in native/src/engine/step.h reads them).
  */
 export const STEP_WORDS = 12;
 /** The word of each field of an encoded step. */
@@ -343,8 +343,8 @@ export function stepHasEveryRankCombines(kind: StepKind): boolean {
 }
 
 /**
- * MsgHeader (native/src/message.h): the 32 bytes every message, shared-area deposit and published
- * call starts with. Byte offsets, little-endian; the JavaScript fast path
+ * MsgHeader (native/src/base/message.h): the 32 bytes every message, shared-area deposit and
+ * published call starts with. Byte offsets, little-endian; the JavaScript fast path
  * (src/runtime/fast-path.ts) writes it as eight 32-bit words. The magic: "TPCL".
  */
 export const MSG_MAGIC = 0x5450434c;
@@ -369,8 +369,8 @@ export const MsgHeaderOffset = {
 } as const;
 
 /**
- * CallCounters (native/src/engine.h): the per-call counters the executor and the JavaScript fast
- * path both advance; JavaScript reads and writes them as 32-bit words.
+ * CallCounters (native/src/engine/engine.h): the per-call counters the executor and the JavaScript
+ * fast path both advance; JavaScript reads and writes them as 32-bit words.
  */
 export const CALL_COUNTER_WORDS = 4;
 /** The word of each counter. */
@@ -385,7 +385,7 @@ export const CallCounter = {
   allEntered: 3,
 } as const;
 
-// The node-wide shared area (native/src/shm_allreduce.h, ShmAllreduce).
+// The node-wide shared area (native/src/shm/shm_allreduce.h, ShmAllreduce).
 /** Largest allreduce, bcast and reduce it takes (the planner's SHM_ALLREDUCE_MAX_BYTES). */
 export const SHARED_AREA_MAX_BYTES = 8192;
 /** Data a slot holds itself; larger data goes to a column. The fast path's calls all fit. */
@@ -397,9 +397,9 @@ export const SHARED_AREA_PREFETCH_BYTES = 256;
 /** The cache line those early reads step by. */
 export const SHARED_AREA_LINE_BYTES = 64;
 
-// A shared window's segment (native/src/shm_window.h): its header, a counter block per local rank,
-// then one part per local rank on page boundaries (windowLayout in src/runtime/windows.ts computes
-// the same offsets).
+// A shared window's segment (native/src/shm/shm_window.h): its header, a counter block per local
+// rank, then one part per local rank on page boundaries (windowLayout in src/runtime/windows.ts
+// computes the same offsets).
 /** WindowHeader's line. */
 export const WINDOW_HEADER_BYTES = 128;
 /** One WindowCounter - four lines. */

@@ -242,8 +242,8 @@ export class Communicator {
   /**
    * The plans of a bcast whose buffer is a shared window: every level whose groups are all
    * registered with the S0 engine (groups inside a node) runs the S0 bcast, whose window mode
-   * lets readers copy straight out of the root's window (native/src/shm_bcast.h); levels between
-   * nodes keep their choice.
+   * lets readers copy straight out of the root's window (native/src/shm/shm_bcast.h); levels
+   * between nodes keep their choice.
    */
   private windowBcastPlans(): CollectivePlans {
     if (this.windowPlans === undefined) {

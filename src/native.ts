@@ -7,7 +7,7 @@ import { PACKAGE_ROOT } from './util/package-root.js';
 import type { TypedArray } from './util/typed-array.js';
 
 /**
- * The one typed wrapper over the C++ addon (native/src/addon.cc). Nothing else loads the
+ * The one typed wrapper over the C++ addon (native/src/binding/addon.cc). Nothing else loads the
  * addon. Native failures arrive as Errors with a `code`; every wrapper rethrows them as
  * TopocollError so callers see one error type.
  */
@@ -57,7 +57,7 @@ export interface NativeEngineOptions {
   size: number;
   /** Global ranks on this node (this rank included). */
   localRanks: readonly number[];
-  /** The largest one-way shared-memory channel, bytes; a power of two (native/src/shm_channel_pool.h). */
+  /** The largest one-way shared-memory channel, bytes; a power of two (native/src/shm/shm_channel_pool.h). */
   channelBytes: number;
   /** The smallest channel a rank's outbox must still hold for each peer it sends to; a power of two. */
   channelMinBytes: number;
@@ -69,18 +69,18 @@ export interface NativeEngineOptions {
   windowBcastMinBytes: number;
   /** Ranks of this node bound to this rank's CPUs, which they oversubscribe: waits on them yield at once. */
   coRunners: readonly number[];
-  /** The S0 shared-memory bcast engine (native/src/shm_bcast.h). */
+  /** The S0 shared-memory bcast engine (native/src/shm/shm_bcast.h). */
   bcast: NativeBcastParams;
   /** Sleepers fence with membarrier(2) so wakers need not (when the kernel offers it). */
   asymmetricFences: boolean;
   /** The watchdog: a collective waiting longer fails with ETIMEDOUT on every rank; 0 = no limit. */
   collectiveTimeoutMs: number;
-  /** The scheduler slice the threads running collectives request (native/src/wait.h), µs; 0 = the kernel's. */
+  /** The scheduler slice the threads running collectives request (native/src/base/wait.h), µs; 0 = the kernel's. */
   schedulerSliceUs: number;
 }
 
 /**
- * A node's shared segment, by part (bytes; native/src/segment_layout.h), and its channels now:
+ * A node's shared segment, by part (bytes; native/src/shm/segment_layout.h), and its channels now:
  * how many the node's ranks have made, their bytes, and the most one rank's outbox holds.
  */
 export interface SharedMemoryUse {
@@ -162,8 +162,8 @@ export interface NativeAllgatherCall {
 
 /**
  * The numbers the addon is built with, taken from its C++ enums and constants
- * (nativeTables in native/src/addon.cc): those of abi/abi.yaml as the addon was compiled with
- * them, and a few more. test/native-tables.test.ts asserts that TypeScript's equal these.
+ * (nativeTables in native/src/binding/addon.cc): those of abi/abi.yaml as the addon was compiled
+ * with them, and a few more. test/native-tables.test.ts asserts that TypeScript's equal these.
  */
 export interface NativeTables {
   /** StepKind. */
@@ -188,9 +188,9 @@ export interface NativeTables {
   readonly shmAllreduceMaxBytes: number;
   /** Bytes of the shared-area allgather's column per round (ShmAllreduce::kSlotBytes). */
   readonly shmAllgatherColumnBytes: number;
-  /** The codes an abort carries between ranks (kAbortCodes of native/src/engine.h, by index from 1). */
+  /** The codes an abort carries between ranks (kAbortCodes of native/src/engine/engine.h, by index from 1). */
   readonly abortCodes: readonly string[];
-  /** Bytes of a rank's outbox header, and of each channel block's header (native/src/shm_channel_pool.h). */
+  /** Bytes of a rank's outbox header, and of each channel block's header (native/src/shm/shm_channel_pool.h). */
   readonly outboxHeaderBytes: number;
   readonly channelBlockHeaderBytes: number;
   readonly eagerBytes: number;
@@ -259,8 +259,8 @@ interface RawAddon {
 }
 
 /**
- * A host layer's topocoll_p2p_v1 opened once per process (native/src/p2p_links.h, P2PLayer):
- * `handle` keeps it while referenced; engines given it keep it too.
+ * A host layer's topocoll_p2p_v1 opened once per process (native/src/transport/p2p_links.h,
+ * P2PLayer): `handle` keeps it while referenced; engines given it keep it too.
  */
 export interface NativeP2PLayer {
   readonly handle: object;
@@ -271,8 +271,8 @@ export interface NativeP2PLayer {
 
 /**
  * Called on the JavaScript thread for each operation the executor starts through a JavaScript
- * layer (native/src/js_p2p.h): JsP2POperation.send sends `payload` (bytes), receive receives at
- * most `payload` bytes; the operation ends with JsPointToPointBridge.complete(id, …).
+ * layer (native/src/binding/js_p2p.h): JsP2POperation.send sends `payload` (bytes), receive
+ * receives at most `payload` bytes; the operation ends with JsPointToPointBridge.complete(id, …).
  */
 export type NativeP2POperate = (kind: JsP2POperation, id: number, peer: number, tag: number, payload: Uint8Array | number) => void;
 
@@ -298,9 +298,9 @@ export function openP2PLayer(native: object): NativeP2PLayer {
 }
 
 /**
- * JavaScript's own messages over an opened native layer (native/src/layer_messages.h): start
- * returns an id, test is polled until it gives true (a send) or the bytes (a receive); abandon
- * gives up a receive.
+ * JavaScript's own messages over an opened native layer (native/src/binding/layer_messages.h):
+ * start returns an id, test is polled until it gives true (a send) or the bytes (a receive);
+ * abandon gives up a receive.
  */
 export const layerMessages = {
   isend: (layer: NativeP2PLayer, peer: number, tag: number, data: Uint8Array): number =>
@@ -450,7 +450,7 @@ export class NativeEngine {
   }
 
   /**
-   * Maps shared window `id` (native/src/shm_window.h): the node's lowest rank creates it under
+   * Maps shared window `id` (native/src/shm/shm_window.h): the node's lowest rank creates it under
    * `name`, the others open it once it exists; one part per local rank of `partBytes[i]` bytes.
    * Returns one ArrayBuffer over the whole window, detached by freeWindow() and close().
    */
@@ -617,7 +617,7 @@ export function pageNodes(view: ArrayBufferView): Int32Array {
   return load().pageNodes(view);
 }
 
-/** Copy rates across two cores, bytes per µs (native/src/copy_rate.h). */
+/** Copy rates across two cores, bytes per µs (native/src/base/copy_rate.h). */
 export interface CrossCoreRates {
   /** Copying into lines the other core has read (S0's copy-in by the root). */
   writeShared: number;
@@ -630,12 +630,12 @@ export function crossCoreRates(bytes: number, rounds: number, writerCpu: number,
   return guarded(undefined, () => load().crossCoreRates(bytes, rounds, writerCpu, readerCpu));
 }
 
-/** One-way ns of a cache line between `cpuA` and `cpuB`, the mean of `roundTrips` round trips (native/src/copy_rate.h). */
+/** One-way ns of a cache line between `cpuA` and `cpuB`, the mean of `roundTrips` round trips (native/src/base/copy_rate.h). */
 export function crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: number): number {
   return guarded(undefined, () => load().crossCoreLatencyNs(cpuA, cpuB, roundTrips));
 }
 
-/** Bytes/µs the built-in float64 sum combines on this thread, the operator alone: the mean of `rounds` rounds over `bytes` (native/src/copy_rate.h). */
+/** Bytes/µs the built-in float64 sum combines on this thread, the operator alone: the mean of `rounds` rounds over `bytes` (native/src/base/copy_rate.h). */
 export function combineRate(bytes: number, rounds: number): number {
   return guarded(undefined, () => load().combineRate(bytes, rounds));
 }
@@ -678,7 +678,7 @@ export interface NativeStepRoundTrip {
 }
 
 /**
- * The addon's DecodeSteps and EncodeSteps (native/src/step.h) on `words` (encodeSchedule's
+ * The addon's DecodeSteps and EncodeSteps (native/src/engine/step.h) on `words` (encodeSchedule's
  * form), for the test that runs both sides' codecs on one list (test/step-codec.test.ts).
  * @internal
  */

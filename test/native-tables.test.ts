@@ -7,11 +7,11 @@ import { DATATYPES, REDUCE_OPS, datatypeOf } from '../src/runtime/datatypes.js';
 
 /**
  * Every table TypeScript shares with the C++ addon equals the addon's own copy, which
- * nativeTables (native/src/addon.cc) builds from the C++ enums and constants: the same names,
- * no more and no fewer, with the same numbers. Most of them are generated on both sides from
- * abi/abi.yaml (test/abi-generated.test.ts checks the generated files are current): then an
- * addon built from another version of the spec fails here, as does a change to the code that
- * uses the tables on one side only.
+ * nativeTables (native/src/binding/addon.cc) builds from the C++ enums and constants: the same
+ * names, no more and no fewer, with the same numbers. Most of them are generated on both sides from
+ * abi/abi.yaml (test/abi-generated.test.ts checks the generated files are current): then an addon
+ * built from another version of the spec fails here, as does a change to the code that uses the
+ * tables on one side only.
  */
 
 const tables = nativeTables();
@@ -22,7 +22,7 @@ function sorted(table: Readonly<Record<string, number>>): [string, number][] {
 }
 
 describe('TypeScript tables match the addon', () => {
-  it('step kinds and words per step (abi/abi.yaml, native/src/step.h)', () => {
+  it('step kinds and words per step (abi/abi.yaml, native/src/engine/step.h)', () => {
     expect(sorted(StepKind)).toEqual(sorted(tables.stepKinds));
     expect(STEP_WORDS).toBe(tables.stepWords);
   });

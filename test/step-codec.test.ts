@@ -16,7 +16,7 @@ import { nativeStepRoundTrip, type NativeStep } from '../src/native.js';
 
 /**
  * Both sides' step codecs on one list: TypeScript encodes steps of every kind
- * (encodeSchedule), the addon decodes the words (DecodeSteps, native/src/step.h, as setPlan
+ * (encodeSchedule), the addon decodes the words (DecodeSteps, native/src/engine/step.h, as setPlan
  * does) and encodes what it decoded again (EncodeSteps). Field by field, the addon must hold
  * what each step says — the fields its kind carries as given, every other at its default — and
  * give back the same words. native/test/step_test.cc checks the C++ codec on its own.

@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../src/abi_generated.h"
+#include "base/abi_generated.h"
 #include "mpi_runtime.h"
 #include "p2p_layer.h"
 

@@ -21,9 +21,9 @@
 //   - Ownership: a layer has two owners, topocoll and the JavaScript MpiCommunicator it belongs
 //     to. topocoll may hold the struct from the moment JavaScript handed it out (the `native`
 //     getter calls MarkP2pLayerHandedOut) until release(), whether or not it ever calls a
-//     function (src/p2p/create-communicator.ts opens it at once; native/src/p2p_links.h calls
-//     release() only when its handle is collected and its engines closed). The JavaScript owner
-//     lets go with DropP2pLayerOwner (MpiCommunicator.free(), or its collection). So:
+//     function (src/p2p/create-communicator.ts opens it at once; native/src/transport/p2p_links.h
+//     calls release() only when its handle is collected and its engines closed). The JavaScript
+//     owner lets go with DropP2pLayerOwner (MpiCommunicator.free(), or its collection). So:
 //       release(): cleans up every request and clears `handed_out`; frees the layer (duplicate
 //         and struct) if the JavaScript owner is gone, else keeps it for another
 //         createCommunicator;

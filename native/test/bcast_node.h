@@ -8,7 +8,7 @@
 #include <new>
 #include <vector>
 
-#include "shm_bcast.h"
+#include "shm/shm_bcast.h"
 #include "test_support.h"
 
 namespace topocoll::test {

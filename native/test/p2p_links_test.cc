@@ -8,7 +8,7 @@
 // wait; and the layer's failures reported with the peer and the tag. A sub-communicator's links
 // address the layer's ranks its ranks map to and name its own ranks in errors, and the engine
 // takes only a mapping onto distinct ranks of the layer with its own at its place.
-#include "p2p_links.h"
+#include "transport/p2p_links.h"
 
 #include <gtest/gtest.h>
 
@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine.h"
-#include "errors.h"
+#include "base/errors.h"
+#include "engine/engine.h"
 #include "test_support.h"
 
 namespace topocoll::test {

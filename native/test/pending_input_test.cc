@@ -5,7 +5,7 @@
 // bcast phase) skip the copy; shared-memory steps materialise first. Random step sequences over
 // several element types, operators and sizes — ranges overlapping earlier ones in part, blocks
 // arriving late and in pieces — are checked against a plain element-by-element reference.
-#include "pending_input.h"
+#include "base/pending_input.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "datatypes.h"
+#include "base/datatypes.h"
 
 namespace topocoll::test {
 namespace {

@@ -7,7 +7,7 @@
 // allgather blocks of several rounds.
 // The operator is neither commutative nor associative (dst = 3·dst + src): only the fold in
 // local order gives the reference. Headers that differ end every rank's call with EMISMATCH.
-#include "shm_allreduce.h"
+#include "shm/shm_allreduce.h"
 
 #include <gtest/gtest.h>
 
@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/datatypes.h"
+#include "base/errors.h"
+#include "base/message.h"
 #include "bcast_node.h"
-#include "datatypes.h"
-#include "errors.h"
-#include "message.h"
 #include "test_support.h"
 
 namespace topocoll::test {

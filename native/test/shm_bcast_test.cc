@@ -4,7 +4,7 @@
 // the ranks' queues; readers slow now and then — every reader must receive every message
 // intact. A root that refilled a set or a control block a reader had not finished with shows
 // as a reader copying another message's bytes.
-#include "shm_bcast.h"
+#include "shm/shm_bcast.h"
 
 #include <gtest/gtest.h>
 

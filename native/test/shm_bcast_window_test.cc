@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "bcast_node.h"
-#include "shm_bcast.h"
-#include "shm_window.h"
+#include "shm/shm_bcast.h"
+#include "shm/shm_window.h"
 #include "test_support.h"
 
 namespace topocoll::test {

@@ -3,7 +3,7 @@
 // outbox cannot hold, channels to peers nobody declared, and ranks (threads) that find the
 // channels addressed to them in each other's outboxes while those are being made, every byte of
 // every message intact.
-#include "shm_channel_pool.h"
+#include "shm/shm_channel_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "test_support.h"
 
 namespace topocoll::test {

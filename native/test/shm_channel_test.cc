@@ -2,7 +2,7 @@
 // bytes straddle the ring's end, messages at once and streamed (larger than the ring), slow
 // readers that make the writer wait for room, and reads split the way the engine splits them
 // (a header first, then the body in pieces).
-#include "shm_channel.h"
+#include "shm/shm_channel.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "test_support.h"
 
 namespace topocoll::test {

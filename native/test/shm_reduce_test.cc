@@ -3,7 +3,7 @@
 // broadcasts interleaved in the same queues. The operator is deliberately neither commutative
 // nor associative (dst = 3·dst + src), so the result equals the reference — a fold in member
 // order — only if every member's slice is combined in that order, from the right chunk.
-#include "shm_reduce.h"
+#include "shm/shm_reduce.h"
 
 #include <gtest/gtest.h>
 
@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/datatypes.h"
 #include "bcast_node.h"
-#include "datatypes.h"
-#include "shm_bcast.h"
+#include "shm/shm_bcast.h"
 #include "test_support.h"
 
 namespace topocoll::test {

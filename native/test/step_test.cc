@@ -1,7 +1,7 @@
-// The step codec (native/src/step.h) on the words abi/abi.yaml lays out: every step kind
+// The step codec (native/src/engine/step.h) on the words abi/abi.yaml lays out: every step kind
 // encodes and decodes back, each field a kind carries in its word and the fields it does not
 // carry at their defaults. test/step-codec.test.ts runs the same codec against TypeScript's.
-#include "step.h"
+#include "engine/step.h"
 
 #include <gtest/gtest.h>
 

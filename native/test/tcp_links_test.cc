@@ -2,7 +2,7 @@
 // sender that waits for room in the middle of a message runs its guard, and the engine's guard
 // probes the peer it waits on (a 32-byte TrySend on the same connection): the probe must never
 // land inside the message, whatever room the socket has when it is tried.
-#include "tcp_links.h"
+#include "transport/tcp_links.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "test_support.h"
 
 namespace topocoll::test {

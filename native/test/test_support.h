@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "errors.h"
-#include "message.h"
-#include "wait.h"
+#include "base/errors.h"
+#include "base/message.h"
+#include "base/wait.h"
 
 namespace topocoll::test {
 

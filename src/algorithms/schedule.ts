@@ -13,7 +13,7 @@ import {
 } from '../abi.generated.js';
 
 /**
- * The step format shared with the C++ executor (native/src/step.h). A schedule is, for one
+ * The step format shared with the C++ executor (native/src/engine/step.h). A schedule is, for one
  * rank and one phase of a collective call, the ordered point-to-point steps it performs; the
  * executor runs them in order, each step blocking until it completes.
  *
@@ -61,7 +61,7 @@ import {
  */
 
 // What a step does, the words it is encoded as and their defaults are abi/abi.yaml's
-// (src/abi.generated.ts; the addon's native/src/abi_generated.h comes from the same spec).
+// (src/abi.generated.ts; the addon's native/src/base/abi_generated.h comes from the same spec).
 export { STEP_WORDS, StepKind } from '../abi.generated.js';
 
 /** Blocks [first, first + count) of a segment cut into `of` blocks. */
@@ -113,8 +113,8 @@ export interface Schedule {
 }
 
 /**
- * The form the C++ executor receives (native/src/step.h, DecodeSteps): STEP_WORDS int32 words
- * per step in order, each field at its StepWord. A field the step's kind does not carry
+ * The form the C++ executor receives (native/src/engine/step.h, DecodeSteps): STEP_WORDS int32
+ * words per step in order, each field at its StepWord. A field the step's kind does not carry
  * (stepHas…) is written as its StepDefault, so is a field the step leaves out; the group and
  * pollMicros share a word (their kinds are disjoint).
  */

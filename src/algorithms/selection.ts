@@ -636,7 +636,7 @@ export const EVERY_RANK_COMBINES_MAX_RANKS = 8;
  * The one-node shared allreduce's protocol for `allreduce.shm`: every rank combining costs one
  * cache-line transfer from each peer, all at once, but each rank must run to combine — with more
  * ranks than cores each such wait is a context switch, and the last to arrive combining for all
- * is cheaper (native/src/shm_allreduce.h).
+ * is cheaper (native/src/shm/shm_allreduce.h).
  */
 export function shmAllreduceProtocol(
   setting: boolean | 'every-rank' | 'last-arrival',

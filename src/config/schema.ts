@@ -261,7 +261,7 @@ const bcastCollective = z
     /**
      * In a job on one node without configured levels whose shared area (`allreduce.shm`) uses
      * the every-rank protocol, bcasts of at most 8 KiB go through that area one way
-     * (native/src/shm_allreduce.h): the root deposits its data, the others copy it out.
+     * (native/src/shm/shm_allreduce.h): the root deposits its data, the others copy it out.
      * `false`: the algorithms of the levels.
      */
     shm: z.boolean().default(true),
@@ -298,7 +298,7 @@ const allgatherCollective = z
     segment: auto(byteSize),
     /**
      * In a job on one node without configured levels, allgathers go through the node-wide
-     * shared area of `allreduce.shm` (native/src/shm_allreduce.h), in rounds of 64 KiB columns:
+     * shared area of `allreduce.shm` (native/src/shm/shm_allreduce.h), in rounds of 64 KiB columns:
      * every rank deposits its column, then copies every other one out. `every-rank`: each rank
      * waits for every deposit itself (blocks up to 4 KiB; larger ones take the schedules);
      * `last-arrival`: the last to arrive tells the others (every size). `true`: as
@@ -340,7 +340,7 @@ const allreduceCollective = z
     segment: auto(byteSize),
     /**
      * In a job on one node, allreduce (and barrier) of at most 8 KiB through one shared area
-     * (native/src/shm_allreduce.h); levels do not apply. Every rank deposits its data, then
+     * (native/src/shm/shm_allreduce.h); levels do not apply. Every rank deposits its data, then
      * `every-rank`: each rank combines all deposits itself; `last-arrival`: the last rank to
      * arrive combines them and publishes the result. Both combine in rank order. `true`: every-rank
      * while each rank has a core (at most 8 ranks), else last-arrival. `false`: the schedules above.

@@ -3,8 +3,8 @@ import { JsPointToPointBridge } from '../native.js';
 import type { PointToPoint } from './point-to-point.js';
 
 /**
- * A JavaScript layer as a native topocoll_p2p_v1 (the addon's bridge, native/src/js_p2p.h): the
- * executor's threads start operations, this thread runs the layer's send/recv and settles them.
+ * A JavaScript layer as a native topocoll_p2p_v1 (the addon's bridge, native/src/binding/js_p2p.h):
+ * the executor's threads start operations, this thread runs the layer's send/recv and settles them.
  * Whatever the layer throws or rejects with fails that operation, and with it the collective
  * (EPEERLOST naming the peer and the tag).
  */

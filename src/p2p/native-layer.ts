@@ -4,9 +4,9 @@ import { pollUntilDone } from '../util/poll.js';
 import type { PointToPoint } from './point-to-point.js';
 
 /**
- * A native layer's messages from JavaScript (native/src/layer_messages.h), as a PointToPoint:
- * what createCommunicator's setup runs over when the host gives only `native`. stop() ends it:
- * receives still pending are abandoned and every pending operation rejects, so no polling
+ * A native layer's messages from JavaScript (native/src/binding/layer_messages.h), as a
+ * PointToPoint: what createCommunicator's setup runs over when the host gives only `native`. stop()
+ * ends it: receives still pending are abandoned and every pending operation rejects, so no polling
  * outlives a failed setup.
  */
 export class NativeLayerMessages implements PointToPoint {

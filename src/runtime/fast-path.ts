@@ -16,7 +16,7 @@ import type { TypedArray } from '../util/typed-array.js';
 import { DATATYPES, type ReduceOpName } from './datatypes.js';
 
 /**
- * The one-node shared area's every-rank and one-way protocols (native/src/shm_allreduce.h), run
+ * The one-node shared area's every-rank and one-way protocols (native/src/shm/shm_allreduce.h), run
  * in JavaScript: small bcasts, reduces, allreduces, allgathers and barriers of a one-node job
  * make no call into the addon unless they have to wait long.
  *
@@ -98,7 +98,7 @@ const EARLY_READ_MAX_BYTES = SHARED_AREA_PREFETCH_BYTES;
 
 type Kernel = (out: TypedArray, src: TypedArray, n: number) => void;
 
-// The native kernels' arithmetic (native/src/datatypes.cc), element by element, as the body of
+// The native kernels' arithmetic (native/src/base/datatypes.cc), element by element, as the body of
 // `for (let i = 0; i < n; i++) { const a = out[i], b = src[i]; out[i] = EXPRESSION; }`.
 // Assigning to a typed array wraps integers and saturates Uint8Clamped as the kernels do;
 // float32 sums and products computed in double and rounded once are the float results

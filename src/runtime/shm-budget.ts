@@ -17,7 +17,7 @@ const PAGE = 4096;
 /**
  * How a node's shared memory is laid out for L local ranks: every rank's S0 bcast queue, and every
  * rank's outbox, from which it makes the one-way channels to the ranks it sends to
- * (native/src/shm_channel_pool.h). Every part is a fixed size per rank, so the segment grows
+ * (native/src/shm/shm_channel_pool.h). Every part is a fixed size per rank, so the segment grows
  * linearly with L. The whole segment must fit the budget; this is checked before anything is
  * mapped.
  */

@@ -9,7 +9,7 @@ import { segmentPrefix } from './segment-name.js';
 /**
  * Shared windows (comm.allocShared, MPI_Win_allocate_shared): memory in one POSIX segment per
  * node and window that every rank of the node maps, one part per local rank
- * (native/src/shm_window.h has the segment's layout and protocol; windowLayout mirrors it).
+ * (native/src/shm/shm_window.h has the segment's layout and protocol; windowLayout mirrors it).
  *
  * Allocation is a collective of three agreements over the communicator (max-allreduces marked as
  * the window's, so a rank in any other collective gets EMISMATCH):

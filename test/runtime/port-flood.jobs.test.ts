@@ -6,8 +6,8 @@ import { jobScript, leftoverSegments, repoRoot } from '../helpers/jobs.js';
 
 /**
  * A stranger floods every rank's TCP data port during init: more silent connections than a
- * rank greets at once (native/src/tcp_links.cc: 256, each with a 2 s greeting deadline), plus
- * a few that send garbage. The job (test/jobs/flood-check.mjs, 4 ranks on 2 emulated nodes)
+ * rank greets at once (native/src/transport/tcp_links.cc: 256, each with a 2 s greeting deadline),
+ * plus a few that send garbage. The job (test/jobs/flood-check.mjs, 4 ranks on 2 emulated nodes)
  * must still link, compute the right results, exit 0 in bounded time and leave /dev/shm clean.
  *
  * The ranks open their data ports only once every rank has joined the rendezvous, and link a

@@ -5,7 +5,7 @@ import { jobScript } from '../helpers/jobs.js';
 
 /**
  * The scheduler slice the engine requests for the threads that run collectives
- * (`scheduler.sliceUs`, native/src/wait.h): requested while a communicator is open, held while
+ * (`scheduler.sliceUs`, native/src/base/wait.h): requested while a communicator is open, held while
  * any is, given back to the kernel's default when the last closes. Read by the program itself
  * from /proc/self/sched (se.slice), started as a user starts a one-process program.
  */

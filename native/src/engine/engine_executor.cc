@@ -1,0 +1,860 @@
+// The executor: one collective call (Engine::Run) as the phases of its schedules, each phase's
+// segments through every step, each step on a channel, a TCP link or a shared-memory engine.
+#include <algorithm>
+#include <cstring>
+
+#include "base/errors.h"
+#include "engine/engine.h"
+#include "engine/engine_guard.h"
+
+namespace topocoll {
+
+uint8_t* Engine::Scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void Engine::Run(const CallArgs& args) {
+  if (closed_) throw CollError("ECLOSED", "the communicator is closed");
+  if (header_ != nullptr && header_->abort_code.load(std::memory_order_acquire) != 0) ThrowAborted();
+  ++counters_.seq;
+  const size_t elem = DtypeSize(args.dtype);
+  const size_t bytes = static_cast<size_t>(args.count) * elem;
+  const bool reduces = args.collective == Collective::kReduce || args.collective == Collective::kAllreduce;
+  MsgHeader h{};
+  h.magic = kMsgMagic;
+  h.seq = counters_.seq;
+  h.collective = static_cast<uint8_t>(args.collective);
+  h.dtype = static_cast<uint8_t>(args.dtype);
+  const bool custom = static_cast<bool>(args.custom);
+  h.op = !reduces ? 0 : custom ? kUserOpCode : static_cast<uint8_t>(args.op);
+  h.phase = 0;
+  h.root = args.root;
+  h.count = args.count;
+  h.plan_hash = args.plan_hash;
+  h.sender = options_.rank;
+  Reducer fn;
+  if (reduces && custom) {
+    fn.custom = &args.custom;
+  } else if (reduces) {
+    const ReduceKernels kernels = FindReduce(args.dtype, args.op);
+    fn.kernel = kernels.in_place;
+    fn.kernel3 = kernels.apart;
+    const bool floating = args.dtype == Dtype::kFloat32 || args.dtype == Dtype::kFloat64;
+    // Floating-point min and max pick an operand, and which one differs for NaN and ±0.
+    fn.symmetric = !floating || args.op == ReduceOp::kSum || args.op == ReduceOp::kProd;
+  }
+  if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
+  if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
+  BlockTable& table = block_table_;
+  if (args.collective == Collective::kAllgather) {
+    h.root = 0;
+    FillAllgatherBlocks(args, table);
+    // Ranks that disagree on the block lengths disagree on the call: fold them into what the
+    // header compares (the total, and a hash of the lengths for allgatherv).
+    h.count = table.displs.back() + table.counts.back();
+    if (!args.block_counts.empty()) h.plan_hash ^= BlockCountsHash(args.block_counts);
+  }
+  // Every message of this call also carries the identity of this rank's previous call: ranks
+  // that disagreed on it without noticing (a bcast whose two "roots" only sent) disagree here.
+  const uint32_t this_call = CallHash(h);
+  h.plan_hash ^= counters_.previous_call;
+  counters_.previous_call = this_call;
+  const uint64_t segment = args.segment == 0 || args.segment > args.count ? args.count : args.segment;
+  PublishCall(h);
+  Guard guard(*this, h);
+  try {
+    auto* recv = static_cast<uint8_t*>(args.recv);
+    const auto* send = static_cast<const uint8_t*>(args.send);
+    switch (args.collective) {
+      case Collective::kBcast: {
+        PhaseData data{recv, args.count, segment, elem};
+        RunPhase(*args.bcast, h, data, Reducer{}, guard);
+        break;
+      }
+      case Collective::kReduce: {
+        // The accumulator: the result buffer at the root, scratch elsewhere — needed only by a
+        // rank that receives; one that only sends reads its input.
+        const bool root = options_.rank == args.root;
+        uint8_t* acc = root ? recv : ReceivesIn(*args.reduce) ? Scratch(bytes) : nullptr;
+        // A rank that only sends never writes B: its input serves as B.
+        PhaseData data{acc != nullptr ? acc : const_cast<uint8_t*>(send), args.count, segment, elem};
+        if (acc != nullptr && acc != send && bytes > 0) StartAccumulator(data, send, fn);
+        RunPhase(*args.reduce, h, data, fn, guard);
+        // The root's result must be whole; scratch elsewhere is dropped.
+        if (root && data.pending != nullptr) data.pending->Materialize(0, args.count);
+        if (root) NormalizeAlone(args, fn, bytes);
+        break;
+      }
+      case Collective::kAllreduce:
+      case Collective::kBarrier: {
+        if (args.reduce->size() == 1 && (*args.reduce)[0].kind == StepKind::kShmWindowAllreduce) {
+          WindowAllreduce(send, recv, args.count, elem, h, fn, (*args.reduce)[0].every_rank_combines, guard);
+          break;
+        }
+        // The result buffer is every rank's accumulator; the bcast phase then spreads it. A
+        // lazy accumulator stays lazy through it: what the bcast phase overwrites (at two
+        // ranks, the half the other rank reduced) is never copied from the input first.
+        PhaseData data{recv, args.count, segment, elem};
+        if (recv != send && bytes > 0) StartAccumulator(data, send, fn);
+        RunPhase(*args.reduce, h, data, fn, guard);
+        h.phase = 1;
+        guard.SetPhase(1);
+        RunPhase(*args.bcast, h, data, Reducer{}, guard);
+        if (data.pending != nullptr) data.pending->Materialize(0, args.count);
+        NormalizeAlone(args, fn, bytes);
+        break;
+      }
+      case Collective::kAllgather: {
+        // This rank's block to its place, then the gather phase in column segments (every step
+        // moves one rank's block, at most `segment` elements of it), then the whole result down
+        // in the bcast phase's segments.
+        const uint64_t own = table.counts[static_cast<size_t>(options_.rank)];
+        uint8_t* place = recv + table.displs[static_cast<size_t>(options_.rank)] * elem;
+        // send == recv is IN_PLACE: the block is at its place already.
+        if (send != recv && send != place && own > 0) std::memcpy(place, send, static_cast<size_t>(own * elem));
+        if (args.reduce->size() == 1 && (*args.reduce)[0].kind == StepKind::kShmWindowAllgather) {
+          WindowAllgather(send != recv ? send : place, recv, table, elem, h, (*args.reduce)[0].every_rank_combines, guard);
+          break;
+        }
+        const uint64_t longest = *std::max_element(table.counts.begin(), table.counts.end());
+        const uint64_t column = args.segment == 0 || args.segment > longest ? longest : args.segment;
+        PhaseData gather{recv, longest, column, elem};
+        gather.blocks = &table;
+        RunPhase(*args.reduce, h, gather, Reducer{}, guard);
+        h.phase = 1;
+        guard.SetPhase(1);
+        const uint64_t total = h.count;
+        PhaseData down{recv, total, args.bcast_segment == 0 || args.bcast_segment > total ? total : args.bcast_segment, elem};
+        RunPhase(*args.bcast, h, down, Reducer{}, guard);
+        break;
+      }
+    }
+  } catch (const CollError& e) {
+    // Whatever went wrong mid-collective leaves peers waiting: tell them.
+    Abort(e.code(), e.what());
+    throw;
+  }
+}
+
+// The window allreduce (XHC's single copy), every rank of a one-node job:
+//   1. every rank publishes where its send and recv buffers lie in its window parts (window id,
+//      offset) and its `reduced` count (shm_window.h), through the node-wide area's allgather
+//      (which also checks the headers);
+//   2. the count is cut into one slice per rank, each slice into chunks; for each chunk k, rank
+//      i combines chunk k of slice i of every rank's send — its own first, then the others in
+//      local order — into its own recv and counts it in `reduced`, then copies chunk k − 1 of
+//      every other slice j out of rank j's recv once rank j has counted it (one chunk behind,
+//      so its owner has usually finished it); chunks keep each rank's working set in its
+//      caches, and a chunk is read by the others while it is still in its writer's;
+//   3. a last meeting (the area's allgather of nothing), after which no rank reads another's
+//      buffers any more, so each may change them.
+// A rank reads another's send only for that rank's slice's combining and its recv only in slice
+// j, which rank j wrote before counting the chunk and nobody writes afterwards: IN_PLACE (send =
+// recv) needs nothing else. Each element is combined once, by one rank, so every rank gets the
+// same bits.
+void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
+                             bool every_rank, Guard& guard) {
+  if (fn.kernel == nullptr || fn.kernel3 == nullptr) throw CollError("EINVAL", "a window allreduce takes built-in operators only");
+  const size_t n = options_.local_ranks.size();
+  const auto me = static_cast<size_t>(local_index_);
+  const size_t bytes = static_cast<size_t>(count) * elem;
+  WindowPlace sp{}, rp{};
+  if (!windows_.Locate(send, bytes, me, &sp) || !windows_.Locate(recv, bytes, me, &rp)) {
+    throw CollError("EINVAL", "a window allreduce's send and recv buffers must both lie in this rank's parts of shared windows");
+  }
+  std::atomic<uint64_t>& my_reduced = windows_.Counter(rp.id, me)->reduced;
+  const uint64_t my_start = my_reduced.load(std::memory_order_relaxed);
+  // 1. Every rank's places and start: kPlaceWords words per local rank, in local order.
+  constexpr size_t kPlaceWords = 5;
+  std::vector<uint64_t> places(kPlaceWords * n, 0);
+  uint64_t* mine = &places[kPlaceWords * me];
+  mine[0] = sp.id;
+  mine[1] = sp.offset;
+  mine[2] = rp.id;
+  mine[3] = rp.offset;
+  mine[4] = my_start;
+  std::vector<uint64_t> counts(static_cast<size_t>(options_.size), 0), displs(static_cast<size_t>(options_.size), 0);
+  for (size_t r = 0; r < n; ++r) {
+    counts[static_cast<size_t>(options_.local_ranks[r])] = kPlaceWords;
+    displs[static_cast<size_t>(options_.local_ranks[r])] = kPlaceWords * r;
+  }
+  guard.WaitingOnNode();
+  shm_allreduce_->Allgather(reinterpret_cast<uint8_t*>(places.data()), counts, displs, sizeof(uint64_t), h, every_rank, node_policy_,
+                            guard);
+  const auto resolve = [&](size_t r, size_t word) -> uint8_t* {
+    size_t window_bytes = 0;
+    uint8_t* base = windows_.Base(static_cast<uint32_t>(places[kPlaceWords * r + word]), &window_bytes);
+    const uint64_t offset = places[kPlaceWords * r + word + 1];
+    if (base == nullptr || offset + bytes > window_bytes) {
+      throw CollError("EINVAL", "local rank " + std::to_string(r) + "'s allreduce buffer lies in a shared window this rank does not map");
+    }
+    return base + offset;
+  };
+  std::vector<const uint8_t*> sends(n, nullptr);
+  std::vector<uint8_t*> recvs(n, nullptr);
+  std::vector<std::atomic<uint64_t>*> reduced(n, nullptr);
+  for (size_t r = 0; r < n; ++r) {
+    sends[r] = resolve(r, 0);
+    recvs[r] = resolve(r, 2);
+    reduced[r] = &windows_.Counter(static_cast<uint32_t>(places[kPlaceWords * r + 2]), r)->reduced;
+  }
+  // 2. Slices and chunks of whole 64-byte lines (at least one element), so no two ranks write
+  // one line; every slice has `per` elements but the last ones, which may be shorter or empty.
+  const uint64_t quantum = std::max<uint64_t>(1, 64 / elem);
+  const uint64_t per = ((count + n - 1) / n + quantum - 1) / quantum * quantum;
+  const uint64_t chunk = std::max<uint64_t>(quantum, kWindowChunkBytes / elem / quantum * quantum);
+  const uint64_t chunks = per == 0 ? 0 : (per + chunk - 1) / chunk;
+  // Elements [lo, hi) of chunk k of slice r (empty past the slice's end).
+  const auto piece = [&](size_t r, uint64_t k) {
+    const uint64_t slice_lo = std::min<uint64_t>(count, r * per);
+    const uint64_t slice_hi = r + 1 == n ? count : std::min<uint64_t>(count, (r + 1) * per);
+    const uint64_t lo = std::min(slice_hi, slice_lo + k * chunk);
+    const uint64_t hi = std::min(slice_hi, lo + chunk);
+    return std::pair<uint64_t, uint64_t>{lo, hi};
+  };
+  const auto combine = [&](uint64_t k) {
+    const auto [lo, hi] = piece(me, k);
+    if (hi > lo) {
+      const size_t at = static_cast<size_t>(lo * elem);
+      const auto len = static_cast<size_t>(hi - lo);
+      uint8_t* out = recv + at;
+      size_t next = 0;
+      if (out != send + at) {
+        // out = own op the first other (kernel3), or a copy of its own when it is alone.
+        while (next < n && next == me) ++next;
+        if (next < n)
+          fn.kernel3(out, send + at, sends[next++] + at, len);
+        else
+          std::memcpy(out, send + at, len * elem);
+      }
+      for (; next < n; ++next) {
+        if (next != me) fn.kernel(out, sends[next] + at, len);
+      }
+    }
+    my_reduced.store(my_start + k + 1, std::memory_order_release);
+    for (size_t r = 0; r < n; ++r) {
+      if (r != me) locals_[r].control->doorbell.Ring(node_policy_.asymmetric);
+    }
+  };
+  const auto take = [&](uint64_t k) {
+    for (size_t r = 0; r < n; ++r) {
+      if (r == me) continue;
+      const auto [lo, hi] = piece(r, k);
+      if (hi <= lo) continue;
+      const uint64_t want = places[kPlaceWords * r + 4] + k + 1;
+      std::atomic<uint64_t>& done = *reduced[r];
+      if (done.load(std::memory_order_acquire) < want) {
+        guard.WaitingOn(options_.local_ranks[r]);
+        WaitUntil([&] { return done.load(std::memory_order_acquire) >= want; }, locals_[me].control->doorbell, node_policy_, guard);
+      }
+      std::memcpy(recv + lo * elem, recvs[r] + lo * elem, static_cast<size_t>((hi - lo) * elem));
+    }
+  };
+  for (uint64_t k = 0; k < chunks; ++k) {
+    combine(k);
+    if (k > 0) take(k - 1);
+  }
+  if (chunks > 0) take(chunks - 1);
+  // 3. The last meeting: an allgather of nothing (into a place that is never written).
+  guard.WaitingOnNode();
+  const std::vector<uint64_t> none(static_cast<size_t>(options_.size), 0);
+  uint8_t nowhere = 0;
+  shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
+}
+
+// The window allgather, every rank of a one-node job:
+//   1. every rank publishes where its own block lies in its window parts (window id, offset),
+//      through the node-wide area's allgather (which also checks the headers: every rank's
+//      block lengths are folded into them);
+//   2. each rank copies every other rank's block straight out of that rank's window into its
+//      place in its own result — one copy per block, where the area and the channels take two;
+//   3. a last meeting (the area's allgather of nothing), after which no rank reads another's
+//      block any more, so each may change its own.
+// A rank reads only the others' own blocks, which nobody writes during the call (IN_PLACE: the
+// owner's place in its result, which its owner does not write either: it writes the others').
+void Engine::WindowAllgather(const uint8_t* own, uint8_t* recv, const BlockTable& t, size_t elem, const MsgHeader& h, bool every_rank,
+                             Guard& guard) {
+  const size_t n = options_.local_ranks.size();
+  const auto me = static_cast<size_t>(local_index_);
+  const auto block_bytes = [&](size_t r) { return static_cast<size_t>(t.counts[static_cast<size_t>(options_.local_ranks[r])] * elem); };
+  WindowPlace place{};
+  // An empty block is read by nobody: wherever it lies.
+  if (block_bytes(me) > 0 && !windows_.Locate(own, block_bytes(me), me, &place)) {
+    throw CollError("EINVAL",
+                    "a window allgather's own block (send, or recv for IN_PLACE) must lie in this rank's part of a shared window");
+  }
+  // 1. Every rank's place: two words per local rank, in local order.
+  std::vector<uint64_t> places(2 * n, 0);
+  places[2 * me] = place.id;
+  places[2 * me + 1] = place.offset;
+  std::vector<uint64_t> counts(static_cast<size_t>(options_.size), 0), displs(static_cast<size_t>(options_.size), 0);
+  for (size_t r = 0; r < n; ++r) {
+    counts[static_cast<size_t>(options_.local_ranks[r])] = 2;
+    displs[static_cast<size_t>(options_.local_ranks[r])] = 2 * r;
+  }
+  guard.WaitingOnNode();
+  shm_allreduce_->Allgather(reinterpret_cast<uint8_t*>(places.data()), counts, displs, sizeof(uint64_t), h, every_rank, node_policy_,
+                            guard);
+  // 2. Every other block, out of its owner's window.
+  for (size_t r = 0; r < n; ++r) {
+    const size_t bytes = block_bytes(r);
+    if (r == me || bytes == 0) continue;
+    size_t window_bytes = 0;
+    const uint8_t* base = windows_.Base(static_cast<uint32_t>(places[2 * r]), &window_bytes);
+    const uint64_t offset = places[2 * r + 1];
+    if (base == nullptr || offset + bytes > window_bytes) {
+      throw CollError("EINVAL", "local rank " + std::to_string(r) + "'s allgather block lies in a shared window this rank does not map");
+    }
+    const auto rank = static_cast<size_t>(options_.local_ranks[r]);
+    std::memcpy(recv + t.displs[rank] * elem, base + offset, bytes);
+  }
+  // 3. The last meeting: an allgather of nothing (into a place that is never written).
+  guard.WaitingOnNode();
+  const std::vector<uint64_t> none(static_cast<size_t>(options_.size), 0);
+  uint8_t nowhere = 0;
+  shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
+}
+
+template <typename Ready>
+void Engine::AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& guard) {
+  const WaitPolicy& policy = local_peer >= 0 ? PolicyFor(local_peer) : node_policy_;
+  if (poll_us == 0)
+    WaitUntil(ready, locals_[static_cast<size_t>(local_index_)].control->doorbell, policy, guard);
+  else
+    PollUntil(ready, std::chrono::microseconds(poll_us), policy, guard);
+}
+
+// S1's one-sided bcast, one step at a time (protocol: shm_window.h, counters[r].put and .done).
+// Between ranks of this node every step works through the window holding B, at B's offset
+// from the start of this rank's part — the same window and offset on every rank (the plan hash
+// carries them: ranks that differ disagree on the call; a parent also checks its child's place
+// before it writes); between nodes a put is a message that the
+// receiving rank's progress thread takes straight into B, and a done count an empty message.
+void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard) {
+  const auto me = static_cast<size_t>(local_index_);
+  const auto place = [&] {
+    WindowPlace p{};
+    if (!windows_.Locate(b, bytes, me, &p)) {
+      throw CollError("EINVAL",
+                      "a one-sided bcast among ranks of one node needs its buffer in this rank's part of a shared window (allocShared)");
+    }
+    return p;
+  };
+  const auto poll_us = static_cast<uint32_t>(std::max<int32_t>(0, s.poll_us));
+  const uint32_t call = CallHash(header);
+  const auto counter = [&](const WindowPlace& p, size_t local) -> WindowCounter& {
+    WindowCounter* c = windows_.Counter(p.id, local);
+    if (c == nullptr) throw CollError("EINVAL", "the shared window of this one-sided bcast's buffer is no longer mapped");
+    return *c;
+  };
+  // A peer this wait depends on that is past this call, or in it planned differently, will
+  // never write what the wait waits for (it ran this bcast otherwise: the levels on ordinary
+  // memory, another window). The guard compares calls once; this looks every 64th time.
+  uint32_t looks = 0;
+  const auto stray = [&](int local_peer) {
+    if ((++looks & 63) != 0) return false;
+    MsgHeader theirs{};
+    if (!ReadPublishedCall(local_peer, &theirs)) return false;
+    return static_cast<int32_t>(theirs.seq - header.seq) > 0 || !DescribeCallMismatch(header, theirs, s.peer).empty();
+  };
+  const auto strayed = [&](int local_peer) {
+    MsgHeader theirs{};
+    ReadPublishedCall(local_peer, &theirs);
+    const std::string differs = DescribeCallMismatch(header, theirs, s.peer);
+    return CollError("EMISMATCH", !differs.empty() ? differs
+                                                   : "rank " + std::to_string(s.peer) + " went on to call " + std::to_string(theirs.seq) +
+                                                         " without its part in this one-sided bcast (call " + std::to_string(header.seq) +
+                                                         "): it ran this bcast otherwise (ordinary memory, or another window)");
+  };
+  switch (s.kind) {
+    case StepKind::kPut: {
+      if (s.local_peer < 0) {
+        SendTo(s.peer, -1, header, b, bytes, guard);
+        return;
+      }
+      const WindowPlace mine = place();
+      const auto peer = static_cast<size_t>(s.local_peer);
+      WindowPut& line = counter(mine, peer).put;
+      guard.WaitingOn(s.peer);
+      bool gone = false;
+      const auto ready = [&] { return line.ready.load(std::memory_order_acquire) == call; };
+      AwaitLocal([&] { return ready() || (gone = stray(s.local_peer) && !ready()); }, s.local_peer, 0, guard);
+      if (gone) throw strayed(s.local_peer);
+      uint64_t at = 0;
+      uint8_t* into = windows_.PeerPlace(mine, me, peer, bytes, &at);
+      const uint64_t their_at = line.offset.load(std::memory_order_relaxed);
+      const uint64_t their_bytes = line.bytes.load(std::memory_order_relaxed);
+      if (into == nullptr || their_at != at || their_bytes != bytes) {
+        throw CollError("EMISMATCH", "rank " + std::to_string(s.peer) + "'s one-sided bcast buffer lies elsewhere in the shared window (" +
+                                         std::to_string(their_bytes) + " bytes at offset " + std::to_string(their_at) +
+                                         " of its part) than this rank's (" + std::to_string(bytes) + " bytes at offset " +
+                                         std::to_string(at) + " of its part): every rank's buffer must lie at the same offset of its part");
+      }
+      if (bytes > 0) std::memcpy(into, b, bytes);
+      line.arrived.fetch_add(1, std::memory_order_release);
+      locals_[peer].control->doorbell.Ring(policy_.asymmetric);
+      return;
+    }
+    case StepKind::kAwaitPut: {
+      if (s.local_peer < 0) {
+        Delivery into(b, Reducer{}, false, 1, nullptr, combine_scratch_);
+        RecvFrom(s.peer, -1, header, bytes, into, guard);
+        return;
+      }
+      const WindowPlace mine = place();
+      uint64_t at = 0;
+      windows_.PeerPlace(mine, me, me, bytes, &at);
+      WindowPut& line = counter(mine, me).put;
+      line.offset.store(at, std::memory_order_relaxed);
+      line.bytes.store(bytes, std::memory_order_relaxed);
+      line.ready.store(call, std::memory_order_release);
+      locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
+      guard.WaitingOn(s.peer);
+      bool gone = false;
+      // A parent that went on after its put raised `arrived` first: looked at again after the
+      // stray check (which saw the parent's later call), it reads 1.
+      const auto arrived = [&] { return line.arrived.load(std::memory_order_acquire) >= 1; };
+      AwaitLocal([&] { return arrived() || (gone = stray(s.local_peer) && !arrived()); }, s.local_peer, poll_us, guard);
+      if (gone) throw strayed(s.local_peer);
+      line.arrived.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+    case StepKind::kCountDone: {
+      if (s.local_peer < 0) {
+        SendTo(s.peer, -1, header, nullptr, 0, guard);
+        return;
+      }
+      counter(place(), static_cast<size_t>(s.local_peer)).done.fetch_add(1, std::memory_order_release);
+      locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
+      return;
+    }
+    case StepKind::kAwaitDone: {
+      uint8_t nowhere = 0;
+      Delivery discard(&nowhere, Reducer{}, false, 1, nullptr, combine_scratch_);
+      for (int r = 0; r < options_.size; ++r) {
+        if (LocalIndex(r) < 0) RecvFrom(r, -1, header, 0, discard, guard);
+      }
+      const auto others = static_cast<uint32_t>(options_.local_ranks.size() - 1);
+      if (others == 0) return;
+      std::atomic<uint32_t>& done = counter(place(), me).done;
+      guard.WaitingOnNode();
+      AwaitLocal([&] { return done.load(std::memory_order_acquire) >= others; }, -1, poll_us, guard);
+      done.fetch_sub(others, std::memory_order_relaxed);
+      return;
+    }
+    default: throw CollError("EINVAL", "not a one-sided bcast step");
+  }
+}
+
+bool Engine::ReceivesIn(const std::vector<Step>& steps) const {
+  for (const Step& s : steps) {
+    // The shared area's reduce writes B at its destination only.
+    const bool sends = s.kind == StepKind::kSend || (s.kind == StepKind::kShmAreaReduce && s.peer != options_.rank);
+    if (!sends) return true;
+  }
+  return false;
+}
+
+void Engine::StartAccumulator(PhaseData& data, const uint8_t* input, const Reducer& reducer) {
+  const size_t bytes = static_cast<size_t>(data.count) * data.elem;
+  // Small messages copy at once: the copy costs less than keeping track. User operators have
+  // no one-pass form.
+  if (bytes < kLazyInputBytes || reducer.kernel3 == nullptr) {
+    std::memcpy(data.buffer, input, bytes);
+    return;
+  }
+  pending_.Start(input, data.buffer, data.elem);
+  data.pending = &pending_;
+}
+
+void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer, Guard& guard) {
+  const uint64_t segments = data.count == 0 ? 1 : (data.count + data.segment - 1) / data.segment;
+  for (uint64_t k = 0; k < segments; ++k) {
+    const uint64_t start = k * data.segment;
+    const uint64_t n = data.count == 0 ? 0 : std::min(data.segment, data.count - start);
+    for (const Step& s : steps) RunStep(s, header, data, start, n, k, reducer, guard);
+  }
+}
+
+namespace {
+
+// Elements [begin, end) of blocks [first, first + count) of `of` blocks over n elements.
+struct ElementRange {
+  uint64_t begin, end;
+};
+ElementRange Blocks(uint64_t n, uint32_t first, uint32_t count, uint32_t of) {
+  return {n * first / of, n * (static_cast<uint64_t>(first) + count) / of};
+}
+
+}  // namespace
+
+void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n, uint64_t seg_index,
+                     const Reducer& reducer, Guard& guard) {
+  const size_t elem = data.elem;
+  // Elements of B a range names in this segment: blocks of the segment, or the segment's column
+  // of one rank's block.
+  auto elements = [&](uint32_t first, uint32_t count) -> ElementRange {
+    if (s.of != 0) {
+      const ElementRange r = Blocks(seg_n, first, count, s.of);
+      return {seg_start + r.begin, seg_start + r.end};
+    }
+    if (data.blocks == nullptr) throw CollError("EINVAL", "a rank-block step outside an allgather");
+    const uint64_t len = data.blocks->counts[first];
+    const uint64_t at = data.blocks->displs[first];
+    return {at + std::min(seg_start, len), at + std::min(seg_start + seg_n, len)};
+  };
+  const ElementRange range = elements(s.first, s.count);
+  const uint64_t begin = range.begin;
+  const uint64_t end = range.end;
+  const size_t bytes = static_cast<size_t>((end - begin) * elem);
+  PendingInput* pending = data.pending;
+  // Where a step reads elements [b, e) of B from: the input while nothing was combined into
+  // them, else B (after copying whatever of them is still only in the input).
+  auto source = [&](uint64_t b, uint64_t e) -> const uint8_t* {
+    if (pending != nullptr) {
+      if (pending->Untouched(b, e)) return pending->Input(b);
+      pending->Materialize(b, e);
+    }
+    return data.buffer + b * elem;
+  };
+  // Where elements [b, e) of B arrive: into B, copied or combined with the reducer — with the
+  // input standing in for B's own operand while they are untouched (a lazy accumulator).
+  auto arriving = [&](uint64_t b, uint64_t e, bool reduce) {
+    const void* own = nullptr;
+    if (pending != nullptr) {
+      if (reduce && pending->Untouched(b, e))
+        own = pending->Input(b);
+      else if (reduce)
+        pending->Materialize(b, e);
+      pending->MarkWritten(b, e);
+    }
+    return Delivery(data.buffer + b * elem, reduce ? reducer : Reducer{}, s.order == 1, elem, own, combine_scratch_);
+  };
+  switch (s.kind) {
+    case StepKind::kSend: SendTo(s.peer, s.local_peer, header, source(begin, end), bytes, guard); return;
+    case StepKind::kRecv:
+    case StepKind::kRecvReduce: {
+      Delivery into = arriving(begin, end, s.kind == StepKind::kRecvReduce);
+      RecvFrom(s.peer, s.local_peer, header, bytes, into, guard);
+      return;
+    }
+    case StepKind::kShmBcast: {
+      if (pending != nullptr) pending->Materialize(begin, end);
+      guard.WaitingOn(s.peer);
+      // Tags: the call, the phase and the level, then a fragment number that runs on across the
+      // call's segments (every member runs the same segments, so it agrees on the numbers).
+      // A rank-block step (the shared-memory allgather) numbers its fragments per block as well:
+      // one source may publish several blocks in one segment.
+      const uint64_t per_segment = shm_bcast_->MaxFragments(static_cast<size_t>(data.segment * elem));
+      const uint64_t publication = s.of == 0 ? seg_index * static_cast<uint64_t>(options_.size) + s.first : seg_index;
+      const uint64_t tag_base = (static_cast<uint64_t>(header.seq) << 32) | (static_cast<uint64_t>(header.phase) << 31) |
+                                (static_cast<uint64_t>(s.level & 0x7f) << 24) | ((publication * per_segment) & 0xffffff);
+      shm_bcast_->Run(s.group, s.local_peer, data.buffer + begin * elem, bytes, tag_base, CallHash(header), GroupPolicy(s.group), guard);
+      return;
+    }
+    case StepKind::kShmReduce: {
+      if (pending != nullptr) pending->Materialize(begin, end);
+      guard.WaitingOn(s.peer);
+      shm_reduce_->Run(s.group, s.local_peer, data.buffer + begin * elem, end - begin, elem, reducer, GroupPolicy(s.group), guard);
+      return;
+    }
+    case StepKind::kShmAllreduce: {
+      if (pending != nullptr) pending->Materialize(begin, end);
+      guard.WaitingOnNode();
+      shm_allreduce_->Run(data.buffer + begin * elem, end - begin, elem, header, s.every_rank_combines, reducer, node_policy_, guard);
+      return;
+    }
+    case StepKind::kShmAreaBcast:
+    case StepKind::kShmAreaReduce: {
+      if (pending != nullptr) pending->Materialize(begin, end);
+      guard.WaitingOnNode();
+      const auto root = static_cast<size_t>(s.local_peer);
+      if (s.kind == StepKind::kShmAreaBcast)
+        shm_allreduce_->Bcast(data.buffer + begin * elem, bytes, header, root, node_policy_, guard);
+      else
+        shm_allreduce_->Reduce(data.buffer + begin * elem, end - begin, elem, header, root, reducer, node_policy_, guard);
+      return;
+    }
+    case StepKind::kShmAllgather: {
+      // The whole call in one step: every block at once, so one column segment of the longest.
+      if (data.blocks == nullptr || seg_index != 0 || seg_n != data.count) {
+        throw CollError("EINVAL", "a node-wide shared-memory allgather step outside a whole allgather's gather phase");
+      }
+      guard.WaitingOnNode();
+      shm_allreduce_->Allgather(data.buffer, data.blocks->counts, data.blocks->displs, elem, header, s.every_rank_combines, node_policy_,
+                                guard);
+      return;
+    }
+    case StepKind::kShmWindowAllreduce: throw CollError("EINVAL", "a window allreduce step outside a window allreduce's schedule");
+    case StepKind::kShmWindowAllgather: throw CollError("EINVAL", "a window allgather step outside a window allgather's schedule");
+    case StepKind::kPut:
+    case StepKind::kAwaitPut:
+    case StepKind::kCountDone:
+    case StepKind::kAwaitDone:
+      if (pending != nullptr) pending->Materialize(begin, end);
+      RunOneSided(s, header, data.buffer + begin * elem, bytes, guard);
+      return;
+    case StepKind::kSendRecv:
+    case StepKind::kSendRecvReduce: {
+      const ElementRange into_range = elements(s.first2, s.count2);
+      const uint64_t b2 = into_range.begin;
+      const uint64_t e2 = into_range.end;
+      const size_t in_bytes = static_cast<size_t>((e2 - b2) * elem);
+      const uint8_t* out = source(begin, end);
+      if (s.local_peer >= 0 && s.local_peer2 >= 0) {
+        // Both inside the node: sends and receives interleave, so no transport has to hold the
+        // whole segment.
+        Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
+        ExchangeLocal(s, header, out, bytes, into, in_bytes, guard);
+        return;
+      }
+      // Both sides send before they receive: the transports must hold the whole segment.
+      const uint64_t limit = s.local_peer >= 0 ? options_.channels.min_capacity - 2 * sizeof(MsgHeader) : kEagerBytes;
+      if (bytes > limit) {
+        throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) +
+                                      " bytes between nodes; schedules with such exchanges must run with segments of at most " +
+                                      std::to_string(limit) + " bytes here");
+      }
+      SendTo(s.peer, s.local_peer, header, out, bytes, guard);
+      Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
+      RecvFrom(s.peer2, s.local_peer2, header, in_bytes, into, guard);
+      return;
+    }
+  }
+  throw CollError("EINVAL", "unknown schedule step kind " + std::to_string(static_cast<int>(s.kind)));
+}
+
+void Engine::FillAllgatherBlocks(const CallArgs& args, BlockTable& t) const {
+  const auto size = static_cast<size_t>(options_.size);
+  if (args.block_counts.empty())
+    t.counts.assign(size, args.count);
+  else if (args.block_counts.size() == size)
+    t.counts = args.block_counts;
+  else
+    throw CollError("EINVAL",
+                    "allgatherv: " + std::to_string(args.block_counts.size()) + " block lengths for " + std::to_string(size) + " ranks");
+  t.displs.resize(size);
+  uint64_t at = 0;
+  for (size_t r = 0; r < size; ++r) {
+    t.displs[r] = at;
+    at += t.counts[r];
+  }
+}
+
+uint32_t Engine::BlockCountsHash(const std::vector<uint64_t>& counts) {
+  // FNV-1a over the lengths: equal vectors give equal hashes on every rank.
+  uint64_t x = 0xcbf29ce484222325ULL;
+  for (uint64_t c : counts) {
+    x ^= c;
+    x *= 0x100000001b3ULL;
+  }
+  return static_cast<uint32_t>(x ^ (x >> 32));
+}
+
+uint32_t Engine::CallHash(const MsgHeader& h) {
+  // 32-bit mixes (murmur3's finaliser) of the fields every rank of a call must agree on, one
+  // word at a time and the call number last: JavaScript computes the same with Math.imul and
+  // keeps everything before the call number from one call to the next (src/runtime/fast-path.ts).
+  auto mix = [](uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x85ebca6bU;
+    x ^= x >> 13;
+    x *= 0xc2b2ae35U;
+    return x ^ (x >> 16);
+  };
+  uint32_t x = mix(h.plan_hash);
+  x = mix(x ^ (static_cast<uint32_t>(h.collective) | (static_cast<uint32_t>(h.dtype) << 8) | (static_cast<uint32_t>(h.op) << 16) |
+               (static_cast<uint32_t>(h.phase) << 24)));
+  x = mix(x ^ static_cast<uint32_t>(h.root));
+  x = mix(x ^ static_cast<uint32_t>(h.count));
+  x = mix(x ^ static_cast<uint32_t>(h.count >> 32));
+  return mix(x ^ h.seq);
+}
+
+void Engine::NormalizeAlone(const CallArgs& args, const Reducer& fn, size_t bytes) {
+  // Alone in the job, no operator was applied: logical operators still owe a 0/1 result, which
+  // combining the value with itself gives.
+  if (options_.size != 1 || bytes == 0 || args.custom) return;
+  if (args.op != ReduceOp::kLand && args.op != ReduceOp::kLor) return;
+  uint8_t* copy = Scratch(bytes);
+  std::memcpy(copy, args.recv, bytes);
+  fn(args.recv, copy, args.count);
+}
+
+void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const void* data, size_t bytes, Guard& guard) {
+  guard.WaitingOn(peer);
+  const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
+  if (local_peer >= 0) {
+    channels_->Outgoing(local_peer).Send(slices, 2, PolicyFor(local_peer), guard);
+  } else {
+    try {
+      remote_->Send(peer, slices, 2, guard);
+    } catch (const PeerClosed& e) {
+      ThrowPeersNotice(e, peer);
+    }
+  }
+}
+
+ShmChannel& Engine::IncomingChannel(int local_peer, const WaitPolicy& policy, Guard& guard) {
+  ShmChannel* channel = channels_->Incoming(local_peer);
+  if (channel == nullptr) {
+    WaitUntil([&] { return (channel = channels_->Incoming(local_peer)) != nullptr; },
+              locals_[static_cast<size_t>(local_index_)].control->doorbell, policy, guard);
+  }
+  return *channel;
+}
+
+void Engine::ThrowPeersNotice(const PeerClosed& e, int peer) {
+  // The link ended: the peer's abort notice, if it sent one, is what came last — report its
+  // reason rather than only the closed link.
+  MsgHeader notice{};
+  if (e.tail().size() == sizeof notice) {
+    std::memcpy(&notice, e.tail().data(), sizeof notice);
+    if (notice.magic == kAbortMagic && notice.sender == peer && notice.op > 0 && notice.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0])) {
+      const char* code = kAbortCodes[notice.op];
+      throw CollError(code, "rank " + std::to_string(peer) + " stopped the collective (" + code + " there)");
+    }
+  }
+  throw e;
+}
+
+void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer) {
+  MsgHeader want = expected;
+  want.sender = peer;
+  const std::string mismatch = DescribeMismatch(want, got, peer);
+  if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+}
+
+void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_t bytes, Delivery& into, Guard& guard) {
+  guard.WaitingOn(peer);
+  MsgHeader got{};
+  if (local_peer >= 0) {
+    const WaitPolicy& policy = PolicyFor(local_peer);
+    ShmChannel& channel = IncomingChannel(local_peer, policy, guard);
+    channel.ReadExact(&got, sizeof got, policy, guard);
+    CheckHeader(expected, got, peer);
+    channel.Consume(bytes, into, policy, guard);
+    return;
+  }
+  // Probes a waiting peer sent us come before its next message: a mismatched one is an error,
+  // the others (the peer was merely slower) are skipped.
+  for (;;) {
+    remote_->ReadHeader(peer, &got, guard);
+    if (got.magic == kAbortMagic) {
+      const char* code = got.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]) && got.op > 0 ? kAbortCodes[got.op] : "EPEERLOST";
+      throw CollError(code, "rank " + std::to_string(got.sender) + " stopped the collective (" + code + " there)");
+    }
+    if (got.magic != kProbeMagic) break;
+    MsgHeader mine = expected;
+    const std::string mismatch = DescribeCallMismatch(mine, got, peer);
+    if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
+  }
+  CheckHeader(expected, got, peer);
+  try {
+    if (!into.combines()) {
+      remote_->ReadBody(peer, into.next(), bytes, guard);
+      return;
+    }
+    // Pieces of kStreamPieceBytes (a multiple of every element size) from the body's start, the
+    // shape RemoteLinks promises to frame.
+    if (staging_.size() < kStreamPieceBytes) staging_.resize(kStreamPieceBytes);
+    for (size_t done = 0; done < bytes;) {
+      const size_t piece = std::min(kStreamPieceBytes, bytes - done);
+      remote_->ReadBody(peer, staging_.data(), piece, guard);
+      into(staging_.data(), piece);
+      done += piece;
+    }
+  } catch (const PeerClosed& e) {
+    // The peer stopped in the middle of this body.
+    ThrowPeersNotice(e, peer);
+  }
+}
+
+void Delivery::operator()(const uint8_t* in, size_t len) {
+  if (!reducer_) {
+    std::memcpy(out_, in, len);
+  } else if (own_ != nullptr) {
+    // Left operand first, as below: the same bits as copying `own` into out and combining.
+    if (!incoming_first_ || reducer_.symmetric)
+      reducer_.kernel3(out_, own_, in, len / elem_);
+    else
+      reducer_.kernel3(out_, in, own_, len / elem_);
+    own_ += len;
+  } else if (!incoming_first_ || reducer_.symmetric) {
+    reducer_(out_, in, len / elem_);
+  } else {
+    // out = in op out: the operator writes its left operand, so work on a copy of `in`.
+    if (scratch_.size() < len) scratch_.resize(len);
+    std::memcpy(scratch_.data(), in, len);
+    reducer_(scratch_.data(), out_, len / elem_);
+    std::memcpy(out_, scratch_.data(), len);
+  }
+  out_ += len;
+}
+
+void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into, size_t in_bytes,
+                           Guard& guard) {
+  ShmChannel& tx = channels_->Outgoing(s.local_peer);
+  if (tx.AtOnce(sizeof header + bytes)) {
+    // Small: one write the ring holds, then the receive (the fastest path for both).
+    SendTo(s.peer, s.local_peer, header, data, bytes, guard);
+    RecvFrom(s.peer2, s.local_peer2, header, in_bytes, into, guard);
+    return;
+  }
+  // Large: a piece out, then whatever has come in, and so on. The peers run in step, each
+  // piece is read soon after it was written, and no ring has to hold a whole message. What is
+  // sent must not change while it is being sent: a step that receives into the range it sends
+  // (recursive doubling) sends a copy.
+  const uint8_t* into_at = into.next();
+  if (bytes > 0 && in_bytes > 0 && data < into_at + in_bytes && into_at < data + bytes) {
+    if (exchange_copy_.size() < bytes) exchange_copy_.resize(bytes);
+    std::memcpy(exchange_copy_.data(), data, bytes);
+    data = exchange_copy_.data();
+  }
+  const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
+  ShmChannel::Outgoing out{slices, 2};
+  MsgHeader got{};
+  uint8_t* got_at = reinterpret_cast<uint8_t*>(&got);
+  size_t header_left = sizeof got;
+  size_t body_left = in_bytes;
+  auto read_header = [&](const uint8_t* p, size_t n) {
+    std::memcpy(got_at, p, n);
+    got_at += n;
+  };
+  Doorbell& mine = locals_[static_cast<size_t>(local_index_)].control->doorbell;
+  // A quarter of the ring: the sender streams on while the receiver frees the half it waits for.
+  const uint64_t piece = std::min<uint64_t>(kExchangePiece, tx.capacity() / 4);
+  // Either peer may be the one that must run for this rank to go on.
+  const WaitPolicy& policy = PolicyFor(co_runner_[static_cast<size_t>(s.local_peer)] ? s.local_peer : s.local_peer2);
+  // The peer we receive from may not have made its channel yet (it does at its first send);
+  // ours is made, so no exchange waits on another's channel before its own send.
+  ShmChannel* rx = channels_->Incoming(s.local_peer2);
+  while (!out.done || header_left > 0 || body_left > 0) {
+    bool moved = !out.done && tx.SendSome(out, piece, policy);
+    if (rx == nullptr) rx = channels_->Incoming(s.local_peer2);
+    if (rx != nullptr && header_left > 0) {
+      const size_t n = rx->ConsumeArrived(header_left, read_header, policy);
+      header_left -= n;
+      moved = moved || n > 0;
+      if (n > 0 && header_left == 0) CheckHeader(header, got, s.peer2);
+    }
+    if (rx != nullptr && header_left == 0 && body_left > 0) {
+      const size_t n = rx->ConsumeArrived(std::min<size_t>(body_left, piece), into, policy);
+      body_left -= n;
+      moved = moved || n > 0;
+    }
+    if (moved) continue;
+    const bool receiving = header_left > 0 || body_left > 0;
+    if (!out.done) tx.AnnounceWaitForRoom(policy);
+    guard.WaitingOn(receiving ? s.peer2 : s.peer);
+    WaitUntil(
+        [&] {
+          return (!out.done && tx.HalfFree()) ||
+                 (receiving && (rx != nullptr || (rx = channels_->Incoming(s.local_peer2)) != nullptr) && rx->Arrived());
+        },
+        mine, policy, guard);
+  }
+}
+
+}  // namespace topocoll
