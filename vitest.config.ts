@@ -9,12 +9,11 @@ import { defineConfig } from 'vitest/config';
  * - every other `*.test.ts` runs in the vitest worker against src/ in seconds and starts no process
  *   (test/test-kinds.test.ts checks that).
  *
- * Job files run JOB_WORKERS at a time: most of a job's time is spent waiting (for processes to
- * start, for a timeout to expire, for a peer on a shared core), so two job files on 2 cores keep
- * them busy where one at a time left one idle. Files that hold something of the machine's alone
- * (ALONE) run after the others, one at a time. Every leak check is about its own job's files, not
- * the machine's (test/helpers/jobs.ts, leftoverSegments; test/setup.ts gives each file its own
- * TMPDIR).
+ * Job files run JOB_WORKERS at a time: part of a job's time is spent waiting (for processes to
+ * start, for a timeout to expire), which another file's job fills (docs/guide/development.md,
+ * "Test times"). Files that hold something of the machine's alone (ALONE) run after the others,
+ * one at a time. Every leak check is about its own job's files, not the machine's
+ * (test/helpers/jobs.ts, leftoverSegments; test/setup-jobs.ts gives each file its own TMPDIR).
  */
 const JOBS = 'test/**/*.jobs.test.ts';
 /**
