@@ -36,7 +36,7 @@ export const shmModelFields = {
 
 /**
  * The largest calls the JavaScript fast path takes (src/runtime/router.ts), bytes: bcast and
- * allgather (the whole result) copy, reduce and allreduce combine. A call must fit the shared
+ * allgather (one rank's block) copy, reduce and allreduce combine. A call must fit the shared
  * area's slot.
  */
 export const fastPathFields = {

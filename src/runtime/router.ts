@@ -101,9 +101,9 @@ export class Router {
     return bytes <= this.fastAllreduceMax;
   }
 
-  /** `bytes`: the whole result. */
-  fastAllgather(bytes: number): boolean {
-    return bytes <= this.fastAllgatherMax;
+  /** `blockBytes`: one rank's block (each rank deposits its block in its own slot). */
+  fastAllgather(blockBytes: number): boolean {
+    return blockBytes <= this.fastAllgatherMax;
   }
 
   fastBarrier(): boolean {
@@ -155,7 +155,7 @@ export class Router {
           : collective === 'allreduce'
             ? this.fastAllreduce(bytes)
             : collective === 'allgather'
-              ? this.fastAllgather(bytes)
+              ? this.fastAllgather(bytes / this.parts.size)
               : this.fastBarrier();
     const memory = { sync: fast ? 'fast' : addon, async: addon } as const;
     const windowed =

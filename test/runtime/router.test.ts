@@ -125,6 +125,10 @@ describe('the router', () => {
     expect(r.route('allreduce', 1 << 20)).toEqual({ memory: { sync: 'levels', async: 'levels' }, window: { sync: 'window', async: 'window' } });
     expect(r.route('bcast', 1 << 20).window).toEqual({ sync: 'window', async: 'window' });
     expect(r.route('barrier', 0).memory).toEqual({ sync: 'fast', async: 'shared-area' });
+    // An allgather by its whole result: blocks of copyMaxBytes from each of the 4 ranks still take the fast path.
+    const { copyMaxBytes } = validateConfig({}).routing.fastPath;
+    expect(r.route('allgather', 4 * copyMaxBytes).memory.sync).toBe('fast');
+    expect(r.route('allgather', 4 * copyMaxBytes + 4).memory.sync).not.toBe('fast');
     // Across nodes: no fast path, no shared area, no window allreduce or allgather.
     const across = routerFor(twoNodes, {}, { fastPathAvailable: false });
     expect(across.route('allreduce', 1 << 20)).toEqual({ memory: { sync: 'levels', async: 'levels' }, window: { sync: 'levels', async: 'levels' } });
