@@ -19,8 +19,8 @@ import type { Windows } from './windows.js';
  *
  * Built with the communicator and again at every configure(). The per-call questions below are
  * comparisons with numbers fixed here (−1: never), so that the blocking calls' latency path
- * pays no more than it did with the thresholds inline. What `explain()` and `levels()` print
- * comes from the same numbers (`route`).
+ * pays no more than it did with the thresholds inline. What `explain()` prints (`route`) comes
+ * from the same numbers.
  */
 
 /** A collective the router answers for. */
@@ -141,7 +141,7 @@ export class Router {
     return largestBlock >= this.windowAllgatherMin && this.parts.windows.windowOf(own) !== undefined;
   }
 
-  // --- what explain() and levels() print ---
+  // --- what explain() prints ---
 
   /** The path of a call of `bytes` (allgather: the whole result, in equal blocks) by buffer kind and form. */
   route(collective: RoutedCollective, bytes: number): Route {
