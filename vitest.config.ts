@@ -18,13 +18,16 @@ import { defineConfig } from 'vitest/config';
 const JOBS = 'test/**/*.jobs.test.ts';
 /**
  * Job files that must not share the machine: a one-node Slurm cluster on fixed ports, hosts made
- * of network namespaces with fixed addresses, and the file that exhausts the launcher's ports.
+ * of network namespaces with fixed addresses, the file that exhausts the launcher's ports, and
+ * jobs of 64 and 128 ranks, which take both cores for a minute (beside them the fault matrix's
+ * jobs missed their time bound).
  */
 const ALONE = [
   'test/runtime/slurm.jobs.test.ts',
   'test/runtime/hosts.jobs.test.ts',
   'test/runtime/hosts-faults.jobs.test.ts',
   'test/runtime/port-flood.jobs.test.ts',
+  'test/runtime/big-nodes.jobs.test.ts',
 ];
 /** A job test that takes this long hangs. */
 const JOB_TIMEOUT_MS = 300_000;
