@@ -208,7 +208,7 @@ export class CollectivePlans {
   private readonly call: CallPlan = { reduce: -1, bcast: -1, segment: 0 };
 
   bcast(root: number, bytes: number, elem: number): CallPlan {
-    if (this.shmBcast && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
+    if (this.areaBcast(bytes)) {
       this.call.reduce = -1;
       this.call.bcast = this.areaId(StepKind.ShmAreaBcast, root);
       this.call.segment = 0;
@@ -239,7 +239,7 @@ export class CollectivePlans {
   }
 
   reduce(root: number, bytes: number, elem: number, commutative: boolean): CallPlan {
-    if (this.shmReduce && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
+    if (this.areaReduce(bytes)) {
       // Rank order, as the every-rank allreduce: right for every operator.
       this.call.reduce = this.areaId(StepKind.ShmAreaReduce, root);
       this.call.bcast = -1;
@@ -302,7 +302,7 @@ export class CollectivePlans {
   }
 
   allreduce(bytes: number, elem: number, commutative: boolean): CallPlan {
-    if (this.shmAllreduce && bytes <= SHM_ALLREDUCE_MAX_BYTES) {
+    if (this.areaAllreduce(bytes)) {
       // Rank order, and the same computation wherever it runs: right for every operator,
       // commutative or not, with the same bits on every rank.
       this.shmAllreduceIds ??= this.registerNodeWide('reduce', StepKind.ShmAllreduce, this.shmAllreduce);
@@ -349,7 +349,7 @@ export class CollectivePlans {
   /** An allgather whose result holds `bytes` in all, of which `largestBlock` bytes from one rank at most. */
   allgather(bytes: number, elem: number, largestBlock: number): AllgatherCallPlan {
     const call = this.allgatherCall;
-    if (this.shmAllgather === 'last-arrival' || (this.shmAllgather === 'every-rank' && largestBlock <= this.everyRankAllgatherMaxBytes)) {
+    if (this.areaAllgather(largestBlock)) {
       // Every block in one step, so one column segment; nothing left to send down.
       this.shmAllgatherIds ??= this.registerNodeWide('allgather', StepKind.ShmAllgather, this.shmAllgather);
       call.gather = this.shmAllgatherIds.first;
@@ -408,23 +408,40 @@ export class CollectivePlans {
     return this.everyRankAllgatherMaxBytes * this.parts.plan.size;
   }
 
+  // Whether the calls below run the node-wide shared area's step: one predicate per collective,
+  // which the calls and takesArea (the router's table) both ask.
+  private areaBcast(bytes: number): boolean {
+    return this.shmBcast && bytes <= SHM_ALLREDUCE_MAX_BYTES;
+  }
+
+  private areaReduce(bytes: number): boolean {
+    return this.shmReduce && bytes <= SHM_ALLREDUCE_MAX_BYTES;
+  }
+
+  private areaAllreduce(bytes: number): this is { shmAllreduce: 'every-rank' | 'last-arrival' } {
+    return this.shmAllreduce !== false && bytes <= SHM_ALLREDUCE_MAX_BYTES;
+  }
+
+  /** `largestBlock`: the largest rank's block of the allgather. */
+  private areaAllgather(largestBlock: number): this is { shmAllgather: 'every-rank' | 'last-arrival' } {
+    return this.shmAllgather === 'last-arrival' || (this.shmAllgather === 'every-rank' && largestBlock <= this.everyRankAllgatherMaxBytes);
+  }
+
   /**
-   * Whether a call of `bytes` (allgather: the whole result, in equal blocks among `size` ranks)
-   * runs the node-wide shared area's step in the addon: the conditions of bcast(), reduce(),
-   * allreduce(), allgather() and barrier() below, for the router's `route`.
+   * Whether a call of `bytes` (allgather: the whole result, in equal blocks) runs the node-wide
+   * shared area's step in the addon, as bcast(), reduce(), allreduce(), allgather() and barrier()
+   * decide it: for the router's `route`.
    */
-  takesArea(collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier', bytes: number, size: number): boolean {
+  takesArea(collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier', bytes: number): boolean {
     switch (collective) {
       case 'bcast':
-        return this.shmBcast && bytes <= SHM_ALLREDUCE_MAX_BYTES;
+        return this.areaBcast(bytes);
       case 'reduce':
-        return this.shmReduce && bytes <= SHM_ALLREDUCE_MAX_BYTES;
+        return this.areaReduce(bytes);
       case 'allreduce':
-        return this.shmAllreduce !== false && bytes <= SHM_ALLREDUCE_MAX_BYTES;
-      case 'allgather': {
-        const area = this.areaAllgatherBytes();
-        return area === null || (area !== undefined && bytes / size <= this.everyRankAllgatherMaxBytes);
-      }
+        return this.areaAllreduce(bytes);
+      case 'allgather':
+        return this.areaAllgather(bytes / this.parts.plan.size);
       case 'barrier':
         return this.shmBarrier !== false;
     }

@@ -146,7 +146,7 @@ export class Router {
   /** The path of a call of `bytes` (allgather: the whole result, in equal blocks) by buffer kind and form. */
   route(collective: RoutedCollective, bytes: number): Route {
     const plans = this.parts.plans;
-    const addon: PathName = plans.takesArea(collective, bytes, this.parts.size) ? 'shared-area' : 'levels';
+    const addon: PathName = plans.takesArea(collective, bytes) ? 'shared-area' : 'levels';
     const fast =
       collective === 'bcast'
         ? this.fastBcast(bytes)
