@@ -1,4 +1,5 @@
 import type { TopocollConfig } from '../config/schema.js';
+import type { Group } from '../groups/plan.js';
 import type { TypedArray } from '../util/typed-array.js';
 import type { CollectivePlans } from './collective-plans.js';
 import type { Windows } from './windows.js';
@@ -141,7 +142,15 @@ export class Router {
     return largestBlock >= this.windowAllgatherMin && this.parts.windows.windowOf(own) !== undefined;
   }
 
-  // --- what explain() prints ---
+  // --- what explain() and levels() print ---
+
+  /**
+   * The algorithm `group` runs for calls that take the levels' schedules, per collective, by runs
+   * of message sizes (`area`: sizes a one-node job runs through the shared area instead).
+   */
+  algorithms(group: Group): ReturnType<CollectivePlans['describe']> {
+    return this.parts.plans.describe(group);
+  }
 
   /** The path of a call of `bytes` (allgather: the whole result, in equal blocks) by buffer kind and form. */
   route(collective: RoutedCollective, bytes: number): Route {

@@ -43,7 +43,7 @@ const fastHere =
       : mode !== 'overlap' || process.argv[3] !== 'addon';
 const comm = await init({ config: { allreduce: { shm: 'every-rank' }, allgather: { shm: 'every-rank' }, collectives: { jsFastPath: fastHere } } });
 /** Fast-path calls so far (the communicator's private FastPath; undefined where it cannot run). */
-const taken = () => /** @type {any} */ (comm).fast?.taken ?? 0;
+const taken = () => /** @type {any} */ (comm).calls?.fast?.taken ?? 0;
 
 /**
  * mulberry32: the same sequence on every rank for the same seed.
