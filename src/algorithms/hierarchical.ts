@@ -5,12 +5,13 @@ import { groupAllgatherSteps } from './group-allgather.js';
 import { groupAllreduceSteps } from './group-allreduce.js';
 import { arriveInformsAll, groupBarrierSteps } from './group-barrier.js';
 import { groupBcastSteps } from './group-bcast.js';
+import { groupGatherSteps, groupScatterSteps, type GroupGatherAlgorithm } from './group-gather.js';
 import { groupReduceSteps } from './group-reduce.js';
 import type { GroupView } from './group-steps.js';
 import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step } from './schedule.js';
 
 /**
- * Hierarchical bcast, reduce, allreduce, allgather and barrier schedules over the groups of a
+ * Hierarchical bcast, reduce, allreduce, allgather, gather, scatter and barrier schedules over the groups of a
  * `GroupPlan`, for any root, each group running the algorithm a callback chooses for it
  * (group-bcast.ts, group-reduce.ts, group-allreduce.ts, group-allgather.ts; binomial trees by
  * default; the ring for allgather), with no extra hop through rank 0: every message travels
@@ -83,6 +84,19 @@ import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step
  * Lower groups' non-leaders receive the blocks of their group in the gather phase and the whole
  * vector again in the bcast phase: a group allgather keeps every level one kind of step.
  * Both phases have root 0; a job of one rank has no steps.
+ *
+ * Gather and scatter (`gatherSchedule`, `scatterSchedule`), on rank blocks: B is the result
+ * vector (gather) or the root's send vector (scatter), block r rank r's at its own place, on every
+ * rank that holds blocks. Every group moves blocks between its members and its destination (the
+ * reduce's: the member covering the root, else the leader), `gatherAlgorithm(g)` (group-gather.ts;
+ * default `binomial`). A member stands for the ranks whose blocks reach R's destination through it
+ * (`gatherCoverage`: itself and, recursively, what the other members of every group it is the
+ * destination of stand for — with root 0, what it covers below the group). Gather: x runs the
+ * groups it is the destination of, bottom-up, then its part of R (it sends there, after any
+ * receives R's algorithm gives it); its blocks are all there before it sends. Scatter, the
+ * mirror: x first runs its part of R, then sends on in the groups it is the source of, top-down.
+ * The root ends (gather) or starts (scatter) with every block; each other rank holds at least its
+ * own. Deadlock freedom as for reduce and bcast: the waits follow the coverage tree.
  *
  * Barrier (`barrierSchedules`), zero bytes, each group running the group barrier
  * `barrierAlgorithm(g)` (group-barrier.ts; default `combining-tree:2`) in its two parts:
@@ -215,6 +229,72 @@ export function allgatherSchedules(plan: GroupPlan, rank: number, options: Allga
     gather: { collective: 'allgather', root: GLOBAL_LEADER, steps: gather },
     bcast: { collective: 'bcast', root: GLOBAL_LEADER, steps: bcastSteps(ctx, options, topGroup(plan)) },
   };
+}
+
+/** How a gather or scatter moves rank blocks inside each group: `gatherAlgorithm(g)`, by default `binomial`. */
+export interface GatherOptions {
+  gatherAlgorithm?: (g: Group) => GroupGatherAlgorithm;
+}
+
+/**
+ * The steps of `rank` in a gather to `root` (see "Gather and scatter" above): the groups it is
+ * the destination of bottom-up, then its part of R.
+ */
+export function gatherSchedule(plan: GroupPlan, rank: number, root: number, options: GatherOptions = {}): Schedule {
+  const ctx = context(plan, rank, root);
+  const stands = gatherCoverage(plan, root);
+  const steps: Step[] = [];
+  const stepsIn = (g: Group): Step[] =>
+    groupGatherSteps(algorithmOf(options, g), ctx.view(g), position(g, ctx.sourceOf(g)), position(g, rank), (i) => stands(g.members[i]!));
+  ctx.chain.forEach((g, i) => {
+    if (i !== ctx.receiveAt) steps.push(...stepsIn(g));
+  });
+  if (ctx.receiveAt >= 0) steps.push(...stepsIn(ctx.chain[ctx.receiveAt]!));
+  return { collective: 'gather', root, steps };
+}
+
+/** The steps of `rank` in a scatter from `root`: its part of R, then the groups it is the source of, top-down. */
+export function scatterSchedule(plan: GroupPlan, rank: number, root: number, options: GatherOptions = {}): Schedule {
+  const ctx = context(plan, rank, root);
+  const stands = gatherCoverage(plan, root);
+  const steps: Step[] = [];
+  const stepsIn = (g: Group): Step[] =>
+    groupScatterSteps(algorithmOf(options, g), ctx.view(g), position(g, ctx.sourceOf(g)), position(g, rank), (i) => stands(g.members[i]!));
+  if (ctx.receiveAt >= 0) steps.push(...stepsIn(ctx.chain[ctx.receiveAt]!));
+  for (let i = ctx.chain.length - 1; i >= 0; i--) if (i !== ctx.receiveAt) steps.push(...stepsIn(ctx.chain[i]!));
+  return { collective: 'scatter', root, steps };
+}
+
+function algorithmOf(options: GatherOptions, g: Group): GroupGatherAlgorithm {
+  return options.gatherAlgorithm?.(g) ?? 'binomial';
+}
+
+/**
+ * For a gather to `root` (a scatter from it): the ranks whose blocks `rank` holds when it sends
+ * them on in its group R (receives them there), ascending — itself and what the other members
+ * of each group it is the destination (source) of stand for. Each rank ≠ root hands its blocks to
+ * R's destination, so these sets form a tree rooted at `root` (whose set is every rank). With root
+ * 0 a member of a group stands for what it covers below the group (`coveredBelow`).
+ */
+export function gatherCoverage(plan: GroupPlan, root: number): (rank: number) => readonly number[] {
+  checkRoot(plan, root);
+  const sources = coveringSources(plan, root);
+  const sourceOf = (g: Group): number => sources.get(g) ?? g.leader;
+  const children: number[][] = Array.from({ length: plan.size }, () => []);
+  for (let c = 0; c < plan.size; c++) {
+    if (c === root) continue;
+    const r = plan.chain(c).find((g) => sourceOf(g) !== c);
+    if (r !== undefined) children[sourceOf(r)]!.push(c);
+  }
+  const stands: number[][] = new Array<number[]>(plan.size);
+  const collect = (x: number): number[] => {
+    const out = [x];
+    for (const c of children[x]!) out.push(...collect(c));
+    stands[x] = [...out].sort((a, b) => a - b);
+    return out;
+  };
+  collect(root);
+  return (rank) => stands[rank] ?? [rank];
 }
 
 /** How a barrier synchronises inside each group: `barrierAlgorithm(g)`, by default `combining-tree:2`. */

@@ -103,8 +103,11 @@ export interface Step {
   pollMicros?: number;
 }
 
-/** `allgather`: the gather phase of an allgather (rank-block ranges); its bcast phase is a `bcast`. */
-export type CollectiveKind = 'bcast' | 'reduce' | 'allgather';
+/**
+ * `allgather`: the gather phase of an allgather (rank-block ranges); its bcast phase is a `bcast`.
+ * `gather`, `scatter`: rank blocks to and from one root (hierarchical.ts).
+ */
+export type CollectiveKind = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter';
 
 export interface Schedule {
   collective: CollectiveKind;

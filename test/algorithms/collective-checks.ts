@@ -2,11 +2,14 @@ import {
   allgatherSchedules,
   allreduceSchedules,
   bcastSchedule,
+  gatherSchedule,
   reduceSchedule,
   reductionOrder,
+  scatterSchedule,
   type AllgatherOptions,
   type AllreduceOptions,
   type BcastOptions,
+  type GatherOptions,
   type ReduceOptions,
 } from '../../src/algorithms/hierarchical.js';
 import { StepKind, type Schedule, type Step } from '../../src/algorithms/schedule.js';
@@ -230,6 +233,57 @@ export function allgatherProblems(plan: GroupPlan, options: AllgatherOptions, ru
         }
       }
     });
+  }
+  return problems;
+}
+
+/**
+ * A gather to `root` and a scatter from it, on rank blocks: the gather starts with every rank's
+ * own block and ends with every block at its place at the root; the scatter starts with every
+ * block at the root and ends with every rank's own block at its place there. Every message stays
+ * in a group, every step moves one rank block, no rank receives a block twice, its own only in a
+ * scatter (every rank but the root), and no rank sends a block it does not hold (the simulator's
+ * check).
+ */
+export function gatherScatterProblems(plan: GroupPlan, root: number, options: GatherOptions, runs: readonly AllgatherRun[]): string[] {
+  const p = plan.size;
+  const gathers = ranksOf(plan).map((r) => gatherSchedule(plan, r, root, options));
+  const scatters = ranksOf(plan).map((r) => scatterSchedule(plan, r, root, options));
+  const problems = [...outOfGroupSteps(plan, gathers), ...outOfGroupSteps(plan, scatters)];
+  for (const [name, schedules] of [
+    ['gather', gathers],
+    ['scatter', scatters],
+  ] as const) {
+    schedules.forEach((s, r) => {
+      if (s.collective !== name || s.root !== root) problems.push(`rank ${r}: ${name} schedule says ${s.collective} at ${s.root}`);
+      if (s.steps.some((x) => x.range?.of !== 0 || (x.kind !== StepKind.Send && x.kind !== StepKind.Recv)))
+        problems.push(`rank ${r}: a ${name} step that is not a Send or Recv of a rank block`);
+      const received = s.steps.filter((x) => x.kind === StepKind.Recv).map((x) => x.range!.first);
+      // A scatter hands every rank but the root its own block; a gather never sends a rank its own.
+      const ownExpected = name === 'scatter' && r !== root;
+      if (new Set(received).size !== received.length) problems.push(`rank ${r}: ${name} receives a block twice`);
+      if (received.includes(r) !== ownExpected) problems.push(`rank ${r}: ${name} ${ownExpected ? 'never receives' : 'receives'} its own block`);
+    });
+  }
+  for (const run of runs) {
+    const where = `root ${root}, e ${run.e} × ${run.segments} ${run.transport}`;
+    const elements = p * run.e;
+    const common = { elements, segments: run.segments, transport: run.transport, rankBlockElements: run.e };
+    const value = (element: number, segment: number): string => contribution(Math.floor(element / run.e), element % run.e, segment);
+    const gathered = simulate(gathers, { ...common, initial: (r, e, s) => (Math.floor(e / run.e) === r ? value(e, s) : undefined) });
+    problems.push(...runProblems(gathered, `${where} gather`));
+    const scattered = simulate(scatters, { ...common, initial: (r, e, s) => (r === root ? value(e, s) : undefined) });
+    problems.push(...runProblems(scattered, `${where} scatter`));
+    for (let s = 0; s < run.segments; s++) {
+      for (let e = 0; e < elements; e++) {
+        const at = s * elements + e;
+        const owner = Math.floor(e / run.e);
+        if (gathered.buffers[root]![at] !== value(e, s) && problems.length < 50)
+          problems.push(`${where} gather: the root's element ${e} of segment ${s} is ${gathered.buffers[root]![at]}`);
+        if (scattered.buffers[owner]![at] !== value(e, s) && problems.length < 50)
+          problems.push(`${where} scatter: rank ${owner}'s element ${e} of segment ${s} is ${scattered.buffers[owner]![at]}`);
+      }
+    }
   }
   return problems;
 }
