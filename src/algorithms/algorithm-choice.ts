@@ -30,18 +30,23 @@ export type GroupAllgatherAlgorithm = 'ring' | 'recursive-doubling' | 'bruck' | 
 /** What configuration may name for an allgather: every group allgather. */
 export type AllgatherAlgorithm = GroupAllgatherAlgorithm;
 
+/** Gather to, and scatter from, one member of a group (each level of a hierarchical gather or scatter): see `groupGatherSteps`. */
+export type GroupGatherAlgorithm = 'flat' | 'binomial';
+
 /** Barrier inside one group (each level of a hierarchical barrier): see `groupBarrierSteps`. */
 export type GroupBarrierAlgorithm = 'central-counter' | CombiningTreeChoice | 'dissemination';
 
-export type GroupAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | AllgatherAlgorithm | GroupBarrierAlgorithm;
+export type GroupAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | AllgatherAlgorithm | GroupGatherAlgorithm | GroupBarrierAlgorithm;
 
-export type CollectiveAlgorithmKind = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier';
+export type CollectiveAlgorithmKind = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier';
 
 const NAMES: Record<CollectiveAlgorithmKind, readonly string[]> = {
   bcast: ['flat', 'binomial', 'knomial:K', 'scatter-allgather', 'shm'],
   reduce: ['flat', 'binomial', 'knomial:K', 'rabenseifner', 'shm'],
   allreduce: ['recursive-doubling', 'rabenseifner'],
   allgather: ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm'],
+  gather: ['flat', 'binomial'],
+  scatter: ['flat', 'binomial'],
   barrier: ['central-counter', 'combining-tree:K', 'dissemination'],
 };
 
@@ -58,6 +63,7 @@ export function parseAlgorithm(text: string, kind: 'bcast'): BcastAlgorithm;
 export function parseAlgorithm(text: string, kind: 'reduce'): ReduceAlgorithm;
 export function parseAlgorithm(text: string, kind: 'allreduce'): AllreduceAlgorithm;
 export function parseAlgorithm(text: string, kind: 'allgather'): AllgatherAlgorithm;
+export function parseAlgorithm(text: string, kind: 'gather' | 'scatter'): GroupGatherAlgorithm;
 export function parseAlgorithm(text: string, kind: 'barrier'): GroupBarrierAlgorithm;
 export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): GroupAlgorithm;
 export function parseAlgorithm(text: string, kind?: CollectiveAlgorithmKind): GroupAlgorithm {

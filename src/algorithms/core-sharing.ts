@@ -1,10 +1,18 @@
 import { TopocollError } from '../errors.js';
-import type { AllreduceAlgorithm, BcastAlgorithm, GroupAllgatherAlgorithm, GroupBarrierAlgorithm, ReduceAlgorithm } from './algorithm-choice.js';
+import type {
+  AllreduceAlgorithm,
+  BcastAlgorithm,
+  GroupAllgatherAlgorithm,
+  GroupBarrierAlgorithm,
+  GroupGatherAlgorithm,
+  ReduceAlgorithm,
+} from './algorithm-choice.js';
 import type { LevelCosts } from './cost-model.js';
 import { groupAllgatherSteps } from './group-allgather.js';
 import { groupAllreduceSteps } from './group-allreduce.js';
 import { arriveInformsAll, groupBarrierSteps } from './group-barrier.js';
 import { groupBcastSteps } from './group-bcast.js';
+import { groupGatherSteps, groupScatterSteps } from './group-gather.js';
 import { groupReduceSteps } from './group-reduce.js';
 import { positionView, type GroupView } from './group-steps.js';
 import { RANK_BLOCKS, StepKind, type Step } from './schedule.js';
@@ -37,12 +45,12 @@ import { RANK_BLOCKS, StepKind, type Step } from './schedule.js';
  */
 
 /** The collectives of a group whose work is counted. */
-export type WorkCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier';
+export type WorkCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier';
 
 /** Any group algorithm of the collectives above. */
-export type WorkAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | GroupAllgatherAlgorithm | GroupBarrierAlgorithm;
+export type WorkAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | GroupAllgatherAlgorithm | GroupGatherAlgorithm | GroupBarrierAlgorithm;
 
-/** A group's work as counts: sends, receives, and bytes received and combined per byte of message (per member, for allgather). */
+/** A group's work as counts: sends, receives, and bytes received and combined per byte of message (per member, for allgather, gather and scatter). */
 export interface WorkCounts {
   sends: number;
   receives: number;
@@ -182,6 +190,10 @@ function memberSteps(collective: WorkCollective, algorithm: WorkAlgorithm, view:
       return groupAllreduceSteps(algorithm as AllreduceAlgorithm, view, me);
     case 'allgather':
       return groupAllgatherSteps(algorithm as GroupAllgatherAlgorithm, view, me, (position) => [position]);
+    case 'gather':
+      return groupGatherSteps(algorithm as GroupGatherAlgorithm, view, 0, me, (position) => [position]);
+    case 'scatter':
+      return groupScatterSteps(algorithm as GroupGatherAlgorithm, view, 0, me, (position) => [position]);
     case 'barrier': {
       // As the barrier formulas: one group's barrier, its release left out where the arrive informs every member.
       const { arrive, release } = groupBarrierSteps(algorithm as GroupBarrierAlgorithm, view, me);

@@ -1,5 +1,12 @@
 import { TopocollError } from '../errors.js';
-import type { AllreduceAlgorithm, BcastAlgorithm, GroupAllgatherAlgorithm, GroupBarrierAlgorithm, ReduceAlgorithm } from './algorithm-choice.js';
+import type {
+  AllreduceAlgorithm,
+  BcastAlgorithm,
+  GroupAllgatherAlgorithm,
+  GroupBarrierAlgorithm,
+  GroupGatherAlgorithm,
+  ReduceAlgorithm,
+} from './algorithm-choice.js';
 import { predictBarrierUs } from './barrier-model.js';
 import { binomialSubtreeSize, binomialTree } from './binomial-tree.js';
 import { knomialTree } from './knomial-tree.js';
@@ -57,6 +64,15 @@ import { knomialTree } from './knomial-tree.js';
  * - neighbor-exchange (S2), even n: exchange(b) + (n/2 − 1)·exchange(2b); odd n: p2p(b), the even
  *   scheme over n − 1 members, and p2p((n − 1)·b) — (n + 3)/2 rounds;
  * - shm: n publications, each an S0 bcast of b bytes among n (given by the level).
+ *
+ * Gather (every member but the root holds b bytes of rank blocks, the root ends with all of them;
+ * group-gather.ts), and scatter, its mirror:
+ * - flat: gather p2p(b) + (n − 2)·max(g, o_r + b·G) — the blocks arrive together and the root
+ *   takes them one member at a time; scatter (n − 2)·send(b) + p2p(b), as a flat bcast of b;
+ * - binomial: on the tree, a member's message carrying its whole subtree's blocks
+ *   (subtree·b bytes): gather as the tree reduce without combining (children smallest subtree
+ *   first, each when it has arrived); scatter as the tree bcast in which child c receives
+ *   subtree(c)·b — the scatter half of scatter-allgather.
  *
  * Barrier: S4's formulas (barrier-model.ts) on the link's L, o_s, o_r, g.
  *
@@ -146,17 +162,25 @@ function treeBcastUs(link: LinkModel, children: (v: number) => number[], bytesTo
 
 /** A tree reduce of m bytes: when the root has combined its last child's data. */
 function treeReduceUs(c: LevelCosts, children: (v: number) => number[], m: number): number {
-  const { link } = c;
+  return treeGatherUs(c.link, children, () => m, combineUs(c, m));
+}
+
+/**
+ * Data up a tree, child c sending `bytesFrom(c)` to its parent once its own children's have been
+ * taken in (and combined, `combine` µs each): when the root has taken its last child's.
+ */
+function treeGatherUs(link: LinkModel, children: (v: number) => number[], bytesFrom: (c: number) => number, combine: number): number {
   const finish = (v: number): number => {
     let t = 0;
     // Smallest subtree first: the reverse of the bcast order. The first message costs o_r to
-    // take in; each further one max(g, o_r + m·G), as in the flat reduce (a k-nomial tree of
+    // take in; each further one max(g, o_r + b·G), as in the flat reduce (a k-nomial tree of
     // radix ≥ n is the flat one, and predicts the same).
     const kids = children(v);
     for (let j = kids.length - 1; j >= 0; j--) {
-      const arrival = finish(kids[j]!) + link.os + m * link.G + link.L;
-      const take = j === kids.length - 1 ? link.or : Math.max(link.g, link.or + m * link.G);
-      t = Math.max(t, arrival) + take + combineUs(c, m);
+      const b = bytesFrom(kids[j]!);
+      const arrival = finish(kids[j]!) + link.os + b * link.G + link.L;
+      const take = j === kids.length - 1 ? link.or : Math.max(link.g, link.or + b * link.G);
+      t = Math.max(t, arrival) + take + combine;
     }
     return t;
   };
@@ -277,6 +301,39 @@ export function predictGroupAllgatherUs(algorithm: GroupAllgatherAlgorithm, n: n
     default:
       return unknown('allgather', algorithm);
   }
+}
+
+/** A gather to one member in which every other member holds `b` bytes of rank blocks. */
+export function predictGroupGatherUs(algorithm: GroupGatherAlgorithm, n: number, b: number, c: LevelCosts): number {
+  checkGroup(n, b);
+  if (n === 1) return 0;
+  const { link } = c;
+  if (algorithm === 'flat') return p2pUs(link, b) + (n - 2) * Math.max(link.g, link.or + b * link.G);
+  if (algorithm === 'binomial') {
+    return treeGatherUs(
+      link,
+      (v) => binomialTree(n, 0, v).children,
+      (child) => binomialSubtreeSize(n, 0, child) * b,
+      0,
+    );
+  }
+  return unknown('gather', algorithm);
+}
+
+/** A scatter from one member that hands every other member `b` bytes of rank blocks. */
+export function predictGroupScatterUs(algorithm: GroupGatherAlgorithm, n: number, b: number, c: LevelCosts): number {
+  checkGroup(n, b);
+  if (n === 1) return 0;
+  const { link } = c;
+  if (algorithm === 'flat') return (n - 2) * sendUs(link, b) + p2pUs(link, b);
+  if (algorithm === 'binomial') {
+    return treeBcastUs(
+      link,
+      (v) => binomialTree(n, 0, v).children,
+      (child) => binomialSubtreeSize(n, 0, child) * b,
+    );
+  }
+  return unknown('scatter', algorithm);
 }
 
 export function predictGroupBarrierUs(algorithm: GroupBarrierAlgorithm, n: number, c: LevelCosts): number {

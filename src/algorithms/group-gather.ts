@@ -1,10 +1,10 @@
 import { TopocollError } from '../errors.js';
+import type { GroupGatherAlgorithm } from './algorithm-choice.js';
 import { binomialTree } from './binomial-tree.js';
 import { checkPosition, GroupStepWriter, type GroupView } from './group-steps.js';
 import { rankBlock, type Step } from './schedule.js';
 
-/** How one group gathers rank blocks to one member, or scatters them from it. */
-export type GroupGatherAlgorithm = 'flat' | 'binomial';
+export type { GroupGatherAlgorithm } from './algorithm-choice.js';
 
 /**
  * Gather and scatter among one group, on rank blocks (schedule.ts, "Rank blocks"): position i

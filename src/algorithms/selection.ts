@@ -5,6 +5,7 @@ import {
   type BcastAlgorithm,
   type GroupAlgorithm,
   type GroupBarrierAlgorithm,
+  type GroupGatherAlgorithm,
   type ReduceAlgorithm,
 } from './algorithm-choice.js';
 import { DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
@@ -21,7 +22,9 @@ import {
   predictGroupAllreduceUs,
   predictGroupBarrierUs,
   predictGroupBcastUs,
+  predictGroupGatherUs,
   predictGroupReduceUs,
+  predictGroupScatterUs,
   type LevelCosts,
   type LinkModel,
 } from './cost-model.js';
@@ -57,7 +60,8 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  *
  * Candidates: bcast flat, binomial, knomial:4, scatter-allgather, and shm inside a node (with
  * shm.bcast.enabled); reduce flat, binomial, knomial:4, rabenseifner (shm: configured only);
- * allgather ring, recursive-doubling, bruck, neighbor-exchange, and shm inside a node; barrier
+ * allgather ring, recursive-doubling, bruck, neighbor-exchange, and shm inside a node; gather and
+ * scatter flat and binomial; barrier
  * S4's (barrier-model.ts); allreduce's top group recursive-doubling and rabenseifner; segments
  * none and 8 KiB … 1 MiB in powers of two (smaller than the message), no larger than the eager
  * limit where a schedule exchanges between nodes.
@@ -68,13 +72,16 @@ export interface Choice {
   /** Each group's barrier (a barrier carries no data). */
   barrier: (g: Group) => GroupBarrierAlgorithm;
   allgather: (g: Group) => GroupAllgatherAlgorithm;
+  gather: (g: Group) => GroupGatherAlgorithm;
+  scatter: (g: Group) => GroupGatherAlgorithm;
   reduce: (g: Group) => ReduceAlgorithm;
   allreduce: { variant: AllreduceVariant; top: AllreduceAlgorithm };
   /**
    * Bytes per segment of each collective; 0: the whole message at once. Allgather: its gather
-   * phase's column segments (of every rank's block), and its bcast phase's segments.
+   * phase's column segments (of every rank's block), and its bcast phase's segments; gather and
+   * scatter: column segments.
    */
-  segmentBytes: { bcast: number; reduce: number; allreduce: number; allgather: number; allgatherBcast: number };
+  segmentBytes: { bcast: number; reduce: number; allreduce: number; allgather: number; allgatherBcast: number; gather: number; scatter: number };
 }
 
 /** What the choices depend on besides configuration and plan; the same on every rank of a node. */
@@ -110,7 +117,17 @@ export const BCAST_CANDIDATES: readonly BcastAlgorithm[] = ['flat', 'binomial', 
  */
 export const REDUCE_CANDIDATES: readonly ReduceAlgorithm[] = ['flat', 'binomial', { knomial: 4 }, 'rabenseifner'];
 export const ALLGATHER_CANDIDATES: readonly GroupAllgatherAlgorithm[] = ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm'];
+export const GATHER_CANDIDATES: readonly GroupGatherAlgorithm[] = ['flat', 'binomial'];
 export const ALLREDUCE_TOP_CANDIDATES: readonly AllreduceAlgorithm[] = ['recursive-doubling', 'rabenseifner'];
+
+/** Every collective's candidates for `auto`. */
+const CANDIDATES: Record<Collective, readonly GroupAlgorithm[]> = {
+  bcast: BCAST_CANDIDATES,
+  reduce: REDUCE_CANDIDATES,
+  allgather: ALLGATHER_CANDIDATES,
+  gather: GATHER_CANDIDATES,
+  scatter: GATHER_CANDIDATES,
+};
 
 /** One candidate and its predicted µs. */
 export interface Candidate {
@@ -120,7 +137,7 @@ export interface Candidate {
 
 /** Why a collective of some size runs as it does: `comm.explain` and `topocoll groups --explain`. */
 export interface Explanation {
-  collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier';
+  collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier';
   bytes: number;
   /** Per level bottom-up: its largest group, link (named, and its parameters), every candidate's prediction for one segment, and the choice. */
   levels: { level: string; groupSize: number; link: string; linkParameters: LinkModel; configured: boolean; candidates: Candidate[]; chosen: string }[];
@@ -141,7 +158,7 @@ export function isNodeLocal(plan: GroupPlan, g: Group): boolean {
   return g.members.every((m) => plan.placements[m]!.node === node);
 }
 
-type Collective = 'bcast' | 'reduce' | 'allgather';
+type Collective = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter';
 
 /**
  * The choices of one communicator for every message size, memoised per size bucket. `eagerBytes`:
@@ -173,6 +190,8 @@ export class Selector {
         this.configured('bcast', g);
         this.configured('reduce', g);
         this.configured('allgather', g);
+        this.configured('gather', g);
+        this.configured('scatter', g);
       }
     }
   }
@@ -242,6 +261,8 @@ export class Selector {
         bcast: 'binomial, knomial:K, scatter-allgather, flat',
         reduce: 'binomial, knomial:K, rabenseifner, flat',
         allgather: 'ring, recursive-doubling, bruck, neighbor-exchange',
+        gather: 'binomial, flat',
+        scatter: 'binomial, flat',
       };
       throw new TopocollError('ECONFIG', `${collective}.levels.${g.level}: shm works only inside a node, and the ${g.level} group ${g.unit} spans nodes`, {
         level: g.level,
@@ -256,7 +277,7 @@ export class Selector {
     return this.isNodeLocal(g) && this.config.shm.bcast.enabled;
   }
 
-  /** A group's algorithm for `collective` on messages (per member, for allgather) of `bytes`: configured, else the argmin. */
+  /** A group's algorithm for `collective` on messages (per member, for allgather, gather and scatter) of `bytes`: configured, else the argmin. */
   pick(collective: Collective, g: Group, bytes: number): { algorithm: GroupAlgorithm; us: number; all: Candidate[]; configured: boolean } {
     const n = g.members.length;
     const fixed = this.configured(collective, g);
@@ -267,7 +288,7 @@ export class Selector {
     const key = `${collective}|${g.level}|${n}|${this.isNodeLocal(g) ? 1 : 0}|${this.placement(g).key}|${bytes}`;
     let found = this.groupChoice.get(key);
     if (found === undefined) {
-      const list = collective === 'bcast' ? BCAST_CANDIDATES : collective === 'reduce' ? REDUCE_CANDIDATES : ALLGATHER_CANDIDATES;
+      const list = CANDIDATES[collective];
       const all = list.filter((a) => a !== 'shm' || this.shmAllowed(g)).map((a) => ({ a, us: predict(a), span: this.span(collective, n, a, bytes, costs) }));
       const best = argmin(all);
       found = { algorithm: best.a, us: best.us, all: all.map((c) => ({ algorithm: formatAlgorithm(c.a), us: c.us })) };
@@ -377,14 +398,25 @@ export class Selector {
 
   /** A group algorithm's formula (cost-model.ts): its chain of dependent messages, every member running when its message arrives. */
   private span(collective: Collective, n: number, a: GroupAlgorithm, bytes: number, costs: LevelCosts): number {
-    return collective === 'bcast'
-      ? predictGroupBcastUs(a as BcastAlgorithm, n, bytes, costs)
-      : collective === 'reduce'
-        ? predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, costs)
-        : predictGroupAllgatherUs(a as GroupAllgatherAlgorithm, n, bytes, costs);
+    switch (collective) {
+      case 'bcast':
+        return predictGroupBcastUs(a as BcastAlgorithm, n, bytes, costs);
+      case 'reduce':
+        return predictGroupReduceUs(a as ReduceAlgorithm, n, bytes, costs);
+      case 'allgather':
+        return predictGroupAllgatherUs(a as GroupAllgatherAlgorithm, n, bytes, costs);
+      case 'gather':
+        return predictGroupGatherUs(a as GroupGatherAlgorithm, n, bytes, costs);
+      case 'scatter':
+        return predictGroupScatterUs(a as GroupGatherAlgorithm, n, bytes, costs);
+    }
   }
 
-  /** What each member of `g` holds in an allgather's gather phase whose blocks are `block` bytes: the blocks of the ranks it covers. */
+  /**
+   * What each member of `g` holds in an allgather's gather phase whose blocks are `block` bytes:
+   * the blocks of the ranks it covers (on average over the level's groups; a gather's and a
+   * scatter's members stand for as many).
+   */
   private allgatherMemberBytes(g: Group, block: number): number {
     const groupsAtLevel = (this.plan.groups.get(g.level) ?? []).length || 1;
     return (block * this.plan.size) / groupsAtLevel / g.members.length;
@@ -420,6 +452,23 @@ export class Selector {
     const whole = piece * this.plan.size;
     const down = lower.map(({ groups }) => Math.max(...groups.map((g) => this.pick('bcast', g, whole).us))).reverse();
     return [...gather, ...down];
+  }
+
+  /** A gather's (scatter's) stages for blocks of `piece` bytes per rank: each level's slowest group, bottom-up (top-down). */
+  private gatherStages(collective: 'gather' | 'scatter', piece: number): number[] {
+    const stages = this.levels.map(({ groups }) => Math.max(...groups.map((g) => this.pick(collective, g, this.allgatherMemberBytes(g, piece)).us)));
+    return collective === 'gather' ? stages : stages.reverse();
+  }
+
+  /** A gather's or scatter's column segment for blocks of `block` bytes: configured, else the least whole-call prediction. */
+  private gatherSegment(collective: 'gather' | 'scatter', block: number): number {
+    if (this.levels.length === 0) return 0;
+    // Plain sends and receives: no exchange between nodes, so the eager limit does not bound the segment.
+    const list = this.segmentCandidates(block, this.config[collective].segment, false).map((s) => ({
+      bytes: s,
+      us: this.pipelined(block, s, (p) => this.gatherStages(collective, p)),
+    }));
+    return argmin(list).bytes;
   }
 
   /** The allreduce's variant and top algorithm: configured, else the least whole-call prediction at segment `seg`. */
@@ -504,10 +553,11 @@ export class Selector {
       };
     }
     const block = Math.max(1, Math.floor(at / Math.max(1, this.plan.size)));
-    const seg = choice.segmentBytes.allgather;
+    const seg = choice.segmentBytes[collective];
     const p = seg === 0 ? block : Math.min(seg, block);
-    const levels = describeLevels('allgather', (g) => this.allgatherMemberBytes(g, p));
-    const predictedUs = this.levels.length === 0 ? 0 : this.pipelined(block, seg, (q) => this.allgatherStages(q));
+    const levels = describeLevels(collective, (g) => this.allgatherMemberBytes(g, p));
+    const stages = (q: number): number[] => (collective === 'allgather' ? this.allgatherStages(q) : this.gatherStages(collective, q));
+    const predictedUs = this.levels.length === 0 ? 0 : this.pipelined(block, seg, stages);
     return { collective, bytes, levels, segments: [], segmentBytes: seg, predictedUs };
   }
 
@@ -562,12 +612,19 @@ export class Selector {
     }
     // The bcast phase carries the whole result, `bytes`: the bcast's own segment for that size.
     const allgatherBcastSegment = bcastSegment;
+    // Gather and scatter of `bytes` in all, as allgather: blocks of bytes / size per rank.
+    const gatherSegment = this.gatherSegment('gather', block);
+    const scatterSegment = this.gatherSegment('scatter', block);
+    const gatherAt = (collective: 'gather' | 'scatter', g: Group, seg: number) =>
+      this.pick(collective, g, this.allgatherMemberBytes(g, seg === 0 ? block : Math.min(seg, block))).algorithm as GroupGatherAlgorithm;
 
     return {
       bcast,
       reduce,
       barrier: (g) => this.barrierOf(g).algorithm,
       allgather: (g) => allgatherAt(g, allgatherSegment),
+      gather: (g) => gatherAt('gather', g, gatherSegment),
+      scatter: (g) => gatherAt('scatter', g, scatterSegment),
       allreduce: { variant: allreduce.variant, top: allreduce.top },
       segmentBytes: {
         bcast: bcastSegment,
@@ -575,6 +632,8 @@ export class Selector {
         allreduce: allreduce.seg,
         allgather: allgatherSegment,
         allgatherBcast: allgatherBcastSegment,
+        gather: gatherSegment,
+        scatter: scatterSegment,
       },
     };
   }

@@ -22,7 +22,8 @@ import { init } from '../init.js';
 import type { Explanation } from '../algorithms/selection.js';
 import { SEGMENT_CANDIDATES } from '../algorithms/selection.js';
 
-export type ModelCollective = Explanation['collective'];
+/** The collectives `topocoll bench --model` measures (those the communicator has: explain() answers for more). */
+export type ModelCollective = Exclude<Explanation['collective'], 'gather' | 'scatter'>;
 
 export interface ModelSettings {
   collectives: ModelCollective[];

@@ -308,6 +308,14 @@ const allgatherCollective = z
   })
   .strict();
 
+/** Gather and scatter: each level's algorithm and the column segment (of every rank's block). */
+const gatherCollective = z
+  .object({
+    levels: z.record(levelKey, z.string().regex(/^(auto|flat|binomial)$/, 'expected auto, flat or binomial')).default({}),
+    segment: auto(byteSize),
+  })
+  .strict();
+
 const barrierCollective = z
   .object({
     /**
@@ -438,6 +446,8 @@ export const configSchema = z
     reduce: reduceCollective.prefault({}),
     allreduce: allreduceCollective.prefault({}),
     allgather: allgatherCollective.prefault({}),
+    gather: gatherCollective.prefault({}),
+    scatter: gatherCollective.prefault({}),
     barrier: barrierCollective.prefault({}),
     collectives: collectiveTuning.prefault({}),
     model: model.prefault({}),

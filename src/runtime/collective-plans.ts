@@ -432,7 +432,7 @@ export class CollectivePlans {
    * shared area's step in the addon, as bcast(), reduce(), allreduce(), allgather() and barrier()
    * decide it: for the router's `route`.
    */
-  takesArea(collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier', bytes: number): boolean {
+  takesArea(collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier', bytes: number): boolean {
     switch (collective) {
       case 'bcast':
         return this.areaBcast(bytes);
@@ -444,6 +444,9 @@ export class CollectivePlans {
         return this.areaAllgather(bytes / this.parts.plan.size);
       case 'barrier':
         return this.shmBarrier !== false;
+      case 'gather':
+      case 'scatter':
+        return false;
     }
   }
 

@@ -182,6 +182,8 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
     config.reduce,
     config.allreduce,
     config.allgather,
+    config.gather,
+    config.scatter,
     config.barrier,
     collectives,
     config.shm.bcast.enabled,

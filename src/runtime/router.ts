@@ -25,7 +25,7 @@ import type { Windows } from './windows.js';
  */
 
 /** A collective the router answers for. */
-export type RoutedCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'barrier';
+export type RoutedCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier';
 /** A path a call takes. */
 export type PathName = 'fast' | 'one-sided' | 'window' | 'shared-area' | 'levels';
 
@@ -165,7 +165,7 @@ export class Router {
             ? this.fastAllreduce(bytes)
             : collective === 'allgather'
               ? this.fastAllgather(bytes / this.parts.size)
-              : this.fastBarrier();
+              : collective === 'barrier' && this.fastBarrier();
     const memory = { sync: fast ? 'fast' : addon, async: addon } as const;
     const windowed =
       collective === 'bcast'

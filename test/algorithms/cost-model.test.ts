@@ -11,7 +11,9 @@ import {
   predictGroupAllreduceUs,
   predictGroupBarrierUs,
   predictGroupBcastUs,
+  predictGroupGatherUs,
   predictGroupReduceUs,
+  predictGroupScatterUs,
   sendUs,
   type LevelCosts,
   type LinkModel,
@@ -315,5 +317,33 @@ describe("S1's one-sided bcast estimate", () => {
   it('EINVAL on a bad p or size', () => {
     thrown(() => oneSidedBcastUs(link, 0, 1), 'EINVAL');
     thrown(() => oneSidedBcastUs(link, 2, -1), 'EINVAL');
+  });
+});
+
+describe('gather and scatter', () => {
+  const gather = (a: 'flat' | 'binomial', n: number, b = 100) => predictGroupGatherUs(a, n, b, costs);
+  const scatter = (a: 'flat' | 'binomial', n: number, b = 100) => predictGroupScatterUs(a, n, b, costs);
+
+  it('flat: gather p2p(b) + (n − 2)·max(g, o_r + b·G); scatter (n − 2)·send(b) + p2p(b)', () => {
+    close(gather('flat', 1), 0);
+    close(gather('flat', 2), 2.75); // p2p(100)
+    close(gather('flat', 4), 5.25); // 2.75 + 2·max(0.75, 0.25 + 1)
+    close(scatter('flat', 4), 5.75); // 2·1.5 + 2.75
+  });
+
+  it('binomial on the tree, each message carrying its subtree (n = 4: children 2 with 2 blocks, 1 with 1; 2 has child 3)', () => {
+    close(gather('binomial', 2), 2.75); // child 1 arrives at 0.5 + 1 + 1, taken in o_r
+    // child 1 first: 2.5 + 0.25 = 2.75; rank 2 done at 2.75 (its child 3 likewise), its 200 bytes
+    // arrive at 2.75 + 0.5 + 2 + 1 = 6.25, taken in max(0.75, 0.25 + 2) = 2.25 → 8.5
+    close(gather('binomial', 4), 8.5);
+    // 200 bytes to 2 (ready at p2p(200) = 3.75; the root's next send after send(200) = 2.5), 100
+    // to 1 (ready 2.5 + 2.75 = 5.25); 2 sends 100 to 3: 3.75 + 2.75 = 6.5
+    close(scatter('binomial', 4), 6.5);
+    // the scatter half of scatter-allgather: its bcast of m = n·b less the ring's (n − 1) exchanges of b
+    close(scatter('binomial', 8), predictGroupBcastUs('scatter-allgather', 8, 800, costs) - 7 * exchangeUs(link, 100));
+  });
+
+  it('an algorithm without a formula is EINVAL', () => {
+    expect(thrown(() => predictGroupGatherUs('ring' as 'flat', 4, 8, costs)).code).toBe('EINVAL');
   });
 });

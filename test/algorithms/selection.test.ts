@@ -353,7 +353,7 @@ describe('segments and the eager limit', () => {
   it('are none for a job of one rank, which has no levels', () => {
     const one = planGroups(byCore(['a'], 1, 1));
     const s = selector(one);
-    expect(s.choose(1 << 20).segmentBytes).toEqual({ bcast: 0, reduce: 0, allreduce: 0, allgather: 0, allgatherBcast: 0 });
+    expect(s.choose(1 << 20).segmentBytes).toEqual({ bcast: 0, reduce: 0, allreduce: 0, allgather: 0, allgatherBcast: 0, gather: 0, scatter: 0 });
     expect(s.explain('bcast', 1 << 20)).toMatchObject({ levels: [], segments: [], predictedUs: 0 });
   });
 });
@@ -406,5 +406,36 @@ describe('segments on an oversubscribed node', () => {
   it('a job across nodes keeps overlapping its stages (nodes may differ in whether they are oversubscribed)', () => {
     const over = selector(plan4x4, {}, 65536, { cores: 2, oversubscribed: true });
     expect(over.choose(64 << 20).segmentBytes.bcast).toBeGreaterThan(0);
+  });
+});
+
+describe('gather and scatter', () => {
+  it('a configured level algorithm is taken as it is; auto is the argmin of flat and binomial on what a member stands for', () => {
+    const forced = selector(plan4x4, { gather: { levels: { node: 'flat' } }, scatter: { levels: { node: 'binomial', world: 'flat' } } });
+    const node = groupAt(plan4x4, 'node');
+    const world = groupAt(plan4x4, 'world');
+    for (const b of BUCKETS) {
+      const c = forced.chooseBucket(b);
+      expect(c.gather(node)).toBe('flat');
+      expect(c.scatter(node)).toBe('binomial');
+      expect(c.scatter(world)).toBe('flat');
+    }
+    const auto = selector(plan4x4);
+    for (const bytes of [64, 65536, 1 << 22]) {
+      for (const collective of ['gather', 'scatter'] as const) {
+        const e = auto.explain(collective, bytes);
+        expect(e.levels.map((l) => l.level)).toEqual(plan4x4.levels.filter((l) => plan4x4.groups.get(l)!.some((g) => g.members.length > 1)));
+        for (const l of e.levels) {
+          expect(l.candidates.map((c) => c.algorithm)).toEqual(['flat', 'binomial']);
+          expect(l.chosen).toBe(argmin(l.candidates).algorithm);
+        }
+        expect(e.predictedUs).toBeGreaterThan(0);
+      }
+    }
+  });
+
+  it('the configuration refuses what is not a gather or scatter algorithm', () => {
+    expect(thrown(() => config({ gather: { levels: { node: 'ring' } } })).code).toBe('ECONFIG');
+    expect(thrown(() => config({ scatter: { levels: { node: 'shm' } } })).code).toBe('ECONFIG');
   });
 });
