@@ -109,6 +109,8 @@ export const Collective = {
   reduce: 3,
   allreduce: 4,
   allgather: 5,
+  gather: 6,
+  scatter: 7,
 } as const;
 export type Collective = (typeof Collective)[keyof typeof Collective];
 

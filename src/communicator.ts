@@ -51,7 +51,7 @@ export interface LevelInfo {
   };
 }
 
-const { bcast, reduce, allreduce, allgather, allgatherv, barrier } = collectives;
+const { bcast, reduce, allreduce, allgather, allgatherv, gather, gatherv, scatter, scatterv, barrier } = collectives;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -250,6 +250,84 @@ export class Communicator {
   /** allgatherv as a request (MPI_Iallgatherv). */
   iallgatherv(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>): CollectiveRequest {
     return this.calls.request(allgatherv, send, recv, counts);
+  }
+
+  /**
+   * Every rank's `send` gathered in rank order into `recv` at `root`: rank r's elements land at
+   * [r·n, (r+1)·n) with n = send.length, the same on every rank; the root's recv needs size·n
+   * elements, the others' is not used (pass null). IN_PLACE as send at the root: its block is
+   * already at its place in recv (n = recv.length / size).
+   */
+  gatherSync(send: TypedArray | InPlace, recv: TypedArray | null, root = 0): void {
+    gather.sync(this.calls, send, recv, root);
+  }
+
+  /** gatherSync as a Promise, run on the communicator's own thread; do not touch the buffers until it settles. */
+  gather(send: TypedArray | InPlace, recv: TypedArray | null, root = 0): Promise<void> {
+    return this.calls.promise(gather, send, recv, root);
+  }
+
+  /** gather as a request (MPI_Igather). */
+  igather(send: TypedArray | InPlace, recv: TypedArray | null, root = 0): CollectiveRequest {
+    return this.calls.request(gather, send, recv, root);
+  }
+
+  /**
+   * Gather of blocks of different lengths: rank r contributes `counts[r]` elements (its `send`),
+   * placed in rank order one after another in the root's `recv`. Every rank must pass the same
+   * `counts` (a rank passing others gets EMISMATCH). IN_PLACE at the root: its block is already
+   * at its place in recv.
+   */
+  gathervSync(send: TypedArray | InPlace, recv: TypedArray | null, counts: ArrayLike<number>, root = 0): void {
+    gatherv.sync(this.calls, send, recv, counts, root);
+  }
+
+  /** gathervSync as a Promise, run on the communicator's own thread; do not touch the buffers until it settles. */
+  gatherv(send: TypedArray | InPlace, recv: TypedArray | null, counts: ArrayLike<number>, root = 0): Promise<void> {
+    return this.calls.promise(gatherv, send, recv, counts, root);
+  }
+
+  /** gatherv as a request (MPI_Igatherv). */
+  igatherv(send: TypedArray | InPlace, recv: TypedArray | null, counts: ArrayLike<number>, root = 0): CollectiveRequest {
+    return this.calls.request(gatherv, send, recv, counts, root);
+  }
+
+  /**
+   * The root's `send` (size·n elements in rank order) scattered: rank r receives block r in
+   * `recv`, n = recv.length, the same on every rank; the others' send is not used (pass null).
+   * IN_PLACE as recv at the root: its block stays in send (n = send.length / size).
+   */
+  scatterSync(send: TypedArray | null, recv: TypedArray | InPlace, root = 0): void {
+    scatter.sync(this.calls, send, recv, root);
+  }
+
+  /** scatterSync as a Promise, run on the communicator's own thread; do not touch the buffers until it settles. */
+  scatter(send: TypedArray | null, recv: TypedArray | InPlace, root = 0): Promise<void> {
+    return this.calls.promise(scatter, send, recv, root);
+  }
+
+  /** scatter as a request (MPI_Iscatter). */
+  iscatter(send: TypedArray | null, recv: TypedArray | InPlace, root = 0): CollectiveRequest {
+    return this.calls.request(scatter, send, recv, root);
+  }
+
+  /**
+   * Scatter of blocks of different lengths: rank r receives `counts[r]` elements (its recv holds
+   * at least as many) of the root's `send`, where the blocks lie in rank order one after
+   * another. Every rank must pass the same `counts`. IN_PLACE at the root: its block stays in send.
+   */
+  scattervSync(send: TypedArray | null, recv: TypedArray | InPlace, counts: ArrayLike<number>, root = 0): void {
+    scatterv.sync(this.calls, send, recv, counts, root);
+  }
+
+  /** scattervSync as a Promise, run on the communicator's own thread; do not touch the buffers until it settles. */
+  scatterv(send: TypedArray | null, recv: TypedArray | InPlace, counts: ArrayLike<number>, root = 0): Promise<void> {
+    return this.calls.promise(scatterv, send, recv, counts, root);
+  }
+
+  /** scatterv as a request (MPI_Iscatterv). */
+  iscatterv(send: TypedArray | null, recv: TypedArray | InPlace, counts: ArrayLike<number>, root = 0): CollectiveRequest {
+    return this.calls.request(scatterv, send, recv, counts, root);
   }
 
   /** Returns once every rank has entered the barrier. */

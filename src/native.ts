@@ -144,12 +144,19 @@ export interface NativeCall {
   user: NativeUserOp | undefined;
 }
 
-/** One allgather call (NativeEngine.runAllgather). */
+/**
+ * One call on rank blocks (NativeEngine.runAllgather): an allgather, or with `collective` gather
+ * or scatter a call to or from `root` whose one phase is `gatherPlan` (send and recv as the
+ * addon's CallArgs::block_counts describes them; a buffer a rank does not use is null).
+ */
 export interface NativeAllgatherCall {
+  /** Allgather when absent. */
+  collective?: typeof Collective.allgather | typeof Collective.gather | typeof Collective.scatter;
+  root?: number;
   gatherPlan: number;
   bcastPlan: number;
-  send: ArrayBufferView;
-  recv: ArrayBufferView;
+  send: ArrayBufferView | null;
+  recv: ArrayBufferView | null;
   /** Elements per rank (ignored with `counts`). */
   count: number;
   /** Elements of every rank's block (allgatherv), one per rank. */
@@ -548,7 +555,17 @@ export class NativeEngine {
   }
 
   private describeAllgather(call: NativeAllgatherCall): void {
-    this.describe(Collective.allgather, call.gatherPlan, call.bcastPlan, call.count, call.dtype, 0, 0, call.planHash, call.segment);
+    this.describe(
+      call.collective ?? Collective.allgather,
+      call.gatherPlan,
+      call.bcastPlan,
+      call.count,
+      call.dtype,
+      0,
+      call.root ?? 0,
+      call.planHash,
+      call.segment,
+    );
     this.callArea[CallField.bcastSegment] = call.bcastSegment;
   }
 

@@ -33,8 +33,8 @@ import {
  * range may be empty when n < of (the step still runs; both sides agree it carries nothing).
  * The whole segment is first 0, count 1, of 1 (the default).
  *
- * **Rank blocks (allgather).** A range with `of` 0 names one rank block: `first` is a global rank
- * r, `count` is always 1. In an allgather call B is the result vector — the blocks of every rank
+ * **Rank blocks (allgather, gather, scatter).** A range with `of` 0 names one rank block: `first`
+ * is a global rank r, `count` is always 1. In an allgather call B is the result vector — the blocks of every rank
  * in rank order, block r holding rank r's contribution, its length count(r) possibly differing
  * per rank (allgatherv), at displacement displ(r). The executor segments allgather's gather phase
  * by columns: in segment k (segment length s elements) rank block r means elements
@@ -45,7 +45,9 @@ import {
  * own blocks); the encoded words are the same as for any range (`[…, first = r, count = 1,
  * of = 0, …]`). ShmAllgather runs the whole gather phase in one step on the call's block table
  * and names no range. The allgather's bcast phase moves the whole result vector with ordinary
- * ranges, segmented as any bcast.
+ * ranges, segmented as any bcast. A gather or scatter call has one phase of rank blocks on the
+ * whole vector (the root's recv or send, a leader's staging copy), in the same column segments;
+ * a rank whose steps move only its own block works on its own buffer instead.
  *
  * **Reduction order.** RecvReduce and SendRecvReduce combine the incoming data X with B's
  * range: `order` 0 computes B op X (X covers higher ranks than B), 1 computes X op B (X covers

@@ -291,6 +291,8 @@ export class CallContext {
     counts: Float64Array | undefined,
   ): NativeAllgatherCall {
     const call = this.allgatherArgs;
+    call.collective = NativeCollective.allgather;
+    call.root = 0;
     call.gatherPlan = p.gather;
     call.bcastPlan = p.bcast;
     call.send = send;
@@ -304,8 +306,40 @@ export class CallContext {
     return call;
   }
 
-  /** Reused by every allgather call (the native side reads it before the call returns or queues). */
+  /**
+   * Fills and returns the one NativeAllgatherCall of this communicator for a gather to `root`
+   * (`c` gather) or a scatter from it: send and recv as the addon's CallArgs::block_counts says.
+   */
+  rootedCall(
+    c: typeof NativeCollective.gather | typeof NativeCollective.scatter,
+    root: number,
+    p: AllgatherCallPlan,
+    send: TypedArray | null,
+    recv: TypedArray | null,
+    count: number,
+    type: Datatype,
+    counts: Float64Array | undefined,
+  ): NativeAllgatherCall {
+    const call = this.allgatherArgs;
+    call.collective = c;
+    call.root = root;
+    call.gatherPlan = p.gather;
+    call.bcastPlan = -1;
+    call.send = send;
+    call.recv = recv;
+    call.count = count;
+    call.counts = counts;
+    call.dtype = type.code;
+    call.planHash = this.planHash;
+    call.segment = p.segment;
+    call.bcastSegment = 0;
+    return call;
+  }
+
+  /** Reused by every allgather, gather and scatter call (the native side reads it before the call returns or queues). */
   private readonly allgatherArgs: NativeAllgatherCall = {
+    collective: NativeCollective.allgather,
+    root: 0,
     gatherPlan: -1,
     bcastPlan: -1,
     send: new Uint8Array(0),

@@ -2,11 +2,13 @@ import { allgather, allgatherv } from './allgather.js';
 import { allreduce } from './allreduce.js';
 import { barrier } from './barrier.js';
 import { bcast } from './bcast.js';
+import { gather, gatherv } from './gather.js';
 import { reduce } from './reduce.js';
+import { scatter, scatterv } from './scatter.js';
 
 /** Every collective a communicator offers, each declared once (its own module); the communicator's three forms of each come from these. */
-export const collectives = { bcast, reduce, allreduce, allgather, allgatherv, barrier } as const;
+export const collectives = { bcast, reduce, allreduce, allgather, allgatherv, gather, gatherv, scatter, scatterv, barrier } as const;
 
-/** The collectives explain() and the router answer for (allgatherv runs as allgather does). */
-export const explainedCollectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'barrier'] as const;
+/** The collectives explain() and the router answer for (the v forms run as their collective does). */
+export const explainedCollectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier'] as const;
 export type ExplainedCollective = (typeof explainedCollectives)[number];

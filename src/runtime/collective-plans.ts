@@ -1,6 +1,14 @@
 import { SHARED_AREA_MAX_BYTES } from '../abi.generated.js';
 import { formatAlgorithm } from '../algorithms/algorithm-choice.js';
-import { allgatherSchedules, barrierSchedules, preservesRankOrder, ScheduleCache, type ScheduleCacheOptions } from '../algorithms/hierarchical.js';
+import {
+  allgatherSchedules,
+  barrierSchedules,
+  gatherSchedule,
+  preservesRankOrder,
+  scatterSchedule,
+  ScheduleCache,
+  type ScheduleCacheOptions,
+} from '../algorithms/hierarchical.js';
 import { MAX_SIZE_BUCKET, Selector, shmAllreduceProtocol, sizeBucket, sizeRuns, type Choice, type Explanation, type SizeRun } from '../algorithms/selection.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { oneSidedBcastSchedule } from '../algorithms/one-sided-bcast.js';
@@ -90,6 +98,9 @@ interface ChoiceSchedules {
   /** Native schedule ids by key (see id()); an array, not a Map: read on every call. */
   ids: number[];
   allgather?: { gather: number; bcast: number };
+  /** Gather and scatter schedule ids, by root. */
+  gather: number[];
+  scatter: number[];
 }
 
 /**
@@ -162,7 +173,11 @@ export class CollectivePlans {
   private resolve(bucket: number): ChoiceSchedules {
     const choice = this.selector.chooseBucket(bucket);
     const groups = [...this.parts.plan.groups.values()].flat();
-    const signature = JSON.stringify([groups.map((g) => [choice.bcast(g), choice.reduce(g), choice.allgather(g)]), choice.allreduce, choice.segmentBytes]);
+    const signature = JSON.stringify([
+      groups.map((g) => [choice.bcast(g), choice.reduce(g), choice.allgather(g), choice.gather(g), choice.scatter(g)]),
+      choice.allreduce,
+      choice.segmentBytes,
+    ]);
     let i = this.bySignature.get(signature);
     if (i === undefined) {
       const options: ScheduleCacheOptions = {
@@ -173,7 +188,7 @@ export class CollectivePlans {
         top: choice.allreduce.top,
       };
       i = this.schedules.length;
-      this.schedules.push({ choice, cache: new ScheduleCache(this.parts.plan, this.parts.rank, options), ids: [] });
+      this.schedules.push({ choice, cache: new ScheduleCache(this.parts.plan, this.parts.rank, options), ids: [], gather: [], scatter: [] });
       this.bySignature.set(signature, i);
     }
     this.bucketIndex[bucket] = i;
@@ -371,6 +386,29 @@ export class CollectivePlans {
     call.bcast = c.allgather.bcast;
     call.segment = segment(c, 'allgather', elem);
     call.bcastSegment = segment(c, 'allgatherBcast', elem);
+    return call;
+  }
+
+  private readonly rootedCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
+
+  /**
+   * A gather to `root` (`collective` gather) or a scatter from it, of `bytes` in all (every
+   * rank's block): the one phase's schedule id (in `gather`; `bcast` −1) and its column segment
+   * in elements.
+   */
+  rooted(collective: 'gather' | 'scatter', root: number, bytes: number, elem: number): AllgatherCallPlan {
+    const c = this.of(bytes);
+    const ids = c[collective];
+    let id = ids[root];
+    if (id === undefined) {
+      const build = collective === 'gather' ? gatherSchedule : scatterSchedule;
+      const algorithm = collective === 'gather' ? c.choice.gather : c.choice.scatter;
+      id = this.parts.register(encodeSchedule(build(this.parts.plan, this.parts.rank, root, { gatherAlgorithm: algorithm })));
+      ids[root] = id;
+    }
+    const call = this.rootedCall;
+    call.gather = id;
+    call.segment = segment(c, collective, elem);
     return call;
   }
 

@@ -114,8 +114,10 @@ enum class Collective : uint8_t {
   kReduce = 3,
   kAllreduce = 4,
   kAllgather = 5,
+  kGather = 6,
+  kScatter = 7,
 };
-inline constexpr size_t kCollectiveCount = 5;
+inline constexpr size_t kCollectiveCount = 7;
 // Each Collective by value, with its name in TypeScript (and in the addon's messages and tables).
 struct CollectiveInfo {
   const char* name;
@@ -128,6 +130,8 @@ inline constexpr CollectiveInfo kCollectiveTable[] = {
     {"reduce", Collective::kReduce},
     {"allreduce", Collective::kAllreduce},
     {"allgather", Collective::kAllgather},
+    {"gather", Collective::kGather},
+    {"scatter", Collective::kScatter},
 };
 // clang-format on
 

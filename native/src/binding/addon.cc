@@ -266,6 +266,12 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       CheckAllgatherBuffers(a, send, recv, counts);
       return a;
     }
+    if (a.collective == Collective::kGather || a.collective == Collective::kScatter) {
+      if (a.reduce == nullptr) throw CollError("EINVAL", "unknown schedule id");
+      if (a.root < 0 || a.root >= engine_->size()) throw CollError("EINVAL", "root " + std::to_string(a.root) + " is not a rank");
+      CheckRootedBlockBuffers(a, send, recv, counts);
+      return a;
+    }
     const bool needs_reduce = a.collective != Collective::kBcast;
     const bool needs_bcast = a.collective != Collective::kReduce;
     if ((needs_reduce && a.reduce == nullptr) || (needs_bcast && a.bcast == nullptr)) {
@@ -290,13 +296,46 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return a;
   }
 
-  // Allgather: block lengths from `counts` (a Float64Array, one per rank: allgatherv) or
-  // a.count each; recv holds them all, send this rank's block unless it is recv (IN_PLACE).
-  void CheckAllgatherBuffers(CallArgs& a, const BufferView& send, const BufferView& recv, const BufferView& counts) const {
+  // Gather and scatter: block lengths as for allgather. The root's whole vector (gather: recv,
+  // scatter: send) holds every block; this rank's block (gather: send, scatter: recv) holds its
+  // own, unless at the root it is the vector itself (IN_PLACE); other buffers are not read.
+  void CheckRootedBlockBuffers(CallArgs& a, const BufferView& send, const BufferView& recv, const BufferView& counts) const {
+    ReadBlockCounts(a, counts);
+    const int size = engine_->size();
+    const bool gather = a.collective == Collective::kGather;
+    const BufferView& whole = gather ? recv : send;
+    const BufferView& mine = gather ? send : recv;
+    const bool root = a.root == engine_->rank();
+    const uint64_t own = a.block_counts.empty() ? a.count : a.block_counts[static_cast<size_t>(engine_->rank())];
+    uint64_t total = 0;
+    if (root) {
+      if (!whole.given) throw CollError("EINVAL", std::string("the root's ") + (gather ? "recv" : "send") + " is missing");
+      for (int r = 0; r < size; ++r) {
+        const uint64_t n = a.block_counts.empty() ? a.count : a.block_counts[static_cast<size_t>(r)];
+        if (n > whole.elements - total)
+          throw CollError("EINVAL", std::string(gather ? "recv" : "send") + " has " + std::to_string(whole.elements) +
+                                        " elements, fewer than the " + (gather ? "gather gathers" : "scatter scatters"));
+        total += n;
+      }
+      if (whole.data == mine.data && whole.elements == mine.elements) return;  // IN_PLACE
+    }
+    if (own > 0 && (!mine.given || mine.elements < own)) {
+      throw CollError("EINVAL", std::string(gather ? "send" : "recv") + " is missing or smaller than this rank's block of " +
+                                    std::to_string(own) + " elements");
+    }
+    if (!root || own == 0) return;
+    const size_t elem = DtypeSize(a.dtype);
+    const auto* w = static_cast<const uint8_t*>(whole.data);
+    const auto* m = static_cast<const uint8_t*>(mine.data);
+    if (m < w + total * elem && w < m + own * elem) throw CollError("EINVAL", "send and recv overlap (pass IN_PLACE at the root instead)");
+  }
+
+  // allgatherv's, gatherv's and scatterv's block lengths from `counts` (a Float64Array, one per rank), when given.
+  void ReadBlockCounts(CallArgs& a, const BufferView& counts) const {
     const int size = engine_->size();
     if (counts.given) {
       if (counts.type != napi_float64_array || counts.elements != static_cast<size_t>(size)) {
-        throw CollError("EINVAL", "allgatherv: counts must be a Float64Array of " + std::to_string(size) + " (one per rank), got " +
+        throw CollError("EINVAL", "counts must be a Float64Array of " + std::to_string(size) + " (one per rank), got " +
                                       std::to_string(counts.elements) + " elements");
       }
       const auto* c = static_cast<const double*>(counts.data);
@@ -304,11 +343,18 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       for (int r = 0; r < size; ++r) {
         // Whole numbers in [0, 2^53] only: anything else has no exact uint64_t.
         if (!(c[r] >= 0 && c[r] <= 9007199254740992.0) || c[r] != static_cast<double>(static_cast<uint64_t>(c[r]))) {
-          throw CollError("EINVAL", "allgatherv: counts[" + std::to_string(r) + "] is not a non-negative integer");
+          throw CollError("EINVAL", "counts[" + std::to_string(r) + "] is not a non-negative integer");
         }
         a.block_counts[static_cast<size_t>(r)] = static_cast<uint64_t>(c[r]);
       }
     }
+  }
+
+  // Allgather: block lengths from `counts` (a Float64Array, one per rank: allgatherv) or
+  // a.count each; recv holds them all, send this rank's block unless it is recv (IN_PLACE).
+  void CheckAllgatherBuffers(CallArgs& a, const BufferView& send, const BufferView& recv, const BufferView& counts) const {
+    ReadBlockCounts(a, counts);
+    const int size = engine_->size();
     if (!recv.given) throw CollError("EINVAL", "recv is missing");
     // Summed against what recv holds as it goes, so no sum wraps around.
     uint64_t total = 0;

@@ -117,9 +117,12 @@ struct CallArgs {
   // Elements per segment (0: the whole message in one); the same on every rank of the call.
   // Allgather: the column segments of the gather phase (see Run).
   uint64_t segment = 0;
-  // Allgather only. `count` is each rank's block length, unless `block_counts` holds one length
-  // per rank (allgatherv; every rank passes the same). recv holds the blocks in rank order;
-  // send is this rank's block, or recv itself (IN_PLACE: the block is at its place).
+  // Allgather, gather and scatter. `count` is each rank's block length, unless `block_counts`
+  // holds one length per rank (the v forms; every rank passes the same). Allgather: recv holds
+  // the blocks in rank order; send is this rank's block, or recv itself (IN_PLACE: the block is
+  // at its place). Gather: the root's recv holds them, send is this rank's block (recv itself at
+  // the root: IN_PLACE); the others' recv is unused. Scatter: the root's send holds them, recv
+  // gets this rank's block (send itself at the root: IN_PLACE, the block stays in send).
   std::vector<uint64_t> block_counts;
   // Allgather: elements per segment of the bcast phase (0: one segment).
   uint64_t bcast_segment = 0;
@@ -284,6 +287,8 @@ class Engine {
   };
   // Whether a schedule writes B on this rank (anything but sends).
   bool ReceivesIn(const std::vector<Step>& steps) const;
+  // Whether every step of a rank-block schedule moves this rank's own block only.
+  bool MovesOnlyOwnBlock(const std::vector<Step>& steps) const;
   // kPut, kAwaitPut, kCountDone, kAwaitDone (engine_executor.cc): S1's one-sided bcast on B.
   void RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard);
   // Waits until ready() (local_peer: the local index waited on, −1 the node): the engine's policy

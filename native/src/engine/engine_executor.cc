@@ -47,8 +47,10 @@ void Engine::Run(const CallArgs& args) {
   if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
   if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
   BlockTable& table = block_table_;
-  if (args.collective == Collective::kAllgather) {
-    h.root = 0;
+  const bool rank_blocks =
+      args.collective == Collective::kAllgather || args.collective == Collective::kGather || args.collective == Collective::kScatter;
+  if (rank_blocks) {
+    if (args.collective == Collective::kAllgather) h.root = 0;
     FillAllgatherBlocks(args, table);
     // Ranks that disagree on the block lengths disagree on the call: fold them into what the
     // header compares (the total, and a hash of the lengths for allgatherv).
@@ -127,6 +129,42 @@ void Engine::Run(const CallArgs& args) {
         const uint64_t total = h.count;
         PhaseData down{recv, total, args.bcast_segment == 0 || args.bcast_segment > total ? total : args.bcast_segment, elem};
         RunPhase(*args.bcast, h, down, Reducer{}, guard);
+        break;
+      }
+      case Collective::kGather:
+      case Collective::kScatter: {
+        // One phase of rank blocks, in column segments, on B: the whole vector of blocks — at the
+        // root its recv (gather) or send (scatter), at a rank whose steps move other ranks'
+        // blocks too scratch of the whole vector. A rank whose steps move only its own block
+        // works on its own buffer: its entry of the block table is moved to B's start.
+        const bool gather = args.collective == Collective::kGather;
+        const auto me = static_cast<size_t>(options_.rank);
+        const bool root = options_.rank == args.root;
+        const uint64_t own = table.counts[me];
+        const size_t own_bytes = static_cast<size_t>(own * elem);
+        uint8_t* place = nullptr;  // this rank's block in B
+        uint8_t* b = nullptr;
+        if (root) {
+          b = gather ? recv : const_cast<uint8_t*>(send);
+          place = b + table.displs[me] * elem;
+          // send == recv is IN_PLACE: the root's block is at its place (gather) or stays there (scatter).
+          if (gather && send != recv && own_bytes > 0) std::memcpy(place, send, own_bytes);
+        } else if (MovesOnlyOwnBlock(*args.reduce)) {
+          table.displs[me] = 0;
+          b = gather ? const_cast<uint8_t*>(send) : recv;
+          place = b;
+        } else {
+          b = Scratch(static_cast<size_t>(h.count) * elem);
+          place = b + table.displs[me] * elem;
+          if (gather && own_bytes > 0) std::memcpy(place, send, own_bytes);
+        }
+        const uint64_t longest = *std::max_element(table.counts.begin(), table.counts.end());
+        const uint64_t column = args.segment == 0 || args.segment > longest ? longest : args.segment;
+        PhaseData data{b, longest, column, elem};
+        data.blocks = &table;
+        RunPhase(*args.reduce, h, data, Reducer{}, guard);
+        // A scatter's block to recv, unless it arrived there (or stays in send: IN_PLACE at the root).
+        if (!gather && place != recv && send != recv && own_bytes > 0) std::memcpy(recv, place, own_bytes);
         break;
       }
     }
@@ -445,6 +483,13 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
     }
     default: throw CollError("EINVAL", "not a one-sided bcast step");
   }
+}
+
+bool Engine::MovesOnlyOwnBlock(const std::vector<Step>& steps) const {
+  for (const Step& s : steps) {
+    if (s.of != 0 || s.first != static_cast<uint32_t>(options_.rank)) return false;
+  }
+  return true;
 }
 
 bool Engine::ReceivesIn(const std::vector<Step>& steps) const {

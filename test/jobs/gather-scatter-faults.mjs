@@ -1,0 +1,140 @@
+// @ts-check
+// A rank of a gather/scatter failure test (argv[2]):
+// - `args`: every argument error of gather, gatherv, scatter and scatterv, on the rank that makes
+//   it, in each form: EINVAL thrown (Sync, request) or rejected (Promise) before anything is
+//   sent — then one good gather of every rank shows that nothing was sent. Prints `rank R ok N`.
+// - `mismatch KIND`: rank 1 calls with one thing different from the others (root, count, counts,
+//   collective, dtype): no rank may finish with wrong data or hang; each prints `rank R caught
+//   CODE` (exit 3), or `rank R finished` (exit 0).
+// - `dies gather|scatter`: the last rank SIGKILLs itself in the middle of a large gather (scatter)
+//   while every other rank keeps calling it: each prints `rank R caught CODE` (exit 3).
+import { init, IN_PLACE } from 'topocoll';
+
+const comm = await init();
+const { rank, size } = comm;
+const mode = process.argv[2];
+const kind = process.argv[3];
+
+if (mode === 'args') {
+  let checks = 0;
+  /** Each form of the call must refuse with EINVAL, naming `what`. */
+  const refuses = async (/** @type {string} */ what, /** @type {{ sync: () => unknown, promise: () => Promise<void>, request: () => unknown }} */ f) => {
+    for (const [form, attempt] of /** @type {const} */ ([
+      ['Sync', async () => f.sync()],
+      ['Promise', () => f.promise()],
+      ['request', async () => f.request()],
+    ])) {
+      let code;
+      try {
+        await attempt();
+      } catch (e) {
+        code = /** @type {any} */ (e).code;
+      }
+      if (code !== 'EINVAL') throw new Error(`rank ${rank}: ${what} (${form}) gave ${code ?? 'no error'}, expected EINVAL`);
+      checks++;
+    }
+  };
+  const forms = (/** @type {(form: 'Sync' | '' | 'i') => (...a: any[]) => any} */ m, /** @type {any[]} */ a) => ({
+    sync: () => m('Sync')(...a),
+    promise: () => m('')(...a),
+    request: () => m('i')(...a),
+  });
+  const g = (/** @type {string} */ f) => /** @type {any} */ (comm)[f === 'i' ? 'igather' : `gather${f}`].bind(comm);
+  const gv = (/** @type {string} */ f) => /** @type {any} */ (comm)[f === 'i' ? 'igatherv' : `gatherv${f}`].bind(comm);
+  const s = (/** @type {string} */ f) => /** @type {any} */ (comm)[f === 'i' ? 'iscatter' : `scatter${f}`].bind(comm);
+  const sv = (/** @type {string} */ f) => /** @type {any} */ (comm)[f === 'i' ? 'iscatterv' : `scatterv${f}`].bind(comm);
+  const n = 3;
+  const block = new Int32Array(n);
+  const whole = new Int32Array(n * size);
+  const counts = Array.from({ length: size }, () => n);
+  // Every rank makes each mistake that is its own to make (so every rank is checked).
+  await refuses('a root outside the job', forms(g, [block, whole, size]));
+  await refuses('a root that is not an integer', forms(s, [whole, block, 0.5]));
+  await refuses('send is not a typed array', forms(g, [[1, 2, 3], whole, 0]));
+  await refuses('recv is not a typed array', forms(s, [whole, 'x', 0]));
+  await refuses('gatherv counts of the wrong length', forms(gv, [block, whole, counts.slice(1), 0]));
+  await refuses('scatterv with a negative count', forms(sv, [whole, block, counts.map((c, r) => (r === 0 ? -1 : c)), 0]));
+  await refuses('gatherv: send is not counts[rank] long', forms(gv, [new Int32Array(n + 1), whole, counts, 0]));
+  await refuses('scatterv: recv is shorter than counts[rank]', forms(sv, [whole, new Int32Array(n - 1), counts, 0]));
+  if (rank === 0) {
+    await refuses('the root of a gather without recv', forms(g, [block, null, 0]));
+    await refuses('the root of a scatter without send', forms(s, [null, block, 0]));
+    await refuses("a gather root's recv too short", forms(g, [block, new Int32Array(n * size - 1), 0]));
+    await refuses("a scatter root's send too short", forms(s, [new Int32Array(n * size - 1), block, 0]));
+    await refuses('a gather root whose recv is another type', forms(g, [block, new Float32Array(n * size), 0]));
+    await refuses('a scatter root whose send is another type', forms(s, [new Float32Array(n * size), block, 0]));
+    await refuses('gather: send and recv the same array at the root', forms(g, [whole, whole, 0]));
+    await refuses('IN_PLACE with a recv that does not divide among the ranks', forms(g, [IN_PLACE, new Int32Array(n * size + 1), 0]));
+  } else {
+    await refuses('IN_PLACE as a gather send off the root', forms(g, [IN_PLACE, whole, 0]));
+    await refuses('IN_PLACE as a scatter recv off the root', forms(s, [whole, IN_PLACE, 0]));
+  }
+  // Nothing was sent: the next gather meets every rank at its first call.
+  const mine = new Int32Array(n).fill(rank + 1);
+  const all = new Int32Array(n * size);
+  comm.gatherSync(mine, rank === 0 ? all : null, 0);
+  if (rank === 0) for (let i = 0; i < all.length; i++) if (all[i] !== Math.floor(i / n) + 1) throw new Error(`rank 0: gathered[${i}] is ${all[i]}`);
+  console.log(`rank ${rank} ok ${checks + 1}`);
+  comm.close();
+} else if (mode === 'mismatch') {
+  const odd = rank === 1;
+  try {
+    const n = 4;
+    switch (kind) {
+      case 'root':
+        comm.gatherSync(new Int32Array(n), new Int32Array(n * size), odd ? 1 : 0);
+        break;
+      case 'count': {
+        const m = odd ? n + 1 : n;
+        comm.scatterSync(new Int32Array(m * size), new Int32Array(m), 0);
+        break;
+      }
+      case 'counts': {
+        // Same total, another split: only the counts tell the calls apart.
+        const counts = Array.from({ length: size }, (_, r) => (odd ? (r === 0 ? 2 : r === 1 ? 4 : 3) : 3));
+        const total = counts.reduce((a, b) => a + b, 0);
+        comm.gathervSync(new Int32Array(/** @type {number} */ (counts[rank])), new Int32Array(total), counts, 0);
+        break;
+      }
+      case 'collective':
+        if (odd) comm.scatterSync(new Int32Array(n * size), new Int32Array(n), 0);
+        else comm.gatherSync(new Int32Array(n), new Int32Array(n * size), 0);
+        break;
+      case 'dtype':
+        if (odd) comm.gatherSync(new Float32Array(n), new Float32Array(n * size), 0);
+        else comm.gatherSync(new Int32Array(n), new Int32Array(n * size), 0);
+        break;
+      default:
+        throw new Error(`unknown mismatch ${kind}`);
+    }
+    // Whatever slipped through is caught by the next calls, whose messages no longer line up.
+    comm.barrierSync();
+    comm.barrierSync();
+    console.log(`rank ${rank} finished`);
+    comm.close();
+  } catch (e) {
+    console.log(`rank ${rank} caught ${/** @type {any} */ (e).code}: ${/** @type {any} */ (e).message}`);
+    comm.close();
+    process.exit(3);
+  }
+} else if (mode === 'dies') {
+  const victim = size - 1;
+  const n = 1 << 16;
+  const block = new Float64Array(n).fill(rank);
+  const whole = new Float64Array(n * size);
+  const sync = () => (kind === 'gather' ? comm.gatherSync(block, whole, 0) : comm.scatterSync(whole, block, 0));
+  if (rank === victim) {
+    sync(); // one clean round so every rank is inside the loop
+    void (kind === 'gather' ? comm.gather(block, whole, 0) : comm.scatter(whole, block, 0));
+    process.kill(process.pid, 'SIGKILL');
+  }
+  try {
+    for (;;) sync();
+  } catch (e) {
+    console.log(`rank ${rank} caught ${/** @type {any} */ (e).code}: ${/** @type {any} */ (e).message}`);
+    comm.close();
+    process.exit(3);
+  }
+} else {
+  throw new Error(`unknown mode ${mode}`);
+}
