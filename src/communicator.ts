@@ -14,7 +14,7 @@ import { FastPath } from './runtime/fast-path.js';
 import type { JobPlanner } from './runtime/job-planner.js';
 import type { CommunicatorParts, JoinOrigin } from './runtime/join.js';
 import type { CollectiveRequest } from './runtime/request.js';
-import { splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
+import { levelColor, splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
 import type { Route } from './runtime/router.js';
 import { sharedMemoryReport, type SharedMemoryReport } from './runtime/shm-budget.js';
 import { Windows, type TypedArrayClass } from './runtime/windows.js';
@@ -460,6 +460,17 @@ export class Communicator {
       send,
       recv,
     );
+  }
+
+  /**
+   * MPI_Comm_split_type with hardware levels: the communicator of the ranks that share this
+   * rank's unit at `level` (a name `levels()` lists, e.g. `'numa'`, `'node'`, a switch level;
+   * switched off or not), ranked as in this one. Collective, as split(); EINVAL for a level the
+   * job does not have.
+   */
+  async splitByLevel(level: string): Promise<Communicator> {
+    this.calls.ensureOpen();
+    return (await this.split(levelColor(this.allLevels, this.rank, level), this.rank))!;
   }
 
   /** MPI_Comm_dup: the same ranks in the same order, a communicator of their own (split(0, rank)). Collective. */

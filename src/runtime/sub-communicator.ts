@@ -1,10 +1,38 @@
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
+import { coveringSources } from '../algorithms/hierarchical.js';
+import type { Group, GroupPlan } from '../groups/plan.js';
 import { MAX_SUB_COMMUNICATORS_PER_LAYER, subCommunicatorTag } from '../p2p/point-to-point.js';
 import type { RemoteDirectory } from './job-planner.js';
 import { awaitSegmentMapped, finishJoin, linkAddress, startJoin, type CommunicatorParts, type JoinOrigin, type Joining, type LinkOrigin } from './join.js';
 import { createJobToken } from './rendezvous/protocol.js';
 import { removeJobSegments, segmentName } from './segment-name.js';
+
+/**
+ * The split() color of `rank` for splitByLevel(`level`) over `plan` (the plan of every level,
+ * switched on or off: the hardware's units, the same on every rank). A plan keeps groups of
+ * leaders only (a level's group holds the leaders of the groups below it), so the rank's unit at
+ * `level` is what the highest group covering it at `level` or below covers (coveringSources,
+ * coveredBelow): the color is that group's index among the plan's groups, the same for every
+ * rank it covers; a rank no such group covers is alone in its unit and gets a color of its own
+ * after them. EINVAL for a level the plan does not have.
+ */
+export function levelColor(plan: GroupPlan, rank: number, level: string): number {
+  const top = (plan.levels as readonly string[]).indexOf(level);
+  if (top < 0) {
+    throw new TopocollError('EINVAL', `splitByLevel: "${level}" is not a level of this job (${plan.levels.join(', ')})`, {
+      rank,
+      hint: 'Name a level that comm.levels() lists.',
+    });
+  }
+  const all = [...plan.groups.values()].flat();
+  let unit: Group | undefined;
+  for (const g of coveringSources(plan, rank).keys()) {
+    const at = plan.levels.indexOf(g.level);
+    if (at <= top && (unit === undefined || at > plan.levels.indexOf(unit.level))) unit = g;
+  }
+  return unit === undefined ? all.length + rank : all.indexOf(unit);
+}
 
 /** What split() needs of the parent communicator: who it is, what it was joined from, and an allgather. */
 export interface SplitParent {
