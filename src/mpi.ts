@@ -60,6 +60,8 @@ interface RawMpiAddon {
   reduce(handle: number, send: TypedArray, recv: TypedArray | null, dtype: string, op: string, root: number): void;
   bcast(handle: number, buf: TypedArray, dtype: string, root: number): void;
   allgather(handle: number, send: TypedArray, recv: TypedArray, dtype: string): void;
+  gather(handle: number, send: TypedArray | null, recv: TypedArray | null, dtype: string, root: number, counts: Float64Array | null): void;
+  scatter(handle: number, send: TypedArray | null, recv: TypedArray | null, dtype: string, root: number, counts: Float64Array | null): void;
   barrier(handle: number): void;
   abort(code: number): never;
   setExitStatus(status: number): void;
@@ -342,6 +344,29 @@ export class MpiCommunicator implements PointToPoint {
       throw new TopocollError('EINVAL', `allgather: recv has ${recv.length} elements, not size × send.length = ${send.length * this.size}`);
     }
     call((a) => a.allgather(this.handle, send, recv, type.name));
+  }
+
+  /**
+   * MPI_Gather (with `counts`: MPI_Gatherv): every rank's `send` in rank order in `recv` at `root`
+   * (null elsewhere); `send` null at the root: in place, its block already in recv. A reference for
+   * topocoll's gather: nothing but MPI's own call is checked here.
+   */
+  gatherSync(send: TypedArray | null, recv: TypedArray | null, root = 0, counts?: ArrayLike<number>): void {
+    this.ensureOpen();
+    checkInteger(root, 'gather: root', 0, this.size - 1);
+    const type = mpiType(send ?? recv, 'gather: send');
+    call((a) => a.gather(this.handle, send, this.rank === root ? recv : null, type.name, root, counts === undefined ? null : Float64Array.from(counts)));
+  }
+
+  /**
+   * MPI_Scatter (with `counts`: MPI_Scatterv): block r of the root's `send` into rank r's `recv`;
+   * `recv` null at the root: in place, its block stays in send. A reference for topocoll's scatter.
+   */
+  scatterSync(send: TypedArray | null, recv: TypedArray | null, root = 0, counts?: ArrayLike<number>): void {
+    this.ensureOpen();
+    checkInteger(root, 'scatter: root', 0, this.size - 1);
+    const type = mpiType(recv ?? send, 'scatter: recv');
+    call((a) => a.scatter(this.handle, this.rank === root ? send : null, recv, type.name, root, counts === undefined ? null : Float64Array.from(counts)));
   }
 
   /** MPI_Barrier. */

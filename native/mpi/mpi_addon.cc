@@ -641,6 +641,78 @@ Napi::Value Allgather(const Napi::CallbackInfo& info) {
   });
 }
 
+// The block lengths of a gather or scatter (counts given: a Float64Array, one per rank; else n
+// each) and their displacements, as MPI's int arrays.
+void BlockLayout(const Napi::CallbackInfo& info, size_t i, int size, size_t n, std::vector<int>* counts, std::vector<int>* displs) {
+  counts->assign(static_cast<size_t>(size), static_cast<int>(n));
+  if (!info[i].IsNull() && !info[i].IsUndefined()) {
+    auto c = info[i].As<Napi::Float64Array>();
+    if (c.ElementLength() != static_cast<size_t>(size)) ThrowInvalid(info.Env(), "counts must have one entry per rank");
+    for (int r = 0; r < size; ++r) (*counts)[static_cast<size_t>(r)] = static_cast<int>(c[static_cast<size_t>(r)]);
+  }
+  displs->assign(static_cast<size_t>(size), 0);
+  for (int r = 1; r < size; ++r)
+    (*displs)[static_cast<size_t>(r)] = (*displs)[static_cast<size_t>(r - 1)] + (*counts)[static_cast<size_t>(r - 1)];
+}
+
+// gather(handle, send | null, recv | null, dtype, root, counts | null): MPI_Gatherv of every
+// rank's send into the root's recv (send null at the root: MPI_IN_PLACE, its block already in
+// recv). A reference for topocoll's gather and gatherv.
+Napi::Value Gather(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Guarded(info, [&]() -> Napi::Value {
+    const Dtype* type = DtypeArg(info, 3);
+    int32_t root = IntArg(info, 4, "root");
+    LiveMpiCall call(env);
+    MPI_Comm comm = CommArg(info, 0);
+    int rank = 0, size = 0;
+    CheckJs(env, MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    CheckJs(env, MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    if (root < 0 || root >= size) ThrowInvalid(env, "gather: root " + std::to_string(root) + " is not a rank of the communicator");
+    const bool in_place = info[1].IsNull();
+    if (in_place && rank != root) ThrowInvalid(env, "gather: send may be null (in place) at the root only");
+    Bytes send = in_place ? Bytes{} : BufferArg(info, 1, "send", type);
+    Bytes recv = rank == root ? BufferArg(info, 2, "recv", type) : Bytes{};
+    std::vector<int> counts, displs;
+    BlockLayout(info, 5, size, in_place ? recv.length / static_cast<size_t>(size) : send.length, &counts, &displs);
+    void* recv_data = recv.data;
+    CheckJs(env,
+            MPI_Gatherv(in_place ? MPI_IN_PLACE : send.data, counts[static_cast<size_t>(rank)], type->mpi, recv_data, counts.data(),
+                        displs.data(), type->mpi, root, comm),
+            "MPI_Gatherv");
+    return env.Undefined();
+  });
+}
+
+// scatter(handle, send | null, recv | null, dtype, root, counts | null): MPI_Scatterv of the root's
+// send; rank r's block into its recv (recv null at the root: MPI_IN_PLACE, its block stays in
+// send). A reference for topocoll's scatter and scatterv.
+Napi::Value Scatter(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Guarded(info, [&]() -> Napi::Value {
+    const Dtype* type = DtypeArg(info, 3);
+    int32_t root = IntArg(info, 4, "root");
+    LiveMpiCall call(env);
+    MPI_Comm comm = CommArg(info, 0);
+    int rank = 0, size = 0;
+    CheckJs(env, MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    CheckJs(env, MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    if (root < 0 || root >= size) ThrowInvalid(env, "scatter: root " + std::to_string(root) + " is not a rank of the communicator");
+    const bool in_place = info[2].IsNull();
+    if (in_place && rank != root) ThrowInvalid(env, "scatter: recv may be null (in place) at the root only");
+    Bytes recv = in_place ? Bytes{} : BufferArg(info, 2, "recv", type);
+    Bytes send = rank == root ? BufferArg(info, 1, "send", type) : Bytes{};
+    std::vector<int> counts, displs;
+    BlockLayout(info, 5, size, in_place ? send.length / static_cast<size_t>(size) : recv.length, &counts, &displs);
+    void* send_data = send.data;
+    CheckJs(env,
+            MPI_Scatterv(send_data, counts.data(), displs.data(), type->mpi, in_place ? MPI_IN_PLACE : recv.data,
+                         counts[static_cast<size_t>(rank)], type->mpi, root, comm),
+            "MPI_Scatterv");
+    return env.Undefined();
+  });
+}
+
 Napi::Value Barrier(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
@@ -679,6 +751,8 @@ Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("reduce", Napi::Function::New(env, Reduce, "reduce"));
   exports.Set("bcast", Napi::Function::New(env, Bcast, "bcast"));
   exports.Set("allgather", Napi::Function::New(env, Allgather, "allgather"));
+  exports.Set("gather", Napi::Function::New(env, Gather, "gather"));
+  exports.Set("scatter", Napi::Function::New(env, Scatter, "scatter"));
   exports.Set("barrier", Napi::Function::New(env, Barrier, "barrier"));
   exports.Set("abort", Napi::Function::New(env, Abort, "abort"));
   exports.Set("setExitStatus",

@@ -7,9 +7,13 @@
 // never the library's own output — and so are the elements a call must leave alone. Prints
 // `rank R ok N` (N checks) or throws (non-zero exit) naming the case.
 //
-// Arguments: [--cases N] random cases per algorithm choice (default 60); [--seed S].
+// Arguments: [--cases N] random cases per algorithm choice (default 60); [--seed S]; [--layer
+// socket] makes the communicator with createCommunicator over the Unix-socket test layer
+// (socket-layer.mjs): across nodes every call is then a Promise or an awaited request (blocking
+// calls need the event loop the layer runs on) and the algorithms stay `auto` (so does configure()).
 import { isBigIntClass, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
-import { init, IN_PLACE } from 'topocoll';
+import { socketLayer } from './socket-layer.mjs';
+import { createCommunicator, init, IN_PLACE } from 'topocoll';
 
 /** @typedef {any} Scalar */
 
@@ -18,8 +22,12 @@ const option = (/** @type {string} */ name, /** @type {number} */ fallback) => (
 const casesPerChoice = option('--cases', 60);
 const seed = option('--seed', 0x5eed);
 
-const comm = await init();
+const layer = argv.includes('--layer')
+  ? await socketLayer(/** @type {string} */ (process.env.TOPOCOLL_P2P_DIR), Number(process.env.TOPOCOLL_RANK), Number(process.env.TOPOCOLL_SIZE))
+  : undefined;
+const comm = layer !== undefined ? await createCommunicator(layer) : await init();
 const { rank, size } = comm;
+const blocking = layer === undefined || comm.localSize === comm.size;
 let checks = 0;
 
 /** mulberry32: the same sequence on every rank. */
@@ -61,7 +69,8 @@ async function run(form, op) {
   else if (form === 'promise') await op.promise();
   else {
     const req = op.request();
-    if (pick(2) === 0) req.wait();
+    // (The draw is made on every rank alike, whether or not it can block.)
+    if (pick(2) === 0 && blocking) req.wait();
     else await req;
   }
 }
@@ -71,7 +80,8 @@ const FORMS = /** @type {const} */ (['sync', 'promise', 'request']);
 /** One random case, the same on every rank. */
 async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
   const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv'} */ (['gather', 'gatherv', 'scatter', 'scatterv'][pick(4)]);
-  const form = /** @type {'sync' | 'promise' | 'request'} */ (FORMS[pick(3)]);
+  const drawn = /** @type {'sync' | 'promise' | 'request'} */ (FORMS[pick(3)]);
+  const form = drawn === 'sync' && !blocking ? 'promise' : drawn;
   const T = /** @type {any} */ (TYPED_ARRAY_CLASSES[pick(TYPED_ARRAY_CLASSES.length)]);
   const root = pick(size);
   const inPlace = pick(3) === 0;
@@ -155,9 +165,10 @@ const choices = [
   ['binomial below, flat above, 4 KiB columns', everywhere((i) => (i === levels.length - 1 ? 'flat' : 'binomial'))],
 ];
 let k = 0;
-for (const [label, chosen] of choices) {
+// configure() blocks too: over a JavaScript layer across nodes only `auto` runs.
+for (const [label, chosen] of blocking ? choices : choices.slice(0, 1)) {
   const segment = label.includes('4 KiB') ? 4096 : 'auto';
-  comm.configure({ gather: { levels: /** @type {any} */ (chosen), segment }, scatter: { levels: /** @type {any} */ (chosen), segment } });
+  if (blocking) comm.configure({ gather: { levels: /** @type {any} */ (chosen), segment }, scatter: { levels: /** @type {any} */ (chosen), segment } });
   for (let c = 0; c < casesPerChoice; c++) await oneCase(k++, label);
 }
 console.log(`rank ${rank} ok ${checks}`);

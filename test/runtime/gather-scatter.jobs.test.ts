@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { jobScript, leftoverSegments, okRanks, repoRoot, runJob } from '../helpers/jobs.js';
+import { expectEveryRankOk, jobScript, leftoverSegments, okRanks, repoRoot, runJob, runJobOverSocketLayer } from '../helpers/jobs.js';
 
 /**
  * Gather, gatherv, scatter and scatterv in real jobs (`topocoll run`): seeded random cases in one
  * job per placement, every result checked against blocks the ranks recompute
- * (test/jobs/gather-scatter.mjs); argument errors, mismatches and a killed rank
+ * (test/jobs/gather-scatter.mjs), over TCP and over a JavaScript host layer (against MPI's own
+ * results over transport: mpi: test/mpi/jobs/mpi-collectives.mjs); argument errors, mismatches and a killed rank
  * (test/jobs/gather-scatter-faults.mjs).
  */
 const job = jobScript('gather-scatter.mjs');
@@ -28,6 +29,10 @@ describe('gather and scatter across real processes: 300 seeded cases per job (al
       expect(await leftoverSegments()).toEqual([]);
     });
   }
+
+  it('5 ranks on 2 emulated nodes over a JavaScript host layer (createCommunicator; Promise and request forms)', async () => {
+    await expectEveryRankOk(runJobOverSocketLayer(['-n', '5', '--nodes', '2', job, '--layer', 'socket', '--cases', '30'], 120_000), 5);
+  });
 });
 
 /** Runs a failure job: which ranks caught which code, and which finished. */

@@ -2,7 +2,8 @@
 // A rank of a job started by mpirun that runs topocoll's collectives over MPI (createCommunicator
 // over topocoll/mpi's world communicator, MPI between emulated nodes of `--ppn` ranks each,
 // shared memory inside them) and compares every result bit for bit with MPI's own collective on
-// the same inputs (MPI_Allreduce, MPI_Reduce, MPI_Bcast, MPI_Allgather through the same addon).
+// the same inputs (MPI_Allreduce, MPI_Reduce, MPI_Bcast, MPI_Allgather, MPI_Gatherv, MPI_Scatterv
+// through the same addon).
 // Blocking and Promise calls; sizes across the layer's inline (4 KiB) and piece (256 KiB) limits.
 // Prints `rank R ok N`, or the reason on stderr and exits 1.
 import { createCommunicator } from 'topocoll';
@@ -110,6 +111,28 @@ for (const T of TYPES) {
     if (n % 2 === 0) comm.allgatherSync(input, all);
     else await comm.allgather(input, all);
     same(`allgather ${T.name} n=${n}`, all, wantAll);
+    // Gather and scatter (and their v forms, rank r's block n + r elements long), every root in
+    // turn, against MPI_Gatherv and MPI_Scatterv.
+    const g = n % size;
+    const counts = Array.from({ length: size }, (_, r) => (n % 3 === 0 ? n + r : n));
+    const total = counts.reduce((a, b) => a + b, 0);
+    const block = T.make(/** @type {number} */ (counts[rank]));
+    for (let i = 0; i < block.length; i++) block[i] = T.value(rank, i);
+    const v = n % 3 === 0;
+    const gathered = rank === g ? T.make(total) : null;
+    const wantGathered = rank === g ? T.make(total) : null;
+    world.gatherSync(block, wantGathered, g, v ? counts : undefined);
+    if (v) await comm.gatherv(block, gathered, counts, g);
+    else comm.gatherSync(block, gathered, g);
+    if (gathered !== null && wantGathered !== null) same(`gather${v ? 'v' : ''} ${T.name} n=${n} root=${g}`, gathered, wantGathered);
+    const whole = T.make(total);
+    for (let i = 0; i < total; i++) whole[i] = T.value(g + 1, i);
+    const part = T.make(/** @type {number} */ (counts[rank]));
+    const wantPart = T.make(/** @type {number} */ (counts[rank]));
+    world.scatterSync(rank === g ? whole : null, wantPart, g, v ? counts : undefined);
+    if (v) comm.scattervSync(rank === g ? whole : null, part, counts, g);
+    else await comm.scatter(rank === g ? whole : null, part, g);
+    same(`scatter${v ? 'v' : ''} ${T.name} n=${n} root=${g}`, part, wantPart);
   }
 }
 for (let i = 0; i < 50; i++) {
