@@ -4,7 +4,7 @@
  * `topocoll bench` can print Open MPI's numbers next to topocoll's.
  *
  * Usage:
- *   coll_latency <barrier|bcast|reduce|allreduce|allgather> <min_bytes> <max_bytes>
+ *   coll_latency <barrier|bcast|reduce|allreduce|allgather|gather|scatter> <min_bytes> <max_bytes>
  *                [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]
  *
  * With repeats R > 1 every rank times R loops and keeps the median of its R means (a VM's
@@ -18,6 +18,7 @@
  * Datatypes match topocoll byte for byte: bcast moves MPI_BYTE; reduce/allreduce
  * use MPI_INT32_T with MPI_SUM (count = bytes/4, at least 1); root is rank 0.
  * allgather: MPI_Allgather of MPI_BYTE, <bytes> from every rank (the result holds p × bytes).
+ * gather, scatter: MPI_Gather / MPI_Scatter of MPI_BYTE, <bytes> per rank, root 0.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -28,9 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum coll { COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE, COLL_ALLGATHER, COLL_COUNT };
+enum coll { COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE, COLL_ALLGATHER, COLL_GATHER, COLL_SCATTER, COLL_COUNT };
 
-static const char *const coll_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather" };
+static const char *const coll_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter" };
 
 #define BUF_ALIGN 4096
 
@@ -169,6 +170,21 @@ static void check_once(enum coll c, void *sbuf, void *rbuf, int count) {
         else
             MPI_Allreduce(s, r, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
         if (c == COLL_ALLREDUCE || rank == 0) ok = r[0] == nprocs && r[count - 1] == nprocs;
+    } else if (c == COLL_GATHER) {
+        unsigned char *s = sbuf, *r = rbuf;
+        memset(s, (rank + 1) & 0xff, (size_t)count);
+        if (rank == 0) memset(r, 0, (size_t)count * (size_t)nprocs);
+        MPI_Gather(s, count, MPI_BYTE, r, count, MPI_BYTE, 0, MPI_COMM_WORLD);
+        for (int i = 0; rank == 0 && i < nprocs && ok; i++) {
+            size_t at = (size_t)i * (size_t)count;
+            ok = r[at] == ((i + 1) & 0xff) && r[at + (size_t)count - 1] == ((i + 1) & 0xff);
+        }
+    } else if (c == COLL_SCATTER) {
+        unsigned char *s = sbuf, *r = rbuf;
+        for (int i = 0; rank == 0 && i < nprocs; i++) memset(s + (size_t)i * (size_t)count, (i + 1) & 0xff, (size_t)count);
+        memset(r, 0, (size_t)count);
+        MPI_Scatter(s, count, MPI_BYTE, r, count, MPI_BYTE, 0, MPI_COMM_WORLD);
+        ok = r[0] == ((rank + 1) & 0xff) && r[count - 1] == ((rank + 1) & 0xff);
     } else if (c == COLL_ALLGATHER) {
         unsigned char *s = sbuf, *r = rbuf;
         memset(s, (rank + 1) & 0xff, (size_t)count);
@@ -216,6 +232,18 @@ static double run_loop(enum coll c, void *sbuf, void *rbuf, int count, int iters
             MPI_Allgather(b, count, MPI_BYTE, rbuf, count, MPI_BYTE, MPI_COMM_WORLD);
         }
         break;
+    case COLL_GATHER:
+        for (int it = 0; it < iters; it++) {
+            b[it % count] = (unsigned char)it;
+            MPI_Gather(b, count, MPI_BYTE, rbuf, count, MPI_BYTE, 0, MPI_COMM_WORLD);
+        }
+        break;
+    case COLL_SCATTER:
+        for (int it = 0; it < iters; it++) {
+            if (rank == 0) b[it % count] = (unsigned char)it;
+            MPI_Scatter(b, count, MPI_BYTE, rbuf, count, MPI_BYTE, 0, MPI_COMM_WORLD);
+        }
+        break;
     case COLL_COUNT:
         break;
     }
@@ -240,11 +268,12 @@ static void measure(enum coll c, size_t bytes, int iters, int warmup, int repeat
         count = (int)n;
         sbuf = alloc_touched(n * 4);
         rbuf = alloc_touched(n * 4);
-    } else if (c == COLL_ALLGATHER) {
+    } else if (c == COLL_ALLGATHER || c == COLL_GATHER || c == COLL_SCATTER) {
         if (bytes > INT32_MAX || bytes > SIZE_MAX / (size_t)nprocs) die("size too large for an int count");
         count = (int)bytes;
-        sbuf = alloc_touched(bytes);
-        rbuf = alloc_touched(bytes * (size_t)nprocs);
+        /* The whole vector: allgather's and gather's result, scatter's source. */
+        sbuf = alloc_touched(c == COLL_SCATTER ? bytes * (size_t)nprocs : bytes);
+        rbuf = alloc_touched(c == COLL_SCATTER ? bytes : bytes * (size_t)nprocs);
     }
     check_once(c, sbuf, rbuf, count);
 
@@ -278,7 +307,7 @@ int main(int argc, char **argv) {
     if (argc != 4 && argc != 7 && argc != 8 && argc != 9) {
         if (rank == 0)
             fprintf(stderr,
-                    "usage: %s <barrier|bcast|reduce|allreduce|allgather> <min_bytes> <max_bytes>"
+                    "usage: %s <barrier|bcast|reduce|allreduce|allgather|gather|scatter> <min_bytes> <max_bytes>"
                     " [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]\n",
                     argv[0]);
         MPI_Finalize();
@@ -287,7 +316,7 @@ int main(int argc, char **argv) {
     int c = -1;
     for (int i = 0; i < COLL_COUNT; i++)
         if (strcmp(argv[1], coll_names[i]) == 0) c = i;
-    if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce, allgather");
+    if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce, allgather, gather, scatter");
 
     size_t min_bytes, max_bytes, large = 8192;
     int iters_small = 1000, iters_large = 100, warmup = -1, repeats = 1;

@@ -30,7 +30,7 @@ export interface ReportChart {
 }
 
 /** The collectives' order in a report; others (there are none today) follow alphabetically. */
-const ORDER = ['bcast', 'reduce', 'allreduce', 'allgather'];
+const ORDER = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter'];
 
 const SERIES: Record<'sync' | 'addon' | 'async' | 'ompi' | 'memcpy', Omit<ChartSeries, 'points'>> = {
   sync: { label: 'topocoll sync', color: '#0072B2', marker: 'circle' },
@@ -129,7 +129,8 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
         }
         return points;
       };
-      const gather = collective === 'allgather';
+      // The whole vector of blocks is each call's least copy: allgather's result, gather's at the root, scatter's source.
+      const gather = collective === 'allgather' || collective === 'gather' || collective === 'scatter';
       const series: ChartSeries[] = [];
       for (const mode of ['sync', 'addon', 'async'] as const) {
         for (const transport of transports) {
@@ -146,7 +147,8 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
       // whole result (allgather: ranks × the bytes each rank sends).
       if (collective === 'bcast' || gather) {
         const points = fastest('memcpy', (x) => (gather ? x * ranks : x));
-        if (points.length > 0) series.push({ ...SERIES.memcpy, label: gather ? `memcpy of result` : 'memcpy', points });
+        if (points.length > 0)
+          series.push({ ...SERIES.memcpy, label: gather ? (collective === 'allgather' ? 'memcpy of result' : 'memcpy of all blocks') : 'memcpy', points });
       }
       const between = named ? `, ${transports.map((t) => t.toUpperCase()).join(' and ')} between them` : '';
       const where =

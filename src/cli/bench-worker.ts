@@ -3,14 +3,15 @@
  * OSU micro-benchmarks do — warm-up, then a timed loop of back-to-back calls, per-rank mean —
  * and prints one JSON line per (collective, mode, size) on rank 0 with the average, minimum and
  * maximum over ranks. The send data changes on every iteration so caches do not flatter.
- * allgather's size is the bytes each rank sends (it receives size × bytes).
+ * allgather's size is the bytes each rank sends (it receives size × bytes); gather's and
+ * scatter's likewise the bytes of each rank's block (root 0 holds size × bytes).
  */
 import { Communicator } from '../communicator.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { init } from '../init.js';
 
 export interface BenchSettings {
-  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather')[];
+  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter')[];
   /**
    * sync: blocking calls; addon: blocking calls with the JavaScript fast path off (each through
    * the addon); async: Promise calls; window: blocking calls on buffers in shared windows
@@ -62,14 +63,15 @@ interface Buffers {
   raw: Uint8Array;
   ints: Int32Array;
   out: Int32Array;
-  /** allgather's result: every rank's `raw` (empty for the other collectives). */
+  /** allgather's result: every rank's `raw`; gather's result and scatter's source at root 0 (empty for the other collectives). */
   gathered: Uint8Array;
 }
 
 function buffersFor(bytes: number, c: Collective, ranks: number): Buffers {
   const elems = Math.max(1, bytes >> 2);
   // Every page written once, so first-touch faults stay out of the timing (as in coll_latency.c).
-  const gathered = new Uint8Array(c === 'allgather' ? bytes * ranks : 0).fill(1);
+  const whole = c === 'allgather' || c === 'gather' || c === 'scatter';
+  const gathered = new Uint8Array(whole ? bytes * ranks : 0).fill(1);
   return { raw: new Uint8Array(Math.max(bytes, 1)).subarray(0, bytes), ints: new Int32Array(elems).map((_, i) => i), out: new Int32Array(elems), gathered };
 }
 
@@ -97,6 +99,8 @@ function syncLoop(comm: Communicator, c: Collective, b: Buffers, first: number, 
     else if (c === 'bcast') comm.bcastSync(b.raw, 0);
     else if (c === 'reduce') comm.reduceSync(b.ints, root ? b.out : null, 'sum', 0);
     else if (c === 'allgather') comm.allgatherSync(b.raw, b.gathered);
+    else if (c === 'gather') comm.gatherSync(b.raw, root ? b.gathered : null, 0);
+    else if (c === 'scatter') comm.scatterSync(root ? b.gathered : null, b.raw, 0);
     else comm.allreduceSync(b.ints, b.out, 'sum');
   }
 }
@@ -110,6 +114,8 @@ async function asyncLoop(comm: Communicator, c: Collective, b: Buffers, first: n
     else if (c === 'bcast') await comm.bcast(b.raw, 0);
     else if (c === 'reduce') await comm.reduce(b.ints, root ? b.out : null, 'sum', 0);
     else if (c === 'allgather') await comm.allgather(b.raw, b.gathered);
+    else if (c === 'gather') await comm.gather(b.raw, root ? b.gathered : null, 0);
+    else if (c === 'scatter') await comm.scatter(root ? b.gathered : null, b.raw, 0);
     else await comm.allreduce(b.ints, b.out, 'sum');
   }
 }
@@ -166,6 +172,8 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
   };
   for (const collective of settings.collectives) {
     for (const mode of settings.modes) {
+      // Windows serve bcast, allreduce and allgather; the others have no window path.
+      if (mode === 'window' && (collective === 'gather' || collective === 'scatter')) continue;
       const sizes = collective === 'barrier' ? [0] : sizesOf(settings);
       if (mode === 'addon') comm.configure({ collectives: { jsFastPath: false } });
       // Settle the JIT, the caches and the CPU clocks before the first measured size: the
@@ -196,7 +204,8 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
   // result (size × bytes: every rank must at least write the whole result once).
   if (comm.rank === 0) {
     const copies = new Set(sizesOf(settings));
-    if (settings.collectives.includes('allgather')) for (const bytes of sizesOf(settings)) copies.add(bytes * comm.size);
+    if (settings.collectives.some((c) => c === 'allgather' || c === 'gather' || c === 'scatter'))
+      for (const bytes of sizesOf(settings)) copies.add(bytes * comm.size);
     for (const bytes of [...copies].sort((x, y) => x - y)) {
       const iterations = bytes > settings.largeBytes ? settings.itersLarge : settings.itersSmall;
       const row: BenchRow = { collective: 'memcpy', mode: 'memcpy', bytes, avgUs: memcpyUs(bytes, iterations), minUs: 0, maxUs: 0, iterations };

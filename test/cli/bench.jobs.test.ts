@@ -119,3 +119,40 @@ describe('topocoll bench allgather', () => {
     }
   });
 });
+
+describe('topocoll bench gather and scatter', () => {
+  it('measures sync and async gather and scatter per block size, with one memcpy of all the blocks beside them', () => {
+    const r = spawnSync(
+      process.execPath,
+      [
+        `${repoRoot}dist/cli/main.js`,
+        'bench',
+        '-n',
+        '2',
+        '--collectives',
+        'gather,scatter',
+        '--min',
+        '8',
+        '--max',
+        '32',
+        '--iterations',
+        '50',
+        '--no-mpi',
+        '--json',
+      ],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const rows = r.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{') && !l.includes('"probe"'))
+      .map((l) => JSON.parse(l) as BenchRow);
+    for (const collective of ['gather', 'scatter'])
+      for (const mode of ['sync', 'async']) {
+        const mine = rows.filter((x) => x.collective === collective && x.mode === mode);
+        expect(mine.map((x) => x.bytes)).toEqual([8, 16, 32]);
+        for (const x of mine) expect(x.avgUs).toBeGreaterThan(0);
+      }
+    expect(rows.filter((x) => x.collective === 'memcpy').map((x) => x.bytes)).toEqual([8, 16, 32, 64]);
+  });
+});
