@@ -111,6 +111,7 @@ export const Collective = {
   allgather: 5,
   gather: 6,
   scatter: 7,
+  reduceScatter: 8,
 } as const;
 export type Collective = (typeof Collective)[keyof typeof Collective];
 

@@ -51,7 +51,7 @@ export interface LevelInfo {
   };
 }
 
-const { bcast, reduce, allreduce, allgather, allgatherv, gather, gatherv, scatter, scatterv, barrier } = collectives;
+const { bcast, reduce, allreduce, allgather, allgatherv, gather, gatherv, scatter, scatterv, reduceScatterBlock, reduceScatter, barrier } = collectives;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -328,6 +328,45 @@ export class Communicator {
   /** scatterv as a request (MPI_Iscatterv). */
   iscatterv(send: TypedArray | null, recv: TypedArray | InPlace, counts: ArrayLike<number>, root = 0): CollectiveRequest {
     return this.calls.request(scatterv, send, recv, counts, root);
+  }
+
+  /**
+   * Every rank's `send` (size·n elements) combined element-wise with `op`; rank r receives block
+   * r of the result (n = recv.length elements) in `recv`. IN_PLACE as send: the input is `recv`
+   * (size·n elements) and the result its first n.
+   */
+  reduceScatterBlockSync(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): void {
+    reduceScatterBlock.sync(this.calls, send, recv, op);
+  }
+
+  /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
+  reduceScatterBlock(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): Promise<void> {
+    return this.calls.promise(reduceScatterBlock, send, recv, op);
+  }
+
+  /** reduceScatterBlock as a request (MPI_Ireduce_scatter_block). With a user-defined operator it runs here. */
+  ireduceScatterBlock(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): CollectiveRequest {
+    return this.calls.request(reduceScatterBlock, send, recv, op);
+  }
+
+  /**
+   * Reduce-scatter of blocks of different lengths: `send` holds every rank's block one after
+   * another (`counts[r]` elements for rank r), combined element-wise with `op`; rank r receives
+   * its block of the result in `recv`. Every rank passes the same `counts`. IN_PLACE as send: the
+   * input is `recv`, the result its first counts[rank] elements.
+   */
+  reduceScatterSync(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>, op: Operator = 'sum'): void {
+    reduceScatter.sync(this.calls, send, recv, counts, op);
+  }
+
+  /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
+  reduceScatter(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>, op: Operator = 'sum'): Promise<void> {
+    return this.calls.promise(reduceScatter, send, recv, counts, op);
+  }
+
+  /** reduceScatter as a request (MPI_Ireduce_scatter). With a user-defined operator it runs here. */
+  ireduceScatter(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>, op: Operator = 'sum'): CollectiveRequest {
+    return this.calls.request(reduceScatter, send, recv, counts, op);
   }
 
   /** Returns once every rank has entered the barrier. */

@@ -151,8 +151,11 @@ export interface NativeCall {
  */
 export interface NativeAllgatherCall {
   /** Allgather when absent. */
-  collective?: typeof Collective.allgather | typeof Collective.gather | typeof Collective.scatter;
+  collective?: typeof Collective.allgather | typeof Collective.gather | typeof Collective.scatter | typeof Collective.reduceScatter;
   root?: number;
+  /** reduceScatter: the operator's code, or a JavaScript operator in its place (run only: it is called back on this thread). */
+  op?: number;
+  user?: NativeUserOp | undefined;
   gatherPlan: number;
   bcastPlan: number;
   send: ArrayBufferView | null;
@@ -508,7 +511,7 @@ export class NativeEngine {
    */
   runAllgather(call: NativeAllgatherCall): void {
     this.describeAllgather(call);
-    this.invoke(call.recv, call.send, undefined, call.counts);
+    this.invoke(call.recv, call.send, call.user, call.counts);
   }
 
   /** The same queued to the communicator's progress thread. */
@@ -561,7 +564,7 @@ export class NativeEngine {
       call.bcastPlan,
       call.count,
       call.dtype,
-      0,
+      call.op ?? 0,
       call.root ?? 0,
       call.planHash,
       call.segment,

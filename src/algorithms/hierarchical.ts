@@ -6,6 +6,7 @@ import { groupAllreduceSteps } from './group-allreduce.js';
 import { arriveInformsAll, groupBarrierSteps } from './group-barrier.js';
 import { groupBcastSteps } from './group-bcast.js';
 import { groupGatherSteps, groupScatterSteps, type GroupGatherAlgorithm } from './group-gather.js';
+import { groupReduceScatterSteps } from './group-reduce-scatter.js';
 import { groupReduceSteps } from './group-reduce.js';
 import type { GroupView } from './group-steps.js';
 import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step } from './schedule.js';
@@ -97,6 +98,13 @@ import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step
  * mirror: x first runs its part of R, then sends on in the groups it is the source of, top-down.
  * The root ends (gather) or starts (scatter) with every block; each other rank holds at least its
  * own. Deadlock freedom as for reduce and bcast: the waits follow the coverage tree.
+ *
+ * Reduce-scatter (`reduceScatterSchedules`): a reduce phase of the whole vector as
+ * reduce-allreduce-bcast's, bottom-up to the leaders, but with nothing at the top group T; then a
+ * phase of rank blocks: T's members reduce-scatter (group-reduce-scatter.ts), each keeping the
+ * fully reduced blocks of the ranks it covers below T, and every group below T scatters them from
+ * its leader as the scatter from rank 0 does. A non-commutative operator takes the rank-ordered
+ * reduce to rank 0 and the scatter from it instead.
  *
  * Barrier (`barrierSchedules`), zero bytes, each group running the group barrier
  * `barrierAlgorithm(g)` (group-barrier.ts; default `combining-tree:2`) in its two parts:
@@ -253,16 +261,59 @@ export function gatherSchedule(plan: GroupPlan, rank: number, root: number, opti
   return { collective: 'gather', root, steps };
 }
 
-/** The steps of `rank` in a scatter from `root`: its part of R, then the groups it is the source of, top-down. */
-export function scatterSchedule(plan: GroupPlan, rank: number, root: number, options: GatherOptions = {}): Schedule {
+/**
+ * The steps of `rank` in a scatter from `root`: its part of R, then the groups it is the source
+ * of, top-down. `instead` replaces one group's scatter steps (reduceScatterSchedules: the top
+ * group's reduce-scatter).
+ */
+export function scatterSchedule(
+  plan: GroupPlan,
+  rank: number,
+  root: number,
+  options: GatherOptions = {},
+  instead?: { group: Group; steps: (view: GroupView, me: number, stands: (rank: number) => readonly number[]) => Step[] },
+): Schedule {
   const ctx = context(plan, rank, root);
   const stands = gatherCoverage(plan, root);
   const steps: Step[] = [];
   const stepsIn = (g: Group): Step[] =>
-    groupScatterSteps(algorithmOf(options, g), ctx.view(g), position(g, ctx.sourceOf(g)), position(g, rank), (i) => stands(g.members[i]!));
+    g === instead?.group
+      ? instead.steps(ctx.view(g), position(g, rank), stands)
+      : groupScatterSteps(algorithmOf(options, g), ctx.view(g), position(g, ctx.sourceOf(g)), position(g, rank), (i) => stands(g.members[i]!));
   if (ctx.receiveAt >= 0) steps.push(...stepsIn(ctx.chain[ctx.receiveAt]!));
   for (let i = ctx.chain.length - 1; i >= 0; i--) if (i !== ctx.receiveAt) steps.push(...stepsIn(ctx.chain[i]!));
   return { collective: 'scatter', root, steps };
+}
+
+/** How a reduce-scatter runs: the reduce's algorithms below the top group, the scatter's for the way down. */
+export interface ReduceScatterOptions extends ReduceOptions, GatherOptions {}
+
+/** The two phases of a reduce-scatter: a reduce of the whole vector (ordinary ranges), then rank blocks. */
+export interface ReduceScatterSchedules {
+  reduce: Schedule;
+  blocks: Schedule;
+}
+
+/**
+ * The schedules of `rank` for a reduce-scatter (see "Reduce-scatter" above); both phases have root 0.
+ * Commutative: the lower groups reduce the whole vector to their leaders, the top group T
+ * reduce-scatters it (`ring`, each member keeping the blocks it covers below T), and every
+ * leader scatters its share down. Non-commutative: the rank-ordered reduce to rank 0, then a
+ * scatter from it.
+ */
+export function reduceScatterSchedules(plan: GroupPlan, rank: number, options: ReduceScatterOptions = {}): ReduceScatterSchedules {
+  if (options.commutative === false) {
+    return { reduce: reduceSchedule(plan, rank, GLOBAL_LEADER, options), blocks: scatterSchedule(plan, rank, GLOBAL_LEADER, options) };
+  }
+  const ctx = context(plan, rank, GLOBAL_LEADER);
+  const top = topGroup(plan);
+  const reduce = reduceSteps(ctx, options, top && { group: top });
+  const instead =
+    top === undefined
+      ? undefined
+      : { group: top, steps: (view: GroupView, me: number) => groupReduceScatterSteps('ring', view, me, (i) => coveredBelow(plan, top.members[i]!, top)) };
+  const blocks = scatterSchedule(plan, rank, GLOBAL_LEADER, options, instead);
+  return { reduce: { collective: 'reduce', root: GLOBAL_LEADER, steps: reduce }, blocks };
 }
 
 function algorithmOf(options: GatherOptions, g: Group): GroupGatherAlgorithm {
@@ -503,7 +554,7 @@ function bcastSteps(ctx: Context, options: BcastOptions, skip?: Group): Step[] {
  * Reduce steps of `ctx.rank`: the groups it is the destination of bottom-up, R's leading
  * receives at R's place, the rest of R last; `top.group` runs `top.algorithm`'s allreduce instead.
  */
-function reduceSteps(ctx: Context, options: ReduceOptions, top?: { group: Group; algorithm: AllreduceAlgorithm }): Step[] {
+function reduceSteps(ctx: Context, options: ReduceOptions, top?: { group: Group; algorithm?: AllreduceAlgorithm }): Step[] {
   const algorithmOf = options.reduceAlgorithm ?? (() => 'binomial' as const);
   const { chain, receiveAt: r } = ctx;
   const steps: Step[] = [];
@@ -511,7 +562,7 @@ function reduceSteps(ctx: Context, options: ReduceOptions, top?: { group: Group;
   chain.forEach((g, i) => {
     const me = position(g, ctx.rank);
     if (g === top?.group) {
-      steps.push(...groupAllreduceSteps(top.algorithm, ctx.view(g), me));
+      if (top.algorithm !== undefined) steps.push(...groupAllreduceSteps(top.algorithm, ctx.view(g), me));
       return;
     }
     const mine = groupReduceSteps(algorithmOf(g), ctx.view(g), position(g, ctx.sourceOf(g)), me, {

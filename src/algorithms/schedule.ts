@@ -41,9 +41,9 @@ import {
  * [displ(r) + min(k·s, count(r)), displ(r) + min((k+1)·s, count(r))) of B — empty once k·s ≥
  * count(r); both sides still run the step. A SendRecv whose `range` is a rank block receives the
  * rank block `range2.first` (`range2.count` 1; it shares `of` 0 with `range`). Rank-block steps
- * are Send, Recv, SendRecv and ShmBcast (the `shm` group allgather: each member publishes its
- * own blocks); the encoded words are the same as for any range (`[…, first = r, count = 1,
- * of = 0, …]`). ShmAllgather runs the whole gather phase in one step on the call's block table
+ * are Send, Recv, SendRecv, ShmBcast (the `shm` group allgather: each member publishes its
+ * own blocks), RecvReduce and SendRecvReduce (a reduce-scatter's); the encoded words are the
+ * same as for any range (`[…, first = r, count = 1, of = 0, …]`). ShmAllgather runs the whole gather phase in one step on the call's block table
  * and names no range. The allgather's bcast phase moves the whole result vector with ordinary
  * ranges, segmented as any bcast. A gather or scatter call has one phase of rank blocks on the
  * whole vector (the root's recv or send, a leader's staging copy), in the same column segments;

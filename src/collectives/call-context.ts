@@ -293,6 +293,8 @@ export class CallContext {
     const call = this.allgatherArgs;
     call.collective = NativeCollective.allgather;
     call.root = 0;
+    call.op = 0;
+    call.user = undefined;
     call.gatherPlan = p.gather;
     call.bcastPlan = p.bcast;
     call.send = send;
@@ -308,10 +310,11 @@ export class CallContext {
 
   /**
    * Fills and returns the one NativeAllgatherCall of this communicator for a gather to `root`
-   * (`c` gather) or a scatter from it: send and recv as the addon's CallArgs::block_counts says.
+   * (`c` gather), a scatter from it, or a reduce-scatter (root 0; the caller sets `op` or
+   * `user`): send and recv as the addon's CallArgs::block_counts says, the phases as `p` gives.
    */
   rootedCall(
-    c: typeof NativeCollective.gather | typeof NativeCollective.scatter,
+    c: typeof NativeCollective.gather | typeof NativeCollective.scatter | typeof NativeCollective.reduceScatter,
     root: number,
     p: AllgatherCallPlan,
     send: TypedArray | null,
@@ -323,8 +326,10 @@ export class CallContext {
     const call = this.allgatherArgs;
     call.collective = c;
     call.root = root;
+    call.op = 0;
+    call.user = undefined;
     call.gatherPlan = p.gather;
-    call.bcastPlan = -1;
+    call.bcastPlan = p.bcast;
     call.send = send;
     call.recv = recv;
     call.count = count;
@@ -332,14 +337,16 @@ export class CallContext {
     call.dtype = type.code;
     call.planHash = this.planHash;
     call.segment = p.segment;
-    call.bcastSegment = 0;
+    call.bcastSegment = p.bcastSegment;
     return call;
   }
 
-  /** Reused by every allgather, gather and scatter call (the native side reads it before the call returns or queues). */
+  /** Reused by every allgather, gather, scatter and reduce-scatter call (the native side reads it before the call returns or queues). */
   private readonly allgatherArgs: NativeAllgatherCall = {
     collective: NativeCollective.allgather,
     root: 0,
+    op: 0,
+    user: undefined,
     gatherPlan: -1,
     bcastPlan: -1,
     send: new Uint8Array(0),

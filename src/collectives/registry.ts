@@ -4,10 +4,24 @@ import { barrier } from './barrier.js';
 import { bcast } from './bcast.js';
 import { gather, gatherv } from './gather.js';
 import { reduce } from './reduce.js';
+import { reduceScatter, reduceScatterBlock } from './reduce-scatter.js';
 import { scatter, scatterv } from './scatter.js';
 
 /** Every collective a communicator offers, each declared once (its own module); the communicator's three forms of each come from these. */
-export const collectives = { bcast, reduce, allreduce, allgather, allgatherv, gather, gatherv, scatter, scatterv, barrier } as const;
+export const collectives = {
+  bcast,
+  reduce,
+  allreduce,
+  allgather,
+  allgatherv,
+  gather,
+  gatherv,
+  scatter,
+  scatterv,
+  reduceScatterBlock,
+  reduceScatter,
+  barrier,
+} as const;
 
 /** The collectives explain() and the router answer for (the v forms run as their collective does). */
 export const explainedCollectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier'] as const;

@@ -5,6 +5,8 @@ import {
   barrierSchedules,
   gatherSchedule,
   preservesRankOrder,
+  reduceSchedule,
+  reduceScatterSchedules,
   scatterSchedule,
   ScheduleCache,
   type ScheduleCacheOptions,
@@ -408,7 +410,40 @@ export class CollectivePlans {
     }
     const call = this.rootedCall;
     call.gather = id;
+    call.bcast = -1;
     call.segment = segment(c, collective, elem);
+    call.bcastSegment = 0;
+    return call;
+  }
+
+  /** Reduce-scatter schedule ids, by (commutative ? 0 : 1), per choice; see reduceScatter(). */
+  private readonly reduceScatterIds = new Map<ChoiceSchedules, { reduce: number; blocks: number }[]>();
+
+  /**
+   * A reduce-scatter of `bytes` in all (every rank's block): the reduce phase's schedule id (in
+   * `gather`) and segment in elements, and the phase of rank blocks' (in `bcast`; `bcastSegment`:
+   * its column segments). Non-commutative: the rank-ordered reduce to rank 0 (over the
+   * rank-ordered plan, as reduce's), then a scatter from it.
+   */
+  reduceScatter(bytes: number, elem: number, commutative: boolean): AllgatherCallPlan {
+    const c = this.of(bytes);
+    let ids = this.reduceScatterIds.get(c);
+    if (ids === undefined) this.reduceScatterIds.set(c, (ids = []));
+    const key = commutative ? 0 : 1;
+    let found = ids[key];
+    if (found === undefined) {
+      const options = { reduceAlgorithm: c.choice.reduce, gatherAlgorithm: c.choice.scatter, commutative };
+      const { plan, orderedPlan, rank } = this.parts;
+      const s = reduceScatterSchedules(plan, rank, options);
+      const reduce = commutative ? s.reduce : reduceSchedule(orderedPlan, rank, 0, options);
+      found = { reduce: this.parts.register(encodeSchedule(reduce)), blocks: this.parts.register(encodeSchedule(s.blocks)) };
+      ids[key] = found;
+    }
+    const call = this.rootedCall;
+    call.gather = found.reduce;
+    call.bcast = found.blocks;
+    call.segment = segment(c, 'reduce', elem);
+    call.bcastSegment = segment(c, 'scatter', elem);
     return call;
   }
 

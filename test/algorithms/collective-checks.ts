@@ -4,6 +4,7 @@ import {
   bcastSchedule,
   gatherSchedule,
   reduceSchedule,
+  reduceScatterSchedules,
   reductionOrder,
   scatterSchedule,
   type AllgatherOptions,
@@ -11,6 +12,7 @@ import {
   type BcastOptions,
   type GatherOptions,
   type ReduceOptions,
+  type ReduceScatterOptions,
 } from '../../src/algorithms/hierarchical.js';
 import { StepKind, type Schedule, type Step } from '../../src/algorithms/schedule.js';
 import type { Group, GroupPlan } from '../../src/groups/plan.js';
@@ -282,6 +284,58 @@ export function gatherScatterProblems(plan: GroupPlan, root: number, options: Ga
           problems.push(`${where} gather: the root's element ${e} of segment ${s} is ${gathered.buffers[root]![at]}`);
         if (scattered.buffers[owner]![at] !== value(e, s) && problems.length < 50)
           problems.push(`${where} scatter: rank ${owner}'s element ${e} of segment ${s} is ${scattered.buffers[owner]![at]}`);
+      }
+    }
+  }
+  return problems;
+}
+
+/**
+ * A reduce-scatter (commutative operator): the reduce phase on the whole vector, then the phase
+ * of rank blocks on the same B. Every rank ends with every rank's contribution to its own block
+ * exactly once; every message stays in a group.
+ */
+export function reduceScatterProblems(
+  plan: GroupPlan,
+  options: ReduceScatterOptions,
+  runs: readonly AllgatherRun[],
+  shm?: Map<number, readonly number[]>,
+): string[] {
+  const p = plan.size;
+  const both = ranksOf(plan).map((r) => reduceScatterSchedules(plan, r, options));
+  const problems = [
+    ...outOfGroupSteps(
+      plan,
+      both.map((b) => b.reduce),
+    ),
+    ...outOfGroupSteps(
+      plan,
+      both.map((b) => b.blocks),
+    ),
+  ];
+  both.forEach((b, r) => {
+    if (b.blocks.steps.some((s) => s.range?.of !== 0)) problems.push(`rank ${r}: a step of the block phase without a rank block`);
+  });
+  for (const run of runs) {
+    const where = `reduce-scatter e ${run.e} × ${run.segments} ${run.transport}`;
+    const elements = p * run.e;
+    const common = { elements, segments: run.segments, transport: run.transport, shmGroups: shm };
+    const reduced = simulate(
+      both.map((b) => b.reduce),
+      { ...common, initial: contribution, combine: combineTerms },
+    );
+    problems.push(...runProblems(reduced, `${where} reduce phase`));
+    const scattered = simulate(
+      both.map((b) => b.blocks),
+      { ...common, rankBlockElements: run.e, combine: combineTerms, initial: (r, e, s) => reduced.buffers[r]![s * elements + e] },
+    );
+    problems.push(...runProblems(scattered, `${where} block phase`));
+    for (let r = 0; r < p; r++) {
+      for (let s = 0; s < run.segments; s++) {
+        for (let i = 0; i < run.e; i++) {
+          const e = r * run.e + i;
+          problems.push(...termProblems(scattered.buffers[r]![s * elements + e], s, e, ranksOf(plan), true).map((x) => `${where}: rank ${r}: ${x}`));
+        }
       }
     }
   }

@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { coveredBelow, gatherCoverage, gatherSchedule, scatterSchedule } from '../../src/algorithms/hierarchical.js';
 import { groupGatherSteps, groupScatterSteps, type GroupGatherAlgorithm } from '../../src/algorithms/group-gather.js';
+import { groupReduceScatterSteps } from '../../src/algorithms/group-reduce-scatter.js';
 import { positionView } from '../../src/algorithms/group-steps.js';
 import { StepKind } from '../../src/algorithms/schedule.js';
 import type { Group, GroupPlan } from '../../src/groups/plan.js';
 import { range } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';
-import { ALLGATHER_RUNS, gatherScatterProblems } from './collective-checks.js';
+import { ALLGATHER_RUNS, gatherScatterProblems, reduceScatterProblems } from './collective-checks.js';
 import { byLevel, PLANS, randomPlans } from './plan-shapes.js';
 
 const ALGORITHMS: GroupGatherAlgorithm[] = ['flat', 'binomial'];
@@ -85,5 +86,31 @@ describe('hierarchical gather and scatter', () => {
     expect(scatterSchedule(one, 0, 0).steps).toEqual([]);
     const four = PLANS.find((x) => x.plan.size === 4)!.plan;
     expect(thrown(() => gatherSchedule(four, 0, 4)).code).toBe('EINVAL');
+  });
+});
+
+describe('hierarchical reduce-scatter (commutative)', () => {
+  it('6 plan shapes × p = 1…20 and random plans: every rank ends with every contribution to its own block once, in-group messages only', () => {
+    const problems: string[] = [];
+    for (const { name, plan } of PLANS) {
+      for (const scatter of ['flat', 'binomial'] as const)
+        problems.push(...reduceScatterProblems(plan, { gatherAlgorithm: () => scatter }, ALLGATHER_RUNS.slice(0, 1)).map((x) => `${name}, ${scatter}: ${x}`));
+    }
+    randomPlans(8, 0x5ca7).forEach((plan, k) => {
+      problems.push(...reduceScatterProblems(plan, { reduceAlgorithm: () => 'flat' }, ALLGATHER_RUNS).map((x) => `random plan ${k}: ${x}`));
+    });
+    expect(problems.slice(0, 10)).toEqual([]);
+  });
+
+  it('the ring among one group: n − 1 rounds, the last one bringing each position its own block', () => {
+    for (let n = 1; n <= 9; n++) {
+      const view = positionView(n);
+      for (let me = 0; me < n; me++) {
+        const steps = groupReduceScatterSteps('ring', view, me, (i) => [i]);
+        expect(steps).toHaveLength(n - 1);
+        // the last block in is its own
+        if (n > 1) expect(steps[n - 2]!.range2?.first ?? steps[n - 2]!.range!.first).toBe(me);
+      }
+    }
   });
 });

@@ -1,12 +1,12 @@
 // @ts-check
 // A rank of a gather/scatter failure test (argv[2]):
-// - `args`: every argument error of gather, gatherv, scatter and scatterv, on the rank that makes
+// - `args`: every argument error of gather, gatherv, scatter, scatterv and the reduce-scatters, on the rank that makes
 //   it, in each form: EINVAL thrown (Sync, request) or rejected (Promise) before anything is
 //   sent — then one good gather of every rank shows that nothing was sent. Prints `rank R ok N`.
 // - `mismatch KIND`: rank 1 calls with one thing different from the others (root, count, counts,
 //   collective, dtype): no rank may finish with wrong data or hang; each prints `rank R caught
-//   CODE` (exit 3), or `rank R finished` (exit 0).
-// - `dies gather|scatter`: the last rank SIGKILLs itself in the middle of a large gather (scatter)
+//   CODE` (exit 3), or `rank R finished` (exit 0); also a reduce-scatter's operator or counts.
+// - `dies gather|scatter|reduce-scatter`: the last rank SIGKILLs itself in the middle of a large call
 //   while every other rank keeps calling it: each prints `rank R caught CODE` (exit 3).
 import { init, IN_PLACE } from 'topocoll';
 
@@ -56,6 +56,14 @@ if (mode === 'args') {
   await refuses('scatterv with a negative count', forms(sv, [whole, block, counts.map((c, r) => (r === 0 ? -1 : c)), 0]));
   await refuses('gatherv: send is not counts[rank] long', forms(gv, [new Int32Array(n + 1), whole, counts, 0]));
   await refuses('scatterv: recv is shorter than counts[rank]', forms(sv, [whole, new Int32Array(n - 1), counts, 0]));
+  const rsb = (/** @type {string} */ f) => /** @type {any} */ (comm)[f === 'i' ? 'ireduceScatterBlock' : `reduceScatterBlock${f}`].bind(comm);
+  const rs = (/** @type {string} */ f) => /** @type {any} */ (comm)[f === 'i' ? 'ireduceScatter' : `reduceScatter${f}`].bind(comm);
+  await refuses('reduceScatterBlock: send is not size × recv.length', forms(rsb, [new Int32Array(n * size + 1), block]));
+  await refuses('reduceScatterBlock: send and recv of different types', forms(rsb, [new Float64Array(n * size), block]));
+  await refuses('reduceScatterBlock: IN_PLACE with a recv that does not divide among the ranks', forms(rsb, [IN_PLACE, new Int32Array(n * size + 1)]));
+  await refuses('reduceScatterBlock: an operator the type has not', forms(rsb, [new Float32Array(n * size), new Float32Array(n), 'band']));
+  await refuses('reduceScatter: recv shorter than counts[rank]', forms(rs, [whole, new Int32Array(n - 1), counts]));
+  await refuses('reduceScatter: send shorter than the blocks', forms(rs, [new Int32Array(n * size - 1), block, counts]));
   if (rank === 0) {
     await refuses('the root of a gather without recv', forms(g, [block, null, 0]));
     await refuses('the root of a scatter without send', forms(s, [null, block, 0]));
@@ -104,6 +112,14 @@ if (mode === 'args') {
         if (odd) comm.gatherSync(new Float32Array(n), new Float32Array(n * size), 0);
         else comm.gatherSync(new Int32Array(n), new Int32Array(n * size), 0);
         break;
+      case 'reduce-scatter-op':
+        comm.reduceScatterBlockSync(new Int32Array(n * size), new Int32Array(n), odd ? 'max' : 'sum');
+        break;
+      case 'reduce-scatter-counts': {
+        const counts = Array.from({ length: size }, (_, r) => (odd ? (r === 0 ? 2 : r === 1 ? 4 : 3) : 3));
+        comm.reduceScatterSync(new Int32Array(3 * size), new Int32Array(4), counts, 'sum');
+        break;
+      }
       default:
         throw new Error(`unknown mismatch ${kind}`);
     }
@@ -122,10 +138,11 @@ if (mode === 'args') {
   const n = 1 << 16;
   const block = new Float64Array(n).fill(rank);
   const whole = new Float64Array(n * size);
-  const sync = () => (kind === 'gather' ? comm.gatherSync(block, whole, 0) : comm.scatterSync(whole, block, 0));
+  const sync = () =>
+    kind === 'gather' ? comm.gatherSync(block, whole, 0) : kind === 'scatter' ? comm.scatterSync(whole, block, 0) : comm.reduceScatterBlockSync(whole, block);
   if (rank === victim) {
     sync(); // one clean round so every rank is inside the loop
-    void (kind === 'gather' ? comm.gather(block, whole, 0) : comm.scatter(whole, block, 0));
+    void (kind === 'gather' ? comm.gather(block, whole, 0) : kind === 'scatter' ? comm.scatter(whole, block, 0) : comm.reduceScatterBlock(whole, block));
     process.kill(process.pid, 'SIGKILL');
   }
   try {

@@ -1,6 +1,7 @@
 // @ts-check
 // A rank of a multi-process test job (started by `topocoll run`): seeded random cases of gather,
-// gatherv, scatter and scatterv in their three forms (Sync, Promise, request), every datatype,
+// gatherv, scatter, scatterv, reduceScatterBlock and reduceScatter (every built-in operator of
+// the type, a commutative and a non-commutative JavaScript one) in their three forms (Sync, Promise, request), every datatype,
 // every root, IN_PLACE at the root, zero and uneven counts, under every per-level algorithm
 // (auto, flat, binomial, mixed: switched with configure()). Every rank draws the same cases from
 // one seed; each result is checked against the blocks recomputed here from (rank, case, index) —
@@ -13,7 +14,7 @@
 // calls need the event loop the layer runs on) and the algorithms stay `auto` (so does configure()).
 import { isBigIntClass, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 import { socketLayer } from './socket-layer.mjs';
-import { createCommunicator, init, IN_PLACE } from 'topocoll';
+import { createCommunicator, init, IN_PLACE, userOp } from 'topocoll';
 
 /** @typedef {any} Scalar */
 
@@ -79,13 +80,15 @@ const FORMS = /** @type {const} */ (['sync', 'promise', 'request']);
 
 /** One random case, the same on every rank. */
 async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
-  const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv'} */ (['gather', 'gatherv', 'scatter', 'scatterv'][pick(4)]);
+  const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv' | 'reduceScatterBlock' | 'reduceScatter'} */ (
+    ['gather', 'gatherv', 'scatter', 'scatterv', 'reduceScatterBlock', 'reduceScatter'][pick(6)]
+  );
   const drawn = /** @type {'sync' | 'promise' | 'request'} */ (FORMS[pick(3)]);
   const form = drawn === 'sync' && !blocking ? 'promise' : drawn;
   const T = /** @type {any} */ (TYPED_ARRAY_CLASSES[pick(TYPED_ARRAY_CLASSES.length)]);
   const root = pick(size);
   const inPlace = pick(3) === 0;
-  const v = kind.endsWith('v');
+  const v = kind.endsWith('v') || kind === 'reduceScatter';
   // Block lengths: up to 40 elements, now and then a large one (several column segments), zeros.
   const lengthOf = () => (pick(5) === 0 ? 0 : pick(8) === 0 ? 2000 + pick(3000) : 1 + pick(40));
   const same = lengthOf();
@@ -100,6 +103,10 @@ async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
   const pad = inPlace && !v ? 0 : 3;
   const whole = new T(total + pad).fill(sentinel(T));
   const block = new T(mine + 2).fill(sentinel(T));
+  if (kind.startsWith('reduceScatter')) {
+    await reduceScatterCase(k, where, form, T, inPlace, v, counts, displs, total);
+    return;
+  }
   if (kind.startsWith('gather')) {
     const own = block.subarray(0, mine);
     for (let i = 0; i < mine; i++) own[i] = value(T, rank, k, i);
@@ -147,6 +154,100 @@ async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
       for (let r = 0; r < size; r++)
         for (let i = 0; i < /** @type {number} */ (counts[r]); i++)
           check(`${where}: the root's send changed`, whole[/** @type {number} */ (displs[r]) + i] === value(T, r, k, i));
+  }
+}
+
+/** The operators a reduce-scatter case draws from: built-in ones for the type, and two of JavaScript. */
+function operatorsFor(/** @type {any} */ T) {
+  const integer = T !== Float32Array && T !== Float64Array;
+  /** @type {(import('topocoll').ReduceOpName | 'user-sum' | 'user-first')[]} */
+  const ops = ['sum', 'max', 'min', 'user-sum', 'user-first'];
+  if (integer) ops.push('band', 'bor', 'bxor');
+  return ops;
+}
+
+/** The reference: `op` over every rank's value of element i, in rank order. */
+function reduced(/** @type {any} */ T, /** @type {string} */ op, /** @type {number} */ k, /** @type {number} */ i) {
+  /** @type {any[]} */
+  const vals = Array.from({ length: size }, (_, r) => input(T, r, k, i));
+  switch (op) {
+    case 'sum':
+    case 'user-sum':
+      return vals.reduce((a, b) => a + b);
+    case 'max':
+      return vals.reduce((a, b) => (b > a ? b : a));
+    case 'min':
+      return vals.reduce((a, b) => (b < a ? b : a));
+    case 'band':
+      return vals.reduce((a, b) => a & b);
+    case 'bor':
+      return vals.reduce((a, b) => a | b);
+    case 'bxor':
+      return vals.reduce((a, b) => a ^ b);
+    default:
+      return vals[0]; // user-first: a op b = a, in rank order rank 0's value
+  }
+}
+/** A reduce-scatter input element: 0 … 7, so that sums of up to 15 ranks fit every type. */
+function input(/** @type {any} */ T, /** @type {number} */ r, /** @type {number} */ k, /** @type {number} */ i) {
+  const x = (r * 31 + k * 7 + i * 3) % 8;
+  return isBigIntClass(T) ? BigInt(x) : x;
+}
+
+/**
+ * One reduce-scatter case: every rank's input (the whole vector) combined; this rank's block of
+ * the result checked element by element, and what the call must leave alone.
+ */
+async function reduceScatterCase(
+  /** @type {number} */ k,
+  /** @type {string} */ where,
+  /** @type {'sync' | 'promise' | 'request'} */ form,
+  /** @type {any} */ T,
+  /** @type {boolean} */ inPlace,
+  /** @type {boolean} */ v,
+  /** @type {number[]} */ counts,
+  /** @type {number[]} */ displs,
+  /** @type {number} */ total,
+) {
+  // A JavaScript operator runs on the calling thread, which a JavaScript layer across nodes refuses.
+  const ops = operatorsFor(T).filter((o) => blocking || !o.startsWith('user'));
+  const name = /** @type {string} */ (ops[pick(ops.length)]);
+  const op =
+    name === 'user-sum'
+      ? userOp((/** @type {any} */ a, /** @type {any} */ b) => a + b, { commutative: true })
+      : name === 'user-first'
+        ? userOp((/** @type {any} */ a) => a, { commutative: false })
+        : /** @type {import('topocoll').ReduceOpName} */ (name);
+  where = `${where}, op ${name}`;
+  const mine = /** @type {number} */ (counts[rank]);
+  const at = /** @type {number} */ (displs[rank]);
+  const send = new T(total);
+  for (let i = 0; i < total; i++) send[i] = input(T, rank, k, i);
+  // IN_PLACE: recv is the input (exactly the blocks for reduceScatterBlock, whose n it gives).
+  // reduceScatterBlock's recv says n (its length): no room past the block there.
+  const pad = v ? 2 : 0;
+  const recv = inPlace ? send : new T(mine + pad).fill(sentinel(T));
+  const arg = inPlace ? IN_PLACE : send;
+  const opOf = /** @type {any} */ (op);
+  const calls = v
+    ? {
+        sync: () => comm.reduceScatterSync(arg, recv, counts, opOf),
+        promise: () => comm.reduceScatter(arg, recv, counts, opOf),
+        request: () => comm.ireduceScatter(arg, recv, counts, opOf),
+      }
+    : {
+        sync: () => comm.reduceScatterBlockSync(arg, recv, opOf),
+        promise: () => comm.reduceScatterBlock(arg, recv, opOf),
+        request: () => comm.ireduceScatterBlock(arg, recv, opOf),
+      };
+  await run(form, calls);
+  for (let i = 0; i < mine; i++) {
+    const want = reduced(T, name, k, at + i);
+    check(`${where}: recv[${i}] is ${recv[i]}, expected ${want}`, recv[i] === (isBigIntClass(T) ? want : Number(want)));
+  }
+  if (!inPlace) {
+    for (let i = mine; i < mine + pad; i++) check(`${where}: recv[${i}] past this rank's block was written`, recv[i] === sentinel(T));
+    for (let i = 0; i < total; i++) check(`${where}: send changed`, send[i] === input(T, rank, k, i));
   }
 }
 

@@ -12,7 +12,7 @@ const job = jobScript('gather-scatter.mjs');
 const faults = jobScript('gather-scatter-faults.mjs');
 const fourNodes = `${repoRoot}test/fixtures/network/four-nodes.txt`;
 
-describe('gather and scatter across real processes: 300 seeded cases per job (all forms, datatypes, roots, IN_PLACE, zero counts, every per-level algorithm)', () => {
+describe('gather, scatter and reduce-scatter across real processes: 300 seeded cases per job (all forms, datatypes, operators, roots, IN_PLACE, zero counts, every per-level algorithm)', () => {
   for (const [name, args] of [
     ['1 rank', ['-n', '1']],
     ['2 ranks', ['-n', '2']],
@@ -56,7 +56,7 @@ describe('gather and scatter failures', () => {
     expect(okRanks(r.lines)).toEqual([0, 1, 2, 3]);
   });
 
-  for (const kind of ['root', 'count', 'counts', 'collective', 'dtype']) {
+  for (const kind of ['root', 'count', 'counts', 'collective', 'dtype', 'reduce-scatter-op', 'reduce-scatter-counts']) {
     it(`a ${kind} that differs on rank 1 → an error on every rank, no hang and no rank finishing (4 ranks on 2 emulated nodes)`, async () => {
       const r = runFaults(['-n', '4', '--nodes', '2', faults, 'mismatch', kind]);
       expect(r.signal).toBeNull();
@@ -72,6 +72,7 @@ describe('gather and scatter failures', () => {
   for (const [kind, args, n] of [
     ['gather', ['-n', '4'], 4],
     ['scatter', ['-n', '6', '--nodes', '3'], 6],
+    ['reduce-scatter', ['-n', '5', '--nodes', '2'], 5],
   ] as const) {
     it(`a rank SIGKILLed in a large ${kind} (${args.join(' ')}): every survivor gets EPEERLOST, /dev/shm is clean`, async () => {
       const r = runFaults([...args, faults, 'dies', kind]);

@@ -116,8 +116,9 @@ enum class Collective : uint8_t {
   kAllgather = 5,
   kGather = 6,
   kScatter = 7,
+  kReduceScatter = 8,
 };
-inline constexpr size_t kCollectiveCount = 7;
+inline constexpr size_t kCollectiveCount = 8;
 // Each Collective by value, with its name in TypeScript (and in the addon's messages and tables).
 struct CollectiveInfo {
   const char* name;
@@ -132,6 +133,7 @@ inline constexpr CollectiveInfo kCollectiveTable[] = {
     {"allgather", Collective::kAllgather},
     {"gather", Collective::kGather},
     {"scatter", Collective::kScatter},
+    {"reduceScatter", Collective::kReduceScatter},
 };
 // clang-format on
 

@@ -266,6 +266,11 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       CheckAllgatherBuffers(a, send, recv, counts);
       return a;
     }
+    if (a.collective == Collective::kReduceScatter) {
+      if (a.reduce == nullptr || a.bcast == nullptr) throw CollError("EINVAL", "unknown schedule id");
+      CheckReduceScatterBuffers(a, send, recv, counts);
+      return a;
+    }
     if (a.collective == Collective::kGather || a.collective == Collective::kScatter) {
       if (a.reduce == nullptr) throw CollError("EINVAL", "unknown schedule id");
       if (a.root < 0 || a.root >= engine_->size()) throw CollError("EINVAL", "root " + std::to_string(a.root) + " is not a rank");
@@ -328,6 +333,29 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     const auto* w = static_cast<const uint8_t*>(whole.data);
     const auto* m = static_cast<const uint8_t*>(mine.data);
     if (m < w + total * elem && w < m + own * elem) throw CollError("EINVAL", "send and recv overlap (pass IN_PLACE at the root instead)");
+  }
+
+  // Reduce-scatter: block lengths as for allgather; send (the input) holds every block, recv this
+  // rank's — or send is recv itself (IN_PLACE: the input is recv, the block lands at its start).
+  void CheckReduceScatterBuffers(CallArgs& a, const BufferView& send, const BufferView& recv, const BufferView& counts) const {
+    ReadBlockCounts(a, counts);
+    const int size = engine_->size();
+    uint64_t total = 0;
+    for (int r = 0; r < size; ++r) {
+      const uint64_t n = a.block_counts.empty() ? a.count : a.block_counts[static_cast<size_t>(r)];
+      if (!send.given || n > send.elements - total)
+        throw CollError("EINVAL", "the reduce-scatter's input is missing or holds fewer elements than its blocks");
+      total += n;
+    }
+    const uint64_t own = a.block_counts.empty() ? a.count : a.block_counts[static_cast<size_t>(engine_->rank())];
+    if (own > 0 && (!recv.given || recv.elements < own))
+      throw CollError("EINVAL", "recv is missing or smaller than this rank's block of " + std::to_string(own) + " elements");
+    if (send.data == recv.data) return;  // IN_PLACE
+    const size_t elem = DtypeSize(a.dtype);
+    const auto* s = static_cast<const uint8_t*>(send.data);
+    const auto* r = static_cast<const uint8_t*>(recv.data);
+    if (own > 0 && s < r + own * elem && r < s + total * elem)
+      throw CollError("EINVAL", "send and recv overlap (pass IN_PLACE as send instead)");
   }
 
   // allgatherv's, gatherv's and scatterv's block lengths from `counts` (a Float64Array, one per rank), when given.

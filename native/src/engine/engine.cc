@@ -210,9 +210,11 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
   for (Step& s : steps) {
     if (s.of == 0) {
       // Rank blocks: one rank's block each, in the ranges that move data (a ShmBcast of one
-      // block: the shared-memory allgather, where each member publishes its own blocks).
+      // block: the shared-memory allgather, where each member publishes its own blocks; the
+      // combining kinds: a reduce-scatter's).
       const bool exchange = s.kind == StepKind::kSendRecv || s.kind == StepKind::kSendRecvReduce;
-      const bool moves = s.kind == StepKind::kSend || s.kind == StepKind::kRecv || s.kind == StepKind::kShmBcast || exchange;
+      const bool moves = s.kind == StepKind::kSend || s.kind == StepKind::kRecv || s.kind == StepKind::kRecvReduce ||
+                         s.kind == StepKind::kShmBcast || exchange;
       if (!moves || s.count != 1 || s.first >= static_cast<uint32_t>(options_.size) ||
           (exchange && (s.count2 != 1 || s.first2 >= static_cast<uint32_t>(options_.size)))) {
         throw CollError("EINVAL",

@@ -20,7 +20,8 @@ void Engine::Run(const CallArgs& args) {
   ++counters_.seq;
   const size_t elem = DtypeSize(args.dtype);
   const size_t bytes = static_cast<size_t>(args.count) * elem;
-  const bool reduces = args.collective == Collective::kReduce || args.collective == Collective::kAllreduce;
+  const bool reduces =
+      args.collective == Collective::kReduce || args.collective == Collective::kAllreduce || args.collective == Collective::kReduceScatter;
   MsgHeader h{};
   h.magic = kMsgMagic;
   h.seq = counters_.seq;
@@ -47,10 +48,10 @@ void Engine::Run(const CallArgs& args) {
   if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
   if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
   BlockTable& table = block_table_;
-  const bool rank_blocks =
-      args.collective == Collective::kAllgather || args.collective == Collective::kGather || args.collective == Collective::kScatter;
+  const bool rank_blocks = args.collective == Collective::kAllgather || args.collective == Collective::kGather ||
+                           args.collective == Collective::kScatter || args.collective == Collective::kReduceScatter;
   if (rank_blocks) {
-    if (args.collective == Collective::kAllgather) h.root = 0;
+    if (args.collective == Collective::kAllgather || args.collective == Collective::kReduceScatter) h.root = 0;
     FillAllgatherBlocks(args, table);
     // Ranks that disagree on the block lengths disagree on the call: fold them into what the
     // header compares (the total, and a hash of the lengths for allgatherv).
@@ -129,6 +130,30 @@ void Engine::Run(const CallArgs& args) {
         const uint64_t total = h.count;
         PhaseData down{recv, total, args.bcast_segment == 0 || args.bcast_segment > total ? total : args.bcast_segment, elem};
         RunPhase(*args.bcast, h, down, Reducer{}, guard);
+        break;
+      }
+      case Collective::kReduceScatter: {
+        // The whole vector in scratch, starting as the input (lazily for large ones): the reduce
+        // phase combines it toward the leaders in segments of the whole vector, the phase of rank
+        // blocks reduce-scatters and scatters it in column segments; then this rank's block to
+        // recv. IN_PLACE: send is recv, whose first elements get the block once B holds it.
+        const uint64_t total = h.count;
+        const auto me = static_cast<size_t>(options_.rank);
+        uint8_t* acc = Scratch(static_cast<size_t>(total) * elem);
+        PhaseData data{acc, total, args.segment == 0 || args.segment > total ? total : args.segment, elem};
+        if (total > 0) StartAccumulator(data, send, fn);
+        RunPhase(*args.reduce, h, data, fn, guard);
+        h.phase = 1;
+        guard.SetPhase(1);
+        const uint64_t longest = *std::max_element(table.counts.begin(), table.counts.end());
+        PhaseData blocks{acc, longest, args.bcast_segment == 0 || args.bcast_segment > longest ? longest : args.bcast_segment, elem};
+        blocks.blocks = &table;
+        blocks.pending = data.pending;
+        RunPhase(*args.bcast, h, blocks, fn, guard);
+        const uint64_t at = table.displs[me];
+        const uint64_t own = table.counts[me];
+        if (data.pending != nullptr) data.pending->Materialize(at, at + own);
+        if (own > 0) std::memmove(recv, acc + at * elem, static_cast<size_t>(own * elem));
         break;
       }
       case Collective::kGather:
