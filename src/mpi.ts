@@ -62,6 +62,7 @@ interface RawMpiAddon {
   allgather(handle: number, send: TypedArray, recv: TypedArray, dtype: string): void;
   gather(handle: number, send: TypedArray | null, recv: TypedArray | null, dtype: string, root: number, counts: Float64Array | null): void;
   scatter(handle: number, send: TypedArray | null, recv: TypedArray | null, dtype: string, root: number, counts: Float64Array | null): void;
+  reduceScatter(handle: number, send: TypedArray | null, recv: TypedArray, dtype: string, op: string, counts: Float64Array | null): void;
   barrier(handle: number): void;
   abort(code: number): never;
   setExitStatus(status: number): void;
@@ -367,6 +368,19 @@ export class MpiCommunicator implements PointToPoint {
     checkInteger(root, 'scatter: root', 0, this.size - 1);
     const type = mpiType(recv ?? send, 'scatter: recv');
     call((a) => a.scatter(this.handle, this.rank === root ? send : null, recv, type.name, root, counts === undefined ? null : Float64Array.from(counts)));
+  }
+
+  /**
+   * MPI_Reduce_scatter_block (with `counts`: MPI_Reduce_scatter): `op` over every rank's `send`,
+   * rank r's block of the result in its `recv`; `send` null: in place, the input in recv. A
+   * reference for topocoll's reduce-scatters.
+   */
+  reduceScatterSync(send: TypedArray | null, recv: TypedArray, op: ReduceOpName = 'sum', counts?: ArrayLike<number>): void {
+    this.ensureOpen();
+    const type = mpiType(recv, 'reduceScatter: recv');
+    if (send !== null) sameType(mpiType(send, 'reduceScatter: send'), type, 'reduceScatter');
+    reduceOpCode(op, type);
+    call((a) => a.reduceScatter(this.handle, send, recv, type.name, op, counts === undefined ? null : Float64Array.from(counts)));
   }
 
   /** MPI_Barrier. */

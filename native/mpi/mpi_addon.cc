@@ -713,6 +713,35 @@ Napi::Value Scatter(const Napi::CallbackInfo& info) {
   });
 }
 
+// reduceScatter(handle, send | null, recv, dtype, op, counts | null): MPI_Reduce_scatter (with
+// counts) or MPI_Reduce_scatter_block (recv.length each) of send; send null: MPI_IN_PLACE, the
+// input in recv. A reference for topocoll's reduce-scatters.
+Napi::Value ReduceScatter(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Guarded(info, [&]() -> Napi::Value {
+    const Dtype* type = DtypeArg(info, 3);
+    MPI_Op op = OpArg(info, 4, type);
+    const bool in_place = info[1].IsNull();
+    Bytes recv = BufferArg(info, 2, "recv", type);
+    Bytes send = in_place ? Bytes{} : BufferArg(info, 1, "send", type);
+    LiveMpiCall call(env);
+    MPI_Comm comm = CommArg(info, 0);
+    int rank = 0, size = 0;
+    CheckJs(env, MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    CheckJs(env, MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    void* from = in_place ? MPI_IN_PLACE : send.data;
+    if (info[5].IsNull() || info[5].IsUndefined()) {
+      const size_t n = in_place ? recv.length / static_cast<size_t>(size) : recv.length;
+      CheckJs(env, MPI_Reduce_scatter_block(from, recv.data, static_cast<int>(n), type->mpi, op, comm), "MPI_Reduce_scatter_block");
+    } else {
+      std::vector<int> counts, displs;
+      BlockLayout(info, 5, size, 0, &counts, &displs);
+      CheckJs(env, MPI_Reduce_scatter(from, recv.data, counts.data(), type->mpi, op, comm), "MPI_Reduce_scatter");
+    }
+    return env.Undefined();
+  });
+}
+
 Napi::Value Barrier(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
@@ -753,6 +782,7 @@ Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("allgather", Napi::Function::New(env, Allgather, "allgather"));
   exports.Set("gather", Napi::Function::New(env, Gather, "gather"));
   exports.Set("scatter", Napi::Function::New(env, Scatter, "scatter"));
+  exports.Set("reduceScatter", Napi::Function::New(env, ReduceScatter, "reduceScatter"));
   exports.Set("barrier", Napi::Function::New(env, Barrier, "barrier"));
   exports.Set("abort", Napi::Function::New(env, Abort, "abort"));
   exports.Set("setExitStatus",

@@ -443,7 +443,11 @@ export class CollectivePlans {
     call.gather = found.reduce;
     call.bcast = found.blocks;
     call.segment = segment(c, 'reduce', elem);
-    call.bcastSegment = segment(c, 'scatter', elem);
+    // The top group's ring exchanges blocks, between nodes as a rule: its column segments must fit
+    // what every transport buffers whole (eagerBytes; Infinity on one node).
+    const column = segment(c, 'scatter', elem);
+    const cap = Number.isFinite(this.parts.eagerBytes) ? Math.max(1, Math.floor(this.parts.eagerBytes / elem)) : 0;
+    call.bcastSegment = cap === 0 ? column : column === 0 ? cap : Math.min(column, cap);
     return call;
   }
 

@@ -89,8 +89,9 @@ async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
   const root = pick(size);
   const inPlace = pick(3) === 0;
   const v = kind.endsWith('v') || kind === 'reduceScatter';
-  // Block lengths: up to 40 elements, now and then a large one (several column segments), zeros.
-  const lengthOf = () => (pick(5) === 0 ? 0 : pick(8) === 0 ? 2000 + pick(3000) : 1 + pick(40));
+  // Block lengths: up to 40 elements, now and then a large one (several column segments; the
+  // largest more than the 64 KiB an exchange between nodes may carry whole), zeros.
+  const lengthOf = () => (pick(5) === 0 ? 0 : pick(8) === 0 ? (pick(4) === 0 ? 17_000 : 2000) + pick(3000) : 1 + pick(40));
   const same = lengthOf();
   const counts = Array.from({ length: size }, () => (v ? lengthOf() : same));
   const displs = counts.map((_, r) => counts.slice(0, r).reduce((a, b) => a + b, 0));

@@ -2,8 +2,8 @@
 // A rank of a job started by mpirun that runs topocoll's collectives over MPI (createCommunicator
 // over topocoll/mpi's world communicator, MPI between emulated nodes of `--ppn` ranks each,
 // shared memory inside them) and compares every result bit for bit with MPI's own collective on
-// the same inputs (MPI_Allreduce, MPI_Reduce, MPI_Bcast, MPI_Allgather, MPI_Gatherv, MPI_Scatterv
-// through the same addon).
+// the same inputs (MPI_Allreduce, MPI_Reduce, MPI_Bcast, MPI_Allgather, MPI_Gatherv, MPI_Scatterv,
+// MPI_Reduce_scatter(_block) through the same addon).
 // Blocking and Promise calls; sizes across the layer's inline (4 KiB) and piece (256 KiB) limits.
 // Prints `rank R ok N`, or the reason on stderr and exits 1.
 import { createCommunicator } from 'topocoll';
@@ -133,6 +133,18 @@ for (const T of TYPES) {
     if (v) comm.scattervSync(rank === g ? whole : null, part, counts, g);
     else await comm.scatter(rank === g ? whole : null, part, g);
     same(`scatter${v ? 'v' : ''} ${T.name} n=${n} root=${g}`, part, wantPart);
+    // Reduce-scatter (v: reduceScatter with those counts) of every rank's `whole`-sized input.
+    const rsInput = T.make(total);
+    for (let i = 0; i < total; i++) rsInput[i] = T.value(rank, i);
+    for (const op of /** @type {import('topocoll').ReduceOpName[]} */ (['sum', 'max', 'bxor'])) {
+      if (signedMinMax && (op === 'max' || op === 'min') && (rsInput instanceof Uint8Array || rsInput instanceof Uint32Array)) continue;
+      const mineRs = T.make(/** @type {number} */ (counts[rank]));
+      const wantRs = T.make(/** @type {number} */ (counts[rank]));
+      world.reduceScatterSync(rsInput, wantRs, op, v ? counts : undefined);
+      if (v) comm.reduceScatterSync(rsInput, mineRs, counts, op);
+      else await comm.reduceScatterBlock(rsInput, mineRs, op);
+      same(`reduceScatter${v ? '' : 'Block'} ${T.name} ${op} n=${n}`, mineRs, wantRs);
+    }
   }
 }
 for (let i = 0; i < 50; i++) {
