@@ -4,7 +4,7 @@
  * `topocoll bench` can print Open MPI's numbers next to topocoll's.
  *
  * Usage:
- *   coll_latency <barrier|bcast|reduce|allreduce|allgather|gather|scatter> <min_bytes> <max_bytes>
+ *   coll_latency <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter> <min_bytes> <max_bytes>
  *                [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]
  *
  * With repeats R > 1 every rank times R loops and keeps the median of its R means (a VM's
@@ -19,6 +19,8 @@
  * use MPI_INT32_T with MPI_SUM (count = bytes/4, at least 1); root is rank 0.
  * allgather: MPI_Allgather of MPI_BYTE, <bytes> from every rank (the result holds p × bytes).
  * gather, scatter: MPI_Gather / MPI_Scatter of MPI_BYTE, <bytes> per rank, root 0.
+ * reduce-scatter: MPI_Reduce_scatter_block of MPI_INT32_T with MPI_SUM, <bytes> (count = bytes/4,
+ * at least 1) per rank's block.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -29,9 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum coll { COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE, COLL_ALLGATHER, COLL_GATHER, COLL_SCATTER, COLL_COUNT };
+enum coll { COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE, COLL_ALLGATHER, COLL_GATHER, COLL_SCATTER, COLL_REDUCE_SCATTER, COLL_COUNT };
 
-static const char *const coll_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter" };
+static const char *const coll_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce-scatter" };
+/* Open MPI's coll/tuned names of the same collectives (its coll_tuned_<name>_algorithm variables). */
+static const char *const tuned_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce_scatter_block" };
 
 #define BUF_ALIGN 4096
 
@@ -143,7 +147,7 @@ static void print_mca_settings(enum coll c) {
             found++;
         }
     }
-    snprintf(name, sizeof name, "coll_tuned_%s_algorithm", coll_names[c]);
+    snprintf(name, sizeof name, "coll_tuned_%s_algorithm", tuned_names[c]);
     if (cvar_describe(name, val, sizeof val) == 0 && used < sizeof line) {
         used += (size_t)snprintf(line + used, sizeof line - used, " %s=%s", name, val);
         found++;
@@ -170,6 +174,12 @@ static void check_once(enum coll c, void *sbuf, void *rbuf, int count) {
         else
             MPI_Allreduce(s, r, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
         if (c == COLL_ALLREDUCE || rank == 0) ok = r[0] == nprocs && r[count - 1] == nprocs;
+    } else if (c == COLL_REDUCE_SCATTER) {
+        int32_t *s = sbuf, *r = rbuf;
+        for (int i = 0; i < count * nprocs; i++) s[i] = 1;
+        r[0] = r[count - 1] = 0;
+        MPI_Reduce_scatter_block(s, r, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        ok = r[0] == nprocs && r[count - 1] == nprocs;
     } else if (c == COLL_GATHER) {
         unsigned char *s = sbuf, *r = rbuf;
         memset(s, (rank + 1) & 0xff, (size_t)count);
@@ -232,6 +242,12 @@ static double run_loop(enum coll c, void *sbuf, void *rbuf, int count, int iters
             MPI_Allgather(b, count, MPI_BYTE, rbuf, count, MPI_BYTE, MPI_COMM_WORLD);
         }
         break;
+    case COLL_REDUCE_SCATTER:
+        for (int it = 0; it < iters; it++) {
+            s[it % count] = it & 0xff;
+            MPI_Reduce_scatter_block(s, rbuf, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        }
+        break;
     case COLL_GATHER:
         for (int it = 0; it < iters; it++) {
             b[it % count] = (unsigned char)it;
@@ -267,6 +283,12 @@ static void measure(enum coll c, size_t bytes, int iters, int warmup, int repeat
         if (n > INT32_MAX) die("size too large for an int count");
         count = (int)n;
         sbuf = alloc_touched(n * 4);
+        rbuf = alloc_touched(n * 4);
+    } else if (c == COLL_REDUCE_SCATTER) {
+        size_t n = bytes / 4 ? bytes / 4 : 1;
+        if (n > INT32_MAX / (size_t)nprocs) die("size too large for an int count");
+        count = (int)n;
+        sbuf = alloc_touched(n * 4 * (size_t)nprocs);
         rbuf = alloc_touched(n * 4);
     } else if (c == COLL_ALLGATHER || c == COLL_GATHER || c == COLL_SCATTER) {
         if (bytes > INT32_MAX || bytes > SIZE_MAX / (size_t)nprocs) die("size too large for an int count");
@@ -307,7 +329,7 @@ int main(int argc, char **argv) {
     if (argc != 4 && argc != 7 && argc != 8 && argc != 9) {
         if (rank == 0)
             fprintf(stderr,
-                    "usage: %s <barrier|bcast|reduce|allreduce|allgather|gather|scatter> <min_bytes> <max_bytes>"
+                    "usage: %s <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter> <min_bytes> <max_bytes>"
                     " [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]\n",
                     argv[0]);
         MPI_Finalize();
@@ -316,7 +338,7 @@ int main(int argc, char **argv) {
     int c = -1;
     for (int i = 0; i < COLL_COUNT; i++)
         if (strcmp(argv[1], coll_names[i]) == 0) c = i;
-    if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce, allgather, gather, scatter");
+    if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce, allgather, gather, scatter, reduce-scatter");
 
     size_t min_bytes, max_bytes, large = 8192;
     int iters_small = 1000, iters_large = 100, warmup = -1, repeats = 1;

@@ -4,14 +4,15 @@
  * and prints one JSON line per (collective, mode, size) on rank 0 with the average, minimum and
  * maximum over ranks. The send data changes on every iteration so caches do not flatter.
  * allgather's size is the bytes each rank sends (it receives size × bytes); gather's and
- * scatter's likewise the bytes of each rank's block (root 0 holds size × bytes).
+ * scatter's likewise the bytes of each rank's block (root 0 holds size × bytes); reduce-scatter's
+ * (reduceScatterBlock, int32 sum) the bytes of each rank's block of the result.
  */
 import { Communicator } from '../communicator.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { init } from '../init.js';
 
 export interface BenchSettings {
-  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter')[];
+  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter')[];
   /**
    * sync: blocking calls; addon: blocking calls with the JavaScript fast path off (each through
    * the addon); async: Promise calls; window: blocking calls on buffers in shared windows
@@ -72,7 +73,9 @@ function buffersFor(bytes: number, c: Collective, ranks: number): Buffers {
   // Every page written once, so first-touch faults stay out of the timing (as in coll_latency.c).
   const whole = c === 'allgather' || c === 'gather' || c === 'scatter';
   const gathered = new Uint8Array(whole ? bytes * ranks : 0).fill(1);
-  return { raw: new Uint8Array(Math.max(bytes, 1)).subarray(0, bytes), ints: new Int32Array(elems).map((_, i) => i), out: new Int32Array(elems), gathered };
+  // reduce-scatter: its input holds every rank's block of ints.
+  const ints = new Int32Array(c === 'reduce-scatter' ? elems * ranks : elems).map((_, i) => i);
+  return { raw: new Uint8Array(Math.max(bytes, 1)).subarray(0, bytes), ints, out: new Int32Array(elems), gathered };
 }
 
 /** The same buffers in shared windows (collective: every rank allocates them in the same order). */
@@ -101,6 +104,7 @@ function syncLoop(comm: Communicator, c: Collective, b: Buffers, first: number, 
     else if (c === 'allgather') comm.allgatherSync(b.raw, b.gathered);
     else if (c === 'gather') comm.gatherSync(b.raw, root ? b.gathered : null, 0);
     else if (c === 'scatter') comm.scatterSync(root ? b.gathered : null, b.raw, 0);
+    else if (c === 'reduce-scatter') comm.reduceScatterBlockSync(b.ints, b.out, 'sum');
     else comm.allreduceSync(b.ints, b.out, 'sum');
   }
 }
@@ -116,6 +120,7 @@ async function asyncLoop(comm: Communicator, c: Collective, b: Buffers, first: n
     else if (c === 'allgather') await comm.allgather(b.raw, b.gathered);
     else if (c === 'gather') await comm.gather(b.raw, root ? b.gathered : null, 0);
     else if (c === 'scatter') await comm.scatter(root ? b.gathered : null, b.raw, 0);
+    else if (c === 'reduce-scatter') await comm.reduceScatterBlock(b.ints, b.out, 'sum');
     else await comm.allreduce(b.ints, b.out, 'sum');
   }
 }
@@ -173,7 +178,7 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
   for (const collective of settings.collectives) {
     for (const mode of settings.modes) {
       // Windows serve bcast, allreduce and allgather; the others have no window path.
-      if (mode === 'window' && (collective === 'gather' || collective === 'scatter')) continue;
+      if (mode === 'window' && (collective === 'gather' || collective === 'scatter' || collective === 'reduce-scatter')) continue;
       const sizes = collective === 'barrier' ? [0] : sizesOf(settings);
       if (mode === 'addon') comm.configure({ collectives: { jsFastPath: false } });
       // Settle the JIT, the caches and the CPU clocks before the first measured size: the
