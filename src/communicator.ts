@@ -42,11 +42,13 @@ export interface LevelInfo {
   /** Size of this rank's group at the level (1 when it is in none there). */
   groupSize: number;
   isLeader: boolean;
-  /** The algorithm of this rank's group at the level, per collective, by runs of message sizes (allgather: of the whole result). */
+  /** The algorithm of this rank's group at the level, per collective, by runs of message sizes (allgather, gather, scatter: of the whole vector). */
   algorithms?: {
     bcast: SizeRun[];
     reduce: SizeRun[];
     allgather: SizeRun[];
+    gather: SizeRun[];
+    scatter: SizeRun[];
     barrier: string;
   };
 }

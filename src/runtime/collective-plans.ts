@@ -456,7 +456,7 @@ export class CollectivePlans {
    * holds from the previous entry's `upToBytes` (exclusive) to its own (inclusive; null: every
    * larger size). `area`: sizes a one-node job runs through the shared area instead.
    */
-  describe(group: Group): { bcast: SizeRun[]; reduce: SizeRun[]; allgather: SizeRun[]; barrier: string } {
+  describe(group: Group): { bcast: SizeRun[]; reduce: SizeRun[]; allgather: SizeRun[]; gather: SizeRun[]; scatter: SizeRun[]; barrier: string } {
     return {
       bcast: withArea(
         sizeRuns(this.selector, (c) => formatAlgorithm(c.bcast(group))),
@@ -470,6 +470,8 @@ export class CollectivePlans {
         sizeRuns(this.selector, (c) => c.allgather(group)),
         this.areaAllgatherBytes(),
       ),
+      gather: sizeRuns(this.selector, (c) => c.gather(group)),
+      scatter: sizeRuns(this.selector, (c) => c.scatter(group)),
       barrier: formatAlgorithm(this.selector.chooseBucket(0).barrier(group)),
     };
   }

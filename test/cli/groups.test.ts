@@ -71,7 +71,7 @@ describe('topocoll groups', () => {
     const r = await cli(['groups', ...seedJob, '--rank', '36']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^2304 ranks on 64 node\(s\); network: simple:/);
-    expect(r.stdout).toMatch(/^level\s+groups\s+size\s+leaders\s+bcast\s+reduce\s+allgather \(ALCD\)\s+barrier$/m);
+    expect(r.stdout).toMatch(/^level\s+groups\s+size\s+leaders\s+bcast\s+reduce\s+allgather \(ALCD\)\s+gather\s+scatter\s+barrier$/m);
     // Per level the algorithms by runs of sizes: those of the cost model for the plan (the
     // default configuration, a core per rank, not oversubscribed, the job's eager limit).
     const plan = s3Plan(64, 36, 18, 16);
@@ -80,7 +80,7 @@ describe('topocoll groups', () => {
     const rows = tableRows(r.stdout);
     expect([...rows.keys()]).toEqual(['socket', 'node', 'switch1', 'switch2']);
     const problems: string[] = [];
-    for (const [level, [, groups, size, leaders, bcast, reduce, allgather, barrier]] of rows) {
+    for (const [level, [, groups, size, leaders, bcast, reduce, allgather, gather, scatter, barrier]] of rows) {
       const all = plan.groups.get(level as never)!;
       const g = all[0]!;
       const n = g.members.length;
@@ -94,6 +94,8 @@ describe('topocoll groups', () => {
         return [algorithm!, upTo];
       });
       problems.push(...runProblems(`${level} allgather`, withAlcd, selector, (c) => c.allgather(g)));
+      problems.push(...runProblems(`${level} gather`, parseRuns(gather!), selector, (c) => c.gather(g)));
+      problems.push(...runProblems(`${level} scatter`, parseRuns(scatter!), selector, (c) => c.scatter(g)));
       expect(barrier).toBe(formatAlgorithm(selector.chooseBucket(0).barrier(g)));
     }
     const allreduce = /^allreduce: (.*)$/m.exec(r.stdout)![1]!;
@@ -185,7 +187,7 @@ describe('topocoll groups shows the configured algorithms', () => {
     const problems: string[] = [];
     for (const section of sections) {
       const headers = section.split('\n').filter((l) => /^\w+: predicted \d+\.\d\d µs, (no segments|segments of \d+ (B|KiB|MiB))$/.test(l));
-      expect(headers.map((h) => h.split(':')[0])).toEqual(['bcast', 'reduce', 'allreduce', 'allgather', 'barrier']);
+      expect(headers.map((h) => h.split(':')[0])).toEqual(['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier']);
       let collective = '';
       for (const line of section.split('\n')) {
         if (/^\w+: predicted/.test(line)) collective = line.split(':')[0]!;

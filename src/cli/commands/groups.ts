@@ -127,7 +127,7 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector
     groups.reduce<Group | undefined>((a, g) => (a === undefined || g.members.length > a.members.length ? g : a), undefined);
   // Allgather: the algorithms and their ALCD (S2's average logical communication distance, from
   // the schedule of the level's largest group).
-  const rows = [['level', 'groups', 'size', 'leaders', 'bcast', 'reduce', 'allgather (ALCD)', 'barrier']];
+  const rows = [['level', 'groups', 'size', 'leaders', 'bcast', 'reduce', 'allgather (ALCD)', 'gather', 'scatter', 'barrier']];
   for (const level of plan.levels) {
     const groups = plan.groups.get(level) ?? [];
     const sizes = groups.map((g) => g.members.length);
@@ -143,6 +143,8 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector
       g === undefined ? '-' : runsText(selector, (c) => formatAlgorithm(c.bcast(g))),
       g === undefined ? '-' : runsText(selector, (c) => formatAlgorithm(c.reduce(g))),
       g === undefined ? '-' : runsText(selector, (c) => `${c.allgather(g)} ${allgatherAlcd(c.allgather(g), n).toFixed(2)}`),
+      g === undefined ? '-' : runsText(selector, (c) => c.gather(g)),
+      g === undefined ? '-' : runsText(selector, (c) => c.scatter(g)),
       g === undefined ? '-' : formatAlgorithm(selector.chooseBucket(0).barrier(g)),
     ]);
   }
@@ -151,7 +153,7 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector
     '',
     `allreduce: ${runsText(selector, (c) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast (top ${c.allreduce.top})`))}`,
   );
-  lines.push('(sizes: of the message; allgather: of the whole result. --explain shows the predictions behind each choice)');
+  lines.push('(sizes: of the message; allgather, gather, scatter: of the whole vector. --explain shows the predictions behind each choice)');
   const byReason = dropsByReason(plan.dropped);
   if (byReason.size > 0) {
     lines.push('', 'dropped levels:');
@@ -163,7 +165,7 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector
 /** Every collective's explanation at `bytes`: a table per collective. */
 function formatExplanations(selector: Selector, bytes: number): string {
   const lines = ['', `# the cost model at ${formatBytes(bytes)} (µs predicted; * = chosen, = configured)`];
-  for (const collective of ['bcast', 'reduce', 'allreduce', 'allgather', 'barrier'] as const) {
+  for (const collective of ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier'] as const) {
     lines.push(...formatExplanation(selector.explain(collective, bytes)));
   }
   return lines.join('\n') + '\n';
