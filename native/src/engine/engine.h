@@ -284,6 +284,9 @@ class Engine {
     // Set for a phase whose steps name rank blocks (of = 0): segment k is then elements
     // [k·segment, (k+1)·segment) of every rank's block (column segments).
     const BlockTable* blocks = nullptr;
+    // Set, instead of an accumulator, for a phase that is one whole-call step which reads the
+    // call's input itself: the window allreduce's send, the window allgather's own block.
+    const uint8_t* input = nullptr;
   };
   // Whether a schedule writes B on this rank (anything but sends).
   bool ReceivesIn(const std::vector<Step>& steps) const;
@@ -295,12 +298,12 @@ class Engine {
   // with poll_us 0, else S1's polling (wait.h, PollUntil).
   template <typename Ready>
   void AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& guard);
-  // kShmWindowAllgather (engine_executor.cc): every block copied once, straight out of its
+  // kShmWindowAllgather (engine_executor.cc, a whole-call step): every block copied once, straight out of its
   // owner's window. `own`: this rank's block (in its window part); `recv`: the result, blocks
   // as in `t`.
   void WindowAllgather(const uint8_t* own, uint8_t* recv, const BlockTable& t, size_t elem, const MsgHeader& h, bool every_rank,
                        Guard& guard);
-  // kShmWindowAllreduce (engine_executor.cc): single copy through the node's windows.
+  // kShmWindowAllreduce (engine_executor.cc, a whole-call step): single copy through the node's windows.
   void WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
                        bool every_rank, Guard& guard);
   // Makes data.buffer start as a copy of `input`: at once, or lazily through pending_ for large

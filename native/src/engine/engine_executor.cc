@@ -9,6 +9,14 @@
 
 namespace topocoll {
 
+namespace {
+
+// A phase that is one whole-call step of `kind` which reads the call's input itself (the window
+// collectives): its setup hands the step the input (PhaseData::input) and starts no accumulator.
+bool TakesInput(const std::vector<Step>& steps, StepKind kind) { return steps.size() == 1 && steps[0].kind == kind; }
+
+}  // namespace
+
 uint8_t* Engine::Scratch(size_t bytes) {
   if (scratch_.size() < bytes) scratch_.resize(bytes);
   return scratch_.data();
@@ -90,15 +98,15 @@ void Engine::Run(const CallArgs& args) {
       }
       case Collective::kAllreduce:
       case Collective::kBarrier: {
-        if (args.reduce->size() == 1 && (*args.reduce)[0].kind == StepKind::kShmWindowAllreduce) {
-          WindowAllreduce(send, recv, args.count, elem, h, fn, (*args.reduce)[0].every_rank_combines, guard);
-          break;
-        }
         // The result buffer is every rank's accumulator; the bcast phase then spreads it. A
         // lazy accumulator stays lazy through it: what the bcast phase overwrites (at two
-        // ranks, the half the other rank reduced) is never copied from the input first.
+        // ranks, the half the other rank reduced) is never copied from the input first. The
+        // window allreduce combines straight out of every rank's send: no accumulator.
         PhaseData data{recv, args.count, segment, elem};
-        if (recv != send && bytes > 0) StartAccumulator(data, send, fn);
+        if (TakesInput(*args.reduce, StepKind::kShmWindowAllreduce))
+          data.input = send;
+        else if (recv != send && bytes > 0)
+          StartAccumulator(data, send, fn);
         RunPhase(*args.reduce, h, data, fn, guard);
         h.phase = 1;
         guard.SetPhase(1);
@@ -115,14 +123,13 @@ void Engine::Run(const CallArgs& args) {
         uint8_t* place = recv + table.displs[static_cast<size_t>(options_.rank)] * elem;
         // send == recv is IN_PLACE: the block is at its place already.
         if (send != recv && send != place && own > 0) std::memcpy(place, send, static_cast<size_t>(own * elem));
-        if (args.reduce->size() == 1 && (*args.reduce)[0].kind == StepKind::kShmWindowAllgather) {
-          WindowAllgather(send != recv ? send : place, recv, table, elem, h, (*args.reduce)[0].every_rank_combines, guard);
-          break;
-        }
         const uint64_t longest = *std::max_element(table.counts.begin(), table.counts.end());
         const uint64_t column = args.segment == 0 || args.segment > longest ? longest : args.segment;
         PhaseData gather{recv, longest, column, elem};
         gather.blocks = &table;
+        // The window allgather reads the others' blocks where they lie: this rank's own block
+        // is its send (in its window part), or its place in recv for IN_PLACE.
+        if (TakesInput(*args.reduce, StepKind::kShmWindowAllgather)) gather.input = send != recv ? send : place;
         RunPhase(*args.reduce, h, gather, Reducer{}, guard);
         h.phase = 1;
         guard.SetPhase(1);
@@ -631,8 +638,21 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
                                 guard);
       return;
     }
-    case StepKind::kShmWindowAllreduce: throw CollError("EINVAL", "a window allreduce step outside a window allreduce's schedule");
-    case StepKind::kShmWindowAllgather: throw CollError("EINVAL", "a window allgather step outside a window allgather's schedule");
+    case StepKind::kShmWindowAllreduce:
+    case StepKind::kShmWindowAllgather: {
+      // The whole call in one step, out of the call's input (PhaseData::input, which only the
+      // setup of such a phase hands over): never in a segment, nor outside its phase.
+      const bool allgather = s.kind == StepKind::kShmWindowAllgather;
+      if (data.input == nullptr || seg_index != 0 || seg_n != data.count || allgather != (data.blocks != nullptr)) {
+        throw CollError("EINVAL", allgather ? "a window allgather step outside a window allgather's schedule"
+                                            : "a window allreduce step outside a window allreduce's schedule");
+      }
+      if (allgather)
+        WindowAllgather(data.input, data.buffer, *data.blocks, elem, header, s.every_rank_combines, guard);
+      else
+        WindowAllreduce(data.input, data.buffer, data.count, elem, header, reducer, s.every_rank_combines, guard);
+      return;
+    }
     case StepKind::kPut:
     case StepKind::kAwaitPut:
     case StepKind::kCountDone:
