@@ -3,22 +3,17 @@
 // compiled, and the executor that runs one collective per call. No Node-API here: the addon
 // layer wraps it.
 //
-// Its definitions: engine.cc (setup: segment, links, schedules, groups), engine_executor.cc
-// (Run: phases, segments, steps, transfers), engine_liveness.cc (Guard, the watcher, aborts, the
-// published call, close); engine_guard.h declares Guard for those three files only.
+// Engine wires its parts together: LocalNode (local_node.h: this node's ranks and controls),
+// Liveness (liveness.h: Guard, the watcher, aborts, the published call), and its own two
+// concerns, setup (engine.cc: segment, links, schedules, groups, close) and the executor
+// (engine_executor.cc: Run — phases, segments, steps, transfers, the window and one-sided
+// collectives).
 #pragma once
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "base/datatypes.h"
@@ -26,6 +21,8 @@
 #include "base/message.h"
 #include "base/pending_input.h"
 #include "base/wait.h"
+#include "engine/liveness.h"
+#include "engine/local_node.h"
 #include "engine/step.h"
 #include "shm/shm_allreduce.h"
 #include "shm/shm_bcast.h"
@@ -40,10 +37,6 @@
 namespace topocoll {
 
 class SegmentLayout;  // segment_layout.h
-
-// Error codes an abort carries, by the index that travels in the node's segment and in abort
-// notices (index 0: no abort). Append only: ranks of one job must agree on the indices.
-inline constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL", "ECONFIG"};
 
 struct EngineOptions {
   int rank = 0;
@@ -202,7 +195,7 @@ class Engine {
   void Run(const CallArgs& args);
   // Makes a call in progress on another thread fail with ECLOSED at its next check (then the
   // thread that runs it can be joined). Any thread.
-  void RequestClose();
+  void RequestClose() { liveness_.RequestClose(); }
   // Marks this rank as gone on purpose, stops the watcher, closes links. Idempotent.
   void Close();
 
@@ -230,9 +223,9 @@ class Engine {
   // --- the JavaScript fast path (src/runtime/fast-path.ts) ---
   CallCounters& call_counters() { return counters_; }
   // The segment's base (null without one) and where the fast path's words are in it.
-  uint8_t* segment_base() { return header_ == nullptr ? nullptr : segment_.base(); }
+  uint8_t* segment_base() { return node_.mapped() ? segment_.base() : nullptr; }
   FastPathLayout fast_path_layout() const;
-  uint32_t local_index() const { return static_cast<uint32_t>(local_index_); }
+  uint32_t local_index() const { return static_cast<uint32_t>(node_.index()); }
   bool asymmetric_fences() const { return policy_.asymmetric; }
   // The waits of a shared-area call that the fast path deposited, marked and published itself
   // (its header is this rank's published call): waits for local ranks from, from + 1, …,
@@ -245,26 +238,10 @@ class Engine {
   std::vector<int32_t> OwnRegionNodes() const;
 
  private:
-  class Guard;  // engine_guard.h
-  struct LocalPeer {
-    int rank;
-    RankControl* control;
-  };
-
   // --- setup (engine.cc) ---
   void InitViews();
   // Removes the name of the segment this rank created, if it has not yet.
   void UnlinkCreated();
-  // --- liveness (engine_liveness.cc) ---
-  void Abort(const std::string& code, const std::string& message);
-  // The code index of the node's abort (waits out the moment its message is being written).
-  uint32_t NodeAbortCode() const;
-  // Sends the abort notice (code index) on every link to another node and shuts them; once per engine.
-  void CloseLinksAfterAbort(uint32_t code_index);
-  [[noreturn]] void ThrowAborted() const;
-  void Watch();
-  void PublishCall(const MsgHeader& call);
-  bool ReadPublishedCall(int local_index, MsgHeader* out) const;
 
   // --- the executor (engine_executor.cc) ---
 
@@ -338,14 +315,14 @@ class Engine {
   // --- lookups (engine.cc) ---
   // The node segment's map, from this job's options (the same on every rank of the node).
   SegmentLayout Layout() const;
-  int LocalIndex(int rank) const;
-  // How to wait on a local peer (an index into locals_), or on a shared-memory group's members.
+  int LocalIndex(int rank) const { return node_.IndexOf(rank); }
+  // How to wait on a local peer (a local index), or on a shared-memory group's members.
   const WaitPolicy& PolicyFor(int local_peer) const;
   const WaitPolicy& GroupPolicy(int group) const;
 
-  EngineOptions options_;
-  int local_index_ = 0;
-  std::unordered_map<int, int> local_index_of_;
+  EngineOptions options_;  // local_ranks ascending
+  LocalNode node_;
+  Liveness liveness_;
   WaitPolicy policy_;
   // policy_ without the spin: for waits on a co-runner (EngineOptions::co_runners).
   WaitPolicy yield_policy_;
@@ -364,8 +341,6 @@ class Engine {
   static constexpr uint64_t kWindowChunkBytes = 64 * 1024;
   // The name of the segment this rank created until it is unlinked.
   std::string created_name_;
-  SegmentHeader* header_ = nullptr;
-  std::vector<LocalPeer> locals_;
   std::unique_ptr<ShmChannelPool> channels_;
 
   std::unique_ptr<ShmBcast> shm_bcast_;
@@ -392,13 +367,6 @@ class Engine {
   // Calls run one at a time, in call order.
   CallCounters counters_;
   bool closed_ = false;
-  std::atomic<bool> closing_{false};
-  std::atomic<bool> links_shut_{false};
-
-  std::thread watcher_;
-  std::mutex watcher_mutex_;
-  std::condition_variable watcher_cv_;
-  bool watcher_stop_ = false;
 };
 
 }  // namespace topocoll

@@ -5,7 +5,6 @@
 
 #include "base/errors.h"
 #include "engine/engine.h"
-#include "engine/engine_guard.h"
 
 namespace topocoll {
 
@@ -24,7 +23,7 @@ uint8_t* Engine::Scratch(size_t bytes) {
 
 void Engine::Run(const CallArgs& args) {
   if (closed_) throw CollError("ECLOSED", "the communicator is closed");
-  if (header_ != nullptr && header_->abort_code.load(std::memory_order_acquire) != 0) ThrowAborted();
+  if (liveness_.aborted()) liveness_.ThrowAborted();
   ++counters_.seq;
   const size_t elem = DtypeSize(args.dtype);
   const size_t bytes = static_cast<size_t>(args.count) * elem;
@@ -71,8 +70,8 @@ void Engine::Run(const CallArgs& args) {
   h.plan_hash ^= counters_.previous_call;
   counters_.previous_call = this_call;
   const uint64_t segment = args.segment == 0 || args.segment > args.count ? args.count : args.segment;
-  PublishCall(h);
-  Guard guard(*this, h);
+  liveness_.PublishCall(h);
+  Guard guard(liveness_, h);
   try {
     auto* recv = static_cast<uint8_t*>(args.recv);
     const auto* send = static_cast<const uint8_t*>(args.send);
@@ -177,7 +176,7 @@ void Engine::Run(const CallArgs& args) {
     }
   } catch (const CollError& e) {
     // Whatever went wrong mid-collective leaves peers waiting: tell them.
-    Abort(e.code(), e.what());
+    liveness_.Abort(e.code(), e.what());
     throw;
   }
 }
@@ -202,7 +201,7 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
                              bool every_rank, Guard& guard) {
   if (fn.kernel == nullptr || fn.kernel3 == nullptr) throw CollError("EINVAL", "a window allreduce takes built-in operators only");
   const size_t n = options_.local_ranks.size();
-  const auto me = static_cast<size_t>(local_index_);
+  const auto me = static_cast<size_t>(node_.index());
   const size_t bytes = static_cast<size_t>(count) * elem;
   WindowPlace sp{}, rp{};
   if (!windows_.Locate(send, bytes, me, &sp) || !windows_.Locate(recv, bytes, me, &rp)) {
@@ -279,7 +278,7 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
     }
     my_reduced.store(my_start + k + 1, std::memory_order_release);
     for (size_t r = 0; r < n; ++r) {
-      if (r != me) locals_[r].control->doorbell.Ring(node_policy_.asymmetric);
+      if (r != me) node_.control(r).doorbell.Ring(node_policy_.asymmetric);
     }
   };
   const auto take = [&](uint64_t k) {
@@ -291,7 +290,7 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
       std::atomic<uint64_t>& done = *reduced[r];
       if (done.load(std::memory_order_acquire) < want) {
         guard.WaitingOn(options_.local_ranks[r]);
-        WaitUntil([&] { return done.load(std::memory_order_acquire) >= want; }, locals_[me].control->doorbell, node_policy_, guard);
+        WaitUntil([&] { return done.load(std::memory_order_acquire) >= want; }, node_.own().doorbell, node_policy_, guard);
       }
       std::memcpy(recv + lo * elem, recvs[r] + lo * elem, static_cast<size_t>((hi - lo) * elem));
     }
@@ -321,7 +320,7 @@ void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count,
 void Engine::WindowAllgather(const uint8_t* own, uint8_t* recv, const BlockTable& t, size_t elem, const MsgHeader& h, bool every_rank,
                              Guard& guard) {
   const size_t n = options_.local_ranks.size();
-  const auto me = static_cast<size_t>(local_index_);
+  const auto me = static_cast<size_t>(node_.index());
   const auto block_bytes = [&](size_t r) { return static_cast<size_t>(t.counts[static_cast<size_t>(options_.local_ranks[r])] * elem); };
   WindowPlace place{};
   // An empty block is read by nobody: wherever it lies.
@@ -365,7 +364,7 @@ template <typename Ready>
 void Engine::AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& guard) {
   const WaitPolicy& policy = local_peer >= 0 ? PolicyFor(local_peer) : node_policy_;
   if (poll_us == 0)
-    WaitUntil(ready, locals_[static_cast<size_t>(local_index_)].control->doorbell, policy, guard);
+    WaitUntil(ready, node_.own().doorbell, policy, guard);
   else
     PollUntil(ready, std::chrono::microseconds(poll_us), policy, guard);
 }
@@ -377,7 +376,7 @@ void Engine::AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& 
 // before it writes); between nodes a put is a message that the
 // receiving rank's progress thread takes straight into B, and a done count an empty message.
 void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard) {
-  const auto me = static_cast<size_t>(local_index_);
+  const auto me = static_cast<size_t>(node_.index());
   const auto place = [&] {
     WindowPlace p{};
     if (!windows_.Locate(b, bytes, me, &p)) {
@@ -400,12 +399,12 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
   const auto stray = [&](int local_peer) {
     if ((++looks & 63) != 0) return false;
     MsgHeader theirs{};
-    if (!ReadPublishedCall(local_peer, &theirs)) return false;
+    if (!liveness_.ReadPublishedCall(local_peer, &theirs)) return false;
     return static_cast<int32_t>(theirs.seq - header.seq) > 0 || !DescribeCallMismatch(header, theirs, s.peer).empty();
   };
   const auto strayed = [&](int local_peer) {
     MsgHeader theirs{};
-    ReadPublishedCall(local_peer, &theirs);
+    liveness_.ReadPublishedCall(local_peer, &theirs);
     const std::string differs = DescribeCallMismatch(header, theirs, s.peer);
     return CollError("EMISMATCH", !differs.empty() ? differs
                                                    : "rank " + std::to_string(s.peer) + " went on to call " + std::to_string(theirs.seq) +
@@ -438,7 +437,7 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
       }
       if (bytes > 0) std::memcpy(into, b, bytes);
       line.arrived.fetch_add(1, std::memory_order_release);
-      locals_[peer].control->doorbell.Ring(policy_.asymmetric);
+      node_.control(peer).doorbell.Ring(policy_.asymmetric);
       return;
     }
     case StepKind::kAwaitPut: {
@@ -454,7 +453,7 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
       line.offset.store(at, std::memory_order_relaxed);
       line.bytes.store(bytes, std::memory_order_relaxed);
       line.ready.store(call, std::memory_order_release);
-      locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
+      node_.control(static_cast<size_t>(s.local_peer)).doorbell.Ring(policy_.asymmetric);
       guard.WaitingOn(s.peer);
       bool gone = false;
       // A parent that went on after its put raised `arrived` first: looked at again after the
@@ -471,7 +470,7 @@ void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, siz
         return;
       }
       counter(place(), static_cast<size_t>(s.local_peer)).done.fetch_add(1, std::memory_order_release);
-      locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
+      node_.control(static_cast<size_t>(s.local_peer)).doorbell.Ring(policy_.asymmetric);
       return;
     }
     case StepKind::kAwaitDone: {
@@ -764,8 +763,7 @@ void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const voi
 ShmChannel& Engine::IncomingChannel(int local_peer, const WaitPolicy& policy, Guard& guard) {
   ShmChannel* channel = channels_->Incoming(local_peer);
   if (channel == nullptr) {
-    WaitUntil([&] { return (channel = channels_->Incoming(local_peer)) != nullptr; },
-              locals_[static_cast<size_t>(local_index_)].control->doorbell, policy, guard);
+    WaitUntil([&] { return (channel = channels_->Incoming(local_peer)) != nullptr; }, node_.own().doorbell, policy, guard);
   }
   return *channel;
 }
@@ -887,7 +885,7 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
     std::memcpy(got_at, p, n);
     got_at += n;
   };
-  Doorbell& mine = locals_[static_cast<size_t>(local_index_)].control->doorbell;
+  Doorbell& mine = node_.own().doorbell;
   // A quarter of the ring: the sender streams on while the receiver frees the half it waits for.
   const uint64_t piece = std::min<uint64_t>(kExchangePiece, tx.capacity() / 4);
   // Either peer may be the one that must run for this rank to go on.
