@@ -30,7 +30,8 @@ EngineOptions WithLocalRanksSorted(EngineOptions options) {
 Engine::Engine(EngineOptions options)
     : options_(WithLocalRanksSorted(std::move(options))),
       node_(options_.rank, options_.local_ranks),
-      liveness_(node_, options_.collective_timeout_ms) {
+      liveness_(node_, options_.collective_timeout_ms),
+      windows_(node_, liveness_, options_.size) {
   const auto& locals = options_.local_ranks;
   liveness_.UseLinks(&tcp_, nullptr);
   if (options_.oversubscribed) {
@@ -68,20 +69,6 @@ void Engine::CreateSegment(const std::string& name) {
   h->outbox_bytes = layout.outbox_bytes();
   h->asymmetric_fences = options_.asymmetric_fences && RegisterForMembarrier() ? 1 : 0;
   InitViews();
-}
-
-uint8_t* Engine::CreateWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
-  ShmWindow w = ShmWindow::Create(name, WindowLayout(part_bytes));
-  uint8_t* base = w.base();
-  windows_.Add(id, std::move(w));
-  return base;
-}
-
-uint8_t* Engine::OpenWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
-  ShmWindow w = ShmWindow::Open(name, WindowLayout(part_bytes));
-  uint8_t* base = w.base();
-  windows_.Add(id, std::move(w));
-  return base;
 }
 
 void Engine::OpenSegment(const std::string& name) {
@@ -154,7 +141,7 @@ void Engine::InitViews() {
   shm_allreduce_ = std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index, &counters_.area);
   ShmBcastParams bcast = options_.bcast;
   bcast.window_min_bytes = options_.window_bcast_min_bytes;
-  shm_bcast_ = std::make_unique<ShmBcast>(bcast, std::move(regions), std::move(doorbells), local_index, &windows_);
+  shm_bcast_ = std::make_unique<ShmBcast>(bcast, std::move(regions), std::move(doorbells), local_index, &windows_.table());
 
   RankControl& mine = controls[local_index];
   mine.pid.store(getpid(), std::memory_order_relaxed);

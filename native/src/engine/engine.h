@@ -4,10 +4,11 @@
 // layer wraps it.
 //
 // Engine wires its parts together: LocalNode (local_node.h: this node's ranks and controls),
-// Liveness (liveness.h: Guard, the watcher, aborts, the published call), and its own two
-// concerns, setup (engine.cc: segment, links, schedules, groups, close) and the executor
-// (engine_executor.cc: Run — phases, segments, steps, transfers, the window and one-sided
-// collectives).
+// Liveness (liveness.h: Guard, the watcher, aborts, the published call), WindowCollectives
+// (window_collectives.h: the shared windows, the window allreduce and allgather, S1's one-sided
+// steps inside the node), and its own two concerns, setup (engine.cc: segment, links,
+// schedules, groups, close) and the executor (engine_executor.cc: Run — phases, segments,
+// steps, transfers).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,7 @@
 #include "engine/liveness.h"
 #include "engine/local_node.h"
 #include "engine/step.h"
+#include "engine/window_collectives.h"
 #include "shm/shm_allreduce.h"
 #include "shm/shm_bcast.h"
 #include "shm/shm_channel.h"
@@ -212,11 +214,15 @@ class Engine {
   // The node's lowest rank creates window `id` under `name` with one part per local rank of
   // `part_bytes[i]` bytes; the others open it after the creator said so. Returns the base of
   // the mapping (WindowTable::Base gives its size).
-  uint8_t* CreateWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes);
-  uint8_t* OpenWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes);
-  const WindowTable& windows() const { return windows_; }
+  uint8_t* CreateWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
+    return windows_.Create(id, name, part_bytes);
+  }
+  uint8_t* OpenWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
+    return windows_.Open(id, name, part_bytes);
+  }
+  const WindowTable& windows() const { return windows_.table(); }
   // Unmaps window `id`; false when this rank does not map it.
-  bool FreeWindow(uint32_t id) { return windows_.Remove(id); }
+  bool FreeWindow(uint32_t id) { return windows_.Free(id); }
   // Unmaps every window (close, once no thread runs a collective).
   void ClearWindows() { windows_.Clear(); }
 
@@ -269,20 +275,9 @@ class Engine {
   bool ReceivesIn(const std::vector<Step>& steps) const;
   // Whether every step of a rank-block schedule moves this rank's own block only.
   bool MovesOnlyOwnBlock(const std::vector<Step>& steps) const;
-  // kPut, kAwaitPut, kCountDone, kAwaitDone (engine_executor.cc): S1's one-sided bcast on B.
+  // kPut, kAwaitPut, kCountDone, kAwaitDone: S1's one-sided bcast on B — messages to and from
+  // other nodes here, the windows (WindowCollectives::OneSided) inside the node.
   void RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard);
-  // Waits until ready() (local_peer: the local index waited on, −1 the node): the engine's policy
-  // with poll_us 0, else S1's polling (wait.h, PollUntil).
-  template <typename Ready>
-  void AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& guard);
-  // kShmWindowAllgather (engine_executor.cc, a whole-call step): every block copied once, straight out of its
-  // owner's window. `own`: this rank's block (in its window part); `recv`: the result, blocks
-  // as in `t`.
-  void WindowAllgather(const uint8_t* own, uint8_t* recv, const BlockTable& t, size_t elem, const MsgHeader& h, bool every_rank,
-                       Guard& guard);
-  // kShmWindowAllreduce (engine_executor.cc, a whole-call step): single copy through the node's windows.
-  void WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
-                       bool every_rank, Guard& guard);
   // Makes data.buffer start as a copy of `input`: at once, or lazily through pending_ for large
   // messages (then data.pending is set).
   void StartAccumulator(PhaseData& data, const uint8_t* input, const Reducer& reducer);
@@ -335,10 +330,9 @@ class Engine {
   std::vector<const Doorbell*> co_runner_bells_;
 
   ShmSegment segment_;
-  // The windows this rank maps (the single-copy bcast reads them; shm_bcast.h).
-  WindowTable windows_;
-  // The window allreduce's chunk: each rank combines, and the others copy, this much at a time.
-  static constexpr uint64_t kWindowChunkBytes = 64 * 1024;
+  // The windows this rank maps (the single-copy bcast reads them too; shm_bcast.h) and the
+  // collectives that run through them.
+  WindowCollectives windows_;
   // The name of the segment this rank created until it is unlinked.
   std::string created_name_;
   std::unique_ptr<ShmChannelPool> channels_;
