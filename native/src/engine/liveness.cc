@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "base/errors.h"
+#include "transport/p2p_links.h"
 
 namespace topocoll {
 

@@ -26,10 +26,11 @@
 #include "base/message.h"
 #include "base/wait.h"
 #include "engine/local_node.h"
-#include "transport/p2p_links.h"
 #include "transport/remote_links.h"
 
 namespace topocoll {
+
+class P2PLinks;  // p2p_links.h
 
 // Error codes an abort carries, by the index that travels in the node's segment and in abort
 // notices (index 0: no abort). Append only: ranks of one job must agree on the indices.
