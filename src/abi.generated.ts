@@ -59,18 +59,18 @@ export const StepKind = {
   ShmAreaReduce: 11,
   /**
    * Allreduce of a one-node job whose send and recv buffers are shared windows, the whole call in
-   * one step of the reduce phase (native Engine::WindowAllreduce): every rank publishes where its
-   * buffers lie, combines its slice straight out of every rank's send into its own recv, then
+   * one step of the reduce phase (native WindowCollectives::Allreduce): every rank publishes where
+   * its buffers lie, combines its slice straight out of every rank's send into its own recv, then
    * copies every other slice out of its owner's recv — single copy, meetings through the area
    * (`everyRankCombines` picks their protocol).
    */
   ShmWindowAllreduce: 12,
   /**
-   * S1's one-sided bcast (src/algorithms/one-sided-bcast.ts; native Engine::RunOneSided): put
-   * B[range] into `peer`'s B. The tree is the world's, whatever the node: on this node the data
-   * goes straight into `peer`'s part of the shared window B lies in, at the offset B has in this
-   * rank's part, then a descriptor and the arrival flag (native/src/shm/shm_window.h); to another
-   * node it is a Send.
+   * S1's one-sided bcast (src/algorithms/one-sided-bcast.ts; native Engine::RunOneSided and
+   * WindowCollectives::OneSided): put B[range] into `peer`'s B. The tree is the world's, whatever
+   * the node: on this node the data goes straight into `peer`'s part of the shared window B lies
+   * in, at the offset B has in this rank's part, then a descriptor and the arrival flag
+   * (native/src/shm/shm_window.h); to another node it is a Send.
    */
   Put: 13,
   /**
@@ -90,10 +90,10 @@ export const StepKind = {
   AwaitDone: 16,
   /**
    * Allgather of a one-node job whose blocks lie in shared windows (each rank's send, or its recv
-   * for IN_PLACE), the whole gather phase in one step (native Engine::WindowAllgather): every rank
-   * publishes where its block lies, copies every other block straight out of its owner's window
-   * into its place in the result, then meets the others once more — single copy, meetings through
-   * the area (`everyRankCombines` picks their protocol).
+   * for IN_PLACE), the whole gather phase in one step (native WindowCollectives::Allgather): every
+   * rank publishes where its block lies, copies every other block straight out of its owner's
+   * window into its place in the result, then meets the others once more — single copy, meetings
+   * through the area (`everyRankCombines` picks their protocol).
    */
   ShmWindowAllgather: 17,
 } as const;

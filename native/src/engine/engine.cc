@@ -1,6 +1,7 @@
 // The engine's setup and registries: the local ranks and wait policies, the shared segment
 // (created or opened, carved by segment_layout.h, first touch), the TCP links, schedules and
-// shared-memory groups. The executor is in engine_executor.cc, liveness in engine_liveness.cc.
+// shared-memory groups, and close. The executor is in engine_executor.cc, liveness in
+// liveness.cc.
 #include "engine/engine.h"
 
 #include <sys/mman.h>
@@ -13,18 +14,26 @@
 
 #include "base/errors.h"
 #include "base/placement.h"
-#include "engine/engine_guard.h"
 #include "shm/segment_layout.h"
 
 namespace topocoll {
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)) {
-  auto& locals = options_.local_ranks;
-  std::sort(locals.begin(), locals.end());
-  for (size_t i = 0; i < locals.size(); ++i) local_index_of_[locals[i]] = static_cast<int>(i);
-  auto it = local_index_of_.find(options_.rank);
-  if (it == local_index_of_.end()) throw CollError("EINVAL", "this rank is not among the local ranks");
-  local_index_ = it->second;
+namespace {
+
+EngineOptions WithLocalRanksSorted(EngineOptions options) {
+  std::sort(options.local_ranks.begin(), options.local_ranks.end());
+  return options;
+}
+
+}  // namespace
+
+Engine::Engine(EngineOptions options)
+    : options_(WithLocalRanksSorted(std::move(options))),
+      node_(options_.rank, options_.local_ranks),
+      liveness_(node_, options_.collective_timeout_ms),
+      windows_(node_, liveness_, options_.size) {
+  const auto& locals = options_.local_ranks;
+  liveness_.UseLinks(&tcp_, nullptr);
   if (options_.oversubscribed) {
     // Another process needs this core to make the condition true: give it up quickly.
     policy_.spin_iterations = 16;
@@ -35,7 +44,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   co_runner_.assign(locals.size(), false);
   for (int r : options_.co_runners) {
     const int li = LocalIndex(r);
-    if (li < 0 || li == local_index_) throw CollError("EINVAL", "co-runner " + std::to_string(r) + " is not another rank of this node");
+    if (li < 0 || li == node_.index()) throw CollError("EINVAL", "co-runner " + std::to_string(r) + " is not another rank of this node");
     co_runner_[static_cast<size_t>(li)] = true;
   }
   yield_policy_ = policy_;
@@ -62,20 +71,6 @@ void Engine::CreateSegment(const std::string& name) {
   InitViews();
 }
 
-uint8_t* Engine::CreateWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
-  ShmWindow w = ShmWindow::Create(name, WindowLayout(part_bytes));
-  uint8_t* base = w.base();
-  windows_.Add(id, std::move(w));
-  return base;
-}
-
-uint8_t* Engine::OpenWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
-  ShmWindow w = ShmWindow::Open(name, WindowLayout(part_bytes));
-  uint8_t* base = w.base();
-  windows_.Add(id, std::move(w));
-  return base;
-}
-
 void Engine::OpenSegment(const std::string& name) {
   segment_ = ShmSegment::Open(name);
   const auto* h = reinterpret_cast<const SegmentHeader*>(segment_.base());
@@ -97,11 +92,11 @@ void Engine::InitViews() {
   const size_t local_size = options_.local_ranks.size();
   const SegmentLayout layout = Layout();
   uint8_t* base = segment_.base();
-  header_ = layout.Header(base);
-  policy_.asymmetric = yield_policy_.asymmetric = header_->asymmetric_fences != 0;
+  SegmentHeader* header = layout.Header(base);
+  policy_.asymmetric = yield_policy_.asymmetric = header->asymmetric_fences != 0;
   RankControl* controls = layout.Controls(base);
-  locals_.clear();
-  for (size_t i = 0; i < local_size; ++i) locals_.push_back({options_.local_ranks[i], &controls[i]});
+  node_.Map(header, controls);
+  const int local_index = node_.index();
   co_runner_bells_.clear();
   for (size_t i = 0; i < local_size; ++i) {
     if (co_runner_[i]) co_runner_bells_.push_back(&controls[i].doorbell);
@@ -122,8 +117,8 @@ void Engine::InitViews() {
     ChannelPoolParams params = options_.channels;
     params.pool_bytes = layout.outbox_bytes();
     // The outbox's header is first-touched by its owner; its channels' rings when they are made.
-    std::memset(outboxes[static_cast<size_t>(local_index_)], 0, kOutboxHeaderBytes);
-    channels_ = std::make_unique<ShmChannelPool>(std::move(outboxes), std::move(bells), local_index_, params);
+    std::memset(outboxes[static_cast<size_t>(local_index)], 0, kOutboxHeaderBytes);
+    channels_ = std::make_unique<ShmChannelPool>(std::move(outboxes), std::move(bells), local_index, params);
   }
   std::vector<BcastRegion> regions;
   std::vector<Doorbell*> doorbells;
@@ -134,30 +129,30 @@ void Engine::InitViews() {
   {
     // First touch of this rank's own region (its queue is read by everyone but written only
     // here); random access advice keeps the kernel from faulting in neighbours' pages for us.
-    uint8_t* own = layout.Region(base, static_cast<size_t>(local_index_));
+    uint8_t* own = layout.Region(base, static_cast<size_t>(local_index));
     own_region_ = own;
     own_region_bytes_ = layout.region_bytes();
     madvise(own, own_region_bytes_, MADV_RANDOM);
     std::memset(own, 0, own_region_bytes_);
-    regions[static_cast<size_t>(local_index_)].slot_waiter->store(-1, std::memory_order_relaxed);
+    regions[static_cast<size_t>(local_index)].slot_waiter->store(-1, std::memory_order_relaxed);
   }
-  shm_reduce_ = std::make_unique<ShmReduce>(regions, doorbells, local_index_, options_.bcast.queue_bytes);
+  shm_reduce_ = std::make_unique<ShmReduce>(regions, doorbells, local_index, options_.bcast.queue_bytes);
   // The node-wide area is zero, as ftruncate left it.
-  shm_allreduce_ = std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index_, &counters_.area);
+  shm_allreduce_ = std::make_unique<ShmAllreduce>(layout.NodeArea(base), options_.local_ranks, doorbells, local_index, &counters_.area);
   ShmBcastParams bcast = options_.bcast;
   bcast.window_min_bytes = options_.window_bcast_min_bytes;
-  shm_bcast_ = std::make_unique<ShmBcast>(bcast, std::move(regions), std::move(doorbells), local_index_, &windows_);
+  shm_bcast_ = std::make_unique<ShmBcast>(bcast, std::move(regions), std::move(doorbells), local_index, &windows_.table());
 
-  RankControl& mine = controls[local_index_];
+  RankControl& mine = controls[local_index];
   mine.pid.store(getpid(), std::memory_order_relaxed);
   mine.departed.store(0, std::memory_order_relaxed);
-  header_->mapped.fetch_add(1, std::memory_order_acq_rel);
+  header->mapped.fetch_add(1, std::memory_order_acq_rel);
 }
 
 bool Engine::AllMappedAndUnlink(int wait_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   const uint32_t local_size = static_cast<uint32_t>(options_.local_ranks.size());
-  while (header_->mapped.load(std::memory_order_acquire) < local_size) {
+  while (node_.header()->mapped.load(std::memory_order_acquire) < local_size) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     usleep(200);
   }
@@ -174,7 +169,7 @@ void Engine::UnlinkCreated() {
 }
 
 void Engine::UseP2P(std::shared_ptr<P2PLayer> layer, int32_t tag, std::vector<int> layer_ranks) {
-  if (watcher_.joinable()) throw CollError("EINVAL", "the point-to-point layer must be set before the engine starts");
+  if (liveness_.started()) throw CollError("EINVAL", "the point-to-point layer must be set before the engine starts");
   if (layer_ranks.empty() && (layer->rank() != options_.rank || layer->size() != options_.size)) {
     throw CollError("EINVAL", "the point-to-point layer is rank " + std::to_string(layer->rank()) + " of " + std::to_string(layer->size()) +
                                   ", the communicator rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.size));
@@ -193,6 +188,7 @@ void Engine::UseP2P(std::shared_ptr<P2PLayer> layer, int32_t tag, std::vector<in
   }
   p2p_ = std::make_unique<P2PLinks>(std::move(layer), tag, std::move(layer_ranks));
   remote_ = p2p_.get();
+  liveness_.UseLinks(p2p_.get(), p2p_.get());
 }
 
 void Engine::AddP2PPeers(const std::vector<int>& ranks) {
@@ -201,7 +197,7 @@ void Engine::AddP2PPeers(const std::vector<int>& ranks) {
 }
 
 std::vector<int> Engine::ConnectTcp(const std::string& token, const std::vector<TcpPeer>& peers, int wait_ms) {
-  Guard guard(*this, MsgHeader{}, /*watchdog=*/false);
+  Guard guard(liveness_, MsgHeader{}, /*watchdog=*/false);
   return tcp_.Establish(options_.rank, token, peers, wait_ms, guard);
 }
 
@@ -244,7 +240,7 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
       channels_->Want(sends_to, options_.rank);
     } catch (const CollError& e) {
       // The others of the node will wait for this rank's messages: they learn why at once.
-      Abort(e.code(), e.what());
+      liveness_.Abort(e.code(), e.what());
       throw;
     }
   }
@@ -253,7 +249,7 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
 }
 
 std::vector<int32_t> Engine::OwnRegionNodes() const {
-  if (own_region_ == nullptr || header_ == nullptr) return {};
+  if (own_region_ == nullptr || !node_.mapped()) return {};
   return PageNodes(own_region_, own_region_bytes_);
 }
 
@@ -295,14 +291,9 @@ const std::vector<Step>* Engine::Plan(int id) const {
 
 SegmentLayout Engine::Layout() const { return SegmentLayout(options_.local_ranks.size(), options_.channels.pool_bytes, options_.bcast); }
 
-int Engine::LocalIndex(int rank) const {
-  auto it = local_index_of_.find(rank);
-  return it == local_index_of_.end() ? -1 : it->second;
-}
-
 Engine::SharedMemoryUse Engine::shared_memory_use() const {
   SharedMemoryUse use;
-  if (header_ == nullptr) return use;
+  if (!node_.mapped()) return use;
   const SegmentLayout layout = Layout();
   use.segment = layout.total_bytes();
   use.controls = layout.control_bytes();
@@ -316,11 +307,11 @@ Engine::SharedMemoryUse Engine::shared_memory_use() const {
 
 FastPathLayout Engine::fast_path_layout() const {
   FastPathLayout l{};
-  if (header_ == nullptr) return l;
+  if (!node_.mapped()) return l;
   const SegmentLayout layout = Layout();
-  auto* base = reinterpret_cast<uint8_t*>(header_);
+  auto* base = reinterpret_cast<uint8_t*>(node_.header());
   const auto at = [base](const void* p) { return static_cast<size_t>(static_cast<const uint8_t*>(p) - base); };
-  l.abort_code = at(&header_->abort_code);
+  l.abort_code = at(&node_.header()->abort_code);
   l.controls = at(layout.Controls(base));
   l.control_stride = sizeof(RankControl);
   l.sleeping = offsetof(RankControl, doorbell) + offsetof(Doorbell, sleeping);
@@ -338,22 +329,38 @@ FastPathLayout Engine::fast_path_layout() const {
 }
 
 void Engine::AwaitAreaDeposits(uint32_t call, size_t from, size_t to) {
-  if (closed_ || header_ == nullptr) throw CollError("ECLOSED", "the communicator is closed");
+  if (closed_ || !node_.mapped()) throw CollError("ECLOSED", "the communicator is closed");
   MsgHeader h{};
-  ReadPublishedCall(local_index_, &h);
-  Guard guard(*this, h);
+  liveness_.ReadPublishedCall(node_.index(), &h);
+  Guard guard(liveness_, h);
   guard.WaitingOnNode();
   try {
     shm_allreduce_->AwaitDeposits(call, from, to, h, node_policy_, guard);
   } catch (const CollError& e) {
-    Abort(e.code(), e.what());
+    liveness_.Abort(e.code(), e.what());
     throw;
   }
 }
 
 void Engine::RingLocal(size_t i) {
-  if (header_ == nullptr || i >= locals_.size()) return;
-  locals_[i].control->doorbell.Ring(policy_.asymmetric);
+  if (!node_.mapped() || i >= node_.size()) return;
+  node_.control(i).doorbell.Ring(policy_.asymmetric);
+}
+
+void Engine::Start() { liveness_.Start(); }
+
+void Engine::Close() {
+  if (closed_) return;
+  closed_ = true;
+  // A leader whose init failed before every local rank mapped the segment.
+  UnlinkCreated();
+  // Departed, and the watcher stopped, before the links and the segment go.
+  liveness_.Leave();
+  remote_->CloseAll();
+  node_.Unmap();
+  own_region_ = nullptr;
+  channels_.reset();
+  segment_ = ShmSegment();
 }
 
 }  // namespace topocoll

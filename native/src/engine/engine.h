@@ -3,22 +3,18 @@
 // compiled, and the executor that runs one collective per call. No Node-API here: the addon
 // layer wraps it.
 //
-// Its definitions: engine.cc (setup: segment, links, schedules, groups), engine_executor.cc
-// (Run: phases, segments, steps, transfers), engine_liveness.cc (Guard, the watcher, aborts, the
-// published call, close); engine_guard.h declares Guard for those three files only.
+// Engine wires its parts together: LocalNode (local_node.h: this node's ranks and controls),
+// Liveness (liveness.h: Guard, the watcher, aborts, the published call), WindowCollectives
+// (window_collectives.h: the shared windows, the window allreduce and allgather, S1's one-sided
+// steps inside the node), and its own two concerns, setup (engine.cc: segment, links,
+// schedules, groups, close) and the executor (engine_executor.cc: Run — phases, segments,
+// steps, transfers).
 #pragma once
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "base/datatypes.h"
@@ -26,7 +22,10 @@
 #include "base/message.h"
 #include "base/pending_input.h"
 #include "base/wait.h"
+#include "engine/liveness.h"
+#include "engine/local_node.h"
 #include "engine/step.h"
+#include "engine/window_collectives.h"
 #include "shm/shm_allreduce.h"
 #include "shm/shm_bcast.h"
 #include "shm/shm_channel.h"
@@ -40,10 +39,6 @@
 namespace topocoll {
 
 class SegmentLayout;  // segment_layout.h
-
-// Error codes an abort carries, by the index that travels in the node's segment and in abort
-// notices (index 0: no abort). Append only: ranks of one job must agree on the indices.
-inline constexpr const char* kAbortCodes[] = {"", "EPEERLOST", "EMISMATCH", "ETIMEDOUT", "EINVAL", "ECONFIG"};
 
 struct EngineOptions {
   int rank = 0;
@@ -202,7 +197,7 @@ class Engine {
   void Run(const CallArgs& args);
   // Makes a call in progress on another thread fail with ECLOSED at its next check (then the
   // thread that runs it can be joined). Any thread.
-  void RequestClose();
+  void RequestClose() { liveness_.RequestClose(); }
   // Marks this rank as gone on purpose, stops the watcher, closes links. Idempotent.
   void Close();
 
@@ -219,20 +214,24 @@ class Engine {
   // The node's lowest rank creates window `id` under `name` with one part per local rank of
   // `part_bytes[i]` bytes; the others open it after the creator said so. Returns the base of
   // the mapping (WindowTable::Base gives its size).
-  uint8_t* CreateWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes);
-  uint8_t* OpenWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes);
-  const WindowTable& windows() const { return windows_; }
+  uint8_t* CreateWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
+    return windows_.Create(id, name, part_bytes);
+  }
+  uint8_t* OpenWindow(uint32_t id, const std::string& name, const std::vector<uint64_t>& part_bytes) {
+    return windows_.Open(id, name, part_bytes);
+  }
+  const WindowTable& windows() const { return windows_.table(); }
   // Unmaps window `id`; false when this rank does not map it.
-  bool FreeWindow(uint32_t id) { return windows_.Remove(id); }
+  bool FreeWindow(uint32_t id) { return windows_.Free(id); }
   // Unmaps every window (close, once no thread runs a collective).
   void ClearWindows() { windows_.Clear(); }
 
   // --- the JavaScript fast path (src/runtime/fast-path.ts) ---
   CallCounters& call_counters() { return counters_; }
   // The segment's base (null without one) and where the fast path's words are in it.
-  uint8_t* segment_base() { return header_ == nullptr ? nullptr : segment_.base(); }
+  uint8_t* segment_base() { return node_.mapped() ? segment_.base() : nullptr; }
   FastPathLayout fast_path_layout() const;
-  uint32_t local_index() const { return static_cast<uint32_t>(local_index_); }
+  uint32_t local_index() const { return static_cast<uint32_t>(node_.index()); }
   bool asymmetric_fences() const { return policy_.asymmetric; }
   // The waits of a shared-area call that the fast path deposited, marked and published itself
   // (its header is this rank's published call): waits for local ranks from, from + 1, …,
@@ -245,26 +244,10 @@ class Engine {
   std::vector<int32_t> OwnRegionNodes() const;
 
  private:
-  class Guard;  // engine_guard.h
-  struct LocalPeer {
-    int rank;
-    RankControl* control;
-  };
-
   // --- setup (engine.cc) ---
   void InitViews();
   // Removes the name of the segment this rank created, if it has not yet.
   void UnlinkCreated();
-  // --- liveness (engine_liveness.cc) ---
-  void Abort(const std::string& code, const std::string& message);
-  // The code index of the node's abort (waits out the moment its message is being written).
-  uint32_t NodeAbortCode() const;
-  // Sends the abort notice (code index) on every link to another node and shuts them; once per engine.
-  void CloseLinksAfterAbort(uint32_t code_index);
-  [[noreturn]] void ThrowAborted() const;
-  void Watch();
-  void PublishCall(const MsgHeader& call);
-  bool ReadPublishedCall(int local_index, MsgHeader* out) const;
 
   // --- the executor (engine_executor.cc) ---
 
@@ -284,25 +267,17 @@ class Engine {
     // Set for a phase whose steps name rank blocks (of = 0): segment k is then elements
     // [k·segment, (k+1)·segment) of every rank's block (column segments).
     const BlockTable* blocks = nullptr;
+    // Set, instead of an accumulator, for a phase that is one whole-call step which reads the
+    // call's input itself: the window allreduce's send, the window allgather's own block.
+    const uint8_t* input = nullptr;
   };
   // Whether a schedule writes B on this rank (anything but sends).
   bool ReceivesIn(const std::vector<Step>& steps) const;
   // Whether every step of a rank-block schedule moves this rank's own block only.
   bool MovesOnlyOwnBlock(const std::vector<Step>& steps) const;
-  // kPut, kAwaitPut, kCountDone, kAwaitDone (engine_executor.cc): S1's one-sided bcast on B.
+  // kPut, kAwaitPut, kCountDone, kAwaitDone: S1's one-sided bcast on B — messages to and from
+  // other nodes here, the windows (WindowCollectives::OneSided) inside the node.
   void RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard);
-  // Waits until ready() (local_peer: the local index waited on, −1 the node): the engine's policy
-  // with poll_us 0, else S1's polling (wait.h, PollUntil).
-  template <typename Ready>
-  void AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& guard);
-  // kShmWindowAllgather (engine_executor.cc): every block copied once, straight out of its
-  // owner's window. `own`: this rank's block (in its window part); `recv`: the result, blocks
-  // as in `t`.
-  void WindowAllgather(const uint8_t* own, uint8_t* recv, const BlockTable& t, size_t elem, const MsgHeader& h, bool every_rank,
-                       Guard& guard);
-  // kShmWindowAllreduce (engine_executor.cc): single copy through the node's windows.
-  void WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
-                       bool every_rank, Guard& guard);
   // Makes data.buffer start as a copy of `input`: at once, or lazily through pending_ for large
   // messages (then data.pending is set).
   void StartAccumulator(PhaseData& data, const uint8_t* input, const Reducer& reducer);
@@ -335,14 +310,14 @@ class Engine {
   // --- lookups (engine.cc) ---
   // The node segment's map, from this job's options (the same on every rank of the node).
   SegmentLayout Layout() const;
-  int LocalIndex(int rank) const;
-  // How to wait on a local peer (an index into locals_), or on a shared-memory group's members.
+  int LocalIndex(int rank) const { return node_.IndexOf(rank); }
+  // How to wait on a local peer (a local index), or on a shared-memory group's members.
   const WaitPolicy& PolicyFor(int local_peer) const;
   const WaitPolicy& GroupPolicy(int group) const;
 
-  EngineOptions options_;
-  int local_index_ = 0;
-  std::unordered_map<int, int> local_index_of_;
+  EngineOptions options_;  // local_ranks ascending
+  LocalNode node_;
+  Liveness liveness_;
   WaitPolicy policy_;
   // policy_ without the spin: for waits on a co-runner (EngineOptions::co_runners).
   WaitPolicy yield_policy_;
@@ -355,14 +330,11 @@ class Engine {
   std::vector<const Doorbell*> co_runner_bells_;
 
   ShmSegment segment_;
-  // The windows this rank maps (the single-copy bcast reads them; shm_bcast.h).
-  WindowTable windows_;
-  // The window allreduce's chunk: each rank combines, and the others copy, this much at a time.
-  static constexpr uint64_t kWindowChunkBytes = 64 * 1024;
+  // The windows this rank maps (the single-copy bcast reads them too; shm_bcast.h) and the
+  // collectives that run through them.
+  WindowCollectives windows_;
   // The name of the segment this rank created until it is unlinked.
   std::string created_name_;
-  SegmentHeader* header_ = nullptr;
-  std::vector<LocalPeer> locals_;
   std::unique_ptr<ShmChannelPool> channels_;
 
   std::unique_ptr<ShmBcast> shm_bcast_;
@@ -389,13 +361,6 @@ class Engine {
   // Calls run one at a time, in call order.
   CallCounters counters_;
   bool closed_ = false;
-  std::atomic<bool> closing_{false};
-  std::atomic<bool> links_shut_{false};
-
-  std::thread watcher_;
-  std::mutex watcher_mutex_;
-  std::condition_variable watcher_cv_;
-  bool watcher_stop_ = false;
 };
 
 }  // namespace topocoll

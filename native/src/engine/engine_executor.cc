@@ -5,9 +5,16 @@
 
 #include "base/errors.h"
 #include "engine/engine.h"
-#include "engine/engine_guard.h"
 
 namespace topocoll {
+
+namespace {
+
+// A phase that is one whole-call step of `kind` which reads the call's input itself (the window
+// collectives): its setup hands the step the input (PhaseData::input) and starts no accumulator.
+bool TakesInput(const std::vector<Step>& steps, StepKind kind) { return steps.size() == 1 && steps[0].kind == kind; }
+
+}  // namespace
 
 uint8_t* Engine::Scratch(size_t bytes) {
   if (scratch_.size() < bytes) scratch_.resize(bytes);
@@ -16,7 +23,7 @@ uint8_t* Engine::Scratch(size_t bytes) {
 
 void Engine::Run(const CallArgs& args) {
   if (closed_) throw CollError("ECLOSED", "the communicator is closed");
-  if (header_ != nullptr && header_->abort_code.load(std::memory_order_acquire) != 0) ThrowAborted();
+  if (liveness_.aborted()) liveness_.ThrowAborted();
   ++counters_.seq;
   const size_t elem = DtypeSize(args.dtype);
   const size_t bytes = static_cast<size_t>(args.count) * elem;
@@ -64,8 +71,8 @@ void Engine::Run(const CallArgs& args) {
   h.plan_hash ^= counters_.previous_call;
   counters_.previous_call = this_call;
   const uint64_t segment = args.segment == 0 || args.segment > args.count ? args.count : args.segment;
-  PublishCall(h);
-  Guard guard(*this, h);
+  liveness_.PublishCall(h);
+  Guard guard(liveness_, h);
   try {
     auto* recv = static_cast<uint8_t*>(args.recv);
     const auto* send = static_cast<const uint8_t*>(args.send);
@@ -91,15 +98,15 @@ void Engine::Run(const CallArgs& args) {
       }
       case Collective::kAllreduce:
       case Collective::kBarrier: {
-        if (args.reduce->size() == 1 && (*args.reduce)[0].kind == StepKind::kShmWindowAllreduce) {
-          WindowAllreduce(send, recv, args.count, elem, h, fn, (*args.reduce)[0].every_rank_combines, guard);
-          break;
-        }
         // The result buffer is every rank's accumulator; the bcast phase then spreads it. A
         // lazy accumulator stays lazy through it: what the bcast phase overwrites (at two
-        // ranks, the half the other rank reduced) is never copied from the input first.
+        // ranks, the half the other rank reduced) is never copied from the input first. The
+        // window allreduce combines straight out of every rank's send: no accumulator.
         PhaseData data{recv, args.count, segment, elem};
-        if (recv != send && bytes > 0) StartAccumulator(data, send, fn);
+        if (TakesInput(*args.reduce, StepKind::kShmWindowAllreduce))
+          data.input = send;
+        else if (recv != send && bytes > 0)
+          StartAccumulator(data, send, fn);
         RunPhase(*args.reduce, h, data, fn, guard);
         h.phase = 1;
         guard.SetPhase(1);
@@ -116,14 +123,13 @@ void Engine::Run(const CallArgs& args) {
         uint8_t* place = recv + table.displs[static_cast<size_t>(options_.rank)] * elem;
         // send == recv is IN_PLACE: the block is at its place already.
         if (send != recv && send != place && own > 0) std::memcpy(place, send, static_cast<size_t>(own * elem));
-        if (args.reduce->size() == 1 && (*args.reduce)[0].kind == StepKind::kShmWindowAllgather) {
-          WindowAllgather(send != recv ? send : place, recv, table, elem, h, (*args.reduce)[0].every_rank_combines, guard);
-          break;
-        }
         const uint64_t longest = *std::max_element(table.counts.begin(), table.counts.end());
         const uint64_t column = args.segment == 0 || args.segment > longest ? longest : args.segment;
         PhaseData gather{recv, longest, column, elem};
         gather.blocks = &table;
+        // The window allgather reads the others' blocks where they lie: this rank's own block
+        // is its send (in its window part), or its place in recv for IN_PLACE.
+        if (TakesInput(*args.reduce, StepKind::kShmWindowAllgather)) gather.input = send != recv ? send : place;
         RunPhase(*args.reduce, h, gather, Reducer{}, guard);
         h.phase = 1;
         guard.SetPhase(1);
@@ -195,319 +201,42 @@ void Engine::Run(const CallArgs& args) {
     }
   } catch (const CollError& e) {
     // Whatever went wrong mid-collective leaves peers waiting: tell them.
-    Abort(e.code(), e.what());
+    liveness_.Abort(e.code(), e.what());
     throw;
   }
 }
 
-// The window allreduce (XHC's single copy), every rank of a one-node job:
-//   1. every rank publishes where its send and recv buffers lie in its window parts (window id,
-//      offset) and its `reduced` count (shm_window.h), through the node-wide area's allgather
-//      (which also checks the headers);
-//   2. the count is cut into one slice per rank, each slice into chunks; for each chunk k, rank
-//      i combines chunk k of slice i of every rank's send — its own first, then the others in
-//      local order — into its own recv and counts it in `reduced`, then copies chunk k − 1 of
-//      every other slice j out of rank j's recv once rank j has counted it (one chunk behind,
-//      so its owner has usually finished it); chunks keep each rank's working set in its
-//      caches, and a chunk is read by the others while it is still in its writer's;
-//   3. a last meeting (the area's allgather of nothing), after which no rank reads another's
-//      buffers any more, so each may change them.
-// A rank reads another's send only for that rank's slice's combining and its recv only in slice
-// j, which rank j wrote before counting the chunk and nobody writes afterwards: IN_PLACE (send =
-// recv) needs nothing else. Each element is combined once, by one rank, so every rank gets the
-// same bits.
-void Engine::WindowAllreduce(const uint8_t* send, uint8_t* recv, uint64_t count, size_t elem, const MsgHeader& h, const Reducer& fn,
-                             bool every_rank, Guard& guard) {
-  if (fn.kernel == nullptr || fn.kernel3 == nullptr) throw CollError("EINVAL", "a window allreduce takes built-in operators only");
-  const size_t n = options_.local_ranks.size();
-  const auto me = static_cast<size_t>(local_index_);
-  const size_t bytes = static_cast<size_t>(count) * elem;
-  WindowPlace sp{}, rp{};
-  if (!windows_.Locate(send, bytes, me, &sp) || !windows_.Locate(recv, bytes, me, &rp)) {
-    throw CollError("EINVAL", "a window allreduce's send and recv buffers must both lie in this rank's parts of shared windows");
-  }
-  std::atomic<uint64_t>& my_reduced = windows_.Counter(rp.id, me)->reduced;
-  const uint64_t my_start = my_reduced.load(std::memory_order_relaxed);
-  // 1. Every rank's places and start: kPlaceWords words per local rank, in local order.
-  constexpr size_t kPlaceWords = 5;
-  std::vector<uint64_t> places(kPlaceWords * n, 0);
-  uint64_t* mine = &places[kPlaceWords * me];
-  mine[0] = sp.id;
-  mine[1] = sp.offset;
-  mine[2] = rp.id;
-  mine[3] = rp.offset;
-  mine[4] = my_start;
-  std::vector<uint64_t> counts(static_cast<size_t>(options_.size), 0), displs(static_cast<size_t>(options_.size), 0);
-  for (size_t r = 0; r < n; ++r) {
-    counts[static_cast<size_t>(options_.local_ranks[r])] = kPlaceWords;
-    displs[static_cast<size_t>(options_.local_ranks[r])] = kPlaceWords * r;
-  }
-  guard.WaitingOnNode();
-  shm_allreduce_->Allgather(reinterpret_cast<uint8_t*>(places.data()), counts, displs, sizeof(uint64_t), h, every_rank, node_policy_,
-                            guard);
-  const auto resolve = [&](size_t r, size_t word) -> uint8_t* {
-    size_t window_bytes = 0;
-    uint8_t* base = windows_.Base(static_cast<uint32_t>(places[kPlaceWords * r + word]), &window_bytes);
-    const uint64_t offset = places[kPlaceWords * r + word + 1];
-    if (base == nullptr || offset + bytes > window_bytes) {
-      throw CollError("EINVAL", "local rank " + std::to_string(r) + "'s allreduce buffer lies in a shared window this rank does not map");
-    }
-    return base + offset;
-  };
-  std::vector<const uint8_t*> sends(n, nullptr);
-  std::vector<uint8_t*> recvs(n, nullptr);
-  std::vector<std::atomic<uint64_t>*> reduced(n, nullptr);
-  for (size_t r = 0; r < n; ++r) {
-    sends[r] = resolve(r, 0);
-    recvs[r] = resolve(r, 2);
-    reduced[r] = &windows_.Counter(static_cast<uint32_t>(places[kPlaceWords * r + 2]), r)->reduced;
-  }
-  // 2. Slices and chunks of whole 64-byte lines (at least one element), so no two ranks write
-  // one line; every slice has `per` elements but the last ones, which may be shorter or empty.
-  const uint64_t quantum = std::max<uint64_t>(1, 64 / elem);
-  const uint64_t per = ((count + n - 1) / n + quantum - 1) / quantum * quantum;
-  const uint64_t chunk = std::max<uint64_t>(quantum, kWindowChunkBytes / elem / quantum * quantum);
-  const uint64_t chunks = per == 0 ? 0 : (per + chunk - 1) / chunk;
-  // Elements [lo, hi) of chunk k of slice r (empty past the slice's end).
-  const auto piece = [&](size_t r, uint64_t k) {
-    const uint64_t slice_lo = std::min<uint64_t>(count, r * per);
-    const uint64_t slice_hi = r + 1 == n ? count : std::min<uint64_t>(count, (r + 1) * per);
-    const uint64_t lo = std::min(slice_hi, slice_lo + k * chunk);
-    const uint64_t hi = std::min(slice_hi, lo + chunk);
-    return std::pair<uint64_t, uint64_t>{lo, hi};
-  };
-  const auto combine = [&](uint64_t k) {
-    const auto [lo, hi] = piece(me, k);
-    if (hi > lo) {
-      const size_t at = static_cast<size_t>(lo * elem);
-      const auto len = static_cast<size_t>(hi - lo);
-      uint8_t* out = recv + at;
-      size_t next = 0;
-      if (out != send + at) {
-        // out = own op the first other (kernel3), or a copy of its own when it is alone.
-        while (next < n && next == me) ++next;
-        if (next < n)
-          fn.kernel3(out, send + at, sends[next++] + at, len);
-        else
-          std::memcpy(out, send + at, len * elem);
-      }
-      for (; next < n; ++next) {
-        if (next != me) fn.kernel(out, sends[next] + at, len);
-      }
-    }
-    my_reduced.store(my_start + k + 1, std::memory_order_release);
-    for (size_t r = 0; r < n; ++r) {
-      if (r != me) locals_[r].control->doorbell.Ring(node_policy_.asymmetric);
-    }
-  };
-  const auto take = [&](uint64_t k) {
-    for (size_t r = 0; r < n; ++r) {
-      if (r == me) continue;
-      const auto [lo, hi] = piece(r, k);
-      if (hi <= lo) continue;
-      const uint64_t want = places[kPlaceWords * r + 4] + k + 1;
-      std::atomic<uint64_t>& done = *reduced[r];
-      if (done.load(std::memory_order_acquire) < want) {
-        guard.WaitingOn(options_.local_ranks[r]);
-        WaitUntil([&] { return done.load(std::memory_order_acquire) >= want; }, locals_[me].control->doorbell, node_policy_, guard);
-      }
-      std::memcpy(recv + lo * elem, recvs[r] + lo * elem, static_cast<size_t>((hi - lo) * elem));
-    }
-  };
-  for (uint64_t k = 0; k < chunks; ++k) {
-    combine(k);
-    if (k > 0) take(k - 1);
-  }
-  if (chunks > 0) take(chunks - 1);
-  // 3. The last meeting: an allgather of nothing (into a place that is never written).
-  guard.WaitingOnNode();
-  const std::vector<uint64_t> none(static_cast<size_t>(options_.size), 0);
-  uint8_t nowhere = 0;
-  shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
-}
-
-// The window allgather, every rank of a one-node job:
-//   1. every rank publishes where its own block lies in its window parts (window id, offset),
-//      through the node-wide area's allgather (which also checks the headers: every rank's
-//      block lengths are folded into them);
-//   2. each rank copies every other rank's block straight out of that rank's window into its
-//      place in its own result — one copy per block, where the area and the channels take two;
-//   3. a last meeting (the area's allgather of nothing), after which no rank reads another's
-//      block any more, so each may change its own.
-// A rank reads only the others' own blocks, which nobody writes during the call (IN_PLACE: the
-// owner's place in its result, which its owner does not write either: it writes the others').
-void Engine::WindowAllgather(const uint8_t* own, uint8_t* recv, const BlockTable& t, size_t elem, const MsgHeader& h, bool every_rank,
-                             Guard& guard) {
-  const size_t n = options_.local_ranks.size();
-  const auto me = static_cast<size_t>(local_index_);
-  const auto block_bytes = [&](size_t r) { return static_cast<size_t>(t.counts[static_cast<size_t>(options_.local_ranks[r])] * elem); };
-  WindowPlace place{};
-  // An empty block is read by nobody: wherever it lies.
-  if (block_bytes(me) > 0 && !windows_.Locate(own, block_bytes(me), me, &place)) {
-    throw CollError("EINVAL",
-                    "a window allgather's own block (send, or recv for IN_PLACE) must lie in this rank's part of a shared window");
-  }
-  // 1. Every rank's place: two words per local rank, in local order.
-  std::vector<uint64_t> places(2 * n, 0);
-  places[2 * me] = place.id;
-  places[2 * me + 1] = place.offset;
-  std::vector<uint64_t> counts(static_cast<size_t>(options_.size), 0), displs(static_cast<size_t>(options_.size), 0);
-  for (size_t r = 0; r < n; ++r) {
-    counts[static_cast<size_t>(options_.local_ranks[r])] = 2;
-    displs[static_cast<size_t>(options_.local_ranks[r])] = 2 * r;
-  }
-  guard.WaitingOnNode();
-  shm_allreduce_->Allgather(reinterpret_cast<uint8_t*>(places.data()), counts, displs, sizeof(uint64_t), h, every_rank, node_policy_,
-                            guard);
-  // 2. Every other block, out of its owner's window.
-  for (size_t r = 0; r < n; ++r) {
-    const size_t bytes = block_bytes(r);
-    if (r == me || bytes == 0) continue;
-    size_t window_bytes = 0;
-    const uint8_t* base = windows_.Base(static_cast<uint32_t>(places[2 * r]), &window_bytes);
-    const uint64_t offset = places[2 * r + 1];
-    if (base == nullptr || offset + bytes > window_bytes) {
-      throw CollError("EINVAL", "local rank " + std::to_string(r) + "'s allgather block lies in a shared window this rank does not map");
-    }
-    const auto rank = static_cast<size_t>(options_.local_ranks[r]);
-    std::memcpy(recv + t.displs[rank] * elem, base + offset, bytes);
-  }
-  // 3. The last meeting: an allgather of nothing (into a place that is never written).
-  guard.WaitingOnNode();
-  const std::vector<uint64_t> none(static_cast<size_t>(options_.size), 0);
-  uint8_t nowhere = 0;
-  shm_allreduce_->Allgather(&nowhere, none, none, 1, h, every_rank, node_policy_, guard);
-}
-
-template <typename Ready>
-void Engine::AwaitLocal(Ready&& ready, int local_peer, uint32_t poll_us, Guard& guard) {
-  const WaitPolicy& policy = local_peer >= 0 ? PolicyFor(local_peer) : node_policy_;
-  if (poll_us == 0)
-    WaitUntil(ready, locals_[static_cast<size_t>(local_index_)].control->doorbell, policy, guard);
-  else
-    PollUntil(ready, std::chrono::microseconds(poll_us), policy, guard);
-}
-
-// S1's one-sided bcast, one step at a time (protocol: shm_window.h, counters[r].put and .done).
-// Between ranks of this node every step works through the window holding B, at B's offset
-// from the start of this rank's part — the same window and offset on every rank (the plan hash
-// carries them: ranks that differ disagree on the call; a parent also checks its child's place
-// before it writes); between nodes a put is a message that the
-// receiving rank's progress thread takes straight into B, and a done count an empty message.
+// Between nodes a put is a message that the receiving rank's progress thread takes straight into
+// B, and a done count an empty message; inside the node the steps work through the windows.
 void Engine::RunOneSided(const Step& s, const MsgHeader& header, uint8_t* b, size_t bytes, Guard& guard) {
-  const auto me = static_cast<size_t>(local_index_);
-  const auto place = [&] {
-    WindowPlace p{};
-    if (!windows_.Locate(b, bytes, me, &p)) {
-      throw CollError("EINVAL",
-                      "a one-sided bcast among ranks of one node needs its buffer in this rank's part of a shared window (allocShared)");
-    }
-    return p;
-  };
-  const auto poll_us = static_cast<uint32_t>(std::max<int32_t>(0, s.poll_us));
-  const uint32_t call = CallHash(header);
-  const auto counter = [&](const WindowPlace& p, size_t local) -> WindowCounter& {
-    WindowCounter* c = windows_.Counter(p.id, local);
-    if (c == nullptr) throw CollError("EINVAL", "the shared window of this one-sided bcast's buffer is no longer mapped");
-    return *c;
-  };
-  // A peer this wait depends on that is past this call, or in it planned differently, will
-  // never write what the wait waits for (it ran this bcast otherwise: the levels on ordinary
-  // memory, another window). The guard compares calls once; this looks every 64th time.
-  uint32_t looks = 0;
-  const auto stray = [&](int local_peer) {
-    if ((++looks & 63) != 0) return false;
-    MsgHeader theirs{};
-    if (!ReadPublishedCall(local_peer, &theirs)) return false;
-    return static_cast<int32_t>(theirs.seq - header.seq) > 0 || !DescribeCallMismatch(header, theirs, s.peer).empty();
-  };
-  const auto strayed = [&](int local_peer) {
-    MsgHeader theirs{};
-    ReadPublishedCall(local_peer, &theirs);
-    const std::string differs = DescribeCallMismatch(header, theirs, s.peer);
-    return CollError("EMISMATCH", !differs.empty() ? differs
-                                                   : "rank " + std::to_string(s.peer) + " went on to call " + std::to_string(theirs.seq) +
-                                                         " without its part in this one-sided bcast (call " + std::to_string(header.seq) +
-                                                         "): it ran this bcast otherwise (ordinary memory, or another window)");
-  };
   switch (s.kind) {
-    case StepKind::kPut: {
-      if (s.local_peer < 0) {
-        SendTo(s.peer, -1, header, b, bytes, guard);
-        return;
-      }
-      const WindowPlace mine = place();
-      const auto peer = static_cast<size_t>(s.local_peer);
-      WindowPut& line = counter(mine, peer).put;
-      guard.WaitingOn(s.peer);
-      bool gone = false;
-      const auto ready = [&] { return line.ready.load(std::memory_order_acquire) == call; };
-      AwaitLocal([&] { return ready() || (gone = stray(s.local_peer) && !ready()); }, s.local_peer, 0, guard);
-      if (gone) throw strayed(s.local_peer);
-      uint64_t at = 0;
-      uint8_t* into = windows_.PeerPlace(mine, me, peer, bytes, &at);
-      const uint64_t their_at = line.offset.load(std::memory_order_relaxed);
-      const uint64_t their_bytes = line.bytes.load(std::memory_order_relaxed);
-      if (into == nullptr || their_at != at || their_bytes != bytes) {
-        throw CollError("EMISMATCH", "rank " + std::to_string(s.peer) + "'s one-sided bcast buffer lies elsewhere in the shared window (" +
-                                         std::to_string(their_bytes) + " bytes at offset " + std::to_string(their_at) +
-                                         " of its part) than this rank's (" + std::to_string(bytes) + " bytes at offset " +
-                                         std::to_string(at) + " of its part): every rank's buffer must lie at the same offset of its part");
-      }
-      if (bytes > 0) std::memcpy(into, b, bytes);
-      line.arrived.fetch_add(1, std::memory_order_release);
-      locals_[peer].control->doorbell.Ring(policy_.asymmetric);
+    case StepKind::kPut:
+      if (s.local_peer >= 0) break;
+      SendTo(s.peer, -1, header, b, bytes, guard);
       return;
-    }
     case StepKind::kAwaitPut: {
-      if (s.local_peer < 0) {
-        Delivery into(b, Reducer{}, false, 1, nullptr, combine_scratch_);
-        RecvFrom(s.peer, -1, header, bytes, into, guard);
-        return;
-      }
-      const WindowPlace mine = place();
-      uint64_t at = 0;
-      windows_.PeerPlace(mine, me, me, bytes, &at);
-      WindowPut& line = counter(mine, me).put;
-      line.offset.store(at, std::memory_order_relaxed);
-      line.bytes.store(bytes, std::memory_order_relaxed);
-      line.ready.store(call, std::memory_order_release);
-      locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
-      guard.WaitingOn(s.peer);
-      bool gone = false;
-      // A parent that went on after its put raised `arrived` first: looked at again after the
-      // stray check (which saw the parent's later call), it reads 1.
-      const auto arrived = [&] { return line.arrived.load(std::memory_order_acquire) >= 1; };
-      AwaitLocal([&] { return arrived() || (gone = stray(s.local_peer) && !arrived()); }, s.local_peer, poll_us, guard);
-      if (gone) throw strayed(s.local_peer);
-      line.arrived.fetch_sub(1, std::memory_order_relaxed);
+      if (s.local_peer >= 0) break;
+      Delivery into(b, Reducer{}, false, 1, nullptr, combine_scratch_);
+      RecvFrom(s.peer, -1, header, bytes, into, guard);
       return;
     }
-    case StepKind::kCountDone: {
-      if (s.local_peer < 0) {
-        SendTo(s.peer, -1, header, nullptr, 0, guard);
-        return;
-      }
-      counter(place(), static_cast<size_t>(s.local_peer)).done.fetch_add(1, std::memory_order_release);
-      locals_[static_cast<size_t>(s.local_peer)].control->doorbell.Ring(policy_.asymmetric);
+    case StepKind::kCountDone:
+      if (s.local_peer >= 0) break;
+      SendTo(s.peer, -1, header, nullptr, 0, guard);
       return;
-    }
     case StepKind::kAwaitDone: {
+      // The other nodes' counts first, then this node's (in the window).
       uint8_t nowhere = 0;
       Delivery discard(&nowhere, Reducer{}, false, 1, nullptr, combine_scratch_);
       for (int r = 0; r < options_.size; ++r) {
         if (LocalIndex(r) < 0) RecvFrom(r, -1, header, 0, discard, guard);
       }
-      const auto others = static_cast<uint32_t>(options_.local_ranks.size() - 1);
-      if (others == 0) return;
-      std::atomic<uint32_t>& done = counter(place(), me).done;
-      guard.WaitingOnNode();
-      AwaitLocal([&] { return done.load(std::memory_order_acquire) >= others; }, -1, poll_us, guard);
-      done.fetch_sub(others, std::memory_order_relaxed);
-      return;
+      break;
     }
     default: throw CollError("EINVAL", "not a one-sided bcast step");
   }
+  const WaitPolicy& policy = s.kind == StepKind::kAwaitDone ? node_policy_ : PolicyFor(s.local_peer);
+  windows_.OneSided(s, header, CallHash(header), b, bytes, policy, guard);
 }
 
 bool Engine::MovesOnlyOwnBlock(const std::vector<Step>& steps) const {
@@ -656,8 +385,23 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
                                 guard);
       return;
     }
-    case StepKind::kShmWindowAllreduce: throw CollError("EINVAL", "a window allreduce step outside a window allreduce's schedule");
-    case StepKind::kShmWindowAllgather: throw CollError("EINVAL", "a window allgather step outside a window allgather's schedule");
+    case StepKind::kShmWindowAllreduce:
+    case StepKind::kShmWindowAllgather: {
+      // The whole call in one step, out of the call's input (PhaseData::input, which only the
+      // setup of such a phase hands over): never in a segment, nor outside its phase.
+      const bool allgather = s.kind == StepKind::kShmWindowAllgather;
+      if (data.input == nullptr || seg_index != 0 || seg_n != data.count || allgather != (data.blocks != nullptr)) {
+        throw CollError("EINVAL", allgather ? "a window allgather step outside a window allgather's schedule"
+                                            : "a window allreduce step outside a window allreduce's schedule");
+      }
+      if (allgather)
+        windows_.Allgather(data.input, data.buffer, data.blocks->counts, data.blocks->displs, elem, header, s.every_rank_combines,
+                           *shm_allreduce_, node_policy_, guard);
+      else
+        windows_.Allreduce(data.input, data.buffer, data.count, elem, header, reducer, s.every_rank_combines, *shm_allreduce_, node_policy_,
+                           guard);
+      return;
+    }
     case StepKind::kPut:
     case StepKind::kAwaitPut:
     case StepKind::kCountDone:
@@ -769,8 +513,7 @@ void Engine::SendTo(int peer, int local_peer, const MsgHeader& header, const voi
 ShmChannel& Engine::IncomingChannel(int local_peer, const WaitPolicy& policy, Guard& guard) {
   ShmChannel* channel = channels_->Incoming(local_peer);
   if (channel == nullptr) {
-    WaitUntil([&] { return (channel = channels_->Incoming(local_peer)) != nullptr; },
-              locals_[static_cast<size_t>(local_index_)].control->doorbell, policy, guard);
+    WaitUntil([&] { return (channel = channels_->Incoming(local_peer)) != nullptr; }, node_.own().doorbell, policy, guard);
   }
   return *channel;
 }
@@ -892,7 +635,7 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
     std::memcpy(got_at, p, n);
     got_at += n;
   };
-  Doorbell& mine = locals_[static_cast<size_t>(local_index_)].control->doorbell;
+  Doorbell& mine = node_.own().doorbell;
   // A quarter of the ring: the sender streams on while the receiver frees the half it waits for.
   const uint64_t piece = std::min<uint64_t>(kExchangePiece, tx.capacity() / 4);
   // Either peer may be the one that must run for this rank to go on.

@@ -16,20 +16,20 @@
 //     number of readers before it notifies them; each reader subtracts 1 (acq_rel) once it has
 //     copied out of r's part, then rings r's doorbell; r returns only when it reads 0, so its
 //     part may change as soon as its call returns.
-//   counters[r].reduced: the window allreduce's (Engine::WindowAllreduce). Only local rank r
+//   counters[r].reduced: the window allreduce's (WindowCollectives::Allreduce). Only local rank r
 //     writes it, in the window its recv buffer lies in: the chunks of its slice it has combined,
 //     counted over every call (it only grows). r publishes its value at the call's start with
 //     its buffers' places; after combining chunk k it stores start + k + 1 (release) and rings
 //     every local rank; a rank copies chunk k of r's slice once it reads at least that
 //     (acquire).
-//   counters[r].put: S1's one-sided bcast (Engine's kPut / kAwaitPut steps), between r and its
-//     parent in the bcast's tree. r, once in the call, stores where its buffer lies (offset from
-//     its part's start, bytes), then `ready` = the call's hash (release), and rings the parent's
-//     doorbell. The parent waits for `ready` to equal its own call's hash (acquire) — so it never
-//     writes into r's memory before r called, nor into a call r does not make — checks that the
-//     place is its own buffer's, copies the data into r's part there, adds 1 to `arrived`
-//     (release) and rings r's doorbell. r waits for `arrived` ≥ 1 (acquire) and subtracts 1:
-//     `arrived` is 0 between calls.
+//   counters[r].put: S1's one-sided bcast (WindowCollectives::OneSided: kPut, kAwaitPut),
+//     between r and its parent in the bcast's tree. r, once in the call, stores where its
+//     buffer lies (offset from its part's start, bytes), then `ready` = the call's hash
+//     (release), and rings the parent's doorbell. The parent waits for `ready` to equal its own
+//     call's hash (acquire) — so it never writes into r's memory before r called, nor into a
+//     call r does not make — checks that the place is its own buffer's, copies the data into
+//     r's part there, adds 1 to `arrived` (release) and rings r's doorbell. r waits for
+//     `arrived` ≥ 1 (acquire) and subtracts 1: `arrived` is 0 between calls.
 //   counters[r].done: S1's done counter, at the bcast's root r. Every other local rank adds 1
 //     (release) once it has its data and has forwarded it, then rings r's doorbell; r waits for
 //     the count of its other local ranks (acquire) and subtracts it, so it is 0 between calls.

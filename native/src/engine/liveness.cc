@@ -1,6 +1,8 @@
-// The engine's liveness: the checks every wait makes (Engine::Guard), the watcher thread that
-// notices dead local peers, aborts (raised, read, passed on to other nodes), the published call
-// that lets a waiting peer compare calls, and leaving (close).
+// Liveness (liveness.h): the checks every wait makes (Guard), the watcher thread that notices
+// dead local peers, aborts (raised, read, passed on to other nodes), the published call that
+// lets a waiting peer compare calls, and leaving.
+#include "engine/liveness.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,8 +10,7 @@
 #include <cstring>
 
 #include "base/errors.h"
-#include "engine/engine.h"
-#include "engine/engine_guard.h"
+#include "transport/p2p_links.h"
 
 namespace topocoll {
 
@@ -27,31 +28,32 @@ constexpr int kLastWordsMs = 250;
 
 }  // namespace
 
-void Engine::Guard::ThrowIfAborted() {
-  if (engine_.header_ != nullptr && engine_.header_->abort_code.load(std::memory_order_acquire) != 0) {
-    engine_.CloseLinksAfterAbort(engine_.NodeAbortCode());
-    engine_.ThrowAborted();
+void Guard::ThrowIfAborted() {
+  if (liveness_.aborted()) {
+    liveness_.CloseLinksAfterAbort(liveness_.NodeAbortCode());
+    liveness_.ThrowAborted();
   }
 }
 
-void Engine::Guard::LinkEnded() { ThrowIfAborted(); }
+void Guard::LinkEnded() { ThrowIfAborted(); }
 
-void Engine::Guard::Check() {
+void Guard::Check() {
   ThrowIfAborted();
-  if (engine_.closing_.load(std::memory_order_acquire)) {
+  if (liveness_.closing_.load(std::memory_order_acquire)) {
     throw CollError("ECLOSED", "the communicator was closed while this rank was in the " + CallName());
   }
   if (watchdog_) CheckDepartures();
   const auto now = std::chrono::steady_clock::now();
-  if (watchdog_ && engine_.options_.collective_timeout_ms > 0) {
+  const int64_t timeout_ms = liveness_.collective_timeout_ms_;
+  if (watchdog_ && timeout_ms > 0) {
     if (!call_timing_) {
       call_timing_ = true;
       call_since_ = now;
-    } else if (now - call_since_ > std::chrono::milliseconds(engine_.options_.collective_timeout_ms)) {
-      const std::string text = "the " + CallName() + " did not complete within " + std::to_string(engine_.options_.collective_timeout_ms) +
-                               " ms (timeouts.collectiveMs) on rank " + std::to_string(engine_.options_.rank) + ", which was waiting on " +
+    } else if (now - call_since_ > std::chrono::milliseconds(timeout_ms)) {
+      const std::string text = "the " + CallName() + " did not complete within " + std::to_string(timeout_ms) +
+                               " ms (timeouts.collectiveMs) on rank " + std::to_string(liveness_.node_.rank()) + ", which was waiting on " +
                                Awaited();
-      engine_.Abort("ETIMEDOUT", text);
+      liveness_.Abort("ETIMEDOUT", text);
       throw CollError("ETIMEDOUT", text);
     }
   }
@@ -62,82 +64,85 @@ void Engine::Guard::Check() {
   }
   if (now - since_ < kProbeAfter) return;
   probed_ = true;
+  const LocalNode& node = liveness_.node_;
   if (peer_ == kEveryLocal) {
-    for (size_t li = 0; li < engine_.locals_.size(); ++li) {
-      if (static_cast<int>(li) != engine_.local_index_) CompareCall(static_cast<int>(li));
+    for (size_t li = 0; li < node.peers().size(); ++li) {
+      if (static_cast<int>(li) != node.index()) CompareCall(static_cast<int>(li));
     }
     return;
   }
-  const int li = engine_.LocalIndex(peer_);
+  const int li = node.IndexOf(peer_);
   if (li >= 0) {
     CompareCall(li);
   } else {
     MsgHeader probe = call_;
     probe.magic = kProbeMagic;
-    engine_.remote_->TrySend(peer_, &probe, sizeof probe);
+    liveness_.remote_->TrySend(peer_, &probe, sizeof probe);
   }
 }
 
-std::string Engine::Guard::CallName() const {
+std::string Guard::CallName() const {
   return std::string(CollectiveName(static_cast<Collective>(call_.collective))) + " (call " + std::to_string(call_.seq) + ")";
 }
 
-std::string Engine::Guard::Awaited() const {
-  if (peer_ >= 0 && engine_.p2p_ != nullptr && engine_.LocalIndex(peer_) < 0) {
-    return "rank " + std::to_string(peer_) + " (tag " + std::to_string(engine_.p2p_->tag()) + " of the point-to-point layer)";
+std::string Guard::Awaited() const {
+  const LocalNode& node = liveness_.node_;
+  if (peer_ >= 0 && liveness_.p2p_ != nullptr && node.IndexOf(peer_) < 0) {
+    return "rank " + std::to_string(peer_) + " (tag " + std::to_string(liveness_.p2p_->tag()) + " of the point-to-point layer)";
   }
   if (peer_ >= 0) return "rank " + std::to_string(peer_);
   std::string behind;
-  for (size_t li = 0; li < engine_.locals_.size(); ++li) {
-    if (static_cast<int>(li) == engine_.local_index_) continue;
+  for (size_t li = 0; li < node.peers().size(); ++li) {
+    if (static_cast<int>(li) == node.index()) continue;
     MsgHeader theirs{};
-    if (!engine_.ReadPublishedCall(static_cast<int>(li), &theirs) || static_cast<int32_t>(theirs.seq - call_.seq) < 0) {
-      behind += (behind.empty() ? "" : ", ") + std::to_string(engine_.locals_[li].rank);
+    if (!liveness_.ReadPublishedCall(static_cast<int>(li), &theirs) || static_cast<int32_t>(theirs.seq - call_.seq) < 0) {
+      behind += (behind.empty() ? "" : ", ") + std::to_string(node.peers()[li].rank);
     }
   }
   return behind.empty() ? "the ranks of its node" : "rank(s) " + behind + " of its node, still in earlier calls";
 }
 
-void Engine::Guard::CheckDepartures() {
-  for (size_t li = 0; li < engine_.locals_.size(); ++li) {
-    if (static_cast<int>(li) == engine_.local_index_) continue;
-    const RankControl& peer = *engine_.locals_[li].control;
+void Guard::CheckDepartures() {
+  const LocalNode& node = liveness_.node_;
+  for (size_t li = 0; li < node.peers().size(); ++li) {
+    if (static_cast<int>(li) == node.index()) continue;
+    const RankControl& peer = node.control(li);
     if (peer.departed.load(std::memory_order_acquire) == 0) continue;
     MsgHeader theirs{};
-    const bool called = engine_.ReadPublishedCall(static_cast<int>(li), &theirs);
+    const bool called = liveness_.ReadPublishedCall(static_cast<int>(li), &theirs);
     if (called && static_cast<int32_t>(theirs.seq - call_.seq) >= 0) continue;
-    const int rank = engine_.locals_[li].rank;
+    const int rank = node.peers()[li].rank;
     throw CollError("EPEERLOST", "rank " + std::to_string(rank) + " left the communicator (close() or exit) " +
                                      (called ? "after call " + std::to_string(theirs.seq) : "before its first collective") +
                                      ", so it will not take part in this " + CallName());
   }
 }
 
-void Engine::Guard::CompareCall(int li) {
+void Guard::CompareCall(int li) {
   MsgHeader theirs{};
-  if (!engine_.ReadPublishedCall(li, &theirs)) return;
-  const std::string mismatch = DescribeCallMismatch(call_, theirs, engine_.locals_[static_cast<size_t>(li)].rank);
+  if (!liveness_.ReadPublishedCall(li, &theirs)) return;
+  const std::string mismatch = DescribeCallMismatch(call_, theirs, liveness_.node_.peers()[static_cast<size_t>(li)].rank);
   if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
 }
 
-void Engine::Start() {
-  if (header_ == nullptr || watcher_.joinable()) return;
+void Liveness::Start() {
+  if (!node_.mapped() || watcher_.joinable()) return;
   watcher_ = std::thread([this] { Watch(); });
 }
 
-void Engine::Watch() {
+void Liveness::Watch() {
   std::unique_lock<std::mutex> lock(watcher_mutex_);
   while (!watcher_stop_) {
     watcher_cv_.wait_for(lock, std::chrono::milliseconds(50));
     if (watcher_stop_) break;
-    if (header_->abort_code.load(std::memory_order_acquire) != 0) {
+    if (node_.header()->abort_code.load(std::memory_order_acquire) != 0) {
       // Another process failed: pass its reason on and close our sockets, so the ranks of other
       // nodes that wait on us learn it now, not at their next call.
       CloseLinksAfterAbort(NodeAbortCode());
       break;
     }
-    for (const LocalPeer& peer : locals_) {
-      if (peer.rank == options_.rank) continue;
+    for (const LocalPeer& peer : node_.peers()) {
+      if (peer.rank == node_.rank()) continue;
       const int pid = peer.control->pid.load(std::memory_order_relaxed);
       if (pid <= 0 || peer.control->departed.load(std::memory_order_acquire) != 0) continue;
       if (kill(pid, 0) != 0 && errno == ESRCH) {
@@ -148,18 +153,33 @@ void Engine::Watch() {
   }
 }
 
-void Engine::Abort(const std::string& code, const std::string& message) {
+void Liveness::Leave() {
+  if (node_.mapped()) node_.own().departed.store(1, std::memory_order_release);
+  StopWatcher();
+}
+
+void Liveness::StopWatcher() {
+  {
+    std::lock_guard<std::mutex> lock(watcher_mutex_);
+    watcher_stop_ = true;
+  }
+  watcher_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void Liveness::Abort(const std::string& code, const std::string& message) {
   uint32_t code_index = AbortCodeIndex(code);
-  if (header_ != nullptr) {
+  SegmentHeader* header = node_.header();
+  if (header != nullptr) {
     uint32_t expected = 0;
     // The first failure wins; later ones are consequences of it.
-    if (header_->abort_code.compare_exchange_strong(expected, 0xffffffffU, std::memory_order_acq_rel)) {
-      std::string text = message.substr(0, sizeof(header_->abort_message) - 1);
-      std::memcpy(header_->abort_message, text.c_str(), text.size() + 1);
-      header_->abort_rank = options_.rank;
-      header_->abort_code.store(AbortCodeIndex(code), std::memory_order_release);
+    if (header->abort_code.compare_exchange_strong(expected, 0xffffffffU, std::memory_order_acq_rel)) {
+      std::string text = message.substr(0, sizeof(header->abort_message) - 1);
+      std::memcpy(header->abort_message, text.c_str(), text.size() + 1);
+      header->abort_rank = node_.rank();
+      header->abort_code.store(AbortCodeIndex(code), std::memory_order_release);
     }
-    for (const LocalPeer& peer : locals_) {
+    for (const LocalPeer& peer : node_.peers()) {
       peer.control->doorbell.bell.fetch_add(1, std::memory_order_seq_cst);
       FutexWakeAll(peer.control->doorbell.bell);
     }
@@ -168,34 +188,36 @@ void Engine::Abort(const std::string& code, const std::string& message) {
   CloseLinksAfterAbort(code_index);
 }
 
-uint32_t Engine::NodeAbortCode() const {
-  uint32_t code = header_->abort_code.load(std::memory_order_acquire);
-  while (code == 0xffffffffU) code = header_->abort_code.load(std::memory_order_acquire);  // message being written
+uint32_t Liveness::NodeAbortCode() const {
+  const SegmentHeader* header = node_.header();
+  uint32_t code = header->abort_code.load(std::memory_order_acquire);
+  while (code == 0xffffffffU) code = header->abort_code.load(std::memory_order_acquire);  // message being written
   return code;
 }
 
-void Engine::CloseLinksAfterAbort(uint32_t code_index) {
+void Liveness::CloseLinksAfterAbort(uint32_t code_index) {
   // Once: by whichever thread sees the abort first (the caller's, or the watcher).
   if (links_shut_.exchange(true)) return;
   // Ranks of other nodes that read from us next learn the reason, then see the link close.
   MsgHeader notice{};
   notice.magic = kAbortMagic;
-  notice.sender = options_.rank;
+  notice.sender = node_.rank();
   notice.op = static_cast<uint8_t>(code_index);
   remote_->SendLastWords(&notice, sizeof notice, kLastWordsMs);
   remote_->ShutdownAll();
 }
 
-void Engine::ThrowAborted() const {
+void Liveness::ThrowAborted() const {
   const uint32_t code = NodeAbortCode();
   const char* name = code < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]) ? kAbortCodes[code] : "EPEERLOST";
+  const SegmentHeader* header = node_.header();
   throw CollError(name,
-                  "the communicator was aborted: rank " + std::to_string(header_->abort_rank) + ": " + std::string(header_->abort_message));
+                  "the communicator was aborted: rank " + std::to_string(header->abort_rank) + ": " + std::string(header->abort_message));
 }
 
-void Engine::PublishCall(const MsgHeader& call) {
-  if (header_ == nullptr) return;
-  RankControl& mine = *locals_[static_cast<size_t>(local_index_)].control;
+void Liveness::PublishCall(const MsgHeader& call) {
+  if (!node_.mapped()) return;
+  RankControl& mine = node_.own();
   uint64_t words[4];
   std::memcpy(words, &call, sizeof words);
   const uint32_t v = mine.call_version.load(std::memory_order_relaxed);
@@ -205,8 +227,8 @@ void Engine::PublishCall(const MsgHeader& call) {
   mine.call_version.store(v + 2, std::memory_order_release);
 }
 
-bool Engine::ReadPublishedCall(int local_index, MsgHeader* out) const {
-  const RankControl& peer = *locals_[static_cast<size_t>(local_index)].control;
+bool Liveness::ReadPublishedCall(int local_index, MsgHeader* out) const {
+  const RankControl& peer = node_.control(static_cast<size_t>(local_index));
   for (int attempt = 0; attempt < 100; ++attempt) {
     const uint32_t before = peer.call_version.load(std::memory_order_acquire);
     if (before == 0) return false;  // the peer has not called any collective yet
@@ -220,28 +242,6 @@ bool Engine::ReadPublishedCall(int local_index, MsgHeader* out) const {
     }
   }
   return false;
-}
-
-void Engine::RequestClose() { closing_.store(true, std::memory_order_release); }
-
-void Engine::Close() {
-  if (closed_) return;
-  closed_ = true;
-  // A leader whose init failed before every local rank mapped the segment.
-  UnlinkCreated();
-  if (header_ != nullptr) locals_[static_cast<size_t>(local_index_)].control->departed.store(1, std::memory_order_release);
-  {
-    std::lock_guard<std::mutex> lock(watcher_mutex_);
-    watcher_stop_ = true;
-  }
-  watcher_cv_.notify_all();
-  if (watcher_.joinable()) watcher_.join();
-  remote_->CloseAll();
-  header_ = nullptr;
-  own_region_ = nullptr;
-  locals_.clear();
-  channels_.reset();
-  segment_ = ShmSegment();
 }
 
 }  // namespace topocoll
