@@ -49,3 +49,32 @@ export function combineInRankOrder(op, vals, zero, one) {
       return vals.some((v) => v !== zero) ? one : zero;
   }
 }
+
+/**
+ * A new array of class T of n elements, element i being f(i) as T stores it: what
+ * `T.from({ length: n }, (_, i) => f(i))` makes, without that call's generic iteration over an
+ * array-like, which is some 50 times slower and made the checks of large results take most of
+ * some jobs' time.
+ * @template {{ [i: number]: any }} A
+ * @param {{ new (n: number): A }} T
+ * @param {number} n
+ * @param {(i: number) => any} f
+ * @returns {A}
+ */
+export function arrayOf(T, n, f) {
+  const a = new T(n);
+  for (let i = 0; i < n; i++) a[i] = f(i);
+  return a;
+}
+
+/**
+ * Whether a and b are typed arrays of the same class with the same bytes — then every element of
+ * a is Object.is-equal to b's. (Not conversely: NaNs of different bits are equal elements, so a
+ * check that finds the bytes different still compares element by element.)
+ * @param {unknown} a
+ * @param {unknown} b
+ */
+export function sameBytes(a, b) {
+  if (!ArrayBuffer.isView(a) || !ArrayBuffer.isView(b) || a.constructor !== b.constructor || a.byteLength !== b.byteLength) return false;
+  return Buffer.compare(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), new Uint8Array(b.buffer, b.byteOffset, b.byteLength)) === 0;
+}
