@@ -143,16 +143,14 @@ for (const type of CLASSES) {
   const v = (/** @type {number} */ from, /** @type {number} */ i) => value(type, (from * 5 + i) % 100);
   for (let root = 0; root < size; root++) {
     const buf = w.subarray(0, n);
-    for (let i = 0; i < n; i++) buf[i] = rank === root ? v(root, i) : value(type, 0);
+    const want = arrayOf(type, n, (i) => v(root, i));
+    if (rank === root) buf.set(want);
+    else /** @type {any} */ (buf).fill(value(type, 0));
     comm.bcastSync(buf, root);
-    same(
-      `${type.name} window bcast of ${n} from ${root}`,
-      buf,
-      arrayOf(type, n, (/** @type {number} */ i) => v(root, i)),
-    );
+    same(`${type.name} window bcast of ${n} from ${root}`, buf, want);
   }
   const send = w.subarray(0, n);
-  for (let i = 0; i < n; i++) send[i] = v(rank, i);
+  send.set(arrayOf(type, n, (i) => v(rank, i)));
   const out = g.subarray(0, n);
   const root = size - 1;
   comm.reduceSync(send, rank === root ? out : null, 'max', root);
@@ -182,7 +180,11 @@ for (const type of CLASSES) {
   );
   comm.allgathervSync(send.subarray(0, ragged[rank]), gv, ragged);
   const wantV = new type(gv.length);
-  for (let r = 0; r < size; r++) for (let i = 0; i < /** @type {number} */ (ragged[r]); i++) wantV[/** @type {number} */ (at[r]) + i] = v(r, i);
+  for (let r = 0; r < size; r++)
+    wantV.set(
+      arrayOf(type, /** @type {number} */ (ragged[r]), (i) => v(r, i)),
+      at[r],
+    );
   same(`${type.name} window allgatherv of ${ragged.join('/')}`, gv, wantV);
   comm.freeShared(w);
   comm.freeShared(g);
@@ -289,15 +291,33 @@ for (const type of CLASSES) {
     const v = (/** @type {number} */ from, /** @type {number} */ i) => value(type, (from * 7 + i * 3) % 50);
     const send = s.subarray(0, n);
     const recv = r.subarray(0, n);
-    for (let i = 0; i < n; i++) send[i] = v(rank, i);
-    // The reference stores through the same class: integers wrap, Uint8Clamped saturates.
+    send.set(arrayOf(type, n, (i) => v(rank, i)));
+    // The reference stores through the same class after every rank's term: integers wrap,
+    // Uint8Clamped saturates, Float32 rounds. (Other than for the BigInt classes, the sums run in
+    // a Float64Array that takes the class's values back after every term — the same numbers as
+    // storing into the class element by element, in one loop for every class, which V8 keeps fast.)
     const sum = new type(n);
     const max = new type(n);
-    for (let from = 0; from < size; from++) {
-      for (let i = 0; i < n; i++) {
-        sum[i] = /** @type {any} */ (sum[i]) + v(from, i);
-        if (from === 0 || v(from, i) > /** @type {any} */ (max[i])) max[i] = v(from, i);
+    if (isBigIntClass(type)) {
+      for (let from = 0; from < size; from++) {
+        for (let i = 0; i < n; i++) {
+          sum[i] = /** @type {any} */ (sum[i]) + v(from, i);
+          if (from === 0 || v(from, i) > /** @type {any} */ (max[i])) max[i] = v(from, i);
+        }
       }
+    } else {
+      const acc = new Float64Array(n);
+      const top = new Float64Array(n);
+      for (let from = 0; from < size; from++) {
+        for (let i = 0; i < n; i++) {
+          const x = /** @type {number} */ (v(from, i));
+          acc[i] = /** @type {number} */ (acc[i]) + x;
+          if (from === 0 || x > /** @type {number} */ (top[i])) top[i] = x;
+        }
+        sum.set(acc);
+        acc.set(sum);
+      }
+      max.set(top);
     }
     comm.allreduceSync(send, recv, 'sum');
     same(`${type.name} window allreduce sum of ${n}`, recv, sum);
