@@ -113,14 +113,11 @@ const TYPES = /** @type {const} */ ([Float64Array, Int8Array, Uint16Array, Float
  * @param {number} n
  * @returns {any}
  */
-const pattern = (type, root, tag, n) => {
-  const a = new type(n);
-  for (let i = 0; i < n; i++) {
+const pattern = (type, root, tag, n) =>
+  arrayOf(type, n, (i) => {
     const v = (root * 7919 + tag * 104729 + i * 31) % 100000;
-    a[i] = type === BigInt64Array ? BigInt(v) : v;
-  }
-  return a;
-};
+    return type === BigInt64Array ? BigInt(v) : v;
+  });
 
 const SIZES = [0, 1, 7, 1024, 8191, 65537, 131073];
 let tag = 0;
