@@ -22,7 +22,7 @@
 //                    (configure()); prints `rank R case K ok N` or `rank R case K failed: <the
 //                    first failed check>` after case K. The non-commutative user operators run
 //                    in every case.
-import { combineInRankOrder } from './reference-op.mjs';
+import { arrayOf, combineInRankOrder } from './reference-op.mjs';
 import { readFileSync } from 'node:fs';
 import { init, IN_PLACE, userOp } from 'topocoll';
 
@@ -82,20 +82,40 @@ function expectEqual(got, want, what) {
   }
 }
 
+// The references depend on the rank, the size and what they are of, not on the configuration:
+// a job of several cases makes each once and compares every case's results with it. (Only
+// references are kept: the buffers the collectives are given are made anew every time.)
+/** @type {Map<string, any>} */
+const references = new Map();
+/**
+ * @template T
+ * @param {string} key
+ * @param {() => T} make
+ * @returns {T}
+ */
+function reference(key, make) {
+  if (!references.has(key)) references.set(key, make());
+  return references.get(key);
+}
+
 // Integer inputs: sums and maxima checked exactly.
 const intInput = (/** @type {number} */ r, /** @type {number} */ i) => ((r * 131 + i * 7) % 1009) - 500;
 const intSum = (/** @type {number} */ n) =>
-  Int32Array.from({ length: n }, (_, i) => {
-    let s = 0;
-    for (let r = 0; r < size; r++) s += intInput(r, i);
-    return s;
-  });
+  reference(`int sum ${n}`, () =>
+    arrayOf(Int32Array, n, (i) => {
+      let s = 0;
+      for (let r = 0; r < size; r++) s += intInput(r, i);
+      return s;
+    }),
+  );
 const intMax = (/** @type {number} */ n) =>
-  Int32Array.from({ length: n }, (_, i) => {
-    let m = -Infinity;
-    for (let r = 0; r < size; r++) m = Math.max(m, intInput(r, i));
-    return m;
-  });
+  reference(`int max ${n}`, () =>
+    arrayOf(Int32Array, n, (i) => {
+      let m = -Infinity;
+      for (let r = 0; r < size; r++) m = Math.max(m, intInput(r, i));
+      return m;
+    }),
+  );
 // Float inputs whose sums round: the order of additions shows in the last bits.
 const floatInput = (/** @type {number} */ r, /** @type {number} */ i) => Math.sin(r * 12.9898 + i * 78.233) * 43758.5453;
 
@@ -113,11 +133,11 @@ async function sizeChecks(sizes) {
       comm.bcastSync(buf, root);
       expectEqual(
         buf,
-        Float64Array.from({ length: n }, (_, i) => root * 1e6 + i + 0.25),
+        arrayOf(Float64Array, n, (i) => root * 1e6 + i + 0.25),
         `bcast n=${n} root=${root}`,
       );
       // reduce (sum), and IN_PLACE at the root
-      const mine = Int32Array.from({ length: n }, (_, i) => intInput(rank, i));
+      const mine = arrayOf(Int32Array, n, (i) => intInput(rank, i));
       const out = rank === root ? new Int32Array(n) : null;
       comm.reduceSync(mine, out, 'sum', root);
       if (rank === root) expectEqual(/** @type {Int32Array} */ (out), intSum(n), `reduce sum n=${n} root=${root}`);
@@ -130,7 +150,7 @@ async function sizeChecks(sizes) {
       }
     }
     // allreduce: exact integers, then floats compared bitwise across ranks
-    const mine = Int32Array.from({ length: n }, (_, i) => intInput(rank, i));
+    const mine = arrayOf(Int32Array, n, (i) => intInput(rank, i));
     const sum = new Int32Array(n);
     comm.allreduceSync(mine, sum, 'sum');
     expectEqual(sum, intSum(n), `allreduce sum n=${n}`);
@@ -138,12 +158,18 @@ async function sizeChecks(sizes) {
     await comm.allreduce(IN_PLACE, inPlace, 'max');
     expectEqual(inPlace, intMax(n), `allreduce IN_PLACE max n=${n}`);
 
-    const floats = Float64Array.from({ length: n }, (_, i) => floatInput(rank, i));
+    const floats = arrayOf(Float64Array, n, (i) => floatInput(rank, i));
     const result = new Float64Array(n);
     comm.allreduceSync(floats, result, 'sum');
+    const floatSum = reference(`float sum ${n}`, () =>
+      arrayOf(Float64Array, n, (i) => {
+        let want = 0;
+        for (let r = 0; r < size; r++) want += floatInput(r, i);
+        return want;
+      }),
+    );
     for (let i = 0; i < n; i++) {
-      let want = 0;
-      for (let r = 0; r < size; r++) want += floatInput(r, i);
+      const want = /** @type {number} */ (floatSum[i]);
       if (Math.abs(/** @type {number} */ (result[i]) - want) > 1e-9 * size * 43758.5453) {
         fail(`rank ${rank}: allreduce float sum n=${n}: element ${i} is ${result[i]}, expected about ${want}`);
         break;
@@ -158,16 +184,17 @@ async function sizeChecks(sizes) {
     comm.allreduceSync(floats, again, 'sum');
     expectEqual(new BigUint64Array(again.buffer), new BigUint64Array(result.buffer), `allreduce float sum n=${n}: repeatable`);
     // allgather (Sync, Promise IN_PLACE) and allgatherv with ragged counts (zeros included) of about n
-    const block = (/** @type {number} */ r, /** @type {number} */ len) => Int32Array.from({ length: len }, (_, i) => intInput(r, i) * 3 + r);
-    const gathered = (/** @type {number[]} */ counts) => {
-      const out = new Int32Array(counts.reduce((a, b) => a + b, 0));
-      let at = 0;
-      counts.forEach((len, r) => {
-        out.set(block(r, len), at);
-        at += len;
+    const block = (/** @type {number} */ r, /** @type {number} */ len) => arrayOf(Int32Array, len, (i) => intInput(r, i) * 3 + r);
+    const gathered = (/** @type {number[]} */ counts) =>
+      reference(`gathered ${counts.join(',')}`, () => {
+        const out = new Int32Array(counts.reduce((a, b) => a + b, 0));
+        let at = 0;
+        counts.forEach((len, r) => {
+          out.set(block(r, len), at);
+          at += len;
+        });
+        return out;
       });
-      return out;
-    };
     const even = Array(size).fill(n);
     const all = new Int32Array(n * size);
     comm.allgatherSync(block(rank, n), all);
@@ -384,21 +411,27 @@ async function typeMatrix(counts) {
     for (const n of resolved) {
       // bcast of the type (its bytes, whatever their meaning)
       for (const root of reduceRoots) {
-        const values = Array.from({ length: n }, (_, i) => (ty.integer ? matrixIntInput(ty, t, 'bxor', root, i) : matrixFloatInput(ty, t, 'min', root, i)));
+        const values = reference(`bcast ${t} ${n} ${root}`, () =>
+          Array.from({ length: n }, (_, i) => (ty.integer ? matrixIntInput(ty, t, 'bxor', root, i) : matrixFloatInput(ty, t, 'min', root, i))),
+        );
         const buf = rank === root ? filled(ty, values) : ty.make(n);
         comm.bcastSync(buf, root);
         expectValues(ty, buf, values, `bcast ${ty.name} n=${n} root=${root}`);
       }
       for (const op of ty.integer ? INT_OPS : FLOAT_OPS) {
         const input = ty.integer ? matrixIntInput : matrixFloatInput;
-        const all = Array.from({ length: size }, (_, r) => Array.from({ length: n }, (_, i) => input(ty, t, op, r, i)));
-        const want = Array.from({ length: n }, (_, i) =>
-          referenceOf(
-            ty,
-            op,
-            all.map((v) => v[i]),
-          ),
-        );
+        // Every rank's inputs and their reduction.
+        const { all, want } = reference(`${op} ${t} ${n}`, () => {
+          const all = Array.from({ length: size }, (_, r) => Array.from({ length: n }, (_, i) => input(ty, t, op, r, i)));
+          const want = Array.from({ length: n }, (_, i) =>
+            referenceOf(
+              ty,
+              op,
+              all.map((v) => v[i]),
+            ),
+          );
+          return { all, want };
+        });
         const what = `${ty.name} ${op} n=${n}`;
         const mine = filled(ty, /** @type {any[]} */ (all[rank]));
 
@@ -477,15 +510,17 @@ async function inexactFloatSums(ty, t, n) {
     const v = Math.sin(r * 12.9898 + i * 78.233 + t) * 43758.5453;
     return ty.bytes === 4 ? Math.fround(v) : v;
   };
-  const exact = Array.from({ length: n }, (_, i) => {
-    let s = 0;
-    let abs = 0;
-    for (let r = 0; r < size; r++) {
-      s += value(r, i);
-      abs += Math.abs(value(r, i));
-    }
-    return [s, abs];
-  });
+  const exact = reference(`inexact ${t} ${n}`, () =>
+    Array.from({ length: n }, (_, i) => {
+      let s = 0;
+      let abs = 0;
+      for (let r = 0; r < size; r++) {
+        s += value(r, i);
+        abs += Math.abs(value(r, i));
+      }
+      return [s, abs];
+    }),
+  );
   const near = (/** @type {Values} */ got, /** @type {string} */ what) => {
     checks++;
     for (let i = 0; i < n; i++) {
@@ -559,7 +594,7 @@ async function bigChecks(n) {
     checks++;
     for (let i = 0; i < n; i++) if (got[i] !== want(i)) return fail(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want(i)}`);
   };
-  const mine = Int32Array.from({ length: n }, (_, i) => intIn(rank, i));
+  const mine = arrayOf(Int32Array, n, (i) => intIn(rank, i));
   for (const root of reduceRoots) {
     const recv = rank === root ? new Int32Array(n) : null;
     comm.reduceSync(mine, recv, 'sum', root);
@@ -577,7 +612,7 @@ async function bigChecks(n) {
   await comm.allreduce(IN_PLACE, own, 'min');
   expectInts(own, intMinBig, `allreduce IN_PLACE Int32 min n=${n}`);
   // Float32 sums: near the exact sum, and bitwise the same on every rank.
-  const floats = Float32Array.from({ length: n }, (_, i) => floatIn(rank, i));
+  const floats = arrayOf(Float32Array, n, (i) => floatIn(rank, i));
   const fsum = new Float32Array(n);
   comm.allreduceSync(floats, fsum, 'sum');
   checks++;
