@@ -31,6 +31,11 @@ export interface AcrossHostsOptions {
   env?: Record<string, string>;
   /** A rank still running after this many ms is killed (default JOB_LIMIT_MS). */
   limitMs?: (rank: number) => number;
+  /**
+   * Ranks killed as soon as every other rank has ended (or at their limit): a rank that stopped
+   * itself (SIGSTOP), which would else wait out its limit after the others reported it.
+   */
+  killAfterTheOthers?: (rank: number) => boolean;
 }
 
 export async function runAcrossHosts(
@@ -47,6 +52,8 @@ export async function runAcrossHosts(
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !LAUNCHER_VARS.test(k)));
   const t0 = performance.now();
   const runs: Promise<RankResult>[] = [];
+  let othersEnded = () => {};
+  const theOthersEnded = new Promise<void>((resolve) => (othersEnded = resolve));
   let rank = 0;
   perHost.forEach((count, host) => {
     for (let j = 0; j < count; j++, rank++) {
@@ -62,11 +69,18 @@ export async function runAcrossHosts(
       };
       runs.push(
         h
-          .run(host, process.execPath, [script, ...args], { env, cwd: repoRoot, cpus: String(r % cpus().length), timeoutMs: opts.limitMs?.(r) ?? JOB_LIMIT_MS })
+          .run(host, process.execPath, [script, ...args], {
+            env,
+            cwd: repoRoot,
+            cpus: String(r % cpus().length),
+            timeoutMs: opts.limitMs?.(r) ?? JOB_LIMIT_MS,
+            killWhen: opts.killAfterTheOthers?.(r) ? theOthersEnded : undefined,
+          })
           .then((run) => ({ ...run, rank: r, host })),
       );
     }
   });
+  void Promise.allSettled(runs.filter((_, r) => !opts.killAfterTheOthers?.(r))).then(othersEnded);
   const ranks = await Promise.all(runs);
   return { ranks, ms: performance.now() - t0 };
 }

@@ -79,8 +79,11 @@ export interface Hosts {
   readonly hosts: readonly Host[];
   /** Starts `cmd args` inside host i; stdio piped. Its pid is the command's own (nsenter, setpriv and taskset exec). */
   spawn(i: number, cmd: string, args: readonly string[], opts?: SpawnInHostOptions): ChildProcess;
-  /** Runs `cmd args` inside host i to completion (SIGKILL after timeoutMs, default 60 s). */
-  run(i: number, cmd: string, args: readonly string[], opts?: SpawnInHostOptions & { timeoutMs?: number }): Promise<HostRun>;
+  /**
+   * Runs `cmd args` inside host i to completion (SIGKILL after timeoutMs, default 60 s, or as
+   * soon as `killWhen` settles, if it is given).
+   */
+  run(i: number, cmd: string, args: readonly string[], opts?: SpawnInHostOptions & { timeoutMs?: number; killWhen?: Promise<unknown> }): Promise<HostRun>;
   /** A TCP port nothing listens on in host i (asked from its kernel, then released). */
   freePort(i: number): Promise<number>;
   /** Names in host i's private /dev/shm and /tmp. */
@@ -233,7 +236,12 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
     return child;
   };
 
-  const runIn = (i: number, cmd: string, args: readonly string[], o: SpawnInHostOptions & { timeoutMs?: number } = {}): Promise<HostRun> => {
+  const runIn = (
+    i: number,
+    cmd: string,
+    args: readonly string[],
+    o: SpawnInHostOptions & { timeoutMs?: number; killWhen?: Promise<unknown> } = {},
+  ): Promise<HostRun> => {
     const t0 = performance.now();
     const child = spawnIn(i, cmd, args, o);
     let stdout = '';
@@ -241,6 +249,8 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
     child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs ?? 60_000);
+    // After the child's exit, kill() does nothing.
+    void o.killWhen?.finally(() => child.kill('SIGKILL'));
     return new Promise((resolve, reject) => {
       child.on('error', (e) => {
         clearTimeout(timer);

@@ -42,6 +42,38 @@ export async function expectEveryRankOk(r: ReturnType<typeof runJob>, ranks: num
   expect(await leftoverSegments()).toEqual([]);
 }
 
+/** A JSON file of `cases` in a fresh temporary directory, for a job's `--cases=FILE`. */
+export function casesFile(cases: readonly unknown[]): string {
+  const file = join(tempDir('topocoll-test-cases-'), 'cases.json');
+  writeFileSync(file, JSON.stringify(cases));
+  return file;
+}
+
+/**
+ * `run`, called once, by the first of the tests that check a part of its result (a job that runs
+ * many cases, each test one case): the function returns the result of that one call every time.
+ */
+export function sharedJob<T>(run: () => T): () => T {
+  let result: { value: T } | undefined;
+  return () => (result ??= { value: run() }).value;
+}
+
+/**
+ * Case `k` of a job that runs several cases and reports each (`rank R case K ok N` or
+ * `rank R case K failed: <what>`) passed on every one of `ranks` ranks; else the message names
+ * what failed (or that the job did not reach the case, with its stderr).
+ */
+export function expectCaseOk(r: ReturnType<typeof runJob>, k: number, ranks: number): void {
+  const ok = r.lines
+    .map((l) => /^rank (\d+) case (\d+) ok \d+$/.exec(l))
+    .filter((m) => m !== null && Number(m[2]) === k)
+    .map((m) => Number(m![1]))
+    .sort((a, b) => a - b);
+  const failed = r.lines.filter((l) => l.startsWith('rank ') && l.includes(` case ${k} failed: `));
+  const why = failed.length > 0 ? failed.join('\n') : `case ${k} not reported by every rank (exit ${r.status}, ${r.signal}):\n${r.stderr}`;
+  expect(ok, why).toEqual(Array.from({ length: ranks }, (_, i) => i));
+}
+
 /** `topocoll run <args>` with TOPOCOLL_P2P_DIR a fresh directory, for test/jobs/socket-layer.mjs's sockets. */
 export function runJobOverSocketLayer(args: string[], timeoutMs?: number): ReturnType<typeof runJob> {
   process.env.TOPOCOLL_P2P_DIR = tempDir('topocoll-p2p-');

@@ -14,7 +14,7 @@
 // [--late M] a bcast of M MiB that the ranks off the root's node come to late; [--layer socket]
 // makes the communicator with createCommunicator over the Unix-socket test layer
 // (socket-layer.mjs, its sockets in $TOPOCOLL_P2P_DIR) instead of init().
-import { combineInRankOrder, isBigIntClass, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
+import { arrayOf, combineInRankOrder, isBigIntClass, sameBytes, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 import { socketLayer } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, isTopocollError, userOp } from 'topocoll';
 
@@ -191,6 +191,8 @@ function reference(T, op, n) {
 function expectEqual(got, want, what) {
   checks++;
   if (got.length !== want.length) throw new Error(`${what}: length ${got.length}, expected ${want.length}`);
+  // The same bytes are equal elements (a memcmp); else the loop finds the one that differs.
+  if (sameBytes(got, want)) return;
   for (let i = 0; i < want.length; i++) {
     if (got[i] !== want[i] && !(Number.isNaN(got[i]) && Number.isNaN(want[i]))) {
       throw new Error(`${what}: element ${i} is ${got[i]}, expected ${want[i]}`);
@@ -227,8 +229,8 @@ for (const [T, op] of PAIRS) {
 // these large messages are made, as in a program that works on large data first.
 if (smoke) {
   const m = (64 << 10) / 4 + 3;
-  const mine = Uint32Array.from({ length: m }, (_, i) => (i * 5 + rank * 3) % 1000);
-  const want = Uint32Array.from({ length: m }, (_, i) => {
+  const mine = arrayOf(Uint32Array, m, (i) => (i * 5 + rank * 3) % 1000);
+  const want = arrayOf(Uint32Array, m, (i) => {
     let s = 0;
     for (let r = 0; r < size; r++) s += (i * 5 + r * 3) % 1000;
     return s;
@@ -246,7 +248,7 @@ if (smoke) {
     await call.bcast(buf, r);
     expectEqual(
       buf,
-      Uint8Array.from({ length: buf.length }, (_, i) => (i * 11 + r) & 0xff),
+      arrayOf(Uint8Array, buf.length, (i) => (i * 11 + r) & 0xff),
       `bcast${Sync} 64 KiB + 3 root=${r}`,
     );
   }
@@ -269,7 +271,7 @@ for (const root of roots) {
     await call.bcast(buf, root);
     expectEqual(
       buf,
-      Float64Array.from({ length: n }, (_, i) => root * 1000 + i + 0.5),
+      arrayOf(Float64Array, n, (i) => root * 1000 + i + 0.5),
       `bcast${Sync} n=${n} root=${root}`,
     );
     const bytes = new Uint8Array(n + 3);
@@ -277,7 +279,7 @@ for (const root of roots) {
     await comm.bcast(bytes, root);
     expectEqual(
       bytes,
-      Uint8Array.from({ length: n + 3 }, (_, i) => (i * 7 + root) & 0xff),
+      arrayOf(Uint8Array, n + 3, (i) => (i * 7 + root) & 0xff),
       `bcast n=${n + 3} root=${root}`,
     );
   }
@@ -292,7 +294,7 @@ for (const root of roots) {
     return isBig(T) ? BigInt(v) - 40n * BigInt(r % 2) : T.name.startsWith('Uint') ? v : v - 40 * (r % 2);
   };
   /** @type {(T: ArrayType, r: number, n: number) => Values} */
-  const block = (T, r, n) => T.from({ length: n }, (_, i) => value(T, r, i));
+  const block = (T, r, n) => arrayOf(T, n, (i) => value(T, r, i));
   /** @type {(T: ArrayType, counts: number[]) => Values} */
   const concat = (T, counts) => {
     const out = new T(counts.reduce((a, b) => a + b, 0));
@@ -364,7 +366,7 @@ for (const root of roots) {
   const outs = [];
   const pending = [];
   for (let k = 0; k < 6; k++) {
-    const mine = Int32Array.from({ length: 64 }, (_, i) => rank * k + i);
+    const mine = arrayOf(Int32Array, 64, (i) => rank * k + i);
     const out = new Int32Array(64);
     outs.push(out);
     pending.push(k % 2 === 0 ? comm.allreduce(mine, out, 'sum') : comm.allreduce(mine, out, 'max'));
@@ -372,7 +374,7 @@ for (const root of roots) {
   pending.push(comm.barrier());
   await Promise.all(pending);
   outs.forEach((out, k) => {
-    const want = Int32Array.from({ length: 64 }, (_, i) => (k % 2 === 0 ? (k * size * (size - 1)) / 2 + size * i : (size - 1) * k + i));
+    const want = arrayOf(Int32Array, 64, (i) => (k % 2 === 0 ? (k * size * (size - 1)) / 2 + size * i : (size - 1) * k + i));
     expectEqual(out, want, `pipelined allreduce #${k}`);
   });
   // A Sync call after queued Promise calls waits for them. (Not where blocking calls are
@@ -392,10 +394,10 @@ if (blocking) {
   // Commutative and associative, and it counts its own applications: size − 1 of them.
   const plusOne = userOp((/** @type {number} */ a, /** @type {number} */ b) => a + b + 1, { commutative: true });
   const n = 5000; // more than one scratch chunk
-  const mine = Float64Array.from({ length: n }, (_, i) => ((i * 13 + rank * 7) % 50) + 1);
+  const mine = arrayOf(Float64Array, n, (i) => ((i * 13 + rank * 7) % 50) + 1);
   const out = new Float64Array(n);
   comm.allreduceSync(mine, out, plusOne);
-  const want = Float64Array.from({ length: n }, (_, i) => {
+  const want = arrayOf(Float64Array, n, (i) => {
     let s = size - 1;
     for (let r = 0; r < size; r++) s += ((i * 13 + r * 7) % 50) + 1;
     return s;
@@ -403,14 +405,14 @@ if (blocking) {
   expectEqual(out, want, 'allreduce with a user operator');
   const bigSum = userOp((/** @type {bigint} */ a, /** @type {bigint} */ b) => a + b, { commutative: true });
   const root = size - 1;
-  const big = BigInt64Array.from({ length: 7 }, (_, i) => BigInt(rank) * 1000000000000n + BigInt(i));
+  const big = arrayOf(BigInt64Array, 7, (i) => BigInt(rank) * 1000000000000n + BigInt(i));
   const bigOut = rank === root ? new BigInt64Array(7) : null;
   await comm.reduce(big, bigOut, bigSum, root);
   if (rank === root) {
     const total = BigInt((size * (size - 1)) / 2) * 1000000000000n;
     expectEqual(
       /** @type {Values} */ (bigOut),
-      BigInt64Array.from({ length: 7 }, (_, i) => total + BigInt(size * i)),
+      arrayOf(BigInt64Array, 7, (i) => total + BigInt(size * i)),
       'reduce with a user operator on int64',
     );
   }
@@ -425,17 +427,17 @@ if (args.has('--big')) {
     await call.bcast(buf, root);
     expectEqual(
       buf,
-      Uint8Array.from({ length: n }, (_, i) => (i * 13 + root) & 0xff),
+      arrayOf(Uint8Array, n, (i) => (i * 13 + root) & 0xff),
       `bcast 1 MiB + 3 root=${root}`,
     );
   }
   const m = ((1 << 20) + 3) >> 2;
-  const big = Uint32Array.from({ length: m }, (_, i) => (i + rank) % 1000);
+  const big = arrayOf(Uint32Array, m, (i) => (i + rank) % 1000);
   const out = new Uint32Array(m);
   await call.allreduce(big, out, 'sum');
   expectEqual(
     out,
-    Uint32Array.from({ length: m }, (_, i) => {
+    arrayOf(Uint32Array, m, (i) => {
       let s = 0;
       for (let r = 0; r < size; r++) s += (i + r) % 1000;
       return s;

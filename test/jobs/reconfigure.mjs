@@ -1,11 +1,11 @@
 // @ts-check
 // A rank of a multi-process test job: a loop of collectives with the configuration switched in
 // the middle — levels off and on again, algorithms changed — every result checked against a
-// reference. `--disagree` makes the last rank ask for another configuration than the others:
-// every rank must then report EMISMATCH and keep working with the old configuration. `--skip`
-// makes the last rank run an allreduce where the others reconfigure: every rank must get
-// EMISMATCH (no hang), and then it stops.
-// Prints `rank R ok N` (and `rank R mismatch` with --disagree) or throws.
+// reference. `--disagree` then makes the last rank ask for another configuration than the
+// others: every rank must report EMISMATCH (`rank R mismatch: disagree`) and keep working with
+// the old configuration. Then every rank prints `rank R ok N` (or throws). `--skip` then makes the
+// last rank run an allreduce where the others reconfigure: every rank must get EMISMATCH (no
+// hang; `rank R mismatch: skip`), and then it stops. The two may be given together.
 import { init } from 'topocoll';
 
 const comm = await init();
@@ -80,26 +80,13 @@ for (let step = 0; step < 30; step++) {
   }
 }
 
-if (skip) {
-  try {
-    if (rank === size - 1) comm.allreduceSync(Int32Array.of(1), new Int32Array(1), 'sum');
-    else comm.configure({ bcast: { segment: 4096 } });
-    throw new Error(`rank ${rank}: a rank skipping configure() was not noticed`);
-  } catch (e) {
-    if (e.code !== 'EMISMATCH') throw e;
-    console.log(`rank ${rank} mismatch`);
-  }
-  comm.close();
-  process.exit(0);
-}
-
 if (disagree) {
   try {
     comm.configure({ bcast: { segment: rank === size - 1 ? 8192 : 4096 } });
     throw new Error(`rank ${rank}: configure with different settings did not fail`);
   } catch (e) {
     if (e.code !== 'EMISMATCH') throw e;
-    console.log(`rank ${rank} mismatch`);
+    console.log(`rank ${rank} mismatch: disagree`);
   }
   // The old configuration is still in force everywhere.
   for (let step = 30; step < 33; step++) for (const n of [1, 40000]) check(n, 0, step);
@@ -107,4 +94,17 @@ if (disagree) {
 
 comm.barrierSync();
 console.log(`rank ${rank} ok ${checks}`);
+
+if (skip) {
+  try {
+    if (rank === size - 1) comm.allreduceSync(Int32Array.of(1), new Int32Array(1), 'sum');
+    else comm.configure({ bcast: { segment: 4096 } });
+    throw new Error(`rank ${rank}: a rank skipping configure() was not noticed`);
+  } catch (e) {
+    if (e.code !== 'EMISMATCH') throw e;
+    console.log(`rank ${rank} mismatch: skip`);
+  }
+  comm.close();
+  process.exit(0);
+}
 comm.close();

@@ -49,3 +49,39 @@ export function combineInRankOrder(op, vals, zero, one) {
       return vals.some((v) => v !== zero) ? one : zero;
   }
 }
+
+/**
+ * A new array of class T of n elements, element i being f(i) as T stores it: what
+ * `T.from({ length: n }, (_, i) => f(i))` makes. The values go through a Float64Array (which
+ * holds any number exactly) and set() converts them as storing each would: one loop for every
+ * class, which V8 keeps fast, where T.from's generic path, or a loop storing into each class in
+ * turn, made the checks of large results take most of some jobs' time.
+ * @template {{ [i: number]: any, length: number, set(a: ArrayLike<any>, offset?: number): void }} A
+ * @param {{ new (n: number): A }} T
+ * @param {number} n
+ * @param {(i: number) => any} f numbers, or bigints for the BigInt classes
+ * @returns {A}
+ */
+export function arrayOf(T, n, f) {
+  const a = new T(n);
+  if (isBigIntClass(T)) {
+    for (let i = 0; i < n; i++) a[i] = f(i);
+    return a;
+  }
+  const values = new Float64Array(n);
+  for (let i = 0; i < n; i++) values[i] = f(i);
+  a.set(values);
+  return a;
+}
+
+/**
+ * Whether a and b are typed arrays of the same class with the same bytes — then every element of
+ * a is Object.is-equal to b's. (Not conversely: NaNs of different bits are equal elements, so a
+ * check that finds the bytes different still compares element by element.)
+ * @param {unknown} a
+ * @param {unknown} b
+ */
+export function sameBytes(a, b) {
+  if (!ArrayBuffer.isView(a) || !ArrayBuffer.isView(b) || a.constructor !== b.constructor || a.byteLength !== b.byteLength) return false;
+  return Buffer.compare(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), new Uint8Array(b.buffer, b.byteOffset, b.byteLength)) === 0;
+}

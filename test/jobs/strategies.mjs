@@ -5,7 +5,8 @@
 // datatypes and operators, IN_PLACE, and non-commutative user operators; checks every result
 // against a reference recomputed here from what every rank's input is, and that floating-point
 // allreduce results are bitwise identical on every rank. Prints `rank R ok N` or throws (and
-// rank 0 first prints `levels of rank 0: <level>:<group size> …`).
+// rank 0 first prints `levels of rank 0: <level>:<group size> …`); a failed check does not stop
+// the job at once (see fail()), it throws the failures at the end.
 //
 // Arguments:
 //   sizes            the sizes to test, in elements (default: a list spanning 0 … 300 000; none
@@ -16,10 +17,16 @@
 //                    C (default 1,17,kib; `kib` is the odd count just above 1100 bytes of the type)
 //   --big=N          also bcast, reduce and allreduce of N Int32 / Float32 elements (and a Buffer
 //                    of 4N + 3 bytes), roots 0 and size − 1, IN_PLACE, float sums bitwise equal
-import { combineInRankOrder } from './reference-op.mjs';
+//   --cases=FILE     instead of the above, the cases of FILE (JSON: [{ config?, sizes?, types?,
+//                    big? }], see Case) one after the other, each under its configuration
+//                    (configure()); prints `rank R case K ok N` or `rank R case K failed: <the
+//                    first failed check>` after case K. The non-commutative user operators run
+//                    in every case.
+import { arrayOf, combineInRankOrder } from './reference-op.mjs';
+import { readFileSync } from 'node:fs';
 import { init, IN_PLACE, userOp } from 'topocoll';
 
-/** @import { ReduceOpName, TypedArray } from 'topocoll' */
+/** @import { ReduceOpName, RuntimeConfigInput, TypedArray } from 'topocoll' */
 /**
  * A typed array or Buffer whose elements are numbers or bigints by type; the references below
  * mix the two as the datatype decides, which the checker cannot follow, so elements are `any`.
@@ -53,6 +60,15 @@ const options = new Map(
 );
 const SIZES = given.length > 0 ? given : options.size > 0 ? [] : [0, 1, 3, 17, 1000, 16411, 70001, 300000];
 
+// A check that fails records its message and the case goes on, so that every rank keeps calling
+// the same collectives as the others and the later cases still run; the job fails at the end.
+/** @type {string | undefined} the first failed check of the case running */
+let failure;
+/** @param {string} message */
+function fail(message) {
+  failure ??= message;
+}
+
 /**
  * @param {Values} got
  * @param {Values} want
@@ -60,103 +76,138 @@ const SIZES = given.length > 0 ? given : options.size > 0 ? [] : [0, 1, 3, 17, 1
  */
 function expectEqual(got, want, what) {
   checks++;
-  if (got.length !== want.length) throw new Error(`rank ${rank}: ${what}: length ${got.length}, expected ${want.length}`);
+  if (got.length !== want.length) return fail(`rank ${rank}: ${what}: length ${got.length}, expected ${want.length}`);
   for (let i = 0; i < want.length; i++) {
-    if (got[i] !== want[i]) throw new Error(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want[i]}`);
+    if (got[i] !== want[i]) return fail(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want[i]}`);
   }
+}
+
+// The references depend on the rank, the size and what they are of, not on the configuration:
+// a job of several cases makes each once and compares every case's results with it. (Only
+// references are kept: the buffers the collectives are given are made anew every time.)
+/** @type {Map<string, any>} */
+const references = new Map();
+/**
+ * @template T
+ * @param {string} key
+ * @param {() => T} make
+ * @returns {T}
+ */
+function reference(key, make) {
+  if (!references.has(key)) references.set(key, make());
+  return references.get(key);
 }
 
 // Integer inputs: sums and maxima checked exactly.
 const intInput = (/** @type {number} */ r, /** @type {number} */ i) => ((r * 131 + i * 7) % 1009) - 500;
 const intSum = (/** @type {number} */ n) =>
-  Int32Array.from({ length: n }, (_, i) => {
-    let s = 0;
-    for (let r = 0; r < size; r++) s += intInput(r, i);
-    return s;
-  });
+  reference(`int sum ${n}`, () =>
+    arrayOf(Int32Array, n, (i) => {
+      let s = 0;
+      for (let r = 0; r < size; r++) s += intInput(r, i);
+      return s;
+    }),
+  );
 const intMax = (/** @type {number} */ n) =>
-  Int32Array.from({ length: n }, (_, i) => {
-    let m = -Infinity;
-    for (let r = 0; r < size; r++) m = Math.max(m, intInput(r, i));
-    return m;
-  });
+  reference(`int max ${n}`, () =>
+    arrayOf(Int32Array, n, (i) => {
+      let m = -Infinity;
+      for (let r = 0; r < size; r++) m = Math.max(m, intInput(r, i));
+      return m;
+    }),
+  );
 // Float inputs whose sums round: the order of additions shows in the last bits.
 const floatInput = (/** @type {number} */ r, /** @type {number} */ i) => Math.sin(r * 12.9898 + i * 78.233) * 43758.5453;
 
-for (const n of SIZES) {
-  const roots = n <= 1000 ? Array.from({ length: size }, (_, r) => r) : [size - 1, 0];
-  for (const root of roots) {
-    // bcast
-    const buf = new Float64Array(n);
-    if (rank === root) for (let i = 0; i < n; i++) buf[i] = root * 1e6 + i + 0.25;
-    comm.bcastSync(buf, root);
-    expectEqual(
-      buf,
-      Float64Array.from({ length: n }, (_, i) => root * 1e6 + i + 0.25),
-      `bcast n=${n} root=${root}`,
-    );
-    // reduce (sum), and IN_PLACE at the root
-    const mine = Int32Array.from({ length: n }, (_, i) => intInput(rank, i));
-    const out = rank === root ? new Int32Array(n) : null;
-    comm.reduceSync(mine, out, 'sum', root);
-    if (rank === root) expectEqual(/** @type {Int32Array} */ (out), intSum(n), `reduce sum n=${n} root=${root}`);
-    if (rank === root) {
-      const inPlace = Int32Array.from(mine);
-      await comm.reduce(IN_PLACE, inPlace, 'max', root);
-      expectEqual(inPlace, intMax(n), `reduce IN_PLACE max n=${n} root=${root}`);
-    } else {
-      await comm.reduce(mine, null, 'max', root);
+/**
+ * bcast, reduce, allreduce and allgather(v) at the sizes given, every root up to 1000 elements.
+ * @param {number[]} sizes
+ */
+async function sizeChecks(sizes) {
+  for (const n of sizes) {
+    const roots = n <= 1000 ? Array.from({ length: size }, (_, r) => r) : [size - 1, 0];
+    for (const root of roots) {
+      // bcast
+      const buf = new Float64Array(n);
+      if (rank === root) for (let i = 0; i < n; i++) buf[i] = root * 1e6 + i + 0.25;
+      comm.bcastSync(buf, root);
+      expectEqual(
+        buf,
+        arrayOf(Float64Array, n, (i) => root * 1e6 + i + 0.25),
+        `bcast n=${n} root=${root}`,
+      );
+      // reduce (sum), and IN_PLACE at the root
+      const mine = arrayOf(Int32Array, n, (i) => intInput(rank, i));
+      const out = rank === root ? new Int32Array(n) : null;
+      comm.reduceSync(mine, out, 'sum', root);
+      if (rank === root) expectEqual(/** @type {Int32Array} */ (out), intSum(n), `reduce sum n=${n} root=${root}`);
+      if (rank === root) {
+        const inPlace = Int32Array.from(mine);
+        await comm.reduce(IN_PLACE, inPlace, 'max', root);
+        expectEqual(inPlace, intMax(n), `reduce IN_PLACE max n=${n} root=${root}`);
+      } else {
+        await comm.reduce(mine, null, 'max', root);
+      }
     }
-  }
-  // allreduce: exact integers, then floats compared bitwise across ranks
-  const mine = Int32Array.from({ length: n }, (_, i) => intInput(rank, i));
-  const sum = new Int32Array(n);
-  comm.allreduceSync(mine, sum, 'sum');
-  expectEqual(sum, intSum(n), `allreduce sum n=${n}`);
-  const inPlace = Int32Array.from(mine);
-  await comm.allreduce(IN_PLACE, inPlace, 'max');
-  expectEqual(inPlace, intMax(n), `allreduce IN_PLACE max n=${n}`);
+    // allreduce: exact integers, then floats compared bitwise across ranks
+    const mine = arrayOf(Int32Array, n, (i) => intInput(rank, i));
+    const sum = new Int32Array(n);
+    comm.allreduceSync(mine, sum, 'sum');
+    expectEqual(sum, intSum(n), `allreduce sum n=${n}`);
+    const inPlace = Int32Array.from(mine);
+    await comm.allreduce(IN_PLACE, inPlace, 'max');
+    expectEqual(inPlace, intMax(n), `allreduce IN_PLACE max n=${n}`);
 
-  const floats = Float64Array.from({ length: n }, (_, i) => floatInput(rank, i));
-  const result = new Float64Array(n);
-  comm.allreduceSync(floats, result, 'sum');
-  for (let i = 0; i < n; i++) {
-    let want = 0;
-    for (let r = 0; r < size; r++) want += floatInput(r, i);
-    if (Math.abs(/** @type {number} */ (result[i]) - want) > 1e-9 * size * 43758.5453)
-      throw new Error(`rank ${rank}: allreduce float sum n=${n}: element ${i} is ${result[i]}, expected about ${want}`);
+    const floats = arrayOf(Float64Array, n, (i) => floatInput(rank, i));
+    const result = new Float64Array(n);
+    comm.allreduceSync(floats, result, 'sum');
+    const floatSum = reference(`float sum ${n}`, () =>
+      arrayOf(Float64Array, n, (i) => {
+        let want = 0;
+        for (let r = 0; r < size; r++) want += floatInput(r, i);
+        return want;
+      }),
+    );
+    for (let i = 0; i < n; i++) {
+      const want = /** @type {number} */ (floatSum[i]);
+      if (Math.abs(/** @type {number} */ (result[i]) - want) > 1e-9 * size * 43758.5453) {
+        fail(`rank ${rank}: allreduce float sum n=${n}: element ${i} is ${result[i]}, expected about ${want}`);
+        break;
+      }
+    }
+    // Every rank's bits equal rank 0's: broadcast rank 0's result and compare.
+    const bits = new Float64Array(result);
+    comm.bcastSync(bits, 0);
+    expectEqual(new BigUint64Array(result.buffer), new BigUint64Array(bits.buffer), `allreduce float sum n=${n}: bits equal rank 0's`);
+    // Repeating the call gives the same bits (deterministic for the same inputs and placement).
+    const again = new Float64Array(n);
+    comm.allreduceSync(floats, again, 'sum');
+    expectEqual(new BigUint64Array(again.buffer), new BigUint64Array(result.buffer), `allreduce float sum n=${n}: repeatable`);
+    // allgather (Sync, Promise IN_PLACE) and allgatherv with ragged counts (zeros included) of about n
+    const block = (/** @type {number} */ r, /** @type {number} */ len) => arrayOf(Int32Array, len, (i) => intInput(r, i) * 3 + r);
+    const gathered = (/** @type {number[]} */ counts) =>
+      reference(`gathered ${counts.join(',')}`, () => {
+        const out = new Int32Array(counts.reduce((a, b) => a + b, 0));
+        let at = 0;
+        counts.forEach((len, r) => {
+          out.set(block(r, len), at);
+          at += len;
+        });
+        return out;
+      });
+    const even = Array(size).fill(n);
+    const all = new Int32Array(n * size);
+    comm.allgatherSync(block(rank, n), all);
+    expectEqual(all, gathered(even), `allgather n=${n}`);
+    const allInPlace = new Int32Array(n * size);
+    allInPlace.set(block(rank, n), rank * n);
+    await comm.allgather(IN_PLACE, allInPlace);
+    expectEqual(allInPlace, gathered(even), `allgather IN_PLACE n=${n}`);
+    const ragged = Array.from({ length: size }, (_, r) => (r % 3 === 1 ? 0 : Math.max(0, n - r * 7)));
+    const v = new Int32Array(ragged.reduce((a, b) => a + b, 0));
+    comm.allgathervSync(block(rank, /** @type {number} */ (ragged[rank])), v, ragged);
+    expectEqual(v, gathered(ragged), `allgatherv counts=${ragged.join(',')}`);
   }
-  // Every rank's bits equal rank 0's: broadcast rank 0's result and compare.
-  const bits = new Float64Array(result);
-  comm.bcastSync(bits, 0);
-  expectEqual(new BigUint64Array(result.buffer), new BigUint64Array(bits.buffer), `allreduce float sum n=${n}: bits equal rank 0's`);
-  // Repeating the call gives the same bits (deterministic for the same inputs and placement).
-  const again = new Float64Array(n);
-  comm.allreduceSync(floats, again, 'sum');
-  expectEqual(new BigUint64Array(again.buffer), new BigUint64Array(result.buffer), `allreduce float sum n=${n}: repeatable`);
-  // allgather (Sync, Promise IN_PLACE) and allgatherv with ragged counts (zeros included) of about n
-  const block = (/** @type {number} */ r, /** @type {number} */ len) => Int32Array.from({ length: len }, (_, i) => intInput(r, i) * 3 + r);
-  const gathered = (/** @type {number[]} */ counts) => {
-    const out = new Int32Array(counts.reduce((a, b) => a + b, 0));
-    let at = 0;
-    counts.forEach((len, r) => {
-      out.set(block(r, len), at);
-      at += len;
-    });
-    return out;
-  };
-  const even = Array(size).fill(n);
-  const all = new Int32Array(n * size);
-  comm.allgatherSync(block(rank, n), all);
-  expectEqual(all, gathered(even), `allgather n=${n}`);
-  const allInPlace = new Int32Array(n * size);
-  allInPlace.set(block(rank, n), rank * n);
-  await comm.allgather(IN_PLACE, allInPlace);
-  expectEqual(allInPlace, gathered(even), `allgather IN_PLACE n=${n}`);
-  const ragged = Array.from({ length: size }, (_, r) => (r % 3 === 1 ? 0 : Math.max(0, n - r * 7)));
-  const v = new Int32Array(ragged.reduce((a, b) => a + b, 0));
-  comm.allgathervSync(block(rank, /** @type {number} */ (ragged[rank])), v, ragged);
-  expectEqual(v, gathered(ragged), `allgatherv counts=${ragged.join(',')}`);
 }
 
 // Non-commutative user operators: `first` keeps its left operand, `last` its right one, so the
@@ -164,18 +215,20 @@ for (const n of SIZES) {
 // size − 1.
 const first = userOp((/** @type {number} */ a) => a, { commutative: false });
 const last = userOp((/** @type {number} */ _a, /** @type {number} */ b) => b, { commutative: false });
-for (const n of [1, 5, 4099]) {
-  const mine = new Float64Array(n).fill(rank);
-  const lo = new Float64Array(n);
-  const hi = new Float64Array(n);
-  comm.allreduceSync(mine, lo, first);
-  comm.allreduceSync(mine, hi, last);
-  expectEqual(lo, new Float64Array(n).fill(0), `allreduce non-commutative first n=${n}`);
-  expectEqual(hi, new Float64Array(n).fill(size - 1), `allreduce non-commutative last n=${n}`);
-  for (const root of [0, size - 1]) {
-    const out = rank === root ? new Float64Array(n) : null;
-    comm.reduceSync(mine, out, last, root);
-    if (rank === root) expectEqual(/** @type {Float64Array} */ (out), new Float64Array(n).fill(size - 1), `reduce non-commutative last n=${n} root=${root}`);
+function userOpChecks() {
+  for (const n of [1, 5, 4099]) {
+    const mine = new Float64Array(n).fill(rank);
+    const lo = new Float64Array(n);
+    const hi = new Float64Array(n);
+    comm.allreduceSync(mine, lo, first);
+    comm.allreduceSync(mine, hi, last);
+    expectEqual(lo, new Float64Array(n).fill(0), `allreduce non-commutative first n=${n}`);
+    expectEqual(hi, new Float64Array(n).fill(size - 1), `allreduce non-commutative last n=${n}`);
+    for (const root of [0, size - 1]) {
+      const out = rank === root ? new Float64Array(n) : null;
+      comm.reduceSync(mine, out, last, root);
+      if (rank === root) expectEqual(/** @type {Float64Array} */ (out), new Float64Array(n).fill(size - 1), `reduce non-commutative last n=${n} root=${root}`);
+    }
   }
 }
 
@@ -322,10 +375,10 @@ function referenceOf(ty, op, vals) {
  */
 function expectValues(ty, got, want, what) {
   checks++;
-  if (got.length !== want.length) throw new Error(`rank ${rank}: ${what}: length ${got.length}, expected ${want.length}`);
+  if (got.length !== want.length) return fail(`rank ${rank}: ${what}: length ${got.length}, expected ${want.length}`);
   for (let i = 0; i < want.length; i++) {
     const g = ty.integer ? BigInt(got[i]) : got[i];
-    if (g !== want[i]) throw new Error(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want[i]}`);
+    if (g !== want[i]) return fail(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want[i]}`);
   }
 }
 
@@ -358,21 +411,27 @@ async function typeMatrix(counts) {
     for (const n of resolved) {
       // bcast of the type (its bytes, whatever their meaning)
       for (const root of reduceRoots) {
-        const values = Array.from({ length: n }, (_, i) => (ty.integer ? matrixIntInput(ty, t, 'bxor', root, i) : matrixFloatInput(ty, t, 'min', root, i)));
+        const values = reference(`bcast ${t} ${n} ${root}`, () =>
+          Array.from({ length: n }, (_, i) => (ty.integer ? matrixIntInput(ty, t, 'bxor', root, i) : matrixFloatInput(ty, t, 'min', root, i))),
+        );
         const buf = rank === root ? filled(ty, values) : ty.make(n);
         comm.bcastSync(buf, root);
         expectValues(ty, buf, values, `bcast ${ty.name} n=${n} root=${root}`);
       }
       for (const op of ty.integer ? INT_OPS : FLOAT_OPS) {
         const input = ty.integer ? matrixIntInput : matrixFloatInput;
-        const all = Array.from({ length: size }, (_, r) => Array.from({ length: n }, (_, i) => input(ty, t, op, r, i)));
-        const want = Array.from({ length: n }, (_, i) =>
-          referenceOf(
-            ty,
-            op,
-            all.map((v) => v[i]),
-          ),
-        );
+        // Every rank's inputs and their reduction.
+        const { all, want } = reference(`${op} ${t} ${n}`, () => {
+          const all = Array.from({ length: size }, (_, r) => Array.from({ length: n }, (_, i) => input(ty, t, op, r, i)));
+          const want = Array.from({ length: n }, (_, i) =>
+            referenceOf(
+              ty,
+              op,
+              all.map((v) => v[i]),
+            ),
+          );
+          return { all, want };
+        });
         const what = `${ty.name} ${op} n=${n}`;
         const mine = filled(ty, /** @type {any[]} */ (all[rank]));
 
@@ -417,7 +476,7 @@ function expectSameBitsAsRank0(a, what) {
   checks++;
   for (let i = 0; i < mine.length; i++) {
     if (mine[i] !== zeros[i])
-      throw new Error(
+      return fail(
         `rank ${rank}: ${what}: byte ${i} differs from rank 0's (element ${Math.floor(i / a.BYTES_PER_ELEMENT)}: ${a[Math.floor(i / a.BYTES_PER_ELEMENT)]})`,
       );
   }
@@ -432,8 +491,8 @@ function expectSameBits(a, b, what) {
   checks++;
   const x = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
   const y = new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
-  if (x.length !== y.length) throw new Error(`rank ${rank}: ${what}: ${x.length} bytes, expected ${y.length}`);
-  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) throw new Error(`rank ${rank}: ${what}: byte ${i} differs`);
+  if (x.length !== y.length) return fail(`rank ${rank}: ${what}: ${x.length} bytes, expected ${y.length}`);
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return fail(`rank ${rank}: ${what}: byte ${i} differs`);
 }
 
 /**
@@ -451,20 +510,22 @@ async function inexactFloatSums(ty, t, n) {
     const v = Math.sin(r * 12.9898 + i * 78.233 + t) * 43758.5453;
     return ty.bytes === 4 ? Math.fround(v) : v;
   };
-  const exact = Array.from({ length: n }, (_, i) => {
-    let s = 0;
-    let abs = 0;
-    for (let r = 0; r < size; r++) {
-      s += value(r, i);
-      abs += Math.abs(value(r, i));
-    }
-    return [s, abs];
-  });
+  const exact = reference(`inexact ${t} ${n}`, () =>
+    Array.from({ length: n }, (_, i) => {
+      let s = 0;
+      let abs = 0;
+      for (let r = 0; r < size; r++) {
+        s += value(r, i);
+        abs += Math.abs(value(r, i));
+      }
+      return [s, abs];
+    }),
+  );
   const near = (/** @type {Values} */ got, /** @type {string} */ what) => {
     checks++;
     for (let i = 0; i < n; i++) {
       const [s, abs] = /** @type {[number, number]} */ (exact[i]);
-      if (!(Math.abs(got[i] - s) <= 2 * size * eps * abs)) throw new Error(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected about ${s}`);
+      if (!(Math.abs(got[i] - s) <= 2 * size * eps * abs)) return fail(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected about ${s}`);
     }
   };
   const mine = ty.make(n);
@@ -488,13 +549,11 @@ async function inexactFloatSums(ty, t, n) {
   }
 }
 
-if (options.has('types')) await typeMatrix((options.get('types') ?? '1,17,kib').split(','));
-
 // ---------------------------------------------------------------------------------------------
 // Big messages (--big=N): N Int32 / Float32 elements (4 MiB for N = 1 048 576), and an odd
 // number of bytes, every element checked against the reference.
-if (options.has('big')) {
-  const n = Number(options.get('big'));
+/** @param {number} n */
+async function bigChecks(n) {
   const intIn = (/** @type {number} */ r, /** @type {number} */ i) => ((r * 7919 + i * 104729) % 2000003) - 1000001; // sums of up to 2147 ranks fit
   // Floats with full mantissas (their sums round) from a cheap hash (Math.sin of large arguments
   // is slow enough to dominate at a million elements).
@@ -506,14 +565,19 @@ if (options.has('big')) {
     comm.bcastSync(f, root);
     checks++;
     for (let i = 0; i < n; i++)
-      if (f[i] !== floatIn(root, i)) throw new Error(`rank ${rank}: bcast Float32 n=${n} root=${root}: element ${i} is ${f[i]}, expected ${floatIn(root, i)}`);
+      if (f[i] !== floatIn(root, i)) {
+        fail(`rank ${rank}: bcast Float32 n=${n} root=${root}: element ${i} is ${f[i]}, expected ${floatIn(root, i)}`);
+        break;
+      }
     const bytes = Buffer.alloc(4 * n + 3);
     if (rank === root) for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 131 + root * 7 + (i >> 12)) & 0xff;
     await comm.bcast(bytes, root);
     checks++;
     for (let i = 0; i < bytes.length; i++)
-      if (bytes[i] !== ((i * 131 + root * 7 + (i >> 12)) & 0xff))
-        throw new Error(`rank ${rank}: bcast Buffer of ${bytes.length} bytes root=${root}: byte ${i} is ${bytes[i]}`);
+      if (bytes[i] !== ((i * 131 + root * 7 + (i >> 12)) & 0xff)) {
+        fail(`rank ${rank}: bcast Buffer of ${bytes.length} bytes root=${root}: byte ${i} is ${bytes[i]}`);
+        break;
+      }
   }
   const intSumBig = (/** @type {number} */ i) => {
     let s = 0;
@@ -528,9 +592,9 @@ if (options.has('big')) {
   /** @type {(got: Int32Array, want: (i: number) => number, what: string) => void} */
   const expectInts = (got, want, what) => {
     checks++;
-    for (let i = 0; i < n; i++) if (got[i] !== want(i)) throw new Error(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want(i)}`);
+    for (let i = 0; i < n; i++) if (got[i] !== want(i)) return fail(`rank ${rank}: ${what}: element ${i} is ${got[i]}, expected ${want(i)}`);
   };
-  const mine = Int32Array.from({ length: n }, (_, i) => intIn(rank, i));
+  const mine = arrayOf(Int32Array, n, (i) => intIn(rank, i));
   for (const root of reduceRoots) {
     const recv = rank === root ? new Int32Array(n) : null;
     comm.reduceSync(mine, recv, 'sum', root);
@@ -548,7 +612,7 @@ if (options.has('big')) {
   await comm.allreduce(IN_PLACE, own, 'min');
   expectInts(own, intMinBig, `allreduce IN_PLACE Int32 min n=${n}`);
   // Float32 sums: near the exact sum, and bitwise the same on every rank.
-  const floats = Float32Array.from({ length: n }, (_, i) => floatIn(rank, i));
+  const floats = arrayOf(Float32Array, n, (i) => floatIn(rank, i));
   const fsum = new Float32Array(n);
   comm.allreduceSync(floats, fsum, 'sum');
   checks++;
@@ -559,14 +623,51 @@ if (options.has('big')) {
       s += floatIn(r, i);
       abs += Math.abs(floatIn(r, i));
     }
-    if (!(Math.abs(/** @type {number} */ (fsum[i]) - s) <= 2 * size * 2 ** -24 * abs))
-      throw new Error(`rank ${rank}: allreduce Float32 sum n=${n}: element ${i} is ${fsum[i]}, expected about ${s}`);
+    if (!(Math.abs(/** @type {number} */ (fsum[i]) - s) <= 2 * size * 2 ** -24 * abs)) {
+      fail(`rank ${rank}: allreduce Float32 sum n=${n}: element ${i} is ${fsum[i]}, expected about ${s}`);
+      break;
+    }
   }
   expectSameBitsAsRank0(fsum, `allreduce Float32 sum n=${n}`);
   const fInPlace = Float32Array.from(floats);
   await comm.allreduce(IN_PLACE, fInPlace, 'sum');
   expectSameBits(fInPlace, fsum, `allreduce IN_PLACE Float32 sum n=${n}: same bits as out of place`);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The cases: the arguments' checks once, or (--cases=FILE) each case of the file in turn, in
+// this one job, with its configuration switched in by configure() first.
+
+/**
+ * A case of --cases: the checks of the arguments of the same names, under a configuration.
+ * @typedef {object} Case
+ * @property {RuntimeConfigInput} [config] configure()'s settings before the case (none: those in force)
+ * @property {number[]} [sizes]
+ * @property {string[]} [types] the counts of --types
+ * @property {number} [big]
+ */
+/** @type {Case[] | undefined} */
+const cases = options.has('cases') ? JSON.parse(readFileSync(String(options.get('cases')), 'utf8')) : undefined;
+/** @type {Case} */
+const fromArguments = {
+  sizes: SIZES,
+  types: options.has('types') ? (options.get('types') ?? '1,17,kib').split(',') : undefined,
+  big: options.has('big') ? Number(options.get('big')) : undefined,
+};
+/** @type {string[]} */
+const failed = [];
+for (const [k, c] of (cases ?? [fromArguments]).entries()) {
+  if (c.config !== undefined) comm.configure(c.config);
+  const before = checks;
+  failure = undefined;
+  await sizeChecks(c.sizes ?? []);
+  userOpChecks();
+  if (c.types !== undefined) await typeMatrix(c.types);
+  if (c.big !== undefined) await bigChecks(c.big);
+  if (failure !== undefined) failed.push(cases === undefined ? failure : `case ${k}: ${failure}`);
+  if (cases !== undefined) console.log(failure === undefined ? `rank ${rank} case ${k} ok ${checks - before}` : `rank ${rank} case ${k} failed: ${failure}`);
+}
+if (failed.length > 0) throw new Error(failed.join('; '));
 
 // Which levels rank 0 is grouped at (name:group size), for the tests to see the placement took.
 if (rank === 0)

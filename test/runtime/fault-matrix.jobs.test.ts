@@ -11,8 +11,9 @@ import { runTorchrunJob } from '../helpers/torchrun.js';
  * namespace hosts: hosts-faults.jobs.test.ts.
  */
 const RANKS = 4;
-// A short watchdog for the SIGSTOP cells; the others never wait that long.
-const config = `${repoRoot}test/jobs/fault-matrix.yaml`;
+// A short watchdog for the SIGSTOP cells; the others never wait that long. The SIGSTOP cells wait
+// for it, so theirs is shorter still (1 s).
+const configOf = (fault: Fault) => `${repoRoot}test/jobs/${fault === 'sigstop' ? 'fault-matrix-stop' : 'fault-matrix'}.yaml`;
 
 type Fault = 'sigkill' | 'close' | 'return' | 'exit' | 'throw' | 'sigstop';
 type When = 'init' | 'small' | 'large' | 'configure';
@@ -50,7 +51,7 @@ describe('fault matrix under topocoll run: every survivor reports the failure of
     for (const [fault, when] of cells) {
       it(`${fault} ${when === 'init' ? 'during init' : `in ${when} collectives`}, ${where}`, async () => {
         const started = Date.now();
-        const r = runJob(['-n', String(RANKS), ...placement, '--config', config, '--timeout', '5', jobScript('faults.mjs'), fault, when], 60_000);
+        const r = runJob(['-n', String(RANKS), ...placement, '--config', configOf(fault), '--timeout', '5', jobScript('faults.mjs'), fault, when], 60_000);
         const seconds = (Date.now() - started) / 1000;
         expect(r.signal).toBeNull(); // the launcher ended by itself
         expect(r.status).not.toBe(0);
@@ -61,7 +62,7 @@ describe('fault matrix under topocoll run: every survivor reports the failure of
         ).toEqual(survivors);
         for (const code of caught.values()) expect(code, r.stdout).toBe(expectedCode(fault));
         expect(r.stdout).not.toMatch(/finished/);
-        // Deaths and departures are reported at once; a stop after the 2 s watchdog.
+        // Deaths and departures are reported at once; a stop after the 1 s watchdog.
         expect(seconds).toBeLessThan(fault === 'sigstop' ? 15 : 10);
         expect(await leftoverSegments()).toEqual([]);
         expect(leftoverRendezvousFiles()).toEqual([]);
@@ -74,7 +75,7 @@ describe('fault matrix with the torchrun variables (no launcher to tell anyone)'
   for (const [fault, when] of cells.filter(([, w]) => w !== 'init')) {
     it(`${fault} in ${when} collectives`, async () => {
       const started = Date.now();
-      const ranks = await runTorchrunJob(RANKS, jobScript('faults.mjs'), [fault, when], { env: { TOPOCOLL_CONFIG: config }, timeoutMs: 30_000 });
+      const ranks = await runTorchrunJob(RANKS, jobScript('faults.mjs'), [fault, when], { env: { TOPOCOLL_CONFIG: configOf(fault) }, timeoutMs: 30_000 });
       const seconds = (Date.now() - started) / 1000;
       const all = ranks.map((o) => o.stdout + o.stderr).join('');
       for (const rank of survivors) {

@@ -14,6 +14,8 @@ const PER_HOST = [2, 2];
 const RANKS = 4;
 const VICTIM = RANKS - 1;
 const CONFIG = `${repoRoot}test/jobs/fault-matrix.yaml`;
+/** The SIGSTOP cells' (a 1 s watchdog: they wait for it). */
+const STOP_CONFIG = `${repoRoot}test/jobs/fault-matrix-stop.yaml`;
 
 type Fault = 'sigkill' | 'close' | 'return' | 'exit' | 'throw' | 'sigstop';
 type When = 'start' | 'init' | 'small' | 'large' | 'configure';
@@ -49,12 +51,14 @@ describe('fault matrix across 2 namespace hosts × 2 ranks: every survivor repor
       const h = block.h;
       if (!h) return ctx.skip(block.skip);
       const job = await runAcrossHosts(h, PER_HOST, jobScript('faults.mjs'), [fault, when], {
-        env: { TOPOCOLL_CONFIG: CONFIG },
-        // A stopped victim stays stopped: it is killed once the survivors had time to report.
+        env: { TOPOCOLL_CONFIG: fault === 'sigstop' ? STOP_CONFIG : CONFIG },
+        // A stopped victim stays stopped: it is killed once the survivors have reported it and
+        // ended (at the latest once they had the time to).
         limitMs: (rank) => (rank === VICTIM && fault === 'sigstop' ? 6_000 : 30_000),
+        killAfterTheOthers: (rank) => rank === VICTIM && fault === 'sigstop',
       });
       expect(job.ranks[VICTIM]!.signal, transcript(job.ranks)).toBe(fault === 'sigkill' || fault === 'sigstop' ? 'SIGKILL' : null);
-      // Deaths and departures are reported at once; a stop after the 2 s watchdog.
+      // Deaths and departures are reported at once; a stop after the 1 s watchdog.
       expectSurvivorsCaught(job.ranks, VICTIM, expectedCode(fault), fault === 'sigstop' ? 6_000 : 4_000);
       expectNothingLeft(h);
     }, 60_000);
