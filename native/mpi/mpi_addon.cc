@@ -655,30 +655,44 @@ void BlockLayout(const Napi::CallbackInfo& info, size_t i, int size, size_t n, s
     (*displs)[static_cast<size_t>(r)] = (*displs)[static_cast<size_t>(r - 1)] + (*counts)[static_cast<size_t>(r - 1)];
 }
 
+// What gather and scatter read of their arguments (handle, send, recv, dtype, root, counts):
+// this rank's block (`own`: gather's send, scatter's recv; null at the root: in place) and the
+// root's whole vector (`whole`), the blocks' lengths and places. Call inside a LiveMpiCall.
+struct RootedArgs {
+  const Dtype* type;
+  int32_t root;
+  int rank = 0, size = 0;
+  MPI_Comm comm;
+  bool in_place;
+  Bytes own, whole;
+  std::vector<int> counts, displs;
+};
+
+RootedArgs ReadRooted(const Napi::CallbackInfo& info, const std::string& name, size_t own_index, size_t whole_index) {
+  Napi::Env env = info.Env();
+  RootedArgs a{DtypeArg(info, 3), IntArg(info, 4, "root"), 0, 0, CommArg(info, 0), false, {}, {}, {}, {}};
+  CheckJs(env, MPI_Comm_rank(a.comm, &a.rank), "MPI_Comm_rank");
+  CheckJs(env, MPI_Comm_size(a.comm, &a.size), "MPI_Comm_size");
+  if (a.root < 0 || a.root >= a.size) ThrowInvalid(env, name + ": root " + std::to_string(a.root) + " is not a rank of the communicator");
+  a.in_place = info[own_index].IsNull();
+  if (a.in_place && a.rank != a.root) ThrowInvalid(env, name + ": this rank's block may be null (in place) at the root only");
+  if (!a.in_place) a.own = BufferArg(info, own_index, own_index == 1 ? "send" : "recv", a.type);
+  if (a.rank == a.root) a.whole = BufferArg(info, whole_index, whole_index == 1 ? "send" : "recv", a.type);
+  BlockLayout(info, 5, a.size, a.in_place ? a.whole.length / static_cast<size_t>(a.size) : a.own.length, &a.counts, &a.displs);
+  return a;
+}
+
 // gather(handle, send | null, recv | null, dtype, root, counts | null): MPI_Gatherv of every
 // rank's send into the root's recv (send null at the root: MPI_IN_PLACE, its block already in
 // recv). A reference for topocoll's gather and gatherv.
 Napi::Value Gather(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    const Dtype* type = DtypeArg(info, 3);
-    int32_t root = IntArg(info, 4, "root");
     LiveMpiCall call(env);
-    MPI_Comm comm = CommArg(info, 0);
-    int rank = 0, size = 0;
-    CheckJs(env, MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-    CheckJs(env, MPI_Comm_size(comm, &size), "MPI_Comm_size");
-    if (root < 0 || root >= size) ThrowInvalid(env, "gather: root " + std::to_string(root) + " is not a rank of the communicator");
-    const bool in_place = info[1].IsNull();
-    if (in_place && rank != root) ThrowInvalid(env, "gather: send may be null (in place) at the root only");
-    Bytes send = in_place ? Bytes{} : BufferArg(info, 1, "send", type);
-    Bytes recv = rank == root ? BufferArg(info, 2, "recv", type) : Bytes{};
-    std::vector<int> counts, displs;
-    BlockLayout(info, 5, size, in_place ? recv.length / static_cast<size_t>(size) : send.length, &counts, &displs);
-    void* recv_data = recv.data;
+    RootedArgs a = ReadRooted(info, "gather", 1, 2);
     CheckJs(env,
-            MPI_Gatherv(in_place ? MPI_IN_PLACE : send.data, counts[static_cast<size_t>(rank)], type->mpi, recv_data, counts.data(),
-                        displs.data(), type->mpi, root, comm),
+            MPI_Gatherv(a.in_place ? MPI_IN_PLACE : a.own.data, a.counts[static_cast<size_t>(a.rank)], a.type->mpi, a.whole.data,
+                        a.counts.data(), a.displs.data(), a.type->mpi, a.root, a.comm),
             "MPI_Gatherv");
     return env.Undefined();
   });
@@ -690,24 +704,11 @@ Napi::Value Gather(const Napi::CallbackInfo& info) {
 Napi::Value Scatter(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
-    const Dtype* type = DtypeArg(info, 3);
-    int32_t root = IntArg(info, 4, "root");
     LiveMpiCall call(env);
-    MPI_Comm comm = CommArg(info, 0);
-    int rank = 0, size = 0;
-    CheckJs(env, MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-    CheckJs(env, MPI_Comm_size(comm, &size), "MPI_Comm_size");
-    if (root < 0 || root >= size) ThrowInvalid(env, "scatter: root " + std::to_string(root) + " is not a rank of the communicator");
-    const bool in_place = info[2].IsNull();
-    if (in_place && rank != root) ThrowInvalid(env, "scatter: recv may be null (in place) at the root only");
-    Bytes recv = in_place ? Bytes{} : BufferArg(info, 2, "recv", type);
-    Bytes send = rank == root ? BufferArg(info, 1, "send", type) : Bytes{};
-    std::vector<int> counts, displs;
-    BlockLayout(info, 5, size, in_place ? send.length / static_cast<size_t>(size) : recv.length, &counts, &displs);
-    void* send_data = send.data;
+    RootedArgs a = ReadRooted(info, "scatter", 2, 1);
     CheckJs(env,
-            MPI_Scatterv(send_data, counts.data(), displs.data(), type->mpi, in_place ? MPI_IN_PLACE : recv.data,
-                         counts[static_cast<size_t>(rank)], type->mpi, root, comm),
+            MPI_Scatterv(a.whole.data, a.counts.data(), a.displs.data(), a.type->mpi, a.in_place ? MPI_IN_PLACE : a.own.data,
+                         a.counts[static_cast<size_t>(a.rank)], a.type->mpi, a.root, a.comm),
             "MPI_Scatterv");
     return env.Undefined();
   });

@@ -290,31 +290,19 @@ export class CallContext {
     type: Datatype,
     counts: Float64Array | undefined,
   ): NativeAllgatherCall {
-    const call = this.allgatherArgs;
-    call.collective = NativeCollective.allgather;
-    call.root = 0;
-    call.op = 0;
-    call.user = undefined;
-    call.gatherPlan = p.gather;
-    call.bcastPlan = p.bcast;
-    call.send = send;
-    call.recv = recv;
-    call.count = count;
-    call.counts = counts;
-    call.dtype = type.code;
-    call.planHash = p.windowed === true ? this.tagged(CallTag.windowCall) : this.planHash;
-    call.segment = p.segment;
-    call.bcastSegment = p.bcastSegment;
+    const call = this.rootedCall(NativeCollective.allgather, 0, p, send, recv, count, type, counts);
+    if (p.windowed === true) call.planHash = this.tagged(CallTag.windowCall);
     return call;
   }
 
   /**
-   * Fills and returns the one NativeAllgatherCall of this communicator for a gather to `root`
-   * (`c` gather), a scatter from it, or a reduce-scatter (root 0; the caller sets `op` or
-   * `user`): send and recv as the addon's CallArgs::block_counts says, the phases as `p` gives.
+   * Fills and returns the one NativeAllgatherCall of this communicator for collective `c` on
+   * rank blocks: an allgather (allgatherCall), a gather to `root`, a scatter from it, or a
+   * reduce-scatter (root 0; the caller sets `op` or `user`) — send and recv as the addon's
+   * CallArgs::block_counts says, the phases as `p` gives.
    */
   rootedCall(
-    c: typeof NativeCollective.gather | typeof NativeCollective.scatter | typeof NativeCollective.reduceScatter,
+    c: NonNullable<NativeAllgatherCall['collective']>,
     root: number,
     p: AllgatherCallPlan,
     send: TypedArray | null,

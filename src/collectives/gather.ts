@@ -1,43 +1,21 @@
-import { NativeCollective, type NativeJob } from '../native.js';
+import { NativeCollective, type NativeAllgatherCall } from '../native.js';
 import { datatypeOf, type Datatype } from '../runtime/datatypes.js';
 import type { TypedArray } from '../util/typed-array.js';
-import { IN_PLACE, type CallContext, type CollectiveDescriptor, type InPlace } from './call-context.js';
+import { IN_PLACE, type CallContext, type InPlace } from './call-context.js';
+import { rootedDescriptors } from './rooted.js';
 
 /**
  * gather: every rank's `send` gathered in rank order into the root's `recv` (rank r's n elements
  * at [r·n, (r+1)·n), n = send.length, the same on every rank). `recv` is read at the root only
  * (null elsewhere); IN_PLACE as send at the root: its block is already at its place in recv
- * (n = recv.length / size). Path: the plans' gather schedule (hierarchical.ts, gatherSchedule).
+ * (n = recv.length / size). gatherv: rank r's `send` holds `counts[r]` elements, placed in rank
+ * order one after another; every rank passes the same `counts` (others get EMISMATCH). Path: the
+ * plans' gather schedule (hierarchical.ts, gatherSchedule).
  */
-export const gather: CollectiveDescriptor<[send: TypedArray | InPlace, recv: TypedArray | null, root: number]> = {
-  name: 'gather',
-  sync(ctx, send, recv, root) {
-    ctx.engine.runAllgather(gatherCall(ctx, send, recv, undefined, root));
-  },
-  queue(ctx, send, recv, root): NativeJob {
-    return ctx.engine.runAllgatherAsync(gatherCall(ctx, send, recv, undefined, root));
-  },
-  buffers: (send, recv) => [send, recv],
-};
-
-/**
- * gatherv: rank r's `send` holds `counts[r]` elements, placed in rank order one after another in
- * the root's `recv`; every rank passes the same `counts` (others get EMISMATCH).
- */
-export const gatherv: CollectiveDescriptor<[send: TypedArray | InPlace, recv: TypedArray | null, counts: ArrayLike<number>, root: number]> = {
-  name: 'gatherv',
-  sync(ctx, send, recv, counts, root) {
-    ctx.engine.runAllgather(gatherCall(ctx, send, recv, ctx.blockCounts(counts), root));
-  },
-  queue(ctx, send, recv, counts, root): NativeJob {
-    // Its own copy: the call may start after the caller changed `counts`.
-    return ctx.engine.runAllgatherAsync(gatherCall(ctx, send, recv, Float64Array.from(ctx.blockCounts(counts)), root));
-  },
-  buffers: (send, recv) => [send, recv],
-};
+export const [gather, gatherv] = rootedDescriptors<TypedArray | InPlace, TypedArray | null>('gather', gatherCall);
 
 /** Checks a gather's arguments (with `table`: gatherv's counts, their sum in ctx.blockTotal) and fills the native call. */
-function gatherCall(ctx: CallContext, send: TypedArray | InPlace, recv: TypedArray | null, table: Float64Array | undefined, root: number) {
+function gatherCall(ctx: CallContext, send: TypedArray | InPlace, recv: TypedArray | null, table: Float64Array | undefined, root: number): NativeAllgatherCall {
   ctx.ensureOpen();
   ctx.checkRoot(root);
   const atRoot = ctx.rank === root;

@@ -1,45 +1,28 @@
-import { NativeCollective, type NativeJob } from '../native.js';
+import { NativeCollective, type NativeAllgatherCall } from '../native.js';
 import { datatypeOf } from '../runtime/datatypes.js';
 import type { TypedArray } from '../util/typed-array.js';
-import { IN_PLACE, type CallContext, type CollectiveDescriptor, type InPlace } from './call-context.js';
+import { IN_PLACE, type CallContext, type InPlace } from './call-context.js';
+import { rootedDescriptors } from './rooted.js';
 import { blockOf, checkWhole } from './gather.js';
 
 /**
  * scatter: the root's `send` holds size·n elements in rank order; rank r receives block r in
  * `recv` (n = recv.length, the same on every rank). `send` is read at the root only (null
  * elsewhere); IN_PLACE as recv at the root: its block stays in send (n = send.length / size).
+ * scatterv: rank r receives `counts[r]` elements (its `recv` holds at least as many), the blocks
+ * one after another in rank order in the root's `send`; every rank passes the same `counts`.
  * Path: the plans' scatter schedule (hierarchical.ts, scatterSchedule).
  */
-export const scatter: CollectiveDescriptor<[send: TypedArray | null, recv: TypedArray | InPlace, root: number]> = {
-  name: 'scatter',
-  sync(ctx, send, recv, root) {
-    ctx.engine.runAllgather(scatterCall(ctx, send, recv, undefined, root));
-  },
-  queue(ctx, send, recv, root): NativeJob {
-    return ctx.engine.runAllgatherAsync(scatterCall(ctx, send, recv, undefined, root));
-  },
-  buffers: (send, recv) => [send, recv],
-};
-
-/**
- * scatterv: rank r receives `counts[r]` elements (its `recv` holds at least as many) of the
- * root's `send`, where the blocks lie in rank order one after another; every rank passes the same
- * `counts` (others get EMISMATCH).
- */
-export const scatterv: CollectiveDescriptor<[send: TypedArray | null, recv: TypedArray | InPlace, counts: ArrayLike<number>, root: number]> = {
-  name: 'scatterv',
-  sync(ctx, send, recv, counts, root) {
-    ctx.engine.runAllgather(scatterCall(ctx, send, recv, ctx.blockCounts(counts), root));
-  },
-  queue(ctx, send, recv, counts, root): NativeJob {
-    // Its own copy: the call may start after the caller changed `counts`.
-    return ctx.engine.runAllgatherAsync(scatterCall(ctx, send, recv, Float64Array.from(ctx.blockCounts(counts)), root));
-  },
-  buffers: (send, recv) => [send, recv],
-};
+export const [scatter, scatterv] = rootedDescriptors<TypedArray | null, TypedArray | InPlace>('scatter', scatterCall);
 
 /** Checks a scatter's arguments (with `table`: scatterv's counts, their sum in ctx.blockTotal) and fills the native call. */
-function scatterCall(ctx: CallContext, send: TypedArray | null, recv: TypedArray | InPlace, table: Float64Array | undefined, root: number) {
+function scatterCall(
+  ctx: CallContext,
+  send: TypedArray | null,
+  recv: TypedArray | InPlace,
+  table: Float64Array | undefined,
+  root: number,
+): NativeAllgatherCall {
   ctx.ensureOpen();
   ctx.checkRoot(root);
   const atRoot = ctx.rank === root;

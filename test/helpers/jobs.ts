@@ -22,6 +22,23 @@ export function runJob(args: string[], timeoutMs = 240_000) {
   return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, lines: r.stdout.split('\n').filter((l) => l !== '') };
 }
 
+/**
+ * A failure job (`topocoll run --timeout 5`, at most 2 minutes): which rank caught which error
+ * code (`rank R caught CODE: …`) and which ranks finished (`rank R finished`).
+ */
+export function runFailureJob(args: string[]) {
+  const r = runJob(['--timeout', '5', ...args], 120_000);
+  const caught = new Map<number, string>();
+  const finished: number[] = [];
+  for (const line of r.lines) {
+    const m = /^rank (\d+) caught (E[A-Z]+): /.exec(line);
+    if (m) caught.set(Number(m[1]), m[2]!);
+    const f = /^rank (\d+) finished$/.exec(line);
+    if (f) finished.push(Number(f[1]));
+  }
+  return { status: r.status, signal: r.signal, caught, finished, stdout: r.stdout, stderr: r.stderr };
+}
+
 /** The ranks that printed `rank R ok N` (the collectives job's success line), ascending. */
 export function okRanks(lines: readonly string[]): number[] {
   return lines

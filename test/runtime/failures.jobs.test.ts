@@ -1,22 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { configFile, jobScript, leftoverSegments, runJob } from '../helpers/jobs.js';
+import { configFile, jobScript, leftoverSegments, runFailureJob, runJob } from '../helpers/jobs.js';
 
 /** Failure behaviour of real jobs started with `topocoll run`. */
 // Small one-node allreduces with every rank combining (by default only while each rank has a core).
 const everyRank = ['--config', configFile('allreduce: { shm: every-rank }\nallgather: { shm: every-rank }\n')];
 
-function run(args: string[]) {
-  const r = runJob(['--timeout', '5', ...args], 120_000);
-  const caught = new Map<number, string>();
-  const finished: number[] = [];
-  for (const line of r.stdout.split('\n')) {
-    const m = /^rank (\d+) caught (E[A-Z]+): /.exec(line);
-    if (m) caught.set(Number(m[1]), m[2]!);
-    const f = /^rank (\d+) finished$/.exec(line);
-    if (f) finished.push(Number(f[1]));
-  }
-  return { status: r.status, signal: r.signal, caught, finished, stdout: r.stdout, stderr: r.stderr };
-}
+const run = runFailureJob;
 
 describe('a rank killed with SIGKILL in the middle of a collective', () => {
   for (const [name, args, n, collective] of [

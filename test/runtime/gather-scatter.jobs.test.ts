@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { expectEveryRankOk, jobScript, leftoverSegments, okRanks, repoRoot, runJob, runJobOverSocketLayer } from '../helpers/jobs.js';
+import { expectEveryRankOk, jobScript, leftoverSegments, okRanks, repoRoot, runFailureJob, runJob, runJobOverSocketLayer } from '../helpers/jobs.js';
 
 /**
  * Gather, gatherv, scatter and scatterv in real jobs (`topocoll run`): seeded random cases in one
@@ -22,11 +22,7 @@ describe('gather, scatter and reduce-scatter across real processes: 300 seeded c
     ['9 ranks on 4 emulated nodes under leaf and spine switches', ['-n', '9', '--nodes', '4', '--network', fourNodes]],
   ] as const) {
     it(name, async () => {
-      const r = runJob([...args, job]);
-      expect(r.stderr).not.toMatch(/Error/);
-      expect(r.status).toBe(0);
-      expect(okRanks(r.lines)).toEqual(Array.from({ length: Number(args[1]) }, (_, i) => i));
-      expect(await leftoverSegments()).toEqual([]);
+      await expectEveryRankOk(runJob([...args, job]), Number(args[1]));
     });
   }
 
@@ -34,19 +30,6 @@ describe('gather, scatter and reduce-scatter across real processes: 300 seeded c
     await expectEveryRankOk(runJobOverSocketLayer(['-n', '5', '--nodes', '2', job, '--layer', 'socket', '--cases', '30'], 120_000), 5);
   });
 });
-
-/** Runs a failure job: which ranks caught which code, and which finished. */
-function runFaults(args: string[]) {
-  const r = runJob(['--timeout', '5', ...args], 120_000);
-  const caught = new Map<number, string>();
-  const finished: number[] = [];
-  for (const line of r.lines) {
-    const m = /^rank (\d+) caught (E[A-Z]+): /.exec(line);
-    if (m) caught.set(Number(m[1]), m[2]!);
-    if (/^rank \d+ finished$/.test(line)) finished.push(Number(line.split(' ')[1]));
-  }
-  return { ...r, caught, finished };
-}
 
 describe('gather and scatter failures', () => {
   it('every argument error, in every form, is EINVAL on the rank that makes it before anything is sent (4 ranks on 2 emulated nodes)', async () => {
@@ -58,7 +41,7 @@ describe('gather and scatter failures', () => {
 
   for (const kind of ['root', 'count', 'counts', 'collective', 'dtype', 'reduce-scatter-op', 'reduce-scatter-counts']) {
     it(`a ${kind} that differs on rank 1 → an error on every rank, no hang and no rank finishing (4 ranks on 2 emulated nodes)`, async () => {
-      const r = runFaults(['-n', '4', '--nodes', '2', faults, 'mismatch', kind]);
+      const r = runFailureJob(['-n', '4', '--nodes', '2', faults, 'mismatch', kind]);
       expect(r.signal).toBeNull();
       expect(r.status).not.toBe(0);
       expect(r.finished).toEqual([]);
@@ -75,7 +58,7 @@ describe('gather and scatter failures', () => {
     ['reduce-scatter', ['-n', '5', '--nodes', '2'], 5],
   ] as const) {
     it(`a rank SIGKILLed in a large ${kind} (${args.join(' ')}): every survivor gets EPEERLOST, /dev/shm is clean`, async () => {
-      const r = runFaults([...args, faults, 'dies', kind]);
+      const r = runFailureJob([...args, faults, 'dies', kind]);
       expect(r.signal).toBeNull();
       expect(r.status).toBe(128 + 9);
       expect(r.stderr).toMatch(new RegExp(`rank ${n - 1} was killed by SIGKILL`));

@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { jobScript, leftoverSegments, okRanks, repoRoot, runJob } from '../helpers/jobs.js';
+import { describe, it } from 'vitest';
+import { expectEveryRankOk, jobScript, repoRoot, runJob } from '../helpers/jobs.js';
 
 /**
  * comm.splitByLevel(level) in real jobs: every level the job lists, each sub-communicator checked
@@ -15,11 +15,7 @@ describe('splitByLevel: a communicator per unit of every level', () => {
     ['8 ranks on 4 emulated nodes under leaf and spine switches', ['-n', '8', '--nodes', '4', '--network', fourNodes]],
   ] as const) {
     it(name, async () => {
-      const r = runJob([...args, job]);
-      expect(r.stderr).not.toMatch(/Error/);
-      expect(r.status).toBe(0);
-      expect(okRanks(r.lines)).toEqual(Array.from({ length: Number(args[1]) }, (_, i) => i));
-      expect(await leftoverSegments()).toEqual([]);
+      await expectEveryRankOk(runJob([...args, job]), Number(args[1]));
     });
   }
 });
