@@ -15,7 +15,7 @@
 // makes the communicator with createCommunicator over the Unix-socket test layer
 // (socket-layer.mjs, its sockets in $TOPOCOLL_P2P_DIR) instead of init().
 import { arrayOf, combineInRankOrder, isBigIntClass, sameBytes, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
-import { socketLayer } from './socket-layer.mjs';
+import { socketLayerOfJob } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, isTopocollError, userOp } from 'topocoll';
 
 /** @import { ReduceOpName, TypedArray } from 'topocoll' */
@@ -31,10 +31,7 @@ const argv = process.argv.slice(2);
 const args = new Set(argv);
 const layerKind = argv.includes('--layer') ? argv[argv.indexOf('--layer') + 1] : undefined;
 if (layerKind !== undefined && layerKind !== 'socket') throw new Error(`--layer ${layerKind}: only socket is known`);
-const layer =
-  layerKind === 'socket'
-    ? await socketLayer(/** @type {string} */ (process.env.TOPOCOLL_P2P_DIR), Number(process.env.TOPOCOLL_RANK), Number(process.env.TOPOCOLL_SIZE))
-    : undefined;
+const layer = layerKind === 'socket' ? await socketLayerOfJob() : undefined;
 const comm = layer !== undefined ? await createCommunicator(layer) : await init();
 const { rank, size } = comm;
 let checks = 0;

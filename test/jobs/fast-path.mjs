@@ -30,7 +30,7 @@
 //             allreduce. Prints `rank R refused CODE: …` per call, `rank R after ok <taken>`.
 // Every rank uses the shared area's every-rank protocol (the fast path's), whatever the cores.
 import { IN_PLACE, init } from 'topocoll';
-import { combineInRankOrder } from './reference-op.mjs';
+import { combineInRankOrder, mulberry32 } from './reference-op.mjs';
 
 const mode = process.argv[2];
 const allFast = process.argv[3] === 'all';
@@ -44,21 +44,6 @@ const fastHere =
 const comm = await init({ config: { allreduce: { shm: 'every-rank' }, allgather: { shm: 'every-rank' }, collectives: { jsFastPath: fastHere } } });
 /** Fast-path calls so far (the communicator's private FastPath; undefined where it cannot run). */
 const taken = () => /** @type {any} */ (comm).calls?.fast?.taken ?? 0;
-
-/**
- * mulberry32: the same sequence on every rank for the same seed.
- * @param {number} seed
- */
-function random(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const TYPES = /** @type {const} */ ([
   ['int8', Int8Array],
@@ -124,7 +109,7 @@ function fail(message) {
 if (mode === 'bits') {
   // The calls, made twice with the same inputs: results[k] from the fast path, then the addon.
   const calls = [];
-  const next = random(1000 + comm.rank);
+  const next = mulberry32(1000 + comm.rank);
   for (const [name, Array_] of TYPES) {
     const ops = name.startsWith('float') ? FLOAT_OPS : INT_OPS;
     // The largest of each the fast path takes by default (routing.fastPath.combineMaxBytes, copyMaxBytes).
@@ -164,7 +149,7 @@ if (mode === 'bits') {
   });
   console.log(`rank ${comm.rank} bits ok ${calls.length} taken ${tookFast}`);
 } else if (mode === 'mixed') {
-  const next = random(77);
+  const next = mulberry32(77);
   const p = comm.size;
   /** @type {Promise<void>[]} */
   const pending = [];

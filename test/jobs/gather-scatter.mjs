@@ -12,8 +12,8 @@
 // socket] makes the communicator with createCommunicator over the Unix-socket test layer
 // (socket-layer.mjs): across nodes every call is then a Promise or an awaited request (blocking
 // calls need the event loop the layer runs on) and the algorithms stay `auto` (so does configure()).
-import { isBigIntClass, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
-import { socketLayer } from './socket-layer.mjs';
+import { isBigIntClass, mulberry32, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
+import { socketLayerOfJob } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, userOp } from 'topocoll';
 
 /** @typedef {any} Scalar */
@@ -23,26 +23,13 @@ const option = (/** @type {string} */ name, /** @type {number} */ fallback) => (
 const casesPerChoice = option('--cases', 60);
 const seed = option('--seed', 0x5eed);
 
-const layer = argv.includes('--layer')
-  ? await socketLayer(/** @type {string} */ (process.env.TOPOCOLL_P2P_DIR), Number(process.env.TOPOCOLL_RANK), Number(process.env.TOPOCOLL_SIZE))
-  : undefined;
+const layer = argv.includes('--layer') ? await socketLayerOfJob() : undefined;
 const comm = layer !== undefined ? await createCommunicator(layer) : await init();
 const { rank, size } = comm;
 const blocking = layer === undefined || comm.localSize === comm.size;
 let checks = 0;
 
-/** mulberry32: the same sequence on every rank. */
-function prng(/** @type {number} */ s) {
-  let a = s >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const random = prng(seed);
+const random = mulberry32(seed);
 const pick = (/** @type {number} */ n) => Math.floor(random() * n);
 
 /** The element i of rank r's block in case k, as type T holds it (small enough for every type). */

@@ -21,7 +21,7 @@
 // still fills it).
 // Every rank prints what each completion call threw (`rank R caught CODE: message`).
 import { MessageChannel } from 'node:worker_threads';
-import { socketLayer } from './socket-layer.mjs';
+import { socketLayerOfJob } from './socket-layer.mjs';
 import { arrayOf, sameBytes } from './reference-op.mjs';
 import { createCommunicator, init, IN_PLACE, userOp } from 'topocoll';
 
@@ -29,9 +29,7 @@ import { createCommunicator, init, IN_PLACE, userOp } from 'topocoll';
 
 const argv = process.argv.slice(2);
 const option = (/** @type {string} */ name) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
-const layer = argv.includes('--layer')
-  ? await socketLayer(/** @type {string} */ (process.env.TOPOCOLL_P2P_DIR), Number(process.env.TOPOCOLL_RANK), Number(process.env.TOPOCOLL_SIZE))
-  : undefined;
+const layer = argv.includes('--layer') ? await socketLayerOfJob() : undefined;
 /** @type {Communicator} */
 const comm = layer !== undefined ? await createCommunicator(layer) : await init();
 const { rank, size } = comm;

@@ -34,6 +34,15 @@ import { join } from 'node:path';
 /** @typedef {{ resolve: (m: Uint8Array) => void, reject: (e: Error) => void }} Waiter */
 
 /**
+ * This rank's layer as `topocoll run` started it: its sockets in $TOPOCOLL_P2P_DIR, the rank and
+ * size from $TOPOCOLL_RANK and $TOPOCOLL_SIZE.
+ * @returns {Promise<SocketLayer>}
+ */
+export function socketLayerOfJob() {
+  return socketLayer(/** @type {string} */ (process.env.TOPOCOLL_P2P_DIR), Number(process.env.TOPOCOLL_RANK), Number(process.env.TOPOCOLL_SIZE));
+}
+
+/**
  * @param {string} dir
  * @param {number} rank
  * @param {number} size

@@ -10,15 +10,13 @@
 //     order, Promise ones started in different orders on different ranks (each awaited later);
 //   - a sub-communicator of a sub-communicator; close() of a child leaves the parent working.
 // Prints `rank R ok N` (N results checked), or the reason on stderr and exits 1.
-import { socketLayer } from './socket-layer.mjs';
+import { socketLayerOfJob } from './socket-layer.mjs';
 import { createCommunicator, init } from 'topocoll';
 
 /** @import { Communicator } from 'topocoll' */
 
 const argv = process.argv.slice(2);
-const layer = argv.includes('--layer')
-  ? await socketLayer(/** @type {string} */ (process.env.TOPOCOLL_P2P_DIR), Number(process.env.TOPOCOLL_RANK), Number(process.env.TOPOCOLL_SIZE))
-  : undefined;
+const layer = argv.includes('--layer') ? await socketLayerOfJob() : undefined;
 const world = layer !== undefined ? await createCommunicator(layer) : await init();
 const { rank, size } = world;
 // Over a JavaScript layer, blocking calls across nodes are refused: Promise forms there.
