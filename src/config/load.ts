@@ -2,6 +2,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { Composer, CST, isMap, isScalar, Lexer, LineCounter, Parser, YAMLParseError, type Document, type Node as YamlNode } from 'yaml';
 import type { z } from 'zod';
 import { TopocollError, type ErrorLocation } from '../errors.js';
+import { DEFAULT_CONFIG_VALUES } from './defaults.generated.js';
 import { configSchema, type TopocollConfig, type TopocollConfigInput } from './schema.js';
 import { readTextFile } from '../util/read-text-file.js';
 import { PACKAGE_ROOT } from '../util/package-root.js';
@@ -191,10 +192,14 @@ export function deepMerge(base: unknown, patch: unknown): unknown {
 
 /**
  * The configuration in force: the explicit path, else `TOPOCOLL_CONFIG`, else the shipped
- * default file.
+ * default file — whose values come from their generated module (src/config/defaults.generated.ts,
+ * checked against the file by test/config/config.test.ts), so that a rank started with the
+ * defaults parses no YAML.
  */
 export function resolveConfig(path?: string, env: NodeJS.ProcessEnv = process.env): TopocollConfig {
-  return loadConfigFile(path ?? env.TOPOCOLL_CONFIG ?? DEFAULT_CONFIG_PATH);
+  const file = path ?? env.TOPOCOLL_CONFIG;
+  if (file !== undefined) return loadConfigFile(file);
+  return resolvePaths(validateConfig(DEFAULT_CONFIG_VALUES as TopocollConfigInput, DEFAULT_CONFIG_PATH), DEFAULT_CONFIG_PATH);
 }
 
 /** Relative file paths inside a config file are relative to that file, not the cwd. */

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { TopocollError } from '../errors.js';
+import { DEFAULT_PROFILE_VALUES } from './defaults.generated.js';
 import { machineProfile, type MachineProfile } from './model-schema.js';
 import { PACKAGE_ROOT } from '../util/package-root.js';
 
@@ -23,16 +24,22 @@ export function machineProfilePath(name: string): string {
   return `${PROFILES_DIRECTORY}${name}.yaml`;
 }
 
-/** Reads and checks profile `name`; a missing or malformed file is ECONFIG naming it. */
+/**
+ * Reads and checks profile `name`; a missing or malformed file is ECONFIG naming it. The default
+ * profile comes from its generated module (the same values, without a YAML parse at every rank's
+ * start; test/config/config.test.ts checks it is current).
+ */
 export function loadMachineProfile(name: string): MachineProfile {
   const path = machineProfilePath(name);
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    throw new TopocollError('ECONFIG', `machine profile "${name}": cannot read ${path}: ${(e as Error).message}`);
+  let values: unknown = DEFAULT_PROFILE_VALUES;
+  if (name !== DEFAULT_MACHINE_PROFILE) {
+    try {
+      values = parse(readFileSync(path, 'utf8'));
+    } catch (e) {
+      throw new TopocollError('ECONFIG', `machine profile "${name}": cannot read ${path}: ${(e as Error).message}`);
+    }
   }
-  const parsed = machineProfile.safeParse(parse(text));
+  const parsed = machineProfile.safeParse(values);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new TopocollError('ECONFIG', `machine profile "${name}" (${path}): ${issue.path.join('.')}: ${issue.message}`);

@@ -6,6 +6,7 @@ import { DEFAULT_CONFIG_PATH, loadConfigFile, parseConfig, resolveConfig, valida
 import { DEFAULT_MACHINE_PROFILE, loadMachineProfile } from '../../src/config/machine-profiles.js';
 import { TopocollError } from '../../src/errors.js';
 import { resolveNodeIdentity } from '../../src/topology/node-identity.js';
+import { ROOT, TS_PATH, generate } from '../../scripts/gen-defaults.mjs';
 import { tempDir } from '../helpers/temp.js';
 
 function configError(text: string): TopocollError {
@@ -41,6 +42,12 @@ describe('configuration', () => {
       ...profile.model,
       levels: undefined,
     });
+  });
+
+  it('the generated defaults module holds the shipped files as they parse, and a rank given nothing gets the default file', async () => {
+    // A difference here means a stale module: run `npm run gen:defaults`.
+    expect(readFileSync(join(ROOT, TS_PATH), 'utf8')).toEqual(await generate());
+    expect(resolveConfig(undefined, {})).toEqual(loadConfigFile(DEFAULT_CONFIG_PATH));
   });
 
   it('fills defaults for an empty file', () => {
