@@ -4,7 +4,7 @@ import { createInterface } from 'node:readline';
 import { loadConfigFile, resolveConfig } from '../config/load.js';
 import { TopocollError } from '../errors.js';
 import { setThreadAffinity } from '../native.js';
-import { discoverMachineAndXml, LSTOPO_HANDOFF_MAX_BYTES, LSTOPO_XML_ENV } from '../topology/discover.js';
+import { discoverMachine, MACHINE_HANDOFF_ENV, machineHandoff } from '../topology/discover.js';
 import type { MachineTopology } from '../topology/types.js';
 import { createJobToken } from '../runtime/rendezvous/protocol.js';
 import { RendezvousServer } from '../runtime/rendezvous/server.js';
@@ -62,13 +62,12 @@ export async function launch(options: LaunchOptions): Promise<number> {
     throw new TopocollError('EINVAL', `${options.cpus.length} CPU sets for ${ranks} ranks`);
   }
   let cpuSets = options.cpus;
-  // The lstopo output behind the binding, for the ranks (discover.ts, LSTOPO_XML_ENV).
-  let lstopoXml: string | undefined;
+  // The machine lstopo described for the binding, for the ranks (discover.ts, MACHINE_HANDOFF_ENV).
+  let machineJson: string | undefined;
   if (cpuSets === undefined && options.bind !== 'none') {
-    const discovered = discoverMachineAndXml({ env: options.env });
-    cpuSets = bindings(discovered.machine, options.bind, layout, options.stderr);
-    const xml = discovered.lstopoXml;
-    if (xml !== undefined && Buffer.byteLength(xml) <= LSTOPO_HANDOFF_MAX_BYTES) lstopoXml = xml;
+    const machine = discoverMachine({ env: options.env });
+    cpuSets = bindings(machine, options.bind, layout, options.stderr);
+    machineJson = machineHandoff(machine);
   }
 
   const token = createJobToken();
@@ -102,7 +101,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
   try {
     const done = new Promise<void>((resolve) => {
       for (let rank = 0; rank < ranks; rank++) {
-        const child = spawnRank(options, rank, layout, token, server.address.port, cpuSets?.[rank], lstopoXml);
+        const child = spawnRank(options, rank, layout, token, server.address.port, cpuSets?.[rank], machineJson);
         children.push(child);
         child.on('exit', (code, signal) => {
           exited.add(rank);
@@ -200,7 +199,7 @@ function spawnRank(
   token: string,
   port: number,
   cpus: readonly number[] | undefined,
-  lstopoXml: string | undefined,
+  machineJson: string | undefined,
 ): ChildProcess {
   const env: NodeJS.ProcessEnv = {
     ...options.env,
@@ -215,7 +214,7 @@ function spawnRank(
   if (options.config !== undefined) env.TOPOCOLL_CONFIG = options.config;
   if (options.network !== undefined) env.TOPOCOLL_NETWORK = options.network;
   if (options.timeoutMs !== undefined) env.TOPOCOLL_TIMEOUT_MS = String(options.timeoutMs);
-  if (lstopoXml !== undefined) env[LSTOPO_XML_ENV] = lstopoXml;
+  if (machineJson !== undefined) env[MACHINE_HANDOFF_ENV] = machineJson;
   const piped = options.output !== 'inherit';
   const stdio = piped ? (['ignore', 'pipe', 'pipe'] as const) : (['ignore', 'inherit', 'inherit'] as const);
   // The child inherits the affinity of the thread that forks it: bind this thread for the spawn.

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import * as z from 'zod';
 import { TopocollError } from '../errors.js';
 import { parseHwlocXml, readHwlocXmlFile } from './hwloc-xml.js';
 import { readSysfsTopology } from './sysfs.js';
@@ -25,14 +26,47 @@ export interface DiscoverOptions {
 }
 
 /**
- * How `topocoll run` hands its ranks the lstopo output it got itself on the same machine, so
- * that a job does not start lstopo once per rank (a process start each, a good part of a rank's
- * init). The launcher passes output of at most LSTOPO_HANDOFF_MAX_BYTES (a Linux environment
- * string may not exceed 128 KiB); the ranks of a larger machine run lstopo themselves. A rank
- * takes it where it would have run lstopo, so the order of sources above is unchanged.
+ * How `topocoll run` hands its ranks the machine it got from lstopo on the same machine, so that
+ * a job does not start lstopo once per rank (a process start each) nor parse its XML in every
+ * rank (the XML parser's cold start, a tenth of a rank's init): the parsed machine as JSON, of at
+ * most MACHINE_HANDOFF_MAX_BYTES (a Linux environment string may not exceed 128 KiB); the ranks of
+ * a larger machine run lstopo themselves. A rank takes it where it would have run lstopo, so the
+ * order of sources above is unchanged.
  */
-export const LSTOPO_XML_ENV = 'TOPOCOLL_LSTOPO_XML';
-export const LSTOPO_HANDOFF_MAX_BYTES = 64 * 1024;
+export const MACHINE_HANDOFF_ENV = 'TOPOCOLL_LSTOPO_MACHINE';
+export const MACHINE_HANDOFF_MAX_BYTES = 64 * 1024;
+
+/** What a launcher hands down: the machine's JSON when it came from lstopo and is small enough. */
+export function machineHandoff(machine: MachineTopology): string | undefined {
+  if (machine.source !== 'lstopo') return undefined;
+  const json = JSON.stringify(machine);
+  return Buffer.byteLength(json) <= MACHINE_HANDOFF_MAX_BYTES ? json : undefined;
+}
+
+const indexList = z.array(z.number().int().nonnegative());
+const handedMachine = z
+  .object({
+    source: z.literal('lstopo'),
+    pus: indexList,
+    objects: z.partialRecord(
+      z.enum(['core', 'l1', 'l2', 'l3', 'numa', 'socket', 'pu']),
+      z.array(z.object({ logicalIndex: z.number().int().nonnegative(), osIndex: z.number().int().nonnegative().optional(), pus: indexList }).strict()),
+    ),
+  })
+  .strict();
+
+/** The machine a launcher handed down; anything else in the variable is ETOPOLOGY naming it. */
+function readHandedMachine(json: string): MachineTopology {
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    value = undefined;
+  }
+  const parsed = handedMachine.safeParse(value);
+  if (!parsed.success) throw new TopocollError('ETOPOLOGY', `${MACHINE_HANDOFF_ENV} does not hold a machine as topocoll run hands it down`);
+  return parsed.data;
+}
 
 /** lstopo takes well under a second even on large machines; a hung one must not stall startup. */
 const LSTOPO_TIMEOUT_MS = 10_000;
@@ -45,22 +79,17 @@ const LSTOPO_TIMEOUT_MS = 10_000;
  * back would hide a real incompatibility.
  */
 export function discoverMachine(options: DiscoverOptions = {}): MachineTopology {
-  return discoverMachineAndXml(options).machine;
-}
-
-/** discoverMachine, and the XML of the lstopo run when that is where the machine came from. */
-export function discoverMachineAndXml(options: DiscoverOptions = {}): { machine: MachineTopology; lstopoXml?: string } {
   const env = options.env ?? process.env;
   const source = options.source ?? 'auto';
-  if (source === 'sysfs') return { machine: readSysfsTopology(options.sysfsRoot ?? '/') };
+  if (source === 'sysfs') return readSysfsTopology(options.sysfsRoot ?? '/');
   if (source !== 'lstopo') {
     if (options.hwlocXml !== undefined) {
       if (options.hwlocXml === '') throw new TopocollError('EINVAL', 'the hwloc XML path is empty');
-      return { machine: readHwlocXmlFile(options.hwlocXml) };
+      return readHwlocXmlFile(options.hwlocXml);
     }
     const fromEnv = env.HWLOC_XMLFILE;
     if (fromEnv !== undefined && fromEnv !== '') {
-      return { machine: { ...readHwlocXmlFile(fromEnv), source: `HWLOC_XMLFILE:${fromEnv}` } };
+      return { ...readHwlocXmlFile(fromEnv), source: `HWLOC_XMLFILE:${fromEnv}` };
     }
     if (source === 'hwloc-xml') {
       throw new TopocollError('ECONFIG', 'the topology source is hwloc-xml but no file is given', {
@@ -68,15 +97,16 @@ export function discoverMachineAndXml(options: DiscoverOptions = {}): { machine:
       });
     }
   }
-  const handed = env[LSTOPO_XML_ENV];
-  const xml = handed !== undefined && handed !== '' ? handed : runLstopo(env);
-  if (xml !== undefined) return { machine: { ...parseHwlocXml(xml, 'lstopo-no-graphics output'), source: 'lstopo' }, lstopoXml: xml };
+  const handed = env[MACHINE_HANDOFF_ENV];
+  if (handed !== undefined && handed !== '') return readHandedMachine(handed);
+  const xml = runLstopo(env);
+  if (xml !== undefined) return { ...parseHwlocXml(xml, 'lstopo-no-graphics output'), source: 'lstopo' };
   if (source === 'lstopo') {
     throw new TopocollError('ETOPOLOGY', 'the topology source is lstopo but lstopo-no-graphics is not installed or failed', {
       hint: 'Install hwloc (apt-get install hwloc), or use topology.source auto or sysfs.',
     });
   }
-  return { machine: readSysfsTopology(options.sysfsRoot ?? '/') };
+  return readSysfsTopology(options.sysfsRoot ?? '/');
 }
 
 /** The XML lstopo prints, or undefined when it is not installed or fails. */

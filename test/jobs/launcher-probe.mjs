@@ -19,7 +19,7 @@ switch (process.argv[2]) {
         node: e.TOPOCOLL_NODE ?? null,
         cpus,
         args: process.argv.slice(3),
-        lstopoXml: e.TOPOCOLL_LSTOPO_XML ?? null,
+        machine: e.TOPOCOLL_LSTOPO_MACHINE ?? null,
       }),
     );
     break;

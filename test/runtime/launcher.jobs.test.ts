@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { discoverMachine } from '../../src/topology/discover.js';
-import { parseHwlocXml } from '../../src/topology/hwloc-xml.js';
+import type { MachineTopology } from '../../src/topology/types.js';
 import { formatIndexList } from '../../src/topology/index-list.js';
 import { jobScript, repoRoot, runJob } from '../helpers/jobs.js';
 
@@ -24,7 +24,7 @@ function reports(stdout: string) {
           node: string | null;
           cpus: string;
           args: string[];
-          lstopoXml: string | null;
+          machine: string | null;
         },
     )
     .sort((a, b) => a.rank - b.rank);
@@ -38,15 +38,15 @@ describe('topocoll run', () => {
     const cores = discoverMachine({ source: 'lstopo' }).objects.core!;
     const core = (j: number) => formatIndexList(cores[j % cores.length]!.pus);
     const got = reports(r.stdout);
-    expect(got.map(({ lstopoXml: _, ...rest }) => rest)).toEqual([
+    expect(got.map(({ machine: _, ...rest }) => rest)).toEqual([
       { rank: 0, size: '3', local: '0', localSize: '2', node: 'node0', cpus: core(0), args: ['--flag', 'x'] },
       { rank: 1, size: '3', local: '1', localSize: '2', node: 'node0', cpus: core(1), args: ['--flag', 'x'] },
       // Emulated nodes share this machine's cores: rank r on core r mod cores.
       { rank: 2, size: '3', local: '0', localSize: '1', node: 'node1', cpus: core(2), args: ['--flag', 'x'] },
     ]);
-    // The lstopo output the launcher got, handed to every rank (so none runs lstopo again): the
-    // same machine lstopo describes.
-    for (const { lstopoXml } of got) expect(parseHwlocXml(lstopoXml!, 'handed').objects.core).toEqual(cores);
+    // The machine the launcher got from lstopo, handed to every rank (so none runs lstopo or
+    // parses its XML again): the same machine lstopo describes.
+    for (const { machine } of got) expect((JSON.parse(machine!) as MachineTopology).objects.core).toEqual(cores);
   });
 
   it('leaves processes unbound with --bind none and says when ranks outnumber cores', () => {
@@ -54,7 +54,7 @@ describe('topocoll run', () => {
     const none = runJob(['-n', '2', '--bind', 'none', probe, 'affinity']);
     expect(reports(none.stdout).map((x) => x.cpus)).toEqual([all, all]);
     // Without binding the launcher does not look at the machine, and hands nothing down.
-    expect(reports(none.stdout).map((x) => x.lstopoXml)).toEqual([null, null]);
+    expect(reports(none.stdout).map((x) => x.machine)).toEqual([null, null]);
     const many = runJob(['-n', String(cpus().length + 1), probe, 'affinity']);
     expect(many.stderr).toMatch(/ranks on \d+ cores: binding wraps around/);
   });

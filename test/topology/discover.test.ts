@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { discoverMachine, discoverMachineAndXml, LSTOPO_XML_ENV } from '../../src/topology/discover.js';
+import { discoverMachine, MACHINE_HANDOFF_ENV, machineHandoff } from '../../src/topology/discover.js';
 import { readHwlocXmlFile } from '../../src/topology/hwloc-xml.js';
 import { sysfsFilesOf, tmpRoot, writeTree } from './fake-sysfs.js';
 import { thrown } from '../helpers/thrown.js';
@@ -56,20 +56,28 @@ describe('discoverMachine', () => {
     expect(machine.pus).toHaveLength(12);
   });
 
-  it("takes the launcher's lstopo output where it would run lstopo, and hands on what lstopo printed", () => {
-    const printed = discoverMachineAndXml({ env: { ...envWithout('HWLOC_XMLFILE'), HWLOC_SYNTHETIC: 'pack:3 core:2 pu:2' } });
-    expect(printed.machine.objects.socket).toHaveLength(3);
-    expect(printed.lstopoXml).toMatch(/<topology/);
-    // No lstopo on PATH: the machine can only come from the handed-over XML.
-    const handed = { PATH: '/nonexistent', [LSTOPO_XML_ENV]: printed.lstopoXml! };
+  it("takes the machine the launcher got from lstopo where it would run lstopo, and hands on only lstopo's", () => {
+    const printed = discoverMachine({ env: { ...envWithout('HWLOC_XMLFILE'), HWLOC_SYNTHETIC: 'pack:3 core:2 pu:2' } });
+    expect(printed.objects.socket).toHaveLength(3);
+    expect(printed.source).toBe('lstopo');
+    // No lstopo on PATH: the machine can only come from what was handed down.
+    const handed = { PATH: '/nonexistent', [MACHINE_HANDOFF_ENV]: machineHandoff(printed)! };
     const machine = discoverMachine({ env: handed, sysfsRoot: fakeSysfs() });
-    expect(machine).toEqual(printed.machine);
+    expect(machine).toEqual(printed);
+    // A rank that got it hands it on as it got it (a job started from a rank).
+    expect(JSON.parse(machineHandoff(machine)!)).toEqual(printed);
     // The order of sources holds: a file and HWLOC_XMLFILE still win, sysfs is still sysfs.
     expect(discoverMachine({ env: { ...handed, HWLOC_XMLFILE: AMD } }).objects.socket).toHaveLength(4);
     expect(discoverMachine({ env: handed, hwlocXml: INTEL }).objects.core).toHaveLength(16);
     expect(discoverMachine({ env: handed, source: 'sysfs', sysfsRoot: fakeSysfs() }).source).toBe('sysfs');
-    // Output that does not parse is an error, as lstopo's own would be.
-    expect(thrown(() => discoverMachine({ env: { PATH: '/nonexistent', [LSTOPO_XML_ENV]: '<topology' } })).code).toBe('ETOPOLOGY');
+    // A machine from a file or sysfs is not handed down (the ranks read the same source).
+    expect(machineHandoff(discoverMachine({ hwlocXml: INTEL }))).toBeUndefined();
+    // Anything else in the variable is an error naming it.
+    for (const bad of ['<topology', '{"source":"lstopo","pus":[0],"objects":{"core":[{"pus":[0]}]}}', '{"source":"sysfs","pus":[],"objects":{}}']) {
+      const e = thrown(() => discoverMachine({ env: { PATH: '/nonexistent', [MACHINE_HANDOFF_ENV]: bad } }));
+      expect(e.code).toBe('ETOPOLOGY');
+      expect(e.message).toMatch(MACHINE_HANDOFF_ENV);
+    }
   });
 
   it('falls back to sysfs when lstopo is not installed', () => {
