@@ -19,7 +19,7 @@ const JOBS = 'test/**/*.jobs.test.ts';
 /**
  * Job files that must not share the machine: a one-node Slurm cluster on fixed ports, hosts made
  * of network namespaces with fixed addresses, the file that exhausts the launcher's ports, and
- * jobs of 64 and 128 ranks, which take both cores for a minute (beside them the fault matrix's
+ * jobs of 128 ranks, which take both cores for a minute (beside them the fault matrix's
  * jobs missed their time bound).
  */
 const ALONE = [
