@@ -353,23 +353,62 @@ export function stepHasEveryRankCombines(kind: StepKind): boolean {
 export const MSG_MAGIC = 0x5450434c;
 export const MSG_HEADER_BYTES = 32;
 /** Byte offsets of MsgHeader's fields. */
-export const MsgHeaderOffset = {
-  magic: 0,
+export const enum MsgHeaderOffset {
+  magic = 0,
   /** The per-communicator call number (low 32 bits). */
+  seq = 4,
+  collective = 8,
+  dtype = 9,
+  /** 0 where the collective has none. */
+  op = 10,
+  /** 1 in the bcast half of an allreduce (else 0). */
+  phase = 11,
+  root = 12,
+  /** Elements. */
+  count = 16,
+  /** The plan's hash, the previous call's hash folded in. */
+  planHash = 24,
+  sender = 28,
+}
+/** MsgHeaderOffset as an object (a const enum has none at run time). */
+export const MSG_HEADER_OFFSETS = {
+  magic: 0,
   seq: 4,
   collective: 8,
   dtype: 9,
-  /** 0 where the collective has none. */
   op: 10,
-  /** 1 in the bcast half of an allreduce (else 0). */
   phase: 11,
   root: 12,
-  /** Elements. */
   count: 16,
-  /** The plan's hash, the previous call's hash folded in. */
   planHash: 24,
   sender: 28,
 } as const;
+/** The 32-bit word of the header each field is in, as the fast path writes the header. */
+export const enum MsgHeaderWord {
+  magic = 0,
+  seq = 1,
+  collective = 2,
+  dtype = 2,
+  op = 2,
+  phase = 2,
+  root = 3,
+  count = 4,
+  planHash = 6,
+  sender = 7,
+}
+/** Where in its word (MsgHeaderWord) each field starts, in bits (little-endian). */
+export const enum MsgHeaderShift {
+  magic = 0,
+  seq = 0,
+  collective = 0,
+  dtype = 8,
+  op = 16,
+  phase = 24,
+  root = 0,
+  count = 0,
+  planHash = 0,
+  sender = 0,
+}
 
 /**
  * CallCounters (native/src/engine/engine.h): the per-call counters the executor and the JavaScript
@@ -377,14 +416,21 @@ export const MsgHeaderOffset = {
  */
 export const CALL_COUNTER_WORDS = 4;
 /** The word of each counter. */
-export const CallCounter = {
+export const enum CallCounter {
   /** Calls made - the last call's MsgHeader seq. */
-  seq: 0,
+  seq = 0,
   /** CallHash of the last call. */
-  previousCall: 1,
+  previousCall = 1,
   /** Calls of the node-wide shared area (AreaCalls count). */
-  areaCalls: 2,
+  areaCalls = 2,
   /** Every rank has entered every area call below this one (AreaCalls all_entered). */
+  allEntered = 3,
+}
+/** CallCounter as an object (a const enum has none at run time). */
+export const CALL_COUNTERS = {
+  seq: 0,
+  previousCall: 1,
+  areaCalls: 2,
   allEntered: 3,
 } as const;
 

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { CPP_PATH, ROOT, SPEC_PATH, TS_PATH, generate, writeGenerated } from '../scripts/gen-abi.mjs';
 import {
   CALL_COUNTER_WORDS,
+  CALL_COUNTERS,
   CallCounter,
   MSG_HEADER_BYTES,
   MsgHeaderOffset,
@@ -73,7 +74,13 @@ describe("the TypeScript side's assumptions about the spec", () => {
   });
 
   it('the fast path reads every counter word it names', () => {
-    expect(Math.max(...Object.values(CallCounter))).toBe(CALL_COUNTER_WORDS - 1);
+    expect(Math.max(...Object.values(CALL_COUNTERS))).toBe(CALL_COUNTER_WORDS - 1);
+    expect(CALL_COUNTERS).toEqual({
+      seq: CallCounter.seq,
+      previousCall: CallCounter.previousCall,
+      areaCalls: CallCounter.areaCalls,
+      allEntered: CallCounter.allEntered,
+    });
   });
 
   it("the fast path's calls keep their data in the slot", () => {

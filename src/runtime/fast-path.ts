@@ -5,7 +5,8 @@ import {
   Dtype,
   MSG_HEADER_BYTES,
   MSG_MAGIC,
-  MsgHeaderOffset,
+  MsgHeaderShift,
+  MsgHeaderWord,
   REDUCE_OP_INFO,
   ReduceOp,
   SHARED_AREA_LINE_BYTES,
@@ -58,24 +59,11 @@ import { DATATYPES, type ReduceOpName } from './datatypes.js';
  * a waker then needs before it reads `sleeping`.
  */
 
-// The words and codes below are abi/abi.yaml's (src/abi.generated.ts), as plain module constants
-// for the code on the latency path.
-/** Words of CallCounters: the call number, the previous call's hash, AreaCalls::count and AreaCalls::all_entered. */
-const SEQ = CallCounter.seq;
-const PREVIOUS_CALL = CallCounter.previousCall;
-const AREA_CALLS = CallCounter.areaCalls;
-const ALL_ENTERED = CallCounter.allEntered;
+// The words and codes below are abi/abi.yaml's (src/abi.generated.ts). The header's and the
+// counters' words are const enums, which the compiler writes as numbers where they are used:
+// literal indices on the latency path (a module constant is a load per use there).
 /** MsgHeader as 32-bit words: magic, seq, the kinds word (collective, dtype, op and phase bytes), root, count (low word; the high one stays 0), plan hash, sender (the last word). */
 const HEADER_WORDS = MSG_HEADER_BYTES / 4;
-const SEQ_WORD = MsgHeaderOffset.seq / 4;
-const KINDS_WORD = MsgHeaderOffset.collective / 4;
-const COLLECTIVE_SHIFT = (MsgHeaderOffset.collective % 4) * 8;
-const DTYPE_SHIFT = (MsgHeaderOffset.dtype % 4) * 8;
-const OP_SHIFT = (MsgHeaderOffset.op % 4) * 8;
-const ROOT_WORD = MsgHeaderOffset.root / 4;
-const COUNT_WORD = MsgHeaderOffset.count / 4;
-const PLAN_HASH_WORD = MsgHeaderOffset.planHash / 4;
-const SENDER_WORD = MsgHeaderOffset.sender / 4;
 /** Collective codes. */
 const BARRIER = Collective.barrier;
 const BCAST = Collective.bcast;
@@ -251,8 +239,8 @@ export class FastPath {
     this.sleepingWord = Int32Array.from({ length: this.locals }, (_, r) => (l.controls + r * l.controlStride + l.sleeping) >>> 2);
     // The words every call's header has the same: magic, count's high word (the fast path's
     // counts are small), sender.
-    this.header[MsgHeaderOffset.magic / 4] = MSG_MAGIC;
-    this.header[SENDER_WORD] = rank;
+    this.header[MsgHeaderWord.magic] = MSG_MAGIC;
+    this.header[MsgHeaderWord.sender] = rank;
   }
 
   /**
@@ -273,7 +261,7 @@ export class FastPath {
       if (r === 0) copy(theirs, 0, recv, 0, n);
       else kernel(recv, theirs, n);
     }
-    this.counters[ALL_ENTERED] = (call + 1) >>> 0;
+    this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
     return true;
   }
 
@@ -293,7 +281,7 @@ export class FastPath {
     this.mark(call);
     this.await(call, root, root + 1, this.depositWords(n * DATATYPES[dtype]!.bytes));
     // It saw the root's mark; at two ranks that is every mark.
-    if (this.locals === 2) this.counters[ALL_ENTERED] = (call + 1) >>> 0;
+    if (this.locals === 2) this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
     copy(this.view(call, root, dtype, n), 0, buf, 0, n);
     return true;
   }
@@ -323,7 +311,7 @@ export class FastPath {
       if (r === 0) copy(theirs, 0, recv, 0, n);
       else kernel(recv, theirs, n);
     }
-    this.counters[ALL_ENTERED] = (call + 1) >>> 0;
+    this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
     return true;
   }
 
@@ -336,7 +324,7 @@ export class FastPath {
     for (let r = 0; r < this.locals && !checked; r++) {
       if (r !== this.me) checked = this.await(call, r, this.locals);
     }
-    this.counters[ALL_ENTERED] = (call + 1) >>> 0;
+    this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
     return true;
   }
 
@@ -362,7 +350,7 @@ export class FastPath {
       if (!checked) checked = this.await(call, r, this.locals);
       copy(this.view(call, r, dtype, count), 0, recv, r * count, count);
     }
-    this.counters[ALL_ENTERED] = (call + 1) >>> 0;
+    this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
     return true;
   }
 
@@ -375,26 +363,26 @@ export class FastPath {
     const w = this.words;
     if (w[this.abortWord] !== 0) return -1;
     const c = this.counters;
-    const area = c[AREA_CALLS]!;
+    const area = c[CallCounter.areaCalls]!;
     // Whether all_entered is not past the call whose slot this one reuses (wrapping numbers).
-    if (((area - this.depth + 1 - c[ALL_ENTERED]!) | 0) >= 0 && !this.enter(area - this.depth / 2)) return -1;
-    const seq = (c[SEQ]! + 1) >>> 0;
-    c[SEQ] = seq;
-    const kinds = (collective << COLLECTIVE_SHIFT) | (dtype << DTYPE_SHIFT) | (op << OP_SHIFT);
+    if (((area - this.depth + 1 - c[CallCounter.allEntered]!) | 0) >= 0 && !this.enter(area - this.depth / 2)) return -1;
+    const seq = (c[CallCounter.seq]! + 1) >>> 0;
+    c[CallCounter.seq] = seq;
+    const kinds = (collective << MsgHeaderShift.collective) | (dtype << MsgHeaderShift.dtype) | (op << MsgHeaderShift.op);
     if (planHash !== this.hashedPlan || kinds !== this.hashedKinds || root !== this.hashedRoot || count !== this.hashedCount) {
       this.hashShape(planHash, kinds, root, count);
     }
     const h = this.header;
-    h[SEQ_WORD] = seq;
-    h[KINDS_WORD] = kinds;
-    h[ROOT_WORD] = root;
-    h[COUNT_WORD] = count;
-    h[PLAN_HASH_WORD] = planHash ^ c[PREVIOUS_CALL]!;
-    c[PREVIOUS_CALL] = mix(this.hashPrefix ^ seq);
+    h[MsgHeaderWord.seq] = seq;
+    h[MsgHeaderWord.collective] = kinds;
+    h[MsgHeaderWord.root] = root;
+    h[MsgHeaderWord.count] = count;
+    h[MsgHeaderWord.planHash] = planHash ^ c[CallCounter.previousCall]!;
+    c[CallCounter.previousCall] = mix(this.hashPrefix ^ seq);
     this.unpublished = true;
     this.taken++;
-    const call = c[AREA_CALLS]!;
-    c[AREA_CALLS] = (call + 1) >>> 0;
+    const call = c[CallCounter.areaCalls]!;
+    c[CallCounter.areaCalls] = (call + 1) >>> 0;
     return call;
   }
 
@@ -414,7 +402,7 @@ export class FastPath {
         if (i === this.spin) return false;
       }
     }
-    this.counters[ALL_ENTERED] = want;
+    this.counters[CallCounter.allEntered] = want;
     return true;
   }
 
@@ -442,7 +430,7 @@ export class FastPath {
     const l = this.layout;
     const control = (l.controls + this.me * l.controlStride) >>> 2;
     const published = control + (l.call >>> 2);
-    if (((this.header[SEQ_WORD]! - w[published + SEQ_WORD]!) | 0) <= 0) return;
+    if (((this.header[MsgHeaderWord.seq]! - w[published + MsgHeaderWord.seq]!) | 0) <= 0) return;
     const version = control + (l.callVersion >>> 2);
     const v = w[version]!;
     Atomics.store(w, version, v + 1);
@@ -499,8 +487,8 @@ export class FastPath {
     // This rank's header with local rank r (= its global rank: one node) as the sender.
     const h = this.header;
     const theirs = slot + this.headerWord;
-    let same = w[theirs + SENDER_WORD] === r;
-    for (let k = 0; k < SENDER_WORD && same; k++) same = w[theirs + k] === h[k];
+    let same = w[theirs + MsgHeaderWord.sender] === r;
+    for (let k = 0; k < MsgHeaderWord.sender && same; k++) same = w[theirs + k] === h[k];
     if (same) return false;
     // The executor's EMISMATCH, raised as it raises it (and the node aborted).
     this.publish();
