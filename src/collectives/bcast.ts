@@ -28,17 +28,32 @@ export const bcast: CollectiveDescriptor<[buf: TypedArray, root: number]> = {
   buffers: (buf) => [buf],
 };
 
-/** The native call of a bcast of `buf`: S1's one-sided bcast, or on the window plans, tagged, when it is a window bcast. */
+/** The native call of a bcast of `buf`: on the plans' schedules, unless it runs one-sided or on windows. */
 function bcastCall(ctx: CallContext, buf: TypedArray, type: Datatype, root: number): NativeCall {
+  if (ctx.router.oneSidedTag(buf) !== undefined || ctx.router.windowBcast(buf)) return windowBcastCall(ctx, buf, type, root);
+  return ctx.nativeCall(NativeCollective.bcast, ctx.plans.bcast(root, buf.byteLength, type.bytes), null, buf, buf.length, type.code, 0, root);
+}
+
+// Apart from the common path: V8 inlines a caller's callees up to a total size, and the common
+// path's own calls (the plans, the addon's run) come first.
+/** S1's one-sided bcast, or the window plans' bcast, tagged. */
+function windowBcastCall(ctx: CallContext, buf: TypedArray, type: Datatype, root: number): NativeCall {
   const oneSided = ctx.router.oneSidedTag(buf);
   if (oneSided !== undefined) {
     const call = ctx.nativeCall(NativeCollective.bcast, ctx.plans.oneSidedBcast(root), null, buf, buf.length, type.code, 0, root);
     call.planHash = ctx.tagged(oneSided);
     return call;
   }
-  const windowed = ctx.router.windowBcast(buf);
-  const p = (windowed ? ctx.windowBcastPlans() : ctx.plans).bcast(root, buf.byteLength, type.bytes);
-  const call = ctx.nativeCall(NativeCollective.bcast, p, null, buf, buf.length, type.code, 0, root);
-  if (windowed) call.planHash = ctx.tagged(CallTag.windowCall);
+  const call = ctx.nativeCall(
+    NativeCollective.bcast,
+    ctx.windowBcastPlans().bcast(root, buf.byteLength, type.bytes),
+    null,
+    buf,
+    buf.length,
+    type.code,
+    0,
+    root,
+  );
+  call.planHash = ctx.tagged(CallTag.windowCall);
   return call;
 }
