@@ -12,6 +12,7 @@ import { configurationOf, controlAllreduce, reconfigure, type Configuration, typ
 import { checkAllgather } from './collectives/allgather.js';
 import { FastPath } from './runtime/fast-path.js';
 import type { JobPlanner } from './runtime/job-planner.js';
+import { machineOf } from './runtime/co-runners.js';
 import type { CommunicatorParts, JoinOrigin } from './runtime/join.js';
 import type { CollectiveRequest } from './runtime/request.js';
 import { levelColor, splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
@@ -135,7 +136,7 @@ export class Communicator {
       size: this.size,
       oversubscribed: parts.oversubscribed,
       cores: NODE_CORES,
-      cpus: parts.origin.infos.map((info) => ({ host: info.host, cpus: parseIndexList(info.cpus) })),
+      cpus: parts.origin.infos.map((info) => ({ machine: machineOf(info), cpus: parseIndexList(info.cpus) })),
       windows: this.windows,
       fastPathAvailable: fast !== undefined,
       register,

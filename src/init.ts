@@ -12,6 +12,7 @@ import { resolveNodeIdentity } from './topology/node-identity.js';
 import { detectEnvironment, type JobEnvironment } from './runtime/environment.js';
 import { configFor, whereThisProcessRuns } from './runtime/this-process.js';
 import { removeJobSegments } from './runtime/segment-name.js';
+import { kernelId } from './runtime/co-runners.js';
 import { joinJob, linkAddress, type JoinChannel, type RankInfo } from './runtime/join.js';
 import { RendezvousClient } from './runtime/rendezvous/client.js';
 import { allgather, barrier } from './runtime/rendezvous/collectives.js';
@@ -45,6 +46,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
   const me: RankInfo = {
     node,
     host: hostname(),
+    kernel: kernelId(),
     locality,
     cpus: formatIndexList(here.cpus),
     address: rdv?.client.localAddress ?? '127.0.0.1',

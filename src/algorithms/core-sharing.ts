@@ -62,13 +62,13 @@ export interface WorkCounts {
 
 const memo = new Map<string, readonly WorkCounts[]>();
 
-/** Distinct CPUs `members` may run on (across hosts), or Infinity when any member's CPUs are unknown. */
-export function groupCores(members: readonly number[], cpus: readonly { host: string; cpus: readonly number[] }[]): number {
+/** Distinct CPUs `members` may run on (across machines: co-runners.ts, machineOf), or Infinity when any member's CPUs are unknown. */
+export function groupCores(members: readonly number[], cpus: readonly { machine: string; cpus: readonly number[] }[]): number {
   const seen = new Set<string>();
   for (const m of members) {
     const where = cpus[m];
     if (where === undefined || where.cpus.length === 0) return Infinity;
-    for (const c of where.cpus) seen.add(`${where.host}\0${c}`);
+    for (const c of where.cpus) seen.add(`${where.machine}\0${c}`);
   }
   return seen.size;
 }
@@ -77,13 +77,13 @@ export function groupCores(members: readonly number[], cpus: readonly { host: st
  * Per position of `members`, an index naming the one CPU that member is bound to (equal indices:
  * the same CPU of the same host); undefined unless every member is bound to exactly one CPU.
  */
-export function memberCores(members: readonly number[], cpus: readonly { host: string; cpus: readonly number[] }[]): number[] | undefined {
+export function memberCores(members: readonly number[], cpus: readonly { machine: string; cpus: readonly number[] }[]): number[] | undefined {
   const index = new Map<string, number>();
   const of: number[] = [];
   for (const m of members) {
     const where = cpus[m];
     if (where === undefined || where.cpus.length !== 1) return undefined;
-    const key = `${where.host}\0${where.cpus[0]}`;
+    const key = `${where.machine}\0${where.cpus[0]}`;
     if (!index.has(key)) index.set(key, index.size);
     of.push(index.get(key)!);
   }

@@ -97,7 +97,7 @@ export interface NodeFacts {
    * group whose members outnumber their CPUs is predicted no faster than its work shared among
    * them (core-sharing.ts); without this every group is taken to have a core per member.
    */
-  cpus?: readonly { host: string; cpus: readonly number[] }[];
+  cpus?: readonly { machine: string; cpus: readonly number[] }[];
 }
 
 /** The powers of two a message size is taken in: ⌈log2 bytes⌉, 0 for 0 and 1 byte, at most MAX_SIZE_BUCKET. */

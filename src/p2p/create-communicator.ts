@@ -4,6 +4,7 @@ import type { TopocollConfigInput } from '../config/schema.js';
 import { TopocollError, isTopocollError } from '../errors.js';
 import { openP2PLayer, type NativeP2PLayer } from '../native.js';
 import { detectEnvironment } from '../runtime/environment.js';
+import { kernelId } from '../runtime/co-runners.js';
 import { joinJob, type JoinChannel, type RankInfo } from '../runtime/join.js';
 import { configFor, whereThisProcessRuns } from '../runtime/this-process.js';
 import { createJobToken } from '../runtime/rendezvous/protocol.js';
@@ -84,6 +85,7 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
   const me: RankInfo = {
     node,
     host: hostname(),
+    kernel: kernelId(),
     locality: config.topology.locality ?? env.TOPOCOLL_LOCALITY ?? here.locality,
     cpus: formatIndexList(here.cpus),
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),

@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { parseIndexList } from '../topology/index-list.js';
+
 /**
  * Which ranks of a node take turns on this rank's CPUs. A rank waiting on such a peer gains
  * nothing by spinning: the peer is most likely not running, and it cannot run on these CPUs
@@ -18,13 +21,46 @@ export function coRunnersOf(me: number, cpusByRank: ReadonlyMap<number, readonly
 }
 
 /**
- * Whether the ranks of a host outnumber the CPUs they may run on: the host's CPUs, or fewer when
- * every one of its ranks is bound — two ranks bound to one core take turns on it as surely as
- * three unbound ranks on two cores. Every rank computes the same from the same sets.
- * @param cpusOfHostRanks the allowed CPUs of each rank of the host (an empty list: unknown).
+ * Whether the ranks of a machine (machineOf: one kernel, whatever hosts it is made into) outnumber
+ * the CPUs they may run on: the machine's CPUs, or fewer when every one of its ranks is bound —
+ * two ranks bound to one core take turns on it as surely as three unbound ranks on two cores.
+ * Every rank computes the same from the same sets.
+ * @param cpusOfHostRanks the allowed CPUs of each rank of the machine (an empty list: unknown).
  */
 export function hostOversubscribed(cpusOfHostRanks: readonly (readonly number[])[], hostCpus: number): boolean {
   if (cpusOfHostRanks.length > hostCpus) return true;
   if (cpusOfHostRanks.some((cpus) => cpus.length === 0)) return false;
   return cpusOfHostRanks.length > new Set(cpusOfHostRanks.flat()).size;
+}
+
+/**
+ * The kernel this process runs on (/proc/sys/kernel/random/boot_id): the same in every container,
+ * network namespace or emulated host of one machine, which share its CPUs whatever their host
+ * names, networks and /dev/shm say; another on another machine or after a reboot. '' where it
+ * cannot be read.
+ */
+export function kernelId(): string {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+/** The machine whose CPUs a rank runs on: ranks with the same one share those CPUs (its kernel, else its host name). */
+export function machineOf(info: { host: string; kernel?: string }): string {
+  return info.kernel !== undefined && info.kernel !== '' ? `kernel ${info.kernel}` : `host ${info.host}`;
+}
+
+/**
+ * Whether the ranks on rank `me`'s machine (machineOf) outnumber its CPUs (hostOversubscribed):
+ * emulated nodes and hosts made of namespaces share one machine's CPUs.
+ * @param infos every rank's host, kernel and allowed CPUs (an index list); `machineCpus`: the machine's CPUs.
+ */
+export function machineOversubscribed(me: number, infos: readonly { host: string; kernel?: string; cpus: string }[], machineCpus: number): boolean {
+  const machine = machineOf(infos[me]!);
+  return hostOversubscribed(
+    infos.filter((i) => machineOf(i) === machine).map((i) => parseIndexList(i.cpus)),
+    machineCpus,
+  );
 }

@@ -88,7 +88,7 @@ export interface CollectivePlansParts {
   /** Cores of this node (the same on every rank of the node). */
   cores: number;
   /** Each rank's host and allowed CPUs (the Selector's NodeFacts.cpus). */
-  cpus?: readonly { host: string; cpus: readonly number[] }[];
+  cpus?: readonly { machine: string; cpus: readonly number[] }[];
   /** Hands a schedule to the native engine; returns the id it is known by there. */
   register: (encoded: Int32Array) => number;
 }

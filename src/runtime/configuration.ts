@@ -27,7 +27,7 @@ export interface ConfigurationParts {
   /** Cores of this node. */
   cores: number;
   /** Each rank's host and allowed CPUs, for the cost model's groups whose members share cores. */
-  cpus: readonly { host: string; cpus: readonly number[] }[];
+  cpus: readonly { machine: string; cpus: readonly number[] }[];
   windows: Windows;
   /** The JavaScript fast path exists here (runtime/router.ts). */
   fastPathAvailable: boolean;

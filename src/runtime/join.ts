@@ -6,7 +6,7 @@ import { NativeEngine, type NativeP2PLayer } from '../native.js';
 import { parseIndexList } from '../topology/index-list.js';
 import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types.js';
 import type { RankPlacement } from '../topology/types.js';
-import { coRunnersOf, hostOversubscribed } from './co-runners.js';
+import { coRunnersOf, machineOversubscribed } from './co-runners.js';
 import { JobPlanner, type JobPlans, type RemoteDirectory } from './job-planner.js';
 import { windowThresholds } from './router.js';
 import { segmentName } from './segment-name.js';
@@ -38,6 +38,8 @@ export interface CommunicatorParts {
 export interface RankInfo {
   node: string;
   host: string;
+  /** The kernel the rank runs on (co-runners.ts, kernelId): ranks on one kernel share its CPUs. */
+  kernel?: string;
   locality: string;
   /** The CPUs the process may run on, as an index list ("0-3,8"). */
   cpus: string;
@@ -143,9 +145,8 @@ export function startJoin(rank: number, infos: readonly RankInfo[], config: Topo
   const placements: RankPlacement[] = infos.map((info, r) => ({ rank: r, node: info.node, locality: info.locality }));
   const localRanks = placements.filter((p) => p.node === node).map((p) => p.rank);
   const layout = shmLayout(config, localRanks.length, osCpus().length);
-  // Emulated nodes share one machine: what matters is how many ranks share its cores.
-  const hostCpuSets = infos.filter((i) => i.host === infos[rank]!.host).map((i) => parseIndexList(i.cpus));
-  const oversubscribed = hostOversubscribed(hostCpuSets, osCpus().length);
+  // Emulated nodes and hosts share one machine: what matters is how many ranks share its cores.
+  const oversubscribed = machineOversubscribed(rank, infos, osCpus().length);
   const engine = new NativeEngine({
     rank,
     size,

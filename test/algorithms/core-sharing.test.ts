@@ -56,11 +56,11 @@ describe('the bound', () => {
 
   it('counts the distinct CPUs of the members per host; a member with unknown CPUs leaves the group unbounded', () => {
     const cpus = [
-      { host: 'a', cpus: [0] },
-      { host: 'a', cpus: [1] },
-      { host: 'a', cpus: [0] },
-      { host: 'b', cpus: [0] },
-      { host: 'a', cpus: [] },
+      { machine: 'a', cpus: [0] },
+      { machine: 'a', cpus: [1] },
+      { machine: 'a', cpus: [0] },
+      { machine: 'b', cpus: [0] },
+      { machine: 'a', cpus: [] },
     ];
     expect(groupCores([0, 2], cpus)).toBe(1);
     expect(groupCores([0, 1, 2], cpus)).toBe(2);
@@ -73,8 +73,8 @@ describe('the bound', () => {
       memberCores(
         [0, 1],
         [
-          { host: 'a', cpus: [0] },
-          { host: 'a', cpus: [0, 1] },
+          { machine: 'a', cpus: [0] },
+          { machine: 'a', cpus: [0, 1] },
         ],
       ),
     ).toBeUndefined();
@@ -115,7 +115,7 @@ describe('the Selector with ranks sharing cores', () => {
   const shared = new Selector(config, plan, Infinity, {
     cores: 2,
     oversubscribed: true,
-    cpus: plan.placements.map((p) => ({ host: 'a', cpus: [p.rank < 4 ? 0 : 1] })),
+    cpus: plan.placements.map((p) => ({ machine: 'a', cpus: [p.rank < 4 ? 0 : 1] })),
   });
   const ownCores = new Selector(config, plan, Infinity, { cores: 2, oversubscribed: true });
 
@@ -140,7 +140,7 @@ describe('the Selector with ranks sharing cores', () => {
     const turns = new Selector(config, four, Infinity, {
       cores: 2,
       oversubscribed: true,
-      cpus: four.placements.map((p) => ({ host: 'h', cpus: [p.rank % 2] })),
+      cpus: four.placements.map((p) => ({ machine: 'h', cpus: [p.rank % 2] })),
     });
     const bytes = 64;
     const costs = { link: turns.link(world).link, combineBytesPerUs: config.model.combineBytesPerUs };

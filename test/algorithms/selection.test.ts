@@ -160,7 +160,7 @@ describe("a group's link", () => {
     expect(over.link(world).name).toBe('tcp');
     // …only when its own members take turns on their CPUs (emulated nodes on one host, every rank bound to CPU rank mod 2)
     const oneHost = (cpusOf: (rank: number) => number[]) =>
-      selector(plan4x4, {}, 65536, { ...FACTS, cpus: plan4x4.placements.map((p) => ({ host: 'h', cpus: cpusOf(p.rank) })) });
+      selector(plan4x4, {}, 65536, { ...FACTS, cpus: plan4x4.placements.map((p) => ({ machine: 'h', cpus: cpusOf(p.rank) })) });
     expect(world.members).toEqual([0, 4, 8, 12]);
     expect(oneHost((r) => [r % 2]).link(world)).toEqual({ name: 'tcp (oversubscribed)', link: cfg.model.oversubscribed.tcp });
     expect(oneHost(() => [0]).link(socket).name).toBe('shm (oversubscribed)');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coRunnersOf, hostOversubscribed } from '../../src/runtime/co-runners.js';
+import { coRunnersOf, hostOversubscribed, kernelId, machineOf, machineOversubscribed } from '../../src/runtime/co-runners.js';
 
 const cpus = (entries: [number, number[]][]) => new Map(entries);
 
@@ -111,5 +111,32 @@ describe('hostOversubscribed', () => {
     expect(hostOversubscribed([[0], [0, 1], [1]], 4)).toBe(true);
     // A rank whose CPUs are unknown: the host's count decides.
     expect(hostOversubscribed([[0], []], 2)).toBe(false);
+  });
+});
+
+describe('machineOversubscribed: ranks on one kernel share its CPUs whatever their host names', () => {
+  // 4 hosts × 2 unbound ranks, as hosts made of namespaces on this 2-core machine make them.
+  const hosts = (kernel: (h: number) => string) => Array.from({ length: 8 }, (_, r) => ({ host: `host${r >> 1}`, kernel: kernel(r >> 1), cpus: '0-1' }));
+
+  it('one kernel under four host names: 8 ranks on 2 CPUs', () => {
+    const infos = hosts(() => 'b7c1');
+    for (let r = 0; r < 8; r++) expect(machineOversubscribed(r, infos, 2)).toBe(true);
+    expect(new Set(infos.map(machineOf)).size).toBe(1);
+  });
+
+  it('four kernels (four machines): 2 ranks on 2 CPUs each', () => {
+    const infos = hosts((h) => `kernel${h}`);
+    for (let r = 0; r < 8; r++) expect(machineOversubscribed(r, infos, 2)).toBe(false);
+  });
+
+  it('without a kernel id the host name decides, as before', () => {
+    const infos = hosts(() => '');
+    expect(machineOversubscribed(0, infos, 2)).toBe(false);
+    expect(machineOversubscribed(0, infos, 1)).toBe(true);
+    expect(machineOf({ host: 'a', kernel: '' })).not.toBe(machineOf({ host: 'b', kernel: '' }));
+  });
+
+  it("reads this machine's kernel id", () => {
+    expect(kernelId()).toMatch(/^[0-9a-f-]{36}$/);
   });
 });
