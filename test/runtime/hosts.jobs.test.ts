@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { expectNothingLeft, hostsForBlock, JOB_LIMIT_MS, rootLinks, runAcrossHosts, transcript, type RankResult } from '../helpers/host-jobs.js';
 import type { Hosts } from '../helpers/hosts.js';
-import { jobScript } from '../helpers/jobs.js';
+import { jobScript, runJob } from '../helpers/jobs.js';
 
 /**
  * Jobs across "hosts" made of Linux namespaces (test/helpers/hosts.ts): every host has its own
@@ -112,6 +112,37 @@ for (const perHost of [
     );
   });
 }
+
+describe('4 hosts × 2 ranks on this machine: the ranks know the hosts share its cores', () => {
+  const block = hostsForBlock(4);
+  const slowest = (lines: string[]) =>
+    Math.max(
+      ...lines
+        .map((l) => /^rank \d+ allreduce8 (\S+)$/.exec(l))
+        .filter((m) => m !== null)
+        .map((m) => Number(m![1])),
+    );
+
+  it(
+    "the 8-byte allreduce within 10× of the same job's on 4 emulated nodes of one host (each host's ranks once took the cores for their own: 30×)",
+    async (ctx) => {
+      const h = block.h;
+      if (!h) return ctx.skip(block.skip);
+      const perHost = [2, 2, 2, 2];
+      const job = await runAcrossHosts(h, perHost, jobScript('allreduce-latency.mjs'));
+      const log = transcript(job.ranks);
+      for (const r of job.ranks) expect(r.stdout, log).toMatch(new RegExp(`^rank ${r.rank} ok$`, 'm'));
+      const acrossHosts = slowest(job.ranks.flatMap((r) => r.stdout.split('\n')));
+      const emulated = runJob(['-n', '8', '--nodes', '4', jobScript('allreduce-latency.mjs')]);
+      expect(emulated.status, emulated.stderr).toBe(0);
+      const oneHost = slowest(emulated.lines);
+      console.log(`hosts.jobs.test.ts: 8-byte allreduce, 4 hosts × 2 ranks ${acrossHosts} µs, 4 emulated nodes ${oneHost} µs`);
+      expect(acrossHosts).toBeLessThan(10 * oneHost);
+      expectNothingLeft(h);
+    },
+    JOB_LIMIT_MS + 30_000,
+  );
+});
 
 describe("MASTER_ADDR is host 0's name, resolved through /etc/hosts where each host's own name is 127.0.1.1 (as Debian writes it)", () => {
   const perHost = [2, 2];
