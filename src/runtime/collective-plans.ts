@@ -14,6 +14,7 @@ import {
 import { MAX_SIZE_BUCKET, Selector, shmAllreduceProtocol, sizeBucket, sizeRuns, type Choice, type Explanation, type SizeRun } from '../algorithms/selection.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { oneSidedBcastSchedule } from '../algorithms/one-sided-bcast.js';
+import { scanSchedule } from '../algorithms/scan.js';
 import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
 import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
 import { planGroups, type Group, type GroupPlan, type PlanOptions } from '../groups/plan.js';
@@ -414,6 +415,23 @@ export class CollectivePlans {
     call.segment = segment(c, collective, elem);
     call.bcastSegment = 0;
     return call;
+  }
+
+  /** Scan and exscan schedule ids (one each: they do not depend on the size). */
+  private scanIds: (number | undefined)[] = [];
+
+  /** A scan (`exclusive`: an exscan): recursive doubling over every rank (scan.ts), unsegmented. */
+  scan(exclusive: boolean): CallPlan {
+    const key = exclusive ? 1 : 0;
+    let id = this.scanIds[key];
+    if (id === undefined) {
+      id = this.parts.register(encodeSchedule(scanSchedule(this.parts.plan.size, this.parts.rank, exclusive)));
+      this.scanIds[key] = id;
+    }
+    this.call.reduce = id;
+    this.call.bcast = -1;
+    this.call.segment = 0;
+    return this.call;
   }
 
   /** Reduce-scatter schedule ids, by (commutative ? 0 : 1), per choice; see reduceScatter(). */

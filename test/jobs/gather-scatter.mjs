@@ -1,7 +1,8 @@
 // @ts-check
 // A rank of a multi-process test job (started by `topocoll run`): seeded random cases of gather,
-// gatherv, scatter, scatterv, reduceScatterBlock and reduceScatter (every built-in operator of
-// the type, a commutative and a non-commutative JavaScript one) in their three forms (Sync, Promise, request), every datatype,
+// gatherv, scatter, scatterv, reduceScatterBlock, reduceScatter, scan and exscan (every
+// built-in operator of the type, a commutative and a non-commutative JavaScript one) in their
+// three forms (Sync, Promise, request), every datatype,
 // every root, IN_PLACE at the root, zero and uneven counts, under every per-level algorithm
 // (auto, flat, binomial, mixed: switched with configure()). Every rank draws the same cases from
 // one seed; each result is checked against the blocks recomputed here from (rank, case, index) —
@@ -67,8 +68,8 @@ const FORMS = /** @type {const} */ (['sync', 'promise', 'request']);
 
 /** One random case, the same on every rank. */
 async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
-  const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv' | 'reduceScatterBlock' | 'reduceScatter'} */ (
-    ['gather', 'gatherv', 'scatter', 'scatterv', 'reduceScatterBlock', 'reduceScatter'][pick(6)]
+  const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv' | 'reduceScatterBlock' | 'reduceScatter' | 'scan' | 'exscan'} */ (
+    ['gather', 'gatherv', 'scatter', 'scatterv', 'reduceScatterBlock', 'reduceScatter', 'scan', 'exscan'][pick(8)]
   );
   const drawn = /** @type {'sync' | 'promise' | 'request'} */ (FORMS[pick(3)]);
   const form = drawn === 'sync' && !blocking ? 'promise' : drawn;
@@ -91,6 +92,10 @@ async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
   const pad = inPlace && !v ? 0 : 3;
   const whole = new T(total + pad).fill(sentinel(T));
   const block = new T(mine + 2).fill(sentinel(T));
+  if (kind === 'scan' || kind === 'exscan') {
+    await scanCase(k, where, form, T, inPlace, kind === 'exscan', same);
+    return;
+  }
   if (kind.startsWith('reduceScatter')) {
     await reduceScatterCase(k, where, form, T, inPlace, v, counts, displs, total);
     return;
@@ -154,10 +159,10 @@ function operatorsFor(/** @type {any} */ T) {
   return ops;
 }
 
-/** The reference: `op` over every rank's value of element i, in rank order. */
-function reduced(/** @type {any} */ T, /** @type {string} */ op, /** @type {number} */ k, /** @type {number} */ i) {
+/** The reference: `op` over the values of element i of ranks 0 … upTo − 1 (default: every rank), in rank order. */
+function reduced(/** @type {any} */ T, /** @type {string} */ op, /** @type {number} */ k, /** @type {number} */ i, upTo = size) {
   /** @type {any[]} */
-  const vals = Array.from({ length: size }, (_, r) => input(T, r, k, i));
+  const vals = Array.from({ length: upTo }, (_, r) => input(T, r, k, i));
   switch (op) {
     case 'sum':
     case 'user-sum':
@@ -237,6 +242,47 @@ async function reduceScatterCase(
     for (let i = mine; i < mine + pad; i++) check(`${where}: recv[${i}] past this rank's block was written`, recv[i] === sentinel(T));
     for (let i = 0; i < total; i++) check(`${where}: send changed`, send[i] === input(T, rank, k, i));
   }
+}
+
+/** A scan or exscan case of n elements: this rank's prefix checked element by element (exscan at rank 0: recv untouched). */
+async function scanCase(
+  /** @type {number} */ k,
+  /** @type {string} */ where,
+  /** @type {'sync' | 'promise' | 'request'} */ form,
+  /** @type {any} */ T,
+  /** @type {boolean} */ inPlace,
+  /** @type {boolean} */ exclusive,
+  /** @type {number} */ n,
+) {
+  const ops = operatorsFor(T).filter((o) => blocking || !o.startsWith('user'));
+  const name = /** @type {string} */ (ops[pick(ops.length)]);
+  const op =
+    name === 'user-sum'
+      ? userOp((/** @type {any} */ a, /** @type {any} */ b) => a + b, { commutative: true })
+      : name === 'user-first'
+        ? userOp((/** @type {any} */ a) => a, { commutative: false })
+        : /** @type {import('topocoll').ReduceOpName} */ (name);
+  where = `${where}, op ${name}`;
+  const send = new T(n);
+  for (let i = 0; i < n; i++) send[i] = input(T, rank, k, i);
+  const recv = inPlace ? send : new T(n).fill(sentinel(T));
+  const arg = inPlace ? IN_PLACE : send;
+  const opOf = /** @type {any} */ (op);
+  await run(
+    form,
+    exclusive
+      ? { sync: () => comm.exscanSync(arg, recv, opOf), promise: () => comm.exscan(arg, recv, opOf), request: () => comm.iexscan(arg, recv, opOf) }
+      : { sync: () => comm.scanSync(arg, recv, opOf), promise: () => comm.scan(arg, recv, opOf), request: () => comm.iscan(arg, recv, opOf) },
+  );
+  for (let i = 0; i < n; i++) {
+    if (exclusive && rank === 0) {
+      check(`${where}: rank 0's recv[${i}] was written`, recv[i] === (inPlace ? input(T, 0, k, i) : sentinel(T)));
+      continue;
+    }
+    const want = reduced(T, name, k, i, exclusive ? rank : rank + 1);
+    check(`${where}: recv[${i}] is ${recv[i]}, expected ${want}`, recv[i] === (isBigIntClass(T) ? want : Number(want)));
+  }
+  if (!inPlace) for (let i = 0; i < n; i++) check(`${where}: send changed`, send[i] === input(T, rank, k, i));
 }
 
 // Every per-level algorithm: auto, each one everywhere, and the two mixed by level.

@@ -27,8 +27,9 @@ void Engine::Run(const CallArgs& args) {
   ++counters_.seq;
   const size_t elem = DtypeSize(args.dtype);
   const size_t bytes = static_cast<size_t>(args.count) * elem;
-  const bool reduces =
-      args.collective == Collective::kReduce || args.collective == Collective::kAllreduce || args.collective == Collective::kReduceScatter;
+  const bool scan = args.collective == Collective::kScan || args.collective == Collective::kExscan;
+  const bool reduces = args.collective == Collective::kReduce || args.collective == Collective::kAllreduce ||
+                       args.collective == Collective::kReduceScatter || scan;
   MsgHeader h{};
   h.magic = kMsgMagic;
   h.seq = counters_.seq;
@@ -53,7 +54,7 @@ void Engine::Run(const CallArgs& args) {
     fn.symmetric = !floating || args.op == ReduceOp::kSum || args.op == ReduceOp::kProd;
   }
   if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
-  if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
+  if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier || scan) h.root = 0;
   BlockTable& table = block_table_;
   const bool rank_blocks = args.collective == Collective::kAllgather || args.collective == Collective::kGather ||
                            args.collective == Collective::kScatter || args.collective == Collective::kReduceScatter;
@@ -136,6 +137,17 @@ void Engine::Run(const CallArgs& args) {
         const uint64_t total = h.count;
         PhaseData down{recv, total, args.bcast_segment == 0 || args.bcast_segment > total ? total : args.bcast_segment, elem};
         RunPhase(*args.bcast, h, down, Reducer{}, guard);
+        break;
+      }
+      case Collective::kScan:
+      case Collective::kExscan: {
+        // One phase, unsegmented, on a copy of the input (src/algorithms/scan.ts): it ends as
+        // this rank's inclusive (scan) or exclusive (exscan; rank 0 has none) value.
+        uint8_t* acc = Scratch(bytes);
+        if (bytes > 0) std::memcpy(acc, send, bytes);
+        PhaseData data{acc, args.count, args.count, elem};
+        RunPhase(*args.reduce, h, data, fn, guard);
+        if ((args.collective == Collective::kScan || options_.rank > 0) && bytes > 0) std::memcpy(recv, acc, bytes);
         break;
       }
       case Collective::kReduceScatter: {
