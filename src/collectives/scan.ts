@@ -6,8 +6,9 @@ import { IN_PLACE, type CallContext, type CollectiveDescriptor, type InPlace, ty
 /**
  * scan: rank r receives x0 op x1 op … op xr in `recv` (x: every rank's `send`, the same length
  * everywhere; IN_PLACE: `recv` holds the input). exscan: x0 op … op x(r−1); rank 0's `recv` is
- * left untouched. Any associative operator, commutative or not, is applied in rank order; a user
- * operator runs on the calling thread in every form. Path: recursive doubling (scan.ts).
+ * left untouched (MPI leaves it undefined). Any associative operator, commutative or not, is
+ * applied in rank order; a user operator runs on the calling thread in every form. Path: the
+ * hierarchical scan over the rank-ordered plan (src/algorithms/scan.ts).
  */
 function scanDescriptor(exclusive: boolean): CollectiveDescriptor<[send: TypedArray | InPlace, recv: TypedArray, op: Operator]> {
   const d: CollectiveDescriptor<[send: TypedArray | InPlace, recv: TypedArray, op: Operator]> = {
@@ -29,23 +30,16 @@ export const scan = scanDescriptor(false);
 export const exscan = scanDescriptor(true);
 
 function scanCall(ctx: CallContext, exclusive: boolean, send: TypedArray | InPlace, recv: TypedArray, op: Operator): NativeCall {
+  // Every check before anything is sent: closed, types and lengths, the operator.
   ctx.ensureOpen();
   const type = datatypeOf(recv, 'recv');
-  const input = send === IN_PLACE ? recv : send;
-  if (send !== IN_PLACE) ctx.checkPair(input, datatypeOf(input, 'send'), recv, type, false);
+  const inPlace = send === IN_PLACE;
+  const input = inPlace ? recv : send;
+  ctx.checkPair(input, inPlace ? type : datatypeOf(input, 'send'), recv, type, inPlace);
   const user = isUserOp(op);
-  // Recursive doubling over ranks combines in rank order: any operator, commutative or not.
+  // The scan combines in rank order on the rank-ordered plan: any operator, commutative or not.
   const code = user ? 0 : reduceOpCode(op, type);
-  const call = ctx.nativeCall(
-    exclusive ? NativeCollective.exscan : NativeCollective.scan,
-    ctx.plans.scan(exclusive),
-    input,
-    recv,
-    recv.length,
-    type.code,
-    code,
-    0,
-  );
+  const call = ctx.nativeCall(exclusive ? NativeCollective.exscan : NativeCollective.scan, ctx.plans.scan(), input, recv, recv.length, type.code, code, 0);
   if (user) call.user = nativeUserOp(op, type);
   return call;
 }

@@ -417,18 +417,16 @@ export class CollectivePlans {
     return call;
   }
 
-  /** Scan and exscan schedule ids (one each: they do not depend on the size). */
-  private scanIds: (number | undefined)[] = [];
+  /** The scan's schedule id (scan and exscan share it; it does not depend on the size). */
+  private scanId?: number;
 
-  /** A scan (`exclusive`: an exscan): recursive doubling over every rank (scan.ts), unsegmented. */
-  scan(exclusive: boolean): CallPlan {
-    const key = exclusive ? 1 : 0;
-    let id = this.scanIds[key];
-    if (id === undefined) {
-      id = this.parts.register(encodeSchedule(scanSchedule(this.parts.plan.size, this.parts.rank, exclusive)));
-      this.scanIds[key] = id;
-    }
-    this.call.reduce = id;
+  /**
+   * A scan or an exscan: the hierarchical scan over the rank-ordered plan (scan.ts), one
+   * unsegmented phase on B's slots; its bcast phase is unused.
+   */
+  scan(): CallPlan {
+    this.scanId ??= this.parts.register(encodeSchedule(scanSchedule(this.parts.orderedPlan, this.parts.rank)));
+    this.call.reduce = this.scanId;
     this.call.bcast = -1;
     this.call.segment = 0;
     return this.call;

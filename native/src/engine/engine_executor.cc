@@ -141,13 +141,22 @@ void Engine::Run(const CallArgs& args) {
       }
       case Collective::kScan:
       case Collective::kExscan: {
-        // One phase, unsegmented, on a copy of the input (src/algorithms/scan.ts): it ends as
-        // this rank's inclusive (scan) or exclusive (exscan; rank 0 has none) value.
-        uint8_t* acc = Scratch(bytes);
-        if (bytes > 0) std::memcpy(acc, send, bytes);
-        PhaseData data{acc, args.count, args.count, elem};
+        // One unsegmented phase on B = `of` slots of the call's elements (src/algorithms/scan.ts):
+        // slot 0 starts as the input, the last ends as this rank's exclusive prefix E (rank 0
+        // has none). exscan: E; scan: E op input (rank 0: the input).
+        const size_t slots = args.reduce->empty() ? 1 : std::max<size_t>(1, (*args.reduce)[0].of);
+        uint8_t* b = Scratch(slots * bytes);
+        if (bytes > 0) std::memcpy(b, send, bytes);
+        PhaseData data{b, args.count * slots, args.count * slots, elem};
         RunPhase(*args.reduce, h, data, fn, guard);
-        if ((args.collective == Collective::kScan || options_.rank > 0) && bytes > 0) std::memcpy(recv, acc, bytes);
+        uint8_t* e = b + (slots - 1) * bytes;
+        if (bytes == 0 || (options_.rank == 0 && args.collective == Collective::kExscan)) break;
+        if (options_.rank == 0) {
+          if (send != recv) std::memcpy(recv, send, bytes);
+          break;
+        }
+        if (args.collective == Collective::kScan) fn(e, send, args.count);
+        std::memcpy(recv, e, bytes);
         break;
       }
       case Collective::kReduceScatter: {
