@@ -229,9 +229,8 @@ class Run<V> {
     const sent = message.range;
     if (message.level !== s.level) this.error(`${where}: message ${from}→${a} on level ${message.level} met a receive on level ${s.level}`);
     if (message.segment !== segment) this.error(`${where}: message ${from}→${a} of segment ${message.segment} met a receive of segment ${segment}`);
-    const [start, end] = this.elementsOf(range, where);
     const differs = this.options.anyRangeOfSameLength
-      ? message.values.length !== end - start
+      ? message.values.length !== this.lengthOf(range, where)
       : sent.first !== range.first || sent.count !== range.count || sent.of !== range.of;
     if (differs) {
       this.error(
@@ -358,6 +357,11 @@ class Run<V> {
       }
       b[base + e] = order === 0 ? this.options.combine(mine, x) : this.options.combine(x, mine);
     }
+  }
+
+  private lengthOf(range: BlockRange, where: string): number {
+    const [start, end] = this.elementsOf(range, where);
+    return end - start;
   }
 
   private elementsOf(range: BlockRange, where: string): [number, number] {
