@@ -112,6 +112,8 @@ export const Collective = {
   gather: 6,
   scatter: 7,
   reduceScatter: 8,
+  scan: 9,
+  exscan: 10,
 } as const;
 export type Collective = (typeof Collective)[keyof typeof Collective];
 

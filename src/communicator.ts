@@ -54,7 +54,8 @@ export interface LevelInfo {
   };
 }
 
-const { bcast, reduce, allreduce, allgather, allgatherv, gather, gatherv, scatter, scatterv, reduceScatterBlock, reduceScatter, barrier } = collectives;
+const { bcast, reduce, allreduce, allgather, allgatherv, gather, gatherv, scatter, scatterv, reduceScatterBlock, reduceScatter, scan, exscan, barrier } =
+  collectives;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -370,6 +371,39 @@ export class Communicator {
   /** reduceScatter as a request (MPI_Ireduce_scatter). With a user-defined operator it runs here. */
   ireduceScatter(send: TypedArray | InPlace, recv: TypedArray, counts: ArrayLike<number>, op: Operator = 'sum'): CollectiveRequest {
     return this.calls.request(reduceScatter, send, recv, counts, op);
+  }
+
+  /**
+   * Inclusive scan (MPI_Scan): rank r receives x0 op x1 op … op xr in `recv`, x being every rank's
+   * `send` (IN_PLACE: `recv` holds the input). Every operator in rank order, commutative or not.
+   */
+  scanSync(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): void {
+    scan.sync(this.calls, send, recv, op);
+  }
+
+  /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
+  scan(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): Promise<void> {
+    return this.calls.promise(scan, send, recv, op);
+  }
+
+  /** scan as a request (MPI_Iscan). With a user-defined operator it runs here. */
+  iscan(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): CollectiveRequest {
+    return this.calls.request(scan, send, recv, op);
+  }
+
+  /** Exclusive scan (MPI_Exscan): rank r receives x0 op … op x(r−1); rank 0's `recv` is left untouched. */
+  exscanSync(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): void {
+    exscan.sync(this.calls, send, recv, op);
+  }
+
+  /** With a user-defined operator the work happens on the calling thread (it calls JavaScript). */
+  exscan(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): Promise<void> {
+    return this.calls.promise(exscan, send, recv, op);
+  }
+
+  /** exscan as a request (MPI_Iexscan). With a user-defined operator it runs here. */
+  iexscan(send: TypedArray | InPlace, recv: TypedArray, op: Operator = 'sum'): CollectiveRequest {
+    return this.calls.request(exscan, send, recv, op);
   }
 
   /** Returns once every rank has entered the barrier. */

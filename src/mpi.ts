@@ -63,6 +63,7 @@ interface RawMpiAddon {
   gather(handle: number, send: TypedArray | null, recv: TypedArray | null, dtype: string, root: number, counts: Float64Array | null): void;
   scatter(handle: number, send: TypedArray | null, recv: TypedArray | null, dtype: string, root: number, counts: Float64Array | null): void;
   reduceScatter(handle: number, send: TypedArray | null, recv: TypedArray, dtype: string, op: string, counts: Float64Array | null): void;
+  scan(handle: number, send: TypedArray | null, recv: TypedArray, dtype: string, op: string, exclusive: boolean): void;
   barrier(handle: number): void;
   abort(code: number): never;
   setExitStatus(status: number): void;
@@ -381,6 +382,34 @@ export class MpiCommunicator implements PointToPoint {
     if (send !== null) sameType(mpiType(send, 'reduceScatter: send'), type, 'reduceScatter');
     reduceOpCode(op, type);
     call((a) => a.reduceScatter(this.handle, send, recv, type.name, op, counts === undefined ? null : Float64Array.from(counts)));
+  }
+
+  /**
+   * MPI_Scan: rank r receives x0 op … op xr in `recv` (x: every rank's `send`); `send` null: in
+   * place, the input in recv. A reference for topocoll's scan.
+   */
+  scanSync(send: TypedArray | null, recv: TypedArray, op: ReduceOpName = 'sum'): void {
+    this.scanCall(send, recv, op, false);
+  }
+
+  /**
+   * MPI_Exscan: rank r receives x0 op … op x(r−1) in `recv`; rank 0's recv is undefined (MPI's
+   * rule). A reference for topocoll's exscan.
+   */
+  exscanSync(send: TypedArray | null, recv: TypedArray, op: ReduceOpName = 'sum'): void {
+    this.scanCall(send, recv, op, true);
+  }
+
+  private scanCall(send: TypedArray | null, recv: TypedArray, op: ReduceOpName, exclusive: boolean): void {
+    this.ensureOpen();
+    const name = exclusive ? 'exscan' : 'scan';
+    const type = mpiType(recv, `${name}: recv`);
+    if (send !== null) {
+      sameType(mpiType(send, `${name}: send`), type, name);
+      if (send.length !== recv.length) throw new TopocollError('EINVAL', `${name}: send has ${send.length} elements but recv has ${recv.length}`);
+    }
+    reduceOpCode(op, type);
+    call((a) => a.scan(this.handle, send, recv, type.name, op, exclusive));
   }
 
   /** MPI_Barrier. */

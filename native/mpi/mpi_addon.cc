@@ -743,6 +743,33 @@ Napi::Value ReduceScatter(const Napi::CallbackInfo& info) {
   });
 }
 
+// scan(handle, send | null, recv, dtype, op, exclusive): MPI_Scan, or MPI_Exscan when exclusive,
+// of send into recv (send.length elements); send null: MPI_IN_PLACE, the input in recv. A
+// reference for topocoll's scan and exscan (MPI_Exscan leaves rank 0's recv undefined).
+Napi::Value Scan(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Guarded(info, [&]() -> Napi::Value {
+    const Dtype* type = DtypeArg(info, 3);
+    MPI_Op op = OpArg(info, 4, type);
+    const bool exclusive = info[5].ToBoolean().Value();
+    const bool in_place = info[1].IsNull();
+    Bytes recv = BufferArg(info, 2, "recv", type);
+    Bytes send = in_place ? Bytes{} : BufferArg(info, 1, "send", type);
+    const char* name = exclusive ? "exscan" : "scan";
+    if (!in_place && send.length != recv.length) ThrowInvalid(env, std::string(name) + ": send and recv must have the same length");
+    if (!in_place && Overlap(send, recv)) ThrowInvalid(env, std::string(name) + ": send and recv overlap");
+    LiveMpiCall call(env);
+    MPI_Comm comm = CommArg(info, 0);
+    void* from = in_place ? MPI_IN_PLACE : send.data;
+    const int n = static_cast<int>(recv.length);
+    if (exclusive)
+      CheckJs(env, MPI_Exscan(from, recv.data, n, type->mpi, op, comm), "MPI_Exscan");
+    else
+      CheckJs(env, MPI_Scan(from, recv.data, n, type->mpi, op, comm), "MPI_Scan");
+    return env.Undefined();
+  });
+}
+
 Napi::Value Barrier(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
@@ -784,6 +811,7 @@ Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("gather", Napi::Function::New(env, Gather, "gather"));
   exports.Set("scatter", Napi::Function::New(env, Scatter, "scatter"));
   exports.Set("reduceScatter", Napi::Function::New(env, ReduceScatter, "reduceScatter"));
+  exports.Set("scan", Napi::Function::New(env, Scan, "scan"));
   exports.Set("barrier", Napi::Function::New(env, Barrier, "barrier"));
   exports.Set("abort", Napi::Function::New(env, Abort, "abort"));
   exports.Set("setExitStatus",

@@ -49,6 +49,10 @@ import {
  * whole vector (the root's recv or send, a leader's staging copy), in the same column segments;
  * a rank whose steps move only its own block works on its own buffer instead.
  *
+ * **Slots (scan, exscan).** Their one phase is unsegmented and B is `of` slots of the call's n
+ * elements (range `{ first: slot, count: 1, of }`, every step of a rank with the same `of`): a
+ * message may land in another slot than it left — both are n elements (scan.ts).
+ *
  * **Reduction order.** RecvReduce and SendRecvReduce combine the incoming data X with B's
  * range: `order` 0 computes B op X (X covers higher ranks than B), 1 computes X op B (X covers
  * lower ranks). Built-in operators are commutative; the order matters for user-defined
@@ -108,8 +112,9 @@ export interface Step {
 /**
  * `allgather`: the gather phase of an allgather (rank-block ranges); its bcast phase is a `bcast`.
  * `gather`, `scatter`: rank blocks to and from one root (hierarchical.ts).
+ * `scan`: scan's and exscan's one phase on B's slots (scan.ts).
  */
-export type CollectiveKind = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter';
+export type CollectiveKind = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter' | 'scan';
 
 export interface Schedule {
   collective: CollectiveKind;

@@ -6,6 +6,7 @@ import { gather, gatherv } from './gather.js';
 import { reduce } from './reduce.js';
 import { reduceScatter, reduceScatterBlock } from './reduce-scatter.js';
 import { scatter, scatterv } from './scatter.js';
+import { exscan, scan } from './scan.js';
 
 /** Every collective a communicator offers, each declared once (its own module); the communicator's three forms of each come from these. */
 export const collectives = {
@@ -20,6 +21,8 @@ export const collectives = {
   scatterv,
   reduceScatterBlock,
   reduceScatter,
+  scan,
+  exscan,
   barrier,
 } as const;
 

@@ -14,6 +14,7 @@ import {
 import { MAX_SIZE_BUCKET, Selector, shmAllreduceProtocol, sizeBucket, sizeRuns, type Choice, type Explanation, type SizeRun } from '../algorithms/selection.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { oneSidedBcastSchedule } from '../algorithms/one-sided-bcast.js';
+import { scanSchedule } from '../algorithms/scan.js';
 import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
 import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
 import { planGroups, type Group, type GroupPlan, type PlanOptions } from '../groups/plan.js';
@@ -414,6 +415,21 @@ export class CollectivePlans {
     call.segment = segment(c, collective, elem);
     call.bcastSegment = 0;
     return call;
+  }
+
+  /** The scan's schedule id (scan and exscan share it; it does not depend on the size). */
+  private scanId?: number;
+
+  /**
+   * A scan or an exscan: the hierarchical scan over the rank-ordered plan (scan.ts), one
+   * unsegmented phase on B's slots; its bcast phase is unused.
+   */
+  scan(): CallPlan {
+    this.scanId ??= this.parts.register(encodeSchedule(scanSchedule(this.parts.orderedPlan, this.parts.rank)));
+    this.call.reduce = this.scanId;
+    this.call.bcast = -1;
+    this.call.segment = 0;
+    return this.call;
   }
 
   /** Reduce-scatter schedule ids, by (commutative ? 0 : 1), per choice; see reduceScatter(). */

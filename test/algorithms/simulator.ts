@@ -43,6 +43,11 @@ export interface SimulationOptions<V> {
   /** Elements per rank block per segment, for ranges with `of` 0; such ranges are errors without it. */
   rankBlockElements?: number;
   /**
+   * A message may land in a block range other than the one it left, of as many elements (scan's
+   * slots: the executor checks only the length); without it the ranges must be the same.
+   */
+  anyRangeOfSameLength?: boolean;
+  /**
    * Observers of causality: `onSend(from, to)` runs when a send is posted and returns a token
    * the message carries; `onReceive(at, from, token)` runs when a receive takes the message.
    * (A rendezvous Send completing tells the sender nothing here: only messages carry causality.)
@@ -224,7 +229,10 @@ class Run<V> {
     const sent = message.range;
     if (message.level !== s.level) this.error(`${where}: message ${from}→${a} on level ${message.level} met a receive on level ${s.level}`);
     if (message.segment !== segment) this.error(`${where}: message ${from}→${a} of segment ${message.segment} met a receive of segment ${segment}`);
-    if (sent.first !== range.first || sent.count !== range.count || sent.of !== range.of) {
+    const differs = this.options.anyRangeOfSameLength
+      ? message.values.length !== this.lengthOf(range, where)
+      : sent.first !== range.first || sent.count !== range.count || sent.of !== range.of;
+    if (differs) {
       this.error(
         `${where}: message ${from}→${a} carries blocks ${sent.first}+${sent.count}/${sent.of}, the receive expects ${range.first}+${range.count}/${range.of}`,
       );
@@ -349,6 +357,11 @@ class Run<V> {
       }
       b[base + e] = order === 0 ? this.options.combine(mine, x) : this.options.combine(x, mine);
     }
+  }
+
+  private lengthOf(range: BlockRange, where: string): number {
+    const [start, end] = this.elementsOf(range, where);
+    return end - start;
   }
 
   private elementsOf(range: BlockRange, where: string): [number, number] {

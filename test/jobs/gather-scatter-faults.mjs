@@ -1,11 +1,12 @@
 // @ts-check
 // A rank of a gather/scatter failure test (argv[2]):
-// - `args`: every argument error of gather, gatherv, scatter, scatterv and the reduce-scatters, on the rank that makes
+// - `args`: every argument error of gather, gatherv, scatter, scatterv, the reduce-scatters, scan and exscan, on the rank that makes
 //   it, in each form: EINVAL thrown (Sync, request) or rejected (Promise) before anything is
 //   sent — then one good gather of every rank shows that nothing was sent. Prints `rank R ok N`.
 // - `mismatch KIND`: rank 1 calls with one thing different from the others (root, count, counts,
 //   collective, dtype): no rank may finish with wrong data or hang; each prints `rank R caught
-//   CODE` (exit 3), or `rank R finished` (exit 0); also a reduce-scatter's operator or counts.
+//   CODE` (exit 3), or `rank R finished` (exit 0); also a reduce-scatter's operator or counts,
+//   scan against exscan (`scan-exscan`) and a scan's operator (`scan-op`).
 // - `dies gather|scatter|reduce-scatter`: the last rank SIGKILLs itself in the middle of a large call
 //   while every other rank keeps calling it: each prints `rank R caught CODE` (exit 3).
 import { init, IN_PLACE } from 'topocoll';
@@ -64,6 +65,16 @@ if (mode === 'args') {
   await refuses('reduceScatterBlock: an operator the type has not', forms(rsb, [new Float32Array(n * size), new Float32Array(n), 'band']));
   await refuses('reduceScatter: recv shorter than counts[rank]', forms(rs, [whole, new Int32Array(n - 1), counts]));
   await refuses('reduceScatter: send shorter than the blocks', forms(rs, [new Int32Array(n * size - 1), block, counts]));
+  for (const name of ['scan', 'exscan']) {
+    const sc = (/** @type {string} */ f) => /** @type {any} */ (comm)[f === 'i' ? `i${name}` : `${name}${f}`].bind(comm);
+    await refuses(`${name}: send and recv of different lengths`, forms(sc, [new Int32Array(n), new Int32Array(n + 1)]));
+    await refuses(`${name}: send and recv of different types`, forms(sc, [new Float64Array(n), block]));
+    await refuses(`${name}: send and recv the same array`, forms(sc, [block, block]));
+    await refuses(`${name}: recv is not a typed array`, forms(sc, [block, [0, 0, 0]]));
+    await refuses(`${name}: IN_PLACE with recv not a typed array`, forms(sc, [IN_PLACE, null]));
+    await refuses(`${name}: an operator the type has not`, forms(sc, [new Float32Array(n), new Float32Array(n), 'bxor']));
+    await refuses(`${name}: an unknown operator`, forms(sc, [block, new Int32Array(n), 'mean']));
+  }
   if (rank === 0) {
     await refuses('the root of a gather without recv', forms(g, [block, null, 0]));
     await refuses('the root of a scatter without send', forms(s, [null, block, 0]));
@@ -114,6 +125,14 @@ if (mode === 'args') {
         break;
       case 'reduce-scatter-op':
         comm.reduceScatterBlockSync(new Int32Array(n * size), new Int32Array(n), odd ? 'max' : 'sum');
+        break;
+      case 'scan-exscan':
+        // The same schedule, the same messages: only the header's collective tells them apart.
+        if (odd) comm.exscanSync(new Int32Array(n).fill(rank), new Int32Array(n), 'sum');
+        else comm.scanSync(new Int32Array(n).fill(rank), new Int32Array(n), 'sum');
+        break;
+      case 'scan-op':
+        comm.scanSync(new Int32Array(n).fill(rank), new Int32Array(n), odd ? 'max' : 'sum');
         break;
       case 'reduce-scatter-counts': {
         const counts = Array.from({ length: size }, (_, r) => (odd ? (r === 0 ? 2 : r === 1 ? 4 : 3) : 3));

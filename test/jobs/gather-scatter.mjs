@@ -1,18 +1,20 @@
 // @ts-check
 // A rank of a multi-process test job (started by `topocoll run`): seeded random cases of gather,
-// gatherv, scatter, scatterv, reduceScatterBlock and reduceScatter (every built-in operator of
-// the type, a commutative and a non-commutative JavaScript one) in their three forms (Sync, Promise, request), every datatype,
+// gatherv, scatter, scatterv, reduceScatterBlock, reduceScatter, scan and exscan (every
+// built-in operator of the type, a commutative and a non-commutative JavaScript one) in their
+// three forms (Sync, Promise, request), every datatype,
 // every root, IN_PLACE at the root, zero and uneven counts, under every per-level algorithm
 // (auto, flat, binomial, mixed: switched with configure()). Every rank draws the same cases from
 // one seed; each result is checked against the blocks recomputed here from (rank, case, index) —
 // never the library's own output — and so are the elements a call must leave alone. Prints
 // `rank R ok N` (N checks) or throws (non-zero exit) naming the case.
 //
-// Arguments: [--cases N] random cases per algorithm choice (default 60); [--seed S]; [--layer
+// Arguments: [--cases N] random cases per algorithm choice (default 60); [--seed S]; [--kinds
+// scan,exscan] only those kinds of case; [--layer
 // socket] makes the communicator with createCommunicator over the Unix-socket test layer
 // (socket-layer.mjs): across nodes every call is then a Promise or an awaited request (blocking
 // calls need the event loop the layer runs on) and the algorithms stay `auto` (so does configure()).
-import { isBigIntClass, mulberry32, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
+import { combineInRankOrder, isBigIntClass, mulberry32, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 import { socketLayerOfJob } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, userOp } from 'topocoll';
 
@@ -22,6 +24,9 @@ const argv = process.argv.slice(2);
 const option = (/** @type {string} */ name, /** @type {number} */ fallback) => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : fallback);
 const casesPerChoice = option('--cases', 60);
 const seed = option('--seed', 0x5eed);
+/** [--kinds scan,exscan]: only those kinds of case (every rank draws from the same list). */
+const KINDS = ['gather', 'gatherv', 'scatter', 'scatterv', 'reduceScatterBlock', 'reduceScatter', 'scan', 'exscan'];
+const kinds = argv.includes('--kinds') ? String(argv[argv.indexOf('--kinds') + 1]).split(',') : KINDS;
 
 const layer = argv.includes('--layer') ? await socketLayerOfJob() : undefined;
 const comm = layer !== undefined ? await createCommunicator(layer) : await init();
@@ -67,8 +72,8 @@ const FORMS = /** @type {const} */ (['sync', 'promise', 'request']);
 
 /** One random case, the same on every rank. */
 async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
-  const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv' | 'reduceScatterBlock' | 'reduceScatter'} */ (
-    ['gather', 'gatherv', 'scatter', 'scatterv', 'reduceScatterBlock', 'reduceScatter'][pick(6)]
+  const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv' | 'reduceScatterBlock' | 'reduceScatter' | 'scan' | 'exscan'} */ (
+    kinds[pick(kinds.length)]
   );
   const drawn = /** @type {'sync' | 'promise' | 'request'} */ (FORMS[pick(3)]);
   const form = drawn === 'sync' && !blocking ? 'promise' : drawn;
@@ -91,6 +96,10 @@ async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
   const pad = inPlace && !v ? 0 : 3;
   const whole = new T(total + pad).fill(sentinel(T));
   const block = new T(mine + 2).fill(sentinel(T));
+  if (kind === 'scan' || kind === 'exscan') {
+    await scanCase(k, where, form, T, inPlace, kind === 'exscan', same);
+    return;
+  }
   if (kind.startsWith('reduceScatter')) {
     await reduceScatterCase(k, where, form, T, inPlace, v, counts, displs, total);
     return;
@@ -154,10 +163,10 @@ function operatorsFor(/** @type {any} */ T) {
   return ops;
 }
 
-/** The reference: `op` over every rank's value of element i, in rank order. */
-function reduced(/** @type {any} */ T, /** @type {string} */ op, /** @type {number} */ k, /** @type {number} */ i) {
+/** The reference: `op` over the values of element i of ranks 0 … upTo − 1 (default: every rank), in rank order. */
+function reduced(/** @type {any} */ T, /** @type {string} */ op, /** @type {number} */ k, /** @type {number} */ i, upTo = size) {
   /** @type {any[]} */
-  const vals = Array.from({ length: size }, (_, r) => input(T, r, k, i));
+  const vals = Array.from({ length: upTo }, (_, r) => input(T, r, k, i));
   switch (op) {
     case 'sum':
     case 'user-sum':
@@ -239,6 +248,95 @@ async function reduceScatterCase(
   }
 }
 
+/** The operators a scan case draws from: every built-in one for the type, and three of JavaScript (two not commutative). */
+function scanOperatorsFor(/** @type {any} */ T) {
+  const integer = T !== Float32Array && T !== Float64Array;
+  /** @type {string[]} */
+  const ops = ['sum', 'prod', 'max', 'min', 'user-sum', 'user-first', 'user-last'];
+  if (integer) ops.push('band', 'bor', 'bxor', 'land', 'lor');
+  return ops;
+}
+
+/** A scan input element: 1 or 2 for prod (2^9 at most: it wraps or clamps in small types), else as a reduce-scatter's. */
+function scanInput(/** @type {any} */ T, /** @type {string} */ op, /** @type {number} */ r, /** @type {number} */ k, /** @type {number} */ i) {
+  if (op !== 'prod') return input(T, r, k, i);
+  const x = 1 + ((r + k + i) % 2);
+  return isBigIntClass(T) ? BigInt(x) : x;
+}
+
+/**
+ * The reference of a scan: the left fold x0 op x1 op … op x(upTo − 1) of element i, computed here
+ * in plain arithmetic and then stored as T stores it (clamped for Uint8ClampedArray). One value
+ * is that value as it is (MPI applies no operator to it: land and lor do not make it 0 or 1).
+ */
+function scanned(/** @type {any} */ T, /** @type {string} */ op, /** @type {number} */ k, /** @type {number} */ i, /** @type {number} */ upTo) {
+  /** @type {any[]} */
+  const vals = Array.from({ length: upTo }, (_, r) => scanInput(T, op, r, k, i));
+  if (upTo === 1) return vals[0];
+  const big = isBigIntClass(T);
+  /** @type {any} */
+  let acc;
+  if (op === 'user-sum') acc = vals.reduce((a, b) => a + b);
+  else if (op === 'user-first') acc = vals[0];
+  else if (op === 'user-last') acc = vals[upTo - 1];
+  else acc = combineInRankOrder(/** @type {import('topocoll').ReduceOpName} */ (op), vals, big ? 0n : 0, big ? 1n : 1);
+  if (T === Uint8ClampedArray) return Math.min(255, acc);
+  const tmp = new T(1);
+  tmp[0] = acc;
+  return tmp[0];
+}
+
+/**
+ * A scan or exscan case of n elements: this rank's prefix checked element by element against the
+ * left fold of every rank's input recomputed here (exscan at rank 0: recv untouched), and the
+ * input left alone.
+ */
+async function scanCase(
+  /** @type {number} */ k,
+  /** @type {string} */ where,
+  /** @type {'sync' | 'promise' | 'request'} */ form,
+  /** @type {any} */ T,
+  /** @type {boolean} */ inPlace,
+  /** @type {boolean} */ exclusive,
+  /** @type {number} */ n,
+) {
+  // A JavaScript operator runs on the calling thread, which a JavaScript layer across nodes refuses.
+  const ops = scanOperatorsFor(T).filter((o) => blocking || !o.startsWith('user'));
+  const name = /** @type {string} */ (ops[pick(ops.length)]);
+  const op =
+    name === 'user-sum'
+      ? userOp((/** @type {any} */ a, /** @type {any} */ b) => a + b, { commutative: true })
+      : name === 'user-first'
+        ? userOp((/** @type {any} */ a) => a, { commutative: false })
+        : name === 'user-last'
+          ? userOp((/** @type {any} */ _a, /** @type {any} */ b) => b, { commutative: false })
+          : /** @type {import('topocoll').ReduceOpName} */ (name);
+  where = `${where}, op ${name}`;
+  const send = new T(n + 2).fill(sentinel(T));
+  for (let i = 0; i < n; i++) send[i] = scanInput(T, name, rank, k, i);
+  const recv = inPlace ? send.subarray(0, n) : new T(n + 2).fill(sentinel(T));
+  const arg = inPlace ? IN_PLACE : send.subarray(0, n);
+  const into = recv.subarray(0, n);
+  const opOf = /** @type {any} */ (op);
+  await run(
+    form,
+    exclusive
+      ? { sync: () => comm.exscanSync(arg, into, opOf), promise: () => comm.exscan(arg, into, opOf), request: () => comm.iexscan(arg, into, opOf) }
+      : { sync: () => comm.scanSync(arg, into, opOf), promise: () => comm.scan(arg, into, opOf), request: () => comm.iscan(arg, into, opOf) },
+  );
+  for (let i = 0; i < n; i++) {
+    if (exclusive && rank === 0) {
+      check(`${where}: rank 0's recv[${i}] was written`, recv[i] === (inPlace ? scanInput(T, name, 0, k, i) : sentinel(T)));
+      continue;
+    }
+    const want = scanned(T, name, k, i, exclusive ? rank : rank + 1);
+    check(`${where}: recv[${i}] is ${recv[i]}, expected ${want}`, recv[i] === want);
+  }
+  const outside = inPlace ? send : recv;
+  for (let i = n; i < n + 2; i++) check(`${where}: element ${i} past the call was written`, outside[i] === sentinel(T));
+  if (!inPlace) for (let i = 0; i < n; i++) check(`${where}: send changed`, send[i] === scanInput(T, name, rank, k, i));
+}
+
 // Every per-level algorithm: auto, each one everywhere, and the two mixed by level.
 const levels = comm
   .levels()
@@ -260,5 +358,10 @@ for (const [label, chosen] of blocking ? choices : choices.slice(0, 1)) {
   if (blocking) comm.configure({ gather: { levels: /** @type {any} */ (chosen), segment }, scatter: { levels: /** @type {any} */ (chosen), segment } });
   for (let c = 0; c < casesPerChoice; c++) await oneCase(k++, label);
 }
+// A rank's last steps may be sends (rank 0's in a scan always are): over a JavaScript layer a
+// close right after them has been seen to lose them (the peer then fails with 'rank 0 closed its
+// connection' and this rank aborts in the bridge), so every rank first waits for all to be done.
+if (layer !== undefined) await comm.barrier();
 console.log(`rank ${rank} ok ${checks}`);
 comm.close();
+await layer?.close();

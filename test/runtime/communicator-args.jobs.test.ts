@@ -113,6 +113,9 @@ describe('after close()', () => {
     thrown(() => comm.barrierSync(), 'ECLOSED');
     thrown(() => comm.allreduceSync(new Int8Array(1), new Int8Array(1)), 'ECLOSED');
     await expect(comm.bcast(new Int8Array(1))).rejects.toMatchObject({ code: 'ECLOSED' });
+    thrown(() => comm.scanSync(new Int8Array(1), new Int8Array(1)), 'ECLOSED');
+    thrown(() => comm.iexscan(new Int8Array(1), new Int8Array(1)), 'ECLOSED');
+    await expect(comm.exscan(IN_PLACE, new Int8Array(1), 'max')).rejects.toMatchObject({ code: 'ECLOSED' });
   });
 });
 

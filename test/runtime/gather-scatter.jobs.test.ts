@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { expectEveryRankOk, jobScript, leftoverSegments, okRanks, repoRoot, runFailureJob, runJob, runJobOverSocketLayer } from '../helpers/jobs.js';
 
 /**
- * Gather, gatherv, scatter and scatterv in real jobs (`topocoll run`): seeded random cases in one
+ * Gather, gatherv, scatter, scatterv, the reduce-scatters, scan and exscan in real jobs (`topocoll run`): seeded random cases in one
  * job per placement, every result checked against blocks the ranks recompute
  * (test/jobs/gather-scatter.mjs), over TCP and over a JavaScript host layer (against MPI's own
  * results over transport: mpi: test/mpi/jobs/mpi-collectives.mjs); argument errors, mismatches and a killed rank
@@ -31,7 +31,31 @@ describe('gather, scatter and reduce-scatter across real processes: 300 seeded c
   });
 });
 
-describe('gather and scatter failures', () => {
+describe('scan and exscan only: 100 seeded cases per job (every operator, datatype, form, IN_PLACE; checked against the left fold in rank order)', () => {
+  const scans = ['--kinds', 'scan,exscan', '--cases', '20'];
+  for (const [name, args] of [
+    ['1 rank', ['-n', '1']],
+    ['5 ranks on one node', ['-n', '5']],
+    ['5 ranks on 2 emulated nodes (3 + 2)', ['-n', '5', '--nodes', '2']],
+    ['7 ranks on 3 emulated nodes (3 + 2 + 2)', ['-n', '7', '--nodes', '3']],
+    ['9 ranks on 4 emulated nodes under leaf and spine switches', ['-n', '9', '--nodes', '4', '--network', fourNodes]],
+  ] as const) {
+    it(name, async () => {
+      await expectEveryRankOk(runJob([...args, job, ...scans]), Number(args[1]));
+    });
+  }
+
+  for (const [n, nodes] of [
+    ['5', '2'],
+    ['7', '3'],
+  ] as const) {
+    it(`${n} ranks on ${nodes} emulated nodes over a JavaScript host layer (built-in operators; Promise and request forms)`, async () => {
+      await expectEveryRankOk(runJobOverSocketLayer(['-n', n, '--nodes', nodes, job, '--layer', 'socket', ...scans], 120_000), Number(n));
+    });
+  }
+});
+
+describe('gather, scatter, reduce-scatter and scan failures', () => {
   it('every argument error, in every form, is EINVAL on the rank that makes it before anything is sent (4 ranks on 2 emulated nodes)', async () => {
     const r = runJob(['-n', '4', '--nodes', '2', faults, 'args']);
     expect(r.stderr).not.toMatch(/Error/);
@@ -39,7 +63,7 @@ describe('gather and scatter failures', () => {
     expect(okRanks(r.lines)).toEqual([0, 1, 2, 3]);
   });
 
-  for (const kind of ['root', 'count', 'counts', 'collective', 'dtype', 'reduce-scatter-op', 'reduce-scatter-counts']) {
+  for (const kind of ['root', 'count', 'counts', 'collective', 'dtype', 'reduce-scatter-op', 'reduce-scatter-counts', 'scan-exscan', 'scan-op']) {
     it(`a ${kind} that differs on rank 1 → an error on every rank, no hang and no rank finishing (4 ranks on 2 emulated nodes)`, async () => {
       const r = runFailureJob(['-n', '4', '--nodes', '2', faults, 'mismatch', kind]);
       expect(r.signal).toBeNull();

@@ -117,8 +117,10 @@ enum class Collective : uint8_t {
   kGather = 6,
   kScatter = 7,
   kReduceScatter = 8,
+  kScan = 9,
+  kExscan = 10,
 };
-inline constexpr size_t kCollectiveCount = 8;
+inline constexpr size_t kCollectiveCount = 10;
 // Each Collective by value, with its name in TypeScript (and in the addon's messages and tables).
 struct CollectiveInfo {
   const char* name;
@@ -134,6 +136,8 @@ inline constexpr CollectiveInfo kCollectiveTable[] = {
     {"gather", Collective::kGather},
     {"scatter", Collective::kScatter},
     {"reduceScatter", Collective::kReduceScatter},
+    {"scan", Collective::kScan},
+    {"exscan", Collective::kExscan},
 };
 // clang-format on
 

@@ -17,7 +17,9 @@ std::string Describe(const MsgHeader& h) {
   std::string s = CollectiveName(static_cast<Collective>(h.collective));
   s += "(count=" + std::to_string(h.count) + ", " + DtypeName(static_cast<Dtype>(h.dtype));
   auto c = static_cast<Collective>(h.collective);
-  if (c == Collective::kReduce || c == Collective::kAllreduce) s += std::string(", ") + OpName(static_cast<ReduceOp>(h.op));
+  if (c == Collective::kReduce || c == Collective::kAllreduce || c == Collective::kReduceScatter || c == Collective::kScan ||
+      c == Collective::kExscan)
+    s += std::string(", ") + OpName(static_cast<ReduceOp>(h.op));
   if (c == Collective::kReduce || c == Collective::kBcast) s += ", root=" + std::to_string(h.root);
   s += ") as call #" + std::to_string(h.seq);
   return s;

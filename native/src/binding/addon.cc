@@ -278,7 +278,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       return a;
     }
     const bool needs_reduce = a.collective != Collective::kBcast;
-    const bool needs_bcast = a.collective != Collective::kReduce;
+    const bool needs_bcast =
+        a.collective == Collective::kBcast || a.collective == Collective::kAllreduce || a.collective == Collective::kBarrier;
     if ((needs_reduce && a.reduce == nullptr) || (needs_bcast && a.bcast == nullptr)) {
       throw CollError("EINVAL", "unknown schedule id");
     }

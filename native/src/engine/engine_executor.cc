@@ -27,8 +27,9 @@ void Engine::Run(const CallArgs& args) {
   ++counters_.seq;
   const size_t elem = DtypeSize(args.dtype);
   const size_t bytes = static_cast<size_t>(args.count) * elem;
-  const bool reduces =
-      args.collective == Collective::kReduce || args.collective == Collective::kAllreduce || args.collective == Collective::kReduceScatter;
+  const bool scan = args.collective == Collective::kScan || args.collective == Collective::kExscan;
+  const bool reduces = args.collective == Collective::kReduce || args.collective == Collective::kAllreduce ||
+                       args.collective == Collective::kReduceScatter || scan;
   MsgHeader h{};
   h.magic = kMsgMagic;
   h.seq = counters_.seq;
@@ -53,7 +54,7 @@ void Engine::Run(const CallArgs& args) {
     fn.symmetric = !floating || args.op == ReduceOp::kSum || args.op == ReduceOp::kProd;
   }
   if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
-  if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier) h.root = 0;
+  if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier || scan) h.root = 0;
   BlockTable& table = block_table_;
   const bool rank_blocks = args.collective == Collective::kAllgather || args.collective == Collective::kGather ||
                            args.collective == Collective::kScatter || args.collective == Collective::kReduceScatter;
@@ -136,6 +137,26 @@ void Engine::Run(const CallArgs& args) {
         const uint64_t total = h.count;
         PhaseData down{recv, total, args.bcast_segment == 0 || args.bcast_segment > total ? total : args.bcast_segment, elem};
         RunPhase(*args.bcast, h, down, Reducer{}, guard);
+        break;
+      }
+      case Collective::kScan:
+      case Collective::kExscan: {
+        // One unsegmented phase on B = `of` slots of the call's elements (src/algorithms/scan.ts):
+        // slot 0 starts as the input, the last ends as this rank's exclusive prefix E (rank 0
+        // has none). exscan: E; scan: E op input (rank 0: the input).
+        const size_t slots = args.reduce->empty() ? 1 : std::max<size_t>(1, (*args.reduce)[0].of);
+        uint8_t* b = Scratch(slots * bytes);
+        if (bytes > 0) std::memcpy(b, send, bytes);
+        PhaseData data{b, args.count * slots, args.count * slots, elem};
+        RunPhase(*args.reduce, h, data, fn, guard);
+        uint8_t* e = b + (slots - 1) * bytes;
+        if (bytes == 0 || (options_.rank == 0 && args.collective == Collective::kExscan)) break;
+        if (options_.rank == 0) {
+          if (send != recv) std::memcpy(recv, send, bytes);
+          break;
+        }
+        if (args.collective == Collective::kScan) fn(e, send, args.count);
+        std::memcpy(recv, e, bytes);
         break;
       }
       case Collective::kReduceScatter: {

@@ -3,10 +3,10 @@
 // over topocoll/mpi's world communicator, MPI between emulated nodes of `--ppn` ranks each,
 // shared memory inside them) and compares every result bit for bit with MPI's own collective on
 // the same inputs (MPI_Allreduce, MPI_Reduce, MPI_Bcast, MPI_Allgather, MPI_Gatherv, MPI_Scatterv,
-// MPI_Reduce_scatter(_block) through the same addon).
+// MPI_Reduce_scatter(_block), MPI_Scan, MPI_Exscan through the same addon).
 // Blocking and Promise calls; sizes across the layer's inline (4 KiB) and piece (256 KiB) limits.
 // Prints `rank R ok N`, or the reason on stderr and exits 1.
-import { createCommunicator } from 'topocoll';
+import { createCommunicator, IN_PLACE } from 'topocoll';
 import { initMpi } from 'topocoll/mpi';
 
 const ppn = Number(process.argv[2] ?? 2);
@@ -144,6 +144,24 @@ for (const T of TYPES) {
       if (v) comm.reduceScatterSync(rsInput, mineRs, counts, op);
       else await comm.reduceScatterBlock(rsInput, mineRs, op);
       same(`reduceScatter${v ? '' : 'Block'} ${T.name} ${op} n=${n}`, mineRs, wantRs);
+    }
+    // Scan and exscan of `input`, every operator (IN_PLACE now and then), against MPI_Scan and
+    // MPI_Exscan; rank 0's exscan result is undefined in MPI (topocoll leaves it untouched).
+    for (const [k, op] of OPS.entries()) {
+      if (signedMinMax && (op === 'max' || op === 'min') && (input instanceof Uint8Array || input instanceof Uint32Array)) continue;
+      for (const exclusive of [false, true]) {
+        const name = `${exclusive ? 'exscan' : 'scan'} ${T.name} ${op} n=${n}`;
+        const wantScan = T.make(n);
+        if (exclusive) world.exscanSync(input, wantScan, op);
+        else world.scanSync(input, wantScan, op);
+        const inPlace = (k + n) % 3 === 0;
+        const mineScan = inPlace ? input.slice() : T.make(n);
+        const from = inPlace ? IN_PLACE : input;
+        if (k % 2 === 0) exclusive ? comm.exscanSync(from, mineScan, op) : comm.scanSync(from, mineScan, op);
+        else await (exclusive ? comm.exscan(from, mineScan, op) : comm.scan(from, mineScan, op));
+        if (exclusive && rank === 0) same(`${name}: rank 0's recv left alone`, mineScan, inPlace ? input : T.make(n));
+        else same(name, mineScan, wantScan);
+      }
     }
   }
 }
