@@ -359,10 +359,13 @@ export function tsSource(spec) {
   out.push('}', ...tsDoc('MsgHeaderOffset as an object (a const enum has none at run time).'), 'export const MSG_HEADER_OFFSETS = {');
   for (const f of header.fields) out.push(`  ${f.name}: ${f.offset},`);
   out.push('} as const;');
-  out.push(...tsDoc('The 32-bit word of the header each field is in, as the fast path writes the header.'), 'export const enum MsgHeaderWord {');
-  for (const f of header.fields) out.push(`  ${f.name} = ${Math.floor(f.offset / 4)},`);
-  out.push('}', ...tsDoc('Where in its word (MsgHeaderWord) each field starts, in bits (little-endian).'), 'export const enum MsgHeaderShift {');
-  for (const f of header.fields) out.push(`  ${f.name} = ${(f.offset % 4) * 8},`);
+  // The fast path writes the header as 32-bit words: the fields that start a word, by word; the
+  // byte fields, by their place in the word they share (the first of them names that word).
+  out.push(...tsDoc('The 32-bit word each field that starts a word is (the fast path writes the header as words).'), 'export const enum MsgHeaderWord {');
+  for (const f of header.fields.filter((g) => g.offset % 4 === 0)) out.push(`  ${f.name} = ${f.offset / 4},`);
+  out.push('}', ...tsDoc('Where each byte field starts in its word (the word of the first byte field before it that starts one), in bits (little-endian).'));
+  out.push('export const enum MsgHeaderShift {');
+  for (const f of header.fields.filter((g) => g.bytes === 1)) out.push(`  ${f.name} = ${(f.offset % 4) * 8},`);
   out.push('}', '');
 
   const { counters } = spec;

@@ -385,31 +385,25 @@ export const MSG_HEADER_OFFSETS = {
   planHash: 24,
   sender: 28,
 } as const;
-/** The 32-bit word of the header each field is in, as the fast path writes the header. */
+/** The 32-bit word each field that starts a word is (the fast path writes the header as words). */
 export const enum MsgHeaderWord {
   magic = 0,
   seq = 1,
   collective = 2,
-  dtype = 2,
-  op = 2,
-  phase = 2,
   root = 3,
   count = 4,
   planHash = 6,
   sender = 7,
 }
-/** Where in its word (MsgHeaderWord) each field starts, in bits (little-endian). */
+/**
+ * Where each byte field starts in its word (the word of the first byte field before it that starts
+ * one), in bits (little-endian).
+ */
 export const enum MsgHeaderShift {
-  magic = 0,
-  seq = 0,
   collective = 0,
   dtype = 8,
   op = 16,
   phase = 24,
-  root = 0,
-  count = 0,
-  planHash = 0,
-  sender = 0,
 }
 
 /**

@@ -488,7 +488,8 @@ export class FastPath {
     const h = this.header;
     const theirs = slot + this.headerWord;
     let same = w[theirs + MsgHeaderWord.sender] === r;
-    for (let k = 0; k < MsgHeaderWord.sender && same; k++) same = w[theirs + k] === h[k];
+    // Every word before the sender's, the last one.
+    for (let k = 0; k < HEADER_WORDS - 1 && same; k++) same = w[theirs + k] === h[k];
     if (same) return false;
     // The executor's EMISMATCH, raised as it raises it (and the node aborted).
     this.publish();
