@@ -36,6 +36,11 @@ describe('work counts, by hand', () => {
     expect(workCounts('bcast', 'shm', 4)).toEqual({ sends: 1, receives: 3, receivedPerByte: 4, combinedPerByte: 0 });
   });
 
+  it('ring reduce-scatter of 4: 3 rounds × 4 exchanges of one share, each combined', () => {
+    expect(workCounts('reduce-scatter', 'ring', 4)).toEqual({ sends: 12, receives: 12, receivedPerByte: 12, combinedPerByte: 12 });
+    for (const w of memberWorkCounts('reduce-scatter', 'ring', 4)) expect(w).toEqual({ sends: 3, receives: 3, receivedPerByte: 3, combinedPerByte: 3 });
+  });
+
   it('a group of one does no work', () => {
     expect(workUs('allreduce', 'rabenseifner', 1, 1 << 20, costs)).toBe(0);
   });
