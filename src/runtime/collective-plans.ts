@@ -146,7 +146,7 @@ export class CollectivePlans {
   constructor(private readonly parts: CollectivePlansParts) {
     const { plan, config, eagerBytes } = parts;
     this.everyRankAllgatherMaxBytes = config.routing.sharedArea.everyRankAllgatherMaxBytes;
-    this.selector = new Selector(config, plan, eagerBytes, { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus });
+    this.selector = new Selector(config, plan, eagerBytes, { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus }, parts.orderedPlan);
     if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, parts.rank, { variant: 'reduce-bcast' });
     const node = plan.placements[0]?.node;
     const oneNode = plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
@@ -527,7 +527,7 @@ export class CollectivePlans {
    * shared area's step in the addon, as bcast(), reduce(), allreduce(), allgather() and barrier()
    * decide it: for the router's `route`.
    */
-  takesArea(collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier', bytes: number): boolean {
+  takesArea(collective: Explanation['collective'], bytes: number): boolean {
     switch (collective) {
       case 'bcast':
         return this.areaBcast(bytes);
@@ -541,6 +541,9 @@ export class CollectivePlans {
         return this.shmBarrier !== false;
       case 'gather':
       case 'scatter':
+      case 'reduce-scatter':
+      case 'scan':
+      case 'exscan':
         return false;
     }
   }

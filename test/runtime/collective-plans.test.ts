@@ -114,6 +114,8 @@ describe('CollectivePlans and the Selector', () => {
     const fixed = plans4x4({ bcast: { levels: { world: 'knomial:4' } } }).plans.describe(groupAt('world'));
     expect(fixed.bcast).toEqual([{ upToBytes: null, algorithm: 'knomial:4' }]);
     expect(plans.explain('reduce', 3000)).toEqual(plans.selector.explain('reduce', 3000));
+    for (const collective of ['reduce-scatter', 'scan', 'exscan'] as const)
+      expect(plans.explain(collective, 3000)).toEqual(plans.selector.explain(collective, 3000));
   });
 
   it('takes the configured algorithm of a level, and refuses shm on a level that spans nodes (ECONFIG naming it) before any schedule exists', () => {
