@@ -30,11 +30,12 @@ ${mappingUsage}
   --config FILE      take disabled levels and the network file from a topocoll YAML file
   --rank R           also print the chain of groups rank R goes through
   --json             print the plan as JSON (levels, every rank's groups, dropped levels)
-  --explain          for each collective, every level's candidate algorithms with the cost
-                     model's predicted time (the configuration's \`model\`), the choice, the
-                     segment and the whole call's prediction
-  --bytes N,…        message sizes to explain (allgather: the whole result; units as 64KiB;
-                     default 8,64KiB,4MiB)
+  --explain          for each collective (reduce-scatter and scan included), every level's
+                     candidate algorithms with the cost model's predicted time (the
+                     configuration's \`model\`), the choice, the segment and the whole call's
+                     prediction
+  --bytes N,…        message sizes to explain (allgather, reduce-scatter: the whole vector;
+                     units as 64KiB; default 8,64KiB,4MiB)
 `;
 
 export function groupsCommand(argv: string[], io: CliIo): number {
