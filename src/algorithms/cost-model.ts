@@ -83,6 +83,11 @@ import { knomialTree } from './knomial-tree.js';
  *   SendRecvReduce of b bytes each way: exchange(b)), and combines it into its own (combine(b));
  *   the share it received is the one it sends in round t + 1, so every round waits for the
  *   previous round's combine: n − 1 dependent rounds, each exchange(b) + combine(b).
+ * - recursive-halving (Thakur et al. 2005 §4.1), m = n·b: with rem > 0 first the fold, p2p(m) +
+ *   combine(m), and last p2p(b) (the folded member's share back); then Σ_{j=1..log2 n'}
+ *   (exchange(m/2^j) + combine(m/2^j)) — in round j a member sends the half of what it still
+ *   holds that its partner keeps and combines the half it keeps. The same bytes as the ring
+ *   (n = n'), in log2 n' rounds instead of n − 1.
  *
  * Scan and exscan (the hierarchical scan of scan.ts over the rank-ordered plan; every message is
  * the whole m-byte vector, unsegmented), per group of n:
@@ -365,7 +370,15 @@ export function predictGroupScatterUs(algorithm: GroupGatherAlgorithm, n: number
 export function predictGroupReduceScatterUs(algorithm: GroupReduceScatterAlgorithm, n: number, b: number, c: LevelCosts): number {
   checkGroup(n, b);
   if (n === 1) return 0;
-  if (algorithm === 'ring') return (n - 1) * (exchangeUs(c.link, b) + combineUs(c, b));
+  const { link } = c;
+  if (algorithm === 'ring') return (n - 1) * (exchangeUs(link, b) + combineUs(c, b));
+  if (algorithm === 'recursive-halving') {
+    const m = n * b;
+    const active = floorPow2(n);
+    let t = n > active ? p2pUs(link, m) + combineUs(c, m) + p2pUs(link, b) : 0;
+    for (let part = 2; part <= active; part *= 2) t += exchangeUs(link, m / part) + combineUs(c, m / part);
+    return t;
+  }
   return unknown('reduce-scatter', algorithm);
 }
 

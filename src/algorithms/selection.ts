@@ -11,6 +11,7 @@ import {
 import { DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
 import { coreBoundUs, groupCores, memberCores, type WorkAlgorithm, type WorkCollective } from './core-sharing.js';
 import type { GroupAllgatherAlgorithm } from './group-allgather.js';
+import type { GroupReduceScatterAlgorithm } from './group-reduce-scatter.js';
 import { topGroup, type AllreduceVariant } from './hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
@@ -69,11 +70,11 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  * none and 8 KiB … 1 MiB in powers of two (smaller than the message), no larger than the eager
  * limit where a schedule exchanges between nodes.
  *
- * Reduce-scatter and the scans choose nothing of their own, and `explain` prices what they run:
- * a reduce-scatter runs the reduce's algorithms and segment below the top group, the ring among
- * the top group's members, and the scatter's algorithms down in the scatter's column segments
- * (capped by the eager limit); a scan or exscan runs the recursive doubling of scan.ts in every
- * group of the rank-ordered plan, unsegmented.
+ * Reduce-scatter runs the reduce's algorithms and segment below the top group, and the scatter's
+ * algorithms down in the scatter's column segments (capped by the eager limit); it chooses only
+ * the top group's algorithm, ring or recursive-halving, the least prediction on those columns
+ * (`auto` only). A scan or exscan chooses nothing: it runs the recursive doubling of scan.ts in
+ * every group of the rank-ordered plan, unsegmented; `explain` prices both as they run.
  */
 
 export interface Choice {
@@ -85,6 +86,8 @@ export interface Choice {
   scatter: (g: Group) => GroupGatherAlgorithm;
   reduce: (g: Group) => ReduceAlgorithm;
   allreduce: { variant: AllreduceVariant; top: AllreduceAlgorithm };
+  /** The top group's reduce-scatter (`ring` where the plan has no top group of several members). */
+  reduceScatterTop: GroupReduceScatterAlgorithm;
   /**
    * Bytes per segment of each collective; 0: the whole message at once. Allgather: its gather
    * phase's column segments (of every rank's block), and its bcast phase's segments; gather and
@@ -128,6 +131,7 @@ export const REDUCE_CANDIDATES: readonly ReduceAlgorithm[] = ['flat', 'binomial'
 export const ALLGATHER_CANDIDATES: readonly GroupAllgatherAlgorithm[] = ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm'];
 export const GATHER_CANDIDATES: readonly GroupGatherAlgorithm[] = ['flat', 'binomial'];
 export const ALLREDUCE_TOP_CANDIDATES: readonly AllreduceAlgorithm[] = ['recursive-doubling', 'rabenseifner'];
+export const REDUCE_SCATTER_TOP_CANDIDATES: readonly GroupReduceScatterAlgorithm[] = ['ring', 'recursive-halving'];
 
 /** Every collective's candidates for `auto`. */
 const CANDIDATES: Record<Collective, readonly GroupAlgorithm[]> = {
@@ -406,19 +410,30 @@ export class Selector {
    * reduceScatter() takes it: the scatter's, capped by the eager limit (the top group's ring
    * exchanges, between nodes as a rule).
    */
-  private reduceScatterColumn(choice: Choice): number {
-    const column = choice.segmentBytes.scatter;
+  private reduceScatterColumn(scatterSegment: number): number {
+    const column = scatterSegment;
     if (!Number.isFinite(this.eagerBytes)) return column;
     const cap = Math.max(1, Math.floor(this.eagerBytes));
     return column === 0 ? cap : Math.min(column, cap);
   }
 
-  /** The top group's ring reduce-scatter of rank blocks of `block` bytes, each member keeping the blocks of the ranks it covers. */
-  private reduceScatterTopUs(top: Group, block: number): number {
+  /**
+   * The top group's reduce-scatter of rank blocks of `block` bytes, each member keeping the
+   * blocks of the ranks it covers: every candidate's prediction, and the least (ties as argmin).
+   */
+  private reduceScatterTop(
+    top: Group,
+    block: number,
+  ): { algorithm: GroupReduceScatterAlgorithm; us: number; all: (Candidate & { a: GroupReduceScatterAlgorithm })[] } {
     const costs = this.costs(top);
+    const n = top.members.length;
     const memberBytes = this.allgatherMemberBytes(top, block);
-    const span = predictGroupReduceScatterUs('ring', top.members.length, memberBytes, costs);
-    return this.bound('reduce-scatter', top, 'ring', memberBytes, costs, span);
+    const all = REDUCE_SCATTER_TOP_CANDIDATES.map((a) => {
+      const span = predictGroupReduceScatterUs(a, n, memberBytes, costs);
+      return { a, algorithm: a, span, us: this.bound('reduce-scatter', top, a, memberBytes, costs, span) };
+    });
+    const best = argmin(all);
+    return { algorithm: best.a, us: best.us, all };
   }
 
   /**
@@ -434,8 +449,8 @@ export class Selector {
       lower.map(({ groups }) => slowest(groups, (g) => this.predict('reduce', g, choice.reduce(g), q))),
     );
     const block = Math.max(1, Math.floor(bytes / Math.max(1, this.plan.size)));
-    const blocks = this.pipeline(block, this.reduceScatterColumn(choice), (q) => [
-      ...(top === undefined ? [] : [this.reduceScatterTopUs(top, q)]),
+    const blocks = this.pipeline(block, this.reduceScatterColumn(choice.segmentBytes.scatter), (q) => [
+      ...(top === undefined ? [] : [this.reduceScatterTop(top, q).all.find((c) => c.a === choice.reduceScatterTop)!.us]),
       ...lower.map(({ groups }) => slowest(groups, (g) => this.predict('scatter', g, choice.scatter(g), this.allgatherMemberBytes(g, q)))).reverse(),
     ]);
     return this.config.model.callUs + reduce + blocks;
@@ -590,7 +605,7 @@ export class Selector {
       // Commutative operators (a non-commutative one runs the ordered reduce to rank 0 and a scatter).
       const { lower, top } = this.split();
       const seg = choice.segmentBytes.reduce;
-      const column = this.reduceScatterColumn(choice);
+      const column = this.reduceScatterColumn(choice.segmentBytes.scatter);
       const block = Math.max(1, Math.floor(at / Math.max(1, this.plan.size)));
       const p = column === 0 ? block : Math.min(column, block);
       const phase = (kind: 'reduce' | 'scatter'): Explanation['levels'] =>
@@ -601,15 +616,15 @@ export class Selector {
       const ring: Explanation['levels'] = [];
       if (top !== undefined) {
         const link = this.link(top);
-        const us = this.reduceScatterTopUs(top, p);
+        const { all } = this.reduceScatterTop(top, p);
         ring.push({
           level: `${top.level} (reduce-scatter)`,
           groupSize: top.members.length,
           link: link.name,
           linkParameters: link.link,
           configured: false,
-          candidates: [{ algorithm: 'ring', us }],
-          chosen: 'ring',
+          candidates: all.map(({ algorithm, us }) => ({ algorithm, us })),
+          chosen: choice.reduceScatterTop,
         });
       }
       const predictedUs = this.levels.length === 0 ? 0 : this.reduceScatterUs(at, choice);
@@ -748,6 +763,10 @@ export class Selector {
     const scatterSegment = this.gatherSegment('scatter', block);
     const gatherAt = (collective: 'gather' | 'scatter', g: Group, seg: number) =>
       this.pick(collective, g, this.allgatherMemberBytes(g, seg === 0 ? block : Math.min(seg, block))).algorithm as GroupGatherAlgorithm;
+    // Reduce-scatter: the top group's algorithm on the block phase's columns (the scatter's segment, capped by the eager limit).
+    const topGroup = this.split().top;
+    const column = this.reduceScatterColumn(scatterSegment);
+    const reduceScatterTop = topGroup === undefined ? 'ring' : this.reduceScatterTop(topGroup, column === 0 ? block : Math.min(column, block)).algorithm;
 
     return {
       bcast,
@@ -757,6 +776,7 @@ export class Selector {
       gather: (g) => gatherAt('gather', g, gatherSegment),
       scatter: (g) => gatherAt('scatter', g, scatterSegment),
       allreduce: { variant: allreduce.variant, top: allreduce.top },
+      reduceScatterTop,
       segmentBytes: {
         bcast: bcastSegment,
         reduce: reduceSegment,

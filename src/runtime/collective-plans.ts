@@ -179,6 +179,7 @@ export class CollectivePlans {
     const signature = JSON.stringify([
       groups.map((g) => [choice.bcast(g), choice.reduce(g), choice.allgather(g), choice.gather(g), choice.scatter(g)]),
       choice.allreduce,
+      choice.reduceScatterTop,
       choice.segmentBytes,
     ]);
     let i = this.bySignature.get(signature);
@@ -448,7 +449,7 @@ export class CollectivePlans {
     const key = commutative ? 0 : 1;
     let found = ids[key];
     if (found === undefined) {
-      const options = { reduceAlgorithm: c.choice.reduce, gatherAlgorithm: c.choice.scatter, commutative };
+      const options = { reduceAlgorithm: c.choice.reduce, gatherAlgorithm: c.choice.scatter, reduceScatterTop: c.choice.reduceScatterTop, commutative };
       const { plan, orderedPlan, rank } = this.parts;
       const s = reduceScatterSchedules(plan, rank, options);
       const reduce = commutative ? s.reduce : reduceSchedule(orderedPlan, rank, 0, options);
@@ -459,7 +460,7 @@ export class CollectivePlans {
     call.gather = found.reduce;
     call.bcast = found.blocks;
     call.segment = segment(c, 'reduce', elem);
-    // The top group's ring exchanges blocks, between nodes as a rule: its column segments must fit
+    // The top group's ring (or recursive halving) exchanges blocks, between nodes as a rule: its column segments must fit
     // what every transport buffers whole (eagerBytes; Infinity on one node).
     const column = segment(c, 'scatter', elem);
     const cap = Number.isFinite(this.parts.eagerBytes) ? Math.max(1, Math.floor(this.parts.eagerBytes / elem)) : 0;

@@ -207,6 +207,17 @@ describe("reduce-scatter (b = bytes of each member's share)", () => {
   });
 });
 
+describe('reduce-scatter by recursive halving', () => {
+  it('Σ (exchange(m/2^j) + combine(m/2^j)), m = n·b; with rem > 0 the fold p2p(m) + combine(m) first and p2p(b) last', () => {
+    close(predictGroupReduceScatterUs('recursive-halving', 1, 100, costs), 0);
+    close(predictGroupReduceScatterUs('recursive-halving', 2, 100, costs), 4.75); // exchange(100) + combine(100): the ring's one round
+    // n = 4, m = 400: (exchange(200) + combine(200)) + (exchange(100) + combine(100)) = (5.75 + 2) + (3.75 + 1); the ring: 14.25
+    close(predictGroupReduceScatterUs('recursive-halving', 4, 100, costs), 12.5);
+    // n = 6, m = 600, n' = 4: fold p2p(600) + combine(600) = 7.75 + 6, halving (7.75 + 3) + (4.75 + 1.5), p2p(100) = 2.75 back
+    close(predictGroupReduceScatterUs('recursive-halving', 6, 100, costs), 33.5);
+  });
+});
+
 describe('scan (m = 100 bytes, the whole vector)', () => {
   // p2p(100) = 2.75, combine(100) = 1, send(100) = 1.5
   it('the top group: lg·(p2p(m) + combine(m)) + p2p(m), the shift', () => {
@@ -306,7 +317,7 @@ describe('bad arguments', () => {
     expect(thrown(() => predictGroupReduceUs('ring' as never, 4, 100, costs), 'EINVAL').message).toMatch(/reduce/);
     expect(thrown(() => predictGroupAllreduceUs('shm' as never, 4, 100, costs), 'EINVAL').message).toMatch(/allreduce/);
     expect(thrown(() => predictGroupAllgatherUs('binomial' as never, 4, 100, costs), 'EINVAL').message).toMatch(/allgather/);
-    expect(thrown(() => predictGroupReduceScatterUs('recursive-halving' as never, 4, 100, costs), 'EINVAL').message).toMatch(/reduce-scatter/);
+    expect(thrown(() => predictGroupReduceScatterUs('bruck' as never, 4, 100, costs), 'EINVAL').message).toMatch(/reduce-scatter/);
   });
 });
 

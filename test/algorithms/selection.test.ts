@@ -460,9 +460,14 @@ describe('reduce-scatter and scan (explain)', () => {
     expect(e.levels[2]!.chosen).toBe(c.scatter(node));
     expect(e.levels[0]!.candidates.map((x) => x.algorithm)).toEqual(['flat', 'binomial', 'knomial:4', 'rabenseifner']);
     expect(e.levels[2]!.candidates.map((x) => x.algorithm)).toEqual(['flat', 'binomial']);
-    // the ring among 2 on 32 bytes, tcp: exchange(32) + combine(32) = (4.54 + 0.65 + 0.98 + 32·0.0005) + 32/4000
-    expect(e.levels[1]!.candidates).toEqual([{ algorithm: 'ring', us: expect.closeTo(6.194, 9) }]);
+    // the ring among 2 on 32 bytes, tcp: exchange(32) + combine(32) = (4.54 + 0.65 + 0.98 + 32·0.0005) + 32/4000;
+    // recursive halving among 2 is the same one exchange, and the tie goes to the ring, listed first
+    expect(e.levels[1]!.candidates).toEqual([
+      { algorithm: 'ring', us: expect.closeTo(6.194, 9) },
+      { algorithm: 'recursive-halving', us: expect.closeTo(6.194, 9) },
+    ]);
     expect(e.levels[1]!.chosen).toBe('ring');
+    expect(c.reduceScatterTop).toBe('ring');
     expect(e).toMatchObject({ collective: 'reduce-scatter', bytes: 64, segments: [], segmentBytes: 0 });
     // the whole call: callUs, the reduce phase, then the ring and the scatter
     expect(e.predictedUs).toBeCloseTo(1.5 + us(e.levels[0]!) + 6.194 + us(e.levels[2]!), 9);
@@ -493,6 +498,26 @@ describe('reduce-scatter and scan (explain)', () => {
       }
     }
     expect(problems).toEqual([]);
+  });
+
+  it("reduce-scatter's top group: recursive halving where it takes fewer rounds (a power of two: always), the ring where the fold's whole vector costs more", () => {
+    const eight = selector(worldOnly(8), PINNED_MODEL);
+    for (const bytes of [64, 65536, 64 << 20]) expect(eight.choose(bytes).reduceScatterTop, `8 ranks, ${bytes} B`).toBe('recursive-halving');
+    const six = selector(worldOnly(6), PINNED_MODEL);
+    // 8 bytes among 6: ring 5 rounds; halving the fold, 2 rounds and the share back (4 messages)
+    expect(six.choose(8).reduceScatterTop).toBe('recursive-halving');
+    // 64 MiB among 6: the fold sends the whole vector, 5 shares more than the ring moves
+    expect(six.choose(64 << 20).reduceScatterTop).toBe('ring');
+    for (const [s, bytes] of [
+      [eight, 64],
+      [six, 64 << 20],
+    ] as const) {
+      const e = s.explain('reduce-scatter', bytes);
+      const top = e.levels.find((l) => l.level === 'world (reduce-scatter)')!;
+      expect(top.candidates.map((x) => x.algorithm)).toEqual(['ring', 'recursive-halving']);
+      expect(top.chosen).toBe(argmin(top.candidates).algorithm);
+      expect(top.chosen).toBe(s.choose(bytes).reduceScatterTop);
+    }
   });
 
   it('scan and exscan: recursive doubling per level with its prediction; the levels add up, scan with one more combine', () => {

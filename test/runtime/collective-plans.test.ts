@@ -418,3 +418,34 @@ describe('rankOrderedPlan', () => {
     expect(ordered.chain(3).map((g) => g.members)).toEqual([[0, 1, 2, 3]]);
   });
 });
+
+describe("the reduce-scatter's top group", () => {
+  /** Rank 0's peers in the block phase of a reduce-scatter of `bytes` among `n` ranks each on a node of its own. */
+  function topPeers(n: number, bytes: number): number[] {
+    const placed = byCore(
+      range(0, n - 1).map((i) => `n${i}`),
+      1,
+      1,
+    );
+    const { plans, registered } = rankZeroPlans(placed, {}, false);
+    const call = plans.reduceScatter(bytes, 8, true);
+    const steps = decodeSteps(registered[call.bcast]!);
+    return [...new Set(steps.filter((s) => s.kind === StepKind.SendRecvReduce).map((s) => s.peer))];
+  }
+
+  it("runs the selector's choice: recursive halving among 8 (peers 4, 2, 1), the ring among 6 on 64 MiB (sends to 1)", () => {
+    expect(
+      rankZeroPlans(
+        byCore(
+          range(0, 7).map((i) => `n${i}`),
+          1,
+          1,
+        ),
+        {},
+        false,
+      ).plans.selector.choose(4096).reduceScatterTop,
+    ).toBe('recursive-halving');
+    expect(topPeers(8, 4096)).toEqual([4, 2, 1]);
+    expect(topPeers(6, 64 << 20)).toEqual([1]);
+  });
+});
