@@ -14,6 +14,7 @@ import { arriveInformsAll, groupBarrierSteps } from './group-barrier.js';
 import { groupBcastSteps } from './group-bcast.js';
 import { groupGatherSteps, groupScatterSteps } from './group-gather.js';
 import { groupReduceSteps } from './group-reduce.js';
+import { groupReduceScatterSteps, type GroupReduceScatterAlgorithm } from './group-reduce-scatter.js';
 import { positionView, type GroupView } from './group-steps.js';
 import { RANK_BLOCKS, StepKind, type Step } from './schedule.js';
 
@@ -45,12 +46,13 @@ import { RANK_BLOCKS, StepKind, type Step } from './schedule.js';
  */
 
 /** The collectives of a group whose work is counted. */
-export type WorkCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier';
+export type WorkCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'barrier';
 
 /** Any group algorithm of the collectives above. */
-export type WorkAlgorithm = BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | GroupAllgatherAlgorithm | GroupGatherAlgorithm | GroupBarrierAlgorithm;
+export type WorkAlgorithm =
+  BcastAlgorithm | ReduceAlgorithm | AllreduceAlgorithm | GroupAllgatherAlgorithm | GroupGatherAlgorithm | GroupReduceScatterAlgorithm | GroupBarrierAlgorithm;
 
-/** A group's work as counts: sends, receives, and bytes received and combined per byte of message (per member, for allgather, gather and scatter). */
+/** A group's work as counts: sends, receives, and bytes received and combined per byte of message (per member, for allgather, gather, scatter and reduce-scatter). */
 export interface WorkCounts {
   sends: number;
   receives: number;
@@ -194,6 +196,8 @@ function memberSteps(collective: WorkCollective, algorithm: WorkAlgorithm, view:
       return groupGatherSteps(algorithm as GroupGatherAlgorithm, view, 0, me, (position) => [position]);
     case 'scatter':
       return groupScatterSteps(algorithm as GroupGatherAlgorithm, view, 0, me, (position) => [position]);
+    case 'reduce-scatter':
+      return groupReduceScatterSteps(algorithm as GroupReduceScatterAlgorithm, view, me, (position) => [position]);
     case 'barrier': {
       // As the barrier formulas: one group's barrier, its release left out where the arrive informs every member.
       const { arrive, release } = groupBarrierSteps(algorithm as GroupBarrierAlgorithm, view, me);

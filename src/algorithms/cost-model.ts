@@ -8,6 +8,7 @@ import type {
   ReduceAlgorithm,
 } from './algorithm-choice.js';
 import { predictBarrierUs } from './barrier-model.js';
+import type { GroupReduceScatterAlgorithm } from './group-reduce-scatter.js';
 import { binomialSubtreeSize, binomialTree } from './binomial-tree.js';
 import { knomialTree } from './knomial-tree.js';
 
@@ -73,6 +74,32 @@ import { knomialTree } from './knomial-tree.js';
  *   (subtree·b bytes): gather as the tree reduce without combining (children smallest subtree
  *   first, each when it has arrived); scatter as the tree bcast in which child c receives
  *   subtree(c)·b — the scatter half of scatter-allgather.
+ *
+ * Reduce-scatter (every member holds the whole vector, n shares of b bytes — the blocks of the
+ * ranks each member stands for, b = m/n of an m-byte vector; member i ends with share i reduced
+ * over the group; group-reduce-scatter.ts), commutative operators only:
+ * - ring: (n − 1)·(exchange(b) + combine(b)). In round t member i sends its partial share
+ *   (i − t − 1) mod n to i + 1 while it receives share (i − t − 2) mod n from i − 1 (one
+ *   SendRecvReduce of b bytes each way: exchange(b)), and combines it into its own (combine(b));
+ *   the share it received is the one it sends in round t + 1, so every round waits for the
+ *   previous round's combine: n − 1 dependent rounds, each exchange(b) + combine(b).
+ * - recursive-halving (Thakur et al. 2005 §4.1), m = n·b: with rem > 0 first the fold, p2p(m) +
+ *   combine(m), and last p2p(b) (the folded member's share back); then Σ_{j=1..log2 n'}
+ *   (exchange(m/2^j) + combine(m/2^j)) — in round j a member sends the half of what it still
+ *   holds that its partner keeps and combines the half it keeps. The same bytes as the ring
+ *   (n = n'), in log2 n' rounds instead of n − 1.
+ *
+ * Scan and exscan (the hierarchical scan of scan.ts over the rank-ordered plan; every message is
+ * the whole m-byte vector, unsegmented), per group of n:
+ * - up: lg·(p2p(m) + combine(m)) for the inclusive scan by recursive doubling (in each round a
+ *   member sends, then receives and combines on the left, before its next round's send), p2p(m)
+ *   for the shift to the next member, and p2p(m) for the group's total to its leader — except in
+ *   the top group (its total goes nowhere);
+ * - down, except in the top group (whose leader is rank 0, with an empty prefix): the leader
+ *   sends the exclusive prefix to its other members one after another, as the flat bcast, and
+ *   each combines it: (n − 2)·send(m) + p2p(m) + combine(m) (n = 2: p2p(m) + combine(m)).
+ * The levels add up (each level's messages wait for the whole level below); scan also combines
+ * its own input once at the end, combine(m), which exscan does not.
  *
  * Barrier: S4's formulas (barrier-model.ts) on the link's L, o_s, o_r, g.
  *
@@ -334,6 +361,45 @@ export function predictGroupScatterUs(algorithm: GroupGatherAlgorithm, n: number
     );
   }
   return unknown('scatter', algorithm);
+}
+
+/**
+ * A reduce-scatter among n members, each of which ends with its share of `b` bytes (the blocks of
+ * the ranks it stands for) reduced over the group.
+ */
+export function predictGroupReduceScatterUs(algorithm: GroupReduceScatterAlgorithm, n: number, b: number, c: LevelCosts): number {
+  checkGroup(n, b);
+  if (n === 1) return 0;
+  const { link } = c;
+  if (algorithm === 'ring') return (n - 1) * (exchangeUs(link, b) + combineUs(c, b));
+  if (algorithm === 'recursive-halving') {
+    const m = n * b;
+    const active = floorPow2(n);
+    let t = n > active ? p2pUs(link, m) + combineUs(c, m) + p2pUs(link, b) : 0;
+    for (let part = 2; part <= active; part *= 2) t += exchangeUs(link, m / part) + combineUs(c, m / part);
+    return t;
+  }
+  return unknown('reduce-scatter', algorithm);
+}
+
+/**
+ * One group's part of a scan (or exscan) of `m` bytes among n members (scan.ts): the recursive
+ * doubling, the shift and, unless `top`, the total up to the leader and the exclusive prefix
+ * down from it.
+ */
+export function predictGroupScanUs(n: number, m: number, c: LevelCosts, top: boolean): number {
+  checkGroup(n, m);
+  if (n === 1) return 0;
+  const { link } = c;
+  const up = ceilLog2(n) * (p2pUs(link, m) + combineUs(c, m)) + p2pUs(link, m);
+  if (top) return up;
+  const down = (n - 2) * sendUs(link, m) + p2pUs(link, m) + combineUs(c, m);
+  return up + p2pUs(link, m) + down;
+}
+
+/** The last combine of an inclusive scan (its prefix with its own input); an exscan has none. */
+export function scanFinishUs(exclusive: boolean, m: number, c: LevelCosts): number {
+  return exclusive ? 0 : combineUs(c, m);
 }
 
 export function predictGroupBarrierUs(algorithm: GroupBarrierAlgorithm, n: number, c: LevelCosts): number {

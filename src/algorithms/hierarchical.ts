@@ -6,7 +6,7 @@ import { groupAllreduceSteps } from './group-allreduce.js';
 import { arriveInformsAll, groupBarrierSteps } from './group-barrier.js';
 import { groupBcastSteps } from './group-bcast.js';
 import { groupGatherSteps, groupScatterSteps, type GroupGatherAlgorithm } from './group-gather.js';
-import { groupReduceScatterSteps } from './group-reduce-scatter.js';
+import { groupReduceScatterSteps, type GroupReduceScatterAlgorithm } from './group-reduce-scatter.js';
 import { groupReduceSteps } from './group-reduce.js';
 import type { GroupView } from './group-steps.js';
 import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step } from './schedule.js';
@@ -101,7 +101,7 @@ import { StepKind, encodeSchedule, type CollectiveKind, type Schedule, type Step
  *
  * Reduce-scatter (`reduceScatterSchedules`): a reduce phase of the whole vector as
  * reduce-allreduce-bcast's, bottom-up to the leaders, but with nothing at the top group T; then a
- * phase of rank blocks: T's members reduce-scatter (group-reduce-scatter.ts), each keeping the
+ * phase of rank blocks: T's members reduce-scatter (group-reduce-scatter.ts: ring or recursive-halving), each keeping the
  * fully reduced blocks of the ranks it covers below T, and every group below T scatters them from
  * its leader as the scatter from rank 0 does. A non-commutative operator takes the rank-ordered
  * reduce to rank 0 and the scatter from it instead.
@@ -285,8 +285,10 @@ export function scatterSchedule(
   return { collective: 'scatter', root, steps };
 }
 
-/** How a reduce-scatter runs: the reduce's algorithms below the top group, the scatter's for the way down. */
-export interface ReduceScatterOptions extends ReduceOptions, GatherOptions {}
+/** How a reduce-scatter runs: the reduce's algorithms below the top group, the top group's own (default `ring`), the scatter's for the way down. */
+export interface ReduceScatterOptions extends ReduceOptions, GatherOptions {
+  reduceScatterTop?: GroupReduceScatterAlgorithm;
+}
 
 /** The two phases of a reduce-scatter: a reduce of the whole vector (ordinary ranges), then rank blocks. */
 export interface ReduceScatterSchedules {
@@ -297,7 +299,7 @@ export interface ReduceScatterSchedules {
 /**
  * The schedules of `rank` for a reduce-scatter (see "Reduce-scatter" above); both phases have root 0.
  * Commutative: the lower groups reduce the whole vector to their leaders, the top group T
- * reduce-scatters it (`ring`, each member keeping the blocks it covers below T), and every
+ * reduce-scatters it (`reduceScatterTop`, default `ring`, each member keeping the blocks it covers below T), and every
  * leader scatters its share down. Non-commutative: the rank-ordered reduce to rank 0, then a
  * scatter from it.
  */
@@ -311,7 +313,11 @@ export function reduceScatterSchedules(plan: GroupPlan, rank: number, options: R
   const instead =
     top === undefined
       ? undefined
-      : { group: top, steps: (view: GroupView, me: number) => groupReduceScatterSteps('ring', view, me, (i) => coveredBelow(plan, top.members[i]!, top)) };
+      : {
+          group: top,
+          steps: (view: GroupView, me: number) =>
+            groupReduceScatterSteps(options.reduceScatterTop ?? 'ring', view, me, (i) => coveredBelow(plan, top.members[i]!, top)),
+        };
   const blocks = scatterSchedule(plan, rank, GLOBAL_LEADER, options, instead);
   return { reduce: { collective: 'reduce', root: GLOBAL_LEADER, steps: reduce }, blocks };
 }

@@ -11,6 +11,7 @@ import {
 import { DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
 import { coreBoundUs, groupCores, memberCores, type WorkAlgorithm, type WorkCollective } from './core-sharing.js';
 import type { GroupAllgatherAlgorithm } from './group-allgather.js';
+import type { GroupReduceScatterAlgorithm } from './group-reduce-scatter.js';
 import { topGroup, type AllreduceVariant } from './hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
@@ -23,8 +24,11 @@ import {
   predictGroupBarrierUs,
   predictGroupBcastUs,
   predictGroupGatherUs,
+  predictGroupReduceScatterUs,
   predictGroupReduceUs,
+  predictGroupScanUs,
   predictGroupScatterUs,
+  scanFinishUs,
   type LevelCosts,
   type LinkModel,
 } from './cost-model.js';
@@ -65,6 +69,12 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  * S4's (barrier-model.ts); allreduce's top group recursive-doubling and rabenseifner; segments
  * none and 8 KiB … 1 MiB in powers of two (smaller than the message), no larger than the eager
  * limit where a schedule exchanges between nodes.
+ *
+ * Reduce-scatter runs the reduce's algorithms and segment below the top group, and the scatter's
+ * algorithms down in the scatter's column segments (capped by the eager limit); it chooses only
+ * the top group's algorithm, ring or recursive-halving, the least prediction on those columns
+ * (`auto` only). A scan or exscan chooses nothing: it runs the recursive doubling of scan.ts in
+ * every group of the rank-ordered plan, unsegmented; `explain` prices both as they run.
  */
 
 export interface Choice {
@@ -76,6 +86,8 @@ export interface Choice {
   scatter: (g: Group) => GroupGatherAlgorithm;
   reduce: (g: Group) => ReduceAlgorithm;
   allreduce: { variant: AllreduceVariant; top: AllreduceAlgorithm };
+  /** The top group's reduce-scatter (`ring` where the plan has no top group of several members). */
+  reduceScatterTop: GroupReduceScatterAlgorithm;
   /**
    * Bytes per segment of each collective; 0: the whole message at once. Allgather: its gather
    * phase's column segments (of every rank's block), and its bcast phase's segments; gather and
@@ -119,6 +131,7 @@ export const REDUCE_CANDIDATES: readonly ReduceAlgorithm[] = ['flat', 'binomial'
 export const ALLGATHER_CANDIDATES: readonly GroupAllgatherAlgorithm[] = ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange', 'shm'];
 export const GATHER_CANDIDATES: readonly GroupGatherAlgorithm[] = ['flat', 'binomial'];
 export const ALLREDUCE_TOP_CANDIDATES: readonly AllreduceAlgorithm[] = ['recursive-doubling', 'rabenseifner'];
+export const REDUCE_SCATTER_TOP_CANDIDATES: readonly GroupReduceScatterAlgorithm[] = ['ring', 'recursive-halving'];
 
 /** Every collective's candidates for `auto`. */
 const CANDIDATES: Record<Collective, readonly GroupAlgorithm[]> = {
@@ -137,7 +150,7 @@ export interface Candidate {
 
 /** Why a collective of some size runs as it does: `comm.explain` and `topocoll groups --explain`. */
 export interface Explanation {
-  collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier';
+  collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'scan' | 'exscan' | 'barrier';
   bytes: number;
   /** Per level bottom-up: its largest group, link (named, and its parameters), every candidate's prediction for one segment, and the choice. */
   levels: { level: string; groupSize: number; link: string; linkParameters: LinkModel; configured: boolean; candidates: Candidate[]; chosen: string }[];
@@ -147,7 +160,10 @@ export interface Explanation {
   allreduceShape?: string;
   /** Every candidate segment's whole-call prediction (0: none). */
   segments: { bytes: number; us: number }[];
+  /** Bytes per segment (reduce-scatter: its reduce phase's); 0: none. */
   segmentBytes: number;
+  /** Reduce-scatter: the column segment of its phase of rank blocks (bytes of each rank's block; 0: whole blocks). */
+  blockSegmentBytes?: number;
   /** The whole call's predicted µs, as chosen. */
   predictedUs: number;
 }
@@ -172,17 +188,20 @@ export class Selector {
   private readonly shmBcast = new Map<number, (bytes: number) => number>();
   private readonly coresOfGroup = new Map<Group, { count: number; of: number[] | undefined; key: string }>();
   private readonly levels: { level: string; groups: Group[] }[];
+  /** The levels of the rank-ordered plan (the scans'). */
+  private readonly orderedLevels: { level: string; groups: Group[] }[];
   private readonly top?: Group;
 
+  /** `orderedPlan`: the rank-ordered plan the scans run over (`plan` where that keeps the rank order). */
   constructor(
     private readonly config: TopocollConfig,
     private readonly plan: GroupPlan,
     private readonly eagerBytes: number,
     private readonly facts: NodeFacts,
+    private readonly orderedPlan: GroupPlan = plan,
   ) {
-    this.levels = plan.levels
-      .map((level) => ({ level: level, groups: (plan.groups.get(level) ?? []).filter((g) => g.members.length > 1) }))
-      .filter((l) => l.groups.length > 0);
+    this.levels = levelsOf(plan);
+    this.orderedLevels = orderedPlan === plan ? this.levels : levelsOf(orderedPlan);
     this.top = topGroup(plan);
     // Every group's configured algorithm is checked here, so a misplaced shm is refused before any call.
     for (const { groups } of this.levels) {
@@ -370,14 +389,77 @@ export class Selector {
     return candidates.map((s) => ({ bytes: s, us: this.pipelined(bytes, s, (piece) => this.stages(collective, piece)) }));
   }
 
+  /** A call whose stages pipeline segments: callUs and the pipeline. */
   private pipelined(bytes: number, seg: number, stageTimes: (segBytes: number) => number[]): number {
+    return this.config.model.callUs + this.pipeline(bytes, seg, stageTimes);
+  }
+
+  /** `bytes` through `stageTimes` (each stage's time for one segment) in segments of `seg` (0: the whole at once). */
+  private pipeline(bytes: number, seg: number, stageTimes: (segBytes: number) => number[]): number {
     const piece = seg === 0 ? bytes : Math.min(seg, bytes);
     const count = seg === 0 ? 1 : Math.max(1, Math.ceil(bytes / seg));
     const stages = stageTimes(piece);
     // Levels overlap only on cores of their own: a one-node job with more ranks than cores runs
     // its stages' steps one after another (every rank shares the node, so every rank agrees).
-    if (this.serialStages) return this.config.model.callUs + count * stages.reduce((t, x) => t + x, 0);
-    return this.config.model.callUs + pipelineUs(stages, count);
+    if (this.serialStages) return count * stages.reduce((t, x) => t + x, 0);
+    return pipelineUs(stages, count);
+  }
+
+  /**
+   * The reduce-scatter's column segment of its phase of rank blocks, as CollectivePlans'
+   * reduceScatter() takes it: the scatter's, capped by the eager limit (the top group's ring
+   * exchanges, between nodes as a rule).
+   */
+  private reduceScatterColumn(scatterSegment: number): number {
+    const column = scatterSegment;
+    if (!Number.isFinite(this.eagerBytes)) return column;
+    const cap = Math.max(1, Math.floor(this.eagerBytes));
+    return column === 0 ? cap : Math.min(column, cap);
+  }
+
+  /**
+   * The top group's reduce-scatter of rank blocks of `block` bytes, each member keeping the
+   * blocks of the ranks it covers: every candidate's prediction, and the least (ties as argmin).
+   */
+  private reduceScatterTop(
+    top: Group,
+    block: number,
+  ): { algorithm: GroupReduceScatterAlgorithm; us: number; all: (Candidate & { a: GroupReduceScatterAlgorithm })[] } {
+    const costs = this.costs(top);
+    const n = top.members.length;
+    const memberBytes = this.allgatherMemberBytes(top, block);
+    const all = REDUCE_SCATTER_TOP_CANDIDATES.map((a) => {
+      const span = predictGroupReduceScatterUs(a, n, memberBytes, costs);
+      return { a, algorithm: a, span, us: this.bound('reduce-scatter', top, a, memberBytes, costs, span) };
+    });
+    const best = argmin(all);
+    return { algorithm: best.a, us: best.us, all };
+  }
+
+  /**
+   * A reduce-scatter of `bytes` (the whole vector): its reduce phase (the lower levels' reduces
+   * of the whole vector with the reduce's algorithms and segment) and then its phase of rank
+   * blocks (the top group's ring, then the lower levels' scatters with the scatter's algorithms,
+   * in column segments) — the second starts when the first has ended.
+   */
+  private reduceScatterUs(bytes: number, choice: Choice): number {
+    const { lower, top } = this.split();
+    const slowest = (groups: Group[], us: (g: Group) => number): number => Math.max(...groups.map(us));
+    const reduce = this.pipeline(bytes, choice.segmentBytes.reduce, (q) =>
+      lower.map(({ groups }) => slowest(groups, (g) => this.predict('reduce', g, choice.reduce(g), q))),
+    );
+    const block = Math.max(1, Math.floor(bytes / Math.max(1, this.plan.size)));
+    const blocks = this.pipeline(block, this.reduceScatterColumn(choice.segmentBytes.scatter), (q) => [
+      ...(top === undefined ? [] : [this.reduceScatterTop(top, q).all.find((c) => c.a === choice.reduceScatterTop)!.us]),
+      ...lower.map(({ groups }) => slowest(groups, (g) => this.predict('scatter', g, choice.scatter(g), this.allgatherMemberBytes(g, q)))).reverse(),
+    ]);
+    return this.config.model.callUs + reduce + blocks;
+  }
+
+  /** One group's part of a scan of `bytes` on the rank-ordered plan (cost-model.ts): up, and down unless it is its leader's last group. */
+  private scanGroupUs(g: Group, bytes: number): number {
+    const top = this.orderedPlan.chain(g.leader).at(-1) === g;
+    return predictGroupScanUs(g.members.length, bytes, this.costs(g), top);
   }
 
   /** A job on one oversubscribed node: its pipeline stages cannot overlap. */
@@ -492,7 +574,13 @@ export class Selector {
     return { variant: best.variant, top: best.top, all: all.map(({ algorithm, us }) => ({ algorithm, us })) };
   }
 
-  /** Why a `collective` of `bytes` (allgather: the whole result) runs as it does: per level every candidate's prediction, segments, the whole call. */
+  /**
+   * Why a `collective` of `bytes` (allgather and reduce-scatter: the whole vector, every rank's
+   * block; scan: the vector each rank passes) runs as it does: per level every candidate's
+   * prediction, segments, the whole call. Reduce-scatter: its levels are the reduce per lower
+   * level, the top group's ring, the scatter per lower level (a commutative operator's path);
+   * scan and exscan: one algorithm per level, recursive doubling.
+   */
   explain(collective: Explanation['collective'], bytes: number): Explanation {
     const b = sizeBucket(bytes);
     const at = 2 ** b;
@@ -513,6 +601,64 @@ export class Selector {
         };
       });
     const piece = (seg: number) => (seg === 0 ? at : Math.min(seg, at));
+    if (collective === 'reduce-scatter') {
+      // Commutative operators (a non-commutative one runs the ordered reduce to rank 0 and a scatter).
+      const { lower, top } = this.split();
+      const seg = choice.segmentBytes.reduce;
+      const column = this.reduceScatterColumn(choice.segmentBytes.scatter);
+      const block = Math.max(1, Math.floor(at / Math.max(1, this.plan.size)));
+      const p = column === 0 ? block : Math.min(column, block);
+      const phase = (kind: 'reduce' | 'scatter'): Explanation['levels'] =>
+        describeLevels(kind, (g) => (kind === 'reduce' ? piece(seg) : this.allgatherMemberBytes(g, p)), lower).map((l, i) => {
+          const g = largest(lower[i]!.groups);
+          return { ...l, level: `${l.level} (${kind})`, chosen: formatAlgorithm(kind === 'reduce' ? choice.reduce(g) : choice.scatter(g)) };
+        });
+      const ring: Explanation['levels'] = [];
+      if (top !== undefined) {
+        const link = this.link(top);
+        const { all } = this.reduceScatterTop(top, p);
+        ring.push({
+          level: `${top.level} (reduce-scatter)`,
+          groupSize: top.members.length,
+          link: link.name,
+          linkParameters: link.link,
+          configured: false,
+          candidates: all.map(({ algorithm, us }) => ({ algorithm, us })),
+          chosen: choice.reduceScatterTop,
+        });
+      }
+      const predictedUs = this.levels.length === 0 ? 0 : this.reduceScatterUs(at, choice);
+      return {
+        collective,
+        bytes,
+        levels: [...phase('reduce'), ...ring, ...phase('scatter')],
+        segments: [],
+        segmentBytes: seg,
+        blockSegmentBytes: p < block ? p : 0,
+        predictedUs,
+      };
+    }
+    if (collective === 'scan' || collective === 'exscan') {
+      // One algorithm per level, unsegmented; the levels add up.
+      const levels = this.orderedLevels.map(({ level, groups }) => {
+        const g = largest(groups);
+        const link = this.link(g);
+        const us = this.scanGroupUs(g, at);
+        return {
+          level,
+          groupSize: g.members.length,
+          link: link.name,
+          linkParameters: link.link,
+          configured: false,
+          candidates: [{ algorithm: 'recursive-doubling', us }],
+          chosen: 'recursive-doubling',
+        };
+      });
+      const steps = this.orderedLevels.reduce((t, { groups }) => t + Math.max(...groups.map((g) => this.scanGroupUs(g, at))), 0);
+      const finish = this.orderedLevels.length === 0 ? 0 : scanFinishUs(collective === 'exscan', at, this.costs(largest(this.orderedLevels[0]!.groups)));
+      const predictedUs = this.orderedLevels.length === 0 ? 0 : this.config.model.callUs + steps + finish;
+      return { collective, bytes, levels, segments: [], segmentBytes: 0, predictedUs };
+    }
     if (collective === 'barrier') {
       const levels = describeLevels('barrier', () => 0);
       const predictedUs = this.config.model.callUs + levels.reduce((t, l) => t + l.candidates.find((c) => c.algorithm === l.chosen)!.us, 0);
@@ -617,6 +763,10 @@ export class Selector {
     const scatterSegment = this.gatherSegment('scatter', block);
     const gatherAt = (collective: 'gather' | 'scatter', g: Group, seg: number) =>
       this.pick(collective, g, this.allgatherMemberBytes(g, seg === 0 ? block : Math.min(seg, block))).algorithm as GroupGatherAlgorithm;
+    // Reduce-scatter: the top group's algorithm on the block phase's columns (the scatter's segment, capped by the eager limit).
+    const topGroup = this.split().top;
+    const column = this.reduceScatterColumn(scatterSegment);
+    const reduceScatterTop = topGroup === undefined ? 'ring' : this.reduceScatterTop(topGroup, column === 0 ? block : Math.min(column, block)).algorithm;
 
     return {
       bcast,
@@ -626,6 +776,7 @@ export class Selector {
       gather: (g) => gatherAt('gather', g, gatherSegment),
       scatter: (g) => gatherAt('scatter', g, scatterSegment),
       allreduce: { variant: allreduce.variant, top: allreduce.top },
+      reduceScatterTop,
       segmentBytes: {
         bcast: bcastSegment,
         reduce: reduceSegment,
@@ -658,6 +809,13 @@ function argmin<T extends { us: number; span?: number }>(list: readonly T[]): T 
     else if (close(c.us, best.us) && c.span !== undefined && best.span !== undefined && c.span < best.span && !close(c.span, best.span)) best = c;
   }
   return best;
+}
+
+/** A plan's levels bottom-up, each with its groups of more than one member; levels without such groups left out. */
+function levelsOf(plan: GroupPlan): { level: string; groups: Group[] }[] {
+  return plan.levels
+    .map((level) => ({ level: level, groups: (plan.groups.get(level) ?? []).filter((g) => g.members.length > 1) }))
+    .filter((l) => l.groups.length > 0);
 }
 
 /** The group with the most members (the first of those). */

@@ -26,6 +26,9 @@ export const collectives = {
   barrier,
 } as const;
 
-/** The collectives explain() and the router answer for (the v forms run as their collective does). */
-export const explainedCollectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier'] as const;
+/**
+ * The collectives explain() and the router answer for (the v forms run as their collective does;
+ * reduceScatterBlock and reduceScatter are `reduce-scatter`).
+ */
+export const explainedCollectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'scan', 'exscan', 'barrier'] as const;
 export type ExplainedCollective = (typeof explainedCollectives)[number];

@@ -146,7 +146,7 @@ export class CollectivePlans {
   constructor(private readonly parts: CollectivePlansParts) {
     const { plan, config, eagerBytes } = parts;
     this.everyRankAllgatherMaxBytes = config.routing.sharedArea.everyRankAllgatherMaxBytes;
-    this.selector = new Selector(config, plan, eagerBytes, { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus });
+    this.selector = new Selector(config, plan, eagerBytes, { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus }, parts.orderedPlan);
     if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, parts.rank, { variant: 'reduce-bcast' });
     const node = plan.placements[0]?.node;
     const oneNode = plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
@@ -179,6 +179,7 @@ export class CollectivePlans {
     const signature = JSON.stringify([
       groups.map((g) => [choice.bcast(g), choice.reduce(g), choice.allgather(g), choice.gather(g), choice.scatter(g)]),
       choice.allreduce,
+      choice.reduceScatterTop,
       choice.segmentBytes,
     ]);
     let i = this.bySignature.get(signature);
@@ -448,7 +449,7 @@ export class CollectivePlans {
     const key = commutative ? 0 : 1;
     let found = ids[key];
     if (found === undefined) {
-      const options = { reduceAlgorithm: c.choice.reduce, gatherAlgorithm: c.choice.scatter, commutative };
+      const options = { reduceAlgorithm: c.choice.reduce, gatherAlgorithm: c.choice.scatter, reduceScatterTop: c.choice.reduceScatterTop, commutative };
       const { plan, orderedPlan, rank } = this.parts;
       const s = reduceScatterSchedules(plan, rank, options);
       const reduce = commutative ? s.reduce : reduceSchedule(orderedPlan, rank, 0, options);
@@ -459,7 +460,7 @@ export class CollectivePlans {
     call.gather = found.reduce;
     call.bcast = found.blocks;
     call.segment = segment(c, 'reduce', elem);
-    // The top group's ring exchanges blocks, between nodes as a rule: its column segments must fit
+    // The top group's ring (or recursive halving) exchanges blocks, between nodes as a rule: its column segments must fit
     // what every transport buffers whole (eagerBytes; Infinity on one node).
     const column = segment(c, 'scatter', elem);
     const cap = Number.isFinite(this.parts.eagerBytes) ? Math.max(1, Math.floor(this.parts.eagerBytes / elem)) : 0;
@@ -527,7 +528,7 @@ export class CollectivePlans {
    * shared area's step in the addon, as bcast(), reduce(), allreduce(), allgather() and barrier()
    * decide it: for the router's `route`.
    */
-  takesArea(collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier', bytes: number): boolean {
+  takesArea(collective: Explanation['collective'], bytes: number): boolean {
     switch (collective) {
       case 'bcast':
         return this.areaBcast(bytes);
@@ -541,6 +542,9 @@ export class CollectivePlans {
         return this.shmBarrier !== false;
       case 'gather':
       case 'scatter':
+      case 'reduce-scatter':
+      case 'scan':
+      case 'exscan':
         return false;
     }
   }

@@ -25,7 +25,7 @@ import type { Windows } from './windows.js';
  */
 
 /** A collective the router answers for. */
-export type RoutedCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier';
+export type RoutedCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'scan' | 'exscan' | 'barrier';
 /** A path a call takes. */
 export type PathName = 'fast' | 'one-sided' | 'window' | 'shared-area' | 'levels';
 
@@ -152,7 +152,11 @@ export class Router {
     return this.parts.plans.describe(group);
   }
 
-  /** The path of a call of `bytes` (allgather: the whole result, in equal blocks) by buffer kind and form. */
+  /**
+   * The path of a call of `bytes` (allgather: the whole result, in equal blocks) by buffer kind and
+   * form. Gather, scatter, reduce-scatter and the scans have no fast path, shared-area step or
+   * window algorithm: the levels' schedules in the addon, always.
+   */
   route(collective: RoutedCollective, bytes: number): Route {
     const plans = this.parts.plans;
     const addon: PathName = plans.takesArea(collective, bytes) ? 'shared-area' : 'levels';

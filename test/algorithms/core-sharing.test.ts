@@ -36,6 +36,14 @@ describe('work counts, by hand', () => {
     expect(workCounts('bcast', 'shm', 4)).toEqual({ sends: 1, receives: 3, receivedPerByte: 4, combinedPerByte: 0 });
   });
 
+  it('ring reduce-scatter of 4: 3 rounds × 4 exchanges of one share, each combined', () => {
+    expect(workCounts('reduce-scatter', 'ring', 4)).toEqual({ sends: 12, receives: 12, receivedPerByte: 12, combinedPerByte: 12 });
+    for (const w of memberWorkCounts('reduce-scatter', 'ring', 4)) expect(w).toEqual({ sends: 3, receives: 3, receivedPerByte: 3, combinedPerByte: 3 });
+    // recursive halving of 4: the same 3 shares each, in 2 rounds; of 3: the fold's 3 shares to position 1, and its share back
+    expect(workCounts('reduce-scatter', 'recursive-halving', 4)).toEqual({ sends: 12, receives: 12, receivedPerByte: 12, combinedPerByte: 12 });
+    expect(memberWorkCounts('reduce-scatter', 'recursive-halving', 3)[0]).toEqual({ sends: 3, receives: 1, receivedPerByte: 1, combinedPerByte: 0 });
+  });
+
   it('a group of one does no work', () => {
     expect(workUs('allreduce', 'rabenseifner', 1, 1 << 20, costs)).toBe(0);
   });

@@ -12,8 +12,11 @@ import {
   predictGroupBarrierUs,
   predictGroupBcastUs,
   predictGroupGatherUs,
+  predictGroupReduceScatterUs,
   predictGroupReduceUs,
+  predictGroupScanUs,
   predictGroupScatterUs,
+  scanFinishUs,
   sendUs,
   type LevelCosts,
   type LinkModel,
@@ -193,6 +196,49 @@ describe('allgather (b = 100 bytes per member)', () => {
   });
 });
 
+describe("reduce-scatter (b = bytes of each member's share)", () => {
+  it('ring: (n − 1)·(exchange(b) + combine(b))', () => {
+    close(predictGroupReduceScatterUs('ring', 1, 100, costs), 0);
+    close(predictGroupReduceScatterUs('ring', 2, 50, costs), 3.25); // 1·(exchange(50) + combine(50)) = 2.75 + 0.5
+    close(predictGroupReduceScatterUs('ring', 4, 100, costs), 14.25); // 3·(3.75 + 1)
+    close(predictGroupReduceScatterUs('ring', 5, 100, costs), 19); // 4·4.75
+    // the ring allgather's exchanges of the same shares, and a combine of each received share
+    close(predictGroupReduceScatterUs('ring', 4, 100, costs), predictGroupAllgatherUs('ring', 4, 100, costs) + 3 * 1);
+  });
+});
+
+describe('reduce-scatter by recursive halving', () => {
+  it('Σ (exchange(m/2^j) + combine(m/2^j)), m = n·b; with rem > 0 the fold p2p(m) + combine(m) first and p2p(b) last', () => {
+    close(predictGroupReduceScatterUs('recursive-halving', 1, 100, costs), 0);
+    close(predictGroupReduceScatterUs('recursive-halving', 2, 100, costs), 4.75); // exchange(100) + combine(100): the ring's one round
+    // n = 4, m = 400: (exchange(200) + combine(200)) + (exchange(100) + combine(100)) = (5.75 + 2) + (3.75 + 1); the ring: 14.25
+    close(predictGroupReduceScatterUs('recursive-halving', 4, 100, costs), 12.5);
+    // n = 6, m = 600, n' = 4: fold p2p(600) + combine(600) = 7.75 + 6, halving (7.75 + 3) + (4.75 + 1.5), p2p(100) = 2.75 back
+    close(predictGroupReduceScatterUs('recursive-halving', 6, 100, costs), 33.5);
+  });
+});
+
+describe('scan (m = 100 bytes, the whole vector)', () => {
+  // p2p(100) = 2.75, combine(100) = 1, send(100) = 1.5
+  it('the top group: lg·(p2p(m) + combine(m)) + p2p(m), the shift', () => {
+    close(predictGroupScanUs(1, 100, costs, true), 0);
+    close(predictGroupScanUs(2, 100, costs, true), 6.5); // 1·3.75 + 2.75
+    close(predictGroupScanUs(4, 100, costs, true), 10.25); // 2·3.75 + 2.75
+    close(predictGroupScanUs(5, 100, costs, true), 14); // 3·3.75 + 2.75
+  });
+
+  it('a group below: also p2p(m) of its total to the leader, and the prefix down: (n − 2)·send(m) + p2p(m) + combine(m)', () => {
+    close(predictGroupScanUs(1, 100, costs, false), 0);
+    close(predictGroupScanUs(2, 100, costs, false), 13); // 6.5 + 2.75 + (0 + 2.75 + 1)
+    close(predictGroupScanUs(5, 100, costs, false), 25); // 14 + 2.75 + (3·1.5 + 2.75 + 1)
+  });
+
+  it("scan's own combine at the end, which exscan has not", () => {
+    close(scanFinishUs(false, 100, costs), 1);
+    close(scanFinishUs(true, 100, costs), 0);
+  });
+});
+
 describe('barrier', () => {
   it("is S4's formula on the level's link", () => {
     // dissemination, P = 5: max(f_r = 0.75, f_s = 0.75, 1.75)·3
@@ -254,6 +300,8 @@ describe('bad arguments', () => {
     (n, b) => predictGroupReduceUs('binomial', n, b, costs),
     (n, b) => predictGroupAllreduceUs('recursive-doubling', n, b, costs),
     (n, b) => predictGroupAllgatherUs('ring', n, b, costs),
+    (n, b) => predictGroupReduceScatterUs('ring', n, b, costs),
+    (n, b) => predictGroupScanUs(n, b, costs, false),
   ];
 
   it('EINVAL on a group size that is not a positive integer, and on bytes not finite and ≥ 0', () => {
@@ -269,6 +317,7 @@ describe('bad arguments', () => {
     expect(thrown(() => predictGroupReduceUs('ring' as never, 4, 100, costs), 'EINVAL').message).toMatch(/reduce/);
     expect(thrown(() => predictGroupAllreduceUs('shm' as never, 4, 100, costs), 'EINVAL').message).toMatch(/allreduce/);
     expect(thrown(() => predictGroupAllgatherUs('binomial' as never, 4, 100, costs), 'EINVAL').message).toMatch(/allgather/);
+    expect(thrown(() => predictGroupReduceScatterUs('bruck' as never, 4, 100, costs), 'EINVAL').message).toMatch(/reduce-scatter/);
   });
 });
 

@@ -102,6 +102,49 @@ describe('hierarchical reduce-scatter (commutative)', () => {
     expect(problems.slice(0, 10)).toEqual([]);
   });
 
+  it('the top group by recursive halving: the same plans, every top group size 1 … 20 (folds where it is no power of two)', () => {
+    const problems: string[] = [];
+    for (const { name, plan } of PLANS) {
+      for (const scatter of ['flat', 'binomial'] as const)
+        problems.push(
+          ...reduceScatterProblems(plan, { gatherAlgorithm: () => scatter, reduceScatterTop: 'recursive-halving' }, ALLGATHER_RUNS.slice(0, 1)).map(
+            (x) => `${name}, ${scatter}: ${x}`,
+          ),
+        );
+    }
+    randomPlans(8, 0x5ca7).forEach((plan, k) => {
+      problems.push(
+        ...reduceScatterProblems(plan, { reduceAlgorithm: () => 'flat', reduceScatterTop: 'recursive-halving' }, ALLGATHER_RUNS).map(
+          (x) => `random plan ${k}: ${x}`,
+        ),
+      );
+    });
+    expect(problems.slice(0, 10)).toEqual([]);
+  });
+
+  it('recursive halving among one group: log2 n rounds of n/2, n/4, … 1 blocks (n − 1 exchanges in all); the fold sends every block and gets its own back', () => {
+    for (const n of [2, 4, 8, 16]) {
+      const view = positionView(n);
+      for (let me = 0; me < n; me++) {
+        const steps = groupReduceScatterSteps('recursive-halving', view, me, (i) => [i]);
+        expect(steps.map((s) => s.kind)).toEqual(Array(n - 1).fill(StepKind.SendRecvReduce));
+        // the last block in is its own; the peers are me XOR n/2, …, me XOR 1
+        expect(steps[n - 2]!.range2!.first).toBe(me);
+        const peers = [...new Set(steps.map((s) => s.peer))];
+        expect(peers).toEqual(Array.from({ length: Math.log2(n) }, (_, j) => me ^ (n >> (j + 1))));
+      }
+    }
+    // 6 = 4 + 2: positions 0 and 2 fold into 1 and 3, send all 6 blocks, receive their own
+    const six = positionView(6);
+    const folded = groupReduceScatterSteps('recursive-halving', six, 2, (i) => [i]);
+    expect(folded.map((s) => [s.kind, s.peer])).toEqual([...Array(6).fill([StepKind.Send, 3]), [StepKind.Recv, 3]]);
+    expect(folded.at(-1)!.range!.first).toBe(2);
+    const partner = groupReduceScatterSteps('recursive-halving', six, 3, (i) => [i]);
+    expect(partner.slice(0, 6).every((s) => s.kind === StepKind.RecvReduce && s.peer === 2)).toBe(true);
+    expect(partner.at(-1)).toMatchObject({ kind: StepKind.Send, peer: 2, range: { first: 2 } });
+    expect(groupReduceScatterSteps('recursive-halving', positionView(1), 0, (i) => [i])).toEqual([]);
+  });
+
   it('the ring among one group: n − 1 rounds, the last one bringing each position its own block', () => {
     for (let n = 1; n <= 9; n++) {
       const view = positionView(n);

@@ -439,3 +439,113 @@ describe('gather and scatter', () => {
     expect(thrown(() => config({ scatter: { levels: { node: 'shm' } } })).code).toBe('ECONFIG');
   });
 });
+
+describe('reduce-scatter and scan (explain)', () => {
+  // 2 nodes × 4 ranks, one socket each: node groups of 4 (shm) and a world group of 2 (tcp).
+  const twoLevels = planGroups(byCore(['a', 'b'], 4, 1));
+  const s = selector(twoLevels, PINNED_MODEL);
+  const us = (l: { candidates: Candidate[]; chosen: string }) => l.candidates.find((c) => c.algorithm === l.chosen)!.us;
+
+  it("reduce-scatter: the reduce per lower level, the top group's ring on the shares its members cover, the scatter per lower level; the phases add up", () => {
+    // 64 bytes over 8 ranks: blocks of 8, no segments; each world member covers 4 blocks (32 bytes).
+    const e = s.explain('reduce-scatter', 64);
+    expect(e.levels.map((l) => [l.level, l.groupSize, l.link])).toEqual([
+      ['node (reduce)', 4, 'shm'],
+      ['world (reduce-scatter)', 2, 'tcp'],
+      ['node (scatter)', 4, 'shm'],
+    ]);
+    const c = s.choose(64);
+    const node = groupAt(twoLevels, 'node');
+    expect(e.levels[0]!.chosen).toBe(formatAlgorithm(c.reduce(node)));
+    expect(e.levels[2]!.chosen).toBe(c.scatter(node));
+    expect(e.levels[0]!.candidates.map((x) => x.algorithm)).toEqual(['flat', 'binomial', 'knomial:4', 'rabenseifner']);
+    expect(e.levels[2]!.candidates.map((x) => x.algorithm)).toEqual(['flat', 'binomial']);
+    // the ring among 2 on 32 bytes, tcp: exchange(32) + combine(32) = (4.54 + 0.65 + 0.98 + 32·0.0005) + 32/4000;
+    // recursive halving among 2 is the same one exchange, and the tie goes to the ring, listed first
+    expect(e.levels[1]!.candidates).toEqual([
+      { algorithm: 'ring', us: expect.closeTo(6.194, 9) },
+      { algorithm: 'recursive-halving', us: expect.closeTo(6.194, 9) },
+    ]);
+    expect(e.levels[1]!.chosen).toBe('ring');
+    expect(c.reduceScatterTop).toBe('ring');
+    expect(e).toMatchObject({ collective: 'reduce-scatter', bytes: 64, segments: [], segmentBytes: 0 });
+    // the whole call: callUs, the reduce phase, then the ring and the scatter
+    expect(e.predictedUs).toBeCloseTo(1.5 + us(e.levels[0]!) + 6.194 + us(e.levels[2]!), 9);
+  });
+
+  it("reduce-scatter: its block phase's column segment is the scatter's, capped by the eager limit; the algorithms are those the plans run", () => {
+    // 64 MiB over 8 ranks: blocks of 8 MiB, cut into columns of at most the eager limit; 64 bytes: whole blocks of 8
+    const big = s.explain('reduce-scatter', 64 << 20);
+    expect(big.blockSegmentBytes).toBeGreaterThan(0);
+    expect(big.blockSegmentBytes).toBeLessThanOrEqual(65536);
+    expect(s.explain('reduce-scatter', 64).blockSegmentBytes).toBe(0);
+    expect(big.segmentBytes).toBe(s.choose(64 << 20).segmentBytes.reduce);
+    const problems: string[] = [];
+    for (const { name, plan } of PLANS.slice(0, 12)) {
+      const sel = selector(plan);
+      for (const b of [0, 6, 12, 18, 24]) {
+        const e = sel.explain('reduce-scatter', 2 ** b);
+        const c = sel.chooseBucket(b);
+        for (const l of e.levels) {
+          const [level, phase] = l.level.split(' ');
+          if (phase === '(reduce-scatter)') continue;
+          const g = largestAt(plan, level!);
+          const runs = phase === '(reduce)' ? formatAlgorithm(c.reduce(g)) : c.scatter(g);
+          if (runs !== l.chosen) problems.push(`${name}, ${2 ** b} B: ${l.level} explains ${l.chosen}, runs ${runs}`);
+          if (!l.candidates.some((x) => x.algorithm === l.chosen)) problems.push(`${name}, ${2 ** b} B: ${l.level} has no prediction for ${l.chosen}`);
+        }
+        if (!(e.predictedUs > 0) && plan.size > 1) problems.push(`${name}, ${2 ** b} B: predicted ${e.predictedUs}`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it("reduce-scatter's top group: recursive halving where it takes fewer rounds (a power of two: always), the ring where the fold's whole vector costs more", () => {
+    const eight = selector(worldOnly(8), PINNED_MODEL);
+    for (const bytes of [64, 65536, 64 << 20]) expect(eight.choose(bytes).reduceScatterTop, `8 ranks, ${bytes} B`).toBe('recursive-halving');
+    const six = selector(worldOnly(6), PINNED_MODEL);
+    // 8 bytes among 6: ring 5 rounds; halving the fold, 2 rounds and the share back (4 messages)
+    expect(six.choose(8).reduceScatterTop).toBe('recursive-halving');
+    // 64 MiB among 6: the fold sends the whole vector, 5 shares more than the ring moves
+    expect(six.choose(64 << 20).reduceScatterTop).toBe('ring');
+    for (const [s, bytes] of [
+      [eight, 64],
+      [six, 64 << 20],
+    ] as const) {
+      const e = s.explain('reduce-scatter', bytes);
+      const top = e.levels.find((l) => l.level === 'world (reduce-scatter)')!;
+      expect(top.candidates.map((x) => x.algorithm)).toEqual(['ring', 'recursive-halving']);
+      expect(top.chosen).toBe(argmin(top.candidates).algorithm);
+      expect(top.chosen).toBe(s.choose(bytes).reduceScatterTop);
+    }
+  });
+
+  it('scan and exscan: recursive doubling per level with its prediction; the levels add up, scan with one more combine', () => {
+    const e = s.explain('scan', 64);
+    expect(e.levels.map((l) => [l.level, l.groupSize, l.link, l.chosen, l.candidates.length])).toEqual([
+      ['node', 4, 'shm', 'recursive-doubling', 1],
+      ['world', 2, 'tcp', 'recursive-doubling', 1],
+    ]);
+    // shm, 64 B: p2p = 0.32 + 64·0.00008 + 0.61 + 0.29 = 1.22512, combine = 0.016, send = 0.32512. The node group is below:
+    //   2·(1.22512 + 0.016) + 1.22512 (shift) + 1.22512 (total up) + 2·0.32512 + 1.22512 + 0.016 (prefix down) = 6.82384
+    expect(us(e.levels[0]!)).toBeCloseTo(6.82384, 9);
+    // tcp, the top group of 2: p2p = 4.54 + 0.016 + 0.65 + 0.98 = 6.186; 1·(6.186 + 0.016) + 6.186 (shift) = 12.388
+    expect(us(e.levels[1]!)).toBeCloseTo(12.388, 9);
+    // callUs + the levels + scan's last combine
+    expect(e).toMatchObject({ collective: 'scan', segments: [], segmentBytes: 0 });
+    expect(e.predictedUs).toBeCloseTo(1.5 + 6.82384 + 12.388 + 0.016, 9);
+    const x = s.explain('exscan', 64);
+    expect(x.levels).toEqual(e.levels);
+    expect(x.predictedUs).toBeCloseTo(e.predictedUs - 0.016, 9);
+  });
+
+  it('answer for every plan shape without throwing; a job of one rank has nothing to explain', () => {
+    for (const { plan } of PLANS.slice(0, 12)) {
+      const sel = selector(plan);
+      for (const collective of ['reduce-scatter', 'scan', 'exscan'] as const) expect(() => sel.explain(collective, 1 << 20)).not.toThrow();
+    }
+    const one = selector(planGroups(byCore(['a'], 1, 1)));
+    for (const collective of ['reduce-scatter', 'scan', 'exscan'] as const)
+      expect(one.explain(collective, 1 << 20)).toMatchObject({ levels: [], segments: [], predictedUs: 0 });
+  });
+});

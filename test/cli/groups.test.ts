@@ -186,12 +186,26 @@ describe('topocoll groups shows the configured algorithms', () => {
     expect(sections.map((t) => t.split(' (')[0])).toEqual(['8 B', '4 MiB']);
     const problems: string[] = [];
     for (const section of sections) {
-      const headers = section.split('\n').filter((l) => /^\w+: predicted \d+\.\d\d µs, (no segments|segments of \d+ (B|KiB|MiB))$/.test(l));
-      expect(headers.map((h) => h.split(':')[0])).toEqual(['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier']);
+      const headers = section
+        .split('\n')
+        .filter((l) =>
+          /^[\w-]+: predicted \d+\.\d\d µs, (no segments|segments of \d+ (B|KiB|MiB))(, whole blocks|, block columns of \d+ (B|KiB|MiB))?$/.test(l),
+        );
+      expect(headers.map((h) => h.split(':')[0])).toEqual([
+        'bcast',
+        'reduce',
+        'allreduce',
+        'allgather',
+        'gather',
+        'scatter',
+        'reduce-scatter',
+        'scan',
+        'barrier',
+      ]);
       let collective = '';
       for (const line of section.split('\n')) {
-        if (/^\w+: predicted/.test(line)) collective = line.split(':')[0]!;
-        const m = /^ {2}(\S+(?: \((?:reduce|bcast)\))?) \(group of (\d+), (.+?)\): (.*)$/.exec(line);
+        if (/^[\w-]+: predicted/.test(line)) collective = line.split(':')[0]!;
+        const m = /^ {2}(\S+(?: \((?:reduce|bcast|reduce-scatter|scatter)\))?) \(group of (\d+), (.+?)\): (.*)$/.exec(line);
         if (m === null) continue;
         const cells = m[4]!.trim().split(/\s{2,}/);
         const marked = cells.filter((c) => c.startsWith('*') || c.startsWith('='));

@@ -114,6 +114,8 @@ describe('CollectivePlans and the Selector', () => {
     const fixed = plans4x4({ bcast: { levels: { world: 'knomial:4' } } }).plans.describe(groupAt('world'));
     expect(fixed.bcast).toEqual([{ upToBytes: null, algorithm: 'knomial:4' }]);
     expect(plans.explain('reduce', 3000)).toEqual(plans.selector.explain('reduce', 3000));
+    for (const collective of ['reduce-scatter', 'scan', 'exscan'] as const)
+      expect(plans.explain(collective, 3000)).toEqual(plans.selector.explain(collective, 3000));
   });
 
   it('takes the configured algorithm of a level, and refuses shm on a level that spans nodes (ECONFIG naming it) before any schedule exists', () => {
@@ -414,5 +416,36 @@ describe('rankOrderedPlan', () => {
     const ordered = rankOrderedPlan(planGroups(roundRobin), roundRobin, {});
     expect(ordered.levels).toEqual(['world']);
     expect(ordered.chain(3).map((g) => g.members)).toEqual([[0, 1, 2, 3]]);
+  });
+});
+
+describe("the reduce-scatter's top group", () => {
+  /** Rank 0's peers in the block phase of a reduce-scatter of `bytes` among `n` ranks each on a node of its own. */
+  function topPeers(n: number, bytes: number): number[] {
+    const placed = byCore(
+      range(0, n - 1).map((i) => `n${i}`),
+      1,
+      1,
+    );
+    const { plans, registered } = rankZeroPlans(placed, {}, false);
+    const call = plans.reduceScatter(bytes, 8, true);
+    const steps = decodeSteps(registered[call.bcast]!);
+    return [...new Set(steps.filter((s) => s.kind === StepKind.SendRecvReduce).map((s) => s.peer))];
+  }
+
+  it("runs the selector's choice: recursive halving among 8 (peers 4, 2, 1), the ring among 6 on 64 MiB (sends to 1)", () => {
+    expect(
+      rankZeroPlans(
+        byCore(
+          range(0, 7).map((i) => `n${i}`),
+          1,
+          1,
+        ),
+        {},
+        false,
+      ).plans.selector.choose(4096).reduceScatterTop,
+    ).toBe('recursive-halving');
+    expect(topPeers(8, 4096)).toEqual([4, 2, 1]);
+    expect(topPeers(6, 64 << 20)).toEqual([1]);
   });
 });

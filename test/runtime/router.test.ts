@@ -135,4 +135,11 @@ describe('the router', () => {
     expect(across.route('bcast', 1 << 20).window).toEqual({ sync: 'window', async: 'window' });
     expect(routerFor(oneNode, { bcast: { algorithm: 'one-sided' } }).route('bcast', 8).window).toEqual({ sync: 'one-sided', async: 'one-sided' });
   });
+
+  it('sends reduce-scatter and the scans to the levels at every size, by every form and buffer kind (no fast path, shared area or window)', () => {
+    const levels = { memory: { sync: 'levels', async: 'levels' }, window: { sync: 'levels', async: 'levels' } };
+    for (const r of [routerFor(oneNode), routerFor(twoNodes, {}, { fastPathAvailable: false })])
+      for (const collective of ['reduce-scatter', 'scan', 'exscan'] as const)
+        for (const bytes of [8, 4096, 1 << 20]) expect(r.route(collective, bytes)).toEqual(levels);
+  });
 });

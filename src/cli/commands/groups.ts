@@ -30,11 +30,12 @@ ${mappingUsage}
   --config FILE      take disabled levels and the network file from a topocoll YAML file
   --rank R           also print the chain of groups rank R goes through
   --json             print the plan as JSON (levels, every rank's groups, dropped levels)
-  --explain          for each collective, every level's candidate algorithms with the cost
-                     model's predicted time (the configuration's \`model\`), the choice, the
-                     segment and the whole call's prediction
-  --bytes N,…        message sizes to explain (allgather: the whole result; units as 64KiB;
-                     default 8,64KiB,4MiB)
+  --explain          for each collective (reduce-scatter and scan included), every level's
+                     candidate algorithms with the cost model's predicted time (the
+                     configuration's \`model\`), the choice, the segment and the whole call's
+                     prediction
+  --bytes N,…        message sizes to explain (allgather, reduce-scatter: the whole vector;
+                     units as 64KiB; default 8,64KiB,4MiB)
 `;
 
 export function groupsCommand(argv: string[], io: CliIo): number {
@@ -165,7 +166,7 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector
 /** Every collective's explanation at `bytes`: a table per collective. */
 function formatExplanations(selector: Selector, bytes: number): string {
   const lines = ['', `# the cost model at ${formatBytes(bytes)} (µs predicted; * = chosen, = configured)`];
-  for (const collective of ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier'] as const) {
+  for (const collective of ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'scan', 'barrier'] as const) {
     lines.push(...formatExplanation(selector.explain(collective, bytes)));
   }
   return lines.join('\n') + '\n';
@@ -173,7 +174,10 @@ function formatExplanations(selector: Selector, bytes: number): string {
 
 export function formatExplanation(e: Explanation): string[] {
   const seg = e.segmentBytes === 0 || e.segmentBytes >= e.bytes ? 'no segments' : `segments of ${formatBytes(e.segmentBytes)}`;
-  const lines = ['', `${e.collective}: predicted ${e.predictedUs.toFixed(2)} µs, ${seg}`];
+  // Reduce-scatter: its phase of rank blocks' column segments too (of each rank's block).
+  const block =
+    e.blockSegmentBytes === undefined ? '' : e.blockSegmentBytes === 0 ? ', whole blocks' : `, block columns of ${formatBytes(e.blockSegmentBytes)}`;
+  const lines = ['', `${e.collective}: predicted ${e.predictedUs.toFixed(2)} µs, ${seg}${block}`];
   for (const l of e.levels) {
     const cells = l.candidates.map((c) => `${c.algorithm === l.chosen ? (l.configured ? '=' : '*') : ' '}${c.algorithm} ${c.us.toFixed(2)}`);
     lines.push(`  ${l.level} (group of ${l.groupSize}, ${l.link}): ${cells.join('  ')}`);
