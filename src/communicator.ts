@@ -583,7 +583,13 @@ export class Communicator {
     return this.windows.query(array, rank);
   }
 
-  /** Releases shared memory, sockets and threads. Idempotent; collectives afterwards fail with ECLOSED. */
+  /**
+   * Releases shared memory, sockets and threads. Idempotent; collectives afterwards fail with
+   * ECLOSED. Over a JavaScript layer (createCommunicator), the sends of the collectives that
+   * returned are in the layer when close() returns, and the process stays alive until the
+   * layer settled them (at most the setup's time limit, timeouts.initMs): a collective may return
+   * before its last sends have left, as in MPI, and they still arrive.
+   */
   close(): void {
     if (this.calls.closed) return;
     this.calls.closed = true;
@@ -592,6 +598,8 @@ export class Communicator {
     this.calls.fast?.publish();
     this.engine.close();
     this.windows.clear();
+    const links = this.origin.links;
+    if (links.kind === 'p2p') links.finishSends?.(this.origin.timeoutMs);
   }
 }
 

@@ -246,6 +246,7 @@ interface RawEngine {
 interface RawJsPointToPoint {
   native(): object;
   complete(id: number, error?: string, bytes?: Uint8Array): void;
+  flush(operate: NativeP2POperate): void;
 }
 
 interface RawAddon {
@@ -289,8 +290,21 @@ export type NativeP2POperate = (kind: JsP2POperation, id: number, peer: number, 
 /** The addon's bridge from its threads to a JavaScript layer: a topocoll_p2p_v1 (`native()`). */
 export class JsPointToPointBridge {
   private readonly raw: RawJsPointToPoint;
-  constructor(rank: number, size: number, tagBase: number, operate: NativeP2POperate) {
+  constructor(
+    rank: number,
+    size: number,
+    tagBase: number,
+    private readonly operate: NativeP2POperate,
+  ) {
     this.raw = new (load().JsPointToPoint)(rank, size, tagBase, operate);
+  }
+  /**
+   * Calls `operate` now, on this thread, for every operation the addon's threads started and
+   * did not hand to JavaScript yet (in the order they were started), rather than when the event
+   * loop next runs.
+   */
+  flush(): void {
+    this.raw.flush(this.operate);
   }
   /** The struct, as an External. */
   native(): object {

@@ -38,7 +38,10 @@ const SETUP_MESSAGE_BYTES = 64 * 1024 * 1024;
  * Per host layer object: its native struct opened once, how many communicators were made over
  * it, and how many sub-communicators (split, dup) of those (their tags: point-to-point.ts).
  */
-const layers = new WeakMap<object, { native: NativeP2PLayer; made: number; subCommunicators: { made: number } }>();
+const layers = new WeakMap<
+  object,
+  { native: NativeP2PLayer; made: number; subCommunicators: { made: number }; finishSends: ((timeoutMs: number) => void) | undefined }
+>();
 
 /**
  * Makes a communicator whose ranks are the host layer's ranks, carried by that layer between
@@ -55,7 +58,8 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
   }
   let held = layers.get(p2p);
   if (held === undefined) {
-    const native = openP2PLayer(js === undefined ? (p2p as NativePointToPoint).native : (js.native ?? bridgeJsLayer(js, js.tagBase ?? 0)));
+    const bridged = js !== undefined && js.native === undefined ? bridgeJsLayer(js, js.tagBase ?? 0) : undefined;
+    const native = openP2PLayer(js === undefined ? (p2p as NativePointToPoint).native : (js.native ?? bridged!.native));
     if (js !== undefined && (native.rank !== js.rank || native.size !== js.size || native.tagBase !== (js.tagBase ?? 0))) {
       throw new TopocollError(
         'EINVAL',
@@ -63,7 +67,7 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
         { rank: js.rank },
       );
     }
-    held = { native, made: 0, subCommunicators: { made: 0 } };
+    held = { native, made: 0, subCommunicators: { made: 0 }, finishSends: bridged?.finishSends };
     layers.set(p2p, held);
   }
   // Without send/recv, the setup's messages go through the struct too.
@@ -105,6 +109,7 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
         layer: held.native,
         subCommunicators: held.subCommunicators,
         ...(js !== undefined && js.native === undefined ? { refuseBlocking: BLOCKING_OVER_JS } : {}),
+        ...(held.finishSends !== undefined ? { finishSends: held.finishSends } : {}),
       },
       publishSegment: async (_nodeIndex, name, localRanks) => {
         await Promise.all(localRanks.filter((r) => r !== rank).map((r) => setup.send(r, { segment: name })));

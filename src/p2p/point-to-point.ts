@@ -8,10 +8,23 @@
  * Messages between ranks 0 … size − 1 of the host layer. Two messages from one sender to one
  * receiver with the same tag must arrive in the order they were sent; topocoll needs nothing
  * else (no wildcards, no probe). A message longer than `maxBytes` is an error of that `recv`.
+ *
+ * Closing: a collective may return before the layer was handed its last sends (as in MPI, a
+ * collective returns once this rank's buffers are free, not once its messages arrived). The
+ * communicator's close() hands the layer every send still queued before it returns (calling
+ * `send` on the spot) and keeps the process alive until those sends settle, at most the setup's
+ * time limit (timeouts.initMs). The layer must deliver a message whose `send` settled even if
+ * the process ends right after, and a close of its own (if it has one, called after the
+ * communicators' close()) must let the sends in flight finish before ending its connections.
  */
 export interface PointToPoint {
   readonly rank: number;
   readonly size: number;
+  /**
+   * Sends `data` (the layer may keep it: topocoll does not reuse it) to `peer` on `tag`; settles
+   * once the message is on its way (it will be delivered even if this process ends then), or
+   * rejects. May be called from within the communicator's close().
+   */
   send(peer: number, tag: number, data: Uint8Array): Promise<void>;
   recv(peer: number, tag: number, maxBytes: number): Promise<Uint8Array>;
   /**

@@ -68,6 +68,12 @@ export type LinkOrigin =
       readonly subCommunicators: { made: number };
       /** Why blocking calls are refused across nodes (a JavaScript layer), if they are. */
       readonly refuseBlocking?: string;
+      /**
+       * A JavaScript layer's bridge (js-layer.ts): close() calls it with the setup's time limit
+       * once the engine is closed, to hand the layer the sends still queued and keep the process
+       * alive until they settle.
+       */
+      readonly finishSends?: (timeoutMs: number) => void;
     };
 
 /** What a communicator was joined from: its sub-communicators are planned and linked from it. */

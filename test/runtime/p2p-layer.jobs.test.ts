@@ -46,6 +46,29 @@ describe('every collective through createCommunicator over a JavaScript layer (t
   }
 });
 
+describe('a rank closes right after a collective that ends with its sends (test/jobs/close-after-sends.mjs)', () => {
+  // Each job runs 12 rounds, each a fresh layer and communicator: gather to 0, reduceScatterBlock,
+  // bcast from 0, then comm.close() and at once layer.close(); the last round ends the process
+  // right after comm.close(). Before close() handed the bridge's queued sends to the layer, a
+  // bcast's root lost them (its peers: EPEERLOST 'rank 0 closed its connection', in round 0 of
+  // every job), and the root aborted at exit (terminate after Napi::Error in the bridge's
+  // thread-safe function; or SIGABRT releasing a function the teardown had freed).
+  for (const [name, launcher] of [
+    ['3 ranks on 3 emulated nodes', ['-n', '3', '--nodes', '3']],
+    ['4 ranks on 2 emulated nodes', ['-n', '4', '--nodes', '2']],
+  ] as const) {
+    it(`${name}: every message arrives, no rank crashes`, async () => {
+      const n = Number(launcher[1]);
+      const r = runOverLayer(['--timeout', '5', ...launcher, jobScript('close-after-sends.mjs'), '--rounds', '12']);
+      expect(r.stderr).not.toMatch(/Error|terminate|SIG/);
+      expect(r.signal).toBeNull();
+      expect(r.status).toBe(0);
+      expect(okRanks(r.lines)).toEqual(Array.from({ length: n }, (_, i) => i));
+      expect(await leftoverSegments()).toEqual([]);
+    });
+  }
+});
+
 /** What one rank of test/jobs/p2p-faults.mjs printed. */
 interface Outcome {
   layer?: { sent: number; dropped: number; rejected: number; overtaken: number };

@@ -1,5 +1,6 @@
 #include "binding/job_queue.h"
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
@@ -107,11 +108,17 @@ void JobQueue::Loop(uint32_t slice_us) {
         std::lock_guard<std::mutex> lock(mutex_);
         failures_.erase(owned->id);
       }
-      if (owned->error_code.empty())
-        owned->deferred.Resolve(env.Undefined());
-      else
-        owned->deferred.Reject(ToJsError(env, owned->error_code, owned->error_message).Value());
       if (--pending_ == 0) tsfn_.Unref(env);
+      // Settling fails only once the environment is being torn down (a job that ended at exit):
+      // nobody waits for the Promise then, and an exception escaping this callback would end the
+      // process (std::terminate).
+      try {
+        if (owned->error_code.empty())
+          owned->deferred.Resolve(env.Undefined());
+        else
+          owned->deferred.Reject(ToJsError(env, owned->error_code, owned->error_message).Value());
+      } catch (const std::exception&) {
+      }
     });
   }
 }

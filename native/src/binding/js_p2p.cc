@@ -1,6 +1,8 @@
 #include "binding/js_p2p.h"
 
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,10 +24,27 @@ using abi::JsP2POperation;
 // Codes the struct's functions return: one per failure, so describe() finds its text.
 class Bridge {
  public:
-  Bridge(Napi::Env env, Napi::Function operate, int32_t rank, int32_t size, int32_t tag_base) : js_thread_(std::this_thread::get_id()) {
-    tsfn_ = Napi::ThreadSafeFunction::New(env, operate, "topocoll point-to-point", 0, 1);
-    // Pending operations belong to a collective whose Promise keeps the process alive.
-    tsfn_.Unref(env);
+  // A bridge whose operations go to `operate` on the JavaScript thread.
+  static std::shared_ptr<Bridge> Create(Napi::Env env, Napi::Function operate, int32_t rank, int32_t size, int32_t tag_base) {
+    auto bridge = std::make_shared<Bridge>(rank, size, tag_base);
+    // The finalizer holds the bridge: a dispatch (which gets it as a plain pointer) never
+    // outlives it. It runs once the function is released, or when the environment is torn down
+    // (at exit): from then on nothing may call the function.
+    bridge->tsfn_ = Napi::ThreadSafeFunction::New(
+        env, operate, "topocoll point-to-point", 0, 1,
+        [](Napi::Env, std::shared_ptr<Bridge>* held) {
+          (*held)->FunctionGone();
+          delete held;
+        },
+        new std::shared_ptr<Bridge>(bridge));
+    // Nothing keeps Node alive for the operations queued here: a pending collective's Promise
+    // does, and after a collective returned, the communicator's close() hands its sends to the
+    // layer (Flush) and keeps Node alive until they settle (src/p2p/js-layer.ts).
+    bridge->tsfn_.Unref(env);
+    return bridge;
+  }
+
+  Bridge(int32_t rank, int32_t size, int32_t tag_base) : js_thread_(std::this_thread::get_id()) {
     p2p_.version = TOPOCOLL_P2P_VERSION;
     p2p_.struct_size = sizeof(topocoll_p2p_v1);
     p2p_.rank = rank;
@@ -42,7 +61,7 @@ class Bridge {
     p2p_.describe = [](void* c, int code) { return Of(c).Describe(code); };
     p2p_.release = [](void* c) {
       auto* holder = static_cast<std::shared_ptr<Bridge>*>(c);
-      (*holder)->tsfn_.Release();
+      (*holder)->ReleaseFunction();
       delete holder;
     };
   }
@@ -53,12 +72,53 @@ class Bridge {
     return &p2p_;
   }
 
+  // The JavaScript thread: calls `operate` for every operation started and not handed to it yet,
+  // in the order they were started (so one peer's messages on one tag stay in order). A call
+  // into JavaScript that fails — the environment is being torn down, at exit — fails its
+  // operation instead of throwing: this runs in the thread-safe function's callback, where a
+  // C++ exception would end the process (std::terminate).
+  void Dispatch(Napi::Env env, Napi::Function operate) {
+    for (;;) {
+      uint64_t id = 0;
+      JsP2POperation kind{};
+      int32_t peer = 0;
+      int32_t tag = 0;
+      Napi::Value payload;
+      try {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (undispatched_.empty()) return;
+        id = undispatched_.front();
+        undispatched_.pop_front();
+        auto it = requests_.find(id);
+        if (it == requests_.end()) continue;  // abandoned before it started
+        const Request& r = it->second;
+        kind = r.kind;
+        peer = r.peer;
+        tag = r.tag;
+        payload = kind == JsP2POperation::kSend
+                      ? Napi::Value(Napi::Buffer<uint8_t>::Copy(env, static_cast<const uint8_t*>(r.buffer), r.capacity))
+                      : Napi::Value(Napi::Number::New(env, static_cast<double>(r.capacity)));
+      } catch (const std::exception& e) {
+        FailLate(id, e.what());
+        continue;
+      }
+      try {
+        // The JavaScript side catches what the layer throws and reports it through complete().
+        operate.Call({Napi::Number::New(env, static_cast<int32_t>(kind)), Napi::Number::New(env, static_cast<double>(id)),
+                      Napi::Number::New(env, peer), Napi::Number::New(env, tag), payload});
+      } catch (const std::exception& e) {
+        FailLate(id, e.what());
+      }
+    }
+  }
+
   // From JavaScript: the layer's send or recv of request `id` settled.
   void Complete(uint64_t id, const std::string* error, const uint8_t* data, size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = requests_.find(id);
     if (it == requests_.end()) return;  // abandoned
     Request& r = it->second;
+    if (r.state != State::kPending) return;
     if (error != nullptr) {
       Fail(r, *error);
     } else if (r.kind == JsP2POperation::kReceive && bytes > r.capacity) {
@@ -76,15 +136,12 @@ class Bridge {
   struct Request {
     JsP2POperation kind;
     int32_t peer;
+    int32_t tag;
     void* buffer;
     size_t capacity;
     State state = State::kPending;
     size_t bytes = 0;
     int code = 0;
-  };
-  struct Call {
-    std::shared_ptr<Bridge> bridge;
-    uint64_t id;
   };
 
   static Bridge& Of(void* context) { return **static_cast<std::shared_ptr<Bridge>*>(context); }
@@ -96,29 +153,13 @@ class Bridge {
           "a blocking (Sync) collective cannot send or receive through a JavaScript point-to-point layer: the layer runs on the "
           "JavaScript thread, which the call blocks; use the Promise form");
     }
+    if (function_gone_ || released_) return Error("the JavaScript environment is shutting down");
     const uint64_t id = next_id_++;
-    requests_.emplace(id, Request{kind, peer, buffer, capacity});
-    auto* call = new Call{*static_cast<std::shared_ptr<Bridge>*>(p2p_.context), id};
-    const JsP2POperation kind_arg = kind;
-    auto run = [kind_arg, peer, tag](Napi::Env env, Napi::Function operate, Call* c) {
-      std::unique_ptr<Call> owned(c);
-      Bridge& b = *c->bridge;
-      Napi::Value payload;
-      {
-        std::lock_guard<std::mutex> lock(b.mutex_);
-        auto it = b.requests_.find(c->id);
-        if (it == b.requests_.end()) return;  // abandoned before it started
-        const Request& r = it->second;
-        payload = kind_arg == JsP2POperation::kSend
-                      ? Napi::Value(Napi::Buffer<uint8_t>::Copy(env, static_cast<const uint8_t*>(r.buffer), r.capacity))
-                      : Napi::Value(Napi::Number::New(env, static_cast<double>(r.capacity)));
-      }
-      // The JavaScript side catches what the layer throws and reports it through complete().
-      operate.Call({Napi::Number::New(env, static_cast<int32_t>(kind_arg)), Napi::Number::New(env, static_cast<double>(c->id)),
-                    Napi::Number::New(env, peer), Napi::Number::New(env, tag), payload});
-    };
-    if (tsfn_.NonBlockingCall(call, run) != napi_ok) {
-      delete call;
+    requests_.emplace(id, Request{kind, peer, tag, buffer, capacity});
+    undispatched_.push_back(id);
+    Bridge* self = this;
+    if (tsfn_.NonBlockingCall(self, [](Napi::Env env, Napi::Function operate, Bridge* b) { b->Dispatch(env, operate); }) != napi_ok) {
+      undispatched_.pop_back();
       requests_.erase(id);
       return Error("the JavaScript environment is shutting down");
     }
@@ -148,6 +189,30 @@ class Bridge {
     return it == errors_.end() ? "an error the bridge no longer remembers" : it->second.c_str();
   }
 
+  // The struct's release(): topocoll is done with the bridge. The function is released unless
+  // the environment's teardown finalized it already (then it is gone: calling it would touch
+  // freed memory).
+  void ReleaseFunction() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (released_) return;
+    released_ = true;
+    if (!function_gone_) tsfn_.Release();
+  }
+
+  // The function's finalizer (the JavaScript thread).
+  void FunctionGone() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    function_gone_ = true;
+  }
+
+  // An operation JavaScript could not be handed (see Dispatch).
+  void FailLate(uint64_t id, const char* what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second.state != State::kPending) return;
+    Fail(it->second, std::string("the JavaScript layer could not be called (is the process exiting?): ") + what);
+  }
+
   // Under mutex_.
   void Fail(Request& r, const std::string& text) {
     r.state = State::kFailed;
@@ -166,23 +231,30 @@ class Bridge {
   topocoll_p2p_v1 p2p_{};
   std::mutex mutex_;
   std::unordered_map<uint64_t, Request> requests_;
+  // Operations started and not handed to JavaScript yet, in order.
+  std::deque<uint64_t> undispatched_;
+  // The struct was released; the environment's teardown finalized the function.
+  bool released_ = false;
+  bool function_gone_ = false;
   uint64_t next_id_ = 1;
   std::map<int, std::string> errors_;
   int next_code_ = 1;
 };
 
 // new JsPointToPoint(rank, size, tagBase, operate) — native() gives the struct as an External;
-// complete(id, error?: string, bytes?: Uint8Array) settles an operation.
+// complete(id, error?: string, bytes?: Uint8Array) settles an operation; flush(operate) hands
+// the operations still queued to `operate` at once (the communicator's close()).
 class JsPointToPoint : public Napi::ObjectWrap<JsPointToPoint> {
  public:
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "JsPointToPoint",
-                       {InstanceMethod("native", &JsPointToPoint::Native), InstanceMethod("complete", &JsPointToPoint::Complete)});
+                       {InstanceMethod("native", &JsPointToPoint::Native), InstanceMethod("complete", &JsPointToPoint::Complete),
+                        InstanceMethod("flush", &JsPointToPoint::Flush)});
   }
 
   explicit JsPointToPoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<JsPointToPoint>(info) {
-    bridge_ = std::make_shared<Bridge>(info.Env(), info[3].As<Napi::Function>(), info[0].As<Napi::Number>().Int32Value(),
-                                       info[1].As<Napi::Number>().Int32Value(), info[2].As<Napi::Number>().Int32Value());
+    bridge_ = Bridge::Create(info.Env(), info[3].As<Napi::Function>(), info[0].As<Napi::Number>().Int32Value(),
+                             info[1].As<Napi::Number>().Int32Value(), info[2].As<Napi::Number>().Int32Value());
   }
 
  private:
@@ -190,6 +262,9 @@ class JsPointToPoint : public Napi::ObjectWrap<JsPointToPoint> {
     // The struct lives as long as the bridge; topocoll ends its use with release().
     return Napi::External<topocoll_p2p_v1>::New(info.Env(), bridge_->Struct(bridge_));
   }
+
+  // flush(operate): hands every operation not handed to JavaScript yet to `operate` now.
+  void Flush(const Napi::CallbackInfo& info) { bridge_->Dispatch(info.Env(), info[0].As<Napi::Function>()); }
 
   void Complete(const Napi::CallbackInfo& info) {
     const auto id = static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value());
