@@ -112,6 +112,8 @@ export const Collective = {
   gather: 6,
   scatter: 7,
   reduceScatter: 8,
+  alltoall: 11,
+  alltoallv: 12,
 } as const;
 export type Collective = (typeof Collective)[keyof typeof Collective];
 
@@ -445,6 +447,11 @@ export const SHARED_AREA_COLUMN_BYTES = 65536;
 export const SHARED_AREA_PREFETCH_BYTES = 256;
 /** The cache line those early reads step by. */
 export const SHARED_AREA_LINE_BYTES = 64;
+
+// Block ranges of a step (src/algorithms/schedule.ts): `of` 0 names one rank's block, this `of` one
+// pair block of an alltoall (`first` = source · size + destination).
+/** The `of` word of a pair-block range (0xffffffff as the executor's uint32). */
+export const BLOCKS_PAIR_BLOCKS_OF = -1;
 
 // A shared window's segment (native/src/shm/shm_window.h): its header, a counter block per local
 // rank, then one part per local rank on page boundaries (windowLayout in src/runtime/windows.ts

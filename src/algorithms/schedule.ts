@@ -1,4 +1,5 @@
 import {
+  BLOCKS_PAIR_BLOCKS_OF,
   STEP_WORDS,
   StepDefault,
   StepKind,
@@ -49,6 +50,14 @@ import {
  * whole vector (the root's recv or send, a leader's staging copy), in the same column segments;
  * a rank whose steps move only its own block works on its own buffer instead.
  *
+ * **Pair blocks (alltoall, alltoallv).** A range with `of` −1 (`PAIR_BLOCKS`) names one block of
+ * an alltoall: `first` = s·p + d is the block rank s sends rank d (p ranks), `count` 1. An
+ * alltoall call has one phase, never segmented, whose steps are Send, Recv and SendRecv of pair
+ * blocks only; every message carries one whole block and its length (the header's count). The
+ * executor finds block (s, d) in the rank's send buffer when s is the rank, in its recv buffer
+ * when d is, else in a staging area of its own (a leader's, for blocks passing through it; a
+ * staged block's length is the one its message carried). See alltoall.ts.
+ *
  * **Reduction order.** RecvReduce and SendRecvReduce combine the incoming data X with B's
  * range: `order` 0 computes B op X (X covers higher ranks than B), 1 computes X op B (X covers
  * lower ranks). Built-in operators are commutative; the order matters for user-defined
@@ -77,6 +86,14 @@ export const WHOLE: BlockRange = { first: StepDefault.first, count: StepDefault.
 
 /** `of` of a rank-block range (see "Rank blocks" above). */
 export const RANK_BLOCKS = 0;
+
+/** `of` of a pair-block range (see "Pair blocks" above). */
+export const PAIR_BLOCKS = BLOCKS_PAIR_BLOCKS_OF;
+
+/** The range naming the block rank `source` sends rank `destination` in an alltoall of `size` ranks. */
+export function pairBlock(source: number, destination: number, size: number): BlockRange {
+  return { first: source * size + destination, count: 1, of: PAIR_BLOCKS };
+}
 
 /** The range naming rank r's block of an allgather's result vector. */
 export function rankBlock(rank: number): BlockRange {
@@ -108,8 +125,9 @@ export interface Step {
 /**
  * `allgather`: the gather phase of an allgather (rank-block ranges); its bcast phase is a `bcast`.
  * `gather`, `scatter`: rank blocks to and from one root (hierarchical.ts).
+ * `alltoall`: pair blocks between every two ranks (alltoall.ts).
  */
-export type CollectiveKind = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter';
+export type CollectiveKind = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter' | 'alltoall';
 
 export interface Schedule {
   collective: CollectiveKind;

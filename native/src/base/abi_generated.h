@@ -117,8 +117,10 @@ enum class Collective : uint8_t {
   kGather = 6,
   kScatter = 7,
   kReduceScatter = 8,
+  kAlltoall = 11,
+  kAlltoallv = 12,
 };
-inline constexpr size_t kCollectiveCount = 8;
+inline constexpr size_t kCollectiveCount = 10;
 // Each Collective by value, with its name in TypeScript (and in the addon's messages and tables).
 struct CollectiveInfo {
   const char* name;
@@ -134,6 +136,8 @@ inline constexpr CollectiveInfo kCollectiveTable[] = {
     {"gather", Collective::kGather},
     {"scatter", Collective::kScatter},
     {"reduceScatter", Collective::kReduceScatter},
+    {"alltoall", Collective::kAlltoall},
+    {"alltoallv", Collective::kAlltoallv},
 };
 // clang-format on
 
@@ -458,6 +462,11 @@ inline constexpr size_t kSharedAreaColumnBytes = 65536;
 inline constexpr size_t kSharedAreaPrefetchBytes = 256;
 // The cache line those early reads step by.
 inline constexpr size_t kSharedAreaLineBytes = 64;
+
+// Block ranges of a step (src/algorithms/schedule.ts): `of` 0 names one rank's block, this `of` one
+// pair block of an alltoall (`first` = source · size + destination).
+// The `of` word of a pair-block range (0xffffffff as the executor's uint32).
+inline constexpr int32_t kBlocksPairBlocksOf = -1;
 
 // A shared window's segment (native/src/shm/shm_window.h): its header, a counter block per local
 // rank, then one part per local rank on page boundaries (windowLayout in src/runtime/windows.ts
