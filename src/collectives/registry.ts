@@ -1,5 +1,6 @@
 import { allgather, allgatherv } from './allgather.js';
 import { allreduce } from './allreduce.js';
+import { alltoall, alltoallv } from './alltoall.js';
 import { barrier } from './barrier.js';
 import { bcast } from './bcast.js';
 import { gather, gatherv } from './gather.js';
@@ -20,6 +21,8 @@ export const collectives = {
   scatterv,
   reduceScatterBlock,
   reduceScatter,
+  alltoall,
+  alltoallv,
   barrier,
 } as const;
 

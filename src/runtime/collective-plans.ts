@@ -1,3 +1,4 @@
+import { alltoallAlgorithm, alltoallSchedule, type AlltoallAlgorithm } from '../algorithms/alltoall.js';
 import { SHARED_AREA_MAX_BYTES } from '../abi.generated.js';
 import { formatAlgorithm } from '../algorithms/algorithm-choice.js';
 import {
@@ -414,6 +415,25 @@ export class CollectivePlans {
     call.segment = segment(c, collective, elem);
     call.bcastSegment = 0;
     return call;
+  }
+
+  /** The alltoall schedule's id (one for every size: its algorithm goes by placement), once registered. */
+  private alltoallId = -1;
+  private readonly alltoallCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
+
+  /**
+   * An alltoall or alltoallv: its one phase's schedule id (in `gather`; `bcast` −1), never
+   * segmented — pairwise on one node, hierarchical across nodes (alltoall.ts, alltoallAlgorithm).
+   */
+  alltoall(): AllgatherCallPlan {
+    if (this.alltoallId < 0) this.alltoallId = this.parts.register(encodeSchedule(alltoallSchedule(this.parts.plan, this.parts.rank)));
+    this.alltoallCall.gather = this.alltoallId;
+    return this.alltoallCall;
+  }
+
+  /** The alltoall's algorithm here (alltoallAlgorithm of the plan). */
+  get alltoallAlgorithm(): AlltoallAlgorithm {
+    return alltoallAlgorithm(this.parts.plan);
   }
 
   /** Reduce-scatter schedule ids, by (commutative ? 0 : 1), per choice; see reduceScatter(). */
