@@ -1,6 +1,6 @@
 // @ts-check
 // A rank of a multi-process test job (started by `topocoll run`): seeded random cases of gather,
-// gatherv, scatter, scatterv, reduceScatterBlock and reduceScatter (every built-in operator of
+// gatherv, scatter, scatterv, alltoall, alltoallv, reduceScatterBlock and reduceScatter (every built-in operator of
 // the type, a commutative and a non-commutative JavaScript one) in their three forms (Sync, Promise, request), every datatype,
 // every root, IN_PLACE at the root, zero and uneven counts, under every per-level algorithm
 // (auto, flat, binomial, mixed: switched with configure()). Every rank draws the same cases from
@@ -67,8 +67,8 @@ const FORMS = /** @type {const} */ (['sync', 'promise', 'request']);
 
 /** One random case, the same on every rank. */
 async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
-  const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv' | 'reduceScatterBlock' | 'reduceScatter'} */ (
-    ['gather', 'gatherv', 'scatter', 'scatterv', 'reduceScatterBlock', 'reduceScatter'][pick(6)]
+  const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv' | 'reduceScatterBlock' | 'reduceScatter' | 'alltoall' | 'alltoallv'} */ (
+    ['gather', 'gatherv', 'scatter', 'scatterv', 'reduceScatterBlock', 'reduceScatter', 'alltoall', 'alltoallv'][pick(8)]
   );
   const drawn = /** @type {'sync' | 'promise' | 'request'} */ (FORMS[pick(3)]);
   const form = drawn === 'sync' && !blocking ? 'promise' : drawn;
@@ -91,6 +91,10 @@ async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
   const pad = inPlace && !v ? 0 : 3;
   const whole = new T(total + pad).fill(sentinel(T));
   const block = new T(mine + 2).fill(sentinel(T));
+  if (kind.startsWith('alltoall')) {
+    await alltoallCase(k, `${label} case ${k}: ${kind} (${form}) of ${T.name}${inPlace ? ', IN_PLACE' : ''}`, form, T, inPlace, kind === 'alltoallv');
+    return;
+  }
   if (kind.startsWith('reduceScatter')) {
     await reduceScatterCase(k, where, form, T, inPlace, v, counts, displs, total);
     return;
@@ -142,6 +146,64 @@ async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
       for (let r = 0; r < size; r++)
         for (let i = 0; i < /** @type {number} */ (counts[r]); i++)
           check(`${where}: the root's send changed`, whole[/** @type {number} */ (displs[r]) + i] === value(T, r, k, i));
+  }
+}
+
+/**
+ * One alltoall case: block (s, d) — what rank s sends rank d — holds value(T, s, k, d·7919 + i);
+ * alltoall: n elements each (0 now and then, a large n across several 64 KiB pieces); alltoallv:
+ * a length per pair drawn alike on every rank (symmetric with IN_PLACE, whose input is laid out
+ * by recvCounts). This rank's recv is checked block by block, and what the call must leave alone.
+ */
+async function alltoallCase(
+  /** @type {number} */ k,
+  /** @type {string} */ where,
+  /** @type {'sync' | 'promise' | 'request'} */ form,
+  /** @type {any} */ T,
+  /** @type {boolean} */ inPlace,
+  /** @type {boolean} */ v,
+) {
+  const pairLength = () => (pick(5) === 0 ? 0 : pick(10) === 0 ? 2000 + pick(20_000) : 1 + pick(40));
+  const n = pairLength();
+  /** @type {number[][]} */
+  const c = Array.from({ length: size }, () => Array.from({ length: size }, () => (v ? pairLength() : n)));
+  if (inPlace) for (let s = 0; s < size; s++) for (let d = 0; d < s; d++) /** @type {number[]} */ (c[s])[d] = /** @type {number} */ (c[d]?.[s]);
+  const count = (/** @type {number} */ s, /** @type {number} */ d) => /** @type {number} */ (c[s]?.[d]);
+  const sendCounts = Array.from({ length: size }, (_, d) => count(rank, d));
+  const recvCounts = Array.from({ length: size }, (_, s) => count(s, rank));
+  const sum = (/** @type {number[]} */ a) => a.reduce((x, y) => x + y, 0);
+  const block = (/** @type {number} */ s, /** @type {number} */ d, /** @type {number} */ i) => value(T, s, k, d * 7919 + i);
+  where = `${where}, ${v ? `counts ${sendCounts.join(',')} / ${recvCounts.join(',')}` : `n ${n}`}`;
+  // alltoall's n is send.length / size (recv's with IN_PLACE): no room past the blocks there.
+  const pad = inPlace && !v ? 0 : 3;
+  const recv = new T(sum(recvCounts) + pad).fill(sentinel(T));
+  const send = new T(sum(sendCounts) + (v ? pad : 0)).fill(sentinel(T));
+  const input = inPlace ? recv : send;
+  let at = 0;
+  for (let d = 0; d < size; d++) for (let i = 0; i < /** @type {number} */ (sendCounts[d]); i++) input[at++] = block(rank, d, i);
+  const arg = inPlace ? IN_PLACE : send;
+  const calls = v
+    ? {
+        sync: () => comm.alltoallvSync(arg, sendCounts, recv, recvCounts),
+        promise: () => comm.alltoallv(arg, sendCounts, recv, recvCounts),
+        request: () => comm.ialltoallv(arg, sendCounts, recv, recvCounts),
+      }
+    : { sync: () => comm.alltoallSync(arg, recv), promise: () => comm.alltoall(arg, recv), request: () => comm.ialltoall(arg, recv) };
+  await run(form, calls);
+  at = 0;
+  for (let s = 0; s < size; s++) {
+    for (let i = 0; i < /** @type {number} */ (recvCounts[s]); i++, at++) {
+      const want = block(s, rank, i);
+      if (recv[at] !== want) check(`${where}: recv[${at}] is ${recv[at]}, expected rank ${s}'s ${want}`, false);
+    }
+  }
+  check(`${where}: recv`, true);
+  for (let i = at; i < at + pad; i++) check(`${where}: recv[${i}] past the blocks was written`, recv[i] === sentinel(T));
+  if (!inPlace) {
+    at = 0;
+    for (let d = 0; d < size; d++)
+      for (let i = 0; i < /** @type {number} */ (sendCounts[d]); i++, at++) if (send[at] !== block(rank, d, i)) check(`${where}: send changed at ${at}`, false);
+    for (let i = at; i < send.length; i++) check(`${where}: send[${i}] past the blocks was written`, send[i] === sentinel(T));
   }
 }
 

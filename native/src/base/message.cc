@@ -36,6 +36,15 @@ std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, in
            "setLevelEnabled() not called on every rank), different allgatherv counts, shared windows (allocShared) as buffers on some "
            "ranks only, or different arguments to the previous collective";
   }
+  const bool alltoall =
+      static_cast<Collective>(got.collective) == Collective::kAlltoall || static_cast<Collective>(got.collective) == Collective::kAlltoallv;
+  if (alltoall && got.seq == expected.seq && got.collective == expected.collective && got.dtype == expected.dtype &&
+      got.count != expected.count) {
+    // An alltoall's message carries one block, its count that block's length (RunPairStep).
+    return "rank " + std::to_string(peer) + " sent this rank a block of " + std::to_string(got.count) + " elements in " +
+           CollectiveName(static_cast<Collective>(got.collective)) + " call #" + std::to_string(got.seq) + " but this rank expects " +
+           std::to_string(expected.count) + " (the sender's send count and the receiver's receive count differ)";
+  }
   if (got.seq != expected.seq || got.collective != expected.collective || got.dtype != expected.dtype || got.op != expected.op ||
       got.root != expected.root || got.count != expected.count || got.phase != expected.phase) {
     return "rank " + std::to_string(peer) + " called " + Describe(got) + " but this rank called " + Describe(expected);
