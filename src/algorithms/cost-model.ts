@@ -74,6 +74,16 @@ import { knomialTree } from './knomial-tree.js';
  *   first, each when it has arrived); scatter as the tree bcast in which child c receives
  *   subtree(c)·b — the scatter half of scatter-allgather.
  *
+ * Alltoall (alltoall.ts; b bytes per pair block, one block a message):
+ * - pairwise among n members that each stand for themselves: (n − 1)·exchange(b);
+ * - hierarchical, one group's part (members covering c_i ranks, o ranks outside the group, u =
+ *   Σ_{i ≠ leader} c_i·o blocks up and as many down, pair blocks c̄² = (Σc_i / n)² per member
+ *   pair): up u·max(g, o_r + b·G) + p2p(b) into the leader; the cross exchange (n − 1)·exchange(b)
+ *   when every member stands for itself inside a node, else (n − 1)·(c̄²·(send(b) + max(g, o_r +
+ *   b·G)) + L) — each step's blocks out, then in, assuming the transports buffer a step's messages
+ *   (with rendezvous sends a cycle's members follow each other); down u·send(b) + p2p(b). The
+ *   call is the sum over the groups of the largest group's chain; a group of one member costs 0.
+ *
  * Barrier: S4's formulas (barrier-model.ts) on the link's L, o_s, o_r, g.
  *
  * n = 1: 0 for every algorithm. The formulas assume the group's members run concurrently; when a
@@ -367,4 +377,28 @@ function checkGroup(n: number, bytes: number): void {
 
 function unknown(collective: string, algorithm: unknown): never {
   throw new TopocollError('EINVAL', `cost model: no formula for ${collective} algorithm ${JSON.stringify(algorithm)}`);
+}
+
+/** A pairwise alltoall among `n` members, `b` bytes per block (alltoall.ts, `pairwise`). */
+export function predictPairwiseAlltoallUs(n: number, b: number, c: LevelCosts): number {
+  checkGroup(n, b);
+  return n <= 1 ? 0 : (n - 1) * exchangeUs(c.link, b);
+}
+
+/**
+ * One group's part of a hierarchical alltoall (alltoall.ts, `hierarchical`): its members cover
+ * `covers` ranks each (the leader first), `outside` ranks lie outside it, `b` bytes per block;
+ * `exchanges`: every member stands for itself inside one node (the cross steps are SendRecvs).
+ */
+export function predictAlltoallGroupUs(covers: readonly number[], outside: number, b: number, c: LevelCosts, exchanges: boolean): number {
+  const n = covers.length;
+  checkGroup(n, b);
+  if (n === 1) return 0;
+  const { link } = c;
+  const up = covers.slice(1).reduce((t, x) => t + x * outside, 0);
+  const take = Math.max(link.g, link.or + b * link.G);
+  const moves = up === 0 ? 0 : 2 * p2pUs(link, b) + up * take + up * sendUs(link, b);
+  const mean = covers.reduce((t, x) => t + x, 0) / n;
+  const cross = exchanges ? (n - 1) * exchangeUs(link, b) : (n - 1) * (mean * mean * (sendUs(link, b) + take) + link.L);
+  return moves + cross;
 }

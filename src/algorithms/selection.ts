@@ -11,7 +11,8 @@ import {
 import { DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
 import { coreBoundUs, groupCores, memberCores, type WorkAlgorithm, type WorkCollective } from './core-sharing.js';
 import type { GroupAllgatherAlgorithm } from './group-allgather.js';
-import { topGroup, type AllreduceVariant } from './hierarchical.js';
+import { alltoallAlgorithm } from './alltoall.js';
+import { coveredBelow, topGroup, type AllreduceVariant } from './hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
@@ -25,6 +26,8 @@ import {
   predictGroupGatherUs,
   predictGroupReduceUs,
   predictGroupScatterUs,
+  predictAlltoallGroupUs,
+  predictPairwiseAlltoallUs,
   type LevelCosts,
   type LinkModel,
 } from './cost-model.js';
@@ -137,7 +140,7 @@ export interface Candidate {
 
 /** Why a collective of some size runs as it does: `comm.explain` and `topocoll groups --explain`. */
 export interface Explanation {
-  collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier';
+  collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'alltoall' | 'barrier';
   bytes: number;
   /** Per level bottom-up: its largest group, link (named, and its parameters), every candidate's prediction for one segment, and the choice. */
   levels: { level: string; groupSize: number; link: string; linkParameters: LinkModel; configured: boolean; candidates: Candidate[]; chosen: string }[];
@@ -145,6 +148,8 @@ export interface Explanation {
   allreduce?: Candidate[];
   /** Allreduce: the variant (and top group's algorithm) the call runs, named as in `allreduce`. */
   allreduceShape?: string;
+  /** Alltoall: each algorithm's whole-call prediction (pairwise only where the job is one node); the placement picks one. */
+  alltoall?: Candidate[];
   /** Every candidate segment's whole-call prediction (0: none). */
   segments: { bytes: number; us: number }[];
   segmentBytes: number;
@@ -518,6 +523,7 @@ export class Selector {
       const predictedUs = this.config.model.callUs + levels.reduce((t, l) => t + l.candidates.find((c) => c.algorithm === l.chosen)!.us, 0);
       return { collective, bytes, levels, segments: [], segmentBytes: 0, predictedUs };
     }
+    if (collective === 'alltoall') return this.explainAlltoall(bytes, at);
     if (collective === 'bcast' || collective === 'reduce') {
       const seg = choice.segmentBytes[collective];
       const atWhole = (g: Group) => this.pick(collective, g, at).algorithm;
@@ -559,6 +565,65 @@ export class Selector {
     const stages = (q: number): number[] => (collective === 'allgather' ? this.allgatherStages(q) : this.gatherStages(collective, q));
     const predictedUs = this.levels.length === 0 ? 0 : this.pipelined(block, seg, stages);
     return { collective, bytes, levels, segments: [], segmentBytes: seg, predictedUs };
+  }
+
+  /**
+   * An alltoall whose send buffer holds `at` bytes (blocks of at / size): the hierarchical form's
+   * part on each level (its largest group), and the pairwise form among every rank when the job
+   * is one node; the placement picks (alltoallAlgorithm), not the prediction. Never segmented.
+   */
+  private explainAlltoall(bytes: number, at: number): Explanation {
+    const p = this.plan.size;
+    const block = Math.max(1, Math.floor(at / Math.max(1, p)));
+    const chosen = alltoallAlgorithm(this.plan);
+    const levels: Explanation['levels'] = this.levels.map(({ level, groups }) => {
+      const g = largest(groups);
+      const covers = g.members.map((m) => coveredBelow(this.plan, m, g).length);
+      const outside = p - covers.reduce((t, x) => t + x, 0);
+      const exchanges = this.isNodeLocal(g) && covers.every((x) => x === 1);
+      const link = this.link(g);
+      const us = predictAlltoallGroupUs(covers, outside, block, this.costs(g), exchanges);
+      return {
+        level,
+        groupSize: g.members.length,
+        link: link.name,
+        linkParameters: link.link,
+        configured: false,
+        candidates: [{ algorithm: 'hierarchical', us }],
+        chosen: 'hierarchical',
+      };
+    });
+    const callUs = this.config.model.callUs;
+    const candidates: Candidate[] = [];
+    const top = this.top;
+    if (top !== undefined && this.isNodeLocal(top))
+      candidates.push({ algorithm: 'pairwise', us: callUs + predictPairwiseAlltoallUs(p, block, this.costs(top)) });
+    candidates.push({ algorithm: 'hierarchical', us: callUs + levels.reduce((t, l) => t + l.candidates[0]!.us, 0) });
+    const predictedUs = p === 1 ? 0 : (candidates.find((c) => c.algorithm === chosen)?.us ?? candidates[candidates.length - 1]!.us);
+    if (chosen === 'pairwise' && top !== undefined) {
+      const link = this.link(top);
+      const us = candidates[0]!.us - callUs;
+      return {
+        collective: 'alltoall',
+        bytes,
+        levels: [
+          {
+            level: top.level,
+            groupSize: p,
+            link: link.name,
+            linkParameters: link.link,
+            configured: false,
+            candidates: [{ algorithm: 'pairwise', us }],
+            chosen,
+          },
+        ],
+        alltoall: candidates,
+        segments: [],
+        segmentBytes: 0,
+        predictedUs,
+      };
+    }
+    return { collective: 'alltoall', bytes, levels, alltoall: candidates, segments: [], segmentBytes: 0, predictedUs };
   }
 
   private decide(bytes: number): Choice {

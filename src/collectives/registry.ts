@@ -27,5 +27,5 @@ export const collectives = {
 } as const;
 
 /** The collectives explain() and the router answer for (the v forms run as their collective does). */
-export const explainedCollectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier'] as const;
+export const explainedCollectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'alltoall', 'barrier'] as const;
 export type ExplainedCollective = (typeof explainedCollectives)[number];

@@ -531,7 +531,7 @@ export class CollectivePlans {
    * shared area's step in the addon, as bcast(), reduce(), allreduce(), allgather() and barrier()
    * decide it: for the router's `route`.
    */
-  takesArea(collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'barrier', bytes: number): boolean {
+  takesArea(collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'alltoall' | 'barrier', bytes: number): boolean {
     switch (collective) {
       case 'bcast':
         return this.areaBcast(bytes);
@@ -545,6 +545,7 @@ export class CollectivePlans {
         return this.shmBarrier !== false;
       case 'gather':
       case 'scatter':
+      case 'alltoall':
         return false;
     }
   }

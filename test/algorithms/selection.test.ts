@@ -439,3 +439,25 @@ describe('gather and scatter', () => {
     expect(thrown(() => config({ scatter: { levels: { node: 'shm' } } })).code).toBe('ECONFIG');
   });
 });
+
+describe('alltoall in explain()', () => {
+  it('one node: pairwise among every rank, (p − 1) exchanges of a block; several nodes: the hierarchical parts per level, summed', () => {
+    const one = planGroups(byCore(['a'], 8, 4));
+    const e = selector(one).explain('alltoall', 8 * 1024);
+    expect(e.levels.map((l) => [l.groupSize, l.chosen])).toEqual([[8, 'pairwise']]);
+    expect(e.alltoall!.map((c) => c.algorithm)).toEqual(['pairwise', 'hierarchical']);
+    const link = e.levels[0]!.linkParameters;
+    const exchange = link.os + link.L + link.or + 1024 * link.Gx;
+    expect(e.levels[0]!.candidates[0]!.us).toBeCloseTo(7 * exchange, 9);
+    expect(e.predictedUs).toBeCloseTo(config().model.callUs + 7 * exchange, 9);
+    const four = selector(plan4x4).explain('alltoall', 16 * 1024);
+    expect(four.alltoall!.map((c) => c.algorithm)).toEqual(['hierarchical']);
+    expect(four.levels.every((l) => l.chosen === 'hierarchical' && l.candidates[0]!.us > 0)).toBe(true);
+    expect(four.predictedUs).toBeCloseTo(
+      four.levels.reduce((t, l) => t + l.candidates[0]!.us, config().model.callUs),
+      9,
+    );
+    // More bytes never predict less.
+    expect(selector(plan4x4).explain('alltoall', 1 << 20).predictedUs).toBeGreaterThan(four.predictedUs);
+  });
+});

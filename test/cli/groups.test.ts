@@ -187,7 +187,7 @@ describe('topocoll groups shows the configured algorithms', () => {
     const problems: string[] = [];
     for (const section of sections) {
       const headers = section.split('\n').filter((l) => /^\w+: predicted \d+\.\d\d µs, (no segments|segments of \d+ (B|KiB|MiB))$/.test(l));
-      expect(headers.map((h) => h.split(':')[0])).toEqual(['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier']);
+      expect(headers.map((h) => h.split(':')[0])).toEqual(['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'alltoall', 'barrier']);
       let collective = '';
       for (const line of section.split('\n')) {
         if (/^\w+: predicted/.test(line)) collective = line.split(':')[0]!;
