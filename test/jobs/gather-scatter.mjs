@@ -11,7 +11,8 @@
 // Arguments: [--cases N] random cases per algorithm choice (default 60); [--seed S]; [--layer
 // socket] makes the communicator with createCommunicator over the Unix-socket test layer
 // (socket-layer.mjs): across nodes every call is then a Promise or an awaited request (blocking
-// calls need the event loop the layer runs on) and the algorithms stay `auto` (so does configure()).
+// calls need the event loop the layer runs on) and the algorithms stay `auto` (so does configure());
+// with it, [--round-robin K] puts rank r on node rr<r mod K> instead of the launcher's node.
 import { isBigIntClass, mulberry32, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 import { socketLayerOfJob } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, userOp } from 'topocoll';
@@ -24,7 +25,9 @@ const casesPerChoice = option('--cases', 60);
 const seed = option('--seed', 0x5eed);
 
 const layer = argv.includes('--layer') ? await socketLayerOfJob() : undefined;
-const comm = layer !== undefined ? await createCommunicator(layer) : await init();
+// --round-robin K (with --layer): rank r on node rr<r mod K>, so a node's ranks are not consecutive.
+const roundRobin = option('--round-robin', 0);
+const comm = layer !== undefined ? await createCommunicator(layer, roundRobin > 0 ? { node: `rr${layer.rank % roundRobin}` } : {}) : await init();
 const { rank, size } = comm;
 const blocking = layer === undefined || comm.localSize === comm.size;
 let checks = 0;

@@ -29,6 +29,10 @@ describe('gather, scatter, alltoall and reduce-scatter across real processes: 30
   it('5 ranks on 2 emulated nodes over a JavaScript host layer (createCommunicator; Promise and request forms)', async () => {
     await expectEveryRankOk(runJobOverSocketLayer(['-n', '5', '--nodes', '2', job, '--layer', 'socket', '--cases', '30'], 120_000), 5);
   });
+
+  it("7 ranks round-robin over 3 nodes (3 + 2 + 2, a node's ranks not consecutive) over the JavaScript host layer", async () => {
+    await expectEveryRankOk(runJobOverSocketLayer(['-n', '7', job, '--layer', 'socket', '--round-robin', '3', '--cases', '30'], 120_000), 7);
+  });
 });
 
 describe('gather and scatter failures', () => {
