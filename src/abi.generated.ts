@@ -276,6 +276,12 @@ export const StepWord = {
   /** 0 computes B op X (X covers higher ranks than B), 1 computes X op B. */
   order: 10,
   /**
+   * 1: this exchange's blocks travel in one message with the next step's (an alltoall's packed
+   * exchange of pair blocks, Bruck's rounds: a run of SendRecvs with the same peers, every one but
+   * the last joined).
+   */
+  joined: 10,
+  /**
    * 1 picks the area's every-rank protocol (every rank combines, or waits for every deposit
    * itself), 0 the last-arrival one.
    */
@@ -295,6 +301,7 @@ export const StepDefault = {
   first2: 0,
   count2: 0,
   order: 0,
+  joined: 0,
   everyRankCombines: 0,
 } as const;
 /**
@@ -338,6 +345,13 @@ export function stepHasCount2(kind: StepKind): boolean {
  */
 export function stepHasOrder(kind: StepKind): boolean {
   return kind === StepKind.RecvReduce || kind === StepKind.SendRecvReduce;
+}
+/**
+ * Whether a step of `kind` carries joined: only these kinds read it, every other kind writes its
+ * default.
+ */
+export function stepHasJoined(kind: StepKind): boolean {
+  return kind === StepKind.SendRecv;
 }
 /**
  * Whether a step of `kind` carries everyRankCombines: only these kinds read it, every other kind

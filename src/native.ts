@@ -694,6 +694,7 @@ export interface NativeStep {
   first2: number;
   count2: number;
   order: number;
+  joined: boolean;
   everyRankCombines: boolean;
 }
 

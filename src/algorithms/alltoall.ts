@@ -15,8 +15,19 @@ import { pairBlock, StepKind, type BlockRange, type Schedule, type Step } from '
  * two ranks of a node get a channel). Step k = 1 … p−1: rank r sends block (r, r+k) to r+k and
  * receives block (r−k, r) from r−k (mod p), one exchange (SendRecv: inside a node the two
  * interleave piece by piece, so no ring must hold a block). p−1 rounds, each block sent once,
- * straight to its destination. Bruck's algorithm (⌈log2 p⌉ rounds of half the data, for small
- * blocks) needs a local rotation and packed messages of several blocks: not done.
+ * straight to its destination.
+ *
+ * **Bruck** (`bruck`; an alltoall's small blocks on one node, not alltoallv's): ⌈log2 p⌉ rounds
+ * instead of p − 1. Seen from rank r, block (s, s + i) is "at distance i"; round k (bit = 2^k)
+ * moves every block whose distance has bit k set from r to r + bit, so block (s, s + i) reaches
+ * s + i after the rounds of i's bits, and before round k it lies at s + (i mod bit). So in round
+ * k rank r sends r + bit the blocks (r − (i mod bit), · + i) and receives from r − bit the blocks
+ * (r − bit − (i mod bit), · + i), for every i in 1 … p−1 with bit k set, ascending: one run of
+ * joined SendRecvs, one packed message each way (schedule.ts, "Pair blocks"). The classic
+ * algorithm's local rotation is the pair-block addressing itself: the executor finds each block
+ * where it is (send, a staged copy, or its place in recv), packs and unpacks it. Every block
+ * moves popcount(i) times, so it pays ⌈log2 p⌉/2 times the bytes: for small blocks only (the
+ * cost model decides, cost-model.ts).
  *
  * **Hierarchical** (`hierarchical`; several nodes): blocks travel along the plan's groups,
  * whose members only are linked (channels inside a node, TCP between the node leaders at the
@@ -57,10 +68,10 @@ import { pairBlock, StepKind, type BlockRange, type Schedule, type Step } from '
  * messages between leaders, back to back on one link per pair of nodes (one message per block:
  * a bundle per pair of leaders would need packing; its messages follow each other on the stream).
  */
-export type AlltoallAlgorithm = 'pairwise' | 'hierarchical';
+export type AlltoallAlgorithm = 'pairwise' | 'bruck' | 'hierarchical';
 
-/** The algorithm by placement: one node (or one rank) pairwise, several nodes hierarchical. */
-export function alltoallAlgorithm(plan: GroupPlan): AlltoallAlgorithm {
+/** The algorithm by placement: one node (or one rank) pairwise (or bruck, as the cost model says), several nodes hierarchical. */
+export function alltoallAlgorithm(plan: GroupPlan): 'pairwise' | 'hierarchical' {
   const node = plan.placements[0]?.node;
   return plan.placements.every((p) => p.node === node) ? 'pairwise' : 'hierarchical';
 }
@@ -68,7 +79,14 @@ export function alltoallAlgorithm(plan: GroupPlan): AlltoallAlgorithm {
 /** The steps of `rank` in an alltoall (one phase of pair blocks, root 0). */
 export function alltoallSchedule(plan: GroupPlan, rank: number, algorithm: AlltoallAlgorithm = alltoallAlgorithm(plan)): Schedule {
   plan.chain(rank); // validates rank
-  const steps = algorithm === 'pairwise' ? pairwiseSteps(plan, rank) : algorithm === 'hierarchical' ? hierarchicalSteps(plan, rank) : badAlgorithm(algorithm);
+  const steps =
+    algorithm === 'pairwise'
+      ? pairwiseSteps(plan, rank)
+      : algorithm === 'bruck'
+        ? bruckSteps(plan, rank)
+        : algorithm === 'hierarchical'
+          ? hierarchicalSteps(plan, rank)
+          : badAlgorithm(algorithm);
   return { collective: 'alltoall', root: 0, steps };
 }
 
@@ -81,6 +99,30 @@ function pairwiseSteps(plan: GroupPlan, rank: number): Step[] {
     const to = (rank + k) % p;
     const from = (rank - k + p) % p;
     steps.push(exchange(to, pairBlock(rank, to, p), from, pairBlock(from, rank, p), level));
+  }
+  return steps;
+}
+
+function bruckSteps(plan: GroupPlan, rank: number): Step[] {
+  const p = plan.size;
+  const top = topGroup(plan);
+  const level = top === undefined ? 0 : Math.max(0, plan.levels.indexOf(top.level));
+  const at = (r: number): number => ((r % p) + p) % p;
+  const steps: Step[] = [];
+  for (let bit = 1; bit < p; bit *= 2) {
+    const to = at(rank + bit);
+    const from = at(rank - bit);
+    const run: Step[] = [];
+    for (let i = 1; i < p; i++) {
+      if ((i & bit) === 0) continue;
+      const s = at(rank - (i % bit));
+      const t = at(from - (i % bit));
+      run.push(exchange(to, pairBlock(s, at(s + i), p), from, pairBlock(t, at(t + i), p), level));
+    }
+    run.forEach((step, k) => {
+      if (k < run.length - 1) step.joined = true;
+    });
+    steps.push(...run);
   }
   return steps;
 }
@@ -181,5 +223,5 @@ function exchange(to: number, out: BlockRange, from: number, into: BlockRange, l
 }
 
 function badAlgorithm(a: never): never {
-  throw new TopocollError('ECONFIG', `"${String(a)}" is not an alltoall algorithm`, { hint: 'Use pairwise or hierarchical.' });
+  throw new TopocollError('ECONFIG', `"${String(a)}" is not an alltoall algorithm`, { hint: 'Use pairwise, bruck or hierarchical.' });
 }

@@ -76,6 +76,9 @@ import { knomialTree } from './knomial-tree.js';
  *
  * Alltoall (alltoall.ts; b bytes per pair block, one block a message):
  * - pairwise among n members that each stand for themselves: (n − 1)·exchange(b);
+ * - bruck (n members of one node): Σ_{k: 2^k < n} (exchange(m_k·b) + 2·m_k·b / combine rate),
+ *   m_k the distances i in 1 … n−1 with bit k set — one packed message each way per round, its
+ *   blocks copied in and out (at the combining rate, a bound on a copy's);
  * - hierarchical, one group's part (members covering c_i ranks, o ranks outside the group, u =
  *   Σ_{i ≠ leader} c_i·o blocks up and as many down, pair blocks c̄² = (Σc_i / n)² per member
  *   pair): up u·max(g, o_r + b·G) + p2p(b) into the leader; the cross exchange (n − 1)·exchange(b)
@@ -383,6 +386,18 @@ function unknown(collective: string, algorithm: unknown): never {
 export function predictPairwiseAlltoallUs(n: number, b: number, c: LevelCosts): number {
   checkGroup(n, b);
   return n <= 1 ? 0 : (n - 1) * exchangeUs(c.link, b);
+}
+
+/** Bruck's alltoall among `n` members of one node, `b` bytes per block (alltoall.ts, `bruck`). */
+export function predictBruckAlltoallUs(n: number, b: number, c: LevelCosts): number {
+  checkGroup(n, b);
+  let us = 0;
+  for (let bit = 1; bit < n; bit *= 2) {
+    let m = 0;
+    for (let i = 1; i < n; i++) if ((i & bit) !== 0) m++;
+    us += exchangeUs(c.link, m * b) + (2 * m * b) / c.combineBytesPerUs;
+  }
+  return us;
 }
 
 /**

@@ -27,6 +27,7 @@ import {
   predictGroupReduceUs,
   predictGroupScatterUs,
   predictAlltoallGroupUs,
+  predictBruckAlltoallUs,
   predictPairwiseAlltoallUs,
   type LevelCosts,
   type LinkModel,
@@ -172,6 +173,7 @@ type Collective = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter';
  */
 export class Selector {
   private readonly byBucket: (Choice | undefined)[] = [];
+  private readonly alltoallByBucket: ('pairwise' | 'bruck' | undefined)[] = [];
   private readonly nodeLocal = new Map<Group, boolean>();
   private readonly groupChoice = new Map<string, { algorithm: unknown; us: number; all: Candidate[] }>();
   private readonly shmBcast = new Map<number, (bytes: number) => number>();
@@ -568,14 +570,35 @@ export class Selector {
   }
 
   /**
+   * On one node, how an alltoall of `blockBytes` per block runs: pairwise or bruck, the least
+   * predicted (the same on every rank: the plan, the configuration and the size). alltoallv
+   * always runs pairwise; several nodes hierarchical (alltoallAlgorithm).
+   */
+  alltoallOnNode(blockBytes: number): 'pairwise' | 'bruck' {
+    const bucket = sizeBucket(blockBytes);
+    let choice = this.alltoallByBucket[bucket];
+    if (choice === undefined) {
+      const top = this.top;
+      const at = 2 ** bucket;
+      const p = this.plan.size;
+      const local = top !== undefined && this.isNodeLocal(top);
+      choice = local && predictBruckAlltoallUs(p, at, this.costs(top)) < predictPairwiseAlltoallUs(p, at, this.costs(top)) ? 'bruck' : 'pairwise';
+      this.alltoallByBucket[bucket] = choice;
+    }
+    return choice;
+  }
+
+  /**
    * An alltoall whose send buffer holds `at` bytes (blocks of at / size): the hierarchical form's
-   * part on each level (its largest group), and the pairwise form among every rank when the job
-   * is one node; the placement picks (alltoallAlgorithm), not the prediction. Never segmented.
+   * part on each level (its largest group), and the pairwise and bruck forms among every rank
+   * when the job is one node, where the least of those two runs (alltoallOnNode); across nodes
+   * the placement picks (alltoallAlgorithm). Never segmented.
    */
   private explainAlltoall(bytes: number, at: number): Explanation {
     const p = this.plan.size;
     const block = Math.max(1, Math.floor(at / Math.max(1, p)));
-    const chosen = alltoallAlgorithm(this.plan);
+    const placed = alltoallAlgorithm(this.plan);
+    const chosen = placed === 'pairwise' ? this.alltoallOnNode(block) : placed;
     const levels: Explanation['levels'] = this.levels.map(({ level, groups }) => {
       const g = largest(groups);
       const covers = g.members.map((m) => coveredBelow(this.plan, m, g).length);
@@ -596,13 +619,15 @@ export class Selector {
     const callUs = this.config.model.callUs;
     const candidates: Candidate[] = [];
     const top = this.top;
-    if (top !== undefined && this.isNodeLocal(top))
+    if (top !== undefined && this.isNodeLocal(top)) {
       candidates.push({ algorithm: 'pairwise', us: callUs + predictPairwiseAlltoallUs(p, block, this.costs(top)) });
+      candidates.push({ algorithm: 'bruck', us: callUs + predictBruckAlltoallUs(p, block, this.costs(top)) });
+    }
     candidates.push({ algorithm: 'hierarchical', us: callUs + levels.reduce((t, l) => t + l.candidates[0]!.us, 0) });
     const predictedUs = p === 1 ? 0 : (candidates.find((c) => c.algorithm === chosen)?.us ?? candidates[candidates.length - 1]!.us);
-    if (chosen === 'pairwise' && top !== undefined) {
+    if (placed === 'pairwise' && top !== undefined) {
       const link = this.link(top);
-      const us = candidates[0]!.us - callUs;
+      const onNode = candidates.slice(0, 2).map((c) => ({ algorithm: c.algorithm, us: c.us - callUs }));
       return {
         collective: 'alltoall',
         bytes,
@@ -613,7 +638,7 @@ export class Selector {
             link: link.name,
             linkParameters: link.link,
             configured: false,
-            candidates: [{ algorithm: 'pairwise', us }],
+            candidates: onNode,
             chosen,
           },
         ],

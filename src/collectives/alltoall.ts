@@ -7,7 +7,7 @@ import { IN_PLACE, type CallContext, type CollectiveDescriptor, type InPlace } f
  * alltoall: block j of `send` goes to rank j, block i of `recv` came from rank i (n =
  * send.length / size elements per block, the same on every rank). IN_PLACE as send: the input is
  * `recv` (n = recv.length / size), overwritten by the result. Path: the plans' alltoall schedule
- * (alltoall.ts: pairwise on one node, hierarchical across nodes).
+ * (alltoall.ts: pairwise or, for small blocks, Bruck on one node; hierarchical across nodes).
  */
 export const alltoall: CollectiveDescriptor<[send: TypedArray | InPlace, recv: TypedArray]> = {
   name: 'alltoall',
@@ -72,7 +72,7 @@ function alltoallCall(
   }
   if (!inPlace) ctx.checkApart(send, recv, 'Pass IN_PLACE as send when recv holds the input.');
   const collective = v ? NativeCollective.alltoallv : NativeCollective.alltoall;
-  return ctx.rootedCall(collective, 0, ctx.plans.alltoall(), inPlace ? recv : send, recv, count, type, table);
+  return ctx.rootedCall(collective, 0, ctx.plans.alltoall(count * type.bytes, v), inPlace ? recv : send, recv, count, type, table);
 }
 
 function countsScratchOf(ctx: CallContext, p: number): Float64Array {

@@ -417,23 +417,25 @@ export class CollectivePlans {
     return call;
   }
 
-  /** The alltoall schedule's id (one for every size: its algorithm goes by placement), once registered. */
-  private alltoallId = -1;
+  /** The alltoall schedules' ids by algorithm, once registered. */
+  private readonly alltoallIds: Partial<Record<AlltoallAlgorithm, number>> = {};
   private readonly alltoallCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
 
   /**
-   * An alltoall or alltoallv: its one phase's schedule id (in `gather`; `bcast` −1), never
-   * segmented — pairwise on one node, hierarchical across nodes (alltoall.ts, alltoallAlgorithm).
+   * An alltoall of `blockBytes` per block (alltoallv: `v`): its one phase's schedule id (in
+   * `gather`; `bcast` −1), never segmented — across nodes hierarchical, on one node pairwise, or
+   * Bruck for an alltoall whose blocks the cost model finds small enough (alltoall.ts).
    */
-  alltoall(): AllgatherCallPlan {
-    if (this.alltoallId < 0) this.alltoallId = this.parts.register(encodeSchedule(alltoallSchedule(this.parts.plan, this.parts.rank)));
-    this.alltoallCall.gather = this.alltoallId;
+  alltoall(blockBytes: number, v: boolean): AllgatherCallPlan {
+    let algorithm: AlltoallAlgorithm = alltoallAlgorithm(this.parts.plan);
+    if (algorithm === 'pairwise' && !v) algorithm = this.selector.alltoallOnNode(blockBytes);
+    let id = this.alltoallIds[algorithm];
+    if (id === undefined) {
+      id = this.parts.register(encodeSchedule(alltoallSchedule(this.parts.plan, this.parts.rank, algorithm)));
+      this.alltoallIds[algorithm] = id;
+    }
+    this.alltoallCall.gather = id;
     return this.alltoallCall;
-  }
-
-  /** The alltoall's algorithm here (alltoallAlgorithm of the plan). */
-  get alltoallAlgorithm(): AlltoallAlgorithm {
-    return alltoallAlgorithm(this.parts.plan);
   }
 
   /** Reduce-scatter schedule ids, by (commutative ? 0 : 1), per choice; see reduceScatter(). */

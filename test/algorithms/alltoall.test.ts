@@ -19,7 +19,11 @@ function simulateAlltoall(plan: GroupPlan, schedules: readonly Schedule[]): stri
   const p = plan.size;
   const problems: string[] = [];
   const holds = range(0, p - 1).map((r) => new Set(range(0, p - 1).map((d) => r * p + d)));
-  const links = new Map<string, { block: number; taken: boolean }[]>();
+  interface Message {
+    blocks: number[];
+    taken: boolean;
+  }
+  const links = new Map<string, Message[]>();
   const link = (from: number, to: number) => {
     const key = `${from}>${to}`;
     let q = links.get(key);
@@ -27,43 +31,62 @@ function simulateAlltoall(plan: GroupPlan, schedules: readonly Schedule[]): stri
     return q;
   };
   const pc = new Array<number>(p).fill(0);
-  // The message a rank's current step posted (its send half), if any.
-  const posted = new Array<{ block: number; taken: boolean } | undefined>(p).fill(undefined);
-  const post = (rank: number, to: number, block: number): { block: number; taken: boolean } => {
-    if (!holds[rank]!.has(block)) problems.push(`rank ${rank} sends block ${blockName(block, p)} it does not hold`);
-    const m = { block, taken: false };
+  // The message a rank's current step (or run of joined exchanges) posted, if any.
+  const posted = new Array<Message | undefined>(p).fill(undefined);
+  let posting = false;
+  const post = (rank: number, to: number, blocks: number[]): Message => {
+    for (const b of blocks) if (!holds[rank]!.has(b)) problems.push(`rank ${rank} sends block ${blockName(b, p)} it does not hold`);
+    const m = { blocks, taken: false };
     link(rank, to).push(m);
     posting = true;
     return m;
   };
-  const take = (rank: number, from: number, block: number): boolean => {
-    const q = link(from, rank);
-    const m = q.find((x) => !x.taken);
+  const take = (rank: number, from: number, blocks: number[]): boolean => {
+    const m = link(from, rank).find((x) => !x.taken);
     if (m === undefined) return false;
     m.taken = true;
-    if (m.block !== block) problems.push(`rank ${rank} expects ${blockName(block, p)} from ${from} but gets ${blockName(m.block, p)}`);
-    holds[rank]!.add(m.block);
+    if (m.blocks.join() !== blocks.join())
+      problems.push(
+        `rank ${rank} expects ${blocks.map((b) => blockName(b, p)).join(' ')} from ${from} but gets ${m.blocks.map((b) => blockName(b, p)).join(' ')}`,
+      );
+    for (const b of m.blocks) holds[rank]!.add(b);
     return true;
   };
-  let posting = false;
   for (let progress = true; progress;) {
     progress = false;
     posting = false;
     for (let r = 0; r < p; r++) {
       for (;;) {
-        const step = schedules[r]!.steps[pc[r]!];
+        const steps = schedules[r]!.steps;
+        const step = steps[pc[r]!];
         if (step === undefined) break;
-        const range = step.range!;
-        if (range.of !== PAIR_BLOCKS || range.count !== 1) problems.push(`rank ${r}: a step that is not one pair block`);
+        // A run of joined exchanges is one message each way.
+        let last = pc[r]!;
+        while (steps[last]?.joined === true) last++;
+        const run = steps.slice(pc[r]!, last + 1);
+        if (last >= steps.length) problems.push(`rank ${r}: a joined exchange ends the schedule`);
+        for (const x of run) {
+          if (x.range?.of !== PAIR_BLOCKS || x.range.count !== 1) problems.push(`rank ${r}: a step that is not one pair block`);
+          if (run.length > 1 && (x.kind !== StepKind.SendRecv || x.peer !== step.peer || x.peer2 !== step.peer2))
+            problems.push(`rank ${r}: a run of other steps`);
+        }
         let done = false;
         if (step.kind === StepKind.Send) {
-          const m = (posted[r] ??= post(r, step.peer, range.first));
+          const m = (posted[r] ??= post(r, step.peer, [step.range!.first]));
           done = m.taken;
         } else if (step.kind === StepKind.Recv) {
-          done = take(r, step.peer, range.first);
+          done = take(r, step.peer, [step.range!.first]);
         } else if (step.kind === StepKind.SendRecv) {
-          posted[r] ??= post(r, step.peer, range.first);
-          done = take(r, step.peer2!, step.range2!.first);
+          posted[r] ??= post(
+            r,
+            step.peer,
+            run.map((x) => x.range!.first),
+          );
+          done = take(
+            r,
+            step.peer2!,
+            run.map((x) => x.range2!.first),
+          );
         } else {
           problems.push(`rank ${r}: step kind ${step.kind}`);
           done = true;
@@ -73,7 +96,7 @@ function simulateAlltoall(plan: GroupPlan, schedules: readonly Schedule[]): stri
           break;
         }
         posted[r] = undefined;
-        pc[r]!++;
+        pc[r] = step.kind === StepKind.SendRecv ? last + 1 : pc[r]! + 1;
         progress = true;
       }
     }
@@ -137,6 +160,19 @@ describe('alltoall schedules', () => {
     }
   });
 
+  it('bruck: p = 1…33, every block exactly once, ⌈log2 p⌉ packed exchanges per rank, each moving the blocks whose distance has the round’s bit', () => {
+    for (let p = 1; p <= 33; p++) {
+      const plan = unbound(() => 'a', p);
+      expect(problemsOf(plan, 'bruck'), `p ${p}`).toEqual([]);
+      const steps = alltoallSchedule(plan, p - 1, 'bruck').steps;
+      const rounds = steps.filter((s) => s.joined !== true).length;
+      expect(rounds).toBe(p === 1 ? 0 : Math.ceil(Math.log2(p)));
+      // Round 0 of rank 0 sends rank 1 every block of odd distance i: (0, i).
+      const first = alltoallSchedule(plan, 0, 'bruck').steps;
+      if (p > 2) expect(first.filter((s) => s.peer === 1).map((s) => s.range!.first)).toEqual(range(1, p - 1, 2));
+    }
+  });
+
   it('hierarchical: 10 shapes × p = 1…33 (one node, 2–4 nodes even and uneven, round-robin, sockets, switches) with rendezvous sends', () => {
     const problems: string[] = [];
     for (const shape of [...SHAPES, ...EXTRA_SHAPES]) {
@@ -170,7 +206,7 @@ describe('alltoall schedules', () => {
         alltoallSchedule(
           unbound(() => 'a', 3),
           0,
-          'bruck' as AlltoallAlgorithm,
+          'bogus' as AlltoallAlgorithm,
         ),
       ).code,
     ).toBe('ECONFIG');

@@ -327,6 +327,10 @@ inline constexpr size_t kFirst2 = 8;
 inline constexpr size_t kCount2 = 9;
 // 0 computes B op X (X covers higher ranks than B), 1 computes X op B.
 inline constexpr size_t kOrder = 10;
+// 1: this exchange's blocks travel in one message with the next step's (an alltoall's packed
+// exchange of pair blocks, Bruck's rounds: a run of SendRecvs with the same peers, every one but
+// the last joined).
+inline constexpr size_t kJoined = 10;
 // 1 picks the area's every-rank protocol (every rank combines, or waits for every deposit itself),
 // 0 the last-arrival one.
 inline constexpr size_t kEveryRankCombines = 11;
@@ -343,6 +347,7 @@ inline constexpr int32_t kPeer2 = -1;
 inline constexpr int32_t kFirst2 = 0;
 inline constexpr int32_t kCount2 = 0;
 inline constexpr int32_t kOrder = 0;
+inline constexpr int32_t kJoined = 0;
 inline constexpr int32_t kEveryRankCombines = 0;
 }  // namespace step_default
 // Whether a step of `kind` carries group: only these kinds read it, every other kind writes its
@@ -396,6 +401,14 @@ constexpr bool StepHasOrder(StepKind kind) {
   switch (kind) {
     case StepKind::kRecvReduce:
     case StepKind::kSendRecvReduce: return true;
+    default: return false;
+  }
+}
+// Whether a step of `kind` carries joined: only these kinds read it, every other kind writes its
+// default.
+constexpr bool StepHasJoined(StepKind kind) {
+  switch (kind) {
+    case StepKind::kSendRecv: return true;
     default: return false;
   }
 }

@@ -810,6 +810,7 @@ Napi::Value StepRoundTrip(const Napi::CallbackInfo& info) {
     set("first2", s.first2);
     set("count2", s.count2);
     set("order", s.order);
+    o.Set("joined", Napi::Boolean::New(env, s.joined));
     o.Set("everyRankCombines", Napi::Boolean::New(env, s.every_rank_combines));
     decoded.Set(static_cast<uint32_t>(i), o);
   }

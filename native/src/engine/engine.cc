@@ -212,6 +212,8 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
       if (!moves || s.count != 1 || s.first >= pairs || (exchange && (s.count2 != 1 || s.first2 >= pairs))) {
         throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a pair-block range that is not one block of a send or receive");
       }
+    } else if (s.joined) {
+      throw CollError("EINVAL", "schedule " + std::to_string(id) + " joins an exchange that does not move a pair block");
     } else if (s.of == 0) {
       // Rank blocks: one rank's block each, in the ranges that move data (a ShmBcast of one
       // block: the shared-memory allgather, where each member publishes its own blocks; the
@@ -235,6 +237,14 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
     if (node_wide && (options_.local_ranks.size() != static_cast<size_t>(options_.size) || options_.size < 2)) {
       throw CollError(
           "EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory step, but the job is not one node of several ranks");
+    }
+  }
+  // A joined exchange is followed by the rest of its run: the same peers, pair blocks.
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!steps[i].joined) continue;
+    if (i + 1 == steps.size() || steps[i + 1].kind != StepKind::kSendRecv || steps[i + 1].of != kPairBlocks ||
+        steps[i + 1].peer != steps[i].peer || steps[i + 1].peer2 != steps[i].peer2) {
+      throw CollError("EINVAL", "schedule " + std::to_string(id) + " joins an exchange to a step that is not one of the same peers");
     }
   }
   // The local ranks this schedule sends to get their channels (refused now if they cannot).

@@ -271,6 +271,9 @@ class Engine {
     const uint8_t* send = nullptr;
     uint8_t* recv = nullptr;
     std::vector<uint64_t> send_counts, send_displs, recv_counts, recv_displs;
+    // Alltoall (not v): every block has the call's length n, known everywhere (packed exchanges).
+    bool uniform = false;
+    uint64_t n = 0;
     // Staged blocks by block index: where in `arena` (bytes) and how many elements.
     struct Staged {
       size_t at;
@@ -332,6 +335,9 @@ class Engine {
                      size_t in_bytes, Guard& guard);
   // An alltoall's step on pair blocks (Send, Recv, SendRecv; see PairTable), one block a message.
   void RunPairStep(const Step& s, const MsgHeader& call, PairTable& t, size_t elem, Guard& guard);
+  // Steps [begin, end), a run of joined SendRecvs: one packed exchange (an alltoall's, n each).
+  void RunPackedExchange(const std::vector<Step>& steps, size_t begin, size_t end, const MsgHeader& call, PairTable& t, size_t elem,
+                         Guard& guard);
   // Receives pair block `block` from `peer`: into recv (this rank's column: its length known,
   // compared with the message's), or staged (the length the message carries).
   void ReceivePairBlock(int peer, int local_peer, const MsgHeader& call, PairTable& t, uint64_t block, size_t elem, Guard& guard);
@@ -394,6 +400,7 @@ class Engine {
   // The alltoall in progress's (its arena kept from call to call), and IN_PLACE's copy of the input.
   PairTable pair_table_;
   std::vector<uint8_t> alltoall_input_;
+  std::vector<uint8_t> pack_out_, pack_in_;
   std::vector<uint8_t> exchange_copy_;
   PendingInput pending_;
   // seq, the previous call's hash (folded into the plan hash of the next call's messages: ranks

@@ -303,6 +303,20 @@ void Engine::StartAccumulator(PhaseData& data, const uint8_t* input, const Reduc
 }
 
 void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer, Guard& guard) {
+  if (data.pairs != nullptr) {
+    // An alltoall's phase: never segmented; a run of joined exchanges is one packed exchange
+    // (SetPlan has checked that every joined step is followed by the rest of its run).
+    for (size_t i = 0; i < steps.size();) {
+      size_t last = i;
+      while (steps[last].joined) ++last;
+      if (last == i)
+        RunStep(steps[i], header, data, 0, 0, 0, reducer, guard);
+      else
+        RunPackedExchange(steps, i, last + 1, header, *data.pairs, data.elem, guard);
+      i = last + 1;
+    }
+    return;
+  }
   const uint64_t segments = data.count == 0 ? 1 : (data.count + data.segment - 1) / data.segment;
   for (uint64_t k = 0; k < segments; ++k) {
     const uint64_t start = k * data.segment;
@@ -541,6 +555,65 @@ void Engine::RunPairStep(const Step& s, const MsgHeader& call, PairTable& t, siz
   }
 }
 
+// A packed exchange, protocol: the run's outgoing blocks, in step order, are one message to
+// s.peer whose count is their elements (the run's length × n), and the run's incoming blocks one
+// message from s.peer2 — both peers list the same blocks in the same order (alltoall.ts, Bruck),
+// so the counts agree unless the ranks' n do (EMISMATCH). Only an alltoall's (not v): there every
+// block's length is n on every rank, so none travels with the message.
+void Engine::RunPackedExchange(const std::vector<Step>& steps, size_t begin, size_t end, const MsgHeader& call, PairTable& t, size_t elem,
+                               Guard& guard) {
+  if (!t.uniform) throw CollError("EINVAL", "a packed exchange in an alltoallv (only an alltoall's blocks all have one known length)");
+  const auto p = static_cast<uint64_t>(options_.size);
+  const auto me = static_cast<uint64_t>(options_.rank);
+  const size_t block_bytes = static_cast<size_t>(t.n) * elem;
+  const size_t bytes = (end - begin) * block_bytes;
+  pack_out_.resize(bytes);
+  pack_in_.resize(bytes);
+  for (size_t k = begin; k < end; ++k) {
+    const uint64_t block = steps[k].first;
+    const uint8_t* data = nullptr;
+    if (block / p == me) {
+      data = t.send + t.send_displs[block % p] * elem;
+    } else {
+      const auto found = t.staged.find(block);
+      if (found == t.staged.end()) throw CollError("EINVAL", "the alltoall's schedule packs a block before it came here");
+      data = t.arena.data() + found->second.at;
+    }
+    if (block_bytes > 0) std::memcpy(pack_out_.data() + (k - begin) * block_bytes, data, block_bytes);
+  }
+  const Step& s = steps[begin];
+  MsgHeader h = call;
+  h.count = (end - begin) * t.n;
+  Delivery into(pack_in_.data(), Reducer{}, false, elem, nullptr, combine_scratch_);
+  if (s.local_peer >= 0 && s.local_peer2 >= 0) {
+    ExchangeLocal(s, h, h, pack_out_.data(), bytes, into, bytes, guard);
+  } else {
+    const uint64_t limit = s.local_peer >= 0 ? options_.channels.min_capacity - 2 * sizeof(MsgHeader) : kEagerBytes;
+    if (bytes > limit) {
+      throw CollError("EINVAL", "a packed alltoall exchange of " + std::to_string(bytes) + " bytes with another node (at most " +
+                                    std::to_string(limit) + " here)");
+    }
+    SendTo(s.peer, s.local_peer, h, pack_out_.data(), bytes, guard);
+    RecvFrom(s.peer2, s.local_peer2, h, bytes, into, guard);
+  }
+  for (size_t k = begin; k < end; ++k) {
+    const uint64_t block = steps[k].first2;
+    const uint8_t* in = pack_in_.data() + (k - begin) * block_bytes;
+    if (block / p == me) throw CollError("EINVAL", "the alltoall's schedule receives a block of this rank's own");
+    uint8_t* at = nullptr;
+    if (block % p == me) {
+      at = t.recv + t.recv_displs[block / p] * elem;
+    } else {
+      if (t.staged.count(block) != 0) throw CollError("EINVAL", "the alltoall's schedule receives a block twice");
+      if (t.used + block_bytes > t.arena.size()) t.arena.resize(std::max(t.arena.size() * 2, t.used + block_bytes));
+      t.staged.emplace(block, PairTable::Staged{t.used, t.n});
+      at = t.arena.data() + t.used;
+      t.used += block_bytes;
+    }
+    if (block_bytes > 0) std::memcpy(at, in, block_bytes);
+  }
+}
+
 void Engine::ReceivePairBlock(int peer, int local_peer, const MsgHeader& call, PairTable& t, uint64_t block, size_t elem, Guard& guard) {
   const auto p = static_cast<uint64_t>(options_.size);
   const auto me = static_cast<uint64_t>(options_.rank);
@@ -593,6 +666,8 @@ void Engine::FillPairTable(const CallArgs& args, const uint8_t* send, PairTable&
     s += t.send_counts[i];
     r += t.recv_counts[i];
   }
+  t.uniform = args.block_counts.empty();
+  t.n = args.count;
   t.send = send;
   t.recv = static_cast<uint8_t*>(args.recv);
   t.staged.clear();
