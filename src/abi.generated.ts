@@ -276,9 +276,9 @@ export const StepWord = {
   /** 0 computes B op X (X covers higher ranks than B), 1 computes X op B. */
   order: 10,
   /**
-   * 1: this exchange's blocks travel in one message with the next step's (an alltoall's packed
-   * exchange of pair blocks, Bruck's rounds: a run of SendRecvs with the same peers, every one but
-   * the last joined).
+   * 1: this step's pair blocks travel in one message with the next step's (an alltoall's packed
+   * messages: a run of steps of one kind and the same peers, every one but the last joined -
+   * Bruck's rounds, the hierarchical form's bundles).
    */
   joined: 10,
   /**
@@ -351,7 +351,7 @@ export function stepHasOrder(kind: StepKind): boolean {
  * default.
  */
 export function stepHasJoined(kind: StepKind): boolean {
-  return kind === StepKind.SendRecv;
+  return kind === StepKind.Send || kind === StepKind.Recv || kind === StepKind.SendRecv;
 }
 /**
  * Whether a step of `kind` carries everyRankCombines: only these kinds read it, every other kind

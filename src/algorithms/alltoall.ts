@@ -63,10 +63,17 @@ import { pairBlock, StepKind, type BlockRange, type Schedule, type Step } from '
  * earlier message on that link, a sender in a later step has sent it). The simulator checks it
  * with rendezvous sends (test/algorithms/alltoall.test.ts).
  *
- * Messages: the pairwise form sends p−1 per rank; the hierarchical form sends, from a node of L
- * ranks among N nodes, L·(p−L) blocks up and the same down inside the node and L·(p−L) block
- * messages between leaders, back to back on one link per pair of nodes (one message per block:
- * a bundle per pair of leaders would need packing; its messages follow each other on the stream).
+ * **Bundles** (`packed`, an alltoall's small blocks; not alltoallv's, whose lengths only the
+ * blocks' ends know): every list above that one rank sends one peer in one go — a member's blocks
+ * up, a leader's blocks down to one member, one cross step's blocks each way — is one message (a
+ * run of joined Sends or Recvs, schedule.ts "Pair blocks"): a pair of node leaders exchanges one
+ * node-sized bundle a step, as UCC's cl/hier does. The order of sends and receives is the same,
+ * so is the argument above (a bundle blocks as its first block would).
+ *
+ * Messages: the pairwise form sends p−1 per rank, Bruck ⌈log2 p⌉; the hierarchical form sends,
+ * from a node of L ranks among N nodes, L·(p−L) blocks up and the same down inside the node and
+ * L·(p−L) block messages between leaders, back to back on one link per pair of nodes — or, with
+ * bundles, one message a member up and down and one per pair of leaders each way.
  */
 export type AlltoallAlgorithm = 'pairwise' | 'bruck' | 'hierarchical';
 
@@ -76,8 +83,18 @@ export function alltoallAlgorithm(plan: GroupPlan): 'pairwise' | 'hierarchical' 
   return plan.placements.every((p) => p.node === node) ? 'pairwise' : 'hierarchical';
 }
 
+/** `packed`: the hierarchical form's bundles as one message each (an alltoall's, not alltoallv's: see "Bundles"). */
+export interface AlltoallOptions {
+  packed?: boolean;
+}
+
 /** The steps of `rank` in an alltoall (one phase of pair blocks, root 0). */
-export function alltoallSchedule(plan: GroupPlan, rank: number, algorithm: AlltoallAlgorithm = alltoallAlgorithm(plan)): Schedule {
+export function alltoallSchedule(
+  plan: GroupPlan,
+  rank: number,
+  algorithm: AlltoallAlgorithm = alltoallAlgorithm(plan),
+  options: AlltoallOptions = {},
+): Schedule {
   plan.chain(rank); // validates rank
   const steps =
     algorithm === 'pairwise'
@@ -85,7 +102,7 @@ export function alltoallSchedule(plan: GroupPlan, rank: number, algorithm: Allto
       : algorithm === 'bruck'
         ? bruckSteps(plan, rank)
         : algorithm === 'hierarchical'
-          ? hierarchicalSteps(plan, rank)
+          ? hierarchicalSteps(plan, rank, options.packed === true)
           : badAlgorithm(algorithm);
   return { collective: 'alltoall', root: 0, steps };
 }
@@ -127,10 +144,15 @@ function bruckSteps(plan: GroupPlan, rank: number): Step[] {
   return steps;
 }
 
-function hierarchicalSteps(plan: GroupPlan, rank: number): Step[] {
+function hierarchicalSteps(plan: GroupPlan, rank: number, packed: boolean): Step[] {
   const p = plan.size;
   const chain = plan.chain(rank);
   const steps: Step[] = [];
+  // A bundle: the blocks one step list sends one peer (or receives from it), one message when packed.
+  const bundle = (run: Step[]): void => {
+    if (packed) run.forEach((step, k) => k < run.length - 1 && (step.joined = true));
+    steps.push(...run);
+  };
   const shape = (g: Group): GroupShape => {
     const cov = g.members.map((m) => coveredBelow(plan, m, g));
     const inside = new Uint8Array(p);
@@ -149,13 +171,13 @@ function hierarchicalSteps(plan: GroupPlan, rank: number): Step[] {
     // 1. up
     if (leads) {
       g.members.forEach((m, i) => {
-        if (m !== rank) for (const s of cov[i]!) for (const d of outside) steps.push(move(StepKind.Recv, m, pairBlock(s, d, p), level));
+        if (m !== rank) bundle(cov[i]!.flatMap((s) => outside.map((d) => move(StepKind.Recv, m, pairBlock(s, d, p), level))));
       });
     } else {
-      for (const s of cov[me]!) for (const d of outside) steps.push(move(StepKind.Send, g.leader, pairBlock(s, d, p), level));
+      bundle(cov[me]!.flatMap((s) => outside.map((d) => move(StepKind.Send, g.leader, pairBlock(s, d, p), level))));
     }
     // 2. cross
-    steps.push(...crossSteps(g, shapes[gi]!, me, p));
+    for (const run of crossSteps(g, shapes[gi]!, me, p)) bundle(run);
   });
   for (let gi = chain.length - 1; gi >= 0; gi--) {
     const g = chain[gi]!;
@@ -163,10 +185,10 @@ function hierarchicalSteps(plan: GroupPlan, rank: number): Step[] {
     const me = g.members.indexOf(rank);
     // 3. down
     if (g.leader !== rank) {
-      for (const s of outside) for (const d of cov[me]!) steps.push(move(StepKind.Recv, g.leader, pairBlock(s, d, p), level));
+      bundle(outside.flatMap((s) => cov[me]!.map((d) => move(StepKind.Recv, g.leader, pairBlock(s, d, p), level))));
     } else {
       g.members.forEach((m, i) => {
-        if (m !== rank) for (const s of outside) for (const d of cov[i]!) steps.push(move(StepKind.Send, m, pairBlock(s, d, p), level));
+        if (m !== rank) bundle(outside.flatMap((s) => cov[i]!.map((d) => move(StepKind.Send, m, pairBlock(s, d, p), level))));
       });
     }
   }
@@ -183,11 +205,11 @@ interface GroupShape {
   exchanges: boolean;
 }
 
-/** The cross exchange of position `me` in `g` (see 2. above). */
-function crossSteps(g: Group, shape: GroupShape, me: number, p: number): Step[] {
+/** The cross exchange of position `me` in `g` (see 2. above), as runs: each a single exchange, or one peer's sends or receives (a bundle). */
+function crossSteps(g: Group, shape: GroupShape, me: number, p: number): Step[][] {
   const n = g.members.length;
   const { cov, level } = shape;
-  const steps: Step[] = [];
+  const steps: Step[][] = [];
   for (let k = 1; k < n; k++) {
     const to = (me + k) % n;
     const from = (me - k + n) % n;
@@ -198,13 +220,13 @@ function crossSteps(g: Group, shape: GroupShape, me: number, p: number): Step[] 
     const toRank = g.members[to]!;
     const fromRank = g.members[from]!;
     if (shape.exchanges) {
-      steps.push(exchange(toRank, sends[0]!, fromRank, recvs[0]!, level));
+      steps.push([exchange(toRank, sends[0]!, fromRank, recvs[0]!, level)]);
       continue;
     }
     const sent = sends.map((r) => move(StepKind.Send, toRank, r, level));
     const received = recvs.map((r) => move(StepKind.Recv, fromRank, r, level));
     const head = me < gcd(n, k);
-    steps.push(...(head ? [...received, ...sent] : [...sent, ...received]));
+    steps.push(...(head ? [received, sent] : [sent, received]));
   }
   return steps;
 }

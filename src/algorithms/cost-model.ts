@@ -86,6 +86,10 @@ import { knomialTree } from './knomial-tree.js';
  *   b·G)) + L) — each step's blocks out, then in, assuming the transports buffer a step's messages
  *   (with rendezvous sends a cycle's members follow each other); down u·send(b) + p2p(b). The
  *   call is the sum over the groups of the largest group's chain; a group of one member costs 0.
+ *   With bundles (one message per list, an alltoall's): up p2p(B) + (n − 2)·max(g, o_r + B·G),
+ *   B = u·b / (n − 1) the mean bundle, down (n − 2)·send(B) + p2p(B), the cross step
+ *   send(c̄²·b) + max(g, o_r + c̄²·b·G) + L, and every bundled byte copied twice (packed, unpacked)
+ *   at the combining rate.
  *
  * Barrier: S4's formulas (barrier-model.ts) on the link's L, o_s, o_r, g.
  *
@@ -405,15 +409,23 @@ export function predictBruckAlltoallUs(n: number, b: number, c: LevelCosts): num
  * `covers` ranks each (the leader first), `outside` ranks lie outside it, `b` bytes per block;
  * `exchanges`: every member stands for itself inside one node (the cross steps are SendRecvs).
  */
-export function predictAlltoallGroupUs(covers: readonly number[], outside: number, b: number, c: LevelCosts, exchanges: boolean): number {
+export function predictAlltoallGroupUs(covers: readonly number[], outside: number, b: number, c: LevelCosts, exchanges: boolean, bundles = false): number {
   const n = covers.length;
   checkGroup(n, b);
   if (n === 1) return 0;
   const { link } = c;
   const up = covers.slice(1).reduce((t, x) => t + x * outside, 0);
-  const take = Math.max(link.g, link.or + b * link.G);
-  const moves = up === 0 ? 0 : 2 * p2pUs(link, b) + up * take + up * sendUs(link, b);
   const mean = covers.reduce((t, x) => t + x, 0) / n;
-  const cross = exchanges ? (n - 1) * exchangeUs(link, b) : (n - 1) * (mean * mean * (sendUs(link, b) + take) + link.L);
+  const take = (bytes: number): number => Math.max(link.g, link.or + bytes * link.G);
+  const copy = (bytes: number): number => (2 * bytes) / c.combineBytesPerUs;
+  if (bundles) {
+    const bundle = (up * b) / (n - 1);
+    const moves = up === 0 ? 0 : 2 * p2pUs(link, bundle) + (n - 2) * (take(bundle) + sendUs(link, bundle)) + 2 * copy(up * b);
+    const pair = mean * mean * b;
+    const cross = exchanges ? (n - 1) * exchangeUs(link, b) : (n - 1) * (sendUs(link, pair) + take(pair) + link.L + copy(pair));
+    return moves + cross;
+  }
+  const moves = up === 0 ? 0 : 2 * p2pUs(link, b) + up * take(b) + up * sendUs(link, b);
+  const cross = exchanges ? (n - 1) * exchangeUs(link, b) : (n - 1) * (mean * mean * (sendUs(link, b) + take(b)) + link.L);
   return moves + cross;
 }

@@ -174,6 +174,7 @@ type Collective = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter';
 export class Selector {
   private readonly byBucket: (Choice | undefined)[] = [];
   private readonly alltoallByBucket: ('pairwise' | 'bruck' | undefined)[] = [];
+  private readonly bundlesByBucket: (boolean | undefined)[] = [];
   private readonly nodeLocal = new Map<Group, boolean>();
   private readonly groupChoice = new Map<string, { algorithm: unknown; us: number; all: Candidate[] }>();
   private readonly shmBcast = new Map<number, (bytes: number) => number>();
@@ -589,6 +590,34 @@ export class Selector {
   }
 
   /**
+   * Across nodes, whether an alltoall of `blockBytes` per block sends its bundles as one message
+   * each (alltoall.ts, "Bundles"): when the model predicts less for the whole call. alltoallv
+   * never does.
+   */
+  alltoallBundles(blockBytes: number): boolean {
+    const bucket = sizeBucket(blockBytes);
+    let choice = this.bundlesByBucket[bucket];
+    if (choice === undefined) {
+      const at = 2 ** bucket;
+      choice = this.alltoallHierarchicalUs(at, true) < this.alltoallHierarchicalUs(at, false);
+      this.bundlesByBucket[bucket] = choice;
+    }
+    return choice;
+  }
+
+  /** The hierarchical alltoall's predicted µs without the call's own: its part on every level's largest group. */
+  private alltoallHierarchicalUs(block: number, bundles: boolean): number {
+    return this.levels.reduce((t, { groups }) => t + this.alltoallPartUs(largest(groups), block, bundles), 0);
+  }
+
+  private alltoallPartUs(g: Group, block: number, bundles: boolean): number {
+    const covers = g.members.map((m) => coveredBelow(this.plan, m, g).length);
+    const outside = this.plan.size - covers.reduce((t, x) => t + x, 0);
+    const exchanges = this.isNodeLocal(g) && covers.every((x) => x === 1);
+    return predictAlltoallGroupUs(covers, outside, block, this.costs(g), exchanges, bundles);
+  }
+
+  /**
    * An alltoall whose send buffer holds `at` bytes (blocks of at / size): the hierarchical form's
    * part on each level (its largest group), and the pairwise and bruck forms among every rank
    * when the job is one node, where the least of those two runs (alltoallOnNode); across nodes
@@ -598,22 +627,21 @@ export class Selector {
     const p = this.plan.size;
     const block = Math.max(1, Math.floor(at / Math.max(1, p)));
     const placed = alltoallAlgorithm(this.plan);
-    const chosen = placed === 'pairwise' ? this.alltoallOnNode(block) : placed;
+    const bundles = placed === 'hierarchical' && this.alltoallBundles(block);
+    const hierarchical = bundles ? 'hierarchical (bundles)' : 'hierarchical';
+    const chosen = placed === 'pairwise' ? this.alltoallOnNode(block) : hierarchical;
+    // Each level shows the form the call runs (the whole call decides bundles, not each level).
     const levels: Explanation['levels'] = this.levels.map(({ level, groups }) => {
       const g = largest(groups);
-      const covers = g.members.map((m) => coveredBelow(this.plan, m, g).length);
-      const outside = p - covers.reduce((t, x) => t + x, 0);
-      const exchanges = this.isNodeLocal(g) && covers.every((x) => x === 1);
       const link = this.link(g);
-      const us = predictAlltoallGroupUs(covers, outside, block, this.costs(g), exchanges);
       return {
         level,
         groupSize: g.members.length,
         link: link.name,
         linkParameters: link.link,
         configured: false,
-        candidates: [{ algorithm: 'hierarchical', us }],
-        chosen: 'hierarchical',
+        candidates: [{ algorithm: hierarchical, us: this.alltoallPartUs(g, block, bundles) }],
+        chosen: hierarchical,
       };
     });
     const callUs = this.config.model.callUs;
@@ -623,7 +651,8 @@ export class Selector {
       candidates.push({ algorithm: 'pairwise', us: callUs + predictPairwiseAlltoallUs(p, block, this.costs(top)) });
       candidates.push({ algorithm: 'bruck', us: callUs + predictBruckAlltoallUs(p, block, this.costs(top)) });
     }
-    candidates.push({ algorithm: 'hierarchical', us: callUs + levels.reduce((t, l) => t + l.candidates[0]!.us, 0) });
+    candidates.push({ algorithm: 'hierarchical', us: callUs + this.alltoallHierarchicalUs(block, false) });
+    if (placed === 'hierarchical') candidates.push({ algorithm: 'hierarchical (bundles)', us: callUs + this.alltoallHierarchicalUs(block, true) });
     const predictedUs = p === 1 ? 0 : (candidates.find((c) => c.algorithm === chosen)?.us ?? candidates[candidates.length - 1]!.us);
     if (placed === 'pairwise' && top !== undefined) {
       const link = this.link(top);

@@ -417,22 +417,26 @@ export class CollectivePlans {
     return call;
   }
 
-  /** The alltoall schedules' ids by algorithm, once registered. */
-  private readonly alltoallIds: Partial<Record<AlltoallAlgorithm, number>> = {};
+  /** The alltoall schedules' ids by algorithm (hierarchical with bundles: `bundles`), once registered. */
+  private readonly alltoallIds: Partial<Record<AlltoallAlgorithm | 'bundles', number>> = {};
   private readonly alltoallCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
 
   /**
    * An alltoall of `blockBytes` per block (alltoallv: `v`): its one phase's schedule id (in
-   * `gather`; `bcast` −1), never segmented — across nodes hierarchical, on one node pairwise, or
-   * Bruck for an alltoall whose blocks the cost model finds small enough (alltoall.ts).
+   * `gather`; `bcast` −1), never segmented — across nodes hierarchical (an alltoall's bundles one
+   * message each where the cost model says so), on one node pairwise, or Bruck for an alltoall
+   * whose blocks the cost model finds small enough (alltoall.ts). The same on every rank: the
+   * plan, the configuration and n.
    */
   alltoall(blockBytes: number, v: boolean): AllgatherCallPlan {
     let algorithm: AlltoallAlgorithm = alltoallAlgorithm(this.parts.plan);
     if (algorithm === 'pairwise' && !v) algorithm = this.selector.alltoallOnNode(blockBytes);
-    let id = this.alltoallIds[algorithm];
+    const bundles = algorithm === 'hierarchical' && !v && this.selector.alltoallBundles(blockBytes);
+    const key = bundles ? 'bundles' : algorithm;
+    let id = this.alltoallIds[key];
     if (id === undefined) {
-      id = this.parts.register(encodeSchedule(alltoallSchedule(this.parts.plan, this.parts.rank, algorithm)));
-      this.alltoallIds[algorithm] = id;
+      id = this.parts.register(encodeSchedule(alltoallSchedule(this.parts.plan, this.parts.rank, algorithm, { packed: bundles })));
+      this.alltoallIds[key] = id;
     }
     this.alltoallCall.gather = id;
     return this.alltoallCall;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { alltoallAlgorithm, alltoallSchedule, type AlltoallAlgorithm } from '../../src/algorithms/alltoall.js';
-import { decodeSteps, encodeSchedule, PAIR_BLOCKS, StepKind, type Schedule } from '../../src/algorithms/schedule.js';
+import { decodeSteps, encodeSchedule, PAIR_BLOCKS, StepKind, type Schedule, type Step } from '../../src/algorithms/schedule.js';
 import { planGroups, type GroupPlan } from '../../src/groups/plan.js';
 import { coreLocality, range } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';
@@ -67,15 +67,22 @@ function simulateAlltoall(plan: GroupPlan, schedules: readonly Schedule[]): stri
         if (last >= steps.length) problems.push(`rank ${r}: a joined exchange ends the schedule`);
         for (const x of run) {
           if (x.range?.of !== PAIR_BLOCKS || x.range.count !== 1) problems.push(`rank ${r}: a step that is not one pair block`);
-          if (run.length > 1 && (x.kind !== StepKind.SendRecv || x.peer !== step.peer || x.peer2 !== step.peer2))
-            problems.push(`rank ${r}: a run of other steps`);
+          if (x.kind !== step.kind || x.peer !== step.peer || x.peer2 !== step.peer2) problems.push(`rank ${r}: a run of other steps`);
         }
         let done = false;
         if (step.kind === StepKind.Send) {
-          const m = (posted[r] ??= post(r, step.peer, [step.range!.first]));
+          const m = (posted[r] ??= post(
+            r,
+            step.peer,
+            run.map((x) => x.range!.first),
+          ));
           done = m.taken;
         } else if (step.kind === StepKind.Recv) {
-          done = take(r, step.peer, [step.range!.first]);
+          done = take(
+            r,
+            step.peer,
+            run.map((x) => x.range!.first),
+          );
         } else if (step.kind === StepKind.SendRecv) {
           posted[r] ??= post(
             r,
@@ -96,7 +103,7 @@ function simulateAlltoall(plan: GroupPlan, schedules: readonly Schedule[]): stri
           break;
         }
         posted[r] = undefined;
-        pc[r] = step.kind === StepKind.SendRecv ? last + 1 : pc[r]! + 1;
+        pc[r] = last + 1;
         progress = true;
       }
     }
@@ -123,8 +130,8 @@ function simulateAlltoall(plan: GroupPlan, schedules: readonly Schedule[]): stri
 
 const blockName = (block: number, p: number): string => `(${Math.floor(block / p)}, ${block % p})`;
 
-function problemsOf(plan: GroupPlan, algorithm: AlltoallAlgorithm): string[] {
-  const schedules = range(0, plan.size - 1).map((r) => alltoallSchedule(plan, r, algorithm));
+function problemsOf(plan: GroupPlan, algorithm: AlltoallAlgorithm, packed = false): string[] {
+  const schedules = range(0, plan.size - 1).map((r) => alltoallSchedule(plan, r, algorithm, { packed }));
   const problems = simulateAlltoall(plan, schedules);
   if (algorithm === 'hierarchical') problems.push(...outOfGroupSteps(plan, schedules));
   // The encoded form decodes to the same steps.
@@ -173,12 +180,13 @@ describe('alltoall schedules', () => {
     }
   });
 
-  it('hierarchical: 10 shapes × p = 1…33 (one node, 2–4 nodes even and uneven, round-robin, sockets, switches) with rendezvous sends', () => {
+  it('hierarchical, one message a block and bundles: 10 shapes × p = 1…33 (one node, 2–4 nodes even and uneven, round-robin, sockets, switches) with rendezvous sends', () => {
     const problems: string[] = [];
     for (const shape of [...SHAPES, ...EXTRA_SHAPES]) {
       for (let p = 1; p <= 33; p++) {
         const plan = shape.plan(p);
         problems.push(...problemsOf(plan, 'hierarchical').map((x) => `${shape.name}, p ${p}: ${x}`));
+        problems.push(...problemsOf(plan, 'hierarchical', true).map((x) => `${shape.name}, bundles, p ${p}: ${x}`));
         if (shape.name === 'one node') problems.push(...problemsOf(plan, 'pairwise').map((x) => `${shape.name} pairwise, p ${p}: ${x}`));
       }
     }
@@ -187,7 +195,10 @@ describe('alltoall schedules', () => {
 
   it('hierarchical: 40 random plans (shuffled ranks, unequal nodes, switches)', () => {
     const problems: string[] = [];
-    randomPlans(40, 7).forEach((plan, i) => problems.push(...problemsOf(plan, 'hierarchical').map((x) => `plan ${i} (p ${plan.size}): ${x}`)));
+    randomPlans(40, 7).forEach((plan, i) => {
+      problems.push(...problemsOf(plan, 'hierarchical').map((x) => `plan ${i} (p ${plan.size}): ${x}`));
+      problems.push(...problemsOf(plan, 'hierarchical', true).map((x) => `plan ${i} (p ${plan.size}), bundles: ${x}`));
+    });
     expect(problems.slice(0, 20)).toEqual([]);
   });
 
@@ -198,6 +209,18 @@ describe('alltoall schedules', () => {
     const toOtherNode = leader.filter((s) => s.kind === StepKind.Send && s.peer === 3);
     expect(toOtherNode.length).toBe(9);
     expect(member.filter((s) => s.kind === StepKind.Send && s.peer === 0 && Math.floor(s.range!.first / 6) === 1 && s.range!.first % 6 >= 3).length).toBe(3);
+  });
+
+  it('hierarchical bundles, 2 nodes of 3: a member sends its leader one message, the leaders exchange one of 9 blocks', () => {
+    const plan = unbound((r) => `n${Math.floor(r / 3)}`, 6);
+    const messages = (steps: Step[], kind: StepKind, peer: number) => steps.filter((s) => s.kind === kind && s.peer === peer && s.joined !== true).length;
+    const leader = alltoallSchedule(plan, 0, 'hierarchical', { packed: true }).steps;
+    expect(leader.filter((s) => s.kind === StepKind.Send && s.peer === 3).length).toBe(9);
+    expect(messages(leader, StepKind.Send, 3)).toBe(1);
+    expect(messages(leader, StepKind.Recv, 3)).toBe(1);
+    const member = alltoallSchedule(plan, 1, 'hierarchical', { packed: true }).steps;
+    expect(messages(member, StepKind.Send, 0)).toBe(1);
+    expect(messages(member, StepKind.Recv, 0)).toBe(1);
   });
 
   it('an algorithm it does not know is ECONFIG', () => {

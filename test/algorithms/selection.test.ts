@@ -441,7 +441,7 @@ describe('gather and scatter', () => {
 });
 
 describe('alltoall in explain()', () => {
-  it('one node: pairwise ((p − 1) exchanges of a block) or bruck, the least predicted; several nodes: the hierarchical parts per level, summed', () => {
+  it('one node: pairwise ((p − 1) exchanges of a block) or bruck, the least predicted; several nodes: the hierarchical parts per level, summed, with bundles where they are predicted faster', () => {
     const one = planGroups(byCore(['a'], 8, 4));
     const e = selector(one).explain('alltoall', 8 * 1024);
     expect(e.levels.map((l) => l.groupSize)).toEqual([8]);
@@ -460,12 +460,18 @@ describe('alltoall in explain()', () => {
     expect(s.alltoallOnNode(8)).toBe('bruck');
     expect(s.alltoallOnNode(1 << 20)).toBe('pairwise');
     const four = selector(plan4x4).explain('alltoall', 16 * 1024);
-    expect(four.alltoall!.map((c) => c.algorithm)).toEqual(['hierarchical']);
-    expect(four.levels.every((l) => l.chosen === 'hierarchical' && l.candidates[0]!.us > 0)).toBe(true);
+    expect(four.alltoall!.map((c) => c.algorithm)).toEqual(['hierarchical', 'hierarchical (bundles)']);
+    // Bundles (one message per list) where the whole call is predicted faster: small blocks, not large ones.
+    const s4 = selector(plan4x4);
+    expect(s4.alltoallBundles(64)).toBe(true);
+    expect(s4.alltoallBundles(1 << 22)).toBe(false);
+    const form = s4.alltoallBundles(1024) ? 'hierarchical (bundles)' : 'hierarchical';
+    expect(four.levels.every((l) => l.chosen === form && l.candidates[0]!.us > 0)).toBe(true);
     expect(four.predictedUs).toBeCloseTo(
       four.levels.reduce((t, l) => t + l.candidates[0]!.us, config().model.callUs),
       9,
     );
+    expect(four.predictedUs).toBeCloseTo(Math.min(...four.alltoall!.map((c) => c.us)), 9);
     // More bytes never predict less.
     expect(selector(plan4x4).explain('alltoall', 1 << 20).predictedUs).toBeGreaterThan(four.predictedUs);
   });

@@ -327,9 +327,9 @@ inline constexpr size_t kFirst2 = 8;
 inline constexpr size_t kCount2 = 9;
 // 0 computes B op X (X covers higher ranks than B), 1 computes X op B.
 inline constexpr size_t kOrder = 10;
-// 1: this exchange's blocks travel in one message with the next step's (an alltoall's packed
-// exchange of pair blocks, Bruck's rounds: a run of SendRecvs with the same peers, every one but
-// the last joined).
+// 1: this step's pair blocks travel in one message with the next step's (an alltoall's packed
+// messages: a run of steps of one kind and the same peers, every one but the last joined - Bruck's
+// rounds, the hierarchical form's bundles).
 inline constexpr size_t kJoined = 10;
 // 1 picks the area's every-rank protocol (every rank combines, or waits for every deposit itself),
 // 0 the last-arrival one.
@@ -408,6 +408,8 @@ constexpr bool StepHasOrder(StepKind kind) {
 // default.
 constexpr bool StepHasJoined(StepKind kind) {
   switch (kind) {
+    case StepKind::kSend:
+    case StepKind::kRecv:
     case StepKind::kSendRecv: return true;
     default: return false;
   }

@@ -213,7 +213,7 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
         throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a pair-block range that is not one block of a send or receive");
       }
     } else if (s.joined) {
-      throw CollError("EINVAL", "schedule " + std::to_string(id) + " joins an exchange that does not move a pair block");
+      throw CollError("EINVAL", "schedule " + std::to_string(id) + " joins a step that does not move a pair block");
     } else if (s.of == 0) {
       // Rank blocks: one rank's block each, in the ranges that move data (a ShmBcast of one
       // block: the shared-memory allgather, where each member publishes its own blocks; the
@@ -239,12 +239,12 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
           "EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory step, but the job is not one node of several ranks");
     }
   }
-  // A joined exchange is followed by the rest of its run: the same peers, pair blocks.
+  // A joined step is followed by the rest of its run: the same kind and peers, pair blocks.
   for (size_t i = 0; i < steps.size(); ++i) {
     if (!steps[i].joined) continue;
-    if (i + 1 == steps.size() || steps[i + 1].kind != StepKind::kSendRecv || steps[i + 1].of != kPairBlocks ||
+    if (i + 1 == steps.size() || steps[i + 1].kind != steps[i].kind || steps[i + 1].of != kPairBlocks ||
         steps[i + 1].peer != steps[i].peer || steps[i + 1].peer2 != steps[i].peer2) {
-      throw CollError("EINVAL", "schedule " + std::to_string(id) + " joins an exchange to a step that is not one of the same peers");
+      throw CollError("EINVAL", "schedule " + std::to_string(id) + " joins a step to one that is not of its kind and peers");
     }
   }
   // The local ranks this schedule sends to get their channels (refused now if they cannot).

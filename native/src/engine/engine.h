@@ -335,9 +335,10 @@ class Engine {
                      size_t in_bytes, Guard& guard);
   // An alltoall's step on pair blocks (Send, Recv, SendRecv; see PairTable), one block a message.
   void RunPairStep(const Step& s, const MsgHeader& call, PairTable& t, size_t elem, Guard& guard);
-  // Steps [begin, end), a run of joined SendRecvs: one packed exchange (an alltoall's, n each).
-  void RunPackedExchange(const std::vector<Step>& steps, size_t begin, size_t end, const MsgHeader& call, PairTable& t, size_t elem,
-                         Guard& guard);
+  // Steps [begin, end), a run of joined Sends, Recvs or SendRecvs: one packed message each way
+  // (an alltoall's, n elements a block).
+  void RunPackedRun(const std::vector<Step>& steps, size_t begin, size_t end, const MsgHeader& call, PairTable& t, size_t elem,
+                    Guard& guard);
   // Receives pair block `block` from `peer`: into recv (this rank's column: its length known,
   // compared with the message's), or staged (the length the message carries).
   void ReceivePairBlock(int peer, int local_peer, const MsgHeader& call, PairTable& t, uint64_t block, size_t elem, Guard& guard);

@@ -312,7 +312,7 @@ void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseDa
       if (last == i)
         RunStep(steps[i], header, data, 0, 0, 0, reducer, guard);
       else
-        RunPackedExchange(steps, i, last + 1, header, *data.pairs, data.elem, guard);
+        RunPackedRun(steps, i, last + 1, header, *data.pairs, data.elem, guard);
       i = last + 1;
     }
     return;
@@ -555,37 +555,48 @@ void Engine::RunPairStep(const Step& s, const MsgHeader& call, PairTable& t, siz
   }
 }
 
-// A packed exchange, protocol: the run's outgoing blocks, in step order, are one message to
-// s.peer whose count is their elements (the run's length × n), and the run's incoming blocks one
-// message from s.peer2 — both peers list the same blocks in the same order (alltoall.ts, Bruck),
-// so the counts agree unless the ranks' n do (EMISMATCH). Only an alltoall's (not v): there every
-// block's length is n on every rank, so none travels with the message.
-void Engine::RunPackedExchange(const std::vector<Step>& steps, size_t begin, size_t end, const MsgHeader& call, PairTable& t, size_t elem,
-                               Guard& guard) {
-  if (!t.uniform) throw CollError("EINVAL", "a packed exchange in an alltoallv (only an alltoall's blocks all have one known length)");
+// Packed messages, protocol: a run's blocks, in step order, are one message whose count is their
+// elements (the run's length × n) — a run of Sends one message to s.peer, of Recvs one from
+// s.peer, of SendRecvs one each way. Both sides list the same blocks in the same order
+// (alltoall.ts: Bruck's rounds, the hierarchical form's bundles), so the counts agree unless the
+// ranks' n do (EMISMATCH). Only an alltoall's (not v): there every block's length is n on every
+// rank, so none travels with the message.
+void Engine::RunPackedRun(const std::vector<Step>& steps, size_t begin, size_t end, const MsgHeader& call, PairTable& t, size_t elem,
+                          Guard& guard) {
+  if (!t.uniform) throw CollError("EINVAL", "packed blocks in an alltoallv (only an alltoall's blocks all have one known length)");
   const auto p = static_cast<uint64_t>(options_.size);
   const auto me = static_cast<uint64_t>(options_.rank);
   const size_t block_bytes = static_cast<size_t>(t.n) * elem;
   const size_t bytes = (end - begin) * block_bytes;
-  pack_out_.resize(bytes);
-  pack_in_.resize(bytes);
-  for (size_t k = begin; k < end; ++k) {
-    const uint64_t block = steps[k].first;
-    const uint8_t* data = nullptr;
-    if (block / p == me) {
-      data = t.send + t.send_displs[block % p] * elem;
-    } else {
-      const auto found = t.staged.find(block);
-      if (found == t.staged.end()) throw CollError("EINVAL", "the alltoall's schedule packs a block before it came here");
-      data = t.arena.data() + found->second.at;
-    }
-    if (block_bytes > 0) std::memcpy(pack_out_.data() + (k - begin) * block_bytes, data, block_bytes);
-  }
   const Step& s = steps[begin];
+  const bool sends = s.kind == StepKind::kSend || s.kind == StepKind::kSendRecv;
+  const bool receives = s.kind == StepKind::kRecv || s.kind == StepKind::kSendRecv;
+  if (sends) {
+    pack_out_.resize(bytes);
+    for (size_t k = begin; k < end; ++k) {
+      const uint64_t block = steps[k].first;
+      const uint8_t* data = nullptr;
+      if (block / p == me) {
+        data = t.send + t.send_displs[block % p] * elem;
+      } else {
+        const auto found = t.staged.find(block);
+        if (found == t.staged.end()) throw CollError("EINVAL", "the alltoall's schedule packs a block before it came here");
+        data = t.arena.data() + found->second.at;
+      }
+      if (block_bytes > 0) std::memcpy(pack_out_.data() + (k - begin) * block_bytes, data, block_bytes);
+    }
+  }
   MsgHeader h = call;
   h.count = (end - begin) * t.n;
+  if (receives) pack_in_.resize(bytes);
   Delivery into(pack_in_.data(), Reducer{}, false, elem, nullptr, combine_scratch_);
-  if (s.local_peer >= 0 && s.local_peer2 >= 0) {
+  if (s.kind == StepKind::kSend) {
+    SendTo(s.peer, s.local_peer, h, pack_out_.data(), bytes, guard);
+    return;
+  }
+  if (s.kind == StepKind::kRecv) {
+    RecvFrom(s.peer, s.local_peer, h, bytes, into, guard);
+  } else if (s.local_peer >= 0 && s.local_peer2 >= 0) {
     ExchangeLocal(s, h, h, pack_out_.data(), bytes, into, bytes, guard);
   } else {
     const uint64_t limit = s.local_peer >= 0 ? options_.channels.min_capacity - 2 * sizeof(MsgHeader) : kEagerBytes;
@@ -597,7 +608,7 @@ void Engine::RunPackedExchange(const std::vector<Step>& steps, size_t begin, siz
     RecvFrom(s.peer2, s.local_peer2, h, bytes, into, guard);
   }
   for (size_t k = begin; k < end; ++k) {
-    const uint64_t block = steps[k].first2;
+    const uint64_t block = s.kind == StepKind::kRecv ? steps[k].first : steps[k].first2;
     const uint8_t* in = pack_in_.data() + (k - begin) * block_bytes;
     if (block / p == me) throw CollError("EINVAL", "the alltoall's schedule receives a block of this rank's own");
     uint8_t* at = nullptr;

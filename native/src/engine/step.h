@@ -37,7 +37,7 @@ struct Step {
   uint32_t first2 = abi::step_default::kFirst2, count2 = abi::step_default::kCount2;
   // RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B.
   int32_t order = abi::step_default::kOrder;
-  // SendRecv: its blocks travel in one message with the next step's (a packed exchange).
+  // Send, Recv, SendRecv of pair blocks: its blocks travel in one message with the next step's.
   bool joined = abi::step_default::kJoined != 0;
   // kShmAllreduce: every rank combines the deposits (else the last to arrive does);
   // kShmAllgather: every rank waits for each deposit itself (else the last to arrive tells all);
