@@ -7,9 +7,10 @@ import { pairBlock, StepKind, type BlockRange, type Schedule, type Step } from '
  * Alltoall and alltoallv schedules, on pair blocks (schedule.ts, "Pair blocks"): block (s, d) is
  * what rank s sends rank d; every rank s starts with its row (s, ·) in its send buffer and ends
  * with its column (·, s) in its recv buffer. Block (s, s) moves nowhere (the executor copies it).
- * Every message carries exactly one block and its length, so nothing is packed or unpacked and
- * alltoallv needs no count exchange: a rank that only passes a block on learns its length from
- * the message; the block's destination checks it against its own count (EMISMATCH if they differ).
+ * A message carries one block and its length, so alltoallv needs no count exchange: a rank that
+ * only passes a block on learns its length from the message; the block's destination checks it
+ * against its own count (EMISMATCH if they differ). Only an alltoall, whose blocks all have the
+ * call's length n, packs several blocks into one message (Bruck's rounds, bundles below).
  *
  * **Pairwise** (`pairwise`): for a group whose members are all linked (a one-node job: every
  * two ranks of a node get a channel). Step k = 1 … p−1: rank r sends block (r, r+k) to r+k and
@@ -44,8 +45,8 @@ import { pairBlock, StepKind, type BlockRange, type Schedule, type Step } from '
  * 2. **cross**: the group's pairwise exchange, step k = 1 … n−1 (n members, positions i):
  *    position i sends position i+k the blocks (s, d), s ∈ cov(i), d ∈ cov(i+k), and receives
  *    from i−k the blocks s ∈ cov(i−k), d ∈ cov(i) — one SendRecv when the group lies in one
- *    node and every member covers only itself (the bottom groups), else Sends and Recvs ordered so that
- *    blocking sends cannot deadlock: step k splits the positions into g = gcd(n, k) cycles
+ *    node and every member covers only itself (the bottom groups), else Sends and Recvs ordered
+ *    so that blocking sends cannot deadlock: step k splits the positions into g = gcd(n, k) cycles
  *    i → i+k; the cycle's head (position < g) receives first, then sends; everyone else sends
  *    first. The sends run down each cycle from its last member to its head (TCP sends block once
  *    the socket buffers are full: no segment limit is needed, as the exchanges of other

@@ -304,8 +304,8 @@ void Engine::StartAccumulator(PhaseData& data, const uint8_t* input, const Reduc
 
 void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer, Guard& guard) {
   if (data.pairs != nullptr) {
-    // An alltoall's phase: never segmented; a run of joined exchanges is one packed exchange
-    // (SetPlan has checked that every joined step is followed by the rest of its run).
+    // An alltoall's phase: never segmented; a run of joined steps is one packed message each
+    // way (SetPlan has checked that every joined step is followed by the rest of its run).
     for (size_t i = 0; i < steps.size();) {
       size_t last = i;
       while (steps[last].joined) ++last;
