@@ -82,8 +82,10 @@ function readEnum(name, e) {
     values.map((v) => v.cpp),
     `${name}: the C++ enumerator`,
   );
+  // Tables by value need 0, 1, …; the others only increase (a code may be kept for another branch).
   values.forEach((v, i) => {
-    if (i > 0 && v.value !== values[i - 1].value + 1) fail(`${name}'s values must be consecutive and in order (${v.name})`);
+    if (i > 0 && (fields.length > 0 ? v.value !== values[i - 1].value + 1 : v.value <= values[i - 1].value))
+      fail(`${name}'s values must be ${fields.length > 0 ? 'consecutive' : 'increasing'} and in order (${v.name})`);
   });
   if (fields.length > 0 && values[0].value !== 0) fail(`${name} has fields, so its values must start at 0 (a table by value)`);
   const cppType = only(e.cpp ?? {}, ['type'], `${name}.cpp`).type ?? 'int32_t';

@@ -114,6 +114,8 @@ export const Collective = {
   reduceScatter: 8,
   scan: 9,
   exscan: 10,
+  alltoall: 11,
+  alltoallv: 12,
 } as const;
 export type Collective = (typeof Collective)[keyof typeof Collective];
 
@@ -276,6 +278,12 @@ export const StepWord = {
   /** 0 computes B op X (X covers higher ranks than B), 1 computes X op B. */
   order: 10,
   /**
+   * 1: this step's pair blocks travel in one message with the next step's (an alltoall's packed
+   * messages: a run of steps of one kind and the same peers, every one but the last joined -
+   * Bruck's rounds, the hierarchical form's bundles).
+   */
+  joined: 10,
+  /**
    * 1 picks the area's every-rank protocol (every rank combines, or waits for every deposit
    * itself), 0 the last-arrival one.
    */
@@ -295,6 +303,7 @@ export const StepDefault = {
   first2: 0,
   count2: 0,
   order: 0,
+  joined: 0,
   everyRankCombines: 0,
 } as const;
 /**
@@ -338,6 +347,13 @@ export function stepHasCount2(kind: StepKind): boolean {
  */
 export function stepHasOrder(kind: StepKind): boolean {
   return kind === StepKind.RecvReduce || kind === StepKind.SendRecvReduce;
+}
+/**
+ * Whether a step of `kind` carries joined: only these kinds read it, every other kind writes its
+ * default.
+ */
+export function stepHasJoined(kind: StepKind): boolean {
+  return kind === StepKind.Send || kind === StepKind.Recv || kind === StepKind.SendRecv;
 }
 /**
  * Whether a step of `kind` carries everyRankCombines: only these kinds read it, every other kind
@@ -441,6 +457,11 @@ export const SHARED_AREA_COLUMN_BYTES = 65536;
 export const SHARED_AREA_PREFETCH_BYTES = 256;
 /** The cache line those early reads step by. */
 export const SHARED_AREA_LINE_BYTES = 64;
+
+// Block ranges of a step (src/algorithms/schedule.ts): `of` 0 names one rank's block, this `of` one
+// pair block of an alltoall (`first` = source · size + destination).
+/** The `of` word of a pair-block range (0xffffffff as the executor's uint32). */
+export const BLOCKS_PAIR_BLOCKS_OF = -1;
 
 // A shared window's segment (native/src/shm/shm_window.h): its header, a counter block per local
 // rank, then one part per local rank on page boundaries (windowLayout in src/runtime/windows.ts

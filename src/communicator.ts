@@ -54,8 +54,24 @@ export interface LevelInfo {
   };
 }
 
-const { bcast, reduce, allreduce, allgather, allgatherv, gather, gatherv, scatter, scatterv, reduceScatterBlock, reduceScatter, scan, exscan, barrier } =
-  collectives;
+const {
+  bcast,
+  reduce,
+  allreduce,
+  allgather,
+  allgatherv,
+  gather,
+  gatherv,
+  scatter,
+  scatterv,
+  reduceScatterBlock,
+  reduceScatter,
+  scan,
+  exscan,
+  alltoall,
+  alltoallv,
+  barrier,
+} = collectives;
 
 /**
  * A group of processes that run collectives together. Every rank must call the same
@@ -332,6 +348,45 @@ export class Communicator {
   /** scatterv as a request (MPI_Iscatterv). */
   iscatterv(send: TypedArray | null, recv: TypedArray | InPlace, counts: ArrayLike<number>, root = 0): CollectiveRequest {
     return this.calls.request(scatterv, send, recv, counts, root);
+  }
+
+  /**
+   * Every rank sends every rank a block: block j of `send` (n = send.length / size elements, the
+   * same on every rank) goes to rank j, and block i of `recv` comes from rank i. IN_PLACE as
+   * send: the input is `recv`, replaced by the result.
+   */
+  alltoallSync(send: TypedArray | InPlace, recv: TypedArray): void {
+    alltoall.sync(this.calls, send, recv);
+  }
+
+  /** alltoallSync as a Promise, run on the communicator's own thread; do not touch the buffers until it settles. */
+  alltoall(send: TypedArray | InPlace, recv: TypedArray): Promise<void> {
+    return this.calls.promise(alltoall, send, recv);
+  }
+
+  /** alltoall as a request (MPI_Ialltoall). */
+  ialltoall(send: TypedArray | InPlace, recv: TypedArray): CollectiveRequest {
+    return this.calls.request(alltoall, send, recv);
+  }
+
+  /**
+   * Alltoall of blocks of different lengths, packed in rank order: `sendCounts[j]` elements of
+   * `send` go to rank j, `recvCounts[i]` elements of `recv` come from rank i. Rank i's
+   * sendCounts[j] must equal rank j's recvCounts[i] (ranks that disagree get EMISMATCH).
+   * IN_PLACE as send: the input is `recv`, laid out by `recvCounts` (`sendCounts` is not read).
+   */
+  alltoallvSync(send: TypedArray | InPlace, sendCounts: ArrayLike<number> | null, recv: TypedArray, recvCounts: ArrayLike<number>): void {
+    alltoallv.sync(this.calls, send, sendCounts, recv, recvCounts);
+  }
+
+  /** alltoallvSync as a Promise, run on the communicator's own thread; do not touch the buffers until it settles. */
+  alltoallv(send: TypedArray | InPlace, sendCounts: ArrayLike<number> | null, recv: TypedArray, recvCounts: ArrayLike<number>): Promise<void> {
+    return this.calls.promise(alltoallv, send, sendCounts, recv, recvCounts);
+  }
+
+  /** alltoallv as a request (MPI_Ialltoallv). */
+  ialltoallv(send: TypedArray | InPlace, sendCounts: ArrayLike<number> | null, recv: TypedArray, recvCounts: ArrayLike<number>): CollectiveRequest {
+    return this.calls.request(alltoallv, send, sendCounts, recv, recvCounts);
   }
 
   /**

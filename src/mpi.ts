@@ -64,6 +64,7 @@ interface RawMpiAddon {
   scatter(handle: number, send: TypedArray | null, recv: TypedArray | null, dtype: string, root: number, counts: Float64Array | null): void;
   reduceScatter(handle: number, send: TypedArray | null, recv: TypedArray, dtype: string, op: string, counts: Float64Array | null): void;
   scan(handle: number, send: TypedArray | null, recv: TypedArray, dtype: string, op: string, exclusive: boolean): void;
+  alltoall(handle: number, send: TypedArray | null, recv: TypedArray, dtype: string, sendCounts: Float64Array | null, recvCounts: Float64Array | null): void;
   barrier(handle: number): void;
   abort(code: number): never;
   setExitStatus(status: number): void;
@@ -410,6 +411,30 @@ export class MpiCommunicator implements PointToPoint {
     }
     reduceOpCode(op, type);
     call((a) => a.scan(this.handle, send, recv, type.name, op, exclusive));
+  }
+
+  /**
+   * MPI_Alltoall: block j of `send` (recv.length / size elements) to rank j, block i of `recv`
+   * from rank i; `send` null: in place, the input in recv. A reference for topocoll's alltoall.
+   */
+  alltoallSync(send: TypedArray | null, recv: TypedArray): void {
+    this.ensureOpen();
+    const type = mpiType(recv, 'alltoall: recv');
+    if (send !== null) sameType(mpiType(send, 'alltoall: send'), type, 'alltoall');
+    call((a) => a.alltoall(this.handle, send, recv, type.name, null, null));
+  }
+
+  /**
+   * MPI_Alltoallv with the displacements the counts give (blocks packed in rank order):
+   * `sendCounts[j]` elements of `send` to rank j, `recvCounts[i]` of `recv` from rank i; `send`
+   * null: in place, the input in recv laid out by `recvCounts`. A reference for topocoll's alltoallv.
+   */
+  alltoallvSync(send: TypedArray | null, sendCounts: ArrayLike<number> | null, recv: TypedArray, recvCounts: ArrayLike<number>): void {
+    this.ensureOpen();
+    const type = mpiType(recv, 'alltoallv: recv');
+    if (send !== null) sameType(mpiType(send, 'alltoallv: send'), type, 'alltoallv');
+    const sent = send === null || sendCounts === null ? null : Float64Array.from(sendCounts);
+    call((a) => a.alltoall(this.handle, send, recv, type.name, sent, Float64Array.from(recvCounts)));
   }
 
   /** MPI_Barrier. */

@@ -151,7 +151,13 @@ export interface NativeCall {
  */
 export interface NativeAllgatherCall {
   /** Allgather when absent. */
-  collective?: typeof Collective.allgather | typeof Collective.gather | typeof Collective.scatter | typeof Collective.reduceScatter;
+  collective?:
+    | typeof Collective.allgather
+    | typeof Collective.gather
+    | typeof Collective.scatter
+    | typeof Collective.reduceScatter
+    | typeof Collective.alltoall
+    | typeof Collective.alltoallv;
   root?: number;
   /** reduceScatter: the operator's code, or a JavaScript operator in its place (run only: it is called back on this thread). */
   op?: number;
@@ -162,7 +168,7 @@ export interface NativeAllgatherCall {
   recv: ArrayBufferView | null;
   /** Elements per rank (ignored with `counts`). */
   count: number;
-  /** Elements of every rank's block (allgatherv), one per rank. */
+  /** Elements of every rank's block (allgatherv), one per rank; alltoallv: 2·size, the counts sent to each rank, then those received from each. */
   counts?: Float64Array;
   dtype: number;
   planHash: number;
@@ -702,6 +708,7 @@ export interface NativeStep {
   first2: number;
   count2: number;
   order: number;
+  joined: boolean;
   everyRankCombines: boolean;
 }
 

@@ -50,10 +50,13 @@ describe('generated from abi/abi.yaml', () => {
     await expect(generate(broken)).rejects.toThrow(/step word 3: kind ShmBcast appears twice/);
   });
 
-  it('refuses enum values that are not consecutive', async () => {
-    const broken = spec.replace('{ name: allgather, value: 5 }', '{ name: allgather, value: 6 }');
+  it('refuses enum values that do not increase, and gaps in an enum with fields (a table by value)', async () => {
+    const broken = spec.replace('{ name: allgather, value: 5 }', '{ name: allgather, value: 4 }');
     expect(broken).not.toBe(spec);
-    await expect(generate(broken)).rejects.toThrow(/Collective's values must be consecutive/);
+    await expect(generate(broken)).rejects.toThrow(/Collective's values must be increasing/);
+    const gap = spec.replace('{ name: int16, value: 3,', '{ name: int16, value: 4,');
+    expect(gap).not.toBe(spec);
+    await expect(generate(gap)).rejects.toThrow(/Dtype's values must be consecutive/);
   });
 
   it('refuses a message header whose fields do not tile it', async () => {

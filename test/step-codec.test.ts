@@ -7,6 +7,7 @@ import {
   stepHasEveryRankCombines,
   stepHasFirst2,
   stepHasGroup,
+  stepHasJoined,
   stepHasOrder,
   stepHasPeer2,
   stepHasPollMicros,
@@ -34,6 +35,7 @@ function full(kind: StepKind, i: number): Step {
     step.range2 = { first: 3, count: 2 };
   }
   if (stepHasOrder(kind)) step.order = 1;
+  if (stepHasJoined(kind)) step.joined = true;
   if (stepHasEveryRankCombines(kind)) step.everyRankCombines = true;
   return step;
 }
@@ -56,6 +58,7 @@ function fields(step: Step): NativeStep {
     first2: carried(stepHasFirst2, step.range2?.first, StepDefault.first2),
     count2: carried(stepHasCount2, step.range2?.count, StepDefault.count2),
     order: carried(stepHasOrder, step.order, StepDefault.order),
+    joined: stepHasJoined(kind) && step.joined === true,
     everyRankCombines: stepHasEveryRankCombines(kind) && step.everyRankCombines === true,
   };
 }

@@ -4,7 +4,7 @@
  * `topocoll bench` can print Open MPI's numbers next to topocoll's.
  *
  * Usage:
- *   coll_latency <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter> <min_bytes> <max_bytes>
+ *   coll_latency <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter|alltoall> <min_bytes> <max_bytes>
  *                [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]
  *
  * With repeats R > 1 every rank times R loops and keeps the median of its R means (a VM's
@@ -21,6 +21,7 @@
  * gather, scatter: MPI_Gather / MPI_Scatter of MPI_BYTE, <bytes> per rank, root 0.
  * reduce-scatter: MPI_Reduce_scatter_block of MPI_INT32_T with MPI_SUM, <bytes> (count = bytes/4,
  * at least 1) per rank's block.
+ * alltoall: MPI_Alltoall of MPI_BYTE, <bytes> per block (every rank sends and receives p × bytes).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -31,11 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum coll { COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE, COLL_ALLGATHER, COLL_GATHER, COLL_SCATTER, COLL_REDUCE_SCATTER, COLL_COUNT };
+enum coll {
+    COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE, COLL_ALLGATHER, COLL_GATHER, COLL_SCATTER, COLL_REDUCE_SCATTER, COLL_ALLTOALL,
+    COLL_COUNT
+};
 
-static const char *const coll_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce-scatter" };
+static const char *const coll_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce-scatter", "alltoall" };
 /* Open MPI's coll/tuned names of the same collectives (its coll_tuned_<name>_algorithm variables). */
-static const char *const tuned_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce_scatter_block" };
+static const char *const tuned_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce_scatter_block", "alltoall" };
 
 #define BUF_ALIGN 4096
 
@@ -195,6 +199,16 @@ static void check_once(enum coll c, void *sbuf, void *rbuf, int count) {
         memset(r, 0, (size_t)count);
         MPI_Scatter(s, count, MPI_BYTE, r, count, MPI_BYTE, 0, MPI_COMM_WORLD);
         ok = r[0] == ((rank + 1) & 0xff) && r[count - 1] == ((rank + 1) & 0xff);
+    } else if (c == COLL_ALLTOALL) {
+        /* Block j of rank i holds (i + 2j + 1) & 0xff. */
+        unsigned char *s = sbuf, *r = rbuf;
+        for (int j = 0; j < nprocs; j++) memset(s + (size_t)j * (size_t)count, (rank + 2 * j + 1) & 0xff, (size_t)count);
+        memset(r, 0, (size_t)count * (size_t)nprocs);
+        MPI_Alltoall(s, count, MPI_BYTE, r, count, MPI_BYTE, MPI_COMM_WORLD);
+        for (int i = 0; i < nprocs && ok; i++) {
+            size_t at = (size_t)i * (size_t)count;
+            ok = r[at] == ((i + 2 * rank + 1) & 0xff) && r[at + (size_t)count - 1] == ((i + 2 * rank + 1) & 0xff);
+        }
     } else if (c == COLL_ALLGATHER) {
         unsigned char *s = sbuf, *r = rbuf;
         memset(s, (rank + 1) & 0xff, (size_t)count);
@@ -260,6 +274,12 @@ static double run_loop(enum coll c, void *sbuf, void *rbuf, int count, int iters
             MPI_Scatter(b, count, MPI_BYTE, rbuf, count, MPI_BYTE, 0, MPI_COMM_WORLD);
         }
         break;
+    case COLL_ALLTOALL:
+        for (int it = 0; it < iters; it++) {
+            b[it % count] = (unsigned char)it;
+            MPI_Alltoall(b, count, MPI_BYTE, rbuf, count, MPI_BYTE, MPI_COMM_WORLD);
+        }
+        break;
     case COLL_COUNT:
         break;
     }
@@ -296,6 +316,11 @@ static void measure(enum coll c, size_t bytes, int iters, int warmup, int repeat
         /* The whole vector: allgather's and gather's result, scatter's source. */
         sbuf = alloc_touched(c == COLL_SCATTER ? bytes * (size_t)nprocs : bytes);
         rbuf = alloc_touched(c == COLL_SCATTER ? bytes : bytes * (size_t)nprocs);
+    } else if (c == COLL_ALLTOALL) {
+        if (bytes > INT32_MAX || bytes > SIZE_MAX / (size_t)nprocs) die("size too large for an int count");
+        count = (int)bytes;
+        sbuf = alloc_touched(bytes * (size_t)nprocs);
+        rbuf = alloc_touched(bytes * (size_t)nprocs);
     }
     check_once(c, sbuf, rbuf, count);
 
@@ -329,7 +354,7 @@ int main(int argc, char **argv) {
     if (argc != 4 && argc != 7 && argc != 8 && argc != 9) {
         if (rank == 0)
             fprintf(stderr,
-                    "usage: %s <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter> <min_bytes> <max_bytes>"
+                    "usage: %s <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter|alltoall> <min_bytes> <max_bytes>"
                     " [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]\n",
                     argv[0]);
         MPI_Finalize();
@@ -338,7 +363,7 @@ int main(int argc, char **argv) {
     int c = -1;
     for (int i = 0; i < COLL_COUNT; i++)
         if (strcmp(argv[1], coll_names[i]) == 0) c = i;
-    if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce, allgather, gather, scatter, reduce-scatter");
+    if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce, allgather, gather, scatter, reduce-scatter, alltoall");
 
     size_t min_bytes, max_bytes, large = 8192;
     int iters_small = 1000, iters_large = 100, warmup = -1, repeats = 1;

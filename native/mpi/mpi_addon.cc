@@ -770,6 +770,41 @@ Napi::Value Scan(const Napi::CallbackInfo& info) {
   });
 }
 
+// alltoall(handle, send | null, recv, dtype, sendCounts | null, recvCounts | null): MPI_Alltoall
+// (no counts: size blocks of recv.length / size each) or MPI_Alltoallv with the displacements
+// the counts give (blocks packed in rank order); send null: MPI_IN_PLACE, the input in recv. A
+// reference for topocoll's alltoall and alltoallv.
+Napi::Value Alltoall(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Guarded(info, [&]() -> Napi::Value {
+    const Dtype* type = DtypeArg(info, 3);
+    const bool in_place = info[1].IsNull();
+    Bytes recv = BufferArg(info, 2, "recv", type);
+    Bytes send = in_place ? Bytes{} : BufferArg(info, 1, "send", type);
+    LiveMpiCall call(env);
+    MPI_Comm comm = CommArg(info, 0);
+    int rank = 0, size = 0;
+    CheckJs(env, MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    CheckJs(env, MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    if (!in_place && Overlap(send, recv)) ThrowInvalid(env, "alltoall: send and recv overlap");
+    void* from = in_place ? MPI_IN_PLACE : send.data;
+    if (info[5].IsNull() || info[5].IsUndefined()) {
+      const auto n = static_cast<int>(recv.length / static_cast<size_t>(size));
+      CheckJs(env, MPI_Alltoall(from, n, type->mpi, recv.data, n, type->mpi, comm), "MPI_Alltoall");
+    } else {
+      std::vector<int> recv_counts, recv_displs;
+      BlockLayout(info, 5, size, 0, &recv_counts, &recv_displs);
+      std::vector<int> send_counts = recv_counts, send_displs = recv_displs;
+      if (!in_place) BlockLayout(info, 4, size, 0, &send_counts, &send_displs);
+      CheckJs(env,
+              MPI_Alltoallv(from, send_counts.data(), send_displs.data(), type->mpi, recv.data, recv_counts.data(), recv_displs.data(),
+                            type->mpi, comm),
+              "MPI_Alltoallv");
+    }
+    return env.Undefined();
+  });
+}
+
 Napi::Value Barrier(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Guarded(info, [&]() -> Napi::Value {
@@ -812,6 +847,7 @@ Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("scatter", Napi::Function::New(env, Scatter, "scatter"));
   exports.Set("reduceScatter", Napi::Function::New(env, ReduceScatter, "reduceScatter"));
   exports.Set("scan", Napi::Function::New(env, Scan, "scan"));
+  exports.Set("alltoall", Napi::Function::New(env, Alltoall, "alltoall"));
   exports.Set("barrier", Napi::Function::New(env, Barrier, "barrier"));
   exports.Set("abort", Napi::Function::New(env, Abort, "abort"));
   exports.Set("setExitStatus",

@@ -33,6 +33,7 @@ std::vector<Step> EveryKind() {
     if (abi::StepHasFirst2(k.value)) s.first2 = 3;
     if (abi::StepHasCount2(k.value)) s.count2 = 4;
     if (abi::StepHasOrder(k.value)) s.order = 1;
+    if (abi::StepHasJoined(k.value)) s.joined = true;
     if (abi::StepHasEveryRankCombines(k.value)) s.every_rank_combines = true;
     steps.push_back(s);
   }
@@ -53,6 +54,7 @@ void ExpectSame(const Step& got, const Step& want) {
   EXPECT_EQ(got.first2, want.first2) << "kind " << kind;
   EXPECT_EQ(got.count2, want.count2) << "kind " << kind;
   EXPECT_EQ(got.order, want.order) << "kind " << kind;
+  EXPECT_EQ(got.joined, want.joined) << "kind " << kind;
   EXPECT_EQ(got.every_rank_combines, want.every_rank_combines) << "kind " << kind;
 }
 

@@ -101,6 +101,23 @@ import { knomialTree } from './knomial-tree.js';
  * The levels add up (each level's messages wait for the whole level below); scan also combines
  * its own input once at the end, combine(m), which exscan does not.
  *
+ * Alltoall (alltoall.ts; b bytes per pair block, one block a message):
+ * - pairwise among n members that each stand for themselves: (n − 1)·exchange(b);
+ * - bruck (n members of one node): Σ_{k: 2^k < n} (exchange(m_k·b) + 2·m_k·b / combine rate),
+ *   m_k the distances i in 1 … n−1 with bit k set — one packed message each way per round, its
+ *   blocks copied in and out (at the combining rate, a bound on a copy's);
+ * - hierarchical, one group's part (members covering c_i ranks, o ranks outside the group, u =
+ *   Σ_{i ≠ leader} c_i·o blocks up and as many down, pair blocks c̄² = (Σc_i / n)² per member
+ *   pair): up u·max(g, o_r + b·G) + p2p(b) into the leader; the cross exchange (n − 1)·exchange(b)
+ *   when every member stands for itself inside a node, else (n − 1)·(c̄²·(send(b) + max(g, o_r +
+ *   b·G)) + L) — each step's blocks out, then in, assuming the transports buffer a step's messages
+ *   (with rendezvous sends a cycle's members follow each other); down u·send(b) + p2p(b). The
+ *   call is the sum over the groups of the largest group's chain; a group of one member costs 0.
+ *   With bundles (one message per list, an alltoall's): up p2p(B) + (n − 2)·max(g, o_r + B·G),
+ *   B = u·b / (n − 1) the mean bundle, down (n − 2)·send(B) + p2p(B), the cross step
+ *   send(c̄²·b) + max(g, o_r + c̄²·b·G) + L, and every bundled byte copied twice (packed, unpacked)
+ *   at the combining rate.
+ *
  * Barrier: S4's formulas (barrier-model.ts) on the link's L, o_s, o_r, g.
  *
  * n = 1: 0 for every algorithm. The formulas assume the group's members run concurrently; when a
@@ -433,4 +450,48 @@ function checkGroup(n: number, bytes: number): void {
 
 function unknown(collective: string, algorithm: unknown): never {
   throw new TopocollError('EINVAL', `cost model: no formula for ${collective} algorithm ${JSON.stringify(algorithm)}`);
+}
+
+/** A pairwise alltoall among `n` members, `b` bytes per block (alltoall.ts, `pairwise`). */
+export function predictPairwiseAlltoallUs(n: number, b: number, c: LevelCosts): number {
+  checkGroup(n, b);
+  return n <= 1 ? 0 : (n - 1) * exchangeUs(c.link, b);
+}
+
+/** Bruck's alltoall among `n` members of one node, `b` bytes per block (alltoall.ts, `bruck`). */
+export function predictBruckAlltoallUs(n: number, b: number, c: LevelCosts): number {
+  checkGroup(n, b);
+  let us = 0;
+  for (let bit = 1; bit < n; bit *= 2) {
+    let m = 0;
+    for (let i = 1; i < n; i++) if ((i & bit) !== 0) m++;
+    us += exchangeUs(c.link, m * b) + (2 * m * b) / c.combineBytesPerUs;
+  }
+  return us;
+}
+
+/**
+ * One group's part of a hierarchical alltoall (alltoall.ts, `hierarchical`): its members cover
+ * `covers` ranks each (the leader first), `outside` ranks lie outside it, `b` bytes per block;
+ * `exchanges`: every member stands for itself inside one node (the cross steps are SendRecvs).
+ */
+export function predictAlltoallGroupUs(covers: readonly number[], outside: number, b: number, c: LevelCosts, exchanges: boolean, bundles = false): number {
+  const n = covers.length;
+  checkGroup(n, b);
+  if (n === 1) return 0;
+  const { link } = c;
+  const up = covers.slice(1).reduce((t, x) => t + x * outside, 0);
+  const mean = covers.reduce((t, x) => t + x, 0) / n;
+  const take = (bytes: number): number => Math.max(link.g, link.or + bytes * link.G);
+  const copy = (bytes: number): number => (2 * bytes) / c.combineBytesPerUs;
+  if (bundles) {
+    const bundle = (up * b) / (n - 1);
+    const moves = up === 0 ? 0 : 2 * p2pUs(link, bundle) + (n - 2) * (take(bundle) + sendUs(link, bundle)) + 2 * copy(up * b);
+    const pair = mean * mean * b;
+    const cross = exchanges ? (n - 1) * exchangeUs(link, b) : (n - 1) * (sendUs(link, pair) + take(pair) + link.L + copy(pair));
+    return moves + cross;
+  }
+  const moves = up === 0 ? 0 : 2 * p2pUs(link, b) + up * take(b) + up * sendUs(link, b);
+  const cross = exchanges ? (n - 1) * exchangeUs(link, b) : (n - 1) * (mean * mean * (sendUs(link, b) + take(b)) + link.L);
+  return moves + cross;
 }

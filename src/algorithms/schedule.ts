@@ -1,4 +1,5 @@
 import {
+  BLOCKS_PAIR_BLOCKS_OF,
   STEP_WORDS,
   StepDefault,
   StepKind,
@@ -7,6 +8,7 @@ import {
   stepHasEveryRankCombines,
   stepHasFirst2,
   stepHasGroup,
+  stepHasJoined,
   stepHasOrder,
   stepHasPeer2,
   stepHasPollMicros,
@@ -53,6 +55,17 @@ import {
  * elements (range `{ first: slot, count: 1, of }`, every step of a rank with the same `of`): a
  * message may land in another slot than it left — both are n elements (scan.ts).
  *
+ * **Pair blocks (alltoall, alltoallv).** A range with `of` −1 (`PAIR_BLOCKS`) names one block of
+ * an alltoall: `first` = s·p + d is the block rank s sends rank d (p ranks), `count` 1. An
+ * alltoall call has one phase, never segmented, whose steps are Send, Recv and SendRecv of pair
+ * blocks only; every message carries one whole block and its length (the header's count). The
+ * executor finds block (s, d) in the rank's send buffer when s is the rank, in its recv buffer
+ * when d is, else in a staging area of its own (a leader's, for blocks passing through it; a
+ * staged block's length is the one its message carried). A run of SendRecvs with the same peers,
+ * every one but the last `joined`, is one packed exchange: one message each way carrying the
+ * run's blocks in step order (an alltoall's only: every block then has the call's length n).
+ * See alltoall.ts.
+ *
  * **Reduction order.** RecvReduce and SendRecvReduce combine the incoming data X with B's
  * range: `order` 0 computes B op X (X covers higher ranks than B), 1 computes X op B (X covers
  * lower ranks). Built-in operators are commutative; the order matters for user-defined
@@ -82,6 +95,14 @@ export const WHOLE: BlockRange = { first: StepDefault.first, count: StepDefault.
 /** `of` of a rank-block range (see "Rank blocks" above). */
 export const RANK_BLOCKS = 0;
 
+/** `of` of a pair-block range (see "Pair blocks" above). */
+export const PAIR_BLOCKS = BLOCKS_PAIR_BLOCKS_OF;
+
+/** The range naming the block rank `source` sends rank `destination` in an alltoall of `size` ranks. */
+export function pairBlock(source: number, destination: number, size: number): BlockRange {
+  return { first: source * size + destination, count: 1, of: PAIR_BLOCKS };
+}
+
 /** The range naming rank r's block of an allgather's result vector. */
 export function rankBlock(rank: number): BlockRange {
   return { first: rank, count: 1, of: RANK_BLOCKS };
@@ -103,6 +124,8 @@ export interface Step {
   range2?: { first: number; count: number };
   /** RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B. */
   order?: 0 | 1;
+  /** SendRecv of pair blocks: its blocks travel in one message with the next step's (a packed exchange; see "Pair blocks"). */
+  joined?: boolean;
   /** ShmAllreduce: every rank combines the deposits (else the last to arrive does); ShmAllgather: every rank waits for each deposit; ShmWindowAllreduce, ShmWindowAllgather: their meetings' protocol. */
   everyRankCombines?: boolean;
   /** AwaitPut, AwaitDone: microseconds slept between polls (S1's helper thread); 0 or absent: the engine's doorbell wait. */
@@ -113,8 +136,9 @@ export interface Step {
  * `allgather`: the gather phase of an allgather (rank-block ranges); its bcast phase is a `bcast`.
  * `gather`, `scatter`: rank blocks to and from one root (hierarchical.ts).
  * `scan`: scan's and exscan's one phase on B's slots (scan.ts).
+ * `alltoall`: pair blocks between every two ranks (alltoall.ts).
  */
-export type CollectiveKind = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter' | 'scan';
+export type CollectiveKind = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter' | 'scan' | 'alltoall';
 
 export interface Schedule {
   collective: CollectiveKind;
@@ -146,7 +170,14 @@ export function encodeSchedule(s: Schedule): Int32Array {
     out[at + StepWord.peer2] = stepHasPeer2(kind) ? (step.peer2 ?? StepDefault.peer2) : StepDefault.peer2;
     out[at + StepWord.first2] = stepHasFirst2(kind) ? (step.range2?.first ?? StepDefault.first2) : StepDefault.first2;
     out[at + StepWord.count2] = stepHasCount2(kind) ? (step.range2?.count ?? StepDefault.count2) : StepDefault.count2;
-    out[at + StepWord.order] = stepHasOrder(kind) ? (step.order ?? StepDefault.order) : StepDefault.order;
+    // order and joined share a word (their kinds are disjoint).
+    out[at + StepWord.order] = stepHasOrder(kind)
+      ? (step.order ?? StepDefault.order)
+      : stepHasJoined(kind)
+        ? step.joined === true
+          ? 1
+          : StepDefault.joined
+        : StepDefault.order;
     out[at + StepWord.everyRankCombines] = stepHasEveryRankCombines(kind) && step.everyRankCombines === true ? 1 : StepDefault.everyRankCombines;
   });
   return out;
@@ -169,6 +200,7 @@ export function decodeSteps(words: Int32Array): Step[] {
       step.range2 = { first: words[at + StepWord.first2]!, count: words[at + StepWord.count2]! };
     }
     if (stepHasOrder(kind)) step.order = words[at + StepWord.order]! === 1 ? 1 : 0;
+    if (stepHasJoined(kind) && words[at + StepWord.joined] === 1) step.joined = true;
     if (stepHasEveryRankCombines(kind) && words[at + StepWord.everyRankCombines] === 1) step.everyRankCombines = true;
     steps.push(step);
   }

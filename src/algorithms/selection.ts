@@ -12,7 +12,8 @@ import { DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
 import { coreBoundUs, groupCores, memberCores, type WorkAlgorithm, type WorkCollective } from './core-sharing.js';
 import type { GroupAllgatherAlgorithm } from './group-allgather.js';
 import type { GroupReduceScatterAlgorithm } from './group-reduce-scatter.js';
-import { topGroup, type AllreduceVariant } from './hierarchical.js';
+import { alltoallAlgorithm } from './alltoall.js';
+import { coveredBelow, topGroup, type AllreduceVariant } from './hierarchical.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
@@ -29,6 +30,9 @@ import {
   predictGroupScanUs,
   predictGroupScatterUs,
   scanFinishUs,
+  predictAlltoallGroupUs,
+  predictBruckAlltoallUs,
+  predictPairwiseAlltoallUs,
   type LevelCosts,
   type LinkModel,
 } from './cost-model.js';
@@ -150,7 +154,7 @@ export interface Candidate {
 
 /** Why a collective of some size runs as it does: `comm.explain` and `topocoll groups --explain`. */
 export interface Explanation {
-  collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'scan' | 'exscan' | 'barrier';
+  collective: 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'scan' | 'exscan' | 'alltoall' | 'barrier';
   bytes: number;
   /** Per level bottom-up: its largest group, link (named, and its parameters), every candidate's prediction for one segment, and the choice. */
   levels: { level: string; groupSize: number; link: string; linkParameters: LinkModel; configured: boolean; candidates: Candidate[]; chosen: string }[];
@@ -158,6 +162,8 @@ export interface Explanation {
   allreduce?: Candidate[];
   /** Allreduce: the variant (and top group's algorithm) the call runs, named as in `allreduce`. */
   allreduceShape?: string;
+  /** Alltoall: each algorithm's whole-call prediction (pairwise only where the job is one node); the placement picks one. */
+  alltoall?: Candidate[];
   /** Every candidate segment's whole-call prediction (0: none). */
   segments: { bytes: number; us: number }[];
   /** Bytes per segment (reduce-scatter: its reduce phase's); 0: none. */
@@ -183,6 +189,8 @@ type Collective = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter';
  */
 export class Selector {
   private readonly byBucket: (Choice | undefined)[] = [];
+  private readonly alltoallByBucket: ('pairwise' | 'bruck' | undefined)[] = [];
+  private readonly bundlesByBucket: (boolean | undefined)[] = [];
   private readonly nodeLocal = new Map<Group, boolean>();
   private readonly groupChoice = new Map<string, { algorithm: unknown; us: number; all: Candidate[] }>();
   private readonly shmBcast = new Map<number, (bytes: number) => number>();
@@ -664,6 +672,7 @@ export class Selector {
       const predictedUs = this.config.model.callUs + levels.reduce((t, l) => t + l.candidates.find((c) => c.algorithm === l.chosen)!.us, 0);
       return { collective, bytes, levels, segments: [], segmentBytes: 0, predictedUs };
     }
+    if (collective === 'alltoall') return this.explainAlltoall(bytes, at);
     if (collective === 'bcast' || collective === 'reduce') {
       const seg = choice.segmentBytes[collective];
       const atWhole = (g: Group) => this.pick(collective, g, at).algorithm;
@@ -705,6 +714,116 @@ export class Selector {
     const stages = (q: number): number[] => (collective === 'allgather' ? this.allgatherStages(q) : this.gatherStages(collective, q));
     const predictedUs = this.levels.length === 0 ? 0 : this.pipelined(block, seg, stages);
     return { collective, bytes, levels, segments: [], segmentBytes: seg, predictedUs };
+  }
+
+  /**
+   * On one node, how an alltoall of `blockBytes` per block runs: pairwise or bruck, the least
+   * predicted (the same on every rank: the plan, the configuration and the size). alltoallv
+   * always runs pairwise; several nodes hierarchical (alltoallAlgorithm).
+   */
+  alltoallOnNode(blockBytes: number): 'pairwise' | 'bruck' {
+    const bucket = sizeBucket(blockBytes);
+    let choice = this.alltoallByBucket[bucket];
+    if (choice === undefined) {
+      const top = this.top;
+      const at = 2 ** bucket;
+      const p = this.plan.size;
+      const local = top !== undefined && this.isNodeLocal(top);
+      choice = local && predictBruckAlltoallUs(p, at, this.costs(top)) < predictPairwiseAlltoallUs(p, at, this.costs(top)) ? 'bruck' : 'pairwise';
+      this.alltoallByBucket[bucket] = choice;
+    }
+    return choice;
+  }
+
+  /**
+   * Across nodes, whether an alltoall of `blockBytes` per block sends its bundles as one message
+   * each (alltoall.ts, "Bundles"): when the model predicts less for the whole call. alltoallv
+   * never does.
+   */
+  alltoallBundles(blockBytes: number): boolean {
+    const bucket = sizeBucket(blockBytes);
+    let choice = this.bundlesByBucket[bucket];
+    if (choice === undefined) {
+      const at = 2 ** bucket;
+      choice = this.alltoallHierarchicalUs(at, true) < this.alltoallHierarchicalUs(at, false);
+      this.bundlesByBucket[bucket] = choice;
+    }
+    return choice;
+  }
+
+  /** The hierarchical alltoall's predicted µs without the call's own: its part on every level's largest group. */
+  private alltoallHierarchicalUs(block: number, bundles: boolean): number {
+    return this.levels.reduce((t, { groups }) => t + this.alltoallPartUs(largest(groups), block, bundles), 0);
+  }
+
+  private alltoallPartUs(g: Group, block: number, bundles: boolean): number {
+    const covers = g.members.map((m) => coveredBelow(this.plan, m, g).length);
+    const outside = this.plan.size - covers.reduce((t, x) => t + x, 0);
+    const exchanges = this.isNodeLocal(g) && covers.every((x) => x === 1);
+    return predictAlltoallGroupUs(covers, outside, block, this.costs(g), exchanges, bundles);
+  }
+
+  /**
+   * An alltoall whose send buffer holds `at` bytes (blocks of at / size): the hierarchical form's
+   * part on each level (its largest group), and the pairwise and bruck forms among every rank
+   * when the job is one node, where the least of those two runs (alltoallOnNode); across nodes
+   * the placement picks (alltoallAlgorithm). Never segmented.
+   */
+  private explainAlltoall(bytes: number, at: number): Explanation {
+    const p = this.plan.size;
+    const block = Math.max(1, Math.floor(at / Math.max(1, p)));
+    const placed = alltoallAlgorithm(this.plan);
+    const bundles = placed === 'hierarchical' && this.alltoallBundles(block);
+    const hierarchical = bundles ? 'hierarchical (bundles)' : 'hierarchical';
+    const chosen = placed === 'pairwise' ? this.alltoallOnNode(block) : hierarchical;
+    // Each level shows the form the call runs (the whole call decides bundles, not each level).
+    const levels: Explanation['levels'] = this.levels.map(({ level, groups }) => {
+      const g = largest(groups);
+      const link = this.link(g);
+      return {
+        level,
+        groupSize: g.members.length,
+        link: link.name,
+        linkParameters: link.link,
+        configured: false,
+        candidates: [{ algorithm: hierarchical, us: this.alltoallPartUs(g, block, bundles) }],
+        chosen: hierarchical,
+      };
+    });
+    const callUs = this.config.model.callUs;
+    const candidates: Candidate[] = [];
+    const top = this.top;
+    if (top !== undefined && this.isNodeLocal(top)) {
+      candidates.push({ algorithm: 'pairwise', us: callUs + predictPairwiseAlltoallUs(p, block, this.costs(top)) });
+      candidates.push({ algorithm: 'bruck', us: callUs + predictBruckAlltoallUs(p, block, this.costs(top)) });
+    }
+    candidates.push({ algorithm: 'hierarchical', us: callUs + this.alltoallHierarchicalUs(block, false) });
+    if (placed === 'hierarchical') candidates.push({ algorithm: 'hierarchical (bundles)', us: callUs + this.alltoallHierarchicalUs(block, true) });
+    const predictedUs = p === 1 ? 0 : (candidates.find((c) => c.algorithm === chosen)?.us ?? candidates[candidates.length - 1]!.us);
+    if (placed === 'pairwise' && top !== undefined) {
+      const link = this.link(top);
+      const onNode = candidates.slice(0, 2).map((c) => ({ algorithm: c.algorithm, us: c.us - callUs }));
+      return {
+        collective: 'alltoall',
+        bytes,
+        levels: [
+          {
+            level: top.level,
+            groupSize: p,
+            link: link.name,
+            linkParameters: link.link,
+            configured: false,
+            candidates: onNode,
+            chosen,
+          },
+        ],
+        alltoall: candidates,
+        segments: [],
+        segmentBytes: 0,
+        predictedUs,
+      };
+    }
+    return { collective: 'alltoall', bytes, levels, alltoall: candidates, segments: [], segmentBytes: 0, predictedUs };
   }
 
   private decide(bytes: number): Choice {

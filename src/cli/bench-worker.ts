@@ -5,14 +5,15 @@
  * maximum over ranks. The send data changes on every iteration so caches do not flatter.
  * allgather's size is the bytes each rank sends (it receives size × bytes); gather's and
  * scatter's likewise the bytes of each rank's block (root 0 holds size × bytes); reduce-scatter's
- * (reduceScatterBlock, int32 sum) the bytes of each rank's block of the result.
+ * (reduceScatterBlock, int32 sum) the bytes of each rank's block of the result; alltoall's the
+ * bytes of each block (every rank sends and receives size × bytes).
  */
 import { Communicator } from '../communicator.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { init } from '../init.js';
 
 export interface BenchSettings {
-  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter')[];
+  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'alltoall')[];
   /**
    * sync: blocking calls; addon: blocking calls with the JavaScript fast path off (each through
    * the addon); async: Promise calls; window: blocking calls on buffers in shared windows
@@ -64,18 +65,20 @@ interface Buffers {
   raw: Uint8Array;
   ints: Int32Array;
   out: Int32Array;
-  /** allgather's result: every rank's `raw`; gather's result and scatter's source at root 0 (empty for the other collectives). */
+  /** allgather's result: every rank's `raw`; gather's result and scatter's source at root 0; alltoall's recv (empty for the other collectives). */
   gathered: Uint8Array;
 }
 
 function buffersFor(bytes: number, c: Collective, ranks: number): Buffers {
   const elems = Math.max(1, bytes >> 2);
   // Every page written once, so first-touch faults stay out of the timing (as in coll_latency.c).
-  const whole = c === 'allgather' || c === 'gather' || c === 'scatter';
+  const whole = c === 'allgather' || c === 'gather' || c === 'scatter' || c === 'alltoall';
   const gathered = new Uint8Array(whole ? bytes * ranks : 0).fill(1);
   // reduce-scatter: its input holds every rank's block of ints.
   const ints = new Int32Array(c === 'reduce-scatter' ? elems * ranks : elems).map((_, i) => i);
-  return { raw: new Uint8Array(Math.max(bytes, 1)).subarray(0, bytes), ints, out: new Int32Array(elems), gathered };
+  // alltoall: raw is its send, a block for every rank.
+  const sent = c === 'alltoall' ? bytes * ranks : bytes;
+  return { raw: new Uint8Array(Math.max(sent, 1)).fill(1).subarray(0, sent), ints, out: new Int32Array(elems), gathered };
 }
 
 /** The same buffers in shared windows (collective: every rank allocates them in the same order). */
@@ -105,6 +108,7 @@ function syncLoop(comm: Communicator, c: Collective, b: Buffers, first: number, 
     else if (c === 'gather') comm.gatherSync(b.raw, root ? b.gathered : null, 0);
     else if (c === 'scatter') comm.scatterSync(root ? b.gathered : null, b.raw, 0);
     else if (c === 'reduce-scatter') comm.reduceScatterBlockSync(b.ints, b.out, 'sum');
+    else if (c === 'alltoall') comm.alltoallSync(b.raw, b.gathered);
     else comm.allreduceSync(b.ints, b.out, 'sum');
   }
 }
@@ -121,6 +125,7 @@ async function asyncLoop(comm: Communicator, c: Collective, b: Buffers, first: n
     else if (c === 'gather') await comm.gather(b.raw, root ? b.gathered : null, 0);
     else if (c === 'scatter') await comm.scatter(root ? b.gathered : null, b.raw, 0);
     else if (c === 'reduce-scatter') await comm.reduceScatterBlock(b.ints, b.out, 'sum');
+    else if (c === 'alltoall') await comm.alltoall(b.raw, b.gathered);
     else await comm.allreduce(b.ints, b.out, 'sum');
   }
 }
@@ -178,7 +183,7 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
   for (const collective of settings.collectives) {
     for (const mode of settings.modes) {
       // Windows serve bcast, allreduce and allgather; the others have no window path.
-      if (mode === 'window' && (collective === 'gather' || collective === 'scatter' || collective === 'reduce-scatter')) continue;
+      if (mode === 'window' && (collective === 'gather' || collective === 'scatter' || collective === 'reduce-scatter' || collective === 'alltoall')) continue;
       const sizes = collective === 'barrier' ? [0] : sizesOf(settings);
       if (mode === 'addon') comm.configure({ collectives: { jsFastPath: false } });
       // Settle the JIT, the caches and the CPU clocks before the first measured size: the
@@ -209,7 +214,7 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
   // result (size × bytes: every rank must at least write the whole result once).
   if (comm.rank === 0) {
     const copies = new Set(sizesOf(settings));
-    if (settings.collectives.some((c) => c === 'allgather' || c === 'gather' || c === 'scatter'))
+    if (settings.collectives.some((c) => c === 'allgather' || c === 'gather' || c === 'scatter' || c === 'alltoall'))
       for (const bytes of sizesOf(settings)) copies.add(bytes * comm.size);
     for (const bytes of [...copies].sort((x, y) => x - y)) {
       const iterations = bytes > settings.largeBytes ? settings.itersLarge : settings.itersSmall;

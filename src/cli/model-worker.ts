@@ -23,7 +23,7 @@ import type { Explanation } from '../algorithms/selection.js';
 import { SEGMENT_CANDIDATES } from '../algorithms/selection.js';
 
 /** The collectives `topocoll bench --model` measures (those the communicator has: explain() answers for more). */
-export type ModelCollective = Exclude<Explanation['collective'], 'gather' | 'scatter' | 'reduce-scatter' | 'scan' | 'exscan'>;
+export type ModelCollective = Exclude<Explanation['collective'], 'gather' | 'scatter' | 'reduce-scatter' | 'scan' | 'exscan' | 'alltoall'>;
 
 export interface ModelSettings {
   collectives: ModelCollective[];

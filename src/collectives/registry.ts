@@ -1,5 +1,6 @@
 import { allgather, allgatherv } from './allgather.js';
 import { allreduce } from './allreduce.js';
+import { alltoall, alltoallv } from './alltoall.js';
 import { barrier } from './barrier.js';
 import { bcast } from './bcast.js';
 import { gather, gatherv } from './gather.js';
@@ -23,6 +24,8 @@ export const collectives = {
   reduceScatter,
   scan,
   exscan,
+  alltoall,
+  alltoallv,
   barrier,
 } as const;
 
@@ -30,5 +33,17 @@ export const collectives = {
  * The collectives explain() and the router answer for (the v forms run as their collective does;
  * reduceScatterBlock and reduceScatter are `reduce-scatter`).
  */
-export const explainedCollectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'scan', 'exscan', 'barrier'] as const;
+export const explainedCollectives = [
+  'bcast',
+  'reduce',
+  'allreduce',
+  'allgather',
+  'gather',
+  'scatter',
+  'reduce-scatter',
+  'scan',
+  'exscan',
+  'alltoall',
+  'barrier',
+] as const;
 export type ExplainedCollective = (typeof explainedCollectives)[number];

@@ -1,3 +1,4 @@
+import { alltoallAlgorithm, alltoallSchedule, type AlltoallAlgorithm } from '../algorithms/alltoall.js';
 import { SHARED_AREA_MAX_BYTES } from '../abi.generated.js';
 import { formatAlgorithm } from '../algorithms/algorithm-choice.js';
 import {
@@ -433,6 +434,31 @@ export class CollectivePlans {
     return this.call;
   }
 
+  /** The alltoall schedules' ids by algorithm (hierarchical with bundles: `bundles`), once registered. */
+  private readonly alltoallIds: Partial<Record<AlltoallAlgorithm | 'bundles', number>> = {};
+  private readonly alltoallCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
+
+  /**
+   * An alltoall of `blockBytes` per block (alltoallv: `v`): its one phase's schedule id (in
+   * `gather`; `bcast` −1), never segmented — across nodes hierarchical (an alltoall's bundles one
+   * message each where the cost model says so), on one node pairwise, or Bruck for an alltoall
+   * whose blocks the cost model finds small enough (alltoall.ts). The same on every rank: the
+   * plan, the configuration and n.
+   */
+  alltoall(blockBytes: number, v: boolean): AllgatherCallPlan {
+    let algorithm: AlltoallAlgorithm = alltoallAlgorithm(this.parts.plan);
+    if (algorithm === 'pairwise' && !v) algorithm = this.selector.alltoallOnNode(blockBytes);
+    const bundles = algorithm === 'hierarchical' && !v && this.selector.alltoallBundles(blockBytes);
+    const key = bundles ? 'bundles' : algorithm;
+    let id = this.alltoallIds[key];
+    if (id === undefined) {
+      id = this.parts.register(encodeSchedule(alltoallSchedule(this.parts.plan, this.parts.rank, algorithm, { packed: bundles })));
+      this.alltoallIds[key] = id;
+    }
+    this.alltoallCall.gather = id;
+    return this.alltoallCall;
+  }
+
   /** Reduce-scatter schedule ids, by (commutative ? 0 : 1), per choice; see reduceScatter(). */
   private readonly reduceScatterIds = new Map<ChoiceSchedules, { reduce: number; blocks: number }[]>();
 
@@ -545,6 +571,7 @@ export class CollectivePlans {
       case 'reduce-scatter':
       case 'scan':
       case 'exscan':
+      case 'alltoall':
         return false;
     }
   }

@@ -25,7 +25,8 @@ import type { Windows } from './windows.js';
  */
 
 /** A collective the router answers for. */
-export type RoutedCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'scan' | 'exscan' | 'barrier';
+export type RoutedCollective =
+  'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'scan' | 'exscan' | 'alltoall' | 'barrier';
 /** A path a call takes. */
 export type PathName = 'fast' | 'one-sided' | 'window' | 'shared-area' | 'levels';
 

@@ -13,6 +13,9 @@ import {
   predictGroupBcastUs,
   predictGroupGatherUs,
   predictGroupReduceScatterUs,
+  predictAlltoallGroupUs,
+  predictBruckAlltoallUs,
+  predictPairwiseAlltoallUs,
   predictGroupReduceUs,
   predictGroupScanUs,
   predictGroupScatterUs,
@@ -394,5 +397,42 @@ describe('gather and scatter', () => {
 
   it('an algorithm without a formula is EINVAL', () => {
     expect(thrown(() => predictGroupGatherUs('ring' as 'flat', 4, 8, costs)).code).toBe('EINVAL');
+  });
+});
+
+describe('alltoall', () => {
+  const c = { link: { L: 2, os: 0.5, or: 0.5, g: 0.2, G: 0.001, Gx: 0.002 }, combineBytesPerUs: 1000 };
+  it('pairwise: (n − 1) exchanges of a block; a group of one costs nothing', () => {
+    expect(predictPairwiseAlltoallUs(1, 100, c)).toBe(0);
+    expect(predictPairwiseAlltoallUs(5, 100, c)).toBeCloseTo(4 * (0.5 + 2 + 0.5 + 100 * 0.002), 12);
+    expect(predictAlltoallGroupUs([3], 5, 100, c, false)).toBe(0);
+  });
+  it("a hierarchical group's part: blocks up and down through the leader, then its cross exchange", () => {
+    // Two members of one rank each, no rank outside: the cross exchange alone.
+    expect(predictAlltoallGroupUs([1, 1], 0, 100, c, true)).toBeCloseTo(0.5 + 2 + 0.5 + 0.2, 12);
+    // Two leaders of 3 ranks each at the top: 9 blocks each way, sent then received.
+    const take = Math.max(0.2, 0.5 + 100 * 0.001);
+    expect(predictAlltoallGroupUs([3, 3], 0, 100, c, false)).toBeCloseTo(9 * (take + take) + 2, 12);
+    // A node of 3 under it: 2·3 blocks up and down.
+    const p2p = 0.5 + 100 * 0.001 + 2 + 0.5;
+    expect(predictAlltoallGroupUs([1, 1, 1], 3, 100, c, true)).toBeCloseTo(2 * p2p + 6 * take + 6 * take + 2 * (0.5 + 2 + 0.5 + 0.2), 12);
+  });
+});
+
+describe('alltoall bundles and Bruck', () => {
+  const c = { link: { L: 2, os: 0.5, or: 0.5, g: 0.2, G: 0.001, Gx: 0.002 }, combineBytesPerUs: 1000 };
+  it('bundles: one message per list, every bundled byte copied in and out', () => {
+    // Two leaders of 3 ranks each: one step of 9 blocks each way.
+    const pair = 9 * 100;
+    const take = Math.max(0.2, 0.5 + pair * 0.001);
+    const send = Math.max(0.2, 0.5 + pair * 0.001);
+    expect(predictAlltoallGroupUs([3, 3], 0, 100, c, false, true)).toBeCloseTo(send + take + 2 + (2 * pair) / 1000, 12);
+    expect(predictAlltoallGroupUs([3, 3], 0, 100, c, false, true)).toBeLessThan(predictAlltoallGroupUs([3, 3], 0, 100, c, false));
+  });
+  it('bruck: a round per bit, the blocks whose distance has it', () => {
+    // n = 4: rounds of distances {1, 3} and {2, 3}.
+    const round = 0.5 + 2 + 0.5 + 200 * 0.002 + 400 / 1000;
+    expect(predictBruckAlltoallUs(4, 100, c)).toBeCloseTo(2 * round, 12);
+    expect(predictBruckAlltoallUs(1, 100, c)).toBe(0);
   });
 });

@@ -549,3 +549,40 @@ describe('reduce-scatter and scan (explain)', () => {
       expect(one.explain(collective, 1 << 20)).toMatchObject({ levels: [], segments: [], predictedUs: 0 });
   });
 });
+
+describe('alltoall in explain()', () => {
+  it('one node: pairwise ((p − 1) exchanges of a block) or bruck, the least predicted; several nodes: the hierarchical parts per level, summed, with bundles where they are predicted faster', () => {
+    const one = planGroups(byCore(['a'], 8, 4));
+    const e = selector(one).explain('alltoall', 8 * 1024);
+    expect(e.levels.map((l) => l.groupSize)).toEqual([8]);
+    expect(e.levels[0]!.candidates.map((c) => c.algorithm)).toEqual(['pairwise', 'bruck']);
+    expect(e.levels[0]!.chosen).toBe(argmin(e.levels[0]!.candidates).algorithm);
+    expect(e.alltoall!.map((c) => c.algorithm)).toEqual(['pairwise', 'bruck', 'hierarchical']);
+    const link = e.levels[0]!.linkParameters;
+    const exchange = (bytes: number) => link.os + link.L + link.or + bytes * link.Gx;
+    expect(e.levels[0]!.candidates[0]!.us).toBeCloseTo(7 * exchange(1024), 9);
+    // Rounds of 4 blocks each (distances with bit k set among 1…7), copied in and out.
+    const copy = (bytes: number) => (2 * bytes) / config().model.combineBytesPerUs;
+    expect(e.levels[0]!.candidates[1]!.us).toBeCloseTo(3 * (exchange(4096) + copy(4096)), 9);
+    expect(e.predictedUs).toBeCloseTo(config().model.callUs + argmin(e.levels[0]!.candidates).us, 9);
+    // Tiny blocks: Bruck's 3 rounds beat 7 exchanges; large ones: pairwise moves each byte once.
+    const s = selector(one);
+    expect(s.alltoallOnNode(8)).toBe('bruck');
+    expect(s.alltoallOnNode(1 << 20)).toBe('pairwise');
+    const four = selector(plan4x4).explain('alltoall', 16 * 1024);
+    expect(four.alltoall!.map((c) => c.algorithm)).toEqual(['hierarchical', 'hierarchical (bundles)']);
+    // Bundles (one message per list) where the whole call is predicted faster: small blocks, not large ones.
+    const s4 = selector(plan4x4);
+    expect(s4.alltoallBundles(64)).toBe(true);
+    expect(s4.alltoallBundles(1 << 22)).toBe(false);
+    const form = s4.alltoallBundles(1024) ? 'hierarchical (bundles)' : 'hierarchical';
+    expect(four.levels.every((l) => l.chosen === form && l.candidates[0]!.us > 0)).toBe(true);
+    expect(four.predictedUs).toBeCloseTo(
+      four.levels.reduce((t, l) => t + l.candidates[0]!.us, config().model.callUs),
+      9,
+    );
+    expect(four.predictedUs).toBeCloseTo(Math.min(...four.alltoall!.map((c) => c.us)), 9);
+    // More bytes never predict less.
+    expect(selector(plan4x4).explain('alltoall', 1 << 20).predictedUs).toBeGreaterThan(four.predictedUs);
+  });
+});

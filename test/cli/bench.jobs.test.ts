@@ -120,8 +120,8 @@ describe('topocoll bench allgather', () => {
   });
 });
 
-describe('topocoll bench gather, scatter and reduce-scatter', () => {
-  it('measures sync and async gather, scatter and reduce-scatter per block size, with one memcpy of all the blocks beside them', () => {
+describe('topocoll bench gather, scatter, reduce-scatter and alltoall', () => {
+  it('measures sync and async gather, scatter, reduce-scatter and alltoall per block size, with one memcpy of all the blocks beside them', () => {
     const r = spawnSync(
       process.execPath,
       [
@@ -130,7 +130,7 @@ describe('topocoll bench gather, scatter and reduce-scatter', () => {
         '-n',
         '2',
         '--collectives',
-        'gather,scatter,reduce-scatter',
+        'gather,scatter,reduce-scatter,alltoall',
         '--min',
         '8',
         '--max',
@@ -147,7 +147,7 @@ describe('topocoll bench gather, scatter and reduce-scatter', () => {
       .split('\n')
       .filter((l) => l.startsWith('{') && !l.includes('"probe"'))
       .map((l) => JSON.parse(l) as BenchRow);
-    for (const collective of ['gather', 'scatter', 'reduce-scatter'])
+    for (const collective of ['gather', 'scatter', 'reduce-scatter', 'alltoall'])
       for (const mode of ['sync', 'async']) {
         const mine = rows.filter((x) => x.collective === collective && x.mode === mode);
         expect(mine.map((x) => x.bytes)).toEqual([8, 16, 32]);

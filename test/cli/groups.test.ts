@@ -200,6 +200,7 @@ describe('topocoll groups shows the configured algorithms', () => {
         'scatter',
         'reduce-scatter',
         'scan',
+        'alltoall',
         'barrier',
       ]);
       let collective = '';

@@ -1,13 +1,14 @@
 // @ts-check
 // A rank of a gather/scatter failure test (argv[2]):
-// - `args`: every argument error of gather, gatherv, scatter, scatterv, the reduce-scatters, scan and exscan, on the rank that makes
+// - `args`: every argument error of gather, gatherv, scatter, scatterv, the reduce-scatters, scan, exscan and the alltoalls, on the rank that makes
 //   it, in each form: EINVAL thrown (Sync, request) or rejected (Promise) before anything is
 //   sent — then one good gather of every rank shows that nothing was sent. Prints `rank R ok N`.
 // - `mismatch KIND`: rank 1 calls with one thing different from the others (root, count, counts,
 //   collective, dtype): no rank may finish with wrong data or hang; each prints `rank R caught
 //   CODE` (exit 3), or `rank R finished` (exit 0); also a reduce-scatter's operator or counts,
-//   scan against exscan (`scan-exscan`) and a scan's operator (`scan-op`).
-// - `dies gather|scatter|reduce-scatter`: the last rank SIGKILLs itself in the middle of a large call
+//   scan against exscan (`scan-exscan`), a scan's operator (`scan-op`), an alltoall's block
+//   length, alltoallv counts that disagree between two ranks.
+// - `dies gather|scatter|reduce-scatter|alltoall`: the last rank SIGKILLs itself in the middle of a large call
 //   while every other rank keeps calling it: each prints `rank R caught CODE` (exit 3).
 import { init, IN_PLACE } from 'topocoll';
 
@@ -75,6 +76,18 @@ if (mode === 'args') {
     await refuses(`${name}: an operator the type has not`, forms(sc, [new Float32Array(n), new Float32Array(n), 'bxor']));
     await refuses(`${name}: an unknown operator`, forms(sc, [block, new Int32Array(n), 'mean']));
   }
+  const a2a = (/** @type {string} */ f) => /** @type {any} */ (comm)[f === 'i' ? 'ialltoall' : `alltoall${f}`].bind(comm);
+  const a2av = (/** @type {string} */ f) => /** @type {any} */ (comm)[f === 'i' ? 'ialltoallv' : `alltoallv${f}`].bind(comm);
+  await refuses('alltoall: send does not divide among the ranks', forms(a2a, [new Int32Array(n * size + 1), new Int32Array(n * size + 1)]));
+  await refuses('alltoall: recv shorter than send', forms(a2a, [whole, new Int32Array(n * size - 1)]));
+  await refuses('alltoall: send and recv of different types', forms(a2a, [new Float64Array(n * size), whole]));
+  await refuses('alltoall: send and recv the same array', forms(a2a, [whole, whole]));
+  await refuses('alltoall: IN_PLACE with a recv that does not divide among the ranks', forms(a2a, [IN_PLACE, new Int32Array(n * size + 1)]));
+  await refuses('alltoallv: sendCounts of the wrong length', forms(a2av, [whole, counts.slice(1), new Int32Array(n * size), counts]));
+  await refuses('alltoallv: a negative recv count', forms(a2av, [whole, counts, new Int32Array(n * size), counts.map((c, r) => (r === 0 ? -1 : c))]));
+  await refuses('alltoallv: a count that is not an integer', forms(a2av, [whole, counts.map((c) => c + 0.5), new Int32Array(n * size), counts]));
+  await refuses('alltoallv: send shorter than its counts', forms(a2av, [new Int32Array(n * size - 1), counts, new Int32Array(n * size), counts]));
+  await refuses('alltoallv: recv shorter than its counts', forms(a2av, [whole, counts, new Int32Array(n * size - 1), counts]));
   if (rank === 0) {
     await refuses('the root of a gather without recv', forms(g, [block, null, 0]));
     await refuses('the root of a scatter without send', forms(s, [null, block, 0]));
@@ -139,6 +152,19 @@ if (mode === 'args') {
         comm.reduceScatterSync(new Int32Array(3 * size), new Int32Array(4), counts, 'sum');
         break;
       }
+      case 'alltoall-count': {
+        const m = odd ? n + 1 : n;
+        comm.alltoallSync(new Int32Array(m * size), new Int32Array(m * size));
+        break;
+      }
+      case 'alltoallv-counts': {
+        // Every rank sends every rank 3; rank 1 expects 4 from rank 0 (and 2 from rank 2: the
+        // same total), so rank 0 and rank 1 (and 2 and 1) disagree on a block's length.
+        const sendCounts = Array.from({ length: size }, () => 3);
+        const recvCounts = Array.from({ length: size }, (_, r) => (odd && r === 0 ? 4 : odd && r === 2 ? 2 : 3));
+        comm.alltoallvSync(new Int32Array(3 * size), sendCounts, new Int32Array(3 * size), recvCounts);
+        break;
+      }
       default:
         throw new Error(`unknown mismatch ${kind}`);
     }
@@ -157,11 +183,24 @@ if (mode === 'args') {
   const n = 1 << 16;
   const block = new Float64Array(n).fill(rank);
   const whole = new Float64Array(n * size);
+  const other = kind === 'alltoall' ? new Float64Array(n * size) : whole;
   const sync = () =>
-    kind === 'gather' ? comm.gatherSync(block, whole, 0) : kind === 'scatter' ? comm.scatterSync(whole, block, 0) : comm.reduceScatterBlockSync(whole, block);
+    kind === 'gather'
+      ? comm.gatherSync(block, whole, 0)
+      : kind === 'scatter'
+        ? comm.scatterSync(whole, block, 0)
+        : kind === 'alltoall'
+          ? comm.alltoallSync(whole, other)
+          : comm.reduceScatterBlockSync(whole, block);
   if (rank === victim) {
     sync(); // one clean round so every rank is inside the loop
-    void (kind === 'gather' ? comm.gather(block, whole, 0) : kind === 'scatter' ? comm.scatter(whole, block, 0) : comm.reduceScatterBlock(whole, block));
+    void (kind === 'gather'
+      ? comm.gather(block, whole, 0)
+      : kind === 'scatter'
+        ? comm.scatter(whole, block, 0)
+        : kind === 'alltoall'
+          ? comm.alltoall(whole, other)
+          : comm.reduceScatterBlock(whole, block));
     process.kill(process.pid, 'SIGKILL');
   }
   try {

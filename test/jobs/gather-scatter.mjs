@@ -1,8 +1,8 @@
 // @ts-check
 // A rank of a multi-process test job (started by `topocoll run`): seeded random cases of gather,
-// gatherv, scatter, scatterv, reduceScatterBlock, reduceScatter, scan and exscan (every
-// built-in operator of the type, a commutative and a non-commutative JavaScript one) in their
-// three forms (Sync, Promise, request), every datatype,
+// gatherv, scatter, scatterv, alltoall, alltoallv, reduceScatterBlock, reduceScatter, scan and
+// exscan (every built-in operator of the type, a commutative and a non-commutative JavaScript one)
+// in their three forms (Sync, Promise, request), every datatype,
 // every root, IN_PLACE at the root, zero and uneven counts, under every per-level algorithm
 // (auto, flat, binomial, mixed: switched with configure()). Every rank draws the same cases from
 // one seed; each result is checked against the blocks recomputed here from (rank, case, index) —
@@ -13,7 +13,8 @@
 // scan,exscan] only those kinds of case; [--layer
 // socket] makes the communicator with createCommunicator over the Unix-socket test layer
 // (socket-layer.mjs): across nodes every call is then a Promise or an awaited request (blocking
-// calls need the event loop the layer runs on) and the algorithms stay `auto` (so does configure()).
+// calls need the event loop the layer runs on) and the algorithms stay `auto` (so does configure());
+// with it, [--round-robin K] puts rank r on node rr<r mod K> instead of the launcher's node.
 import { combineInRankOrder, isBigIntClass, mulberry32, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 import { socketLayerOfJob } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, userOp } from 'topocoll';
@@ -24,12 +25,14 @@ const argv = process.argv.slice(2);
 const option = (/** @type {string} */ name, /** @type {number} */ fallback) => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : fallback);
 const casesPerChoice = option('--cases', 60);
 const seed = option('--seed', 0x5eed);
-/** [--kinds scan,exscan]: only those kinds of case (every rank draws from the same list). */
-const KINDS = ['gather', 'gatherv', 'scatter', 'scatterv', 'reduceScatterBlock', 'reduceScatter', 'scan', 'exscan'];
+/** [--kinds scan,exscan,…]: only those kinds of case (every rank draws from the same list). */
+const KINDS = ['gather', 'gatherv', 'scatter', 'scatterv', 'reduceScatterBlock', 'reduceScatter', 'scan', 'exscan', 'alltoall', 'alltoallv'];
 const kinds = argv.includes('--kinds') ? String(argv[argv.indexOf('--kinds') + 1]).split(',') : KINDS;
 
 const layer = argv.includes('--layer') ? await socketLayerOfJob() : undefined;
-const comm = layer !== undefined ? await createCommunicator(layer) : await init();
+// --round-robin K (with --layer): rank r on node rr<r mod K>, so a node's ranks are not consecutive.
+const roundRobin = option('--round-robin', 0);
+const comm = layer !== undefined ? await createCommunicator(layer, roundRobin > 0 ? { node: `rr${layer.rank % roundRobin}` } : {}) : await init();
 const { rank, size } = comm;
 const blocking = layer === undefined || comm.localSize === comm.size;
 let checks = 0;
@@ -72,9 +75,10 @@ const FORMS = /** @type {const} */ (['sync', 'promise', 'request']);
 
 /** One random case, the same on every rank. */
 async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
-  const kind = /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv' | 'reduceScatterBlock' | 'reduceScatter' | 'scan' | 'exscan'} */ (
-    kinds[pick(kinds.length)]
-  );
+  const kind =
+    /** @type {'gather' | 'gatherv' | 'scatter' | 'scatterv' | 'reduceScatterBlock' | 'reduceScatter' | 'scan' | 'exscan' | 'alltoall' | 'alltoallv'} */ (
+      kinds[pick(kinds.length)]
+    );
   const drawn = /** @type {'sync' | 'promise' | 'request'} */ (FORMS[pick(3)]);
   const form = drawn === 'sync' && !blocking ? 'promise' : drawn;
   const T = /** @type {any} */ (TYPED_ARRAY_CLASSES[pick(TYPED_ARRAY_CLASSES.length)]);
@@ -98,6 +102,10 @@ async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
   const block = new T(mine + 2).fill(sentinel(T));
   if (kind === 'scan' || kind === 'exscan') {
     await scanCase(k, where, form, T, inPlace, kind === 'exscan', same);
+    return;
+  }
+  if (kind.startsWith('alltoall')) {
+    await alltoallCase(k, `${label} case ${k}: ${kind} (${form}) of ${T.name}${inPlace ? ', IN_PLACE' : ''}`, form, T, inPlace, kind === 'alltoallv');
     return;
   }
   if (kind.startsWith('reduceScatter')) {
@@ -151,6 +159,64 @@ async function oneCase(/** @type {number} */ k, /** @type {string} */ label) {
       for (let r = 0; r < size; r++)
         for (let i = 0; i < /** @type {number} */ (counts[r]); i++)
           check(`${where}: the root's send changed`, whole[/** @type {number} */ (displs[r]) + i] === value(T, r, k, i));
+  }
+}
+
+/**
+ * One alltoall case: block (s, d) — what rank s sends rank d — holds value(T, s, k, d·7919 + i);
+ * alltoall: n elements each (0 now and then, a large n across several 64 KiB pieces); alltoallv:
+ * a length per pair drawn alike on every rank (symmetric with IN_PLACE, whose input is laid out
+ * by recvCounts). This rank's recv is checked block by block, and what the call must leave alone.
+ */
+async function alltoallCase(
+  /** @type {number} */ k,
+  /** @type {string} */ where,
+  /** @type {'sync' | 'promise' | 'request'} */ form,
+  /** @type {any} */ T,
+  /** @type {boolean} */ inPlace,
+  /** @type {boolean} */ v,
+) {
+  const pairLength = () => (pick(5) === 0 ? 0 : pick(10) === 0 ? 2000 + pick(20_000) : 1 + pick(40));
+  const n = pairLength();
+  /** @type {number[][]} */
+  const c = Array.from({ length: size }, () => Array.from({ length: size }, () => (v ? pairLength() : n)));
+  if (inPlace) for (let s = 0; s < size; s++) for (let d = 0; d < s; d++) /** @type {number[]} */ (c[s])[d] = /** @type {number} */ (c[d]?.[s]);
+  const count = (/** @type {number} */ s, /** @type {number} */ d) => /** @type {number} */ (c[s]?.[d]);
+  const sendCounts = Array.from({ length: size }, (_, d) => count(rank, d));
+  const recvCounts = Array.from({ length: size }, (_, s) => count(s, rank));
+  const sum = (/** @type {number[]} */ a) => a.reduce((x, y) => x + y, 0);
+  const block = (/** @type {number} */ s, /** @type {number} */ d, /** @type {number} */ i) => value(T, s, k, d * 7919 + i);
+  where = `${where}, ${v ? `counts ${sendCounts.join(',')} / ${recvCounts.join(',')}` : `n ${n}`}`;
+  // alltoall's n is send.length / size (recv's with IN_PLACE): no room past the blocks there.
+  const pad = inPlace && !v ? 0 : 3;
+  const recv = new T(sum(recvCounts) + pad).fill(sentinel(T));
+  const send = new T(sum(sendCounts) + (v ? pad : 0)).fill(sentinel(T));
+  const input = inPlace ? recv : send;
+  let at = 0;
+  for (let d = 0; d < size; d++) for (let i = 0; i < /** @type {number} */ (sendCounts[d]); i++) input[at++] = block(rank, d, i);
+  const arg = inPlace ? IN_PLACE : send;
+  const calls = v
+    ? {
+        sync: () => comm.alltoallvSync(arg, sendCounts, recv, recvCounts),
+        promise: () => comm.alltoallv(arg, sendCounts, recv, recvCounts),
+        request: () => comm.ialltoallv(arg, sendCounts, recv, recvCounts),
+      }
+    : { sync: () => comm.alltoallSync(arg, recv), promise: () => comm.alltoall(arg, recv), request: () => comm.ialltoall(arg, recv) };
+  await run(form, calls);
+  at = 0;
+  for (let s = 0; s < size; s++) {
+    for (let i = 0; i < /** @type {number} */ (recvCounts[s]); i++, at++) {
+      const want = block(s, rank, i);
+      if (recv[at] !== want) check(`${where}: recv[${at}] is ${recv[at]}, expected rank ${s}'s ${want}`, false);
+    }
+  }
+  check(`${where}: recv`, true);
+  for (let i = at; i < at + pad; i++) check(`${where}: recv[${i}] past the blocks was written`, recv[i] === sentinel(T));
+  if (!inPlace) {
+    at = 0;
+    for (let d = 0; d < size; d++)
+      for (let i = 0; i < /** @type {number} */ (sendCounts[d]); i++, at++) if (send[at] !== block(rank, d, i)) check(`${where}: send changed at ${at}`, false);
+    for (let i = at; i < send.length; i++) check(`${where}: send[${i}] past the blocks was written`, send[i] === sentinel(T));
   }
 }
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { expectEveryRankOk, jobScript, leftoverSegments, okRanks, repoRoot, runFailureJob, runJob, runJobOverSocketLayer } from '../helpers/jobs.js';
 
 /**
- * Gather, gatherv, scatter, scatterv, the reduce-scatters, scan and exscan in real jobs (`topocoll run`): seeded random cases in one
+ * Gather, gatherv, scatter, scatterv, the reduce-scatters, scan, exscan, alltoall and alltoallv in real jobs (`topocoll run`): seeded random cases in one
  * job per placement, every result checked against blocks the ranks recompute
  * (test/jobs/gather-scatter.mjs), over TCP and over a JavaScript host layer (against MPI's own
  * results over transport: mpi: test/mpi/jobs/mpi-collectives.mjs); argument errors, mismatches and a killed rank
@@ -12,7 +12,7 @@ const job = jobScript('gather-scatter.mjs');
 const faults = jobScript('gather-scatter-faults.mjs');
 const fourNodes = `${repoRoot}test/fixtures/network/four-nodes.txt`;
 
-describe('gather, scatter and reduce-scatter across real processes: 300 seeded cases per job (all forms, datatypes, operators, roots, IN_PLACE, zero counts, every per-level algorithm)', () => {
+describe('gather, scatter, alltoall and reduce-scatter across real processes: 300 seeded cases per job (all forms, datatypes, operators, roots, IN_PLACE, zero counts, every per-level algorithm)', () => {
   for (const [name, args] of [
     ['1 rank', ['-n', '1']],
     ['2 ranks', ['-n', '2']],
@@ -28,6 +28,10 @@ describe('gather, scatter and reduce-scatter across real processes: 300 seeded c
 
   it('5 ranks on 2 emulated nodes over a JavaScript host layer (createCommunicator; Promise and request forms)', async () => {
     await expectEveryRankOk(runJobOverSocketLayer(['-n', '5', '--nodes', '2', job, '--layer', 'socket', '--cases', '30'], 120_000), 5);
+  });
+
+  it("7 ranks round-robin over 3 nodes (3 + 2 + 2, a node's ranks not consecutive) over the JavaScript host layer", async () => {
+    await expectEveryRankOk(runJobOverSocketLayer(['-n', '7', job, '--layer', 'socket', '--round-robin', '3', '--cases', '30'], 120_000), 7);
   });
 });
 
@@ -63,7 +67,19 @@ describe('gather, scatter, reduce-scatter and scan failures', () => {
     expect(okRanks(r.lines)).toEqual([0, 1, 2, 3]);
   });
 
-  for (const kind of ['root', 'count', 'counts', 'collective', 'dtype', 'reduce-scatter-op', 'reduce-scatter-counts', 'scan-exscan', 'scan-op']) {
+  for (const kind of [
+    'root',
+    'count',
+    'counts',
+    'collective',
+    'dtype',
+    'reduce-scatter-op',
+    'reduce-scatter-counts',
+    'scan-exscan',
+    'scan-op',
+    'alltoall-count',
+    'alltoallv-counts',
+  ]) {
     it(`a ${kind} that differs on rank 1 → an error on every rank, no hang and no rank finishing (4 ranks on 2 emulated nodes)`, async () => {
       const r = runFailureJob(['-n', '4', '--nodes', '2', faults, 'mismatch', kind]);
       expect(r.signal).toBeNull();
@@ -80,6 +96,7 @@ describe('gather, scatter, reduce-scatter and scan failures', () => {
     ['gather', ['-n', '4'], 4],
     ['scatter', ['-n', '6', '--nodes', '3'], 6],
     ['reduce-scatter', ['-n', '5', '--nodes', '2'], 5],
+    ['alltoall', ['-n', '5', '--nodes', '2'], 5],
   ] as const) {
     it(`a rank SIGKILLed in a large ${kind} (${args.join(' ')}): every survivor gets EPEERLOST, /dev/shm is clean`, async () => {
       const r = runFailureJob([...args, faults, 'dies', kind]);

@@ -119,8 +119,10 @@ enum class Collective : uint8_t {
   kReduceScatter = 8,
   kScan = 9,
   kExscan = 10,
+  kAlltoall = 11,
+  kAlltoallv = 12,
 };
-inline constexpr size_t kCollectiveCount = 10;
+inline constexpr size_t kCollectiveCount = 12;
 // Each Collective by value, with its name in TypeScript (and in the addon's messages and tables).
 struct CollectiveInfo {
   const char* name;
@@ -138,6 +140,8 @@ inline constexpr CollectiveInfo kCollectiveTable[] = {
     {"reduceScatter", Collective::kReduceScatter},
     {"scan", Collective::kScan},
     {"exscan", Collective::kExscan},
+    {"alltoall", Collective::kAlltoall},
+    {"alltoallv", Collective::kAlltoallv},
 };
 // clang-format on
 
@@ -327,6 +331,10 @@ inline constexpr size_t kFirst2 = 8;
 inline constexpr size_t kCount2 = 9;
 // 0 computes B op X (X covers higher ranks than B), 1 computes X op B.
 inline constexpr size_t kOrder = 10;
+// 1: this step's pair blocks travel in one message with the next step's (an alltoall's packed
+// messages: a run of steps of one kind and the same peers, every one but the last joined - Bruck's
+// rounds, the hierarchical form's bundles).
+inline constexpr size_t kJoined = 10;
 // 1 picks the area's every-rank protocol (every rank combines, or waits for every deposit itself),
 // 0 the last-arrival one.
 inline constexpr size_t kEveryRankCombines = 11;
@@ -343,6 +351,7 @@ inline constexpr int32_t kPeer2 = -1;
 inline constexpr int32_t kFirst2 = 0;
 inline constexpr int32_t kCount2 = 0;
 inline constexpr int32_t kOrder = 0;
+inline constexpr int32_t kJoined = 0;
 inline constexpr int32_t kEveryRankCombines = 0;
 }  // namespace step_default
 // Whether a step of `kind` carries group: only these kinds read it, every other kind writes its
@@ -396,6 +405,16 @@ constexpr bool StepHasOrder(StepKind kind) {
   switch (kind) {
     case StepKind::kRecvReduce:
     case StepKind::kSendRecvReduce: return true;
+    default: return false;
+  }
+}
+// Whether a step of `kind` carries joined: only these kinds read it, every other kind writes its
+// default.
+constexpr bool StepHasJoined(StepKind kind) {
+  switch (kind) {
+    case StepKind::kSend:
+    case StepKind::kRecv:
+    case StepKind::kSendRecv: return true;
     default: return false;
   }
 }
@@ -462,6 +481,11 @@ inline constexpr size_t kSharedAreaColumnBytes = 65536;
 inline constexpr size_t kSharedAreaPrefetchBytes = 256;
 // The cache line those early reads step by.
 inline constexpr size_t kSharedAreaLineBytes = 64;
+
+// Block ranges of a step (src/algorithms/schedule.ts): `of` 0 names one rank's block, this `of` one
+// pair block of an alltoall (`first` = source · size + destination).
+// The `of` word of a pair-block range (0xffffffff as the executor's uint32).
+inline constexpr int32_t kBlocksPairBlocksOf = -1;
 
 // A shared window's segment (native/src/shm/shm_window.h): its header, a counter block per local
 // rank, then one part per local rank on page boundaries (windowLayout in src/runtime/windows.ts

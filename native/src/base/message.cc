@@ -38,6 +38,15 @@ std::string DescribeMismatch(const MsgHeader& expected, const MsgHeader& got, in
            "setLevelEnabled() not called on every rank), different allgatherv counts, shared windows (allocShared) as buffers on some "
            "ranks only, or different arguments to the previous collective";
   }
+  const bool alltoall =
+      static_cast<Collective>(got.collective) == Collective::kAlltoall || static_cast<Collective>(got.collective) == Collective::kAlltoallv;
+  if (alltoall && got.seq == expected.seq && got.collective == expected.collective && got.dtype == expected.dtype &&
+      got.count != expected.count) {
+    // An alltoall's message carries one block (or a packed exchange's blocks), its count their length.
+    return "rank " + std::to_string(peer) + " sent this rank " + std::to_string(got.count) + " elements in " +
+           CollectiveName(static_cast<Collective>(got.collective)) + " call #" + std::to_string(got.seq) + " where this rank expects " +
+           std::to_string(expected.count) + " (their counts of the blocks between them differ)";
+  }
   if (got.seq != expected.seq || got.collective != expected.collective || got.dtype != expected.dtype || got.op != expected.op ||
       got.root != expected.root || got.count != expected.count || got.phase != expected.phase) {
     return "rank " + std::to_string(peer) + " called " + Describe(got) + " but this rank called " + Describe(expected);

@@ -271,6 +271,11 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       CheckReduceScatterBuffers(a, send, recv, counts);
       return a;
     }
+    if (a.collective == Collective::kAlltoall || a.collective == Collective::kAlltoallv) {
+      if (a.reduce == nullptr) throw CollError("EINVAL", "unknown schedule id");
+      CheckAlltoallBuffers(a, send, recv, counts);
+      return a;
+    }
     if (a.collective == Collective::kGather || a.collective == Collective::kScatter) {
       if (a.reduce == nullptr) throw CollError("EINVAL", "unknown schedule id");
       if (a.root < 0 || a.root >= engine_->size()) throw CollError("EINVAL", "root " + std::to_string(a.root) + " is not a rank");
@@ -357,6 +362,53 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     const auto* r = static_cast<const uint8_t*>(recv.data);
     if (own > 0 && s < r + own * elem && r < s + total * elem)
       throw CollError("EINVAL", "send and recv overlap (pass IN_PLACE as send instead)");
+  }
+
+  // Alltoall: `count` elements per block; alltoallv: `counts`, a Float64Array of 2·size — the
+  // elements sent to each rank, then those received from each (into block_counts and
+  // recv_counts). Send holds the blocks sent, recv those received, in rank order; send == recv
+  // is IN_PLACE (the input is recv, which must hold both). Sums are checked against what the
+  // buffers hold as they go, so none wraps around.
+  void CheckAlltoallBuffers(CallArgs& a, const BufferView& send, const BufferView& recv, const BufferView& counts) const {
+    const auto size = static_cast<size_t>(engine_->size());
+    if (a.collective == Collective::kAlltoallv) {
+      if (!counts.given || counts.type != napi_float64_array || counts.elements != 2 * size) {
+        throw CollError("EINVAL", "alltoallv's counts must be a Float64Array of " + std::to_string(2 * size) +
+                                      " (the counts sent to each rank, then those received from each)");
+      }
+      const auto* c = static_cast<const double*>(counts.data);
+      a.block_counts.resize(size);
+      a.recv_counts.resize(size);
+      for (size_t i = 0; i < 2 * size; ++i) {
+        if (!(c[i] >= 0 && c[i] <= 9007199254740992.0) || c[i] != static_cast<double>(static_cast<uint64_t>(c[i]))) {
+          throw CollError("EINVAL", "alltoallv: count " + std::to_string(i) + " is not a non-negative integer");
+        }
+        (i < size ? a.block_counts[i] : a.recv_counts[i - size]) = static_cast<uint64_t>(c[i]);
+      }
+    } else if (counts.given) {
+      throw CollError("EINVAL", "alltoall takes no counts");
+    }
+    const bool v = a.collective == Collective::kAlltoallv;
+    // The elements `b` must hold for these counts (or count each), or throws.
+    auto holds = [&](const BufferView& b, const std::vector<uint64_t>& per, const char* name) {
+      uint64_t total = 0;
+      for (size_t r = 0; r < size; ++r) {
+        const uint64_t n = v ? per[r] : a.count;
+        if (n > 0 && (!b.given || n > b.elements - total)) {
+          throw CollError("EINVAL", std::string(name) + " is missing or holds fewer elements than the alltoall's blocks");
+        }
+        total += n;
+      }
+      return total;
+    };
+    const uint64_t received = holds(recv, a.recv_counts, "recv");
+    const bool in_place = send.data == recv.data && send.elements == recv.elements;
+    const uint64_t sent = holds(in_place ? recv : send, a.block_counts, in_place ? "recv (IN_PLACE)" : "send");
+    if (in_place || sent == 0 || received == 0) return;
+    const size_t elem = DtypeSize(a.dtype);
+    const auto* s = static_cast<const uint8_t*>(send.data);
+    const auto* r = static_cast<const uint8_t*>(recv.data);
+    if (s < r + received * elem && r < s + sent * elem) throw CollError("EINVAL", "send and recv overlap (pass IN_PLACE as send instead)");
   }
 
   // allgatherv's, gatherv's and scatterv's block lengths from `counts` (a Float64Array, one per rank), when given.
@@ -759,6 +811,7 @@ Napi::Value StepRoundTrip(const Napi::CallbackInfo& info) {
     set("first2", s.first2);
     set("count2", s.count2);
     set("order", s.order);
+    o.Set("joined", Napi::Boolean::New(env, s.joined));
     o.Set("everyRankCombines", Napi::Boolean::New(env, s.every_rank_combines));
     decoded.Set(static_cast<uint32_t>(i), o);
   }

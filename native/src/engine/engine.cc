@@ -203,8 +203,18 @@ std::vector<int> Engine::ConnectTcp(const std::string& token, const std::vector<
 
 void Engine::SetPlan(int id, std::vector<Step> steps) {
   if (id < 0) throw CollError("EINVAL", "schedule ids are not negative");
+  const uint64_t pairs = static_cast<uint64_t>(options_.size) * static_cast<uint64_t>(options_.size);
   for (Step& s : steps) {
-    if (s.of == 0) {
+    if (s.of == kPairBlocks) {
+      // Pair blocks: one block (s, d) of an alltoall each, of a send, a receive or an exchange.
+      const bool exchange = s.kind == StepKind::kSendRecv;
+      const bool moves = s.kind == StepKind::kSend || s.kind == StepKind::kRecv || exchange;
+      if (!moves || s.count != 1 || s.first >= pairs || (exchange && (s.count2 != 1 || s.first2 >= pairs))) {
+        throw CollError("EINVAL", "schedule " + std::to_string(id) + " has a pair-block range that is not one block of a send or receive");
+      }
+    } else if (s.joined) {
+      throw CollError("EINVAL", "schedule " + std::to_string(id) + " joins a step that does not move a pair block");
+    } else if (s.of == 0) {
       // Rank blocks: one rank's block each, in the ranges that move data (a ShmBcast of one
       // block: the shared-memory allgather, where each member publishes its own blocks; the
       // combining kinds: a reduce-scatter's).
@@ -227,6 +237,14 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
     if (node_wide && (options_.local_ranks.size() != static_cast<size_t>(options_.size) || options_.size < 2)) {
       throw CollError(
           "EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory step, but the job is not one node of several ranks");
+    }
+  }
+  // A joined step is followed by the rest of its run: the same kind and peers, pair blocks.
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!steps[i].joined) continue;
+    if (i + 1 == steps.size() || steps[i + 1].kind != steps[i].kind || steps[i + 1].of != kPairBlocks ||
+        steps[i + 1].peer != steps[i].peer || steps[i + 1].peer2 != steps[i].peer2) {
+      throw CollError("EINVAL", "schedule " + std::to_string(id) + " joins a step to one that is not of its kind and peers");
     }
   }
   // The local ranks this schedule sends to get their channels (refused now if they cannot).

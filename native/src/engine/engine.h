@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/datatypes.h"
@@ -119,6 +120,10 @@ struct CallArgs {
   // the root: IN_PLACE); the others' recv is unused. Scatter: the root's send holds them, recv
   // gets this rank's block (send itself at the root: IN_PLACE, the block stays in send).
   std::vector<uint64_t> block_counts;
+  // Alltoallv: the elements this rank receives from each rank (block_counts: sends to each).
+  // Alltoall: both empty, `count` elements per block. Send holds this rank's blocks in rank
+  // order, recv gets every rank's in rank order; send == recv is IN_PLACE (the input is recv).
+  std::vector<uint64_t> recv_counts;
   // Allgather: elements per segment of the bcast phase (0: one segment).
   uint64_t bcast_segment = 0;
 };
@@ -257,6 +262,27 @@ class Engine {
     std::vector<uint64_t> counts;
     std::vector<uint64_t> displs;
   };
+  // An alltoall's pair blocks (schedule.ts, "Pair blocks"): block b = s·p + d is what rank s sends
+  // rank d. This rank's row (s = rank) lies in `send`, its column (d = rank) in `recv`, both in
+  // rank order; every other block a schedule moves passes through `staged`, where its message
+  // put it (offset and length, in elements of `arena`): a block's length is known to its source
+  // and its destination only, so a rank that passes one on takes the length its message carries.
+  struct PairTable {
+    const uint8_t* send = nullptr;
+    uint8_t* recv = nullptr;
+    std::vector<uint64_t> send_counts, send_displs, recv_counts, recv_displs;
+    // Alltoall (not v): every block has the call's length n, known everywhere (packed exchanges).
+    bool uniform = false;
+    uint64_t n = 0;
+    // Staged blocks by block index: where in `arena` (bytes) and how many elements.
+    struct Staged {
+      size_t at;
+      uint64_t count;
+    };
+    std::unordered_map<uint64_t, Staged> staged;
+    std::vector<uint8_t> arena;
+    size_t used = 0;  // bytes of the arena this call has staged
+  };
   struct PhaseData {
     uint8_t* buffer;   // B
     uint64_t count;    // elements of the whole message (rank-block phases: of the longest block)
@@ -267,6 +293,8 @@ class Engine {
     // Set for a phase whose steps name rank blocks (of = 0): segment k is then elements
     // [k·segment, (k+1)·segment) of every rank's block (column segments).
     const BlockTable* blocks = nullptr;
+    // Set for an alltoall's phase: its steps name pair blocks (of = kPairBlocks), never segmented.
+    PairTable* pairs = nullptr;
     // Set, instead of an accumulator, for a phase that is one whole-call step which reads the
     // call's input itself: the window allreduce's send, the window allgather's own block.
     const uint8_t* input = nullptr;
@@ -296,10 +324,26 @@ class Engine {
   ShmChannel& IncomingChannel(int local_peer, const WaitPolicy& policy, Guard& guard);
   // Receives a message of `bytes` from `peer` and hands its body to `into`.
   void RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_t bytes, Delivery& into, Guard& guard);
+  // RecvFrom in two halves: the next message's header (probes from another node skipped, an
+  // abort notice thrown; not checked), then its body of `bytes`.
+  void ReceiveHeader(int peer, int local_peer, const MsgHeader& expected, MsgHeader& got, Guard& guard);
+  void ReceiveBody(int peer, int local_peer, size_t bytes, Delivery& into, Guard& guard);
   // A step that sends to s.peer while it receives from s.peer2, both on this node: the send in
-  // pieces between the pieces received (large messages), so neither ring must hold it all.
-  void ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into, size_t in_bytes,
-                     Guard& guard);
+  // pieces between the pieces received (large messages), so neither ring must hold it all. The
+  // message sent carries `header`, the one received must match `expected`.
+  void ExchangeLocal(const Step& s, const MsgHeader& header, const MsgHeader& expected, const uint8_t* data, size_t bytes, Delivery& into,
+                     size_t in_bytes, Guard& guard);
+  // An alltoall's step on pair blocks (Send, Recv, SendRecv; see PairTable), one block a message.
+  void RunPairStep(const Step& s, const MsgHeader& call, PairTable& t, size_t elem, Guard& guard);
+  // Steps [begin, end), a run of joined Sends, Recvs or SendRecvs: one packed message each way
+  // (an alltoall's, n elements a block).
+  void RunPackedRun(const std::vector<Step>& steps, size_t begin, size_t end, const MsgHeader& call, PairTable& t, size_t elem,
+                    Guard& guard);
+  // Receives pair block `block` from `peer`: into recv (this rank's column: its length known,
+  // compared with the message's), or staged (the length the message carries).
+  void ReceivePairBlock(int peer, int local_peer, const MsgHeader& call, PairTable& t, uint64_t block, size_t elem, Guard& guard);
+  // The alltoall's pair table from its counts and buffers (send: the input, recv itself or a copy).
+  void FillPairTable(const CallArgs& args, const uint8_t* send, PairTable& t) const;
   // How much an exchange sends before it looks at what came in (at most a quarter of the ring).
   static constexpr uint64_t kExchangePiece = 256 * 1024;
   void CheckHeader(const MsgHeader& expected, const MsgHeader& got, int peer);
@@ -354,6 +398,10 @@ class Engine {
   std::vector<uint8_t> combine_scratch_;
   // The block table of the allgather in progress (calls run one at a time).
   BlockTable block_table_;
+  // The alltoall in progress's (its arena kept from call to call), and IN_PLACE's copy of the input.
+  PairTable pair_table_;
+  std::vector<uint8_t> alltoall_input_;
+  std::vector<uint8_t> pack_out_, pack_in_;
   std::vector<uint8_t> exchange_copy_;
   PendingInput pending_;
   // seq, the previous call's hash (folded into the plan hash of the next call's messages: ranks

@@ -55,6 +55,13 @@ void Engine::Run(const CallArgs& args) {
   }
   if (reduces && !fn) throw CollError("EINVAL", "unsupported reduction");
   if (args.collective == Collective::kAllreduce || args.collective == Collective::kBarrier || scan) h.root = 0;
+  const bool alltoall = args.collective == Collective::kAlltoall || args.collective == Collective::kAlltoallv;
+  if (alltoall) {
+    // The call's header: root 0, and count the block length of an alltoall (every rank passes
+    // the same), 0 for alltoallv. Each message then carries its own block's length (RunPairStep).
+    h.root = 0;
+    if (args.collective == Collective::kAlltoallv) h.count = 0;
+  }
   BlockTable& table = block_table_;
   const bool rank_blocks = args.collective == Collective::kAllgather || args.collective == Collective::kGather ||
                            args.collective == Collective::kScatter || args.collective == Collective::kReduceScatter;
@@ -183,6 +190,34 @@ void Engine::Run(const CallArgs& args) {
         if (own > 0) std::memmove(recv, acc + at * elem, static_cast<size_t>(own * elem));
         break;
       }
+      case Collective::kAlltoall:
+      case Collective::kAlltoallv: {
+        // One phase of pair blocks, never segmented (PairTable). IN_PLACE (send == recv) sends
+        // from a copy of the input: recv fills while blocks still leave from it. This rank's own
+        // block goes straight to its place; a rank that sends itself another length than it
+        // receives from itself disagrees with itself (EMISMATCH, as any pair that disagrees).
+        PairTable& t = pair_table_;
+        const uint8_t* input = send;
+        if (send == recv) {
+          uint64_t total = args.block_counts.empty() ? args.count * static_cast<uint64_t>(options_.size) : 0;
+          for (uint64_t c : args.block_counts) total += c;
+          alltoall_input_.resize(static_cast<size_t>(total) * elem);
+          if (total > 0) std::memcpy(alltoall_input_.data(), send, static_cast<size_t>(total) * elem);
+          input = alltoall_input_.data();
+        }
+        FillPairTable(args, input, t);
+        const auto me = static_cast<size_t>(options_.rank);
+        if (t.send_counts[me] != t.recv_counts[me]) {
+          throw CollError("EMISMATCH", "rank " + std::to_string(options_.rank) + " sends itself " + std::to_string(t.send_counts[me]) +
+                                           " elements but receives " + std::to_string(t.recv_counts[me]) + " from itself");
+        }
+        if (t.send_counts[me] > 0)
+          std::memcpy(recv + t.recv_displs[me] * elem, input + t.send_displs[me] * elem, static_cast<size_t>(t.send_counts[me]) * elem);
+        PhaseData data{recv, 0, 0, elem};
+        data.pairs = &t;
+        RunPhase(*args.reduce, h, data, Reducer{}, guard);
+        break;
+      }
       case Collective::kGather:
       case Collective::kScatter: {
         // One phase of rank blocks, in column segments, on B: the whole vector of blocks — at the
@@ -289,6 +324,20 @@ void Engine::StartAccumulator(PhaseData& data, const uint8_t* input, const Reduc
 }
 
 void Engine::RunPhase(const std::vector<Step>& steps, MsgHeader& header, PhaseData& data, const Reducer& reducer, Guard& guard) {
+  if (data.pairs != nullptr) {
+    // An alltoall's phase: never segmented; a run of joined steps is one packed message each
+    // way (SetPlan has checked that every joined step is followed by the rest of its run).
+    for (size_t i = 0; i < steps.size();) {
+      size_t last = i;
+      while (steps[last].joined) ++last;
+      if (last == i)
+        RunStep(steps[i], header, data, 0, 0, 0, reducer, guard);
+      else
+        RunPackedRun(steps, i, last + 1, header, *data.pairs, data.elem, guard);
+      i = last + 1;
+    }
+    return;
+  }
   const uint64_t segments = data.count == 0 ? 1 : (data.count + data.segment - 1) / data.segment;
   for (uint64_t k = 0; k < segments; ++k) {
     const uint64_t start = k * data.segment;
@@ -312,6 +361,12 @@ ElementRange Blocks(uint64_t n, uint32_t first, uint32_t count, uint32_t of) {
 void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n, uint64_t seg_index,
                      const Reducer& reducer, Guard& guard) {
   const size_t elem = data.elem;
+  if (data.pairs != nullptr || s.of == kPairBlocks) {
+    if (data.pairs == nullptr || s.of != kPairBlocks)
+      throw CollError("EINVAL", "a pair-block step outside an alltoall, or another step in one");
+    RunPairStep(s, header, *data.pairs, elem, guard);
+    return;
+  }
   // Elements of B a range names in this segment: blocks of the segment, or the segment's column
   // of one rank's block.
   auto elements = [&](uint32_t first, uint32_t count) -> ElementRange {
@@ -441,7 +496,7 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
         // Both inside the node: sends and receives interleave, so no transport has to hold the
         // whole segment.
         Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
-        ExchangeLocal(s, header, out, bytes, into, in_bytes, guard);
+        ExchangeLocal(s, header, header, out, bytes, into, in_bytes, guard);
         return;
       }
       // Both sides send before they receive: the transports must hold the whole segment.
@@ -458,6 +513,197 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
     }
   }
   throw CollError("EINVAL", "unknown schedule step kind " + std::to_string(static_cast<int>(s.kind)));
+}
+
+// Pair blocks, protocol. Every message of an alltoall carries one block (s, d): its header is the
+// call's with `count` set to the block's length, which the sender takes from its send counts
+// (s = sender) or from the message that brought the block (staged). The receiver reads the
+// header first; if the block is its own (d = receiver) the count must be its recv count for s,
+// else EMISMATCH — so two ranks that disagree on a block's length fail at its destination
+// before a byte of the body lands anywhere; a block that only passes through is staged at the
+// length its message declares. Both sides list a link's messages in the same order (alltoall.ts),
+// so the block a receive names is the block that comes.
+void Engine::RunPairStep(const Step& s, const MsgHeader& call, PairTable& t, size_t elem, Guard& guard) {
+  const auto p = static_cast<uint64_t>(options_.size);
+  const auto me = static_cast<uint64_t>(options_.rank);
+  const uint8_t* data = nullptr;
+  uint64_t count = 0;
+  if (s.kind == StepKind::kSend || s.kind == StepKind::kSendRecv) {
+    const uint64_t block = s.first;
+    if (block / p == me) {
+      data = t.send + t.send_displs[block % p] * elem;
+      count = t.send_counts[block % p];
+    } else {
+      const auto found = t.staged.find(block);
+      if (found == t.staged.end()) {
+        throw CollError("EINVAL", "the alltoall's schedule sends block (" + std::to_string(block / p) + ", " + std::to_string(block % p) +
+                                      ") before it came to rank " + std::to_string(me));
+      }
+      data = t.arena.data() + found->second.at;
+      count = found->second.count;
+    }
+  }
+  MsgHeader h = call;
+  h.count = count;
+  const size_t bytes = static_cast<size_t>(count) * elem;
+  switch (s.kind) {
+    case StepKind::kSend: SendTo(s.peer, s.local_peer, h, data, bytes, guard); return;
+    case StepKind::kRecv: ReceivePairBlock(s.peer, s.local_peer, call, t, s.first, elem, guard); return;
+    case StepKind::kSendRecv: {
+      const uint64_t in = s.first2;
+      if (s.local_peer >= 0 && s.local_peer2 >= 0 && in % p == me && in / p != me) {
+        // Both on this node and the incoming block is this rank's (its length known): the two
+        // interleave piece by piece, so no ring must hold a block.
+        const uint64_t from = in / p;
+        MsgHeader want = call;
+        want.count = t.recv_counts[from];
+        Delivery into(t.recv + t.recv_displs[from] * elem, Reducer{}, false, elem, nullptr, combine_scratch_);
+        ExchangeLocal(s, h, want, data, bytes, into, static_cast<size_t>(want.count) * elem, guard);
+        return;
+      }
+      // Otherwise both sides send first: the transports must hold the block (the schedules
+      // exchange inside a node only).
+      const uint64_t limit = s.local_peer >= 0 ? options_.channels.min_capacity - 2 * sizeof(MsgHeader) : kEagerBytes;
+      if (bytes > limit) {
+        throw CollError("EINVAL", "an alltoall exchange of " + std::to_string(bytes) + " bytes with another node (at most " +
+                                      std::to_string(limit) + " here)");
+      }
+      SendTo(s.peer, s.local_peer, h, data, bytes, guard);
+      ReceivePairBlock(s.peer2, s.local_peer2, call, t, in, elem, guard);
+      return;
+    }
+    default: throw CollError("EINVAL", "a pair-block step that is not a send, a receive or an exchange");
+  }
+}
+
+// Packed messages, protocol: a run's blocks, in step order, are one message whose count is their
+// elements (the run's length × n) — a run of Sends one message to s.peer, of Recvs one from
+// s.peer, of SendRecvs one each way. Both sides list the same blocks in the same order
+// (alltoall.ts: Bruck's rounds, the hierarchical form's bundles), so the counts agree unless the
+// ranks' n do (EMISMATCH). Only an alltoall's (not v): there every block's length is n on every
+// rank, so none travels with the message.
+void Engine::RunPackedRun(const std::vector<Step>& steps, size_t begin, size_t end, const MsgHeader& call, PairTable& t, size_t elem,
+                          Guard& guard) {
+  if (!t.uniform) throw CollError("EINVAL", "packed blocks in an alltoallv (only an alltoall's blocks all have one known length)");
+  const auto p = static_cast<uint64_t>(options_.size);
+  const auto me = static_cast<uint64_t>(options_.rank);
+  const size_t block_bytes = static_cast<size_t>(t.n) * elem;
+  const size_t bytes = (end - begin) * block_bytes;
+  const Step& s = steps[begin];
+  const bool sends = s.kind == StepKind::kSend || s.kind == StepKind::kSendRecv;
+  const bool receives = s.kind == StepKind::kRecv || s.kind == StepKind::kSendRecv;
+  if (sends) {
+    pack_out_.resize(bytes);
+    for (size_t k = begin; k < end; ++k) {
+      const uint64_t block = steps[k].first;
+      const uint8_t* data = nullptr;
+      if (block / p == me) {
+        data = t.send + t.send_displs[block % p] * elem;
+      } else {
+        const auto found = t.staged.find(block);
+        if (found == t.staged.end()) throw CollError("EINVAL", "the alltoall's schedule packs a block before it came here");
+        data = t.arena.data() + found->second.at;
+      }
+      if (block_bytes > 0) std::memcpy(pack_out_.data() + (k - begin) * block_bytes, data, block_bytes);
+    }
+  }
+  MsgHeader h = call;
+  h.count = (end - begin) * t.n;
+  if (receives) pack_in_.resize(bytes);
+  Delivery into(pack_in_.data(), Reducer{}, false, elem, nullptr, combine_scratch_);
+  if (s.kind == StepKind::kSend) {
+    SendTo(s.peer, s.local_peer, h, pack_out_.data(), bytes, guard);
+    return;
+  }
+  if (s.kind == StepKind::kRecv) {
+    RecvFrom(s.peer, s.local_peer, h, bytes, into, guard);
+  } else if (s.local_peer >= 0 && s.local_peer2 >= 0) {
+    ExchangeLocal(s, h, h, pack_out_.data(), bytes, into, bytes, guard);
+  } else {
+    const uint64_t limit = s.local_peer >= 0 ? options_.channels.min_capacity - 2 * sizeof(MsgHeader) : kEagerBytes;
+    if (bytes > limit) {
+      throw CollError("EINVAL", "a packed alltoall exchange of " + std::to_string(bytes) + " bytes with another node (at most " +
+                                    std::to_string(limit) + " here)");
+    }
+    SendTo(s.peer, s.local_peer, h, pack_out_.data(), bytes, guard);
+    RecvFrom(s.peer2, s.local_peer2, h, bytes, into, guard);
+  }
+  for (size_t k = begin; k < end; ++k) {
+    const uint64_t block = s.kind == StepKind::kRecv ? steps[k].first : steps[k].first2;
+    const uint8_t* in = pack_in_.data() + (k - begin) * block_bytes;
+    if (block / p == me) throw CollError("EINVAL", "the alltoall's schedule receives a block of this rank's own");
+    uint8_t* at = nullptr;
+    if (block % p == me) {
+      at = t.recv + t.recv_displs[block / p] * elem;
+    } else {
+      if (t.staged.count(block) != 0) throw CollError("EINVAL", "the alltoall's schedule receives a block twice");
+      if (t.used + block_bytes > t.arena.size()) t.arena.resize(std::max(t.arena.size() * 2, t.used + block_bytes));
+      t.staged.emplace(block, PairTable::Staged{t.used, t.n});
+      at = t.arena.data() + t.used;
+      t.used += block_bytes;
+    }
+    if (block_bytes > 0) std::memcpy(at, in, block_bytes);
+  }
+}
+
+void Engine::ReceivePairBlock(int peer, int local_peer, const MsgHeader& call, PairTable& t, uint64_t block, size_t elem, Guard& guard) {
+  const auto p = static_cast<uint64_t>(options_.size);
+  const auto me = static_cast<uint64_t>(options_.rank);
+  const uint64_t from = block / p;
+  const uint64_t to = block % p;
+  if (from == me) throw CollError("EINVAL", "the alltoall's schedule receives a block of this rank's own");
+  MsgHeader got{};
+  ReceiveHeader(peer, local_peer, call, got, guard);
+  MsgHeader want = call;
+  want.count = to == me ? t.recv_counts[from] : got.count;
+  CheckHeader(want, got, peer);
+  uint8_t* at = nullptr;
+  if (to == me) {
+    at = t.recv + t.recv_displs[from] * elem;
+  } else {
+    // A block passing through: staged at the length its message declares (bounded, so that a
+    // stray count cannot ask for the impossible).
+    if (got.count > (uint64_t{1} << 40) / elem) {
+      throw CollError("EMISMATCH", "rank " + std::to_string(peer) + " sent a block of " + std::to_string(got.count) + " elements");
+    }
+    if (t.staged.count(block) != 0) throw CollError("EINVAL", "the alltoall's schedule receives a block twice");
+    const size_t bytes = static_cast<size_t>(got.count) * elem;
+    if (t.used + bytes > t.arena.size()) t.arena.resize(std::max(t.arena.size() * 2, t.used + bytes));
+    t.staged.emplace(block, PairTable::Staged{t.used, got.count});
+    at = t.arena.data() + t.used;
+    t.used += bytes;
+  }
+  Delivery into(at, Reducer{}, false, elem, nullptr, combine_scratch_);
+  ReceiveBody(peer, local_peer, static_cast<size_t>(want.count) * elem, into, guard);
+}
+
+void Engine::FillPairTable(const CallArgs& args, const uint8_t* send, PairTable& t) const {
+  const auto size = static_cast<size_t>(options_.size);
+  if (args.block_counts.empty()) {
+    t.send_counts.assign(size, args.count);
+    t.recv_counts.assign(size, args.count);
+  } else if (args.block_counts.size() == size && args.recv_counts.size() == size) {
+    t.send_counts = args.block_counts;
+    t.recv_counts = args.recv_counts;
+  } else {
+    throw CollError("EINVAL", "alltoallv: counts for " + std::to_string(args.block_counts.size()) + " ranks, not " + std::to_string(size));
+  }
+  t.send_displs.resize(size);
+  t.recv_displs.resize(size);
+  uint64_t s = 0;
+  uint64_t r = 0;
+  for (size_t i = 0; i < size; ++i) {
+    t.send_displs[i] = s;
+    t.recv_displs[i] = r;
+    s += t.send_counts[i];
+    r += t.recv_counts[i];
+  }
+  t.uniform = args.block_counts.empty();
+  t.n = args.count;
+  t.send = send;
+  t.recv = static_cast<uint8_t*>(args.recv);
+  t.staged.clear();
+  t.used = 0;
 }
 
 void Engine::FillAllgatherBlocks(const CallArgs& args, BlockTable& t) const {
@@ -561,14 +807,18 @@ void Engine::CheckHeader(const MsgHeader& expected, const MsgHeader& got, int pe
 }
 
 void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_t bytes, Delivery& into, Guard& guard) {
-  guard.WaitingOn(peer);
   MsgHeader got{};
+  ReceiveHeader(peer, local_peer, expected, got, guard);
+  CheckHeader(expected, got, peer);
+  ReceiveBody(peer, local_peer, bytes, into, guard);
+}
+
+void Engine::ReceiveHeader(int peer, int local_peer, const MsgHeader& expected, MsgHeader& got, Guard& guard) {
+  guard.WaitingOn(peer);
   if (local_peer >= 0) {
     const WaitPolicy& policy = PolicyFor(local_peer);
     ShmChannel& channel = IncomingChannel(local_peer, policy, guard);
     channel.ReadExact(&got, sizeof got, policy, guard);
-    CheckHeader(expected, got, peer);
-    channel.Consume(bytes, into, policy, guard);
     return;
   }
   // Probes a waiting peer sent us come before its next message: a mismatched one is an error,
@@ -579,12 +829,19 @@ void Engine::RecvFrom(int peer, int local_peer, const MsgHeader& expected, size_
       const char* code = got.op < sizeof(kAbortCodes) / sizeof(kAbortCodes[0]) && got.op > 0 ? kAbortCodes[got.op] : "EPEERLOST";
       throw CollError(code, "rank " + std::to_string(got.sender) + " stopped the collective (" + code + " there)");
     }
-    if (got.magic != kProbeMagic) break;
+    if (got.magic != kProbeMagic) return;
     MsgHeader mine = expected;
     const std::string mismatch = DescribeCallMismatch(mine, got, peer);
     if (!mismatch.empty()) throw CollError("EMISMATCH", mismatch);
   }
-  CheckHeader(expected, got, peer);
+}
+
+void Engine::ReceiveBody(int peer, int local_peer, size_t bytes, Delivery& into, Guard& guard) {
+  if (local_peer >= 0) {
+    const WaitPolicy& policy = PolicyFor(local_peer);
+    IncomingChannel(local_peer, policy, guard).Consume(bytes, into, policy, guard);
+    return;
+  }
   try {
     if (!into.combines()) {
       remote_->ReadBody(peer, into.next(), bytes, guard);
@@ -627,13 +884,13 @@ void Delivery::operator()(const uint8_t* in, size_t len) {
   out_ += len;
 }
 
-void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t* data, size_t bytes, Delivery& into, size_t in_bytes,
-                           Guard& guard) {
+void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const MsgHeader& expected, const uint8_t* data, size_t bytes,
+                           Delivery& into, size_t in_bytes, Guard& guard) {
   ShmChannel& tx = channels_->Outgoing(s.local_peer);
   if (tx.AtOnce(sizeof header + bytes)) {
     // Small: one write the ring holds, then the receive (the fastest path for both).
     SendTo(s.peer, s.local_peer, header, data, bytes, guard);
-    RecvFrom(s.peer2, s.local_peer2, header, in_bytes, into, guard);
+    RecvFrom(s.peer2, s.local_peer2, expected, in_bytes, into, guard);
     return;
   }
   // Large: a piece out, then whatever has come in, and so on. The peers run in step, each
@@ -671,7 +928,7 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const uint8_t
       const size_t n = rx->ConsumeArrived(header_left, read_header, policy);
       header_left -= n;
       moved = moved || n > 0;
-      if (n > 0 && header_left == 0) CheckHeader(header, got, s.peer2);
+      if (n > 0 && header_left == 0) CheckHeader(expected, got, s.peer2);
     }
     if (rx != nullptr && header_left == 0 && body_left > 0) {
       const size_t n = rx->ConsumeArrived(std::min<size_t>(body_left, piece), into, policy);

@@ -22,6 +22,7 @@ std::vector<Step> DecodeSteps(const int32_t* words, size_t n) {
     if (abi::StepHasFirst2(s.kind)) s.first2 = static_cast<uint32_t>(at[w::kFirst2]);
     if (abi::StepHasCount2(s.kind)) s.count2 = static_cast<uint32_t>(at[w::kCount2]);
     if (abi::StepHasOrder(s.kind)) s.order = at[w::kOrder];
+    if (abi::StepHasJoined(s.kind)) s.joined = at[w::kJoined] != 0;
     if (abi::StepHasEveryRankCombines(s.kind)) s.every_rank_combines = at[w::kEveryRankCombines] != 0;
     steps.push_back(s);
   }
@@ -46,7 +47,9 @@ std::vector<int32_t> EncodeSteps(const std::vector<Step>& steps) {
     at[w::kPeer2] = abi::StepHasPeer2(s.kind) ? s.peer2 : d::kPeer2;
     at[w::kFirst2] = abi::StepHasFirst2(s.kind) ? static_cast<int32_t>(s.first2) : d::kFirst2;
     at[w::kCount2] = abi::StepHasCount2(s.kind) ? static_cast<int32_t>(s.count2) : d::kCount2;
-    at[w::kOrder] = abi::StepHasOrder(s.kind) ? s.order : d::kOrder;
+    // order and joined share a word: each kind writes the one it carries, or the default.
+    static_assert(w::kOrder == w::kJoined && d::kOrder == d::kJoined, "order and joined share a word and its default");
+    at[w::kOrder] = abi::StepHasOrder(s.kind) ? s.order : abi::StepHasJoined(s.kind) ? (s.joined ? 1 : 0) : d::kOrder;
     at[w::kEveryRankCombines] = abi::StepHasEveryRankCombines(s.kind) ? (s.every_rank_combines ? 1 : 0) : d::kEveryRankCombines;
   }
   return words;

@@ -15,6 +15,9 @@ namespace topocoll {
 using abi::kStepWords;
 using abi::StepKind;
 
+// `of` of a pair-block range: block `first` = s·p + d of an alltoall (the word −1).
+inline constexpr uint32_t kPairBlocks = static_cast<uint32_t>(abi::kBlocksPairBlocksOf);
+
 struct Step {
   StepKind kind = StepKind::kSend;
   // The other rank (the receiver of an exchange's send); kShmBcast, kShmAreaBcast: the source;
@@ -26,13 +29,16 @@ struct Step {
   // kAwaitPut, kAwaitDone: S1's sleep between polls, µs (0: the engine's doorbell wait).
   int32_t poll_us = abi::step_default::kPollMicros;
   // Blocks [first, first + count) of the segment cut into `of` blocks. of = 0: rank block
-  // `first` (count 1) of an allgather's result (engine.cc, RunStep; schedule.ts).
+  // `first` (count 1) of an allgather's result (engine.cc, RunStep; schedule.ts); of =
+  // kPairBlocks: an alltoall's pair block `first` (count 1).
   uint32_t first = abi::step_default::kFirst, count = abi::step_default::kCount, of = abi::step_default::kOf;
   // Exchanges: the rank received from (−1: none), and where its data goes (blocks of `of`).
   int32_t peer2 = abi::step_default::kPeer2;
   uint32_t first2 = abi::step_default::kFirst2, count2 = abi::step_default::kCount2;
   // RecvReduce, SendRecvReduce: 0 = B op X, 1 = X op B.
   int32_t order = abi::step_default::kOrder;
+  // Send, Recv, SendRecv of pair blocks: its blocks travel in one message with the next step's.
+  bool joined = abi::step_default::kJoined != 0;
   // kShmAllreduce: every rank combines the deposits (else the last to arrive does);
   // kShmAllgather: every rank waits for each deposit itself (else the last to arrive tells all);
   // kShmWindowAllreduce, kShmWindowAllgather: the protocol of their meetings.

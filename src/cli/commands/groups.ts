@@ -154,7 +154,7 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector
     '',
     `allreduce: ${runsText(selector, (c) => (c.allreduce.variant === 'reduce-bcast' ? 'reduce-bcast' : `reduce-allreduce-bcast (top ${c.allreduce.top})`))}`,
   );
-  lines.push('(sizes: of the message; allgather, gather, scatter: of the whole vector. --explain shows the predictions behind each choice)');
+  lines.push('(sizes: of the message; allgather, gather, scatter, alltoall: of the whole vector. --explain shows the predictions behind each choice)');
   const byReason = dropsByReason(plan.dropped);
   if (byReason.size > 0) {
     lines.push('', 'dropped levels:');
@@ -166,7 +166,7 @@ function formatPlan(plan: GroupPlan, networkSource: string | undefined, selector
 /** Every collective's explanation at `bytes`: a table per collective. */
 function formatExplanations(selector: Selector, bytes: number): string {
   const lines = ['', `# the cost model at ${formatBytes(bytes)} (µs predicted; * = chosen, = configured)`];
-  for (const collective of ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'scan', 'barrier'] as const) {
+  for (const collective of ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'scan', 'alltoall', 'barrier'] as const) {
     lines.push(...formatExplanation(selector.explain(collective, bytes)));
   }
   return lines.join('\n') + '\n';
@@ -184,6 +184,10 @@ export function formatExplanation(e: Explanation): string[] {
   }
   if (e.allreduce !== undefined)
     lines.push(`  whole call: ${e.allreduce.map((c) => `${c.algorithm === e.allreduceShape ? '*' : ''}${c.algorithm} ${c.us.toFixed(2)}`).join('  ')}`);
+  if (e.alltoall !== undefined)
+    lines.push(
+      `  whole call: ${e.alltoall.map((c) => `${e.levels.some((l) => l.chosen === c.algorithm) ? '*' : ''}${c.algorithm} ${c.us.toFixed(2)}`).join('  ')}`,
+    );
   if (e.segments.length > 1)
     lines.push(`  segments: ${e.segments.map((s) => `${s.bytes === 0 ? 'none' : formatBytes(s.bytes)} ${s.us.toFixed(2)}`).join('  ')}`);
   return lines;

@@ -3,7 +3,7 @@
 // over topocoll/mpi's world communicator, MPI between emulated nodes of `--ppn` ranks each,
 // shared memory inside them) and compares every result bit for bit with MPI's own collective on
 // the same inputs (MPI_Allreduce, MPI_Reduce, MPI_Bcast, MPI_Allgather, MPI_Gatherv, MPI_Scatterv,
-// MPI_Reduce_scatter(_block), MPI_Scan, MPI_Exscan through the same addon).
+// MPI_Reduce_scatter(_block), MPI_Scan, MPI_Exscan, MPI_Alltoall(v) through the same addon).
 // Blocking and Promise calls; sizes across the layer's inline (4 KiB) and piece (256 KiB) limits.
 // Prints `rank R ok N`, or the reason on stderr and exits 1.
 import { createCommunicator, IN_PLACE } from 'topocoll';
@@ -163,6 +163,23 @@ for (const T of TYPES) {
         else same(name, mineScan, wantScan);
       }
     }
+    // Alltoall (v: alltoallv, rank s sending rank d (s + 2d + n) mod 4 · n/2 elements), against
+    // MPI_Alltoall and MPI_Alltoallv with displacements from the counts.
+    const pairCount = (/** @type {number} */ s, /** @type {number} */ d) => (v ? ((s + 2 * d + n) % 4) * Math.ceil(n / 2) : n);
+    const sendCounts = Array.from({ length: size }, (_, d) => pairCount(rank, d));
+    const recvCounts = Array.from({ length: size }, (_, s) => pairCount(s, rank));
+    const sent = sendCounts.reduce((a, b) => a + b, 0);
+    const received = recvCounts.reduce((a, b) => a + b, 0);
+    const a2aSend = T.make(sent);
+    for (let i = 0; i < sent; i++) a2aSend[i] = T.value(rank, i);
+    const a2aRecv = T.make(received);
+    const wantA2a = T.make(received);
+    if (v) world.alltoallvSync(a2aSend, sendCounts, wantA2a, recvCounts);
+    else world.alltoallSync(a2aSend, wantA2a);
+    if (v) await comm.alltoallv(a2aSend, sendCounts, a2aRecv, recvCounts);
+    else if (n % 2 === 0) comm.alltoallSync(a2aSend, a2aRecv);
+    else await comm.alltoall(a2aSend, a2aRecv);
+    same(`alltoall${v ? 'v' : ''} ${T.name} n=${n}`, a2aRecv, wantA2a);
   }
 }
 for (let i = 0; i < 50; i++) {
