@@ -17,13 +17,20 @@ import { defineConfig } from 'vitest/config';
  */
 const JOBS = 'test/**/*.jobs.test.ts';
 /**
- * Job files that must not share the machine: the file that exhausts the launcher's ports, jobs of
- * 128 ranks, which take both cores for a minute (beside them the fault matrix's jobs missed their
- * time bound), and the hosts file, which compares a job's time across namespace hosts with the
- * same job's on emulated nodes (both must see the same machine). The Slurm cluster (ports of its
- * own on loopback) and the other namespace hosts (a bridge and subnet per set) run beside others.
+ * Job files that run after the others, one at a time: the file that exhausts the launcher's ports;
+ * jobs of 128 ranks, which take both cores for a minute (beside them the fault matrix's jobs
+ * missed their time bound); the hosts file, which compares a job's time across namespace hosts
+ * with the same job's on emulated nodes (both must see the same machine); and the Slurm cluster,
+ * whose munged refuses a socket under the per-file TMPDIR the other job files get (mode 0700,
+ * test/setup-jobs.ts). The namespace hosts of hosts-faults (a bridge and subnet per set) run
+ * beside others.
  */
-const ALONE = ['test/runtime/port-flood.jobs.test.ts', 'test/runtime/big-nodes.jobs.test.ts', 'test/runtime/hosts.jobs.test.ts'];
+const ALONE = [
+  'test/runtime/port-flood.jobs.test.ts',
+  'test/runtime/big-nodes.jobs.test.ts',
+  'test/runtime/hosts.jobs.test.ts',
+  'test/runtime/slurm.jobs.test.ts',
+];
 /** A job test that takes this long hangs. */
 const JOB_TIMEOUT_MS = 300_000;
 /** TOPOCOLL_TEST_WORKERS overrides: 1 gives the sequential run of old. */
