@@ -229,6 +229,24 @@ function operatorsFor(/** @type {any} */ T) {
   return ops;
 }
 
+/**
+ * One of `names` drawn from the seed, and its operator: a built-in's name, or the JavaScript
+ * operator `user-sum` (commutative), `user-first` or `user-last` (not) stands for. A JavaScript
+ * operator runs on the calling thread, which a JavaScript layer across nodes refuses: drawn only
+ * in blocking jobs.
+ */
+function pickOperator(/** @type {string[]} */ names) {
+  const ops = names.filter((o) => blocking || !o.startsWith('user'));
+  const name = /** @type {string} */ (ops[pick(ops.length)]);
+  /** @type {Record<string, import('topocoll').UserOp>} */
+  const user = {
+    'user-sum': userOp((/** @type {any} */ a, /** @type {any} */ b) => a + b, { commutative: true }),
+    'user-first': userOp((/** @type {any} */ a) => a, { commutative: false }),
+    'user-last': userOp((/** @type {any} */ _a, /** @type {any} */ b) => b, { commutative: false }),
+  };
+  return { name, op: user[name] ?? /** @type {import('topocoll').ReduceOpName} */ (name) };
+}
+
 /** The reference: `op` over the values of element i of ranks 0 … upTo − 1 (default: every rank), in rank order. */
 function reduced(/** @type {any} */ T, /** @type {string} */ op, /** @type {number} */ k, /** @type {number} */ i, upTo = size) {
   /** @type {any[]} */
@@ -272,15 +290,7 @@ async function reduceScatterCase(
   /** @type {number[]} */ displs,
   /** @type {number} */ total,
 ) {
-  // A JavaScript operator runs on the calling thread, which a JavaScript layer across nodes refuses.
-  const ops = operatorsFor(T).filter((o) => blocking || !o.startsWith('user'));
-  const name = /** @type {string} */ (ops[pick(ops.length)]);
-  const op =
-    name === 'user-sum'
-      ? userOp((/** @type {any} */ a, /** @type {any} */ b) => a + b, { commutative: true })
-      : name === 'user-first'
-        ? userOp((/** @type {any} */ a) => a, { commutative: false })
-        : /** @type {import('topocoll').ReduceOpName} */ (name);
+  const { name, op } = pickOperator(operatorsFor(T));
   where = `${where}, op ${name}`;
   const mine = /** @type {number} */ (counts[rank]);
   const at = /** @type {number} */ (displs[rank]);
@@ -366,17 +376,7 @@ async function scanCase(
   /** @type {boolean} */ exclusive,
   /** @type {number} */ n,
 ) {
-  // A JavaScript operator runs on the calling thread, which a JavaScript layer across nodes refuses.
-  const ops = scanOperatorsFor(T).filter((o) => blocking || !o.startsWith('user'));
-  const name = /** @type {string} */ (ops[pick(ops.length)]);
-  const op =
-    name === 'user-sum'
-      ? userOp((/** @type {any} */ a, /** @type {any} */ b) => a + b, { commutative: true })
-      : name === 'user-first'
-        ? userOp((/** @type {any} */ a) => a, { commutative: false })
-        : name === 'user-last'
-          ? userOp((/** @type {any} */ _a, /** @type {any} */ b) => b, { commutative: false })
-          : /** @type {import('topocoll').ReduceOpName} */ (name);
+  const { name, op } = pickOperator(scanOperatorsFor(T));
   where = `${where}, op ${name}`;
   const send = new T(n + 2).fill(sentinel(T));
   for (let i = 0; i < n; i++) send[i] = scanInput(T, name, rank, k, i);
