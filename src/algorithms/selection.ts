@@ -254,6 +254,12 @@ export class Selector {
     return { name: 'tcp', link: model.links.tcp };
   }
 
+  /** One level of an explanation: group `g` (the level's largest) on its link, the candidates' predictions and the choice. */
+  private levelEntry(level: string, g: Group, candidates: Candidate[], chosen: string, configured = false): Explanation['levels'][number] {
+    const link = this.link(g);
+    return { level, groupSize: g.members.length, link: link.name, linkParameters: link.link, configured, candidates, chosen };
+  }
+
   private costs(g: Group): LevelCosts {
     const local = this.isNodeLocal(g);
     return {
@@ -597,16 +603,7 @@ export class Selector {
       levels.map(({ level, groups }) => {
         const g = largest(groups);
         const r = kind === 'barrier' ? this.barrierOf(g) : this.pick(kind, g, segBytes(g));
-        const link = this.link(g);
-        return {
-          level,
-          groupSize: g.members.length,
-          link: link.name,
-          linkParameters: link.link,
-          configured: r.configured,
-          candidates: r.all,
-          chosen: formatAlgorithm(r.algorithm),
-        };
+        return this.levelEntry(level, g, r.all, formatAlgorithm(r.algorithm), r.configured);
       });
     const piece = (seg: number) => (seg === 0 ? at : Math.min(seg, at));
     if (collective === 'reduce-scatter') {
@@ -623,17 +620,9 @@ export class Selector {
         });
       const ring: Explanation['levels'] = [];
       if (top !== undefined) {
-        const link = this.link(top);
         const { all } = this.reduceScatterTop(top, p);
-        ring.push({
-          level: `${top.level} (reduce-scatter)`,
-          groupSize: top.members.length,
-          link: link.name,
-          linkParameters: link.link,
-          configured: false,
-          candidates: all.map(({ algorithm, us }) => ({ algorithm, us })),
-          chosen: choice.reduceScatterTop,
-        });
+        const candidates = all.map(({ algorithm, us }) => ({ algorithm, us }));
+        ring.push(this.levelEntry(`${top.level} (reduce-scatter)`, top, candidates, choice.reduceScatterTop));
       }
       const predictedUs = this.levels.length === 0 ? 0 : this.reduceScatterUs(at, choice);
       return {
@@ -650,17 +639,7 @@ export class Selector {
       // One algorithm per level, unsegmented; the levels add up.
       const levels = this.orderedLevels.map(({ level, groups }) => {
         const g = largest(groups);
-        const link = this.link(g);
-        const us = this.scanGroupUs(g, at);
-        return {
-          level,
-          groupSize: g.members.length,
-          link: link.name,
-          linkParameters: link.link,
-          configured: false,
-          candidates: [{ algorithm: 'recursive-doubling', us }],
-          chosen: 'recursive-doubling',
-        };
+        return this.levelEntry(level, g, [{ algorithm: 'recursive-doubling', us: this.scanGroupUs(g, at) }], 'recursive-doubling');
       });
       const steps = this.orderedLevels.reduce((t, { groups }) => t + Math.max(...groups.map((g) => this.scanGroupUs(g, at))), 0);
       const finish = this.orderedLevels.length === 0 ? 0 : scanFinishUs(collective === 'exscan', at, this.costs(largest(this.orderedLevels[0]!.groups)));
@@ -779,16 +758,7 @@ export class Selector {
     // Each level shows the form the call runs (the whole call decides bundles, not each level).
     const levels: Explanation['levels'] = this.levels.map(({ level, groups }) => {
       const g = largest(groups);
-      const link = this.link(g);
-      return {
-        level,
-        groupSize: g.members.length,
-        link: link.name,
-        linkParameters: link.link,
-        configured: false,
-        candidates: [{ algorithm: hierarchical, us: this.alltoallPartUs(g, block, bundles) }],
-        chosen: hierarchical,
-      };
+      return this.levelEntry(level, g, [{ algorithm: hierarchical, us: this.alltoallPartUs(g, block, bundles) }], hierarchical);
     });
     const callUs = this.config.model.callUs;
     const candidates: Candidate[] = [];
@@ -801,22 +771,12 @@ export class Selector {
     if (placed === 'hierarchical') candidates.push({ algorithm: 'hierarchical (bundles)', us: callUs + this.alltoallHierarchicalUs(block, true) });
     const predictedUs = p === 1 ? 0 : (candidates.find((c) => c.algorithm === chosen)?.us ?? candidates[candidates.length - 1]!.us);
     if (placed === 'pairwise' && top !== undefined) {
-      const link = this.link(top);
       const onNode = candidates.slice(0, 2).map((c) => ({ algorithm: c.algorithm, us: c.us - callUs }));
       return {
         collective: 'alltoall',
         bytes,
-        levels: [
-          {
-            level: top.level,
-            groupSize: p,
-            link: link.name,
-            linkParameters: link.link,
-            configured: false,
-            candidates: onNode,
-            chosen,
-          },
-        ],
+        // Pairwise and Bruck run among all p ranks of the node, whatever groups are below the top.
+        levels: [{ ...this.levelEntry(top.level, top, onNode, chosen), groupSize: p }],
         alltoall: candidates,
         segments: [],
         segmentBytes: 0,
