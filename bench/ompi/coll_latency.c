@@ -4,7 +4,7 @@
  * `topocoll bench` can print Open MPI's numbers next to topocoll's.
  *
  * Usage:
- *   coll_latency <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter|alltoall> <min_bytes> <max_bytes>
+ *   coll_latency <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter|alltoall|scan|exscan> <min_bytes> <max_bytes>
  *                [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]
  *
  * With repeats R > 1 every rank times R loops and keeps the median of its R means (a VM's
@@ -22,6 +22,8 @@
  * reduce-scatter: MPI_Reduce_scatter_block of MPI_INT32_T with MPI_SUM, <bytes> (count = bytes/4,
  * at least 1) per rank's block.
  * alltoall: MPI_Alltoall of MPI_BYTE, <bytes> per block (every rank sends and receives p × bytes).
+ * scan, exscan: MPI_Scan / MPI_Exscan of MPI_INT32_T with MPI_SUM, <bytes> (count = bytes/4, at
+ * least 1) per rank.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -34,12 +36,14 @@
 
 enum coll {
     COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE, COLL_ALLGATHER, COLL_GATHER, COLL_SCATTER, COLL_REDUCE_SCATTER, COLL_ALLTOALL,
-    COLL_COUNT
+    COLL_SCAN, COLL_EXSCAN, COLL_COUNT
 };
 
-static const char *const coll_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce-scatter", "alltoall" };
+static const char *const coll_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce-scatter", "alltoall",
+                                           "scan", "exscan" };
 /* Open MPI's coll/tuned names of the same collectives (its coll_tuned_<name>_algorithm variables). */
-static const char *const tuned_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce_scatter_block", "alltoall" };
+static const char *const tuned_names[] = { "barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "reduce_scatter_block", "alltoall",
+                                            "scan", "exscan" };
 
 #define BUF_ALIGN 4096
 
@@ -178,6 +182,17 @@ static void check_once(enum coll c, void *sbuf, void *rbuf, int count) {
         else
             MPI_Allreduce(s, r, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
         if (c == COLL_ALLREDUCE || rank == 0) ok = r[0] == nprocs && r[count - 1] == nprocs;
+    } else if (c == COLL_SCAN || c == COLL_EXSCAN) {
+        /* Rank r receives r + 1 (scan) or r (exscan; rank 0's result is undefined). */
+        int32_t *s = sbuf, *r = rbuf;
+        for (int i = 0; i < count; i++) s[i] = 1;
+        r[0] = r[count - 1] = -1;
+        if (c == COLL_SCAN)
+            MPI_Scan(s, r, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        else
+            MPI_Exscan(s, r, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        int want = c == COLL_SCAN ? rank + 1 : rank;
+        if (c == COLL_SCAN || rank > 0) ok = r[0] == want && r[count - 1] == want;
     } else if (c == COLL_REDUCE_SCATTER) {
         int32_t *s = sbuf, *r = rbuf;
         for (int i = 0; i < count * nprocs; i++) s[i] = 1;
@@ -280,6 +295,18 @@ static double run_loop(enum coll c, void *sbuf, void *rbuf, int count, int iters
             MPI_Alltoall(b, count, MPI_BYTE, rbuf, count, MPI_BYTE, MPI_COMM_WORLD);
         }
         break;
+    case COLL_SCAN:
+        for (int it = 0; it < iters; it++) {
+            s[it % count] = it & 0xff;
+            MPI_Scan(s, rbuf, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        }
+        break;
+    case COLL_EXSCAN:
+        for (int it = 0; it < iters; it++) {
+            s[it % count] = it & 0xff;
+            MPI_Exscan(s, rbuf, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        }
+        break;
     case COLL_COUNT:
         break;
     }
@@ -298,7 +325,7 @@ static void measure(enum coll c, size_t bytes, int iters, int warmup, int repeat
         if (bytes > INT32_MAX) die("size too large for an int count");
         count = (int)bytes;
         sbuf = alloc_touched(bytes);
-    } else if (c == COLL_REDUCE || c == COLL_ALLREDUCE) {
+    } else if (c == COLL_REDUCE || c == COLL_ALLREDUCE || c == COLL_SCAN || c == COLL_EXSCAN) {
         size_t n = bytes / 4 ? bytes / 4 : 1;
         if (n > INT32_MAX) die("size too large for an int count");
         count = (int)n;
@@ -354,7 +381,7 @@ int main(int argc, char **argv) {
     if (argc != 4 && argc != 7 && argc != 8 && argc != 9) {
         if (rank == 0)
             fprintf(stderr,
-                    "usage: %s <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter|alltoall> <min_bytes> <max_bytes>"
+                    "usage: %s <barrier|bcast|reduce|allreduce|allgather|gather|scatter|reduce-scatter|alltoall|scan|exscan> <min_bytes> <max_bytes>"
                     " [iterations_small iterations_large large_threshold_bytes [warmup [repeats]]]\n",
                     argv[0]);
         MPI_Finalize();
@@ -363,7 +390,8 @@ int main(int argc, char **argv) {
     int c = -1;
     for (int i = 0; i < COLL_COUNT; i++)
         if (strcmp(argv[1], coll_names[i]) == 0) c = i;
-    if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce, allgather, gather, scatter, reduce-scatter, alltoall");
+    if (c < 0) die("collective must be one of barrier, bcast, reduce, allreduce, allgather, gather, scatter, reduce-scatter, alltoall, scan,"
+                   " exscan");
 
     size_t min_bytes, max_bytes, large = 8192;
     int iters_small = 1000, iters_large = 100, warmup = -1, repeats = 1;

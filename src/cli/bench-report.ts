@@ -30,7 +30,7 @@ export interface ReportChart {
 }
 
 /** The collectives' order in a report; others (there are none today) follow alphabetically. */
-const ORDER = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'alltoall'];
+const ORDER = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'alltoall', 'scan', 'exscan'];
 
 const SERIES: Record<'sync' | 'addon' | 'async' | 'ompi' | 'memcpy', Omit<ChartSeries, 'points'>> = {
   sync: { label: 'topocoll sync', color: '#0072B2', marker: 'circle' },

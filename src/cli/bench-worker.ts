@@ -6,14 +6,15 @@
  * allgather's size is the bytes each rank sends (it receives size × bytes); gather's and
  * scatter's likewise the bytes of each rank's block (root 0 holds size × bytes); reduce-scatter's
  * (reduceScatterBlock, int32 sum) the bytes of each rank's block of the result; alltoall's the
- * bytes of each block (every rank sends and receives size × bytes).
+ * bytes of each block (every rank sends and receives size × bytes); scan's and exscan's (int32
+ * sum) the bytes of each rank's input, as OSU's.
  */
 import { Communicator } from '../communicator.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { init } from '../init.js';
 
 export interface BenchSettings {
-  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'alltoall')[];
+  collectives: ('barrier' | 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'gather' | 'scatter' | 'reduce-scatter' | 'alltoall' | 'scan' | 'exscan')[];
   /**
    * sync: blocking calls; addon: blocking calls with the JavaScript fast path off (each through
    * the addon); async: Promise calls; window: blocking calls on buffers in shared windows
@@ -59,6 +60,9 @@ export function sizesOf(s: BenchSettings): number[] {
 }
 
 type Collective = BenchSettings['collectives'][number];
+
+/** The collectives with a window mode (buffers in shared windows); the others skip it. */
+const WINDOWED: ReadonlySet<Collective> = new Set<Collective>(['barrier', 'bcast', 'reduce', 'allreduce', 'allgather']);
 
 /** Buffers of one size; one element changes per call so caches do not flatter the result. */
 interface Buffers {
@@ -109,6 +113,8 @@ function syncLoop(comm: Communicator, c: Collective, b: Buffers, first: number, 
     else if (c === 'scatter') comm.scatterSync(root ? b.gathered : null, b.raw, 0);
     else if (c === 'reduce-scatter') comm.reduceScatterBlockSync(b.ints, b.out, 'sum');
     else if (c === 'alltoall') comm.alltoallSync(b.raw, b.gathered);
+    else if (c === 'scan') comm.scanSync(b.ints, b.out, 'sum');
+    else if (c === 'exscan') comm.exscanSync(b.ints, b.out, 'sum');
     else comm.allreduceSync(b.ints, b.out, 'sum');
   }
 }
@@ -126,6 +132,8 @@ async function asyncLoop(comm: Communicator, c: Collective, b: Buffers, first: n
     else if (c === 'scatter') await comm.scatter(root ? b.gathered : null, b.raw, 0);
     else if (c === 'reduce-scatter') await comm.reduceScatterBlock(b.ints, b.out, 'sum');
     else if (c === 'alltoall') await comm.alltoall(b.raw, b.gathered);
+    else if (c === 'scan') await comm.scan(b.ints, b.out, 'sum');
+    else if (c === 'exscan') await comm.exscan(b.ints, b.out, 'sum');
     else await comm.allreduce(b.ints, b.out, 'sum');
   }
 }
@@ -183,7 +191,7 @@ export async function benchMain(settings: BenchSettings): Promise<void> {
   for (const collective of settings.collectives) {
     for (const mode of settings.modes) {
       // Windows serve bcast, allreduce and allgather; the others have no window path.
-      if (mode === 'window' && (collective === 'gather' || collective === 'scatter' || collective === 'reduce-scatter' || collective === 'alltoall')) continue;
+      if (mode === 'window' && !WINDOWED.has(collective)) continue;
       const sizes = collective === 'barrier' ? [0] : sizesOf(settings);
       if (mode === 'addon') comm.configure({ collectives: { jsFastPath: false } });
       // Settle the JIT, the caches and the CPU clocks before the first measured size: the

@@ -120,8 +120,8 @@ describe('topocoll bench allgather', () => {
   });
 });
 
-describe('topocoll bench gather, scatter, reduce-scatter and alltoall', () => {
-  it('measures sync and async gather, scatter, reduce-scatter and alltoall per block size, with one memcpy of all the blocks beside them', () => {
+describe('topocoll bench gather, scatter, reduce-scatter, alltoall, scan and exscan', () => {
+  it('measures sync and async gather, scatter, reduce-scatter, alltoall, scan and exscan per block size, with one memcpy of all the blocks beside them', () => {
     const r = spawnSync(
       process.execPath,
       [
@@ -130,7 +130,7 @@ describe('topocoll bench gather, scatter, reduce-scatter and alltoall', () => {
         '-n',
         '2',
         '--collectives',
-        'gather,scatter,reduce-scatter,alltoall',
+        'gather,scatter,reduce-scatter,alltoall,scan,exscan',
         '--min',
         '8',
         '--max',
@@ -147,7 +147,7 @@ describe('topocoll bench gather, scatter, reduce-scatter and alltoall', () => {
       .split('\n')
       .filter((l) => l.startsWith('{') && !l.includes('"probe"'))
       .map((l) => JSON.parse(l) as BenchRow);
-    for (const collective of ['gather', 'scatter', 'reduce-scatter', 'alltoall'])
+    for (const collective of ['gather', 'scatter', 'reduce-scatter', 'alltoall', 'scan', 'exscan'])
       for (const mode of ['sync', 'async']) {
         const mine = rows.filter((x) => x.collective === collective && x.mode === mode);
         expect(mine.map((x) => x.bytes)).toEqual([8, 16, 32]);

@@ -25,7 +25,8 @@ import type { ModelRow, ModelSettings } from '../model-worker.js';
 export const benchHelp = `topocoll bench — OSU-style latency of topocoll's collectives, with Open MPI's beside them
 
 Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--bind core|numa|socket|none]
-                      [--collectives barrier,bcast,reduce,allreduce,allgather,gather,scatter,reduce-scatter,alltoall]
+                      [--collectives barrier,bcast,reduce,allreduce,allgather,gather,scatter,reduce-scatter,alltoall,
+                                     scan,exscan]
                       [--min BYTES] [--max BYTES]
                       [--modes sync,addon,async,window] [--iterations N] [--hogs N] [--config F] [--no-mpi]
                       [--json] [--report DIR]
@@ -74,8 +75,8 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      (default: the configuration's transport, tcp unless it says otherwise)
   --network FILE     a node-to-switch file for them (node0…nodeK−1): switch levels too
   --collectives L    which collectives (default barrier, bcast, reduce, allreduce and allgather;
-                     gather, scatter, reduce-scatter and alltoall on request: root 0, no
-                     window mode)
+                     gather, scatter, reduce-scatter, alltoall, scan and exscan on request:
+                     root 0, no window mode)
   --min, --max       message sizes, doubling (default 4 … 4194304 bytes)
   --modes L          sync (blocking), addon (blocking, with the JavaScript fast path off:
                      every call through the addon), async (Promise) calls and/or window
@@ -107,13 +108,14 @@ Latency is the per-rank mean over back-to-back calls after a warm-up, averaged o
 allgather's size is the bytes each rank sends (every rank receives N × that), gather's and
 scatter's the bytes of each rank's block (the root receives or sends N × that), reduce-scatter's
 (reduceScatterBlock, int32 sum) the bytes of each rank's block of the result, alltoall's the
-bytes of each block (every rank sends and receives N × that). The memcpy columns are one copy
-of the message (bcast) or of the whole vector (N × bytes).
+bytes of each block (every rank sends and receives N × that), scan's and exscan's (int32 sum)
+the bytes of each rank's input. The memcpy columns are one copy of the message (bcast) or of
+the whole vector (N × bytes).
 The Open MPI figures come from bench/ompi/coll_latency.c under mpirun at the same -n, bound to
 cores, in the same run; with --nodes on one node (Open MPI cannot emulate nodes).
 `;
 
-const COLLECTIVES = ['barrier', 'bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'alltoall'] as const;
+const COLLECTIVES = ['barrier', 'bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'alltoall', 'scan', 'exscan'] as const;
 /** What a run without COLLECTIVE or --collectives measures (the tables of bench/RESULTS.md). */
 const DEFAULT_COLLECTIVES = ['barrier', 'bcast', 'reduce', 'allreduce', 'allgather'] as const;
 
@@ -393,7 +395,7 @@ async function benchModel(job: BenchJob, stepText: string | undefined, repeatTex
   const sizes: number[] = [];
   for (let b = job.settings.minBytes; b <= job.settings.maxBytes; b *= step) sizes.push(b);
   const collectives = job.settings.collectives.filter(
-    (c): c is ModelSettings['collectives'][number] => c !== 'gather' && c !== 'scatter' && c !== 'reduce-scatter' && c !== 'alltoall',
+    (c): c is ModelSettings['collectives'][number] => c === 'barrier' || c === 'bcast' || c === 'reduce' || c === 'allreduce' || c === 'allgather',
   );
   if (collectives.length < job.settings.collectives.length)
     throw new TopocollError('EINVAL', 'topocoll bench: --model covers barrier, bcast, reduce, allreduce and allgather');
