@@ -63,6 +63,7 @@ import { DATATYPES, type ReduceOpName } from './datatypes.js';
 // counters' words are const enums, which the compiler writes as numbers where they are used:
 // literal indices on the latency path (a module constant is a load per use there).
 /** MsgHeader as 32-bit words: magic, seq, the kinds word (collective, dtype, op and phase bytes), root, count (low word; the high one stays 0), plan hash, sender (the last word). */
+// The loops over the header's words run to MsgHeaderWord.sender, the last (a literal there).
 const HEADER_WORDS = MSG_HEADER_BYTES / 4;
 /** Collective codes. */
 const BARRIER = Collective.barrier;
@@ -434,7 +435,7 @@ export class FastPath {
     const version = control + (l.callVersion >>> 2);
     const v = w[version]!;
     Atomics.store(w, version, v + 1);
-    for (let k = 0; k < HEADER_WORDS; k++) w[published + k] = this.header[k]!;
+    for (let k = 0; k <= (MsgHeaderWord.sender as number); k++) w[published + k] = this.header[k]!;
     Atomics.store(w, version, v + 2);
   }
 
@@ -447,7 +448,7 @@ export class FastPath {
     const w = this.words;
     const slot = this.slotWord(call, this.me);
     const h = this.header;
-    for (let k = 0; k < HEADER_WORDS; k++) w[slot + this.headerWord + k] = h[k]!;
+    for (let k = 0; k <= (MsgHeaderWord.sender as number); k++) w[slot + this.headerWord + k] = h[k]!;
     if (this.asymmetric) w[slot] = (call + 1) >>> 0;
     else Atomics.exchange(w, slot, (call + 1) >>> 0);
     for (let r = 0; r < this.locals; r++) {
@@ -489,7 +490,7 @@ export class FastPath {
     const theirs = slot + this.headerWord;
     let same = w[theirs + MsgHeaderWord.sender] === r;
     // Every word before the sender's, the last one.
-    for (let k = 0; k < HEADER_WORDS - 1 && same; k++) same = w[theirs + k] === h[k];
+    for (let k = 0; k < (MsgHeaderWord.sender as number) && same; k++) same = w[theirs + k] === h[k];
     if (same) return false;
     // The executor's EMISMATCH, raised as it raises it (and the node aborted).
     this.publish();
