@@ -30,7 +30,7 @@ for (const row of benchRows(args)) {
 const ratio = (a, b) => (a === undefined || b === undefined ? '—' : `${(a / b).toFixed(2)}×`);
 const size = (b) => (b >= 1048576 ? `${b / 1048576} MiB` : b >= 1024 ? `${b / 1024} KiB` : `${b} B`);
 const ps = [...jobs].sort((a, b) => a - b);
-const collectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'alltoall', 'barrier'].filter((c) =>
+const collectives = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'alltoall', 'scan', 'exscan', 'barrier'].filter((c) =>
   [...best.keys()].some((k) => k.startsWith(`${c} `)),
 );
 
