@@ -421,7 +421,7 @@ export class FastPath {
   }
 
   /**
-   * Step 3: the last fast-path call into this rank's RankControl (Engine::PublishCall's
+   * Step 3: the last fast-path call into this rank's RankControl (Liveness::PublishCall's
    * seqlock), unless it is there already or a later call through the addon published itself.
    */
   publish(): void {

@@ -20,7 +20,8 @@ std::string Describe(const MsgHeader& h) {
   if (c == Collective::kReduce || c == Collective::kAllreduce || c == Collective::kReduceScatter || c == Collective::kScan ||
       c == Collective::kExscan)
     s += std::string(", ") + OpName(static_cast<ReduceOp>(h.op));
-  if (c == Collective::kReduce || c == Collective::kBcast) s += ", root=" + std::to_string(h.root);
+  if (c == Collective::kReduce || c == Collective::kBcast || c == Collective::kGather || c == Collective::kScatter)
+    s += ", root=" + std::to_string(h.root);
   s += ") as call #" + std::to_string(h.seq);
   return s;
 }
