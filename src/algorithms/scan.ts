@@ -15,7 +15,10 @@ import { StepKind, type BlockRange, type Schedule, type Step } from './schedule.
  * is left untouched (MPI leaves it undefined; we do not write it).
  *
  * **Slots.** B is `slots(plan)` = L + 1 slots of the call's n elements (L: the plan's levels),
- * each a block of the unsegmented phase (range `{ first: slot, count: 1, of: L + 1 }`): slot 0
+ * each a block of the phase (range `{ first: slot, count: 1, of: L + 1 }`). The phase runs in
+ * column segments (CollectivePlans.scan): the executor lays B out segment by segment, each
+ * segment's L + 1 slots side by side, so a block of a segment is that segment's column of the
+ * slot, and every segment runs the whole schedule below. Slot 0
  * starts as the input, slot d is the rank's value in the d-th group of its chain (bottom-up),
  * the last slot (L) ends as E. A message may land in another slot than it left (every slot has
  * n elements; the executor checks only the length).
@@ -42,8 +45,8 @@ import { StepKind, type BlockRange, type Schedule, type Step } from './schedule.
  * nothing).
  *
  * **Cost.** Per group of k members ⌈log2 k⌉ + 1 rounds up and one down; per level of the plan
- * the rounds add up, and the messages are the whole n elements (unsegmented): a latency-bound
- * algorithm, as MPI's scans are. Memory: (L + 1)·n elements of scratch.
+ * the rounds add up; every segment's messages go through them all, successive segments
+ * pipelining through the rounds. Memory: (L + 1)·n elements of scratch.
  *
  * **Deadlock freedom** (the simulator checks it with rendezvous sends): up, a rank waits only on
  * members of its groups that are below it or in groups below; within a group, sends go up the

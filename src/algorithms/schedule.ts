@@ -51,9 +51,10 @@ import {
  * whole vector (the root's recv or send, a leader's staging copy), in the same column segments;
  * a rank whose steps move only its own block works on its own buffer instead.
  *
- * **Slots (scan, exscan).** Their one phase is unsegmented and B is `of` slots of the call's n
- * elements (range `{ first: slot, count: 1, of }`, every step of a rank with the same `of`): a
- * message may land in another slot than it left — both are n elements (scan.ts).
+ * **Slots (scan, exscan).** B is `of` slots of the call's n elements (range `{ first: slot,
+ * count: 1, of }`, every step of a rank with the same `of`), laid out segment by segment (each
+ * column segment's `of` slots side by side): a message may land in another slot than it left —
+ * both are the segment's length (scan.ts).
  *
  * **Pair blocks (alltoall, alltoallv).** A range with `of` −1 (`PAIR_BLOCKS`) names one block of
  * an alltoall: `first` = s·p + d is the block rank s sends rank d (p ranks), `count` 1. An

@@ -78,7 +78,8 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  * algorithms down in the scatter's column segments (capped by the eager limit); it chooses only
  * the top group's algorithm, ring or recursive-halving, the least prediction on those columns
  * (`auto` only). A scan or exscan chooses nothing: it runs the recursive doubling of scan.ts in
- * every group of the rank-ordered plan, unsegmented; `explain` prices both as they run.
+ * every group of the rank-ordered plan, in column segments of the reduce's segment (a fixed one
+ * where that is whole; CollectivePlans.scan); `explain` prices both unsegmented.
  */
 
 export interface Choice {

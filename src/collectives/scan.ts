@@ -39,7 +39,16 @@ function scanCall(ctx: CallContext, exclusive: boolean, send: TypedArray | InPla
   const user = isUserOp(op);
   // The scan combines in rank order on the rank-ordered plan: any operator, commutative or not.
   const code = user ? 0 : reduceOpCode(op, type);
-  const call = ctx.nativeCall(exclusive ? NativeCollective.exscan : NativeCollective.scan, ctx.plans.scan(), input, recv, recv.length, type.code, code, 0);
+  const call = ctx.nativeCall(
+    exclusive ? NativeCollective.exscan : NativeCollective.scan,
+    ctx.plans.scan(recv.byteLength, type.bytes),
+    input,
+    recv,
+    recv.length,
+    type.code,
+    code,
+    0,
+  );
   if (user) call.user = nativeUserOp(op, type);
   return call;
 }

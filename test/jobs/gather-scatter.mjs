@@ -421,7 +421,13 @@ let k = 0;
 // configure() blocks too: over a JavaScript layer across nodes only `auto` runs.
 for (const [label, chosen] of blocking ? choices : choices.slice(0, 1)) {
   const segment = label.includes('4 KiB') ? 4096 : 'auto';
-  if (blocking) comm.configure({ gather: { levels: /** @type {any} */ (chosen), segment }, scatter: { levels: /** @type {any} */ (chosen), segment } });
+  // (The scans run in column segments of the reduce's segment: 4 KiB there too.)
+  if (blocking)
+    comm.configure({
+      gather: { levels: /** @type {any} */ (chosen), segment },
+      scatter: { levels: /** @type {any} */ (chosen), segment },
+      reduce: { segment },
+    });
   for (let c = 0; c < casesPerChoice; c++) await oneCase(k++, label);
 }
 console.log(`rank ${rank} ok ${checks}`);

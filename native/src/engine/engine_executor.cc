@@ -148,22 +148,32 @@ void Engine::Run(const CallArgs& args) {
       }
       case Collective::kScan:
       case Collective::kExscan: {
-        // One unsegmented phase on B = `of` slots of the call's elements (src/algorithms/scan.ts):
-        // slot 0 starts as the input, the last ends as this rank's exclusive prefix E (rank 0
-        // has none). exscan: E; scan: E op input (rank 0: the input).
+        // One phase on B = `of` slots of the call's elements (src/algorithms/scan.ts), in column
+        // segments of `segment` elements: B is laid out segment by segment, segment k's slots
+        // side by side (slots·n_k elements from slots·start_k), so RunPhase's segments of
+        // slots·segment elements, each split into `of` equal blocks, are segment k's slots. Slot
+        // 0 starts as the input, the last ends as this rank's exclusive prefix E (rank 0 has
+        // none). exscan: E; scan: E op input (rank 0: the input).
         const size_t slots = args.reduce->empty() ? 1 : std::max<size_t>(1, (*args.reduce)[0].of);
         uint8_t* b = Scratch(slots * bytes);
-        if (bytes > 0) std::memcpy(b, send, bytes);
-        PhaseData data{b, args.count * slots, args.count * slots, elem};
+        const uint64_t column = segment;
+        for (uint64_t start = 0; start < args.count; start += column) {
+          const uint64_t n = std::min(column, args.count - start);
+          std::memcpy(b + slots * start * elem, send + start * elem, static_cast<size_t>(n * elem));
+        }
+        PhaseData data{b, args.count * slots, column * slots, elem};
         RunPhase(*args.reduce, h, data, fn, guard);
-        uint8_t* e = b + (slots - 1) * bytes;
         if (bytes == 0 || (options_.rank == 0 && args.collective == Collective::kExscan)) break;
         if (options_.rank == 0) {
           if (send != recv) std::memcpy(recv, send, bytes);
           break;
         }
-        if (args.collective == Collective::kScan) fn(e, send, args.count);
-        std::memcpy(recv, e, bytes);
+        for (uint64_t start = 0; start < args.count; start += column) {
+          const uint64_t n = std::min(column, args.count - start);
+          uint8_t* e = b + (slots * start + (slots - 1) * n) * elem;
+          if (args.collective == Collective::kScan) fn(e, send + start * elem, n);
+          std::memcpy(recv + start * elem, e, static_cast<size_t>(n * elem));
+        }
         break;
       }
       case Collective::kReduceScatter: {
