@@ -49,6 +49,7 @@ export const DEFAULT_CONFIG_VALUES: unknown = {
     fastPath: { copyMaxBytes: 1024, combineMaxBytes: 64 },
     windows: { dedicated: { bcast: 65536, allreduce: 65536, allgather: 8192 }, shared: { bcast: 524288, allreduce: 131072, allgather: 131072 } },
     sharedArea: { everyRankAllgatherMaxBytes: 4096 },
+    scan: { segmentBytes: 131072 },
   },
 };
 
@@ -68,5 +69,6 @@ export const DEFAULT_PROFILE_VALUES: unknown = {
     fastPath: { copyMaxBytes: 1024, combineMaxBytes: 64 },
     windows: { dedicated: { bcast: 65536, allreduce: 65536, allgather: 8192 }, shared: { bcast: 524288, allreduce: 131072, allgather: 131072 } },
     sharedArea: { everyRankAllgatherMaxBytes: 4096 },
+    scan: { segmentBytes: 131072 },
   },
 };

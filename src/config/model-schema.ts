@@ -49,6 +49,11 @@ export const sharedAreaFields = {
   everyRankAllgatherMaxBytes: z.number().int().nonnegative(),
 };
 
+/** A scan's column segment where the reduce's choice is whole (src/runtime/collective-plans.ts, scan()), bytes. */
+export const scanRoutingFields = {
+  segmentBytes: z.number().int().positive(),
+};
+
 /** The smallest calls on shared windows that take the window algorithms, on one kind of node (src/runtime/router.ts), bytes. */
 export const windowThresholdFields = {
   bcast: z.number().int().nonnegative(),
@@ -73,6 +78,7 @@ export const machineProfile = z
         fastPath: z.object(fastPathFields).strict(),
         windows: z.object({ dedicated: z.object(windowThresholdFields).strict(), shared: z.object(windowThresholdFields).strict() }).strict(),
         sharedArea: z.object(sharedAreaFields).strict(),
+        scan: z.object(scanRoutingFields).strict(),
       })
       .strict(),
   })

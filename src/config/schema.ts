@@ -2,7 +2,7 @@
 import * as z from 'zod';
 import { autoShmBudgetBytes } from '../topology/node-memory.js';
 import { DEFAULT_MACHINE_PROFILE, loadMachineProfile } from './machine-profiles.js';
-import { fastPathFields, linkModel, linkModelFields, sharedAreaFields, shmModelFields, windowThresholdFields } from './model-schema.js';
+import { fastPathFields, linkModel, linkModelFields, scanRoutingFields, sharedAreaFields, shmModelFields, windowThresholdFields } from './model-schema.js';
 
 /**
  * The configuration schema — the single source of truth for what a topocoll YAML file may
@@ -422,6 +422,7 @@ const routing = z
       .strict()
       .prefault({}),
     sharedArea: withDefaults(sharedAreaFields, PROFILE.routing.sharedArea),
+    scan: withDefaults(scanRoutingFields, PROFILE.routing.scan),
   })
   .strict();
 

@@ -426,15 +426,15 @@ export class CollectivePlans {
    * A scan or an exscan of `bytes` per rank: the hierarchical scan over the rank-ordered plan
    * (scan.ts), one phase on B's slots in column segments (every segment of the vector runs the
    * whole schedule; successive segments pipeline through its rounds, and each round's operands
-   * stay in cache): the reduce's segment, or SCAN_SEGMENT_BYTES where the reduce runs whole (the
-   * cost model has no segmented scan). Its bcast phase is unused.
+   * stay in cache): the reduce's segment, or `routing.scan.segmentBytes` where the reduce runs whole
+   * (the cost model has no segmented scan). Its bcast phase is unused.
    */
   scan(bytes: number, elem: number): CallPlan {
     this.scanId ??= this.parts.register(encodeSchedule(scanSchedule(this.parts.orderedPlan, this.parts.rank)));
     this.call.reduce = this.scanId;
     this.call.bcast = -1;
     const reduce = segment(this.of(bytes), 'reduce', elem);
-    this.call.segment = reduce !== 0 ? reduce : Math.max(1, Math.floor(SCAN_SEGMENT_BYTES / elem));
+    this.call.segment = reduce !== 0 ? reduce : Math.max(1, Math.floor(this.parts.config.routing.scan.segmentBytes / elem));
     return this.call;
   }
 
@@ -604,13 +604,6 @@ export class CollectivePlans {
     return phase === 2 ? cache.allreduceEncoded(variant).reduce : cache.allreduceEncoded(variant).bcast;
   }
 }
-
-/**
- * A scan's column segment where the reduce's choice is whole (one node, as a rule): measured on 2
- * cores at 1 MiB, 128 KiB beat 16, 64, 256 and 512 KiB and whole (p = 8: 1.5–1.6× Open MPI's
- * time against 2.0–2.8× whole).
- */
-const SCAN_SEGMENT_BYTES = 131072;
 
 /** A call's segment in elements (0: whole) under choice `c`. */
 function segment(c: ChoiceSchedules, collective: keyof Choice['segmentBytes'], elem: number): number {

@@ -189,6 +189,7 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
     config.shm.bcast.enabled,
     config.shm.model,
     config.model,
+    config.routing.scan,
   ]);
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
