@@ -229,6 +229,13 @@ function operatorsFor(/** @type {any} */ T) {
   return ops;
 }
 
+/** The JavaScript operators the cases draw by name, made once. @type {Record<string, import('topocoll').UserOp>} */
+const USER_OPS = {
+  'user-sum': userOp((/** @type {any} */ a, /** @type {any} */ b) => a + b, { commutative: true }),
+  'user-first': userOp((/** @type {any} */ a) => a, { commutative: false }),
+  'user-last': userOp((/** @type {any} */ _a, /** @type {any} */ b) => b, { commutative: false }),
+};
+
 /**
  * One of `names` drawn from the seed, and its operator: a built-in's name, or the JavaScript
  * operator `user-sum` (commutative), `user-first` or `user-last` (not) stands for. A JavaScript
@@ -238,13 +245,7 @@ function operatorsFor(/** @type {any} */ T) {
 function pickOperator(/** @type {string[]} */ names) {
   const ops = names.filter((o) => blocking || !o.startsWith('user'));
   const name = /** @type {string} */ (ops[pick(ops.length)]);
-  /** @type {Record<string, import('topocoll').UserOp>} */
-  const user = {
-    'user-sum': userOp((/** @type {any} */ a, /** @type {any} */ b) => a + b, { commutative: true }),
-    'user-first': userOp((/** @type {any} */ a) => a, { commutative: false }),
-    'user-last': userOp((/** @type {any} */ _a, /** @type {any} */ b) => b, { commutative: false }),
-  };
-  return { name, op: user[name] ?? /** @type {import('topocoll').ReduceOpName} */ (name) };
+  return { name, op: USER_OPS[name] ?? /** @type {import('topocoll').ReduceOpName} */ (name) };
 }
 
 /** The reference: `op` over the values of element i of ranks 0 … upTo − 1 (default: every rank), in rank order. */
