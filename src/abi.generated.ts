@@ -196,6 +196,19 @@ export const TreeKind = {
 export type TreeKind = (typeof TreeKind)[keyof typeof TreeKind];
 
 /**
+ * How a rank waits for its peers (`waits.mode` in the YAML; native/src/base/wait.h): auto spins and
+ * yields only while that can gain (not once others' work was seen to take this rank's cores), spin
+ * always spins and yields first (ranks that own their cores), sleep goes straight to the futex or
+ * poll() sleep.
+ */
+export const WaitMode = {
+  auto: 0,
+  spin: 1,
+  sleep: 2,
+} as const;
+export type WaitMode = (typeof WaitMode)[keyof typeof WaitMode];
+
+/**
  * Slots of the call descriptor: a Float64Array the addon owns (NativeEngine.callArea), which
  * src/native.ts fills before each run and runAsync instead of passing the numbers as arguments
  * (converting ten arguments cost more than the rest of a small collective).

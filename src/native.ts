@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { CallField, Collective, type JsP2POperation, type TreeKind } from './abi.generated.js';
+import { CallField, Collective, type JsP2POperation, type TreeKind, type WaitMode } from './abi.generated.js';
 import { TopocollError, rethrowNative } from './errors.js';
 import { PACKAGE_ROOT } from './util/package-root.js';
 import type { TypedArray } from './util/typed-array.js';
@@ -48,7 +48,7 @@ export interface FastPathEngine {
 // The numbers shared with the addon are abi/abi.yaml's (src/abi.generated.ts): collective codes,
 // the S0 engine's notification trees, the call descriptor's slots. test/native-tables.test.ts
 // checks that the addon was built from the same spec.
-export { Collective as NativeCollective, TreeKind as NativeTree, CALL_FIELDS } from './abi.generated.js';
+export { Collective as NativeCollective, TreeKind as NativeTree, WaitMode, CALL_FIELDS } from './abi.generated.js';
 /** A collective's code (NativeCollective). */
 export type NativeCollectiveCode = Collective;
 
@@ -65,6 +65,10 @@ export interface NativeEngineOptions {
   channelPoolBytes: number;
   /** More processes on the node than cores: spin less before yielding. */
   oversubscribed: boolean;
+  /** How waits spend the time before they sleep (`waits.mode`; native/src/base/wait.h). */
+  waits: WaitMode;
+  /** waits: auto: the longest non-blocking spin on a TCP peer before poll(), µs. */
+  remoteSpinUs: number;
   /** The smallest bcast the S0 engine runs in window mode: the router's (runtime/router.ts, windowThresholds). */
   windowBcastMinBytes: number;
   /** Ranks of this node bound to this rank's CPUs, which they oversubscribe: waits on them yield at once. */
@@ -200,6 +204,8 @@ export interface NativeTables {
   readonly reduceOpsByDatatype: Readonly<Record<string, readonly string[]>>;
   /** TreeKind. */
   readonly trees: Readonly<Record<string, number>>;
+  /** WaitMode. */
+  readonly waitModes: Readonly<Record<string, number>>;
   /** Largest allreduce of the node-wide shared area (ShmAllreduce::kMaxBytes). */
   readonly shmAllreduceMaxBytes: number;
   /** Bytes of the shared-area allgather's column per round (ShmAllreduce::kSlotBytes). */

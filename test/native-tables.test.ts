@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { STEP_WORDS, StepKind } from '../src/algorithms/schedule.js';
 import type { TopocollErrorCode } from '../src/errors.js';
-import { CALL_FIELDS, NativeCollective, NativeTree, nativeLimits, nativeTables } from '../src/native.js';
+import { CALL_FIELDS, NativeCollective, NativeTree, WaitMode, nativeLimits, nativeTables } from '../src/native.js';
 import { SHM_ALLREDUCE_MAX_BYTES } from '../src/runtime/collective-plans.js';
 import { DATATYPES, REDUCE_OPS, datatypeOf } from '../src/runtime/datatypes.js';
 
@@ -60,6 +60,10 @@ describe('TypeScript tables match the addon', () => {
 
   it('S0 notification trees (TreeKind)', () => {
     expect(sorted(NativeTree)).toEqual(sorted(tables.trees));
+  });
+
+  it('wait modes (WaitMode)', () => {
+    expect(sorted(WaitMode)).toEqual(sorted(tables.waitModes));
   });
 
   it('the node-wide shared area: largest allreduce, and the allgather column the docs state', () => {

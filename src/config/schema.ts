@@ -113,6 +113,21 @@ const scheduler = z
   })
   .strict();
 
+/** How a rank waits for its peers (native/src/base/wait.h; docs/architecture.md §6). */
+const waits = z
+  .object({
+    /**
+     * auto: spin and yield only while that can gain: not once work other than the job's was
+     * seen to take this rank's cores (a spin that lost its core, a yield that gave it away for
+     * long), then sleep at once for a while; and a spin on a TCP peer at most remoteSpinUs.
+     * spin: always spin and yield first (ranks that own their cores). sleep: never spin or yield.
+     */
+    mode: z.enum(['auto', 'spin', 'sleep']).default('auto'),
+    /** waits: auto: the longest non-blocking spin on a TCP peer before sleeping in poll(), µs. */
+    remoteSpinUs: z.number().int().min(0).max(100_000).default(50),
+  })
+  .strict();
+
 const auto = <T extends z.ZodTypeAny>(inner: T) => z.union([z.literal('auto'), inner]).default('auto');
 
 const shmBcast = z
@@ -442,6 +457,7 @@ export const configSchema = z
     topology: topology.default({ source: 'auto', hwlocXml: null, locality: null }),
     timeouts: timeouts.default({ initMs: 30_000, collectiveMs: 600_000 }),
     scheduler: scheduler.default({ sliceUs: 100 }),
+    waits: waits.default({ mode: 'auto', remoteSpinUs: 50 }),
     shm: shm.prefault({}),
     bcast: bcastCollective.prefault({}),
     reduce: reduceCollective.prefault({}),

@@ -2,7 +2,7 @@ import { cpus as osCpus } from 'node:os';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
-import { NativeEngine, type NativeP2PLayer } from '../native.js';
+import { NativeEngine, WaitMode, type NativeP2PLayer } from '../native.js';
 import { parseIndexList } from '../topology/index-list.js';
 import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types.js';
 import type { RankPlacement } from '../topology/types.js';
@@ -161,6 +161,8 @@ export function startJoin(rank: number, infos: readonly RankInfo[], config: Topo
     channelMinBytes: layout.channelMinBytes,
     channelPoolBytes: layout.channelPoolBytes,
     oversubscribed,
+    waits: WaitMode[config.waits.mode],
+    remoteSpinUs: config.waits.remoteSpinUs,
     windowBcastMinBytes: windowThresholds(config.routing, oversubscribed).bcast,
     coRunners: coRunnersOf(rank, new Map(localRanks.map((r) => [r, parseIndexList(infos[r]!.cpus)]))),
     bcast: layout.bcast,

@@ -243,6 +243,29 @@ inline constexpr TreeKindInfo kTreeKindTable[] = {
 };
 // clang-format on
 
+// How a rank waits for its peers (`waits.mode` in the YAML; native/src/base/wait.h): auto spins and
+// yields only while that can gain (not once others' work was seen to take this rank's cores), spin
+// always spins and yields first (ranks that own their cores), sleep goes straight to the futex or
+// poll() sleep.
+enum class WaitMode : int32_t {
+  kAuto = 0,
+  kSpin = 1,
+  kSleep = 2,
+};
+inline constexpr size_t kWaitModeCount = 3;
+// Each WaitMode by value, with its name in TypeScript (and in the addon's messages and tables).
+struct WaitModeInfo {
+  const char* name;
+  WaitMode value;
+};
+// clang-format off
+inline constexpr WaitModeInfo kWaitModeTable[] = {
+    {"auto", WaitMode::kAuto},
+    {"spin", WaitMode::kSpin},
+    {"sleep", WaitMode::kSleep},
+};
+// clang-format on
+
 // Slots of the call descriptor: a Float64Array the addon owns (NativeEngine.callArea), which
 // src/native.ts fills before each run and runAsync instead of passing the numbers as arguments
 // (converting ten arguments cost more than the rest of a small collective).

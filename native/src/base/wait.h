@@ -46,6 +46,28 @@ class WaitGuard {
   virtual void LinkEnded() {}
 };
 
+// Whether work other than this wait's peers was seen to take this process's cores lately: a
+// wait that lost its CPU mid-spin, or whose sched_yield() handed the core away for longer than a
+// peer's step takes. While it holds, waits neither spin nor yield but sleep at once. Spinning
+// or yielding then gains nothing and loses a scheduler slice: a spinning or yielding thread is
+// runnable, so when its condition comes true it waits for the busy process's slice to end. A
+// sleeping thread that is rung preempts it at once (its short slice, SchedulerSlice).
+// Shared by every wait of one engine, from any thread.
+class ContentionSignal {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // How long one sighting keeps waits from spinning: long enough to cover the next messages of
+  // a busy stretch, short enough that a wait finds out soon once the cores are free again (the
+  // price of a wrong guess is one slice per this period).
+  static constexpr std::chrono::milliseconds kMemory{20};
+
+  bool Recent(Clock::time_point now) const { return now.time_since_epoch().count() < until_.load(std::memory_order_relaxed); }
+  void Seen(Clock::time_point now) { until_.store((now + kMemory).time_since_epoch().count(), std::memory_order_relaxed); }
+
+ private:
+  std::atomic<Clock::rep> until_{0};
+};
+
 struct WaitPolicy {
   // Iterations of a pause loop before yielding; small when oversubscribed.
   uint32_t spin_iterations = 2000;
@@ -63,7 +85,19 @@ struct WaitPolicy {
   const Doorbell* const* co_runners = nullptr;
   size_t co_runner_count = 0;
   std::chrono::microseconds idle_spin_for{50};
+  // waits: auto (ContentionSignal): where sightings of others' work are kept, or null to spin
+  // and yield whatever else runs (waits: spin, and waits: sleep, which has neither stage).
+  ContentionSignal* contention = nullptr;
+  // A gap this long between two looks at the condition, in the spin or around one sched_yield(),
+  // means something else had the core meanwhile: longer than a peer's step between two rings
+  // on a core of its own.
+  std::chrono::microseconds taken_after{50};
 };
+
+// Whether the spin and yield stages are skipped: others' work took the cores lately.
+inline bool SleepAtOnce(const WaitPolicy& policy, std::chrono::steady_clock::time_point now) {
+  return policy.contention != nullptr && policy.contention->Recent(now);
+}
 
 // Whether every co-runner waits with nothing rung since (then yielding is pointless).
 inline bool CoRunnersIdle(const WaitPolicy& policy) {
@@ -123,14 +157,42 @@ class SchedulerSlice {
 void FutexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::milliseconds timeout);
 void FutexWakeAll(std::atomic<uint32_t>& word);
 
+// Spins up to policy.spin_iterations looks at ready(); true once it holds. Under waits: auto
+// it also watches the clock every few looks, and stops (recording the sighting) when the gap
+// shows that the thread lost its core meanwhile.
+template <typename Ready>
+bool Spin(Ready& ready, const WaitPolicy& policy) {
+  constexpr uint32_t kLooksPerClock = 64;
+  if (policy.contention == nullptr) {
+    for (uint32_t i = 0; i < policy.spin_iterations; ++i) {
+      if (ready()) return true;
+      CpuRelax();
+    }
+    return false;
+  }
+  auto last = std::chrono::steady_clock::now();
+  if (policy.spin_iterations > 0 && policy.contention->Recent(last)) return ready();
+  for (uint32_t i = 0; i < policy.spin_iterations; ++i) {
+    if (ready()) return true;
+    CpuRelax();
+    if (i % kLooksPerClock == kLooksPerClock - 1) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last > policy.taken_after) {
+        policy.contention->Seen(now);
+        return ready();
+      }
+      last = now;
+    }
+  }
+  return false;
+}
+
 template <typename Ready>
 void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuard& guard) {
-  for (uint32_t i = 0; i < policy.spin_iterations; ++i) {
-    if (ready()) return;
-    CpuRelax();
-  }
+  if (Spin(ready, policy)) return;
   const auto started = std::chrono::steady_clock::now();
-  const auto yield_until = started + policy.yield_for;
+  // Others' work holds the cores: no yield stage, straight to the sleep.
+  const auto yield_until = SleepAtOnce(policy, started) ? started : started + policy.yield_for;
   const auto idle_spin_until = started + policy.idle_spin_for;
   uint32_t yields = 0;
   mine.idle.store(1, std::memory_order_seq_cst);
@@ -146,6 +208,15 @@ void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuar
     } else {
       sched_yield();
       if ((++yields & 255) == 0) guard.Check();
+      // The yield handed the core to something that kept it: sleep from now on, so that the
+      // ring that ends this wait preempts it instead of waiting out its slice.
+      if (policy.contention != nullptr) {
+        const auto after = std::chrono::steady_clock::now();
+        if (after - now > policy.taken_after) {
+          policy.contention->Seen(after);
+          break;
+        }
+      }
     }
     // A Ring cleared it (perhaps for another condition): still waiting, so idle again.
     if (mine.idle.load(std::memory_order_relaxed) == 0) mine.idle.store(1, std::memory_order_seq_cst);
@@ -171,10 +242,7 @@ void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuar
 // polls instead of a doorbell), running the guard at least every sleep_slice.
 template <typename Ready>
 void PollUntil(Ready&& ready, std::chrono::microseconds sleep, const WaitPolicy& policy, WaitGuard& guard) {
-  for (uint32_t i = 0; i < policy.spin_iterations; ++i) {
-    if (ready()) return;
-    CpuRelax();
-  }
+  if (Spin(ready, policy)) return;
   auto checked = std::chrono::steady_clock::now();
   for (;;) {
     if (ready()) return;

@@ -94,6 +94,12 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     options.channels.min_capacity = static_cast<uint64_t>(o.Get("channelMinBytes").As<Napi::Number>().Int64Value());
     options.channels.pool_bytes = static_cast<uint64_t>(o.Get("channelPoolBytes").As<Napi::Number>().Int64Value());
     options.oversubscribed = o.Get("oversubscribed").ToBoolean();
+    const int32_t waits = o.Get("waits").As<Napi::Number>().Int32Value();
+    if (waits < 0 || static_cast<size_t>(waits) >= abi::kWaitModeCount) {
+      NAPI_THROW_VOID(Napi::RangeError::New(env, "waits: no WaitMode " + std::to_string(waits)));
+    }
+    options.waits = static_cast<abi::WaitMode>(waits);
+    options.remote_spin_us = o.Get("remoteSpinUs").As<Napi::Number>().Uint32Value();
     options.window_bcast_min_bytes = static_cast<uint64_t>(o.Get("windowBcastMinBytes").As<Napi::Number>().Int64Value());
     options.co_runners = IntList(o.Get("coRunners"));
     options.bcast = BcastParamsOf(o.Get("bcast"));
@@ -769,6 +775,7 @@ Napi::Object NativeTables(Napi::Env env) {
   out.Set("reduceOpsByDatatype", supported);
 
   out.Set("trees", AbiTable(env, abi::kTreeKindTable));
+  out.Set("waitModes", AbiTable(env, abi::kWaitModeTable));
 
   out.Set("shmAllreduceMaxBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kMaxBytes)));
   out.Set("shmAllgatherColumnBytes", Napi::Number::New(env, static_cast<double>(ShmAllreduce::kColumnBytes)));

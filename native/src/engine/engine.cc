@@ -34,13 +34,28 @@ Engine::Engine(EngineOptions options)
       windows_(node_, liveness_, options_.size) {
   const auto& locals = options_.local_ranks;
   liveness_.UseLinks(&tcp_, nullptr);
+  TcpLinks::ReadSpin read_spin;
   if (options_.oversubscribed) {
     // Another process needs this core to make the condition true: give it up quickly.
     policy_.spin_iterations = 16;
     policy_.yield_for = std::chrono::microseconds(1000);
   } else {
-    tcp_.SetSpinReads(2000);
+    read_spin.attempts = 2000;
   }
+  switch (options_.waits) {
+    case abi::WaitMode::kAuto:
+      policy_.contention = &contention_;
+      read_spin.contention = &contention_;
+      read_spin.for_at_most = std::chrono::microseconds(options_.remote_spin_us);
+      break;
+    case abi::WaitMode::kSpin: break;
+    case abi::WaitMode::kSleep:
+      policy_.spin_iterations = 0;
+      policy_.yield_for = std::chrono::microseconds(0);
+      read_spin.attempts = 0;
+      break;
+  }
+  tcp_.SetReadSpin(read_spin);
   co_runner_.assign(locals.size(), false);
   for (int r : options_.co_runners) {
     const int li = LocalIndex(r);

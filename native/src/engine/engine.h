@@ -51,6 +51,10 @@ struct EngineOptions {
   ChannelPoolParams channels{8 << 20, 1 << 20, 64 << 10};
   // More processes on the node than cores: spin less before yielding.
   bool oversubscribed = false;
+  // How waits spend the time before they sleep (abi::WaitMode, `waits.mode`; base/wait.h).
+  abi::WaitMode waits = abi::WaitMode::kAuto;
+  // waits: auto: the longest non-blocking spin on a TCP peer before poll() (`waits.remoteSpinUs`).
+  uint32_t remote_spin_us = 50;
   // The smallest bcast the S0 engine sends in window mode (ShmBcastParams::window_min_bytes): the
   // router's threshold (src/runtime/router.ts), which picks the window plans from the same size.
   uint64_t window_bcast_min_bytes = 0;
@@ -362,6 +366,9 @@ class Engine {
   EngineOptions options_;  // local_ranks ascending
   LocalNode node_;
   Liveness liveness_;
+  // Sightings of others' work on this rank's cores (waits: auto), shared by every policy below
+  // and the TCP links' read spin.
+  ContentionSignal contention_;
   WaitPolicy policy_;
   // policy_ without the spin: for waits on a co-runner (EngineOptions::co_runners).
   WaitPolicy yield_policy_;

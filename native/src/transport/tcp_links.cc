@@ -245,12 +245,23 @@ std::string TcpLinks::UnreadTail(int fd) {
 void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
   const int fd = FdOf(rank);
   char* out = static_cast<char*>(dst);
-  uint32_t spins = spin_reads_;
+  uint32_t spins = read_spin_.attempts;
+  using Clock = std::chrono::steady_clock;
+  // Clock reads only where the spin is bounded in time or watched for a lost core.
+  const bool timed = spins > 0 && (read_spin_.for_at_most.count() > 0 || read_spin_.contention != nullptr);
+  Clock::time_point last{}, spin_until = Clock::time_point::max();
+  if (timed) {
+    last = Clock::now();
+    if (read_spin_.for_at_most.count() > 0) spin_until = last + read_spin_.for_at_most;
+    if (read_spin_.contention != nullptr && read_spin_.contention->Recent(last)) spins = 0;
+  }
   while (n > 0) {
     ssize_t r = recv(fd, out, n, 0);
     if (r > 0) {
       out += r;
       n -= static_cast<size_t>(r);
+      // The copy took its own time: gaps count from here.
+      if (timed) last = Clock::now();
       continue;
     }
     if (r == 0) {
@@ -263,6 +274,16 @@ void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
       if (spins > 0) {
         --spins;
         CpuRelax();
+        if (timed) {
+          const auto now = Clock::now();
+          if (read_spin_.contention != nullptr && now - last > read_spin_.taken_after) {
+            read_spin_.contention->Seen(now);
+            spins = 0;
+          } else if (now >= spin_until) {
+            spins = 0;
+          }
+          last = now;
+        }
         continue;
       }
       WaitFd(fd, POLLIN, rank, guard);

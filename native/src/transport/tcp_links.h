@@ -50,9 +50,20 @@ class TcpLinks final : public RemoteLinks {
 
   bool Connected(int rank) const { return fds_.count(rank) != 0; }
 
-  // Non-blocking read attempts before sleeping in poll(): a few microseconds of polling save
-  // the wake-up latency when a core is free for it (0 when processes outnumber cores).
-  void SetSpinReads(uint32_t attempts) { spin_reads_ = attempts; }
+  // How a read that finds nothing waits before it sleeps in poll(): a few microseconds of
+  // non-blocking reads save the wake-up latency when a core is free for them.
+  struct ReadSpin {
+    // Attempts at most (0: none, as when processes outnumber cores).
+    uint32_t attempts = 0;
+    // For at most this long (zero: no bound but the attempts). A remote peer's answer takes
+    // longer than a wake-up from poll() costs past this: spinning on would gain nothing.
+    std::chrono::microseconds for_at_most{0};
+    // waits: auto: no spin while others' work holds the cores, and a spin that lost its core
+    // (a gap of `taken_after` between two attempts) records that and stops (base/wait.h).
+    ContentionSignal* contention = nullptr;
+    std::chrono::microseconds taken_after{50};
+  };
+  void SetReadSpin(const ReadSpin& spin) { read_spin_ = spin; }
 
   void Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) override;
   void ReadHeader(int rank, MsgHeader* header, WaitGuard& guard) override { ReadExact(rank, header, sizeof *header, guard); }
@@ -84,7 +95,7 @@ class TcpLinks final : public RemoteLinks {
   std::vector<Greeting> greeting_;
   std::string last_connect_error_;
   int listen_fd_ = -1;
-  uint32_t spin_reads_ = 0;
+  ReadSpin read_spin_;
   std::unordered_map<int, int> fds_;
 };
 
