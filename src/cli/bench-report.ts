@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { TopocollError } from '../errors.js';
 import { PACKAGE_ROOT } from '../util/package-root.js';
 import type { BenchRow } from './bench-worker.js';
+import { PEER_NAMES, type PeerName } from './mpi-peers.js';
 import { renderLogLogChart, type ChartSeries } from './svg-chart.js';
 
 /**
@@ -32,11 +33,13 @@ export interface ReportChart {
 /** The collectives' order in a report; others (there are none today) follow alphabetically. */
 const ORDER = ['bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'alltoall', 'scan', 'exscan'];
 
-const SERIES: Record<'sync' | 'addon' | 'async' | 'ompi' | 'memcpy', Omit<ChartSeries, 'points'>> = {
+const SERIES: Record<'sync' | 'addon' | 'async' | PeerName | 'memcpy', Omit<ChartSeries, 'points'>> = {
   sync: { label: 'topocoll sync', color: '#0072B2', marker: 'circle' },
   addon: { label: 'topocoll sync, fast path off', color: '#009E73', marker: 'circle', dashed: true },
   async: { label: 'topocoll async', color: '#CC79A7', marker: 'square' },
   ompi: { label: 'Open MPI', color: '#D55E00', marker: 'diamond' },
+  'ompi-han': { label: 'Open MPI han', color: '#E69F00', marker: 'diamond', dashed: true },
+  mpich: { label: 'MPICH', color: '#7F3C8D', marker: 'triangle' },
   memcpy: { label: 'memcpy', color: '#555555', marker: 'triangle', dashed: true },
 };
 
@@ -109,7 +112,7 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
     const collectives = [...new Set(job.map((r) => r.collective))]
       .filter((c) => c !== 'memcpy' && c !== 'barrier')
       .sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
-    const topocollRows = job.filter((r) => r.mode !== 'ompi' && r.mode !== 'memcpy');
+    const topocollRows = job.filter((r) => !(PEER_NAMES as readonly string[]).includes(r.mode) && r.mode !== 'memcpy');
     const transports = (['tcp', 'mpi'] as const).filter((t) => topocollRows.some((r) => transportOf(r) === t));
     const named = transports.includes('mpi');
     for (const collective of collectives) {
@@ -140,9 +143,11 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
           series.push({ ...style, ...(named ? { label: `${SERIES[mode].label} (${transport.toUpperCase()})` } : {}), points });
         }
       }
-      const ompi = fastest('ompi', (x) => x);
-      // Open MPI cannot emulate nodes: beside a job across emulated nodes, it ran on one.
-      if (ompi.length > 0) series.push({ ...SERIES.ompi, ...(nodes !== undefined ? { label: 'Open MPI (one node)' } : {}), points: ompi });
+      // The MPI libraries cannot emulate nodes: beside a job across emulated nodes, they ran on one.
+      for (const peer of PEER_NAMES) {
+        const points = fastest(peer, (x) => x);
+        if (points.length > 0) series.push({ ...SERIES[peer], ...(nodes !== undefined ? { label: `${SERIES[peer].label} (one node)` } : {}), points });
+      }
       // The copy each call needs at least, where the table shows it: the message (bcast), the
       // whole result (allgather: ranks × the bytes each rank sends).
       if (collective === 'bcast' || gather) {

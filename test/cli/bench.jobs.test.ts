@@ -156,3 +156,45 @@ describe('topocoll bench gather, scatter, reduce-scatter, alltoall, scan and exs
     expect(rows.filter((x) => x.collective === 'memcpy').map((x) => x.bytes)).toEqual([8, 16, 32, 64]);
   });
 });
+
+/**
+ * `topocoll bench --peers`: each MPI library's own collectives beside topocoll's from one run
+ * (src/cli/mpi-peers.ts), a column each and topocoll against the fastest of them.
+ */
+const haveMpich = spawnSync('sh', ['-c', 'command -v mpiexec.mpich && command -v mpicc.mpich'], { stdio: 'ignore' }).status === 0;
+const haveOmpi = spawnSync('sh', ['-c', 'command -v mpirun'], { stdio: 'ignore' }).status === 0;
+const peersSkip = process.env.TOPOCOLL_REQUIRE_MPI !== '1' && !(haveMpich && haveOmpi);
+if (peersSkip) console.warn('bench.jobs.test.ts: SKIPPING --peers: Open MPI or MPICH (mpiexec.mpich, mpicc.mpich) is missing');
+
+describe.skipIf(peersSkip)('topocoll bench --peers', () => {
+  it('all: Open MPI, Open MPI han and MPICH, each a column, topocoll against the fastest', () => {
+    const args = ['bench', 'allreduce', '-n', '2', '--min', '8', '--max', '16', '--modes', 'sync', '--iterations', '50', '--peers', 'all'];
+    const json = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, ...args, '--json'], { encoding: 'utf8', timeout: 120_000 });
+    expect(json.status, json.stderr).toBe(0);
+    const rows = json.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{') && !l.includes('"probe"'))
+      .map((l) => JSON.parse(l) as BenchRow);
+    for (const mode of ['sync', 'ompi', 'ompi-han', 'mpich']) {
+      const mine = rows.filter((x) => x.collective === 'allreduce' && x.mode === mode);
+      expect([mode, mine.map((x) => x.bytes)]).toEqual([mode, [8, 16]]);
+      for (const x of mine) expect(x.avgUs).toBeGreaterThan(0);
+    }
+    const table = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, ...args], { encoding: 'utf8', timeout: 120_000 });
+    expect(table.status, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/bytes\s+topocoll sync\s+Open MPI\s+Open MPI han\s+MPICH\s+sync \/ best MPI/);
+    // Each row's ratio is topocoll's time over the fastest library's.
+    for (const line of table.stdout.split('\n').filter((l) => /^\s+(8|16)\s/.test(l))) {
+      const [, sync, ...rest] = line.trim().split(/\s+/).map(Number);
+      const ratio = rest.pop()!;
+      expect(ratio).toBeCloseTo(sync! / Math.min(...rest), 1);
+    }
+    expect(table.stdout).toMatch(/# baseline: Open MPI: Open MPI v[\d.]+; Open MPI han: Open MPI v[\d.]+; MPICH: MPICH Version: [\d.]+/);
+  });
+
+  it('refuses an unknown library before anything runs', async () => {
+    const r = await cli(['bench', 'allreduce', '--peers', 'ompi,lam']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/EINVAL: topocoll bench: --peers: unknown peer "lam"\. Peers: ompi, ompi-han, mpich, or all\./);
+  });
+});

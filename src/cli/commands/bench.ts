@@ -12,6 +12,7 @@ import { Progress } from '../progress.js';
 import { formatBytes } from '../svg-chart.js';
 import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
+import { PEER_NAMES, parsePeers, peerLabel, peerUnavailable, runPeer, type PeerName } from '../mpi-peers.js';
 import { formatAllgatherAlcd, formatStrategies, runStrategies, STRATEGIES, type StrategyCollective } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
 import { checkMpirunJob } from '../mpirun.js';
@@ -28,7 +29,8 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                       [--collectives barrier,bcast,reduce,allreduce,allgather,gather,scatter,reduce-scatter,alltoall,
                                      scan,exscan]
                       [--min BYTES] [--max BYTES]
-                      [--modes sync,addon,async,window] [--iterations N] [--hogs N] [--config F] [--no-mpi]
+                      [--modes sync,addon,async,window] [--iterations N] [--hogs N] [--config F]
+                      [--peers ompi,ompi-han,mpich|all] [--no-mpi]
                       [--json] [--report DIR]
        topocoll bench [COLLECTIVE] --from-json FILE --report DIR
        topocoll bench bcast --sweep [-n N]
@@ -89,7 +91,10 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      Open MPI's runs included: latency under CPU contention
   --config F         the ranks' configuration (default: TOPOCOLL_CONFIG, else the defaults);
                      with --transport, its transport is replaced by the one measured
-  --no-mpi           skip the Open MPI baseline
+  --peers LIST       the MPI libraries measured beside topocoll (default: ompi): ompi (Open MPI's
+                     defaults: coll/tuned), ompi-han (Open MPI's hierarchical coll/han), mpich
+                     (MPICH's defaults), or all; each library's own collectives, at the same -n
+  --no-mpi           no MPI library beside topocoll
   --json             one JSON object per row instead of tables (with the job: ranks, hogs,
                      nodes, transport, and the commit and day of the run)
   --report DIR       after the run, one SVG chart per collective into DIR (made if missing):
@@ -111,8 +116,10 @@ scatter's the bytes of each rank's block (the root receives or sends N × that),
 bytes of each block (every rank sends and receives N × that), scan's and exscan's (int32 sum)
 the bytes of each rank's input. The memcpy columns are one copy of the message (bcast) or of
 the whole vector (N × bytes).
-The Open MPI figures come from bench/ompi/coll_latency.c under mpirun at the same -n, bound to
-cores, in the same run; with --nodes on one node (Open MPI cannot emulate nodes).
+The MPI libraries' figures come from bench/ompi/coll_latency.c (built with each library's
+mpicc) under its launcher at the same -n, bound to cores, in the same run; with --nodes on one
+node (they cannot emulate nodes). With more ranks than cores Open MPI runs with
+mpi_yield_when_idle, as its documentation prescribes; MPICH has no such setting.
 `;
 
 const COLLECTIVES = ['barrier', 'bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'reduce-scatter', 'alltoall', 'scan', 'exscan'] as const;
@@ -144,6 +151,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       config: { type: 'string' },
       off: { type: 'string' },
       'no-mpi': { type: 'boolean' },
+      peers: { type: 'string' },
       json: { type: 'boolean' },
       report: { type: 'string' },
       'from-json': { type: 'string' },
@@ -252,7 +260,7 @@ const TRANSPORTS: readonly Transport[] = ['tcp', 'mpi'];
 async function benchLatency(
   job: BenchJob,
   transports: Transport[],
-  values: { sweep?: boolean; json?: boolean; 'no-mpi'?: boolean; report?: string },
+  values: { sweep?: boolean; json?: boolean; 'no-mpi'?: boolean; peers?: string; report?: string },
   hogCount: number,
 ): Promise<number> {
   const { ranks, settings, io } = job;
@@ -262,9 +270,9 @@ async function benchLatency(
   const date = new Date().toISOString().slice(0, 10);
   // With emulated nodes too: Open MPI's collectives on one node are the reference a job across
   // nodes is read against (it cannot emulate nodes); the note says so.
-  const withOmpi = !values['no-mpi'];
+  const peers: PeerName[] = values['no-mpi'] ? [] : parsePeers(values.peers ?? 'ompi');
   const jobs = transports.length;
-  const progress = new Progress('topocoll bench', jobs + (withOmpi ? settings.collectives.length : 0) + (values.sweep ? SWEEP_CASES.length : 0));
+  const progress = new Progress('topocoll bench', jobs + peers.length * settings.collectives.length + (values.sweep ? SWEEP_CASES.length : 0));
   const jobIo = progress.around(io);
   const rows: BenchRow[] = [];
   let sweepRows: BenchRow[];
@@ -285,21 +293,29 @@ async function benchLatency(
       probe.take(transports.length > 1 ? `after topocoll ${transport}` : 'after topocoll');
     }
 
-    if (withOmpi) {
-      const why = ompiUnavailable();
+    const notes: string[] = [];
+    let measured = 0;
+    for (const peer of peers) {
+      const why = peerUnavailable(peer);
       if (why !== undefined) {
-        baselineNote = `no Open MPI baseline: ${why}`;
-        progress.setTotal(jobs + (values.sweep ? SWEEP_CASES.length : 0));
-      } else {
-        for (const collective of settings.collectives) {
-          progress.step(`Open MPI ${collective} (${ranks} ranks)`);
-          const run = runOmpi(collective, ranks, settings);
-          rows.push(...run.rows);
-          baselineNote = `${run.version}${job.nodes !== undefined ? ' (one node: it cannot emulate nodes)' : ''}`;
-        }
+        notes.push(`no ${peerLabel(peer)} baseline: ${why}`);
+        continue;
       }
+      let version = '';
+      for (const collective of settings.collectives) {
+        progress.step(`${peerLabel(peer)} ${collective} (${ranks} ranks)`);
+        const run = runPeer(peer, collective, ranks, settings, oversubscribed);
+        rows.push(...run.rows);
+        version = run.version;
+      }
+      measured++;
+      // "Open MPI v4.1.4, package: …": the library and its version.
+      const library = version.split(',')[0]!.replace(/\s+/g, ' ');
+      notes.push(`${peerLabel(peer)}: ${library}${job.nodes !== undefined ? ' (one node: it cannot emulate nodes)' : ''}`);
     }
-    if (rows.some((r) => r.mode === 'ompi')) probe.take('after Open MPI');
+    progress.setTotal(jobs + measured * settings.collectives.length + (values.sweep ? SWEEP_CASES.length : 0));
+    baselineNote = notes.join('; ');
+    if (measured > 0) probe.take(peers.length === 1 && peers[0] === 'ompi' ? 'after Open MPI' : 'after the MPI libraries');
 
     sweepRows = values.sweep ? await runSweep({ ...job, io: jobIo }, progress) : [];
   } finally {
@@ -347,6 +363,7 @@ function chartsFromJson(values: Record<string, string | boolean | undefined>, ta
     'config',
     'off',
     'no-mpi',
+    'peers',
     'json',
     'model',
     'step',
@@ -579,6 +596,9 @@ function formatSweep(rows: BenchRow[], ranks: number, settings: BenchSettings): 
   return out.join('\n') + '\n';
 }
 
+/** A peer's name in a ratio column's header. */
+const PEER_SHORT: Record<PeerName, string> = { ompi: 'OMPI', 'ompi-han': 'han', mpich: 'MPICH' };
+
 function formatTables(rows: BenchRow[], job: BenchJob, transports: readonly Transport[], note: string, oversubscribed: boolean): string {
   const { ranks, nodes, settings } = job;
   const out: string[] = [];
@@ -603,7 +623,14 @@ function formatTables(rows: BenchRow[], job: BenchJob, transports: readonly Tran
     const sizes = [...new Set(mine.map((r) => r.bytes))].sort((a, b) => a - b);
     const cell = (mode: string, bytes: number, transport?: Transport) =>
       mine.find((r) => r.mode === mode && r.bytes === bytes && (transport === undefined || r.transport === transport))?.avgUs;
-    const hasOmpi = mine.some((r) => r.mode === 'ompi');
+    // The MPI libraries measured, in PEER_NAMES' order; with one, its column and `sync / OMPI`
+    // (or its own short name), with several each one's column and topocoll against the best.
+    const peers = PEER_NAMES.filter((p) => mine.some((r) => r.mode === p));
+    const best = (bytes: number) => {
+      const times = peers.map((p) => cell(p, bytes)).filter((t): t is number => t !== undefined);
+      return times.length > 0 ? Math.min(...times) : undefined;
+    };
+    const against = peers.length === 1 ? PEER_SHORT[peers[0]!] : 'best MPI';
     // The copy each message needs at least: the message (bcast), the whole result (allgather).
     // Every job measures it; the fastest stands.
     const copied = (bytes: number) => (collective === 'allgather' ? bytes * ranks : bytes);
@@ -622,19 +649,21 @@ function formatTables(rows: BenchRow[], job: BenchJob, transports: readonly Tran
       gather ? 'bytes/rank' : 'bytes',
       ...columns.map((c) => c.label),
       ...(compare ? ['mpi / tcp'] : []),
-      ...(hasOmpi ? ['Open MPI', ...transports.map((t) => `${prefix(t)}sync / OMPI`)] : []),
+      ...peers.map(peerLabel),
+      ...(peers.length > 0 ? transports.map((t) => `${prefix(t)}sync / ${against}`) : []),
       ...(hasMemcpy ? [gather ? 'memcpy result' : 'memcpy', ...transports.map((t) => `${prefix(t)}sync / memcpy`)] : []),
     ];
     const table = [header];
     for (const bytes of sizes) {
-      const ompi = cell('ompi', bytes);
+      const baseline = best(bytes);
       const copy = memcpy(bytes);
       const sync = (t: Transport) => cell('sync', bytes, t);
       table.push([
         String(bytes),
         ...columns.map((c) => fmt(cell(c.mode, bytes, c.transport))),
         ...(compare ? [ratio(sync('mpi'), sync('tcp'))] : []),
-        ...(hasOmpi ? [fmt(ompi), ...transports.map((t) => ratio(sync(t), ompi))] : []),
+        ...peers.map((p) => fmt(cell(p, bytes))),
+        ...(peers.length > 0 ? transports.map((t) => ratio(sync(t), baseline)) : []),
         ...(hasMemcpy ? [fmt(copy), ...transports.map((t) => ratio(sync(t), copy))] : []),
       ]);
     }

@@ -1,0 +1,165 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { TopocollError } from '../errors.js';
+import { PACKAGE_ROOT } from '../util/package-root.js';
+import type { BenchRow, BenchSettings } from './bench-worker.js';
+
+/**
+ * The MPI libraries `topocoll bench` measures beside topocoll, each with its own collectives at
+ * the same process count and sizes (bench/ompi/coll_latency.c, built once per library), so one
+ * run prints all of them:
+ * - `ompi`: Open MPI with its defaults, which serve a communicator's collectives with coll/tuned
+ *   (flat algorithms chosen by fixed rules);
+ * - `ompi-han`: Open MPI with coll/han, its hierarchical component, selected as its documentation
+ *   says (`coll_han_priority` above tuned's);
+ * - `mpich`: MPICH's `mpiexec` with its defaults (ch4 with shared memory inside a node).
+ * With more ranks than cores, Open MPI runs with `mpi_yield_when_idle`, as its documentation
+ * prescribes for oversubscribed nodes; MPICH has no such setting and polls.
+ * A row's `mode` is the peer's name.
+ */
+export const PEER_NAMES = ['ompi', 'ompi-han', 'mpich'] as const;
+export type PeerName = (typeof PEER_NAMES)[number];
+
+interface PeerSpec {
+  /** Table and chart label. */
+  label: string;
+  /** The library's compiler wrapper and launcher (Debian's names for each). */
+  compiler: string;
+  launcher: string;
+  /** The harness binary this library's build goes to. */
+  binary: string;
+  /** Launcher arguments before the program. */
+  launch(ranks: number, oversubscribed: boolean): string[];
+  install: string;
+}
+
+const harnessSource = join(PACKAGE_ROOT, 'bench/ompi/coll_latency.c');
+const ompiLaunch = (mca: string[]) => (ranks: number, oversubscribed: boolean) => [
+  '--oversubscribe',
+  '--bind-to',
+  'core:overload-allowed',
+  '-np',
+  String(ranks),
+  ...(oversubscribed ? ['--mca', 'mpi_yield_when_idle', '1'] : []),
+  ...mca,
+];
+
+const PEERS: Record<PeerName, PeerSpec> = {
+  ompi: {
+    label: 'Open MPI',
+    compiler: 'mpicc.openmpi',
+    launcher: 'mpirun.openmpi',
+    binary: join(PACKAGE_ROOT, 'build/bench/coll_latency'),
+    launch: ompiLaunch([]),
+    install: 'apt-get install openmpi-bin libopenmpi-dev',
+  },
+  'ompi-han': {
+    label: 'Open MPI han',
+    compiler: 'mpicc.openmpi',
+    launcher: 'mpirun.openmpi',
+    binary: join(PACKAGE_ROOT, 'build/bench/coll_latency'),
+    launch: ompiLaunch(['--mca', 'coll_han_priority', '100']),
+    install: 'apt-get install openmpi-bin libopenmpi-dev',
+  },
+  mpich: {
+    label: 'MPICH',
+    compiler: 'mpicc.mpich',
+    launcher: 'mpiexec.mpich',
+    binary: join(PACKAGE_ROOT, 'build/bench/coll_latency-mpich'),
+    // Hydra binds round-robin over the cores, more than one rank a core when they outnumber them.
+    launch: (ranks) => ['-n', String(ranks), '-bind-to', 'core'],
+    install: 'apt-get install mpich libmpich-dev',
+  },
+};
+
+/** The label a peer's column and chart series carry. */
+export function peerLabel(name: PeerName): string {
+  return PEERS[name].label;
+}
+
+/** `--peers LIST`: names from PEER_NAMES, or `all`. */
+export function parsePeers(text: string): PeerName[] {
+  if (text === 'all') return [...PEER_NAMES];
+  const names = text.split(',').map((s) => s.trim());
+  for (const name of names) {
+    if (!(PEER_NAMES as readonly string[]).includes(name)) {
+      throw new TopocollError('EINVAL', `topocoll bench: --peers: unknown peer "${name}"`, { hint: `Peers: ${PEER_NAMES.join(', ')}, or all.` });
+    }
+  }
+  return [...new Set(names as PeerName[])];
+}
+
+function has(command: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
+}
+
+// Debian names each library's wrapper and launcher after it (mpicc.openmpi, mpiexec.mpich); a
+// single MPI installed from elsewhere has only the plain names.
+function command(name: string): string {
+  if (has(name)) return name;
+  const plain = name.replace(/\.(openmpi|mpich)$/, '');
+  return plain;
+}
+
+/** Why `peer` cannot be measured here, or undefined when it can (building its harness if needed). */
+export function peerUnavailable(name: PeerName): string | undefined {
+  const peer = PEERS[name];
+  const launcher = command(peer.launcher);
+  if (!has(launcher)) return `${peer.label}: ${peer.launcher} is not installed (${peer.install})`;
+  const built = existsSync(peer.binary) ? statSync(peer.binary).mtimeMs : -1;
+  if (!existsSync(harnessSource)) return built >= 0 ? undefined : `${peer.label}: the harness source ${harnessSource} is not in this installation`;
+  // Rebuilt when the source is newer: an old binary would not understand newer arguments.
+  if (built >= statSync(harnessSource).mtimeMs) return undefined;
+  const compiler = command(peer.compiler);
+  if (!has(compiler)) return `${peer.label}: ${peer.compiler} is not installed (${peer.install})`;
+  mkdirSync(dirname(peer.binary), { recursive: true });
+  execFileSync(compiler, ['-O2', '-o', peer.binary, harnessSource], { stdio: 'inherit' });
+  return undefined;
+}
+
+export interface PeerRun {
+  rows: BenchRow[];
+  /** The library's own description of itself (the harness's first comment line). */
+  version: string;
+}
+
+/** Runs one collective's sweep of `peer`, `ranks` processes on this machine. */
+export function runPeer(name: PeerName, collective: string, ranks: number, settings: BenchSettings, oversubscribed = false): PeerRun {
+  const peer = PEERS[name];
+  const args = [
+    ...peer.launch(ranks, oversubscribed),
+    peer.binary,
+    collective,
+    String(settings.minBytes),
+    String(settings.maxBytes),
+    String(settings.itersSmall),
+    String(settings.itersLarge),
+    String(settings.largeBytes),
+    // The same warm-up calls as bench-worker's measure() (which goes on for 20 ms at least, for
+    // V8's compiler; the MPI libraries have none), and the same repeats.
+    String(Math.max(200, Math.floor(settings.itersSmall / 5))),
+    String(settings.repeats),
+  ];
+  const launcher = command(peer.launcher);
+  const r = spawnSync(launcher, args, {
+    encoding: 'utf8',
+    env: { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
+    timeout: 600_000,
+  });
+  if (r.status !== 0) throw new Error(`${launcher} ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(0, 2000)}`);
+  const rows: BenchRow[] = [];
+  let version = '';
+  for (const line of r.stdout.split('\n')) {
+    if (line.startsWith('# coll_latency')) {
+      // "# coll_latency allreduce p=4 Open MPI v4.1.4, package: …": the library's part.
+      version = line.replace(/^# coll_latency \S+ p=\d+ /, '').trim();
+      continue;
+    }
+    if (line.startsWith('#')) continue;
+    const f = line.trim().split(/\s+/);
+    if (f.length < 5) continue;
+    rows.push({ collective, mode: name, bytes: Number(f[0]), avgUs: Number(f[1]), minUs: Number(f[2]), maxUs: Number(f[3]), iterations: Number(f[4]) });
+  }
+  return { rows, version };
+}
