@@ -15,6 +15,7 @@ const commands: Record<string, () => Promise<Command>> = {
   run: async () => (await import('./commands/run.js')).runCommand,
   bench: async () => (await import('./commands/bench.js')).benchCommand,
   tune: async () => (await import('./commands/tune.js')).tuneCommand,
+  cluster: async () => (await import('./commands/cluster.js')).clusterCommand,
 };
 
 const usage = `topocoll — topology-aware collectives for Node.js
@@ -30,6 +31,8 @@ Commands:
   tune         measure the cost models on this machine and write them to YAML: the
                shared-memory engine's (tune shm), the links' LogGP parameters (tune links),
                or both (tune)
+  cluster      an emulated cluster of hosts made of Linux namespaces (up, exec, status,
+               down), with the agent that lets mpirun and mpiexec start processes in it
 
 "topocoll <command> --help" shows a command's options.
 `;

@@ -1,9 +1,12 @@
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative, sep } from 'node:path';
+import { readdirSync, realpathSync } from 'node:fs';
+import { relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { enterHostArgv, startCluster, type RunningCluster } from '../../src/cluster/build.js';
+import { planCluster } from '../../src/cluster/plan.js';
+import { isTopocollError } from '../../src/errors.js';
+import type { NetworkTopology } from '../../src/topology/network/index.js';
 
 /** The checkout: jobs, dist/ and node_modules/ must stay reachable inside the hosts. */
 const REPO_ROOT = realpathSync(fileURLToPath(new URL('../..', import.meta.url)));
@@ -14,24 +17,23 @@ const REPO_UNDER_TMP = !relative('/tmp', REPO_ROOT).startsWith('..') && REPO_ROO
 /**
  * "Hosts" made of Linux namespaces, for jobs that should see what a cluster gives them: every
  * host has its own network namespace with one address on a private bridge, its own host name
- * (UTS namespace) and its own /dev/shm and /tmp (tmpfs mounts in its own mount namespace).
+ * (UTS namespace), its own System V IPC (IPC namespace) and its own /dev/shm and /tmp (tmpfs
+ * mounts in its own mount namespace).
  *
- * Layout of one `createHosts(n)` call with id `tch-<pid>-<hex>`:
- * - netns `<id>-sw`: the switch — bridge `br0` and the switch ends `p0 … p(n-1)` of the veths.
- *   The root namespace gets no interface, address or route.
- * - netns `<id>-h<i>`: host i — `lo` up and `eth0` (the other veth end) with 10.77.X.(i+1)/24,
- *   X random per call. Each call has its own bridge, so calls cannot reach each other.
- * - one holder process per host, `sleep infinity` in that netns after `unshare --uts --mount`,
- *   `hostname`, tmpfs mounts on /dev/shm and /tmp, and with `etcHosts` a bind mount of its own
- *   /etc/hosts (the file is unlinked once mounted: the mount keeps it). The holder keeps the UTS and mount
- *   namespaces alive between jobs, so what a job leaves in /dev/shm or /tmp stays visible
- *   (through /proc/<holder>/root) until `destroy()`. A checkout under /tmp is bound back at its
- *   own path inside the host's /tmp (the only thing there besides what jobs leave).
- * Every process of a host is started with `nsenter --target <holder> --mount --uts --net`.
+ * A thin layer over `topocoll cluster`'s module (src/cluster/build.ts, which documents the
+ * layout): one `createHosts(n)` call is a cluster of one leaf switch with n hosts named
+ * `host<i>-<hex>` at 10.77.X.(i+1)/24, X random per call; each call has its own bridge in its own
+ * namespace, so calls cannot reach each other, and the root namespace gets no interface, address
+ * or route. A holder process per host keeps its namespaces alive between jobs, so what a job
+ * leaves in /dev/shm or /tmp stays visible (through /proc/<holder>/root) until `destroy()`. A
+ * checkout under /tmp is bound back at its own path inside the host's /tmp (the only thing there
+ * besides what jobs leave).
+ * Every process of a host is started with `nsenter --target <holder> --net --uts --ipc --mount`.
  *
- * Cleanup: `destroy()`; the process's 'exit' event (synchronous); PR_SET_PDEATHSIG (SIGKILL)
- * on holders and spawned processes, so they die with the test process even when it is killed;
- * and each call first deletes the namespaces of earlier calls whose test process is gone.
+ * Cleanup: `destroy()`; the process's 'exit' event (synchronous); and, however the test process
+ * dies, PR_SET_PDEATHSIG on holders and spawned processes and the cluster's cleaner, which kills
+ * whatever else still runs in a host. Nothing is named (no `ip netns add`), so nothing outlives
+ * the test process.
  */
 
 export interface Host {
@@ -40,8 +42,9 @@ export interface Host {
   name: string;
   /** Its IPv4 address on the bridge. */
   address: string;
+  /** Its network namespace, `net:[<inode>]`. */
   netns: string;
-  /** The process that holds its UTS and mount namespaces. */
+  /** The process that holds its namespaces. */
   holderPid: number;
 }
 
@@ -93,131 +96,42 @@ export interface Hosts {
   destroy(): Promise<void>;
 }
 
-const PREFIX = 'tch-';
-const OWN_NAME = /^tch-(\d+)-[0-9a-f]+-(sw|h\d+)$/;
-
-/** An error that means "this sandbox does not allow it", as opposed to a bug in the harness. */
-function isRefusal(message: string): boolean {
-  return /not permitted|permission denied|EPERM|EACCES|ENOENT|not supported|unknown (option|command)|No such file or directory|cannot open/i.test(message);
-}
-
-interface CmdError extends Error {
-  stderr?: string;
-}
-
-function sh(cmd: string, args: readonly string[], timeoutMs = 10_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(cmd, [...args], { encoding: 'utf8', timeout: timeoutMs }, (err, stdout, stderr) => {
-      if (err) {
-        const e: CmdError = new Error(`${cmd} ${args.join(' ')}: ${stderr.trim() || err.message}`);
-        e.stderr = stderr;
-        reject(e);
-      } else resolve(stdout);
-    });
-  });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-function listNetns(): string[] {
-  try {
-    return readdirSync('/run/netns');
-  } catch {
-    return [];
-  }
-}
-
-/** Kills (SIGKILL) every process in a netns and deletes it; synchronous, for exit paths; never throws. */
-function removeNetnsSync(ns: string): void {
-  const pids = spawnSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' }).stdout ?? '';
-  for (const p of pids.split('\n').filter((l) => /^\d+$/.test(l))) {
-    try {
-      process.kill(Number(p), 'SIGKILL');
-    } catch {
-      /* already gone */
-    }
-  }
-  spawnSync('ip', ['netns', 'del', ns]);
-}
-
-/** Namespaces of earlier calls whose test process is gone (killed before it could clean up). */
-function sweepStale(): void {
-  for (const ns of listNetns()) {
-    const m = OWN_NAME.exec(ns);
-    if (m && Number(m[1]) !== process.pid && !alive(Number(m[1]))) removeNetnsSync(ns);
-  }
-}
-
+/** Makes n hosts on one bridge (a cluster of one leaf switch, src/cluster/), or says why it cannot. */
 export async function createHosts(n: number, opts: HostsOptions = {}): Promise<Hosts | { skip: string }> {
   if (!(Number.isInteger(n) && n >= 1 && n <= 200)) throw new Error(`createHosts: n must be 1..200, got ${n}`);
-  const tmpfs = opts.tmpfsBytes ?? 256 * 1024 * 1024;
-  const setupTimeoutMs = opts.setupTimeoutMs ?? 20_000;
-  for (const tool of ['ip', 'unshare', 'nsenter', 'setpriv', 'taskset']) {
-    if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) return { skip: `${tool} is not installed (apt-get install iproute2 util-linux)` };
-  }
-  sweepStale();
-
+  if (spawnSync('sh', ['-c', 'command -v taskset']).status !== 0) return { skip: 'taskset is not installed (apt-get install util-linux)' };
   const hex = randomBytes(3).toString('hex');
-  const id = `${PREFIX}${process.pid}-${hex}`;
-  const sw = `${id}-sw`;
-  const subnet = `10.77.${1 + (randomBytes(1)[0]! % 254)}`;
-  const created: string[] = [];
-  const holders: ChildProcess[] = [];
-  const spawned = new Set<ChildProcess>();
-  const hosts: Host[] = [];
+  const id = `tch-${process.pid}-${hex}`;
   const names = Array.from({ length: n }, (_, i) => `host${i}-${hex}`);
-  const addressOf = (i: number): string => `${subnet}.${i + 1}`;
-  // Written before the holders start, bind-mounted by them, removed once they are all ready.
-  const etcDir = opts.etcHosts ? mkdtempSync(join(tmpdir(), `${id}-etc-`)) : undefined;
-  if (etcDir !== undefined) {
-    names.forEach((_, i) => {
-      const lines = ['127.0.0.1 localhost', `127.0.1.1 ${names[i]}`, ...names.flatMap((name, j) => (j === i ? [] : [`${addressOf(j)} ${name}`]))];
-      writeFileSync(join(etcDir, `hosts${i}`), `${lines.join('\n')}\n`);
-    });
-  }
-
-  const cleanupSync = (): void => {
-    for (const c of [...spawned, ...holders]) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-    for (const ns of created) removeNetnsSync(ns);
-  };
-  process.on('exit', cleanupSync);
-
+  const net: NetworkTopology = { source: id, levels: 1, nodes: new Map(names.map((node) => [node, { node, switches: ['sw'] }])), warnings: [] };
+  // Each call has its own subnet and its own bridge (in its own namespace), so calls cannot reach each other.
+  const plan = planCluster(net, { subnet: `10.77.${1 + (randomBytes(1)[0]! % 254)}.0/24` });
+  const keep = REPO_UNDER_TMP !== undefined ? [REPO_UNDER_TMP] : [];
+  let cluster: RunningCluster;
   try {
-    await sh('ip', ['netns', 'add', sw]);
-    created.push(sw);
-    await sh('ip', ['-n', sw, 'link', 'set', 'lo', 'up']);
-    await sh('ip', ['-n', sw, 'link', 'add', 'br0', 'type', 'bridge']);
-    await sh('ip', ['-n', sw, 'link', 'set', 'br0', 'up']);
-    for (let i = 0; i < n; i++) {
-      const ns = `${id}-h${i}`;
-      await sh('ip', ['netns', 'add', ns]);
-      created.push(ns);
-      // Both ends are created directly in their namespaces: the root namespace never holds them.
-      await sh('ip', ['link', 'add', `p${i}`, 'netns', sw, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
-      await sh('ip', ['-n', sw, 'link', 'set', `p${i}`, 'master', 'br0', 'up']);
-      await sh('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
-      await sh('ip', ['-n', ns, 'addr', 'add', `${addressOf(i)}/24`, 'dev', 'eth0']);
-      await sh('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
-      const holder = await startHolder(ns, names[i]!, tmpfs, etcDir && join(etcDir, `hosts${i}`), setupTimeoutMs);
-      holders.push(holder.child);
-      hosts.push({ index: i, name: names[i]!, address: addressOf(i), netns: ns, holderPid: holder.pid });
-    }
-    if (etcDir !== undefined) rmSync(etcDir, { recursive: true });
+    cluster = await startCluster(plan, {
+      tmpfsBytes: opts.tmpfsBytes ?? 256 * 1024 * 1024,
+      setupTimeoutMs: opts.setupTimeoutMs ?? 20_000,
+      etcHosts: opts.etcHosts ? 'loopback' : 'none',
+      keep,
+    });
   } catch (e) {
-    if (etcDir !== undefined) rmSync(etcDir, { recursive: true, force: true });
-    cleanupSync();
-    process.off('exit', cleanupSync);
-    const message = (e as Error).message;
-    if (isRefusal(message)) return { skip: `Linux namespaces are not available here: ${message}` };
+    if (isTopocollError(e, 'ENOTSUP')) return { skip: `Linux namespaces are not available here: ${e.message}` };
     throw e;
   }
+  const hosts: Host[] = cluster.hosts.map((h, i) => ({
+    index: i,
+    name: h.name,
+    address: h.address,
+    netns: `net:[${cluster.namespaces.net[i + 1]}]`,
+    holderPid: h.pid,
+  }));
+  const spawned = new Set<ChildProcess>();
+  const cleanupSync = (): void => {
+    for (const c of spawned) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    cluster.destroySync();
+  };
+  process.on('exit', cleanupSync);
 
   const hostAt = (i: number): Host => {
     const h = hosts[i];
@@ -227,10 +141,8 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
 
   const spawnIn = (i: number, cmd: string, args: readonly string[], o: SpawnInHostOptions = {}): ChildProcess => {
     const h = hostAt(i);
-    const argv = ['--target', String(h.holderPid), '--mount', '--uts', '--net', `--wd=${o.cwd ?? process.cwd()}`, '--', 'setpriv', '--pdeathsig', 'KILL'];
-    if (o.cpus !== undefined) argv.push('taskset', '-c', o.cpus);
-    argv.push(cmd, ...args);
-    const child = spawn('nsenter', argv, { env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const argv = enterHostArgv(h.holderPid, [...(o.cpus !== undefined ? ['taskset', '-c', o.cpus] : []), cmd, ...args], o.cwd ?? process.cwd(), keep);
+    const child = spawn(argv[0]!, argv.slice(1), { env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
     spawned.add(child);
     child.on('exit', () => spawned.delete(child));
     return child;
@@ -286,103 +198,21 @@ export async function createHosts(n: number, opts: HostsOptions = {}): Promise<H
       ),
     destroy() {
       destroyed ??= (async () => {
-        const exits = [...spawned, ...holders]
+        const exits = [...spawned]
           .filter((c) => c.exitCode === null && c.signalCode === null)
           .map(
             (c) =>
               new Promise<void>((resolve) => {
                 c.once('exit', () => resolve());
-                c.ref(); // holders are unref'd: their exit must keep the loop alive until it is seen
                 c.kill('SIGKILL');
               }),
           );
         await Promise.all(exits);
-        // Descendants a job started in a host (not our direct children) are still in its netns.
-        cleanupSync();
+        // Descendants a job started in a host (not our direct children) go with the cluster.
+        await cluster.destroy();
         process.off('exit', cleanupSync);
       })();
       return destroyed;
     },
   };
-}
-
-/** Starts the holder of a host's UTS and mount namespaces and waits until its mounts are in place. */
-function startHolder(
-  ns: string,
-  name: string,
-  tmpfsBytes: number,
-  etcHosts: string | undefined,
-  timeoutMs: number,
-): Promise<{ child: ChildProcess; pid: number }> {
-  // `ip netns exec`, setpriv and unshare (without --fork) all exec, so "$$" is the holder's pid
-  // and also the child's pid; it is printed only once hostname and both mounts succeeded.
-  const script = [
-    'set -e',
-    'hostname "$1"',
-    // Before /tmp is covered: the file lives in the test's /tmp.
-    ...(etcHosts !== undefined ? ['mount --bind "$2" /etc/hosts'] : []),
-    `mount -t tmpfs -o size=${tmpfsBytes},mode=1777 tmpfs /dev/shm`,
-    // A checkout under /tmp: the holder's working directory keeps it reachable through
-    // /proc/$$/cwd after /tmp is covered (-c: mount must not resolve that path by name).
-    ...(REPO_UNDER_TMP !== undefined ? ['cd "$3"'] : []),
-    `mount -t tmpfs -o size=${tmpfsBytes},mode=1777 tmpfs /tmp`,
-    ...(REPO_UNDER_TMP !== undefined ? ['mkdir -p "$3"', 'mount -c --bind "/proc/$$/cwd" "$3"', 'cd /'] : []),
-    'echo "ready $$"',
-    'exec sleep infinity',
-  ].join('\n');
-  const child = spawn(
-    'ip',
-    [
-      'netns',
-      'exec',
-      ns,
-      'setpriv',
-      '--pdeathsig',
-      'KILL',
-      'unshare',
-      '--uts',
-      '--mount',
-      '--propagation',
-      'private',
-      'sh',
-      '-c',
-      script,
-      'holder',
-      name,
-      etcHosts ?? '',
-      REPO_UNDER_TMP ?? '',
-    ],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    const fail = (why: string): void => {
-      clearTimeout(timer);
-      child.kill('SIGKILL');
-      reject(new Error(`host holder in ${ns}: ${why}${err ? `: ${err.trim()}` : ''}`));
-    };
-    const timer = setTimeout(() => fail(`not ready within ${timeoutMs} ms`), timeoutMs);
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = /ready (\d+)\n/.exec(out);
-      if (!m) return;
-      clearTimeout(timer);
-      const pid = Number(m[1]);
-      if (pid !== child.pid) {
-        fail(`holder pid ${pid} is not the spawned pid ${child.pid}`);
-        return;
-      }
-      // The holder writes nothing more; its pipes must not keep the test's event loop alive.
-      child.stdout!.destroy();
-      child.stderr!.destroy();
-      child.unref();
-      resolve({ child, pid });
-    });
-    child.on('error', (e) => fail(e.message));
-    child.on('exit', (code, signal) => fail(`exited (${code ?? signal}) before it was ready`));
-  });
 }
