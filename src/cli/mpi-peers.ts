@@ -21,6 +21,24 @@ import type { BenchRow, BenchSettings } from './bench-worker.js';
 export const PEER_NAMES = ['ompi', 'ompi-han', 'mpich'] as const;
 export type PeerName = (typeof PEER_NAMES)[number];
 
+/**
+ * A job across hosts (`topocoll bench --hosts`): the launcher runs in the first host and starts
+ * the ranks of every host through a remote-shell agent, as over ssh.
+ */
+export interface AcrossHosts {
+  /** The hosts' names, each running `perHost` ranks (in blocks, host by host). */
+  hosts: readonly string[];
+  perHost: number;
+  /** The program `mpirun` and `mpiexec` call instead of ssh. */
+  agent: string;
+  /** The hosts' interface to each other. */
+  iface: string;
+  /** The command line that runs `argv` inside the first host. */
+  enter(argv: readonly string[]): string[];
+  /** Variables the launcher and the agent need beside the caller's (the cluster's name). */
+  env?: Record<string, string>;
+}
+
 interface PeerSpec {
   /** Table and chart label. */
   label: string;
@@ -29,18 +47,30 @@ interface PeerSpec {
   launcher: string;
   /** The harness binary this library's build goes to. */
   binary: string;
-  /** Launcher arguments before the program. */
-  launch(ranks: number, oversubscribed: boolean): string[];
+  /** Launcher arguments before the program: on this machine, or across the hosts of `across`. */
+  launch(ranks: number, oversubscribed: boolean, across?: AcrossHosts): string[];
   install: string;
 }
 
 const harnessSource = join(PACKAGE_ROOT, 'bench/ompi/coll_latency.c');
-const ompiLaunch = (mca: string[]) => (ranks: number, oversubscribed: boolean) => [
+const hostList = (across: AcrossHosts) => across.hosts.map((h) => `${h}:${across.perHost}`).join(',');
+// Across hosts: the daemons started through the agent one by one (no tree spawn: the agent is
+// not ssh, and a daemon cannot start others), TCP between the hosts on their own interface and
+// shared memory inside each.
+const ompiLaunch = (mca: string[]) => (ranks: number, oversubscribed: boolean, across?: AcrossHosts) => [
   '--oversubscribe',
   '--bind-to',
   'core:overload-allowed',
   '-np',
   String(ranks),
+  ...(across === undefined
+    ? []
+    : [
+        '--host',
+        hostList(across),
+        ...['--mca', 'plm_rsh_agent', across.agent, '--mca', 'plm_rsh_no_tree_spawn', '1'],
+        ...['--mca', 'btl', 'self,vader,tcp', '--mca', 'btl_tcp_if_include', across.iface, '--mca', 'oob_tcp_if_include', across.iface],
+      ]),
   ...(oversubscribed ? ['--mca', 'mpi_yield_when_idle', '1'] : []),
   ...mca,
 ];
@@ -68,7 +98,13 @@ const PEERS: Record<PeerName, PeerSpec> = {
     launcher: 'mpiexec.mpich',
     binary: join(PACKAGE_ROOT, 'build/bench/coll_latency-mpich'),
     // Hydra binds round-robin over the cores, more than one rank a core when they outnumber them.
-    launch: (ranks) => ['-n', String(ranks), '-bind-to', 'core'],
+    launch: (ranks, _oversubscribed, across) => [
+      ...(across === undefined ? [] : ['-launcher', 'ssh', '-launcher-exec', across.agent, '-hosts', hostList(across), '-iface', across.iface]),
+      '-n',
+      String(ranks),
+      '-bind-to',
+      'core',
+    ],
     install: 'apt-get install mpich libmpich-dev',
   },
 };
@@ -124,11 +160,14 @@ export interface PeerRun {
   version: string;
 }
 
-/** Runs one collective's sweep of `peer`, `ranks` processes on this machine. */
-export function runPeer(name: PeerName, collective: string, ranks: number, settings: BenchSettings, oversubscribed = false): PeerRun {
+/**
+ * Runs one collective's sweep of `peer`, `ranks` processes on this machine or across the hosts of
+ * `across`. `oversubscribed`: the ranks outnumber the cores they share.
+ */
+export function runPeer(name: PeerName, collective: string, ranks: number, settings: BenchSettings, oversubscribed = false, across?: AcrossHosts): PeerRun {
   const peer = PEERS[name];
   const args = [
-    ...peer.launch(ranks, oversubscribed),
+    ...peer.launch(ranks, oversubscribed, across),
     peer.binary,
     collective,
     String(settings.minBytes),
@@ -141,13 +180,13 @@ export function runPeer(name: PeerName, collective: string, ranks: number, setti
     String(Math.max(200, Math.floor(settings.itersSmall / 5))),
     String(settings.repeats),
   ];
-  const launcher = command(peer.launcher);
-  const r = spawnSync(launcher, args, {
+  const [launcher, ...argv] = across === undefined ? [command(peer.launcher), ...args] : across.enter([command(peer.launcher), ...args]);
+  const r = spawnSync(launcher!, argv, {
     encoding: 'utf8',
-    env: { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
+    env: { ...process.env, ...across?.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
     timeout: 600_000,
   });
-  if (r.status !== 0) throw new Error(`${launcher} ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(0, 2000)}`);
+  if (r.status !== 0) throw new Error(`${launcher} ${argv.join(' ')} failed (${r.status}): ${r.stderr.slice(0, 2000)}`);
   const rows: BenchRow[] = [];
   let version = '';
   for (const line of r.stdout.split('\n')) {

@@ -30,18 +30,7 @@ export async function keepCluster(name: string, plan: ClusterPlan, path: string,
     rmSync(path, { force: true });
   };
   process.on('exit', exitHandler);
-  const state: ClusterState = {
-    version: 1,
-    name,
-    keeper: { pid: process.pid, startTime: processStartTime(process.pid)! },
-    cleanerPid: cluster.cleanerPid,
-    hosts: cluster.hosts.map((h) => ({ name: h.name, address: h.address, pid: h.pid, startTime: h.startTime, leaf: plan.switches[h.leaf]!.name })),
-    switches: plan.switches.map((s) => ({ name: s.name, level: s.level, ...(s.parent !== undefined ? { parent: plan.switches[s.parent]!.name } : {}) })),
-    subnetPrefix: plan.prefixLength,
-    keep: opts.keep ?? [],
-    namespaces: cluster.namespaces,
-    agent: AGENT_PATH,
-  };
+  const state = clusterStateOf(name, plan, cluster, opts.keep ?? []);
   writeState(path, state);
   // Signal handlers alone do not keep Node's event loop alive (the holders are unref'd).
   const alive = setInterval(() => {}, 1 << 30);
@@ -58,6 +47,22 @@ export async function keepCluster(name: string, plan: ClusterPlan, path: string,
     for (const s of SIGNALS) process.on(s, stop);
   });
   return { state, cluster, done };
+}
+
+/** The state file's content for a cluster this process owns (its keeper). */
+export function clusterStateOf(name: string, plan: ClusterPlan, cluster: RunningCluster, keep: readonly string[]): ClusterState {
+  return {
+    version: 1,
+    name,
+    keeper: { pid: process.pid, startTime: processStartTime(process.pid)! },
+    cleanerPid: cluster.cleanerPid,
+    hosts: cluster.hosts.map((h) => ({ name: h.name, address: h.address, pid: h.pid, startTime: h.startTime, leaf: plan.switches[h.leaf]!.name })),
+    switches: plan.switches.map((s) => ({ name: s.name, level: s.level, ...(s.parent !== undefined ? { parent: plan.switches[s.parent]!.name } : {}) })),
+    subnetPrefix: plan.prefixLength,
+    keep: [...keep],
+    namespaces: cluster.namespaces,
+    agent: AGENT_PATH,
+  };
 }
 
 const SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;

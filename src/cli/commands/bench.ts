@@ -12,6 +12,7 @@ import { Progress } from '../progress.js';
 import { formatBytes } from '../svg-chart.js';
 import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
+import { benchAcrossHosts, describeShape, formatHostsTables, parseHostsShape, type HostsRun, type HostsShape } from '../bench-hosts.js';
 import { PEER_NAMES, parsePeers, peerLabel, peerUnavailable, runPeer, type PeerName } from '../mpi-peers.js';
 import { formatAllgatherAlcd, formatStrategies, runStrategies, STRATEGIES, type StrategyCollective } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
@@ -31,6 +32,8 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                       [--min BYTES] [--max BYTES]
                       [--modes sync,addon,async,window] [--iterations N] [--hogs N] [--config F]
                       [--peers ompi,ompi-han,mpich|all] [--no-mpi]
+       topocoll bench [COLLECTIVE] --hosts LEAVES×HOSTS×RANKS [--collectives …] [--min B] [--max B]
+                      [--iterations N] [--repeat R] [--peers LIST] [--no-mpi] [--json]
                       [--json] [--report DIR]
        topocoll bench [COLLECTIVE] --from-json FILE --report DIR
        topocoll bench bcast --sweep [-n N]
@@ -95,6 +98,11 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      defaults: coll/tuned), ompi-han (Open MPI's hierarchical coll/han), mpich
                      (MPICH's defaults), or all; each library's own collectives, at the same -n
   --no-mpi           no MPI library beside topocoll
+  --hosts L×H×R      across an emulated cluster (root; see "topocoll cluster"): L leaf switches
+                     under a spine, H hosts on each, R ranks per host. topocoll with its levels
+                     (auto) and with none above the node (flat), started the torchrun way, beside
+                     the MPI libraries (default --peers all) started through the cluster's agent,
+                     and the link's capacity between two leaves (iperf3). Blocking calls only
   --json             one JSON object per row instead of tables (with the job: ranks, hogs,
                      nodes, transport, and the commit and day of the run)
   --report DIR       after the run, one SVG chart per collective into DIR (made if missing):
@@ -152,6 +160,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       off: { type: 'string' },
       'no-mpi': { type: 'boolean' },
       peers: { type: 'string' },
+      hosts: { type: 'string' },
       json: { type: 'boolean' },
       report: { type: 'string' },
       'from-json': { type: 'string' },
@@ -221,6 +230,11 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     throw new TopocollError('EINVAL', 'topocoll bench: --transport goes with the latency run, not --sweep, --strategies, --explain or --model');
   }
   if (values.model) return await benchModel(job, values.step, values.repeat, values.json === true);
+  if (values.hosts !== undefined) {
+    const clash = (['nodes', 'transport', 'sweep', 'strategies', 'explain', 'hogs', 'config', 'network', 'np'] as const).filter((k) => values[k] !== undefined);
+    if (clash.length > 0) throw new TopocollError('EINVAL', `topocoll bench: --hosts sets the job itself; drop --${clash.join(', --')}`);
+    return await benchHosts(parseHostsShape(values.hosts), { ...settings, modes: ['sync'] }, values, io);
+  }
   const latency = !values.explain && !values.strategies;
   const transports = latency ? latencyTransports(values.transport, job) : [];
   // Before anything runs: a job under mpirun that cannot start would fail only after the others.
@@ -364,6 +378,7 @@ function chartsFromJson(values: Record<string, string | boolean | undefined>, ta
     'off',
     'no-mpi',
     'peers',
+    'hosts',
     'json',
     'model',
     'step',
@@ -594,6 +609,32 @@ function formatSweep(rows: BenchRow[], ranks: number, settings: BenchSettings): 
     for (const r of table) out.push(r.map((v, c) => v.padStart(widths[c]!)).join('  '));
   }
   return out.join('\n') + '\n';
+}
+
+/** `--hosts`: topocoll (auto and flat) and the MPI libraries across an emulated cluster (bench-hosts.ts). */
+async function benchHosts(
+  shape: HostsShape,
+  settings: BenchSettings,
+  values: { 'no-mpi'?: boolean; peers?: string; json?: boolean },
+  io: CliIo,
+): Promise<number> {
+  const peers: PeerName[] = values['no-mpi'] ? [] : parsePeers(values.peers ?? 'all');
+  const progress = new Progress('topocoll bench', 4 + peers.length * settings.collectives.length);
+  let run: HostsRun;
+  try {
+    run = await benchAcrossHosts(shape, settings, peers, progress.around(io), (what) => progress.step(what));
+  } finally {
+    progress.finish();
+  }
+  const commit = topocollCommit();
+  const date = new Date().toISOString().slice(0, 10);
+  if (values.json) {
+    const ranks = shape.leaves * shape.hostsPerLeaf * shape.ranksPerHost;
+    for (const r of run.rows) io.stdout(JSON.stringify({ ...r, ranks, hosts: describeShape(shape), ...(commit !== undefined ? { commit } : {}), date }) + '\n');
+    if (run.linkBytesPerSecond !== undefined)
+      io.stdout(JSON.stringify({ probe: 'link-bytes-per-second', hosts: describeShape(shape), value: run.linkBytesPerSecond }) + '\n');
+  } else io.stdout(formatHostsTables(run, shape, settings, peers));
+  return 0;
 }
 
 /** A peer's name in a ratio column's header. */
