@@ -106,7 +106,8 @@ export async function benchAcrossHosts(
       const config = join(dir, `${mode}.yaml`);
       writeFileSync(config, topocollConfig(network, mode));
       const got = await runTopocoll(cluster, shape, config, settings, io);
-      rows.push(...got.map((r) => ({ ...r, mode: mode === 'auto' ? r.mode : `${r.mode} flat` })));
+      // The memcpy rows once (the job measures them in each mode); flat's own rows renamed.
+      rows.push(...(mode === 'auto' ? got : got.filter((r) => r.collective !== 'memcpy').map((r) => ({ ...r, mode: `${r.mode} flat` }))));
     }
     const notes: string[] = [];
     const first = cluster.hosts[0]!;
@@ -116,7 +117,8 @@ export async function benchAcrossHosts(
       agent: clusterStateOf(name, plan, cluster, keep).agent,
       iface: 'eth0',
       enter: (argv) => enterHostArgv(first.pid, argv, PACKAGE_ROOT, keep),
-      env: { TOPOCOLL_CLUSTER: name },
+      // Each host has its own /tmp: a TMPDIR elsewhere under /tmp is not in it.
+      env: { TOPOCOLL_CLUSTER: name, TMPDIR: '/tmp' },
     };
     for (const peer of peers) {
       const why = peerUnavailable(peer);
@@ -178,6 +180,7 @@ async function runTopocoll(cluster: RunningCluster, shape: HostsShape, config: s
           TOPOCOLL_TOKEN: token,
           TOPOCOLL_CONFIG: config,
           TOPOCOLL_BENCH: JSON.stringify(settings),
+          TMPDIR: '/tmp',
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -209,10 +212,12 @@ function linkCapacity(cluster: RunningCluster, keep: readonly string[]): { linkB
   const from = cluster.hosts[0]!;
   const to = cluster.hosts.at(-1)!;
   const [scmd, ...sargs] = enterHostArgv(to.pid, ['iperf3', '--server', '--one-off', '--port', '5201'], '/', keep);
-  const server = spawn(scmd!, sargs, { stdio: 'ignore' });
+  // iperf3 makes a temporary file: in the hosts' own /tmp.
+  const env = { ...process.env, TMPDIR: '/tmp' };
+  const server = spawn(scmd!, sargs, { stdio: 'ignore', env });
   try {
     const [ccmd, ...cargs] = enterHostArgv(from.pid, ['sh', '-c', `sleep 0.3; iperf3 --client ${to.address} --port 5201 --time 2 --json`], '/', keep);
-    const r = spawnSync(ccmd!, cargs, { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(ccmd!, cargs, { encoding: 'utf8', timeout: 30_000, env });
     const report = JSON.parse(r.stdout) as { end?: { sum_received?: { bits_per_second?: number } } };
     const bits = report.end?.sum_received?.bits_per_second;
     if (bits === undefined) return { linkNote: `no link capacity: iperf3 said ${r.stdout.slice(0, 200)}${r.stderr.slice(0, 200)}` };

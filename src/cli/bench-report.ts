@@ -19,6 +19,8 @@ export interface ReportRow extends BenchRow {
   hogs?: number;
   /** Emulated nodes (absent: the real node). */
   nodes?: number;
+  /** `bench --hosts`: the emulated cluster, leaves×hosts×ranks (e.g. `2×2×2`). */
+  hosts?: string;
   /** `git rev-parse --short HEAD` of the topocoll that measured (absent outside a checkout). */
   commit?: string;
   /** The day the run started, UTC, YYYY-MM-DD. */
@@ -79,6 +81,7 @@ export function parseBenchJson(text: string, source: string): ReportRow[] {
       (r.nodes === undefined || typeof r.nodes === 'number') &&
       (r.transport === undefined || r.transport === 'tcp' || r.transport === 'mpi') &&
       (r.hogs === undefined || typeof r.hogs === 'number') &&
+      (r.hosts === undefined || typeof r.hosts === 'string') &&
       (r.commit === undefined || typeof r.commit === 'string') &&
       (r.date === undefined || typeof r.date === 'string');
     if (!ok)
@@ -96,7 +99,7 @@ export function parseBenchJson(text: string, source: string): ReportRow[] {
  * the MPI transport): the series and titles as they were.
  */
 export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
-  const jobKey = (r: ReportRow) => `${r.ranks}/${r.nodes ?? ''}/${r.hogs ?? 0}`;
+  const jobKey = (r: ReportRow) => `${r.ranks}/${r.nodes ?? ''}/${r.hogs ?? 0}/${r.hosts ?? ''}`;
   const jobs = new Map<string, ReportRow[]>();
   for (const r of rows) {
     const list = jobs.get(jobKey(r));
@@ -105,10 +108,14 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
   }
   const charts: ReportChart[] = [];
   const jobOrder = [...jobs.values()].sort(
-    (a, b) => a[0]!.ranks - b[0]!.ranks || (a[0]!.nodes ?? 0) - (b[0]!.nodes ?? 0) || (a[0]!.hogs ?? 0) - (b[0]!.hogs ?? 0),
+    (a, b) =>
+      a[0]!.ranks - b[0]!.ranks ||
+      (a[0]!.nodes ?? 0) - (b[0]!.nodes ?? 0) ||
+      (a[0]!.hogs ?? 0) - (b[0]!.hogs ?? 0) ||
+      (a[0]!.hosts ?? '').localeCompare(b[0]!.hosts ?? ''),
   );
   for (const job of jobOrder) {
-    const { ranks, nodes, hogs = 0 } = job[0]!;
+    const { ranks, nodes, hogs = 0, hosts } = job[0]!;
     const collectives = [...new Set(job.map((r) => r.collective))]
       .filter((c) => c !== 'memcpy' && c !== 'barrier')
       .sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
@@ -143,10 +150,14 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
           series.push({ ...style, ...(named ? { label: `${SERIES[mode].label} (${transport.toUpperCase()})` } : {}), points });
         }
       }
+      // Across hosts: topocoll with every level above the node off, beside its levels (auto).
+      const flat = fastest('sync flat', (x) => x);
+      if (flat.length > 0) series.push({ ...SERIES.sync, label: 'topocoll flat (no switch levels)', dashed: true, points: flat });
       // The MPI libraries cannot emulate nodes: beside a job across emulated nodes, they ran on one.
       for (const peer of PEER_NAMES) {
         const points = fastest(peer, (x) => x);
-        if (points.length > 0) series.push({ ...SERIES[peer], ...(nodes !== undefined ? { label: `${SERIES[peer].label} (one node)` } : {}), points });
+        if (points.length > 0)
+          series.push({ ...SERIES[peer], ...(nodes !== undefined && hosts === undefined ? { label: `${SERIES[peer].label} (one node)` } : {}), points });
       }
       // The copy each call needs at least, where the table shows it: the message (bcast), the
       // whole result (allgather: ranks × the bytes each rank sends).
@@ -157,9 +168,11 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
       }
       const between = named ? `, ${transports.map((t) => t.toUpperCase()).join(' and ')} between them` : '';
       const where =
-        nodes !== undefined
-          ? `on ${nodes} emulated node${nodes === 1 ? '' : 's'}${between}`
-          : `one node${named ? `, transport ${transports.join(' and ')}` : ''}`;
+        hosts !== undefined
+          ? `across an emulated cluster of ${hosts} (leaves × hosts × ranks)`
+          : nodes !== undefined
+            ? `on ${nodes} emulated node${nodes === 1 ? '' : 's'}${between}`
+            : `one node${named ? `, transport ${transports.join(' and ')}` : ''}`;
       const busy = hogs > 0 ? `, ${hogs} busy process${hogs === 1 ? '' : 'es'} beside` : '';
       const what: Record<string, string> = {
         bcast: 'bytes from rank 0 to every rank; memcpy: one copy of the message',
@@ -175,7 +188,8 @@ export function benchCharts(rows: readonly ReportRow[]): ReportChart[] {
         footer: ['per-rank mean over back-to-back calls, averaged over ranks', ...provenance(mine)].join(' · '),
         series,
       });
-      charts.push({ file: `${collective}-p${ranks}${nodes !== undefined ? `-nodes${nodes}` : ''}${hogs > 0 ? `-hogs${hogs}` : ''}.svg`, svg });
+      const placement = hosts !== undefined ? `-hosts${hosts.replace(/×/g, 'x')}` : nodes !== undefined ? `-nodes${nodes}` : '';
+      charts.push({ file: `${collective}-p${ranks}${placement}${hogs > 0 ? `-hogs${hogs}` : ''}.svg`, svg });
     }
   }
   return charts;

@@ -57,10 +57,12 @@ const hostList = (across: AcrossHosts) => across.hosts.map((h) => `${h}:${across
 // Across hosts: the daemons started through the agent one by one (no tree spawn: the agent is
 // not ssh, and a daemon cannot start others), TCP between the hosts on their own interface and
 // shared memory inside each.
+// Hosts that share one machine's cores each bind their first rank to core 0: across hosts the
+// ranks run unbound, as topocoll's do there, and the kernel spreads them.
 const ompiLaunch = (mca: string[]) => (ranks: number, oversubscribed: boolean, across?: AcrossHosts) => [
   '--oversubscribe',
   '--bind-to',
-  'core:overload-allowed',
+  across === undefined ? 'core:overload-allowed' : 'none',
   '-np',
   String(ranks),
   ...(across === undefined
@@ -102,8 +104,7 @@ const PEERS: Record<PeerName, PeerSpec> = {
       ...(across === undefined ? [] : ['-launcher', 'ssh', '-launcher-exec', across.agent, '-hosts', hostList(across), '-iface', across.iface]),
       '-n',
       String(ranks),
-      '-bind-to',
-      'core',
+      ...(across === undefined ? ['-bind-to', 'core'] : []),
     ],
     install: 'apt-get install mpich libmpich-dev',
   },

@@ -615,7 +615,7 @@ function formatSweep(rows: BenchRow[], ranks: number, settings: BenchSettings): 
 async function benchHosts(
   shape: HostsShape,
   settings: BenchSettings,
-  values: { 'no-mpi'?: boolean; peers?: string; json?: boolean },
+  values: { 'no-mpi'?: boolean; peers?: string; json?: boolean; report?: string },
   io: CliIo,
 ): Promise<number> {
   const peers: PeerName[] = values['no-mpi'] ? [] : parsePeers(values.peers ?? 'all');
@@ -628,12 +628,14 @@ async function benchHosts(
   }
   const commit = topocollCommit();
   const date = new Date().toISOString().slice(0, 10);
+  const ranks = shape.leaves * shape.hostsPerLeaf * shape.ranksPerHost;
+  const rows: ReportRow[] = run.rows.map((r) => ({ ...r, ranks, hosts: describeShape(shape), ...(commit !== undefined ? { commit } : {}), date }));
   if (values.json) {
-    const ranks = shape.leaves * shape.hostsPerLeaf * shape.ranksPerHost;
-    for (const r of run.rows) io.stdout(JSON.stringify({ ...r, ranks, hosts: describeShape(shape), ...(commit !== undefined ? { commit } : {}), date }) + '\n');
+    for (const r of rows) io.stdout(JSON.stringify(r) + '\n');
     if (run.linkBytesPerSecond !== undefined)
       io.stdout(JSON.stringify({ probe: 'link-bytes-per-second', hosts: describeShape(shape), value: run.linkBytesPerSecond }) + '\n');
   } else io.stdout(formatHostsTables(run, shape, settings, peers));
+  if (values.report !== undefined) reportCharts(rows, resolve(io.cwd, values.report), io);
   return 0;
 }
 
