@@ -184,6 +184,8 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
     config.allgather,
     config.gather,
     config.scatter,
+    config.reduceScatter,
+    config.alltoall,
     config.barrier,
     collectives,
     config.shm.bcast.enabled,

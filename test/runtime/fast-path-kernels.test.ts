@@ -125,5 +125,9 @@ describe('planHash', () => {
     expect(planHash(plan, validateConfig({ collectives: { jsFastPath: false } }))).toBe(on);
     expect(planHash(plan, validateConfig({ bcast: { segment: 4096 } }))).not.toBe(on);
     expect(planHash(plan, validateConfig({ model: { callUs: 9 } }))).not.toBe(on);
+    // The forced reduce-scatter top and alltoall form decide schedules as the levels' algorithms do.
+    expect(planHash(plan, validateConfig({ reduceScatter: { top: 'ring' } }))).not.toBe(on);
+    expect(planHash(plan, validateConfig({ alltoall: { algorithm: 'bruck' } }))).not.toBe(on);
+    expect(planHash(plan, validateConfig({ reduceScatter: { top: 'auto' }, alltoall: { algorithm: 'auto' } }))).toBe(on);
   });
 });
