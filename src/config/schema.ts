@@ -437,7 +437,8 @@ const model = z
 /**
  * Which path a call takes (src/runtime/router.ts): the sizes where two paths' measured times
  * cross, from the default machine profile. Set when the communicator is made; every rank of a
- * job must give the same `windows` and `sharedArea` (the fast path is each rank's own choice).
+ * job must give the same `windows`, `sharedArea` and `scan` — the plan hash holds them, so ranks
+ * that differ get EMISMATCH (the fast path is each rank's own choice, outside the hash).
  */
 const routing = z
   .object({
