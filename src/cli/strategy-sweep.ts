@@ -80,6 +80,19 @@ export const STRATEGIES: Record<StrategyCollective, Strategy[]> = {
   ],
 };
 
+/**
+ * The `levels` section that switches off `off`'s levels (a comma list, e.g. `core,l1,l2`: a
+ * machine whose cores pair ranks at several levels keeps a top group of two until all are off);
+ * nothing for none. A name that is no level fails the job's configuration (ECONFIG at its key).
+ */
+export function offLevels(off: string | undefined): string {
+  const names = (off ?? '')
+    .split(',')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
+  return names.length === 0 ? '' : `levels: { ${names.map((l) => `${l}: { enabled: false }`).join(', ')} }\n`;
+}
+
 /** Runs every strategy of `collective` through `run` (one benchmark job each); rows tagged with the strategy. */
 export async function runStrategies(
   collective: StrategyCollective,
@@ -91,7 +104,7 @@ export async function runStrategies(
   try {
     for (const s of STRATEGIES[collective]) {
       const file = join(dir, `${s.name.replace(/[^a-z0-9]+/gi, '-')}.yaml`);
-      writeFileSync(file, s.yaml + (off ? `levels: { ${off}: { enabled: false } }\n` : ''));
+      writeFileSync(file, s.yaml + offLevels(off));
       const r = await run(file);
       if (r.code !== 0) throw new TopocollError('EINVAL', `topocoll bench: the ${collective} job with ${s.name} failed`);
       for (const row of r.rows) if (row.collective === collective && row.mode === 'sync') rows.push({ ...row, mode: s.name });

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { allgatherAlcd } from '../../src/algorithms/group-allgather.js';
 import { parseConfig } from '../../src/config/load.js';
-import { ALLGATHER_ALGORITHMS, formatAllgatherAlcd, formatStrategies, STRATEGIES } from '../../src/cli/strategy-sweep.js';
+import { ALLGATHER_ALGORITHMS, formatAllgatherAlcd, formatStrategies, offLevels, STRATEGIES } from '../../src/cli/strategy-sweep.js';
 import type { BenchRow, BenchSettings } from '../../src/cli/bench-worker.js';
 import { cli, repoRoot } from './helpers.js';
 
@@ -55,6 +55,13 @@ describe('topocoll bench allgather', () => {
     expect(scan.stderr).toMatch(/scan runs one algorithm per level: there is nothing to compare/);
     const help = await cli(['bench', '--help']);
     expect(help.stdout).toMatch(/bcast\|reduce\|allreduce\|allgather\|reduce-scatter\|alltoall --strategies/);
+  });
+
+  it('--off switches off one level or a comma list of them', () => {
+    expect(offLevels(undefined)).toBe('');
+    expect(parseConfig(offLevels('l2'), 'off.yaml').levels.l2?.enabled).toBe(false);
+    const three = parseConfig(offLevels('core, l1,l2'), 'off.yaml').levels;
+    expect([three.core?.enabled, three.l1?.enabled, three.l2?.enabled, three.node?.enabled ?? true]).toEqual([false, false, false, true]);
   });
 
   it("reduce-scatter's and alltoall's strategies force their one choice each (reduceScatter.top, alltoall.algorithm), the reference first, auto last", () => {

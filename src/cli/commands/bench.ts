@@ -33,7 +33,7 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
        topocoll bench [COLLECTIVE] --from-json FILE --report DIR
        topocoll bench bcast --sweep [-n N]
        topocoll bench bcast|reduce|allreduce|allgather|reduce-scatter|alltoall --strategies [-n N] [--nodes K]
-                      [--off LEVEL]
+                      [--off LEVEL,…]
        topocoll bench barrier --explain [-n N] [--nodes K] [--network F] [--config F]
        topocoll bench [COLLECTIVE] --model [-n N] [--nodes K] [--min BYTES] [--max BYTES]
                       [--step F] [--repeat R] [--config F] [--json]
@@ -55,7 +55,7 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      the top group's ring, recursive-halving (reduceScatter.top) and auto relative
                      to ring; alltoall: pairwise, bruck (alltoall.algorithm: one node) and auto
                      relative to pairwise. scan and exscan have no choice to compare
-  --off LEVEL        with --strategies: with LEVEL switched off
+  --off LEVELS       with --strategies: with these levels switched off (a comma list)
   --model            how good the cost model behind auto is: one job runs, for every
                      collective and size, every configuration auto chooses among (each
                      combination of the levels' candidate algorithms, auto's algorithms at every
