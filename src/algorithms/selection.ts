@@ -76,8 +76,9 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  *
  * Reduce-scatter runs the reduce's algorithms and segment below the top group, and the scatter's
  * algorithms down in the scatter's column segments (capped by the eager limit); it chooses only
- * the top group's algorithm, ring or recursive-halving, the least prediction on those columns
- * (`auto` only). A scan or exscan chooses nothing: it runs the recursive doubling of scan.ts in
+ * the top group's algorithm, ring or recursive-halving: `reduceScatter.top` when configured, else
+ * the least prediction on those columns. An alltoall on one node runs `alltoall.algorithm` when
+ * configured (pairwise or bruck), else the least prediction for its block size (alltoallOnNode). A scan or exscan chooses nothing: it runs the recursive doubling of scan.ts in
  * every group of the rank-ordered plan, in column segments of the reduce's segment (a fixed one
  * where that is whole; CollectivePlans.scan); `explain` prices both unsegmented.
  */
@@ -434,21 +435,24 @@ export class Selector {
 
   /**
    * The top group's reduce-scatter of rank blocks of `block` bytes, each member keeping the
-   * blocks of the ranks it covers: every candidate's prediction, and the least (ties as argmin).
+   * blocks of the ranks it covers: `reduceScatter.top` when configured (its prediction alone,
+   * as a configured level's), else every candidate's prediction and the least (ties as argmin).
    */
   private reduceScatterTop(
     top: Group,
     block: number,
-  ): { algorithm: GroupReduceScatterAlgorithm; us: number; all: (Candidate & { a: GroupReduceScatterAlgorithm })[] } {
+  ): { algorithm: GroupReduceScatterAlgorithm; us: number; all: (Candidate & { a: GroupReduceScatterAlgorithm })[]; configured: boolean } {
     const costs = this.costs(top);
     const n = top.members.length;
     const memberBytes = this.allgatherMemberBytes(top, block);
-    const all = REDUCE_SCATTER_TOP_CANDIDATES.map((a) => {
+    const forced = this.config.reduceScatter.top;
+    const candidates = forced === 'auto' ? REDUCE_SCATTER_TOP_CANDIDATES : [forced];
+    const all = candidates.map((a) => {
       const span = predictGroupReduceScatterUs(a, n, memberBytes, costs);
       return { a, algorithm: a, span, us: this.bound('reduce-scatter', top, a, memberBytes, costs, span) };
     });
     const best = argmin(all);
-    return { algorithm: best.a, us: best.us, all };
+    return { algorithm: best.a, us: best.us, all, configured: forced !== 'auto' };
   }
 
   /**
@@ -621,9 +625,9 @@ export class Selector {
         });
       const ring: Explanation['levels'] = [];
       if (top !== undefined) {
-        const { all } = this.reduceScatterTop(top, p);
+        const { all, configured } = this.reduceScatterTop(top, p);
         const candidates = all.map(({ algorithm, us }) => ({ algorithm, us }));
-        ring.push(this.levelEntry(`${top.level} (reduce-scatter)`, top, candidates, choice.reduceScatterTop));
+        ring.push(this.levelEntry(`${top.level} (reduce-scatter)`, top, candidates, choice.reduceScatterTop, configured));
       }
       const predictedUs = this.levels.length === 0 ? 0 : this.reduceScatterUs(at, choice);
       return {
@@ -697,11 +701,14 @@ export class Selector {
   }
 
   /**
-   * On one node, how an alltoall of `blockBytes` per block runs: pairwise or bruck, the least
-   * predicted (the same on every rank: the plan, the configuration and the size). alltoallv
-   * always runs pairwise; several nodes hierarchical (alltoallAlgorithm).
+   * On one node, how an alltoall of `blockBytes` per block runs: `alltoall.algorithm` when
+   * configured, else pairwise or bruck, the least predicted (the same on every rank: the plan,
+   * the configuration and the size). alltoallv always runs pairwise; several nodes hierarchical
+   * (alltoallAlgorithm), whatever this answers: CollectivePlans asks only on one node.
    */
   alltoallOnNode(blockBytes: number): 'pairwise' | 'bruck' {
+    const forced = this.config.alltoall.algorithm;
+    if (forced !== 'auto') return forced;
     const bucket = sizeBucket(blockBytes);
     let choice = this.alltoallByBucket[bucket];
     if (choice === undefined) {
@@ -764,20 +771,25 @@ export class Selector {
     const callUs = this.config.model.callUs;
     const candidates: Candidate[] = [];
     const top = this.top;
+    // A configured one-node form is that form's prediction alone (as a configured level's).
+    const forced = this.config.alltoall.algorithm;
+    const onNodeForms = forced === 'auto' ? (['pairwise', 'bruck'] as const) : [forced];
     if (top !== undefined && this.isNodeLocal(top)) {
-      candidates.push({ algorithm: 'pairwise', us: callUs + predictPairwiseAlltoallUs(p, block, this.costs(top)) });
-      candidates.push({ algorithm: 'bruck', us: callUs + predictBruckAlltoallUs(p, block, this.costs(top)) });
+      for (const form of onNodeForms) {
+        const us = form === 'pairwise' ? predictPairwiseAlltoallUs(p, block, this.costs(top)) : predictBruckAlltoallUs(p, block, this.costs(top));
+        candidates.push({ algorithm: form, us: callUs + us });
+      }
     }
     candidates.push({ algorithm: 'hierarchical', us: callUs + this.alltoallHierarchicalUs(block, false) });
     if (placed === 'hierarchical') candidates.push({ algorithm: 'hierarchical (bundles)', us: callUs + this.alltoallHierarchicalUs(block, true) });
     const predictedUs = p === 1 ? 0 : (candidates.find((c) => c.algorithm === chosen)?.us ?? candidates[candidates.length - 1]!.us);
     if (placed === 'pairwise' && top !== undefined) {
-      const onNode = candidates.slice(0, 2).map((c) => ({ algorithm: c.algorithm, us: c.us - callUs }));
+      const onNode = candidates.slice(0, onNodeForms.length).map((c) => ({ algorithm: c.algorithm, us: c.us - callUs }));
       return {
         collective: 'alltoall',
         bytes,
         // Pairwise and Bruck run among all p ranks of the node, whatever groups are below the top.
-        levels: [{ ...this.levelEntry(top.level, top, onNode, chosen), groupSize: p }],
+        levels: [{ ...this.levelEntry(top.level, top, onNode, chosen, forced !== 'auto'), groupSize: p }],
         alltoall: candidates,
         segments: [],
         segmentBytes: 0,

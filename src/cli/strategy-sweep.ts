@@ -10,10 +10,18 @@ import { sizesOf, type BenchRow, type BenchSettings } from './bench-worker.js';
  * `topocoll bench COLLECTIVE --strategies`: the collective once per per-level algorithm choice,
  * each applied at every level (S3's tables in form), as time relative to the flat algorithm,
  * beside the automatic choice and Open MPI at the same process count. allgather is relative to the
- * ring (S2's figure), with every algorithm's ALCD for the job's group sizes.
+ * ring (S2's figure), with every algorithm's ALCD for the job's group sizes. reduce-scatter and
+ * alltoall have one choice of their own each, forced by its key: the top group's algorithm
+ * (`reduceScatter.top`, relative to the ring; below the top the reduce's and scatter's levels
+ * stay auto) and the one-node form (`alltoall.algorithm`, relative to pairwise; across nodes the
+ * hierarchical form runs whatever the key says, so every row there is the same algorithm). scan
+ * and exscan have none: one algorithm per level.
  */
 
-export type StrategyCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather';
+export type StrategyCollective = 'bcast' | 'reduce' | 'allreduce' | 'allgather' | 'reduce-scatter' | 'alltoall';
+
+/** The collectives `--strategies` goes with (every key of STRATEGIES). */
+export const STRATEGY_COLLECTIVES: readonly StrategyCollective[] = ['bcast', 'reduce', 'allreduce', 'allgather', 'reduce-scatter', 'alltoall'];
 
 const INSIDE = ['core', 'l1', 'l2', 'l3', 'numa', 'socket', 'node'];
 const BETWEEN = ['switch1', 'switch2', 'switch3', 'world'];
@@ -29,7 +37,7 @@ const everyLevel = (collective: 'bcast' | 'reduce' | 'allgather', inside: string
 /** allgather's per-level algorithms, in the order of S2's figure. */
 export const ALLGATHER_ALGORITHMS: readonly GroupAllgatherAlgorithm[] = ['ring', 'recursive-doubling', 'bruck', 'neighbor-exchange'];
 
-/** The choices compared for each collective; the first is the reference (flat; ring for allgather). */
+/** The choices compared for each collective; the first is the reference (flat; ring for allgather and reduce-scatter; pairwise for alltoall). */
 export const STRATEGIES: Record<StrategyCollective, Strategy[]> = {
   bcast: [
     { name: 'flat', yaml: everyLevel('bcast', 'flat') },
@@ -60,7 +68,30 @@ export const STRATEGIES: Record<StrategyCollective, Strategy[]> = {
     { name: 'auto', yaml: '' },
   ],
   allgather: [...ALLGATHER_ALGORITHMS.map((a) => ({ name: a, yaml: everyLevel('allgather', a) })), { name: 'auto', yaml: '' }],
+  'reduce-scatter': [
+    { name: 'ring', yaml: 'reduceScatter: { top: ring }\n' },
+    { name: 'recursive-halving', yaml: 'reduceScatter: { top: recursive-halving }\n' },
+    { name: 'auto', yaml: '' },
+  ],
+  alltoall: [
+    { name: 'pairwise', yaml: 'alltoall: { algorithm: pairwise }\n' },
+    { name: 'bruck', yaml: 'alltoall: { algorithm: bruck }\n' },
+    { name: 'auto', yaml: '' },
+  ],
 };
+
+/**
+ * The `levels` section that switches off `off`'s levels (a comma list, e.g. `core,l1,l2`: a
+ * machine whose cores pair ranks at several levels keeps a top group of two until all are off);
+ * nothing for none. A name that is no level fails the job's configuration (ECONFIG at its key).
+ */
+export function offLevels(off: string | undefined): string {
+  const names = (off ?? '')
+    .split(',')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
+  return names.length === 0 ? '' : `levels: { ${names.map((l) => `${l}: { enabled: false }`).join(', ')} }\n`;
+}
 
 /** Runs every strategy of `collective` through `run` (one benchmark job each); rows tagged with the strategy. */
 export async function runStrategies(
@@ -73,7 +104,7 @@ export async function runStrategies(
   try {
     for (const s of STRATEGIES[collective]) {
       const file = join(dir, `${s.name.replace(/[^a-z0-9]+/gi, '-')}.yaml`);
-      writeFileSync(file, s.yaml + (off ? `levels: { ${off}: { enabled: false } }\n` : ''));
+      writeFileSync(file, s.yaml + offLevels(off));
       const r = await run(file);
       if (r.code !== 0) throw new TopocollError('EINVAL', `topocoll bench: the ${collective} job with ${s.name} failed`);
       for (const row of r.rows) if (row.collective === collective && row.mode === 'sync') rows.push({ ...row, mode: s.name });

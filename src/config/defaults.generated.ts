@@ -30,6 +30,8 @@ export const DEFAULT_CONFIG_VALUES: unknown = {
   reduce: { levels: {}, segment: 'auto', shm: true },
   allreduce: { algorithm: 'auto', top: 'auto', segment: 'auto', shm: true },
   allgather: { levels: {}, segment: 'auto', shm: true },
+  reduceScatter: { top: 'auto' },
+  alltoall: { algorithm: 'auto' },
   barrier: { levels: {} },
   collectives: { jsFastPath: true },
   model: {

@@ -149,7 +149,19 @@ export function validateConfig(input: TopocollConfigInput, origin = 'options'): 
 }
 
 /** What `configure()` may change while a communicator runs: everything that only decides schedules. */
-export const RUNTIME_KEYS = ['levels', 'bcast', 'reduce', 'allreduce', 'allgather', 'gather', 'scatter', 'barrier', 'collectives'] as const;
+export const RUNTIME_KEYS = [
+  'levels',
+  'bcast',
+  'reduce',
+  'allreduce',
+  'allgather',
+  'gather',
+  'scatter',
+  'reduceScatter',
+  'alltoall',
+  'barrier',
+  'collectives',
+] as const;
 export type RuntimeConfigInput = Pick<TopocollConfigInput, (typeof RUNTIME_KEYS)[number]> & {
   shm?: { bcast?: { enabled?: boolean } };
 };

@@ -372,6 +372,36 @@ const allreduceCollective = z
   })
   .strict();
 
+/**
+ * Reduce-scatter: its lower levels run the reduce's and the scatter's algorithms and segments;
+ * what is its own is the top group's algorithm on the rank blocks (`reduceScatterTop`,
+ * group-reduce-scatter.ts).
+ */
+const reduceScatterCollective = z
+  .object({
+    /**
+     * The top group's reduce-scatter: `ring` (n − 1 pairwise exchanges of one member's share) or
+     * `recursive-halving` (log2 n exchanges of halving ranges, folded to a power of two);
+     * `auto`: the model's choice per size. A plan without a top group of several members
+     * has nothing to choose (its ranks share one group below, or there is one rank).
+     */
+    top: z.enum(['auto', 'ring', 'recursive-halving']).default('auto'),
+  })
+  .strict();
+
+/**
+ * Alltoall in a job on one node: `pairwise` (p − 1 exchanges, one block each) or `bruck`
+ * (⌈log2 p⌉ packed exchanges, for small blocks); `auto`: the model's choice per block size.
+ * Across nodes the node-aggregated hierarchical form runs whatever this says (the placement
+ * decides it, alltoall.ts), and alltoallv always runs pairwise on one node (Bruck needs equal
+ * blocks).
+ */
+const alltoallCollective = z
+  .object({
+    algorithm: z.enum(['auto', 'pairwise', 'bruck']).default('auto'),
+  })
+  .strict();
+
 const collectiveTuning = z
   .object({
     /**
@@ -422,7 +452,8 @@ const model = z
 /**
  * Which path a call takes (src/runtime/router.ts): the sizes where two paths' measured times
  * cross, from the default machine profile. Set when the communicator is made; every rank of a
- * job must give the same `windows` and `sharedArea` (the fast path is each rank's own choice).
+ * job must give the same `windows`, `sharedArea` and `scan` — the plan hash holds them, so ranks
+ * that differ get EMISMATCH (the fast path is each rank's own choice, outside the hash).
  */
 const routing = z
   .object({
@@ -465,6 +496,8 @@ export const configSchema = z
     allgather: allgatherCollective.prefault({}),
     gather: gatherCollective.prefault({}),
     scatter: gatherCollective.prefault({}),
+    reduceScatter: reduceScatterCollective.prefault({}),
+    alltoall: alltoallCollective.prefault({}),
     barrier: barrierCollective.prefault({}),
     collectives: collectiveTuning.prefault({}),
     model: model.prefault({}),

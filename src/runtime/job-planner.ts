@@ -171,7 +171,11 @@ export class JobPlanner {
 
 /**
  * A plan's identity, carried by every message so differently configured ranks are caught: the
- * levels and everything that decides the schedules (algorithms, segments, shm on or off).
+ * levels and everything that decides the schedules (algorithms, segments, shm on or off) or
+ * which path a call takes where every rank must take the same one (`routing.windows`: single-copy
+ * window algorithm or the levels; `routing.sharedArea`: the one-node area or the schedules;
+ * `routing.scan`: the scan's segment). Left out: what is each rank's own and makes the same
+ * calls either way (`collectives.jsFastPath`, `routing.fastPath`).
  */
 export function planHash(plan: GroupPlan, config: TopocollConfig): number {
   // jsFastPath is each rank's own: both paths make the same calls.
@@ -184,11 +188,15 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
     config.allgather,
     config.gather,
     config.scatter,
+    config.reduceScatter,
+    config.alltoall,
     config.barrier,
     collectives,
     config.shm.bcast.enabled,
     config.shm.model,
     config.model,
+    config.routing.windows,
+    config.routing.sharedArea,
     config.routing.scan,
   ]);
   let h = 0x811c9dc5;

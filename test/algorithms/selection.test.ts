@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { formatAlgorithm } from '../../src/algorithms/algorithm-choice.js';
 import { isNodeLocal, MAX_SIZE_BUCKET, Selector, sizeBucket, type Candidate, type Choice, type NodeFacts } from '../../src/algorithms/selection.js';
-import { validateConfig } from '../../src/config/load.js';
+import { parseConfig, validateConfig } from '../../src/config/load.js';
 import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group, type GroupPlan } from '../../src/groups/plan.js';
 import { byCore, range } from '../helpers/placements.js';
@@ -584,5 +584,63 @@ describe('alltoall in explain()', () => {
     expect(four.predictedUs).toBeCloseTo(Math.min(...four.alltoall!.map((c) => c.us)), 9);
     // More bytes never predict less.
     expect(selector(plan4x4).explain('alltoall', 1 << 20).predictedUs).toBeGreaterThan(four.predictedUs);
+  });
+});
+
+describe('forced reduce-scatter top and alltoall form (reduceScatter.top, alltoall.algorithm)', () => {
+  it('reduceScatter.top: the configured algorithm at every size, explained alone and marked configured; auto keeps the argmin', () => {
+    // 6 ranks in one group: auto takes recursive halving for 8 B and the ring for 64 MiB (above).
+    const six = worldOnly(6);
+    for (const top of ['ring', 'recursive-halving'] as const) {
+      const s = selector(six, { ...PINNED_MODEL, reduceScatter: { top } });
+      for (const bytes of [8, 65536, 64 << 20]) {
+        expect(s.choose(bytes).reduceScatterTop, `${top}, ${bytes} B`).toBe(top);
+        const level = s.explain('reduce-scatter', bytes).levels.find((l) => l.level === 'world (reduce-scatter)')!;
+        expect(level).toMatchObject({ configured: true, chosen: top });
+        expect(level.candidates.map((c) => c.algorithm)).toEqual([top]);
+        expect(level.candidates[0]!.us).toBeGreaterThan(0);
+      }
+    }
+    const auto = selector(six, { ...PINNED_MODEL, reduceScatter: { top: 'auto' } });
+    expect([auto.choose(8).reduceScatterTop, auto.choose(64 << 20).reduceScatterTop]).toEqual(['recursive-halving', 'ring']);
+    expect(auto.explain('reduce-scatter', 8).levels.find((l) => l.level === 'world (reduce-scatter)')!.configured).toBe(false);
+  });
+
+  it('alltoall.algorithm: the configured one-node form at every block size, explained alone and marked configured; across nodes the hierarchical form still runs', () => {
+    const one = planGroups(byCore(['a'], 8, 4));
+    for (const form of ['pairwise', 'bruck'] as const) {
+      const s = selector(one, { alltoall: { algorithm: form } });
+      for (const block of [1, 8, 1 << 20]) expect(s.alltoallOnNode(block), `${form}, ${block} B`).toBe(form);
+      const e = s.explain('alltoall', 8 * 8);
+      expect(e.levels).toHaveLength(1);
+      expect(e.levels[0]).toMatchObject({ configured: true, chosen: form, groupSize: 8 });
+      expect(e.levels[0]!.candidates.map((c) => c.algorithm)).toEqual([form]);
+      expect(e.alltoall!.map((c) => c.algorithm)).toEqual([form, 'hierarchical']);
+      expect(e.predictedUs).toBeCloseTo(e.alltoall![0]!.us, 9);
+    }
+    // auto: bruck for tiny blocks, pairwise for large ones (above), not marked configured.
+    const auto = selector(one);
+    expect([auto.alltoallOnNode(8), auto.alltoallOnNode(1 << 20)]).toEqual(['bruck', 'pairwise']);
+    expect(auto.explain('alltoall', 64).levels[0]!.configured).toBe(false);
+    // Several nodes: the placement decides (hierarchical); the one-node forms are not candidates.
+    const across = selector(plan4x4, { alltoall: { algorithm: 'bruck' } }).explain('alltoall', 16 * 1024);
+    expect(across.alltoall!.map((c) => c.algorithm)).toEqual(['hierarchical', 'hierarchical (bundles)']);
+    expect(across.levels.every((l) => l.chosen.startsWith('hierarchical'))).toBe(true);
+  });
+
+  it('the configuration refuses other values with ECONFIG at the key (file:line:column)', () => {
+    for (const [text, key, line, column] of [
+      ['reduceScatter:\n  top: rabenseifner\n', 'reduceScatter.top', 2, 8],
+      ['alltoall:\n  algorithm: hierarchical\n', 'alltoall.algorithm', 2, 14],
+    ] as const) {
+      let error: unknown;
+      try {
+        parseConfig(text, 'forced.yaml');
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toMatchObject({ code: 'ECONFIG', file: 'forced.yaml', line, column });
+      expect((error as Error).message).toMatch(new RegExp(`^ECONFIG: forced\\.yaml:${line}:${column}: ${key.replace('.', '\\.')}: `));
+    }
   });
 });

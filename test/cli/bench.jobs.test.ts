@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { allgatherAlcd } from '../../src/algorithms/group-allgather.js';
 import { parseConfig } from '../../src/config/load.js';
-import { ALLGATHER_ALGORITHMS, formatAllgatherAlcd, formatStrategies, STRATEGIES } from '../../src/cli/strategy-sweep.js';
+import { ALLGATHER_ALGORITHMS, formatAllgatherAlcd, formatStrategies, offLevels, STRATEGIES } from '../../src/cli/strategy-sweep.js';
 import type { BenchRow, BenchSettings } from '../../src/cli/bench-worker.js';
 import { cli, repoRoot } from './helpers.js';
 
@@ -46,12 +46,32 @@ describe('topocoll bench allgather', () => {
     expect(r.stdout).toMatch(/^\s+1024\s+\S+\s+\S+\s+\S+$/m);
   });
 
-  it('--strategies names allgather and refuses barrier', async () => {
+  it('--strategies names allgather, reduce-scatter and alltoall, and refuses barrier and scan (nothing to compare)', async () => {
     const refused = await cli(['bench', 'barrier', '--strategies', '--no-mpi']);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/--strategies goes with bcast, reduce, allreduce or allgather/);
+    expect(refused.stderr).toMatch(/--strategies goes with bcast, reduce, allreduce, allgather, reduce-scatter, alltoall/);
+    const scan = await cli(['bench', 'scan', '--strategies', '--no-mpi']);
+    expect(scan.code).toBe(1);
+    expect(scan.stderr).toMatch(/scan runs one algorithm per level: there is nothing to compare/);
     const help = await cli(['bench', '--help']);
-    expect(help.stdout).toMatch(/bcast\|reduce\|allreduce\|allgather --strategies/);
+    expect(help.stdout).toMatch(/bcast\|reduce\|allreduce\|allgather\|reduce-scatter\|alltoall --strategies/);
+  });
+
+  it('--off switches off one level or a comma list of them', () => {
+    expect(offLevels(undefined)).toBe('');
+    expect(parseConfig(offLevels('l2'), 'off.yaml').levels.l2?.enabled).toBe(false);
+    const three = parseConfig(offLevels('core, l1,l2'), 'off.yaml').levels;
+    expect([three.core?.enabled, three.l1?.enabled, three.l2?.enabled, three.node?.enabled ?? true]).toEqual([false, false, false, true]);
+  });
+
+  it("reduce-scatter's and alltoall's strategies force their one choice each (reduceScatter.top, alltoall.algorithm), the reference first, auto last", () => {
+    for (const [collective, key, names] of [
+      ['reduce-scatter', (c: ReturnType<typeof parseConfig>) => c.reduceScatter.top, ['ring', 'recursive-halving', 'auto']],
+      ['alltoall', (c: ReturnType<typeof parseConfig>) => c.alltoall.algorithm, ['pairwise', 'bruck', 'auto']],
+    ] as const) {
+      expect(STRATEGIES[collective].map((s) => s.name)).toEqual(names);
+      for (const s of STRATEGIES[collective]) expect(key(parseConfig(s.yaml, `${s.name}.yaml`)), `${collective} ${s.name}`).toBe(s.name);
+    }
   });
 
   it('every allgather strategy sets that algorithm at every level, the first (the reference) being the ring', () => {

@@ -5,7 +5,8 @@
 // library's own output. Prints one line `rank R ok N` or throws (non-zero exit).
 //
 // Arguments: [--big] also moves 1 MiB + 3 bytes; [--huge] also 64 MiB (allgather: 4 MiB + 1 per rank); [--quick] fewer sizes;
-// [--smoke] for nodes of many ranks (64, 128 on 2 cores): still every collective, but a few
+// [--smoke] for nodes of many ranks (64, 128 on 2 cores): still every collective but issue 40's
+// (gather, scatter, alltoall, the reduce-scatters, scans: their section says why), but a few
 // types, operators and sizes (1, 7, 1000, one 8 KiB allgather block, 64 KiB + a few bytes through
 // the channels), roots 0…4, the middle rank and the last, allgather blocks of at most 8 KiB + 8;
 // [--memory] at the end checks comm.sharedMemory() on a node of several ranks: under 10 MiB of
@@ -55,6 +56,25 @@ const call = {
   allgatherv: (send, recv, counts) => (blocking ? comm.allgathervSync(send, recv, counts) : comm.allgatherv(send, recv, counts)),
   /** @type {(...a: Parameters<typeof comm.barrierSync>) => Promise<void> | void} */
   barrier: () => (blocking ? comm.barrierSync() : comm.barrier()),
+  /** @type {(...a: Parameters<typeof comm.gatherSync>) => Promise<void> | void} */
+  gather: (send, recv, root) => (blocking ? comm.gatherSync(send, recv, root) : comm.gather(send, recv, root)),
+  /** @type {(...a: Parameters<typeof comm.gathervSync>) => Promise<void> | void} */
+  gatherv: (send, recv, counts, root) => (blocking ? comm.gathervSync(send, recv, counts, root) : comm.gatherv(send, recv, counts, root)),
+  /** @type {(...a: Parameters<typeof comm.scatterSync>) => Promise<void> | void} */
+  scatter: (send, recv, root) => (blocking ? comm.scatterSync(send, recv, root) : comm.scatter(send, recv, root)),
+  /** @type {(...a: Parameters<typeof comm.scattervSync>) => Promise<void> | void} */
+  scatterv: (send, recv, counts, root) => (blocking ? comm.scattervSync(send, recv, counts, root) : comm.scatterv(send, recv, counts, root)),
+  /** @type {(...a: Parameters<typeof comm.alltoallSync>) => Promise<void> | void} */
+  alltoall: (send, recv) => (blocking ? comm.alltoallSync(send, recv) : comm.alltoall(send, recv)),
+  /** @type {(...a: Parameters<typeof comm.alltoallvSync>) => Promise<void> | void} */
+  alltoallv: (send, sendCounts, recv, recvCounts) =>
+    blocking ? comm.alltoallvSync(send, sendCounts, recv, recvCounts) : comm.alltoallv(send, sendCounts, recv, recvCounts),
+  /** @type {(...a: Parameters<typeof comm.reduceScatterBlockSync>) => Promise<void> | void} */
+  reduceScatterBlock: (send, recv, op) => (blocking ? comm.reduceScatterBlockSync(send, recv, op) : comm.reduceScatterBlock(send, recv, op)),
+  /** @type {(...a: Parameters<typeof comm.reduceScatterSync>) => Promise<void> | void} */
+  reduceScatter: (send, recv, counts, op) => (blocking ? comm.reduceScatterSync(send, recv, counts, op) : comm.reduceScatter(send, recv, counts, op)),
+  /** @type {(...a: Parameters<typeof comm.scanSync>) => Promise<void> | void} */
+  scan: (send, recv, op) => (blocking ? comm.scanSync(send, recv, op) : comm.scan(send, recv, op)),
 };
 
 if (layer !== undefined) {
@@ -355,6 +375,237 @@ for (const root of roots) {
     const out = new Uint8Array(n * size);
     await call.allgather(block(Uint8Array, rank, n), out);
     expectEqual(out, concat(Uint8Array, counts), 'allgather 1 MiB + 3 per rank');
+  }
+}
+
+// Issue 40's collectives: gather(v), scatter(v), alltoall(v), the reduce-scatters, scan and
+// exscan — every type, sizes from 0, IN_PLACE, ragged counts with zeros, every root, in this
+// job's placement (test/jobs/gather-scatter.mjs draws random cases of them over other
+// placements; this is their check on these). Every expected block is rebuilt here from what each
+// rank's input is known to be. Not with --smoke: on a node of 64 or more ranks an alltoall makes
+// a channel for every pair, which --memory holds to fewer. Then, where configure() may run, again
+// with each forced reduce-scatter top and alltoall form (reduceScatter.top, alltoall.algorithm),
+// so a form auto would not take at these sizes runs too (Bruck on large blocks, pairwise on tiny
+// ones, recursive halving folded on 3 or 7 ranks).
+if (!smoke) {
+  /** Element i of the block rank s sends rank d in an alltoall (distinct per pair, small). */
+  /** @type {(T: ArrayType, s: number, d: number, i: number) => Scalar} */
+  const pairValue = (T, s, d, i) => {
+    const v = (s * 53 + d * 29 + i * 7 + 1) % 113;
+    return isBig(T) ? BigInt(v) : v;
+  };
+  const sum = (/** @type {number[]} */ a) => a.reduce((x, y) => x + y, 0);
+  const before = (/** @type {number[]} */ a, /** @type {number} */ r) => sum(a.slice(0, r));
+  /** `sendCounts` (this rank's row of c) and `recvCounts` (its column), from c(s, d): what rank s sends rank d. */
+  const countsOf = (/** @type {(s: number, d: number) => number} */ c) => ({
+    sendCounts: Array.from({ length: size }, (_, d) => c(rank, d)),
+    recvCounts: Array.from({ length: size }, (_, s) => c(s, rank)),
+  });
+  /** What this rank's alltoall(v) recv must hold: rank s's block for it, s = 0 … size − 1. */
+  const alltoallWant = (/** @type {ArrayType} */ T, /** @type {number[]} */ recvCounts) => {
+    const want = new T(sum(recvCounts));
+    let at = 0;
+    recvCounts.forEach((n, s) => {
+      for (let i = 0; i < n; i++) want[at++] = pairValue(T, s, rank, i);
+    });
+    return want;
+  };
+  /** This rank's send of an alltoall(v): its block for each rank d, one after another. */
+  const alltoallSend = (/** @type {ArrayType} */ T, /** @type {number[]} */ sendCounts) => {
+    const send = new T(sum(sendCounts));
+    let at = 0;
+    sendCounts.forEach((n, d) => {
+      for (let i = 0; i < n; i++) send[at++] = pairValue(T, rank, d, i);
+    });
+    return send;
+  };
+  /** The reduction of ranks 0 … upTo − 1's element i (input()), stored as T stores it; one rank's value as it is (MPI applies no operator to it). */
+  /** @type {(T: ArrayType, op: ReduceOpName, i: number, upTo: number) => Scalar} */
+  const folded = (T, op, i, upTo) => {
+    if (upTo === 1) return input(T, op, 0, i);
+    const vals = Array.from({ length: upTo }, (_, r) => input(T, op, r, i));
+    const big = isBig(T);
+    /** @type {Scalar} */
+    let acc = combineInRankOrder(op, vals, big ? 0n : 0, big ? 1n : 1);
+    if (T === Uint8ClampedArray) acc = Math.min(255, acc);
+    const tmp = new T(1);
+    tmp[0] = big ? acc : Number(acc);
+    return tmp[0];
+  };
+  /** The (type, operator) pairs of the reductions here: every type with two of its operators, every operator with some type. */
+  /** @type {[ArrayType, ReduceOpName][]} */
+  const reductions = TYPES.flatMap((T, k) => {
+    const ops = opsFor(T);
+    return [k % ops.length, (k + (ops.length >> 1)) % ops.length].map(
+      (j) => /** @type {[ArrayType, ReduceOpName]} */ ([T, /** @type {ReduceOpName} */ (ops[j])]),
+    );
+  });
+  const smallSizes = args.has('--quick') ? [0, 1, 5] : [0, 1, 3, 33, 1000];
+
+  /**
+   * One pass over the collectives of issue 40; `label` names the configuration. `all`: every one
+   * of them, every type; else (a forced form's pass) only alltoall and the reduce-scatters, the
+   * two the forced keys change, on a few types and sizes.
+   */
+  const issue40 = async (/** @type {string} */ label, all = true) => {
+    const types = all ? TYPES : ['Uint8Array', 'Float64Array', 'BigInt64Array'].map(typeNamed);
+    const sizes = all ? smallSizes : [1, 1000];
+    // Alltoall: every type and size (blocks of n), IN_PLACE (recv is the input).
+    for (const T of types) {
+      for (const n of sizes) {
+        const { sendCounts, recvCounts } = countsOf(() => n);
+        const want = alltoallWant(T, recvCounts);
+        const out = new T(n * size);
+        await call.alltoall(alltoallSend(T, sendCounts), out);
+        expectEqual(out, want, `alltoall${Sync} ${T.name} n=${n} (${label})`);
+        const inPlace = alltoallSend(T, sendCounts);
+        await comm.alltoall(IN_PLACE, inPlace);
+        expectEqual(inPlace, want, `alltoall IN_PLACE ${T.name} n=${n} (${label})`);
+      }
+    }
+    // Alltoallv: ragged pair lengths with zeros; IN_PLACE with symmetric ones (MPI's rule).
+    for (const k of all ? [1, 2, 5] : [2]) {
+      for (const [inPlace, c] of /** @type {[boolean, (s: number, d: number) => number][]} */ ([
+        [false, (s, d) => (s * k + d * 3 + 1) % 6],
+        [true, (s, d) => ((s + d) * k) % 5],
+      ])) {
+        const { sendCounts, recvCounts } = countsOf(c);
+        const want = alltoallWant(Float64Array, recvCounts);
+        const what = `alltoallv${inPlace ? ' IN_PLACE' : Sync} counts=${sendCounts.join(',')}/${recvCounts.join(',')} (${label})`;
+        if (inPlace) {
+          const buf = alltoallSend(Float64Array, sendCounts);
+          await comm.alltoallv(IN_PLACE, sendCounts, buf, recvCounts);
+          expectEqual(buf, want, what);
+        } else {
+          const out = new Float64Array(want.length);
+          await call.alltoallv(alltoallSend(Float64Array, sendCounts), sendCounts, out, recvCounts);
+          expectEqual(out, want, what);
+        }
+      }
+    }
+    if (args.has('--big') && all) {
+      // Blocks of 256 KiB + 3 bytes: several 64 KiB pieces per pair.
+      const n = (256 << 10) + 3;
+      const { sendCounts, recvCounts } = countsOf(() => n);
+      const out = new Uint8Array(n * size);
+      await call.alltoall(alltoallSend(Uint8Array, sendCounts), out);
+      expectEqual(out, alltoallWant(Uint8Array, recvCounts), `alltoall 256 KiB + 3 per block (${label})`);
+    }
+    // Reduce-scatter (block and ragged counts) and scan/exscan: every type, an operator of it each.
+    for (const [T, op] of all ? reductions : reductions.filter(([T]) => types.includes(T))) {
+      for (const n of sizes) {
+        const whole = fill(T, op, rank, n * size);
+        const recv = new T(n);
+        await call.reduceScatterBlock(whole, recv, op);
+        expectEqual(
+          recv,
+          arrayOf(T, n, (i) => folded(T, op, rank * n + i, size)),
+          `reduceScatterBlock${Sync} ${T.name} ${op} n=${n} (${label})`,
+        );
+        const inPlace = fill(T, op, rank, n * size);
+        await comm.reduceScatterBlock(IN_PLACE, inPlace, op);
+        expectEqual(
+          inPlace.subarray(0, n),
+          arrayOf(T, n, (i) => folded(T, op, rank * n + i, size)),
+          `reduceScatterBlock IN_PLACE ${T.name} ${op} n=${n} (${label})`,
+        );
+
+        if (!all) continue;
+        const mine = fill(T, op, rank, n);
+        const scanned = new T(n);
+        await call.scan(mine, scanned, op);
+        expectEqual(
+          scanned,
+          arrayOf(T, n, (i) => folded(T, op, i, rank + 1)),
+          `scan${Sync} ${T.name} ${op} n=${n} (${label})`,
+        );
+        const exIn = fill(T, op, rank, n);
+        await comm.exscan(IN_PLACE, exIn, op);
+        // Rank 0's recv is left as it was: its input, with IN_PLACE.
+        expectEqual(exIn, rank === 0 ? fill(T, op, 0, n) : arrayOf(T, n, (i) => folded(T, op, i, rank)), `exscan IN_PLACE ${T.name} ${op} n=${n} (${label})`);
+      }
+    }
+    for (const k of [1, 3]) {
+      const counts = Array.from({ length: size }, (_, r) => (r * k + 3) % 7);
+      const at = before(counts, rank);
+      const mine = /** @type {number} */ (counts[rank]);
+      const recv = new Int32Array(mine);
+      await call.reduceScatter(fill(Int32Array, 'sum', rank, sum(counts)), recv, counts, 'sum');
+      expectEqual(
+        recv,
+        arrayOf(Int32Array, mine, (i) => folded(Int32Array, 'sum', at + i, size)),
+        `reduceScatter${Sync} counts=${counts.join(',')} (${label})`,
+      );
+    }
+    if (!all) return;
+    // Gather and scatter (and their v forms) at every root, IN_PLACE at the root.
+    for (const root of roots) {
+      for (const n of [0, 1, 5]) {
+        const block = (/** @type {number} */ r) => arrayOf(Int32Array, n, (i) => r * 1000 + root * 10 + i);
+        const all = new Int32Array(n * size);
+        for (let r = 0; r < size; r++) all.set(block(r), r * n);
+        const gathered = rank === root ? new Int32Array(n * size) : null;
+        if (rank === root && root % 2 === 1) {
+          /** @type {Int32Array} */ (gathered).set(block(rank), rank * n);
+          await comm.gather(IN_PLACE, gathered, root);
+        } else await call.gather(block(rank), gathered, root);
+        if (rank === root) expectEqual(/** @type {Values} */ (gathered), all, `gather n=${n} root=${root} (${label})`);
+        const mine = new Int32Array(n);
+        await call.scatter(rank === root ? all : null, mine, root);
+        expectEqual(mine, block(rank), `scatter${Sync} n=${n} root=${root} (${label})`);
+      }
+      const counts = Array.from({ length: size }, (_, r) => (r * 5 + root + 2) % 4);
+      const values = (/** @type {number} */ r) => arrayOf(Float64Array, /** @type {number} */ (counts[r]), (i) => r * 100 + root + i + 0.25);
+      const all = new Float64Array(sum(counts));
+      for (let r = 0; r < size; r++) all.set(values(r), before(counts, r));
+      const gathered = rank === root ? new Float64Array(all.length) : null;
+      await call.gatherv(values(rank), gathered, counts, root);
+      if (rank === root) expectEqual(/** @type {Values} */ (gathered), all, `gatherv${Sync} counts=${counts.join(',')} root=${root} (${label})`);
+      const mine = new Float64Array(/** @type {number} */ (counts[rank]));
+      await call.scatterv(rank === root ? all : null, mine, counts, root);
+      expectEqual(mine, values(rank), `scatterv${Sync} counts=${counts.join(',')} root=${root} (${label})`);
+    }
+    // Non-commutative JavaScript operators run in rank order (on the calling thread: not where blocking calls are refused).
+    if (blocking) {
+      const first = userOp((/** @type {number} */ a) => a, { commutative: false });
+      const last = userOp((/** @type {number} */ _a, /** @type {number} */ b) => b, { commutative: false });
+      const n = 3;
+      const recv = new Float64Array(n);
+      comm.reduceScatterBlockSync(
+        arrayOf(Float64Array, n * size, (i) => rank * 1000 + i),
+        recv,
+        first,
+      );
+      expectEqual(
+        recv,
+        arrayOf(Float64Array, n, (i) => rank * n + i),
+        `reduceScatterBlock, a non-commutative operator (${label})`,
+      );
+      const scanned = new Float64Array(n);
+      comm.scanSync(
+        arrayOf(Float64Array, n, (i) => rank * 1000 + i),
+        scanned,
+        last,
+      );
+      expectEqual(
+        scanned,
+        arrayOf(Float64Array, n, (i) => rank * 1000 + i),
+        `scan, a non-commutative operator (${label})`,
+      );
+    }
+  };
+
+  await issue40('auto');
+  // configure() blocks: not where blocking calls are refused. (Both keys set every time: configure merges.)
+  if (blocking) {
+    for (const [top, algorithm] of /** @type {const} */ ([
+      ['recursive-halving', 'bruck'],
+      ['ring', 'pairwise'],
+    ])) {
+      comm.configure({ reduceScatter: { top }, alltoall: { algorithm } });
+      await issue40(`${top}, ${algorithm}`, false);
+    }
+    comm.configure({ reduceScatter: { top: 'auto' }, alltoall: { algorithm: 'auto' } });
   }
 }
 

@@ -404,7 +404,8 @@ async function scanCase(
   if (!inPlace) for (let i = 0; i < n; i++) check(`${where}: send changed`, send[i] === scanInput(T, name, rank, k, i));
 }
 
-// Every per-level algorithm: auto, each one everywhere, and the two mixed by level.
+// Every per-level algorithm: auto, each one everywhere, and the two mixed by level; with them
+// the forced reduce-scatter top (ring, recursive-halving) and one-node alltoall form (bruck, pairwise).
 const levels = comm
   .levels()
   .filter((l) => l.enabled && l.groupSize > 0)
@@ -423,13 +424,21 @@ let k = 0;
 for (const [label, chosen] of blocking ? choices : choices.slice(0, 1)) {
   const segment = label.includes('4 KiB') ? 4096 : 'auto';
   // (The scans run in column segments of the reduce's segment: 4 KiB there too.)
+  // Each choice but auto also forces reduce-scatter's top algorithm and the one-node alltoall
+  // form, every pair once: flat ring + bruck, binomial recursive-halving + bruck, the mixed two
+  // ring + pairwise and recursive-halving + pairwise.
+  const c = choices.findIndex(([l]) => l === label);
+  const top = c === 0 ? 'auto' : c % 2 === 1 ? 'ring' : 'recursive-halving';
+  const algorithm = c === 0 ? 'auto' : c <= 2 ? 'bruck' : 'pairwise';
   if (blocking)
     comm.configure({
       gather: { levels: /** @type {any} */ (chosen), segment },
       scatter: { levels: /** @type {any} */ (chosen), segment },
       reduce: { segment },
+      reduceScatter: { top },
+      alltoall: { algorithm },
     });
-  for (let c = 0; c < casesPerChoice; c++) await oneCase(k++, label);
+  for (let n = 0; n < casesPerChoice; n++) await oneCase(k++, c === 0 ? label : `${label}, reduce-scatter top ${top}, alltoall ${algorithm}`);
 }
 console.log(`rank ${rank} ok ${checks}`);
 // A rank's last steps may be sends (rank 0's in a scan always are): over a JavaScript layer

@@ -1,7 +1,8 @@
 // @ts-check
 // A rank of a mismatch test: rank 1 calls a collective with one argument different from the
 // others (argv[2]: count | dtype | op | root | collective | allgather-count | allgatherv-counts |
-// allgather-collective | allgather-shm-or-not). No rank may finish with wrong data
+// allgather-collective | allgather-shm-or-not | alltoall-count | alltoall-large-count |
+// alltoallv-counts | alltoall-collective | reduce-scatter-op | scan-exscan). No rank may finish with wrong data
 // or hang: each prints `rank R caught CODE` (exit 3), or `rank R finished` (exit 0) when the
 // mismatch did not involve it before the job ended.
 import { init } from 'topocoll';
@@ -53,6 +54,41 @@ try {
       if (odd) comm.allreduceSync(new Int32Array(4), new Int32Array(4), 'sum');
       else comm.allgatherSync(new Int32Array(1), new Int32Array(comm.size));
       break;
+    case 'alltoall-count': {
+      // Blocks of 16 or 20 bytes: Bruck's packed exchanges on one node (several blocks a message).
+      const n = odd ? 5 : 4;
+      comm.alltoallSync(new Int32Array(n * comm.size), new Int32Array(n * comm.size));
+      break;
+    }
+    case 'alltoall-large-count': {
+      // Blocks of 256 KiB and 256 KiB + 4: pairwise on one node, each exchange in pieces.
+      const n = odd ? 65537 : 65536;
+      comm.alltoallSync(new Int32Array(n * comm.size), new Int32Array(n * comm.size));
+      break;
+    }
+    case 'alltoallv-counts': {
+      // Every rank sends every rank 3; rank 1 expects 4 from rank 0 and 2 from rank 2 (the same
+      // total), so ranks 0 and 1 (and 2 and 1) disagree on a block's length.
+      const sendCounts = Array.from({ length: comm.size }, () => 3);
+      const recvCounts = Array.from({ length: comm.size }, (_, r) => (odd && r === 0 ? 4 : odd && r === 2 ? 2 : 3));
+      comm.alltoallvSync(new Int32Array(3 * comm.size), sendCounts, new Int32Array(3 * comm.size), recvCounts);
+      break;
+    }
+    case 'alltoall-collective':
+      // The same bytes each way between every pair: only the header's collective tells them apart.
+      if (odd) comm.alltoallvSync(new Int32Array(4 * comm.size), Array(comm.size).fill(4), new Int32Array(4 * comm.size), Array(comm.size).fill(4));
+      else comm.alltoallSync(new Int32Array(4 * comm.size), new Int32Array(4 * comm.size));
+      break;
+    case 'reduce-scatter-op':
+      comm.reduceScatterBlockSync(new Int32Array(4 * comm.size), new Int32Array(4), odd ? 'max' : 'sum');
+      break;
+    case 'scan-exscan':
+      // The same schedule and messages: only the header's collective tells them apart.
+      if (odd) comm.exscanSync(new Int32Array(4).fill(comm.rank), new Int32Array(4), 'sum');
+      else comm.scanSync(new Int32Array(4).fill(comm.rank), new Int32Array(4), 'sum');
+      break;
+    default:
+      throw new Error(`unknown mismatch ${kind}`);
   }
   // Whatever slipped through is caught by the next call, whose messages no longer line up.
   comm.barrierSync();

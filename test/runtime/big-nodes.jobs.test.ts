@@ -6,7 +6,7 @@ const job = jobScript('collectives.mjs');
 
 /**
  * Nodes of many ranks with the default configuration (128 on this machine's 2 cores; 48 and more
- * once failed at init): still every collective, a few of each (--smoke), and the node's shared
+ * once failed at init): still every collective but issue 40's, a few of each (--smoke), and the node's shared
  * memory as comm.sharedMemory() reports it after them (--memory), checked by every rank and here
  * from one line per node. The nodes of 64 ranks are those of the 2-node job, whose reports are
  * checked per node the same way (a one-node job of 64 repeated them).

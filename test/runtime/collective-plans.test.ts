@@ -421,13 +421,13 @@ describe('rankOrderedPlan', () => {
 
 describe("the reduce-scatter's top group", () => {
   /** Rank 0's peers in the block phase of a reduce-scatter of `bytes` among `n` ranks each on a node of its own. */
-  function topPeers(n: number, bytes: number): number[] {
+  function topPeers(n: number, bytes: number, input: TopocollConfigInput = {}): number[] {
     const placed = byCore(
       range(0, n - 1).map((i) => `n${i}`),
       1,
       1,
     );
-    const { plans, registered } = rankZeroPlans(placed, {}, false);
+    const { plans, registered } = rankZeroPlans(placed, input, false);
     const call = plans.reduceScatter(bytes, 8, true);
     const steps = decodeSteps(registered[call.bcast]!);
     return [...new Set(steps.filter((s) => s.kind === StepKind.SendRecvReduce).map((s) => s.peer))];
@@ -447,5 +447,27 @@ describe("the reduce-scatter's top group", () => {
     ).toBe('recursive-halving');
     expect(topPeers(8, 4096)).toEqual([4, 2, 1]);
     expect(topPeers(6, 64 << 20)).toEqual([1]);
+  });
+
+  it('runs reduceScatter.top when configured: the ring among 8 (sends to 1), recursive halving among 6 on 64 MiB (the fold first)', () => {
+    expect(topPeers(8, 4096, { reduceScatter: { top: 'ring' } })).toEqual([1]);
+    expect(topPeers(6, 64 << 20, { reduceScatter: { top: 'recursive-halving' } })).not.toEqual([1]);
+  });
+});
+
+describe('the one-node alltoall form', () => {
+  /** The step kinds rank 0 registers for an alltoall of `block` bytes per block among 8 ranks of one node. */
+  function kinds(block: number, input: TopocollConfigInput): { joined: boolean; steps: number } {
+    const { plans, registered } = rankZeroPlans(byCore(['a'], 8, 4), input, false);
+    const steps = decodeSteps(registered[plans.alltoall(block, false).gather]!);
+    // Bruck packs every round's blocks into joined exchanges; pairwise exchanges one block with each peer.
+    return { joined: steps.some((s) => s.joined), steps: steps.length };
+  }
+
+  it('runs alltoall.algorithm when configured, at any block size; auto: Bruck for tiny blocks, pairwise for large ones', () => {
+    expect(kinds(8, {}).joined).toBe(true);
+    expect(kinds(1 << 20, {}).joined).toBe(false);
+    expect(kinds(8, { alltoall: { algorithm: 'pairwise' } })).toEqual(kinds(1 << 20, {}));
+    expect(kinds(1 << 20, { alltoall: { algorithm: 'bruck' } })).toEqual(kinds(8, {}));
   });
 });

@@ -120,15 +120,27 @@ describe('after close()', () => {
 });
 
 describe('argument errors in a real job', () => {
+  // One job (test/jobs/bad-args.mjs) answers every test here: run once, on first use.
+  let job: ReturnType<typeof runJob> | undefined;
+  const badArgs = () => (job ??= runJob(['-n', '3', '--nodes', '2', jobScript('bad-args.mjs')]));
+
   it('IN_PLACE on a non-root rank is EINVAL before anything is sent: the job goes on', () => {
-    const r = runJob(['-n', '3', '--nodes', '2', jobScript('bad-args.mjs')]);
+    const r = badArgs();
     expect(r.status).toBe(0);
-    const lines = r.lines.filter((l) => !/operator|abort|finished/.test(l)).sort();
+    const lines = r.lines.filter((l) => !/operator|abort|finished|refused|alltoall/.test(l)).sort();
     expect(lines).toEqual(['rank 0 ok', 'rank 1 caught EINVAL', 'rank 1 ok', 'rank 2 caught EINVAL', 'rank 2 ok']);
   });
 
+  it("issue 40's argument errors (alltoall, alltoallv, the reduce-scatters, scan, exscan, gather's IN_PLACE) are EINVAL in every form before anything is sent: a correct alltoall and alltoallv after them give every rank its blocks", () => {
+    const r = badArgs();
+    expect(r.status).toBe(0);
+    // 17 mistakes × 3 forms on every rank.
+    expect(r.lines.filter((l) => /refused/.test(l)).sort()).toEqual(['rank 0 refused 51', 'rank 1 refused 51', 'rank 2 refused 51']);
+    expect(r.lines.filter((l) => /alltoall ok/.test(l)).sort()).toEqual(['rank 0 alltoall ok', 'rank 1 alltoall ok', 'rank 2 alltoall ok']);
+  });
+
   it('a user operator that throws mid-collective fails that collective on every rank', () => {
-    const r = runJob(['-n', '3', '--nodes', '2', jobScript('bad-args.mjs')]);
+    const r = badArgs();
     const outcome = r.lines.filter((l) => /operator|abort|finished/.test(l));
     expect(outcome).toHaveLength(3);
     expect(outcome.some((l) => /caught EINVAL operator$/.test(l))).toBe(true);

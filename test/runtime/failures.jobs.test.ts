@@ -51,6 +51,29 @@ describe('mismatched calls across ranks give errors, not hangs or wrong data', (
   }
 });
 
+describe("issue 40's mismatched calls on one node (across nodes: gather-scatter.jobs.test.ts), and alltoall against alltoallv on both", () => {
+  for (const [kind, where, args] of [
+    ['alltoall-count', "1 node, Bruck's packed exchanges", ['--nodes', '1']],
+    ['alltoall-large-count', '1 node, pairwise in pieces', ['--nodes', '1']],
+    ['alltoallv-counts', '1 node', ['--nodes', '1']],
+    ['alltoall-collective', '1 node', ['--nodes', '1']],
+    ['alltoall-collective', '2 nodes', ['--nodes', '2']],
+    ['reduce-scatter-op', '1 node', ['--nodes', '1']],
+    ['scan-exscan', '1 node', ['--nodes', '1']],
+  ] as const) {
+    it(`${kind} differs on rank 1 (${where}): EMISMATCH, no rank finishes, /dev/shm clean`, async () => {
+      const r = run(['-n', '4', ...args, jobScript('mismatch.mjs'), kind]);
+      expect(r.signal).toBeNull();
+      expect(r.status).not.toBe(0);
+      expect(r.finished).toEqual([]);
+      expect(r.caught.size).toBe(4);
+      expect([...r.caught.values()]).toContain('EMISMATCH');
+      for (const code of r.caught.values()) expect(['EMISMATCH', 'EPEERLOST']).toContain(code);
+      expect(await leftoverSegments()).toEqual([]);
+    });
+  }
+});
+
 describe('outboxes that hold one channel (shm.channelPoolBytes), schedules that send to several ranks of the node', () => {
   // Every level of a one-node job (the levels of this machine's node among them).
   const INSIDE = ['core', 'l1', 'l2', 'l3', 'numa', 'socket', 'node'];

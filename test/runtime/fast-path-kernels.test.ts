@@ -125,5 +125,18 @@ describe('planHash', () => {
     expect(planHash(plan, validateConfig({ collectives: { jsFastPath: false } }))).toBe(on);
     expect(planHash(plan, validateConfig({ bcast: { segment: 4096 } }))).not.toBe(on);
     expect(planHash(plan, validateConfig({ model: { callUs: 9 } }))).not.toBe(on);
+    // The forced reduce-scatter top and alltoall form decide schedules as the levels' algorithms do.
+    expect(planHash(plan, validateConfig({ reduceScatter: { top: 'ring' } }))).not.toBe(on);
+    expect(planHash(plan, validateConfig({ alltoall: { algorithm: 'bruck' } }))).not.toBe(on);
+    expect(planHash(plan, validateConfig({ reduceScatter: { top: 'auto' }, alltoall: { algorithm: 'auto' } }))).toBe(on);
+  });
+
+  it('covers the routing every rank must share (windows, sharedArea, scan) but not the fast path, each rank its own', () => {
+    const base = planHash(plan, validateConfig({}));
+    expect(planHash(plan, validateConfig({ routing: { windows: { dedicated: { bcast: 4096 } } } }))).not.toBe(base);
+    expect(planHash(plan, validateConfig({ routing: { windows: { shared: { allgather: 4096 } } } }))).not.toBe(base);
+    expect(planHash(plan, validateConfig({ routing: { sharedArea: { everyRankAllgatherMaxBytes: 1024 } } }))).not.toBe(base);
+    expect(planHash(plan, validateConfig({ routing: { scan: { segmentBytes: 65536 } } }))).not.toBe(base);
+    expect(planHash(plan, validateConfig({ routing: { fastPath: { copyMaxBytes: 512, combineMaxBytes: 32 } } }))).toBe(base);
   });
 });

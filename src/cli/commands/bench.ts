@@ -14,7 +14,7 @@ import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
 import { benchAcrossHosts, describeShape, formatHostsTables, parseHostsShape, type HostsRun, type HostsShape } from '../bench-hosts.js';
 import { PEER_NAMES, parsePeers, peerLabel, peerUnavailable, runPeer, type PeerName } from '../mpi-peers.js';
-import { formatAllgatherAlcd, formatStrategies, runStrategies, STRATEGIES, type StrategyCollective } from '../strategy-sweep.js';
+import { formatAllgatherAlcd, formatStrategies, runStrategies, STRATEGIES, STRATEGY_COLLECTIVES, type StrategyCollective } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
 import { checkMpirunJob } from '../mpirun.js';
 import type { TopocollConfig } from '../../config/schema.js';
@@ -37,7 +37,8 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                       [--json] [--report DIR]
        topocoll bench [COLLECTIVE] --from-json FILE --report DIR
        topocoll bench bcast --sweep [-n N]
-       topocoll bench bcast|reduce|allreduce|allgather --strategies [-n N] [--nodes K] [--off LEVEL]
+       topocoll bench bcast|reduce|allreduce|allgather|reduce-scatter|alltoall --strategies [-n N] [--nodes K]
+                      [--off LEVEL,…]
        topocoll bench barrier --explain [-n N] [--nodes K] [--network F] [--config F]
        topocoll bench [COLLECTIVE] --model [-n N] [--nodes K] [--min BYTES] [--max BYTES]
                       [--step F] [--repeat R] [--config F] [--json]
@@ -55,8 +56,11 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      binomial, knomial:4, scatter-allgather / rabenseifner, shm inside nodes,
                      the allreduce variants, auto), relative to flat, with Open MPI at the same -n;
                      allgather: ring, recursive-doubling, bruck, neighbor-exchange, auto relative
-                     to ring, and each algorithm's ALCD for the job's group sizes
-  --off LEVEL        with --strategies: with LEVEL switched off
+                     to ring, and each algorithm's ALCD for the job's group sizes; reduce-scatter:
+                     the top group's ring, recursive-halving (reduceScatter.top) and auto relative
+                     to ring; alltoall: pairwise, bruck (alltoall.algorithm: one node) and auto
+                     relative to pairwise. scan and exscan have no choice to compare
+  --off LEVELS       with --strategies: with these levels switched off (a comma list)
   --model            how good the cost model behind auto is: one job runs, for every
                      collective and size, every configuration auto chooses among (each
                      combination of the levels' candidate algorithms, auto's algorithms at every
@@ -187,8 +191,9 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   }
   if (values.step !== undefined && !values.model) throw new TopocollError('EINVAL', 'topocoll bench: --step goes with --model');
   if (values.sweep && target !== 'bcast') throw new TopocollError('EINVAL', 'topocoll bench: --sweep goes with "bcast"');
-  if (values.strategies && target !== 'bcast' && target !== 'reduce' && target !== 'allreduce' && target !== 'allgather') {
-    throw new TopocollError('EINVAL', 'topocoll bench: --strategies goes with bcast, reduce, allreduce or allgather');
+  if (values.strategies && !(STRATEGY_COLLECTIVES as readonly (string | undefined)[]).includes(target)) {
+    const none = target === 'scan' || target === 'exscan' ? { hint: `${target} runs one algorithm per level: there is nothing to compare.` } : {};
+    throw new TopocollError('EINVAL', `topocoll bench: --strategies goes with ${STRATEGY_COLLECTIVES.join(', ')}`, none);
   }
   const ranks = parseNonNegativeInt('bench', 'np', values.np ?? '2');
   const list = <T extends string>(name: string, text: string | undefined, allowed: readonly T[]): T[] =>
@@ -498,7 +503,13 @@ async function benchStrategies(job: BenchJob, collective: StrategyCollective, of
     progress.finish();
   }
   const where = `${job.ranks} ranks${job.nodes !== undefined ? ` on ${job.nodes} emulated nodes` : ''}${off ? `, ${off} off` : ''}`;
-  job.io.stdout(formatStrategies(collective, rows, ompi, `${collective}${collective === 'allgather' ? ' (bytes per rank)' : ''}, ${where}`, settings) + note);
+  // What a row's bytes are (bench-worker.ts): the bytes each rank sends, its block of the result, one block.
+  const unit: Partial<Record<StrategyCollective, string>> = {
+    allgather: ' (bytes per rank)',
+    'reduce-scatter': " (bytes of each rank's block, int32 sum)",
+    alltoall: ' (bytes per block)',
+  };
+  job.io.stdout(formatStrategies(collective, rows, ompi, `${collective}${unit[collective] ?? ''}, ${where}`, settings) + note);
   if (collective === 'allgather' && groupSizes !== undefined) job.io.stdout(formatAllgatherAlcd(groupSizes, job.ranks));
   return 0;
 }
