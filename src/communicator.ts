@@ -2,6 +2,7 @@ import { cpus } from 'node:os';
 import type { Explanation, SizeRun } from './algorithms/selection.js';
 import type { Step } from './algorithms/schedule.js';
 import { CallContext, CallTag, IN_PLACE, type InPlace, type Operator } from './collectives/call-context.js';
+import { allgatherObject, bcastObject, gatherObject, runAsync, runSync, scatterObject } from './collectives/objects.js';
 import { Probes } from './collectives/probe.js';
 import { collectives, explainedCollectives } from './collectives/registry.js';
 import type { RuntimeConfigInput } from './config/load.js';
@@ -474,6 +475,51 @@ export class Communicator {
   /** barrier as a request (MPI_Ibarrier): completes once every rank has entered it. */
   ibarrier(): CollectiveRequest {
     return this.calls.request(barrier);
+  }
+
+  // --- the object forms: values by structured clone (v8.serialize), src/collectives/objects.ts ---
+
+  /**
+   * Every rank gets rank `root`'s value, cloned as `structuredClone` would (nested objects, Maps,
+   * Sets, typed arrays, Dates; no functions). A value that cannot be cloned: EINVAL on every rank.
+   */
+  bcastObjectSync<T>(value: T, root = 0): T {
+    return runSync(this, bcastObject(this, value, root));
+  }
+
+  /** bcastObjectSync as a Promise. */
+  bcastObject<T>(value: T, root = 0): Promise<T> {
+    return runAsync(this, bcastObject(this, value, root));
+  }
+
+  /** Every rank's value in rank order at rank `root`; null on the other ranks. */
+  gatherObjectSync<T>(value: T, root = 0): T[] | null {
+    return runSync(this, gatherObject(this, value, root));
+  }
+
+  /** gatherObjectSync as a Promise. */
+  gatherObject<T>(value: T, root = 0): Promise<T[] | null> {
+    return runAsync(this, gatherObject(this, value, root));
+  }
+
+  /** Every rank's value in rank order, at every rank. */
+  allgatherObjectSync<T>(value: T): T[] {
+    return runSync(this, allgatherObject(this, value));
+  }
+
+  /** allgatherObjectSync as a Promise. */
+  allgatherObject<T>(value: T): Promise<T[]> {
+    return runAsync(this, allgatherObject(this, value));
+  }
+
+  /** Rank i gets `values[i]` of rank `root`, which passes one value per rank (the others pass null). */
+  scatterObjectSync<T>(values: readonly T[] | null, root = 0): T {
+    return runSync(this, scatterObject(this, values, root));
+  }
+
+  /** scatterObjectSync as a Promise. */
+  scatterObject<T>(values: readonly T[] | null, root = 0): Promise<T> {
+    return runAsync(this, scatterObject(this, values, root));
   }
 
   /**

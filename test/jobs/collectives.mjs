@@ -15,6 +15,7 @@
 // [--late M] a bcast of M MiB that the ranks off the root's node come to late; [--layer socket]
 // makes the communicator with createCommunicator over the Unix-socket test layer
 // (socket-layer.mjs, its sockets in $TOPOCOLL_P2P_DIR) instead of init().
+import { inspect, isDeepStrictEqual } from 'node:util';
 import { arrayOf, combineInRankOrder, isBigIntClass, sameBytes, TYPED_ARRAY_CLASSES } from './reference-op.mjs';
 import { socketLayerOfJob } from './socket-layer.mjs';
 import { createCommunicator, init, IN_PLACE, isTopocollError, userOp } from 'topocoll';
@@ -739,6 +740,65 @@ if (argv.includes('--late')) {
   await call.bcast(bytes, root);
   for (let i = 0; i < n; i++) if (bytes[i] !== ((i * 29 + 5) & 0xff)) throw new Error(`late bcast: byte ${i} is ${bytes[i]}`);
   checks++;
+}
+
+// The object forms (values by structured clone): nested objects, Maps, Sets, typed arrays,
+// Dates, BigInts and one large value, in the blocking form where `call` is blocking and as Promises
+// always; each rank's value is one it and every other rank can rebuild from its rank alone.
+{
+  /** @type {(r: number) => unknown} */
+  const valueOf = (r) => ({
+    rank: r,
+    name: `rank-${r}`.repeat(r + 1),
+    when: new Date(Date.UTC(2026, 10, r + 1)),
+    map: new Map([[`k${r}`, { nested: [r, r * 2, [r * 3]] }]]),
+    set: new Set([r, -r, 'x']),
+    floats: Float64Array.from({ length: r + 2 }, (_, i) => r + i / 8),
+    big: BigInt(r) * 2n ** 40n,
+    nothing: null,
+  });
+  /** @type {(got: unknown, want: unknown, what: string) => void} */
+  const same = (got, want, what) => {
+    if (!isDeepStrictEqual(got, want)) throw new Error(`${what}: got ${inspect(got, { depth: 5 })}, want ${inspect(want, { depth: 5 })}`);
+    checks++;
+  };
+  const everyValue = Array.from({ length: size }, (_, r) => valueOf(r));
+  const forms = blocking ? ['Sync', ''] : [''];
+  for (const form of forms) {
+    for (const root of [0, size - 1]) {
+      const got =
+        form === 'Sync'
+          ? comm.bcastObjectSync(rank === root ? valueOf(root) : undefined, root)
+          : await comm.bcastObject(rank === root ? valueOf(root) : undefined, root);
+      same(got, valueOf(root), `bcastObject${form} from ${root}`);
+      const gathered = form === 'Sync' ? comm.gatherObjectSync(valueOf(rank), root) : await comm.gatherObject(valueOf(rank), root);
+      same(gathered, rank === root ? everyValue : null, `gatherObject${form} to ${root}`);
+      const scattered =
+        form === 'Sync' ? comm.scatterObjectSync(rank === root ? everyValue : null, root) : await comm.scatterObject(rank === root ? everyValue : null, root);
+      same(scattered, valueOf(rank), `scatterObject${form} from ${root}`);
+    }
+    same(form === 'Sync' ? comm.allgatherObjectSync(valueOf(rank)) : await comm.allgatherObject(valueOf(rank)), everyValue, `allgatherObject${form}`);
+  }
+  // A value of over a MiB (past every eager limit) and one that cannot be cloned: EINVAL on every
+  // rank, naming the rank that held it, and the communicator goes on.
+  const large = { bytes: new Uint8Array(1 << 20).map((_, i) => (i * 7 + 3) & 0xff), text: 'z'.repeat(300_000) };
+  same(await comm.bcastObject(rank === 0 ? large : null, 0), large, 'bcastObject of a MiB');
+  const holder = size - 1;
+  let error;
+  try {
+    await comm.allgatherObject(rank === holder ? { f: () => 1 } : rank);
+  } catch (e) {
+    error = e;
+  }
+  if (!isTopocollError(error) || error.code !== 'EINVAL' || !error.message.includes(`rank ${holder}'s value cannot be cloned`)) {
+    throw new Error(`allgatherObject of a function: expected EINVAL naming rank ${holder} on every rank, got ${String(error)}`);
+  }
+  checks++;
+  same(
+    await comm.allgatherObject(rank),
+    Array.from({ length: size }, (_, r) => r),
+    'allgatherObject after the refused one',
+  );
 }
 
 await call.barrier();
