@@ -106,11 +106,16 @@ function run(cmd: string, args: readonly string[], input?: string): Promise<stri
   });
 }
 
-/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); undefined when the process is gone. */
+/**
+ * Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); undefined when the process
+ * is gone or a zombie (an exited process whose parent has not reaped it yet: a detached keeper's
+ * parent is init, which may take a while).
+ */
 export function processStartTime(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] === 'Z' || fields[0] === 'X' ? undefined : Number(fields[19]);
   } catch {
     return undefined;
   }

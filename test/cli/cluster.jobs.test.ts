@@ -69,10 +69,20 @@ function rootView(): string {
   return `links: ${readdirSync('/sys/class/net').sort().join(' ')}\nmounts: ${mounts}\nnetns: ${spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout}`;
 }
 
+/** A zombie has ended (its parent, init for a detached keeper, has yet to reap it). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return false;
+  }
+}
+
 /** Everything of the cluster still there: its processes, and any process in one of its namespaces. */
 function leftovers(state: State, stateFile: string): string[] {
   const left: string[] = [];
-  for (const pid of [state.keeper.pid, state.cleanerPid, ...state.hosts.map((h) => h.pid)]) if (existsSync(`/proc/${pid}/ns`)) left.push(`process ${pid}`);
+  for (const pid of [state.keeper.pid, state.cleanerPid, ...state.hosts.map((h) => h.pid)]) if (running(pid)) left.push(`process ${pid}`);
   const ns = new Set([...state.namespaces.net.map((n) => `net:[${n}]`), ...state.namespaces.mnt.map((n) => `mnt:[${n}]`)]);
   for (const pid of readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
     for (const kind of ['net', 'mnt']) {
