@@ -35,7 +35,7 @@ export interface ClusterOptions {
   keep?: string[];
   /** Time allowed for setting up, ms; default 30 s. */
   setupTimeoutMs?: number;
-  /** A file the cleaner removes when the cluster goes (the state file of `cluster up`). */
+  /** A file the cleaner removes when the cluster goes if it names the cleaner (`"cleanerPid": <pid>,`: the state file of `cluster up`). */
   stateFile?: string;
 }
 
@@ -206,7 +206,8 @@ function cleanerScript(net: number[], mnt: number[]): string {
     '    i=$((i + 1))',
     '    sleep 0.02',
     '  done',
-    '  [ -n "$state" ] && rm -f "$state"',
+    // Only a state file naming this cleaner is its cluster's (another keeper of the name may have made one since).
+    '  [ -n "$state" ] && grep -qF "\\"cleanerPid\\": $$," "$state" 2>/dev/null && rm -f "$state"',
     '  kill -9 $sleeper 2>/dev/null',
     '  exit 0',
     '}',

@@ -9,8 +9,8 @@ import { jobScript, repoRoot } from '../helpers/jobs.js';
  * topocoll job under Open MPI's mpirun through the printed agent, the same hosts under MPICH's
  * mpiexec, a job started with the torchrun variables through `cluster exec`, then `down` — and
  * after it, and after the keeper is killed with SIGKILL, nothing of the cluster is left: no
- * process, network or mount namespace of it, no interface or mount in the machine's namespaces,
- * no state file.
+ * process, network or mount namespace of it (so no bridge, veth or mount), no interface or mount
+ * in the machine's namespaces, no state file.
  */
 
 const MAIN = `${repoRoot}dist/cli/main.js`;
@@ -59,14 +59,18 @@ interface State {
 }
 const readState = (name: string): State => JSON.parse(readFileSync(`${STATE_DIR}/cluster-${name}.json`, 'utf8')) as State;
 
-/** What the machine's own namespaces hold: interfaces, mounts, named network namespaces. */
+/**
+ * What the machine's own namespaces hold that a leaking cluster would change: interfaces, and
+ * mounts where the hosts mount theirs (other tests may mount elsewhere meanwhile).
+ */
 function rootView(): string {
   const mounts = readFileSync('/proc/1/mountinfo', 'utf8')
     .split('\n')
-    .map((l) => l.split(' ')[4])
+    .map((l) => l.split(' ')[4] ?? '')
+    .filter((m) => /^\/(dev\/shm|tmp|etc\/hosts)(\/|$)/.test(m))
     .sort()
     .join(' ');
-  return `links: ${readdirSync('/sys/class/net').sort().join(' ')}\nmounts: ${mounts}\nnetns: ${spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout}`;
+  return `links: ${readdirSync('/sys/class/net').sort().join(' ')}\nmounts: ${mounts}`;
 }
 
 /** A zombie has ended (its parent, init for a detached keeper, has yet to reap it). */
