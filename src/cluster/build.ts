@@ -5,7 +5,8 @@
  * mount of a namespace file), so none can outlive its processes:
  * - the switch holder (`unshare --net`) holds the namespace of every bridge and switch port;
  * - one holder per host (`unshare --net --uts --ipc --mount`) holds its network, host name,
- *   System V IPC and mount namespaces, with tmpfs on /dev/shm and /tmp and its own /etc/hosts;
+ *   System V IPC and mount namespaces, with tmpfs on /dev/shm and /tmp, its own /etc/hosts and
+ *   a sysfs of its own network namespace on /sys;
  * - the cleaner, in the root namespaces and its own session, kills on SIGTERM every process in any
  *   of the cluster's network or mount namespaces (the holders and whatever was started inside a
  *   host) and removes the state file.
@@ -172,7 +173,9 @@ function startHolder(argv: string[], what: string, timeoutMs: number): Promise<C
 
 /** The script of a host's holder: host name, /etc/hosts, tmpfs mounts, kept directories; then it sleeps. */
 function hostHolderScript(name: string, etcHosts: string | undefined, tmpfsBytes: number, keep: readonly string[]): string {
-  const lines = ['set -e', `hostname ${shq(name)}`];
+  // sysfs shows the network devices of the namespace that mounts it: without its own, a host's
+  // /sys/class/net would be the machine's (UCX, for one, reads its devices' attributes there).
+  const lines = ['set -e', `hostname ${shq(name)}`, 'mount -t sysfs sysfs /sys'];
   // Before /tmp is covered: the file lives in the owner's temporary directory.
   if (etcHosts !== undefined) lines.push(`mount --bind ${shq(etcHosts)} /etc/hosts`);
   // Kept directories are opened before the tmpfs mounts cover them and bound back through the

@@ -155,15 +155,17 @@ describe('topocoll cluster', () => {
         expect(state.hosts.map((h) => h.name)).toEqual(['node0', 'node1', 'node2', 'node3']);
         const exec = (host: string, argv: string[], env: NodeJS.ProcessEnv = {}) => topocoll(['cluster', 'exec', '--name', name, host, '--', ...argv], env);
 
-        // A host has its own name, address, /etc/hosts, empty /dev/shm and /tmp, IPC namespace, and the leaf's rate.
+        // A host has its own name, address, /etc/hosts, empty /dev/shm and /tmp, IPC namespace, sysfs, and the leaf's rate.
         const look = await exec('node3', [
           'sh',
           '-c',
-          'hostname; ip -4 -o addr show dev eth0; getent hosts node0; ls -A /dev/shm /tmp; readlink /proc/self/ns/ipc; tc qdisc show dev eth0',
+          'hostname; ip -4 -o addr show dev eth0; getent hosts node0; ls -A /dev/shm /tmp; readlink /proc/self/ns/ipc; tc qdisc show dev eth0; echo sys: $(ls /sys/class/net)',
         ]);
         expect(look.code, look.stderr).toBe(0);
         expect(look.stdout).toMatch(/^node3\n.* 10\.99\.0\.4\/16 [^]*^10\.99\.0\.1 +node0\n\/dev\/shm:\n\n\/tmp:\nipc:\[\d+\]\nqdisc tbf .* rate 10Gbit/m);
         expect(look.stdout).not.toContain(readlinkSync('/proc/self/ns/ipc'));
+        // Its own sysfs: /sys/class/net lists its own interfaces (UCX reads them there), not the machine's.
+        expect(look.stdout).toContain('\nsys: eth0 lo\n');
 
         const hostList = state.hosts.map((h) => `${h.name}:2`).join(',');
         const token = randomBytes(16).toString('hex');
