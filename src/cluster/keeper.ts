@@ -5,9 +5,8 @@
  * or until it is killed (then the kernel and the cleaner do).
  */
 import { PACKAGE_ROOT } from '../util/package-root.js';
-import { startCluster, type ClusterOptions, type RunningCluster } from './build.js';
+import { processStartTime, startCluster, type ClusterOptions, type RunningCluster } from './build.js';
 import type { ClusterPlan } from './plan.js';
-import { processStartTime } from './build.js';
 import { createState, removeOwnState, type ClusterState } from './state.js';
 
 /** The agent's path (an executable file, built from src/cli/cluster-agent.ts). */
