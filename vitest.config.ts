@@ -22,8 +22,9 @@ const JOBS = 'test/**/*.jobs.test.ts';
  * missed their time bound); the hosts file, which compares a job's time across namespace hosts
  * with the same job's on emulated nodes (both must see the same machine); and the Slurm cluster,
  * whose munged refuses a socket under the per-file TMPDIR the other job files get (mode 0700,
- * test/setup-jobs.ts). The namespace hosts of hosts-faults (a bridge and subnet per set) run
- * beside others.
+ * test/setup-jobs.ts). The namespace hosts of hosts-faults (a bridge and subnet per set) and the
+ * clusters of test/cli/cluster.jobs.test.ts (their own bridges and namespaces, no time compared)
+ * run beside others.
  */
 const ALONE = [
   'test/runtime/port-flood.jobs.test.ts',

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { checkClusterSupport, coveredByHostTmpfs, enterHostArgv, startCluster, type RunningCluster } from '../cluster/build.js';
 import { clusterStateOf } from '../cluster/keeper.js';
 import { planCluster, shorthandNetwork, type ClusterPlan } from '../cluster/plan.js';
-import { stateFile, writeState } from '../cluster/state.js';
+import { createState, removeOwnState, stateFile } from '../cluster/state.js';
 import { TopocollError } from '../errors.js';
 import { PACKAGE_ROOT } from '../util/package-root.js';
 import type { BenchRow, BenchSettings } from './bench-worker.js';
@@ -97,7 +97,7 @@ export async function benchAcrossHosts(
   try {
     step(`cluster ${describeShape(shape)} up`);
     cluster = await startCluster(plan, { keep, stateFile: path });
-    writeState(path, clusterStateOf(name, plan, cluster, keep));
+    createState(path, clusterStateOf(name, plan, cluster, keep));
     const network = join(dir, 'network.txt');
     writeFileSync(network, networkFileText(plan));
     const rows: BenchRow[] = [];
@@ -141,7 +141,7 @@ export async function benchAcrossHosts(
   } finally {
     process.off('exit', destroy);
     await cluster?.destroy();
-    rmSync(path, { force: true });
+    removeOwnState(path, process.pid);
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -5,7 +5,8 @@
  * mount of a namespace file), so none can outlive its processes:
  * - the switch holder (`unshare --net`) holds the namespace of every bridge and switch port;
  * - one holder per host (`unshare --net --uts --ipc --mount`) holds its network, host name,
- *   System V IPC and mount namespaces, with tmpfs on /dev/shm and /tmp and its own /etc/hosts;
+ *   System V IPC and mount namespaces, with tmpfs on /dev/shm and /tmp, its own /etc/hosts and
+ *   a sysfs of its own network namespace on /sys;
  * - the cleaner, in the root namespaces and its own session, kills on SIGTERM every process in any
  *   of the cluster's network or mount namespaces (the holders and whatever was started inside a
  *   host) and removes the state file.
@@ -35,7 +36,7 @@ export interface ClusterOptions {
   keep?: string[];
   /** Time allowed for setting up, ms; default 30 s. */
   setupTimeoutMs?: number;
-  /** A file the cleaner removes when the cluster goes (the state file of `cluster up`). */
+  /** A file the cleaner removes when the cluster goes if it names the cleaner (`"cleanerPid": <pid>,`: the state file of `cluster up`). */
   stateFile?: string;
 }
 
@@ -106,11 +107,16 @@ function run(cmd: string, args: readonly string[], input?: string): Promise<stri
   });
 }
 
-/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); undefined when the process is gone. */
+/**
+ * Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); undefined when the process
+ * is gone or a zombie (an exited process whose parent has not reaped it yet: a detached keeper's
+ * parent is init, which may take a while).
+ */
 export function processStartTime(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] === 'Z' || fields[0] === 'X' ? undefined : Number(fields[19]);
   } catch {
     return undefined;
   }
@@ -167,7 +173,9 @@ function startHolder(argv: string[], what: string, timeoutMs: number): Promise<C
 
 /** The script of a host's holder: host name, /etc/hosts, tmpfs mounts, kept directories; then it sleeps. */
 function hostHolderScript(name: string, etcHosts: string | undefined, tmpfsBytes: number, keep: readonly string[]): string {
-  const lines = ['set -e', `hostname ${shq(name)}`];
+  // sysfs shows the network devices of the namespace that mounts it: without its own, a host's
+  // /sys/class/net would be the machine's (UCX, for one, reads its devices' attributes there).
+  const lines = ['set -e', `hostname ${shq(name)}`, 'mount -t sysfs sysfs /sys'];
   // Before /tmp is covered: the file lives in the owner's temporary directory.
   if (etcHosts !== undefined) lines.push(`mount --bind ${shq(etcHosts)} /etc/hosts`);
   // Kept directories are opened before the tmpfs mounts cover them and bound back through the
@@ -201,7 +209,8 @@ function cleanerScript(net: number[], mnt: number[]): string {
     '    i=$((i + 1))',
     '    sleep 0.02',
     '  done',
-    '  [ -n "$state" ] && rm -f "$state"',
+    // Only a state file naming this cleaner is its cluster's (another keeper of the name may have made one since).
+    '  [ -n "$state" ] && grep -qF "\\"cleanerPid\\": $$," "$state" 2>/dev/null && rm -f "$state"',
     '  kill -9 $sleeper 2>/dev/null',
     '  exit 0',
     '}',

@@ -5,11 +5,9 @@
  * or until it is killed (then the kernel and the cleaner do).
  */
 import { PACKAGE_ROOT } from '../util/package-root.js';
-import { startCluster, type ClusterOptions, type RunningCluster } from './build.js';
+import { processStartTime, startCluster, type ClusterOptions, type RunningCluster } from './build.js';
 import type { ClusterPlan } from './plan.js';
-import { processStartTime } from './build.js';
-import { writeState, type ClusterState } from './state.js';
-import { rmSync } from 'node:fs';
+import { createState, removeOwnState, type ClusterState } from './state.js';
 
 /** The agent's path (an executable file, built from src/cli/cluster-agent.ts). */
 export const AGENT_PATH = `${PACKAGE_ROOT}dist/cli/cluster-agent.js`;
@@ -27,11 +25,17 @@ export async function keepCluster(name: string, plan: ClusterPlan, path: string,
   // A signal or an exit while setting up would leave the state file half-written: both are handled from here on.
   const exitHandler = (): void => {
     cluster.destroySync();
-    rmSync(path, { force: true });
+    removeOwnState(path, process.pid);
   };
   process.on('exit', exitHandler);
   const state = clusterStateOf(name, plan, cluster, opts.keep ?? []);
-  writeState(path, state);
+  try {
+    createState(path, state);
+  } catch (e) {
+    process.off('exit', exitHandler);
+    await cluster.destroy();
+    throw e;
+  }
   // Signal handlers alone do not keep Node's event loop alive (the holders are unref'd).
   const alive = setInterval(() => {}, 1 << 30);
   const done = new Promise<void>((resolve) => {
@@ -40,7 +44,7 @@ export async function keepCluster(name: string, plan: ClusterPlan, path: string,
       void cluster.destroy().then(() => {
         clearInterval(alive);
         process.off('exit', exitHandler);
-        rmSync(path, { force: true });
+        removeOwnState(path, process.pid);
         resolve();
       });
     };

@@ -8,8 +8,8 @@
  * a file whose keeper is no longer running (both killed at once) counts as absent and is removed
  * by the next command that reads it.
  */
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { TopocollError } from '../errors.js';
 import { processStartTime } from './build.js';
 
@@ -56,12 +56,33 @@ export function stateFile(env: NodeJS.ProcessEnv, name: string): string {
   return join(stateDir(env), `cluster-${checkClusterName(name)}.json`);
 }
 
-/** Written whole under another name, then renamed: a reader never sees half a file. */
-export function writeState(path: string, state: ClusterState): void {
-  mkdirSync(join(path, '..'), { recursive: true, mode: 0o755 });
+/**
+ * Creates the state file, written whole under another name and then linked into place, so a
+ * reader never sees half a file and of two keepers of one name only the first gets it (EINVAL
+ * for the second).
+ */
+export function createState(path: string, state: ClusterState): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o644 });
-  renameSync(tmp, path);
+  try {
+    linkSync(tmp, path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST')
+      throw new TopocollError('EINVAL', `cluster "${state.name}" is already up (${path})`, { hint: 'Give another --name.' });
+    throw e;
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+}
+
+/** Removes the state file if this keeper wrote it (a later keeper of the same name may have replaced a stale one). */
+export function removeOwnState(path: string, keeperPid: number): void {
+  try {
+    if ((JSON.parse(readFileSync(path, 'utf8')) as Partial<ClusterState>).keeper?.pid === keeperPid) rmSync(path, { force: true });
+  } catch {
+    /* gone already, or not a state file: not ours */
+  }
 }
 
 /** Whether the process that wrote `keeper` still runs (not a later process with its pid). */

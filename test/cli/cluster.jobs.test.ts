@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import { relative, sep } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { jobScript, repoRoot } from '../helpers/jobs.js';
 
@@ -9,8 +10,8 @@ import { jobScript, repoRoot } from '../helpers/jobs.js';
  * topocoll job under Open MPI's mpirun through the printed agent, the same hosts under MPICH's
  * mpiexec, a job started with the torchrun variables through `cluster exec`, then `down` — and
  * after it, and after the keeper is killed with SIGKILL, nothing of the cluster is left: no
- * process, network or mount namespace of it, no interface or mount in the machine's namespaces,
- * no state file.
+ * process, network or mount namespace of it (so no bridge, veth or mount), no interface or mount
+ * in the machine's namespaces, no state file.
  */
 
 const MAIN = `${repoRoot}dist/cli/main.js`;
@@ -59,20 +60,34 @@ interface State {
 }
 const readState = (name: string): State => JSON.parse(readFileSync(`${STATE_DIR}/cluster-${name}.json`, 'utf8')) as State;
 
-/** What the machine's own namespaces hold: interfaces, mounts, named network namespaces. */
+/**
+ * What the machine's own namespaces hold that a leaking cluster would change: interfaces, and
+ * mounts where the hosts mount theirs (other tests may mount elsewhere meanwhile).
+ */
 function rootView(): string {
   const mounts = readFileSync('/proc/1/mountinfo', 'utf8')
     .split('\n')
-    .map((l) => l.split(' ')[4])
+    .map((l) => l.split(' ')[4] ?? '')
+    .filter((m) => /^\/(dev\/shm|tmp|etc\/hosts)(\/|$)/.test(m))
     .sort()
     .join(' ');
-  return `links: ${readdirSync('/sys/class/net').sort().join(' ')}\nmounts: ${mounts}\nnetns: ${spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout}`;
+  return `links: ${readdirSync('/sys/class/net').sort().join(' ')}\nmounts: ${mounts}`;
+}
+
+/** A zombie has ended (its parent, init for a detached keeper, has yet to reap it). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return false;
+  }
 }
 
 /** Everything of the cluster still there: its processes, and any process in one of its namespaces. */
 function leftovers(state: State, stateFile: string): string[] {
   const left: string[] = [];
-  for (const pid of [state.keeper.pid, state.cleanerPid, ...state.hosts.map((h) => h.pid)]) if (existsSync(`/proc/${pid}/ns`)) left.push(`process ${pid}`);
+  for (const pid of [state.keeper.pid, state.cleanerPid, ...state.hosts.map((h) => h.pid)]) if (running(pid)) left.push(`process ${pid}`);
   const ns = new Set([...state.namespaces.net.map((n) => `net:[${n}]`), ...state.namespaces.mnt.map((n) => `mnt:[${n}]`)]);
   for (const pid of readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
     for (const kind of ['net', 'mnt']) {
@@ -141,15 +156,22 @@ describe('topocoll cluster', () => {
         expect(state.hosts.map((h) => h.name)).toEqual(['node0', 'node1', 'node2', 'node3']);
         const exec = (host: string, argv: string[], env: NodeJS.ProcessEnv = {}) => topocoll(['cluster', 'exec', '--name', name, host, '--', ...argv], env);
 
-        // A host has its own name, address, /etc/hosts, empty /dev/shm and /tmp, IPC namespace, and the leaf's rate.
+        // A host has its own name, address, /etc/hosts, empty /dev/shm and /tmp, IPC namespace, sysfs, and the leaf's rate.
         const look = await exec('node3', [
           'sh',
           '-c',
-          'hostname; ip -4 -o addr show dev eth0; getent hosts node0; ls -A /dev/shm /tmp; readlink /proc/self/ns/ipc; tc qdisc show dev eth0',
+          'hostname; ip -4 -o addr show dev eth0; getent hosts node0; echo shm: $(ls -A /dev/shm); echo tmp: $(ls -A /tmp); readlink /proc/self/ns/ipc; tc qdisc show dev eth0; echo sys: $(ls /sys/class/net)',
         ]);
         expect(look.code, look.stderr).toBe(0);
-        expect(look.stdout).toMatch(/^node3\n.* 10\.99\.0\.4\/16 [^]*^10\.99\.0\.1 +node0\n\/dev\/shm:\n\n\/tmp:\nipc:\[\d+\]\nqdisc tbf .* rate 10Gbit/m);
+        // /tmp holds at most the checkout, kept when it lies under /tmp.
+        const kept = relative('/tmp', realpathSync(repoRoot));
+        const tmp = kept.startsWith('..') ? '' : ` ${kept.split(sep)[0]}`;
+        expect(look.stdout).toMatch(
+          new RegExp(`^node3\\n.* 10\\.99\\.0\\.4/16 [^]*^10\\.99\\.0\\.1 +node0\\nshm:\\ntmp:${tmp}\\nipc:\\[\\d+\\]\\nqdisc tbf .* rate 10Gbit`, 'm'),
+        );
         expect(look.stdout).not.toContain(readlinkSync('/proc/self/ns/ipc'));
+        // Its own sysfs: /sys/class/net lists its own interfaces (UCX reads them there), not the machine's.
+        expect(look.stdout).toContain('\nsys: eth0 lo\n');
 
         const hostList = state.hosts.map((h) => `${h.name}:2`).join(',');
         const token = randomBytes(16).toString('hex');

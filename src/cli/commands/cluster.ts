@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, realpathSync, writeSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { runningClusters, resolveCluster, runInHost } from '../../cluster/agent.js';
-import { checkClusterSupport, coveredByHostTmpfs } from '../../cluster/build.js';
+import { checkClusterSupport, coveredByHostTmpfs, processStartTime } from '../../cluster/build.js';
 import { keepCluster } from '../../cluster/keeper.js';
 import { describePlan, parseRates, planCluster, shorthandNetwork, type ClusterPlan } from '../../cluster/plan.js';
 import { checkClusterName, DEFAULT_CLUSTER_NAME, keeperAlive, readState, stateFile, type ClusterState } from '../../cluster/state.js';
@@ -261,17 +261,12 @@ async function down(argv: string[], io: CliIo): Promise<number> {
   const gone = (pid: number, limitMs: number): Promise<boolean> =>
     new Promise((done) => {
       const tick = setInterval(() => {
-        let alive = true;
-        try {
-          process.kill(pid, 0);
-        } catch {
-          alive = false;
-        }
+        const alive = processStartTime(pid) !== undefined;
         if (!alive || performance.now() - t0 > limitMs) {
           clearInterval(tick);
           done(!alive);
         }
-      }, 20);
+      }, 10);
     });
   if (!(await gone(state.keeper.pid, 20_000)) && keeperAlive(state)) process.kill(state.keeper.pid, 'SIGKILL');
   await gone(state.cleanerPid, 40_000);
