@@ -71,7 +71,7 @@ export async function explainBarrier(job: ExplainJob): Promise<string> {
       rows.push({ name: 'default: the node-wide shared area', predicted: '-', us: row.avgUs });
       if (ompiWhy === undefined) {
         progress.step(`Open MPI barrier (${job.ranks} ranks)`);
-        const o = runOmpi('barrier', job.ranks, settings);
+        const o = await runOmpi('barrier', job.ranks, settings);
         const ompi = o.rows.find((r) => r.collective === 'barrier');
         if (ompi !== undefined) rows.push({ name: `Open MPI MPI_Barrier (${o.version.split(',')[0]})`, predicted: '-', us: ompi.avgUs });
       }

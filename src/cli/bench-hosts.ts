@@ -129,7 +129,7 @@ export async function benchAcrossHosts(
       let version = '';
       for (const collective of settings.collectives) {
         step(`${peerLabel(peer)} ${collective} (${size} ranks on ${plan.hosts.length} hosts)`);
-        const run = runPeer(peer, collective, size, settings, oversubscribed, across);
+        const run = await runPeer(peer, collective, size, settings, oversubscribed, across);
         rows.push(...run.rows);
         version = run.version;
       }

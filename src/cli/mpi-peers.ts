@@ -1,9 +1,9 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { TopocollError } from '../errors.js';
 import { PACKAGE_ROOT } from '../util/package-root.js';
-import type { BenchRow, BenchSettings } from './bench-worker.js';
+import { sizesOf, type BenchRow, type BenchSettings } from './bench-worker.js';
 
 /**
  * The MPI libraries `topocoll bench` measures beside topocoll, each with its own collectives at
@@ -165,7 +165,14 @@ export interface PeerRun {
  * Runs one collective's sweep of `peer`, `ranks` processes on this machine or across the hosts of
  * `across`. `oversubscribed`: the ranks outnumber the cores they share.
  */
-export function runPeer(name: PeerName, collective: string, ranks: number, settings: BenchSettings, oversubscribed = false, across?: AcrossHosts): PeerRun {
+export async function runPeer(
+  name: PeerName,
+  collective: string,
+  ranks: number,
+  settings: BenchSettings,
+  oversubscribed = false,
+  across?: AcrossHosts,
+): Promise<PeerRun> {
   const peer = PEERS[name];
   const args = [
     ...peer.launch(ranks, oversubscribed, across),
@@ -182,12 +189,9 @@ export function runPeer(name: PeerName, collective: string, ranks: number, setti
     String(settings.repeats),
   ];
   const [launcher, ...argv] = across === undefined ? [command(peer.launcher), ...args] : across.enter([command(peer.launcher), ...args]);
-  const r = spawnSync(launcher!, argv, {
-    encoding: 'utf8',
-    env: { ...process.env, ...across?.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
-    timeout: 600_000,
-  });
-  if (r.status !== 0) throw new Error(`${launcher} ${argv.join(' ')} failed (${r.status}): ${r.stderr.slice(0, 2000)}`);
+  const expected = collective === 'barrier' ? 1 : sizesOf(settings).length;
+  const r = await runLauncher(launcher!, argv, { ...process.env, ...across?.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' }, expected);
+  if (r.code !== 0 && !r.complete) throw new Error(`${launcher} ${argv.join(' ')} failed (${r.code}): ${r.stderr.slice(0, 2000)}`);
   const rows: BenchRow[] = [];
   let version = '';
   for (const line of r.stdout.split('\n')) {
@@ -202,4 +206,51 @@ export function runPeer(name: PeerName, collective: string, ranks: number, setti
     rows.push({ collective, mode: name, bytes: Number(f[0]), avgUs: Number(f[1]), minUs: Number(f[2]), maxUs: Number(f[3]), iterations: Number(f[4]) });
   }
   return { rows, version };
+}
+
+/** Data rows of the harness's output so far (`<bytes> <avg> <min> <max> <iterations>`). */
+const dataRows = (text: string) => text.split('\n').filter((l) => /^\d+ \S+ \S+ \S+ \d+$/.test(l.trim())).length;
+
+/**
+ * Runs a launcher in a process group of its own. Once the harness has printed all `expected` rows
+ * the launcher gets GRACE_MS to end; then its group is killed and the rows stand (`complete`):
+ * MPICH 4.0 over TCP can hang in MPI_Finalize with every result printed. Ten minutes at most.
+ */
+function runLauncher(
+  cmd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  expected: number,
+): Promise<{ code: number | null; stdout: string; stderr: string; complete: boolean }> {
+  const GRACE_MS = 15_000;
+  const LIMIT_MS = 600_000;
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let complete = false;
+    let grace: NodeJS.Timeout | undefined;
+    const kill = () => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    };
+    const limit = setTimeout(kill, LIMIT_MS);
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+      if (!complete && dataRows(stdout) >= expected) {
+        complete = true;
+        grace = setTimeout(kill, GRACE_MS);
+      }
+    });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(limit);
+      if (grace !== undefined) clearTimeout(grace);
+      resolve({ code, stdout, stderr, complete });
+    });
+  });
 }

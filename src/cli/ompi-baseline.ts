@@ -14,6 +14,6 @@ export function ompiUnavailable(): string | undefined {
 export type OmpiRun = PeerRun;
 
 /** Runs one collective's sweep under mpirun. */
-export function runOmpi(collective: string, ranks: number, settings: BenchSettings): OmpiRun {
+export function runOmpi(collective: string, ranks: number, settings: BenchSettings): Promise<OmpiRun> {
   return runPeer('ompi', collective, ranks, settings);
 }

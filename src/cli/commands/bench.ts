@@ -323,7 +323,7 @@ async function benchLatency(
       let version = '';
       for (const collective of settings.collectives) {
         progress.step(`${peerLabel(peer)} ${collective} (${ranks} ranks)`);
-        const run = runPeer(peer, collective, ranks, settings, oversubscribed);
+        const run = await runPeer(peer, collective, ranks, settings, oversubscribed);
         rows.push(...run.rows);
         version = run.version;
       }
@@ -492,7 +492,7 @@ async function benchStrategies(job: BenchJob, collective: StrategyCollective, of
       const why = ompiUnavailable();
       if (why === undefined) {
         progress.step(`Open MPI ${collective} (${job.ranks} ranks)`);
-        const run = runOmpi(collective, job.ranks, settings);
+        const run = await runOmpi(collective, job.ranks, settings);
         ompi = run.rows;
         note = `\n# Open MPI: ${run.version}${job.nodes !== undefined ? ' (one node: it cannot emulate nodes)' : ''}\n`;
       } else {
