@@ -22,13 +22,14 @@ export function usageError(command: string, detail: string): CliUsageError {
   return new CliUsageError(command, detail);
 }
 
-type Options = NonNullable<ParseArgsConfig['options']>;
+/** The option table of a command, as util.parseArgs takes it. */
+export type Options = NonNullable<ParseArgsConfig['options']>;
 
 /**
  * The options every command declared, by command, as parseCommandArgs last saw them: what the
  * test that checks each command's --help against its options reads (test/cli/usage.test.ts).
  */
-export const declaredOptions = new Map<string, Options>();
+export const declaredOptions: Map<string, Options> = new Map();
 
 /**
  * The spelling of `option` (`--name` or `-x`) nearest to one of `candidates`, when it is a likely
