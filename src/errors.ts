@@ -12,7 +12,7 @@ export type TopocollErrorCode =
   | 'EPEERLOST' // a peer process died or its connection broke
   | 'ECLOSED' // the communicator was used after close()
   | 'ENOMEM' // shared memory beyond the node's budget (shm.budgetBytes)
-  | 'ENOTSUP'; // the JavaScript runtime cannot do this (ArrayBuffers over shared memory)
+  | 'ENOTSUP'; // the JavaScript runtime or this installation cannot do this (ArrayBuffers over shared memory; topocoll/mpi not built)
 
 /** Where an error was found: any subset may be known. */
 export interface ErrorLocation {
