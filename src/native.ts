@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { resolve } from 'node:path';
 import nodeGypBuild from 'node-gyp-build';
 import { CallField, Collective, type JsP2POperation, type TreeKind, type WaitMode } from './abi.generated.js';
 import { TopocollError, rethrowNative } from './errors.js';
@@ -365,7 +366,8 @@ function load(): RawAddon {
   if (chosen) {
     if (!existsSync(chosen))
       throw new TopocollError('EINVAL', `TOPOCOLL_ADDON names ${chosen}, which does not exist`, { hint: 'Unset it to load the installed addon.' });
-    path = chosen;
+    // Absolute: require() would take a relative path without ./ for a package name.
+    path = resolve(chosen);
   } else {
     try {
       path = nodeGypBuild.path(PACKAGE_ROOT);
