@@ -76,7 +76,7 @@ beforeAll(() => {
   for (const name of NODE_ALONE) symlinkSync(name === 'node' ? process.execPath : systemTool(name), join(bin, name));
   nodeAlonePath = bin;
   app = tempDir('topocoll-app-');
-  // allowScripts: npm 11 runs a dependency's install script only when the project allows it;
+  // allowScripts: recent npm (11.19) runs a dependency's install script only when the project allows it;
   // allowed here, so that the install script's own choice (the prebuilt binary) is checked too.
   writeFileSync(
     join(app, 'package.json'),
