@@ -209,6 +209,18 @@ init().then((comm) => {
     expect(cjs.stderr).not.toMatch(/ExperimentalWarning/);
   });
 
+  it('where no prebuilt binary fits (LIBC=musl, as node-gyp-build reads it): the install script goes to compile, and a job says how', () => {
+    const musl = env(nodeAlonePath, { LIBC: 'musl' });
+    const rebuild = run('npm', ['rebuild', 'topocoll', '--foreground-scripts'], app, musl);
+    // No cmake on this PATH: the compile it chose fails, and so does the install, saying why.
+    expect(rebuild.status, out(rebuild)).not.toBe(0);
+    expect(rebuild.stdout).toMatch(/topocoll: compiling the addon from source: no prebuilt binary for linux-x64 \(.*libc=musl.*\); this needs cmake/);
+    expect(existsSync(join(app, 'node_modules/topocoll/build/Release/topocoll.node'))).toBe(false);
+    const job = run('npx', ['topocoll', 'run', '-n', '2', 'node_modules/topocoll/examples/demo.mjs'], app, musl);
+    expect(job.status, out(job)).not.toBe(0);
+    expect(job.stderr).toMatch(/EINVAL: no native addon fits this machine \(.*libc=musl.*\)\. .*npm install-scripts approve topocoll && npm rebuild topocoll/);
+  });
+
   it('compiles from source when asked (npm_config_build_from_source=true, the tools on PATH), and the compiled addon wins', () => {
     const rebuild = run(
       'npm',
