@@ -91,10 +91,16 @@ describe("every command's --help", () => {
       const r = await cli([name, '--help']);
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).toMatch(new RegExp(`^Usage: topocoll ${name}`, 'm'));
-      const options = declaredOptions.get(name);
-      expect(options, `${name} parses its arguments with parseCommandArgs`).toBeDefined();
+      // A command with subcommands (`tune shm`) may parse their options under their own names
+      // (parseCommandArgs('tune shm', …)): the help of each subcommand the help names is asked
+      // too, and every option any of them declares must be in the command's help.
+      const subcommands = new Set([...r.stdout.matchAll(new RegExp(`topocoll ${name} ([a-z][a-z-]*)`, 'g'))].map((m) => m[1]!));
+      for (const sub of subcommands) await cli([name, sub, '--help']);
+      const declared = [...declaredOptions].filter(([command]) => command === name || command.startsWith(`${name} `));
+      expect(declared.length, `${name} parses its arguments with parseCommandArgs`).toBeGreaterThan(0);
       // Listed under its long name, or its short one (`-n N`).
-      const unlisted = Object.entries(options!)
+      const unlisted = declared
+        .flatMap(([, options]) => Object.entries(options))
         .filter(([o]) => o !== 'help')
         .filter(([o, spec]) => !new RegExp(`(--${o}|-${spec.short ?? '--'})(?![\\w-])`).test(r.stdout))
         .map(([o]) => o);
