@@ -26,8 +26,9 @@ export function usageError(command: string, detail: string): CliUsageError {
 export type Options = NonNullable<ParseArgsConfig['options']>;
 
 /**
- * The options every command declared, by command, as parseCommandArgs last saw them: what the
- * test that checks each command's --help against its options reads (test/cli/usage.test.ts).
+ * The options every command declared, by command, as parseCommandArgs last saw them, less its
+ * internal ones: what the test that checks each command's --help against its options reads
+ * (test/cli/usage.test.ts).
  */
 export const declaredOptions: Map<string, Options> = new Map();
 
@@ -53,15 +54,19 @@ export function optionSpellings(options: Options): string[] {
 /**
  * Command-line parsing on Node's own `util.parseArgs` (strict: unknown options and positionals
  * where there are none are refused), its errors turned into CliUsageError: one sentence, the
- * nearest valid option suggested for an unknown one.
+ * nearest valid option suggested for an unknown one. `internal` names options that are no part
+ * of the command's interface (a command that starts itself again passes them): its --help need
+ * not list them, and they are never suggested.
  */
 export function parseCommandArgs<T extends Options>(
   command: string,
   argv: string[],
   options: T,
   allowPositionals = false,
+  internal: readonly (keyof T & string)[] = [],
 ): ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: boolean; strict: true }>> {
-  declaredOptions.set(command, options);
+  const visible = Object.fromEntries(Object.entries(options).filter(([name]) => !internal.includes(name)));
+  declaredOptions.set(command, visible);
   try {
     return parseArgs({ args: argv, options, allowPositionals, strict: true });
   } catch (cause) {
@@ -69,7 +74,7 @@ export function parseCommandArgs<T extends Options>(
     const message = (cause as Error).message;
     const unknown = /^Unknown option '([^']+)'/.exec(message);
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && unknown) {
-      const near = nearestOption(unknown[1]!, optionSpellings(options));
+      const near = nearestOption(unknown[1]!, optionSpellings(visible));
       throw usageError(command, `unknown option ${unknown[1]}${near === undefined ? '' : `; did you mean ${near}?`}`);
     }
     // Node's other messages (a missing value, an unexpected argument) are one sentence first.

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { declaredOptions, nearestOption, optionSpellings } from '../../src/cli/args.js';
+import { declaredOptions, nearestOption, optionSpellings, parseCommandArgs } from '../../src/cli/args.js';
 import { commands } from '../../src/cli/run-cli.js';
 import { cli, repoRoot } from './helpers.js';
 
@@ -118,5 +118,14 @@ describe('nearestOption', () => {
     expect(nearestOption('--nodes=3', spellings.slice(0, 2))).toBeUndefined();
     expect(nearestOption('--xyz', spellings)).toBeUndefined();
     expect(nearestOption('--x', [])).toBeUndefined();
+  });
+});
+
+describe('internal options', () => {
+  it('are parsed, but neither declared for --help nor suggested', () => {
+    const options = { np: { type: 'string', short: 'n' }, keeper: { type: 'boolean' } } as const;
+    expect(parseCommandArgs('internal-probe', ['--keeper', '-n', '2'], options, false, ['keeper']).values).toEqual({ keeper: true, np: '2' });
+    expect(Object.keys(declaredOptions.get('internal-probe')!)).toEqual(['np']);
+    expect(() => parseCommandArgs('internal-probe', ['--keepr'], options, false, ['keeper'])).toThrow(/^EINVAL: unknown option --keepr\.$/);
   });
 });
