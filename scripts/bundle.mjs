@@ -9,7 +9,11 @@
 // - the rendezvous server's worker is an entry point named worker.js, the name host.ts asks for
 //   beside itself;
 // - mpi.js is an entry point and also init's dynamic import: with splitting, both are the same
-//   file, so a process holds one copy of topocoll/mpi's state whichever way it came in.
+//   file, so a process holds one copy of topocoll/mpi's state whichever way it came in;
+// - no module here awaits at its top level: CommonJS consumers require() these ES modules
+//   (Node.js >= 20.19), which fails for a graph with a top-level await
+//   (test/cli/package.jobs.test.ts). Hence no second, CommonJS build, which would load a second
+//   copy of the library's state beside the first (docs/guide/install.md).
 // The CLI (dist/cli/) keeps running the compiled modules; a process loads one or the other.
 import { build } from 'esbuild';
 import { rmSync } from 'node:fs';

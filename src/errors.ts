@@ -12,7 +12,7 @@ export type TopocollErrorCode =
   | 'EPEERLOST' // a peer process died or its connection broke
   | 'ECLOSED' // the communicator was used after close()
   | 'ENOMEM' // shared memory beyond the node's budget (shm.budgetBytes)
-  | 'ENOTSUP'; // the runtime or system cannot do this (ArrayBuffers over shared memory; namespaces for topocoll cluster)
+  | 'ENOTSUP'; // the runtime, system or installation cannot do this (ArrayBuffers over shared memory; namespaces for topocoll cluster; topocoll/mpi not built)
 
 /** Where an error was found: any subset may be known. */
 export interface ErrorLocation {

@@ -113,7 +113,9 @@ function addonPath(): string {
   }
   const candidates = ['build/mpi/Release/topocoll_mpi.node', 'build/mpi/Debug/topocoll_mpi.node'].map((p) => join(PACKAGE_ROOT, p));
   const path = candidates.find((p) => existsSync(p));
-  if (path === undefined) throw new TopocollError('EINVAL', `topocoll/mpi is not built (looked for ${candidates.join(', ')})`, { hint: BUILD_HINT });
+  // Not built: no MPI where the package was installed (scripts/build-mpi.mjs skips it then, and
+  // recent npm runs no install script it was not allowed to), a capability this installation lacks.
+  if (path === undefined) throw new TopocollError('ENOTSUP', `topocoll/mpi is not built (looked for ${candidates.join(', ')})`, { hint: BUILD_HINT });
   return path;
 }
 

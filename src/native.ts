@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { resolve } from 'node:path';
+import nodeGypBuild from 'node-gyp-build';
 import { CallField, Collective, type JsP2POperation, type TreeKind, type WaitMode } from './abi.generated.js';
 import { TopocollError, rethrowNative } from './errors.js';
 import { PACKAGE_ROOT } from './util/package-root.js';
@@ -350,21 +351,48 @@ export const layerMessages = {
 let addon: RawAddon | undefined;
 
 /**
- * Loads build/Release/topocoll.node (built by cmake-js on install) once; `TOPOCOLL_ADDON` names
- * another build instead (a sanitizer build: native/CMakeLists.txt, TOPOCOLL_SANITIZE).
+ * Loads the addon once. `TOPOCOLL_ADDON` names a build to load instead (a sanitizer build:
+ * native/CMakeLists.txt, TOPOCOLL_SANITIZE) and nothing else is tried. Otherwise node-gyp-build
+ * chooses, in this order: build/Release, build/Debug (a local compile — a development checkout,
+ * or the install script's fallback — always wins over what the package ships), then the prebuilt
+ * binary of prebuilds/<platform>-<arch>/ whose tags fit this process (napi, glibc or musl;
+ * scripts/prebuild.mjs names it). Its build/ lookup takes the first `*.node` of the directory,
+ * so build/Release must hold topocoll.node alone (the MPI addon builds into build/mpi/).
  */
 function load(): RawAddon {
   if (addon !== undefined) return addon;
   const chosen = process.env.TOPOCOLL_ADDON;
-  const candidates = chosen ? [chosen] : ['build/Release/topocoll.node', 'build/Debug/topocoll.node'].map((p) => join(PACKAGE_ROOT, p));
-  const path = candidates.find((p) => existsSync(p));
-  if (path === undefined) {
-    throw new TopocollError('EINVAL', `the native addon is not built (looked for ${candidates.join(', ')})`, {
-      hint: 'Run "npm install" (or "npm run build:native") in the topocoll package; it needs cmake and a C++17 compiler.',
+  let path: string;
+  if (chosen) {
+    if (!existsSync(chosen))
+      throw new TopocollError('EINVAL', `TOPOCOLL_ADDON names ${chosen}, which does not exist`, { hint: 'Unset it to load the installed addon.' });
+    // Absolute: require() would take a relative path without ./ for a package name.
+    path = resolve(chosen);
+  } else {
+    try {
+      path = nodeGypBuild.path(PACKAGE_ROOT);
+    } catch (cause) {
+      throw new TopocollError('EINVAL', `no native addon fits this machine (${firstLine(cause)})`, {
+        cause,
+        hint: 'No prebuilt binary is shipped for it: compile one with "npm install-scripts approve topocoll && npm rebuild topocoll" (it needs cmake and a C++17 compiler).',
+      });
+    }
+  }
+  try {
+    addon = createRequire(import.meta.url)(path) as RawAddon;
+  } catch (cause) {
+    // A binary that does not link here: a prebuilt one on a glibc or libstdc++ older than the
+    // build machine's (scripts/prebuild.mjs), or a build for another architecture.
+    throw new TopocollError('EINVAL', `the native addon ${path} does not load (${firstLine(cause)})`, {
+      cause,
+      hint: 'Compile it for this machine with "npm install-scripts approve topocoll && npm_config_build_from_source=true npm rebuild topocoll" (it needs cmake and a C++17 compiler).',
     });
   }
-  addon = createRequire(import.meta.url)(path) as RawAddon;
   return addon;
+}
+
+function firstLine(e: unknown): string {
+  return (e instanceof Error ? e.message : String(e)).split('\n')[0]!.trim();
 }
 
 /**

@@ -1,11 +1,10 @@
 import { resolve } from 'node:path';
-import { TopocollError } from '../errors.js';
 import { readHwlocXmlFile } from '../topology/hwloc-xml.js';
 import { readLocalitiesFile } from '../topology/localities-file.js';
 import { expandHostlist } from '../topology/network/hostlist.js';
 import { placeRanks, type BindTo, type MapBy } from '../topology/rank-mapping.js';
 import type { RankPlacement } from '../topology/types.js';
-import { parseNonNegativeInt, requireOne } from './args.js';
+import { parseNonNegativeInt, requireOne, usageError } from './args.js';
 import type { CliIo } from './io.js';
 
 /** The options that map a described job's ranks onto a cluster of identical nodes (mpirun's --map-by/--bind-to). */
@@ -37,9 +36,7 @@ export interface MappingValues {
 export function placementsFromMapping(command: string, values: MappingValues, io: CliIo): RankPlacement[] {
   const missing = (['hwloc-xml', 'nodes', 'ppn', 'map-by'] as const).filter((k) => values[k] === undefined);
   if (missing.length > 0) {
-    throw new TopocollError('EINVAL', `topocoll ${command}: missing ${missing.map((k) => `--${k}`).join(', ')}`, {
-      hint: 'Describe the job with --hwloc-xml, --nodes, --ppn and --map-by.',
-    });
+    throw usageError(command, `missing ${missing.map((k) => `--${k}`).join(', ')} (a job is described by --hwloc-xml, --nodes, --ppn and --map-by)`);
   }
   const machine = readHwlocXmlFile(resolve(io.cwd, values['hwloc-xml']!));
   const nodes = expandHostlist(values.nodes!);
@@ -54,7 +51,7 @@ export function placementsFrom(command: string, values: MappingValues & { locali
   const described = Object.keys(mappingOptions).some((k) => values[k as keyof MappingValues] !== undefined);
   if (values.localities !== undefined) {
     if (described) {
-      throw new TopocollError('EINVAL', `topocoll ${command}: give either --localities or the placement options, not both`);
+      throw usageError(command, 'give either --localities or the placement options, not both');
     }
     return readLocalitiesFile(resolve(io.cwd, values.localities));
   }

@@ -5,13 +5,13 @@ import { cli } from './helpers.js';
 describe('topocoll cluster (arguments)', () => {
   const env = { TOPOCOLL_CLUSTER_DIR: '/nonexistent/topocoll-cluster-test' };
 
-  it('--help lists the subcommands; an unknown one is EINVAL', async () => {
+  it('--help lists the subcommands; an unknown one is a usage error (EINVAL, exit 2)', async () => {
     const help = await cli(['cluster', '--help']);
     expect(help.code).toBe(0);
     for (const sub of ['cluster up', 'cluster exec', 'cluster status', 'cluster down']) expect(help.stdout).toContain(`topocoll ${sub}`);
     const bad = await cli(['cluster', 'start']);
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toContain('EINVAL: topocoll cluster: unknown subcommand "start"');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('topocoll cluster: EINVAL: unknown subcommand "start": it is one of up, exec, status, down');
   });
 
   it('up needs either a network file or the shorthand, and checks rates, subnet and name before anything', async () => {

@@ -226,7 +226,7 @@ describe('topocoll groups shows the configured algorithms', () => {
     expect(r.stdout).toMatch(/^ {2}socket \(reduce\) \(group of 18, shm\): =rabenseifner \d+\.\d\d$/m);
     expect(r.stdout).toMatch(/^ {2}whole call: \*reduce-bcast \d+\.\d\d$/m);
     expect((await cli(['groups', ...seedJob, '--explain', '--bytes', '8,lots'])).stderr).toMatch(
-      /EINVAL: topocoll groups: --bytes takes sizes such as 65536, 64KiB or 1MiB, got "lots"/,
+      /topocoll groups: EINVAL: --bytes takes sizes such as 65536, 64KiB or 1MiB, got "lots"/,
     );
   });
 });

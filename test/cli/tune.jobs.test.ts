@@ -69,7 +69,7 @@ describe('topocoll tune', () => {
     expect(tuneTarget(['links'])).toBe('links');
     expect(tuneTarget(['barrier'])).toBe('links');
     expect(() => tuneTarget(['shm', 'links'])).toThrow(/unknown target "shm links"/);
-    expect((await cli(['tune', 'tcp'])).stderr).toMatch(/EINVAL: topocoll tune: unknown target "tcp"/);
+    expect((await cli(['tune', 'tcp'])).stderr).toMatch(/topocoll tune: EINVAL: unknown target "tcp"/);
   });
 });
 

@@ -5,7 +5,7 @@ import { TopocollError } from '../../errors.js';
 import { crossCoreLatencyNs } from '../../native.js';
 import { readProcessAffinity } from '../../topology/affinity.js';
 import type { BindPolicy } from '../launcher.js';
-import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
+import { parseCommandArgs, parseNonNegativeInt, requireOne, usageError } from '../args.js';
 import { sizesOf, type BenchRow, type BenchSettings, type GroupSizesRecord } from '../bench-worker.js';
 import { benchCharts, parseBenchJson, topocollCommit, writeReport, type ReportRow } from '../bench-report.js';
 import { Progress } from '../progress.js';
@@ -178,9 +178,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   }
   const target = positionals[0];
   if (positionals.length > 1 || (target !== undefined && !(COLLECTIVES as readonly string[]).includes(target))) {
-    throw new TopocollError('EINVAL', `topocoll bench: unknown collective "${positionals.join(' ')}"`, {
-      hint: `Use one of ${COLLECTIVES.join(', ')}, or none for all.`,
-    });
+    throw usageError('bench', `unknown collective "${positionals.join(' ')}": use one of ${COLLECTIVES.join(', ')}, or none for all`);
   }
   if (values['from-json'] !== undefined) return chartsFromJson(values, target, io);
   if (values.report !== undefined && (values.strategies || values.explain || values.model)) {

@@ -9,7 +9,7 @@ import { checkClusterName, DEFAULT_CLUSTER_NAME, keeperAlive, readState, stateFi
 import { TopocollError } from '../../errors.js';
 import { readNetworkFile } from '../../topology/network/index.js';
 import { PACKAGE_ROOT } from '../../util/package-root.js';
-import { parseByteSize, parseCommandArgs, parseNonNegativeInt } from '../args.js';
+import { parseByteSize, parseCommandArgs, parseNonNegativeInt, usageError } from '../args.js';
 import type { CliIo } from '../io.js';
 
 export const clusterHelp = `topocoll cluster — an emulated cluster of hosts made of Linux namespaces (root only)
@@ -81,7 +81,7 @@ export async function clusterCommand(argv: string[], io: CliIo): Promise<number>
       io.stdout(clusterHelp);
       return sub === undefined ? 1 : 0;
     default:
-      throw new TopocollError('EINVAL', `topocoll cluster: unknown subcommand "${sub}"`, { hint: 'It is one of up, exec, status, down.' });
+      throw usageError('cluster', `unknown subcommand "${sub}": it is one of up, exec, status, down`);
   }
 }
 
@@ -117,7 +117,7 @@ function summary(state: ClusterState, plan: ClusterPlan, path: string, foregroun
 }
 
 async function up(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parseCommandArgs('cluster up', argv, UP_OPTIONS);
+  const { values } = parseCommandArgs('cluster up', argv, UP_OPTIONS, false, ['keeper']);
   if (values.help) {
     io.stdout(clusterHelp);
     return 0;
@@ -200,9 +200,9 @@ function nameOption(argv: string[], command: string): { name?: string; rest: str
     else if (a.startsWith('--name=')) name = a.slice('--name='.length);
     else if (a === '--help' || a === '-h') help = true;
     else if (a.startsWith('-') && a !== '--')
-      throw new TopocollError('EINVAL', `topocoll cluster ${command}: unknown option ${a}`, { hint: 'Run "topocoll cluster --help" for the options.' });
+      throw usageError(`cluster ${command}`, `unknown option ${a}`);
     else break;
-    if (name === '') throw new TopocollError('EINVAL', `topocoll cluster ${command}: --name needs a value`);
+    if (name === '') throw usageError(`cluster ${command}`, '--name needs a value');
   }
   return { name: name === undefined ? undefined : checkClusterName(name), rest: argv.slice(i), help };
 }

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { TopocollError } from '../../errors.js';
 import { launch, type BindPolicy } from '../launcher.js';
-import { parseCommandArgs, parseNonNegativeInt, requireOne } from '../args.js';
+import { parseCommandArgs, parseNonNegativeInt, requireOne, usageError } from '../args.js';
 import type { CliIo } from '../io.js';
 
 export const runHelp = `topocoll run — start a job of N Node processes on this machine
@@ -56,18 +56,21 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     io.stdout(runHelp);
     return 0;
   }
-  if (values.np === undefined) throw new TopocollError('EINVAL', 'topocoll run: -n N is required');
-  if (script === undefined) throw new TopocollError('EINVAL', 'topocoll run: no script given', { hint: 'Usage: topocoll run -n 4 app.js' });
+  if (values.np === undefined) throw usageError('run', '-n N is required');
+  if (script === undefined) throw usageError('run', 'no script given (topocoll run -n 4 app.js)');
+  const timeout = values.timeout === undefined ? undefined : Number(values.timeout);
+  if (timeout !== undefined && !(timeout > 0)) throw usageError('run', `--timeout must be a positive number of seconds, got "${values.timeout}"`);
+  // The command line is checked whole (status 2) before the script is looked for (status 1).
+  const ranks = parseNonNegativeInt('run', 'np', values.np);
+  const bind = requireOne<BindPolicy>('run', 'bind', values.bind ?? 'core', ['core', 'numa', 'socket', 'none']);
+  const nodes = values.nodes === undefined ? undefined : parseNonNegativeInt('run', 'nodes', values.nodes);
   if (!existsSync(resolve(io.cwd, script))) {
     throw new TopocollError('EINVAL', `topocoll run: the script ${script} does not exist`, { file: resolve(io.cwd, script) });
   }
-  const timeout = values.timeout === undefined ? undefined : Number(values.timeout);
-  if (timeout !== undefined && !(timeout > 0))
-    throw new TopocollError('EINVAL', `topocoll run: --timeout must be a positive number of seconds, got "${values.timeout}"`);
   return launch({
-    ranks: parseNonNegativeInt('run', 'np', values.np),
-    bind: requireOne<BindPolicy>('run', 'bind', values.bind ?? 'core', ['core', 'numa', 'socket', 'none']),
-    nodes: values.nodes === undefined ? undefined : parseNonNegativeInt('run', 'nodes', values.nodes),
+    ranks,
+    bind,
+    nodes,
     config: values.config === undefined ? undefined : resolve(io.cwd, values.config),
     network: values.network === undefined ? undefined : resolve(io.cwd, values.network),
     output: values['tag-output'] ? 'tagged' : 'inherit',

@@ -6,7 +6,7 @@ import { loadConfigFile, parseYaml } from '../../config/load.js';
 import { TopocollError } from '../../errors.js';
 import { shmLayout } from '../../runtime/shm-budget.js';
 import { lastLevelCacheBytes } from '../../topology/sysfs.js';
-import { parseCommandArgs, parseNonNegativeInt } from '../args.js';
+import { parseCommandArgs, parseNonNegativeInt, usageError } from '../args.js';
 import type { CliIo } from '../io.js';
 import type { TuneSettings } from '../tune-worker.js';
 import { runWorkerJob } from '../worker-job.js';
@@ -59,9 +59,7 @@ export function tuneTarget(positionals: readonly string[]): TuneTarget {
   if (positionals.length === 0) return 'all';
   const [name] = positionals;
   if (positionals.length === 1 && (name === 'shm' || name === 'links' || name === 'barrier')) return name === 'shm' ? 'shm' : 'links';
-  throw new TopocollError('EINVAL', `topocoll tune: unknown target "${positionals.join(' ')}"`, {
-    hint: 'Use "topocoll tune" (everything), "topocoll tune shm" or "topocoll tune links".',
-  });
+  throw usageError('tune', `unknown target "${positionals.join(' ')}": use "topocoll tune" (everything), "topocoll tune shm" or "topocoll tune links"`);
 }
 
 export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
