@@ -199,8 +199,7 @@ function nameOption(argv: string[], command: string): { name?: string; rest: str
     if (a === '--name') name = argv[++i];
     else if (a.startsWith('--name=')) name = a.slice('--name='.length);
     else if (a === '--help' || a === '-h') help = true;
-    else if (a.startsWith('-') && a !== '--')
-      throw usageError(`cluster ${command}`, `unknown option ${a}`);
+    else if (a.startsWith('-') && a !== '--') throw usageError(`cluster ${command}`, `unknown option ${a}`);
     else break;
     if (name === '') throw usageError(`cluster ${command}`, '--name needs a value');
   }
