@@ -1,4 +1,6 @@
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { formatAlgorithm } from '../../algorithms/algorithm-choice.js';
 import { chooseBarrier } from '../../algorithms/barrier-model.js';
 import type { LinkModel } from '../../algorithms/cost-model.js';
@@ -70,6 +72,12 @@ export async function measureLinks(io: CliIo, quick: boolean): Promise<MeasuredL
   // The operator alone, on this process's thread, over the largest combined message: the bound
   // the combine rate falls back to when the paired trials cannot tell it from the noise.
   const operatorBytesPerUs = operatorCombineRate(Math.max(...base.combineSizes), quick ? 20 : 100);
+  // The "links" set describes ranks that have their cores: measured with waits that spin first
+  // whatever else runs (waits: spin), the figures such ranks get. Under waits: auto, work beside
+  // the measurement would turn its waits into sleeps and the set into a measure of the load.
+  const dir = mkdtempSync(join(tmpdir(), 'topocoll-tune-links-'));
+  const dedicated = join(dir, 'dedicated-cores.yaml');
+  writeFileSync(dedicated, 'waits:\n  mode: spin\n');
   try {
     for (const kind of LINK_KINDS) {
       progress.step(kind.what);
@@ -85,6 +93,7 @@ export async function measureLinks(io: CliIo, quick: boolean): Promise<MeasuredL
         bind: 'core',
         cpus: kind.sameCore ? [twoCores[0]!, twoCores[0]!] : twoCores,
         nodes: kind.nodes,
+        ...(kind.set === 'links' ? { config: dedicated } : {}),
         worker: 'links-worker.js',
         settingsVariable: 'TOPOCOLL_LINKS',
         settings,
@@ -98,6 +107,7 @@ export async function measureLinks(io: CliIo, quick: boolean): Promise<MeasuredL
     }
   } finally {
     progress.finish();
+    rmSync(dir, { recursive: true, force: true });
   }
   return { rounds: base.rounds, links };
 }

@@ -28,8 +28,9 @@ TOPOCOLL_CONFIG. --quick: fewer trials and sizes (a rough model in seconds, for 
 links: the LogGP parameters of the cost model (model.links.shm, model.links.tcp and
 model.oversubscribed.shm, .tcp; model.callUs, model.combineBytesPerUs), each kind of link
 measured by its own job of two ranks through the executor: shared memory (one node), TCP
-(always between 2 emulated nodes, over loopback), each with the ranks on two cores and with
-both on one core (oversubscribed). Latency L, overheads o_s and o_r and gap g from zero-byte
+(always between 2 emulated nodes, over loopback), each with the ranks on two cores (their waits
+spinning first, waits: spin: the figures of ranks that have their cores) and with both on one
+core (oversubscribed). Latency L, overheads o_s and o_r and gap g from zero-byte
 messages; G from ping-pongs of 4 KiB to 4 MiB (the slope of the one-way time), Gx from pairwise
 exchanges (SendRecv) of the same sizes, the combine rate from receiving with and without adding
 (RecvReduce against Recv), callUs from a call that moves nothing. Prints every figure with its
