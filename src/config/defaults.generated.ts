@@ -17,7 +17,7 @@ export const DEFAULT_CONFIG_VALUES: unknown = {
   topology: { source: 'auto', hwlocXml: null, locality: null },
   timeouts: { initMs: 30000, collectiveMs: 600000 },
   scheduler: { sliceUs: 100 },
-  waits: { mode: 'auto', remoteSpinUs: 50 },
+  waits: { mode: 'spin', remoteSpinUs: 50 },
   shm: {
     budgetBytes: 'auto',
     channelBytes: 'auto',

@@ -117,12 +117,12 @@ const scheduler = z
 const waits = z
   .object({
     /**
-     * auto: spin and yield only while that can gain: not once work other than the job's was
-     * seen to take this rank's cores (a spin that lost its core, a yield that gave it away for
-     * long), then sleep at once for a while; and a spin on a TCP peer at most remoteSpinUs.
-     * spin: always spin and yield first (ranks that own their cores). sleep: never spin or yield.
+     * spin (default): always spin and yield first. auto: sleep at once for a while whenever a wait
+     * was seen losing its core (a spin that lost it, a yield that gave it away for long), and a
+     * spin on a TCP peer at most remoteSpinUs; it cannot yet tell others' work from the job's own
+     * ranks and threads (bench/RESULTS.md). sleep: never spin or yield.
      */
-    mode: z.enum(['auto', 'spin', 'sleep']).default('auto'),
+    mode: z.enum(['auto', 'spin', 'sleep']).default('spin'),
     /** waits: auto: the longest non-blocking spin on a TCP peer before sleeping in poll(), µs. */
     remoteSpinUs: z.number().int().min(0).max(100_000).default(50),
   })
@@ -488,7 +488,7 @@ export const configSchema = z
     topology: topology.default({ source: 'auto', hwlocXml: null, locality: null }),
     timeouts: timeouts.default({ initMs: 30_000, collectiveMs: 600_000 }),
     scheduler: scheduler.default({ sliceUs: 100 }),
-    waits: waits.default({ mode: 'auto', remoteSpinUs: 50 }),
+    waits: waits.default({ mode: 'spin', remoteSpinUs: 50 }),
     shm: shm.prefault({}),
     bcast: bcastCollective.prefault({}),
     reduce: reduceCollective.prefault({}),

@@ -12,10 +12,10 @@ const fourNodes = `${repoRoot}test/fixtures/network/four-nodes.txt`;
 // more ranks than cores, and the other way round.
 const everyRank = configFile('allreduce: { shm: every-rank }\nallgather: { shm: every-rank }\n');
 const lastArrival = configFile('allreduce: { shm: last-arrival }\nallgather: { shm: last-arrival }\n');
-// The wait policies other than auto (config/default.yaml, waits): every wait straight to sleep
-// (on shared memory and on TCP), and every wait spinning first whatever else runs.
+// The wait policies other than the default spin (config/default.yaml, waits): every wait straight
+// to sleep (on shared memory and on TCP), and waits that sleep once they see their core taken.
 const sleeping = configFile('waits: { mode: sleep }\n');
-const spinning = configFile('waits: { mode: spin }\nallreduce: { shm: every-rank }\nallgather: { shm: every-rank }\n');
+const sightings = configFile('waits: { mode: auto }\nallreduce: { shm: every-rank }\nallgather: { shm: every-rank }\n');
 
 const configurations: [string, string[]][] = [
   ['1 rank', ['-n', '1', job, '--big']],
@@ -26,7 +26,7 @@ const configurations: [string, string[]][] = [
   ['8 ranks on one node (4 per core)', ['-n', '8', job, '--big']],
   ['2 ranks, the last to arrive combining small allreduces', ['-n', '2', '--config', lastArrival, job]],
   ['5 ranks on one node, every rank combining small allreduces', ['-n', '5', '--config', everyRank, job]],
-  ['8 ranks on one node, every rank combining small allreduces, waits spinning first', ['-n', '8', '--config', spinning, job, '--quick']],
+  ['8 ranks on one node, every rank combining small allreduces, waits that sleep once their core is taken', ['-n', '8', '--config', sightings, job, '--quick']],
   ['4 ranks on 2 emulated nodes, every wait sleeping at once', ['-n', '4', '--nodes', '2', '--config', sleeping, job, '--quick']],
   ['8 ranks on 4 emulated nodes under two leaf switches', ['-n', '8', '--nodes', '4', '--network', fourNodes, job]],
   ['4 unbound ranks, one per emulated node', ['-n', '4', '--nodes', '4', '--bind', 'none', job, '--quick']],

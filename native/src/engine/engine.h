@@ -52,7 +52,7 @@ struct EngineOptions {
   // More processes on the node than cores: spin less before yielding.
   bool oversubscribed = false;
   // How waits spend the time before they sleep (abi::WaitMode, `waits.mode`; base/wait.h).
-  abi::WaitMode waits = abi::WaitMode::kAuto;
+  abi::WaitMode waits = abi::WaitMode::kSpin;
   // waits: auto: the longest non-blocking spin on a TCP peer before poll() (`waits.remoteSpinUs`).
   uint32_t remote_spin_us = 50;
   // The smallest bcast the S0 engine sends in window mode (ShmBcastParams::window_min_bytes): the
