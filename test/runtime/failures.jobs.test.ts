@@ -7,6 +7,22 @@ const everyRank = ['--config', configFile('allreduce: { shm: every-rank }\nallga
 
 const run = runFailureJob;
 
+/**
+ * A 4-rank job of mismatch.mjs whose call `kind` differs on rank 1: every rank gets an error
+ * (EMISMATCH where the mismatch is seen, EPEERLOST where the abort arrives first), no rank gets
+ * through both barriers after the call, and /dev/shm is clean.
+ */
+async function expectMismatchEverywhere(kind: string, args: readonly string[]): Promise<void> {
+  const r = run(['-n', '4', ...args, jobScript('mismatch.mjs'), kind]);
+  expect(r.signal).toBeNull();
+  expect(r.status).not.toBe(0);
+  expect(r.finished).toEqual([]);
+  expect(r.caught.size).toBe(4);
+  expect([...r.caught.values()]).toContain('EMISMATCH');
+  for (const code of r.caught.values()) expect(['EMISMATCH', 'EPEERLOST']).toContain(code);
+  expect(await leftoverSegments()).toEqual([]);
+}
+
 describe('a rank killed with SIGKILL in the middle of a collective', () => {
   for (const [name, args, n, collective] of [
     ['4 ranks on one node, allreduce', ['-n', '4'], 4, 'allreduce'],
@@ -35,18 +51,7 @@ describe('mismatched calls across ranks give errors, not hangs or wrong data', (
       ['2 nodes', ['--nodes', '2']],
       ['1 node, every rank combining', ['--nodes', '1', ...everyRank]],
     ] as const) {
-      it(`${kind} differs on rank 1 (${where})`, async () => {
-        const r = run(['-n', '4', ...args, jobScript('mismatch.mjs'), kind]);
-        expect(r.signal).toBeNull();
-        expect(r.status).not.toBe(0);
-        // No rank may get through both barriers after the mismatched call.
-        expect(r.finished).toEqual([]);
-        expect(r.caught.size).toBe(4);
-        // The ranks that see the mismatch report it as such; the rest learn of the abort.
-        expect([...r.caught.values()]).toContain('EMISMATCH');
-        for (const code of r.caught.values()) expect(['EMISMATCH', 'EPEERLOST']).toContain(code);
-        expect(await leftoverSegments()).toEqual([]);
-      });
+      it(`${kind} differs on rank 1 (${where})`, () => expectMismatchEverywhere(kind, args));
     }
   }
 });
@@ -61,16 +66,7 @@ describe("issue 40's mismatched calls on one node (across nodes: gather-scatter.
     ['reduce-scatter-op', '1 node', ['--nodes', '1']],
     ['scan-exscan', '1 node', ['--nodes', '1']],
   ] as const) {
-    it(`${kind} differs on rank 1 (${where}): EMISMATCH, no rank finishes, /dev/shm clean`, async () => {
-      const r = run(['-n', '4', ...args, jobScript('mismatch.mjs'), kind]);
-      expect(r.signal).toBeNull();
-      expect(r.status).not.toBe(0);
-      expect(r.finished).toEqual([]);
-      expect(r.caught.size).toBe(4);
-      expect([...r.caught.values()]).toContain('EMISMATCH');
-      for (const code of r.caught.values()) expect(['EMISMATCH', 'EPEERLOST']).toContain(code);
-      expect(await leftoverSegments()).toEqual([]);
-    });
+    it(`${kind} differs on rank 1 (${where}): EMISMATCH, no rank finishes, /dev/shm clean`, () => expectMismatchEverywhere(kind, args));
   }
 });
 
