@@ -5,7 +5,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkClusterSupport, coveredByHostTmpfs, enterHostArgv, startCluster, type RunningCluster } from '../cluster/build.js';
-import { clusterStateOf } from '../cluster/keeper.js';
+import { AGENT_PATH, clusterStateOf } from '../cluster/keeper.js';
 import { planCluster, shorthandNetwork, type ClusterPlan } from '../cluster/plan.js';
 import { createState, removeOwnState, stateFile } from '../cluster/state.js';
 import { TopocollError } from '../errors.js';
@@ -114,7 +114,7 @@ export async function benchAcrossHosts(
     const across: AcrossHosts = {
       hosts: cluster.hosts.map((h) => h.name),
       perHost: shape.ranksPerHost,
-      agent: clusterStateOf(name, plan, cluster, keep).agent,
+      agent: AGENT_PATH,
       iface: 'eth0',
       enter: (argv) => enterHostArgv(first.pid, argv, PACKAGE_ROOT, keep),
       // Each host has its own /tmp: a TMPDIR elsewhere under /tmp is not in it.
