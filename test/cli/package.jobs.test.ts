@@ -100,6 +100,7 @@ describe('the packed tarball', () => {
       'package/scripts/install.mjs',
       'package/scripts/build-mpi.mjs',
       'package/README.md',
+      'package/LICENSE',
     ]) {
       expect(files).toContain(f);
     }
