@@ -177,11 +177,14 @@ void TcpLinks::WaitFd(int fd, short events, int rank, WaitGuard& guard) {
     pollfd pfd{fd, events, 0};
     int r = poll(&pfd, 1, kSliceMs);
     if (r > 0) {
-      if ((pfd.revents & (POLLERR | POLLNVAL)) != 0) {
+      if ((pfd.revents & POLLNVAL) != 0) {
         guard.LinkEnded();
         throw CollError("EPEERLOST", "the connection to rank " + std::to_string(rank) + " failed");
       }
-      return;  // readable, writable or hung up: the next recv/send tells which
+      // Readable, writable, hung up or reset (POLLERR): the next recv/send tells which. A reset
+      // still lets recv return what arrived before it — the peer's abort notice, when it
+      // closed with our probes unread (its close then resets the link) — and then the error.
+      return;
     }
     guard.Check();
   }
