@@ -12,7 +12,7 @@ import { TopocollError } from '../errors.js';
 import { PACKAGE_ROOT } from '../util/package-root.js';
 import type { BenchRow, BenchSettings } from './bench-worker.js';
 import type { CliIo } from './io.js';
-import { peerLabel, peerUnavailable, runPeer, type AcrossHosts, type PeerName } from './mpi-peers.js';
+import { libraryOf, peerLabel, peerUnavailable, runPeer, type AcrossHosts, type PeerName } from './mpi-peers.js';
 
 /**
  * `topocoll bench --hosts LEAVES×HOSTS×RANKS`: the latency table across an emulated cluster
@@ -73,6 +73,8 @@ export interface HostsRun {
   oversubscribed: boolean;
 }
 
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
 /** Variables of the surrounding environment that would make a rank detect another launcher. */
 const LAUNCHER_VARS = /^(TOPOCOLL_|OMPI_|PMIX_|PRTE_|SLURM|RANK$|WORLD_SIZE$|LOCAL_RANK$|LOCAL_WORLD_SIZE$|MASTER_|HYDRA_|PMI_)/;
 
@@ -92,8 +94,20 @@ export async function benchAcrossHosts(
   const name = `bench-${process.pid}`;
   const path = stateFile(io.env, name);
   let cluster: RunningCluster | undefined;
-  const destroy = () => cluster?.destroySync();
+  // However the run ends: the cluster, its state file and the run's directory go. A signal ends
+  // the process without running the finally below, so it cleans up the same way, then dies of it.
+  const destroy = () => {
+    cluster?.destroySync();
+    removeOwnState(path, process.pid);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    destroy();
+    for (const s of STOP_SIGNALS) process.off(s, onSignal);
+    process.kill(process.pid, signal);
+  };
   process.once('exit', destroy);
+  for (const s of STOP_SIGNALS) process.on(s, onSignal);
   try {
     step(`cluster ${describeShape(shape)} up`);
     cluster = await startCluster(plan, { keep, stateFile: path });
@@ -133,13 +147,14 @@ export async function benchAcrossHosts(
         rows.push(...run.rows);
         version = run.version;
       }
-      notes.push(`${peerLabel(peer)}: ${version.split(',')[0]!.replace(/\s+/g, ' ')}`);
+      notes.push(`${peerLabel(peer)}: ${libraryOf(version)}`);
     }
     step('the link between two leaves (iperf3)');
     const link = linkCapacity(cluster, keep);
     return { rows, notes, oversubscribed, ...link };
   } finally {
     process.off('exit', destroy);
+    for (const s of STOP_SIGNALS) process.off(s, onSignal);
     await cluster?.destroy();
     removeOwnState(path, process.pid);
     rmSync(dir, { recursive: true, force: true });

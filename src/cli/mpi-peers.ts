@@ -155,6 +155,11 @@ export function peerUnavailable(name: PeerName): string | undefined {
   return undefined;
 }
 
+/** "Open MPI v4.1.4, package: …" (the harness's version line): the library and its version alone. */
+export function libraryOf(version: string): string {
+  return version.split(',')[0]!.replace(/\s+/g, ' ');
+}
+
 export interface PeerRun {
   rows: BenchRow[];
   /** The library's own description of itself (the harness's first comment line). */

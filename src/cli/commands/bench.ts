@@ -13,7 +13,7 @@ import { formatBytes } from '../svg-chart.js';
 import type { CliIo } from '../io.js';
 import { ompiUnavailable, runOmpi } from '../ompi-baseline.js';
 import { benchAcrossHosts, describeShape, formatHostsTables, parseHostsShape, type HostsRun, type HostsShape } from '../bench-hosts.js';
-import { PEER_NAMES, parsePeers, peerLabel, peerUnavailable, runPeer, type PeerName } from '../mpi-peers.js';
+import { libraryOf, PEER_NAMES, parsePeers, peerLabel, peerUnavailable, runPeer, type PeerName } from '../mpi-peers.js';
 import { formatAllgatherAlcd, formatStrategies, runStrategies, STRATEGIES, STRATEGY_COLLECTIVES, type StrategyCollective } from '../strategy-sweep.js';
 import { runWorkerJob } from '../worker-job.js';
 import { checkMpirunJob } from '../mpirun.js';
@@ -326,9 +326,7 @@ async function benchLatency(
         version = run.version;
       }
       measured++;
-      // "Open MPI v4.1.4, package: …": the library and its version.
-      const library = version.split(',')[0]!.replace(/\s+/g, ' ');
-      notes.push(`${peerLabel(peer)}: ${library}${job.nodes !== undefined ? ' (one node: it cannot emulate nodes)' : ''}`);
+      notes.push(`${peerLabel(peer)}: ${libraryOf(version)}${job.nodes !== undefined ? ' (one node: it cannot emulate nodes)' : ''}`);
     }
     progress.setTotal(jobs + measured * settings.collectives.length + (values.sweep ? SWEEP_CASES.length : 0));
     baselineNote = notes.join('; ');
