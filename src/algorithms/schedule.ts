@@ -74,9 +74,10 @@ import {
  *
  * **Exchanges.** SendRecv and SendRecvReduce send their range and receive: between two ranks
  * of one node the executor interleaves the two piece by piece (no channel must hold a whole
- * segment); with a peer on another node it sends first and then receives, so the TCP socket
- * buffers (and a channel, when the other peer is local) must hold a whole segment — schedules
- * with exchanges run with segments of at most that (eagerBytes, src/runtime/job-planner.ts).
+ * segment); so does it between two remote peers over TCP. Otherwise, with a peer on another
+ * node, it sends first and then receives, so the carrier (and a channel, when the other peer is
+ * local) must hold a whole segment — schedules with such exchanges run with segments of at most
+ * that (exchangeLimits, src/runtime/job-planner.ts).
  * Either way two ranks that exchange, or a ring of them, never wait on each other's send.
  */
 

@@ -185,10 +185,24 @@ export function isNodeLocal(plan: GroupPlan, g: Group): boolean {
 type Collective = 'bcast' | 'reduce' | 'allgather' | 'gather' | 'scatter';
 
 /**
- * The choices of one communicator for every message size, memoised per size bucket. `eagerBytes`:
- * the largest segment every transport of the job buffers whole (exchanges between nodes send
- * before they receive; Infinity for a job on one node).
+ * The largest segment an exchange step between nodes may carry (Infinity: any). `apart`: in a
+ * group whose members are each on a node of their own, where every exchange pairs two remote
+ * peers (Infinity over TCP: such an exchange writes while it reads; a host layer's carrier must
+ * buffer a segment whole). `mixed`: in a group with several members on a node, where an exchange
+ * may pair a local peer with a remote one: both sides send before they receive, so the segment
+ * must fit the smallest channel and what the carrier buffers. Infinity for a job on one node.
  */
+export interface ExchangeLimits {
+  apart: number;
+  mixed: number;
+}
+
+/** One limit for every group (tests, and carriers without duplex exchanges). */
+export function exchangeLimitsOf(bytes: number): ExchangeLimits {
+  return { apart: bytes, mixed: bytes };
+}
+
+/** The choices of one communicator for every message size, memoised per size bucket. */
 export class Selector {
   private readonly byBucket: (Choice | undefined)[] = [];
   private readonly alltoallByBucket: ('pairwise' | 'bruck' | undefined)[] = [];
@@ -206,7 +220,7 @@ export class Selector {
   constructor(
     private readonly config: TopocollConfig,
     private readonly plan: GroupPlan,
-    private readonly eagerBytes: number,
+    private readonly limits: ExchangeLimits,
     private readonly facts: NodeFacts,
     private readonly orderedPlan: GroupPlan = plan,
   ) {
@@ -376,20 +390,29 @@ export class Selector {
     return coreBoundUs(spanUs, collective, a, g.members.length, bytes, costs, count, of);
   }
 
-  /** Which levels' groups exchange between nodes in `collective` with the per-group choice `of` — the eager limit then bounds segments. */
-  private exchangesBetweenNodes(of: (g: Group) => GroupAlgorithm): boolean {
-    return this.levels.some(({ groups }) =>
-      groups.some((g) => {
-        if (this.isNodeLocal(g)) return false;
-        const a = of(g);
-        return a === 'scatter-allgather' || a === 'rabenseifner' || a === 'ring' || a === 'recursive-doubling' || a === 'bruck' || a === 'neighbor-exchange';
-      }),
-    );
+  /** The largest segment `g`'s exchange steps may carry (ExchangeLimits): `apart` when its members are each on a node of their own. */
+  exchangeLimit(g: Group): number {
+    const nodes = new Set(g.members.map((m) => this.plan.placements[m]!.node));
+    return nodes.size === g.members.length ? this.limits.apart : this.limits.mixed;
   }
 
-  /** Segment candidates for a message of `bytes`: 0 and those below it, capped by the eager limit when schedules exchange between nodes. */
-  private segmentCandidates(bytes: number, configured: number | 'auto', exchanges: boolean): number[] {
-    const cap = (s: number): number => (exchanges && Number.isFinite(this.eagerBytes) ? (s === 0 ? this.eagerBytes : Math.min(s, this.eagerBytes)) : s);
+  /** The largest segment the groups that exchange between nodes in `collective` with the per-group choice `of` allow (Infinity: none exchanges). */
+  private exchangesBetweenNodes(of: (g: Group) => GroupAlgorithm): number {
+    let cap = Infinity;
+    for (const { groups } of this.levels) {
+      for (const g of groups) {
+        if (this.isNodeLocal(g)) continue;
+        const a = of(g);
+        if (a === 'scatter-allgather' || a === 'rabenseifner' || a === 'ring' || a === 'recursive-doubling' || a === 'bruck' || a === 'neighbor-exchange')
+          cap = Math.min(cap, this.exchangeLimit(g));
+      }
+    }
+    return cap;
+  }
+
+  /** Segment candidates for a message of `bytes`: 0 and those below it, capped by `limit` (the exchanges', Infinity: none). */
+  private segmentCandidates(bytes: number, configured: number | 'auto', limit: number): number[] {
+    const cap = (s: number): number => (Number.isFinite(limit) ? (s === 0 ? limit : Math.min(s, limit)) : s);
     if (configured !== 'auto') return [cap(configured)];
     const list = [0, ...SEGMENT_CANDIDATES.filter((s) => s < bytes)].map(cap);
     return [...new Set(list)];
@@ -423,14 +446,21 @@ export class Selector {
 
   /**
    * The reduce-scatter's column segment of its phase of rank blocks, as CollectivePlans'
-   * reduceScatter() takes it: the scatter's, capped by the eager limit (the top group's ring
+   * reduceScatter() takes it: the scatter's, capped by the top group's exchange limit (its ring
    * exchanges, between nodes as a rule).
    */
   private reduceScatterColumn(scatterSegment: number): number {
     const column = scatterSegment;
-    if (!Number.isFinite(this.eagerBytes)) return column;
-    const cap = Math.max(1, Math.floor(this.eagerBytes));
+    const limit = this.reduceScatterExchangeLimit();
+    if (!Number.isFinite(limit)) return column;
+    const cap = Math.max(1, Math.floor(limit));
     return column === 0 ? cap : Math.min(column, cap);
+  }
+
+  /** The largest column segment the reduce-scatter's top group may exchange (Infinity: any). */
+  reduceScatterExchangeLimit(): number {
+    const top = this.split().top;
+    return top === undefined ? this.limits.mixed : this.exchangeLimit(top);
   }
 
   /**
@@ -565,7 +595,7 @@ export class Selector {
   private gatherSegment(collective: 'gather' | 'scatter', block: number): number {
     if (this.levels.length === 0) return 0;
     // Plain sends and receives: no exchange between nodes, so the eager limit does not bound the segment.
-    const list = this.segmentCandidates(block, this.config[collective].segment, false).map((s) => ({
+    const list = this.segmentCandidates(block, this.config[collective].segment, Infinity).map((s) => ({
       bytes: s,
       us: this.pipelined(block, s, (p) => this.gatherStages(collective, p)),
     }));
@@ -814,8 +844,12 @@ export class Selector {
     const reduce = (g: Group) => this.pick('reduce', g, piece(reduceSegment)).algorithm as ReduceAlgorithm;
 
     // Allreduce: segment, variant and top together, over the bcast and reduce algorithms above.
-    const allreduceExchanges =
-      this.exchangesBetweenNodes(bcast) || this.exchangesBetweenNodes(reduce) || (this.split().top !== undefined && !this.isNodeLocal(this.split().top!));
+    const top = this.split().top;
+    const allreduceExchanges = Math.min(
+      this.exchangesBetweenNodes(bcast),
+      this.exchangesBetweenNodes(reduce),
+      top !== undefined && !this.isNodeLocal(top) ? this.exchangeLimit(top) : Infinity,
+    );
     const allreduce =
       this.levels.length > 0
         ? argmin(
@@ -841,8 +875,9 @@ export class Selector {
       this.pick('allgather', g, this.allgatherMemberBytes(g, seg === 0 ? block : Math.min(seg, block))).algorithm as GroupAllgatherAlgorithm;
     let allgatherSegment = 0;
     if (this.levels.length > 0) {
-      const exchanges = this.levels.some(({ groups }) => groups.some((g) => allgatherAt(g, 0) !== 'shm'));
-      const list = this.segmentCandidates(block, config.allgather.segment, exchanges).map((s) => ({
+      let limit = Infinity;
+      for (const { groups } of this.levels) for (const g of groups) if (allgatherAt(g, 0) !== 'shm') limit = Math.min(limit, this.exchangeLimit(g));
+      const list = this.segmentCandidates(block, config.allgather.segment, limit).map((s) => ({
         bytes: s,
         us: this.pipelined(block, s, (p) => this.allgatherStages(p)),
       }));

@@ -12,7 +12,17 @@ import {
   ScheduleCache,
   type ScheduleCacheOptions,
 } from '../algorithms/hierarchical.js';
-import { MAX_SIZE_BUCKET, Selector, shmAllreduceProtocol, sizeBucket, sizeRuns, type Choice, type Explanation, type SizeRun } from '../algorithms/selection.js';
+import {
+  MAX_SIZE_BUCKET,
+  Selector,
+  shmAllreduceProtocol,
+  sizeBucket,
+  sizeRuns,
+  type Choice,
+  type ExchangeLimits,
+  type Explanation,
+  type SizeRun,
+} from '../algorithms/selection.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { oneSidedBcastSchedule } from '../algorithms/one-sided-bcast.js';
 import { scanSchedule } from '../algorithms/scan.js';
@@ -84,7 +94,8 @@ export interface CollectivePlansParts {
   config: TopocollConfig;
   /** Groups registered with the shared-memory engine, with their ids. */
   shmGroups: ReadonlyMap<Group, number>;
-  eagerBytes: number;
+  /** Largest segments of exchanges between nodes (job-planner.ts, exchangeLimits). */
+  exchangeLimits: ExchangeLimits;
   /** More ranks on this node than cores (the same on every rank of the node). */
   oversubscribed: boolean;
   /** Cores of this node (the same on every rank of the node). */
@@ -145,9 +156,15 @@ export class CollectivePlans {
   readonly windowAlgorithms: boolean;
 
   constructor(private readonly parts: CollectivePlansParts) {
-    const { plan, config, eagerBytes } = parts;
+    const { plan, config, exchangeLimits } = parts;
     this.everyRankAllgatherMaxBytes = config.routing.sharedArea.everyRankAllgatherMaxBytes;
-    this.selector = new Selector(config, plan, eagerBytes, { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus }, parts.orderedPlan);
+    this.selector = new Selector(
+      config,
+      plan,
+      exchangeLimits,
+      { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus },
+      parts.orderedPlan,
+    );
     if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, parts.rank, { variant: 'reduce-bcast' });
     const node = plan.placements[0]?.node;
     const oneNode = plan.placements.length > 1 && plan.placements.every((p) => p.node === node);
@@ -491,9 +508,10 @@ export class CollectivePlans {
     call.bcast = found.blocks;
     call.segment = segment(c, 'reduce', elem);
     // The top group's ring (or recursive halving) exchanges blocks, between nodes as a rule: its column segments must fit
-    // what every transport buffers whole (eagerBytes; Infinity on one node).
+    // its exchange limit (Infinity on one node).
     const column = segment(c, 'scatter', elem);
-    const cap = Number.isFinite(this.parts.eagerBytes) ? Math.max(1, Math.floor(this.parts.eagerBytes / elem)) : 0;
+    const limit = this.selector.reduceScatterExchangeLimit();
+    const cap = Number.isFinite(limit) ? Math.max(1, Math.floor(limit / elem)) : 0;
     call.bcastSegment = cap === 0 ? column : column === 0 ? cap : Math.min(column, cap);
     return call;
   }

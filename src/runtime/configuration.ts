@@ -52,7 +52,7 @@ export function configurationOf(parts: ConfigurationParts, plans: JobPlans, conf
       rank: parts.rank,
       config: cfg,
       shmGroups: groups,
-      eagerBytes: plans.eagerBytes,
+      exchangeLimits: plans.exchangeLimits,
       oversubscribed: parts.oversubscribed,
       cores: parts.cores,
       cpus: parts.cpus,

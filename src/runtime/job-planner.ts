@@ -3,6 +3,7 @@ import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import { allLevelNames } from '../groups/levels.js';
 import { planGroups, type Group, type GroupPlan } from '../groups/plan.js';
+import type { ExchangeLimits } from '../algorithms/selection.js';
 import type { RankPlacement } from '../topology/types.js';
 import { nativeLimits, type NativeEngine, type TcpPeerAddress } from '../native.js';
 import type { NetworkTopology } from '../topology/network/types.js';
@@ -16,8 +17,8 @@ export interface JobPlans {
   orderedPlan: GroupPlan;
   /** Carried by every message: ranks planned differently are caught (EMISMATCH). */
   hash: number;
-  /** Largest segment every transport of the job buffers whole. */
-  eagerBytes: number;
+  /** Largest segments of exchanges between nodes. */
+  exchangeLimits: ExchangeLimits;
   /**
    * The plans whose groups this rank needs links in (JobPlanner.connect): `plan` and
    * `orderedPlan`, and with bcast.algorithm `one-sided` the world as one group — S1's tree and
@@ -67,7 +68,7 @@ export class JobPlanner {
       const world = allLevelNames(this.network?.levels ?? 0).filter((l) => l !== 'world');
       linkPlans.push(planGroups(this.placements, { network: this.network, disabled: world }));
     }
-    return { plan, orderedPlan, hash: planHash(plan, config), eagerBytes: eagerBytes(config, plan), linkPlans };
+    return { plan, orderedPlan, hash: planHash(plan, config), exchangeLimits: exchangeLimits(config, plan, this.tcp !== undefined), linkPlans };
   }
 
   /** The plan of `config` with every level on (to list the levels that are off). */
@@ -208,22 +209,24 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
 }
 
 /**
- * The largest segment an exchange may carry on every link of the job. Inside a node there is
- * none (Infinity): an exchange between two ranks of a node interleaves its send and its receive
- * piece by piece, so no channel has to hold a whole segment. Between nodes both sides send
- * before they receive, so a segment must fit the native TCP limit and the smallest channel an
- * outbox of any node may make (less two message headers: an exchange step may pair a local peer
- * with a remote one). The same on every rank: it follows from the configuration alone.
+ * The largest segments exchanges between nodes may carry (ExchangeLimits), the same on every
+ * rank: they follow from the configuration and the carrier alone. Inside a node there is no
+ * limit: an exchange between two ranks of a node interleaves its send and its receive piece by
+ * piece. Between two remote peers, none over TCP (`duplex`: the exchange writes while it reads);
+ * a host layer's carrier must buffer the segment whole (the native eager limit). An exchange that
+ * pairs a local peer with a remote one sends before it receives on both sides, so its segment
+ * must fit the smallest channel an outbox of any node may make (less two message headers) and
+ * the eager limit.
  */
-export function eagerBytes(config: TopocollConfig, plan: GroupPlan): number {
+export function exchangeLimits(config: TopocollConfig, plan: GroupPlan, duplex: boolean): ExchangeLimits {
   const perNode = new Map<string, number>();
   for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
-  if (perNode.size <= 1) return Infinity;
+  if (perNode.size <= 1) return { apart: Infinity, mixed: Infinity };
   const limits = nativeLimits();
-  let bytes = limits.eagerBytes;
+  let mixed = limits.eagerBytes;
   // One layout per distinct node size (it computes the model's tables), not one per node.
   for (const size of new Set(perNode.values())) {
-    if (size > 1) bytes = Math.min(bytes, shmLayout(config, size, osCpus().length).channelMinBytes - 2 * limits.messageHeaderBytes);
+    if (size > 1) mixed = Math.min(mixed, shmLayout(config, size, osCpus().length).channelMinBytes - 2 * limits.messageHeaderBytes);
   }
-  return bytes;
+  return { apart: duplex ? Infinity : limits.eagerBytes, mixed };
 }

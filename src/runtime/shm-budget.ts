@@ -38,9 +38,9 @@ export interface ShmLayout {
 /** The largest channel `auto` picks: larger rings streamed through the L3 and were slower (bench/history). */
 const AUTO_CHANNEL_BYTES = 1024 * 1024;
 /**
- * The smallest channel an outbox makes. Exchanges between nodes send a whole segment into a
- * channel before they receive (job-planner.ts, eagerBytes): at 64 KiB a channel still holds the
- * TCP eager limit, less two headers.
+ * The smallest channel an outbox makes. An exchange that pairs a local peer with a remote one
+ * sends a whole segment into a channel before it receives (job-planner.ts, exchangeLimits): at
+ * 64 KiB a channel still holds the native eager limit, less two headers.
  */
 const MIN_CHANNEL = 64 * 1024;
 /** `auto` outboxes hold this many channels of 1 MiB: 127 peers at the smallest channel. */

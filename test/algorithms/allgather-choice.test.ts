@@ -3,7 +3,7 @@ import { decodeSteps, StepKind } from '../../src/algorithms/schedule.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group } from '../../src/groups/plan.js';
-import { isNodeLocal, MAX_SIZE_BUCKET, Selector, type NodeFacts } from '../../src/algorithms/selection.js';
+import { exchangeLimitsOf, isNodeLocal, MAX_SIZE_BUCKET, Selector, type NodeFacts } from '../../src/algorithms/selection.js';
 import { CollectivePlans } from '../../src/runtime/collective-plans.js';
 import { byCore, range } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';
@@ -15,7 +15,7 @@ const plan = planGroups(byCore(['a', 'b'], 4, 2));
 const groupAt = (level: string): Group => plan.groups.get(level as never)![0]!;
 const inside = { socket: 'shm', node: 'shm', world: 'ring' };
 const facts: NodeFacts = { cores: 4, oversubscribed: false };
-const selector = (input: TopocollConfigInput, on = plan, eagerBytes = 16384) => new Selector(config(input), on, eagerBytes, facts);
+const selector = (input: TopocollConfigInput, on = plan, eagerBytes = 16384) => new Selector(config(input), on, exchangeLimitsOf(eagerBytes), facts);
 
 describe('allgather shm in the configuration', () => {
   it('is accepted at levels inside a node and chosen there, at every size', () => {
@@ -62,7 +62,7 @@ describe('allgather shm in the configuration', () => {
       rank: 1,
       config: config({ allgather: { levels: inside } }),
       shmGroups: ids,
-      eagerBytes: 16384,
+      exchangeLimits: exchangeLimitsOf(16384),
       oversubscribed: false,
       cores: 4,
       register: (encoded) => registered.push(encoded) - 1,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { coreBoundUs, groupCores, memberCores, memberWorkCounts, workCounts, workUs } from '../../src/algorithms/core-sharing.js';
 import { predictGroupAllgatherUs, predictGroupReduceUs, type LevelCosts } from '../../src/algorithms/cost-model.js';
-import { Selector } from '../../src/algorithms/selection.js';
+import { exchangeLimitsOf, Selector } from '../../src/algorithms/selection.js';
 import { validateConfig } from '../../src/config/load.js';
 import { planGroups } from '../../src/groups/plan.js';
 import { byCore } from '../helpers/placements.js';
@@ -120,12 +120,12 @@ describe('the Selector with ranks sharing cores', () => {
   const plan = planGroups(byCore(['a'], 8, 4));
   const socket = plan.groups.get('socket' as never)![0]!;
   const config = validateConfig({});
-  const shared = new Selector(config, plan, Infinity, {
+  const shared = new Selector(config, plan, exchangeLimitsOf(Infinity), {
     cores: 2,
     oversubscribed: true,
     cpus: plan.placements.map((p) => ({ machine: 'a', cpus: [p.rank < 4 ? 0 : 1] })),
   });
-  const ownCores = new Selector(config, plan, Infinity, { cores: 2, oversubscribed: true });
+  const ownCores = new Selector(config, plan, exchangeLimitsOf(Infinity), { cores: 2, oversubscribed: true });
 
   it("predicts no group below its work on its one core, and the choice follows: a 4 MiB reduce's exchanges give way to a tree", () => {
     expect(socket.members).toEqual([0, 1, 2, 3]);
@@ -145,7 +145,7 @@ describe('the Selector with ranks sharing cores', () => {
     // 4 emulated nodes of one rank on one host of 2 cores (rank r on CPU r mod 2): the world group spans the nodes.
     const four = planGroups(byCore(['a', 'b', 'c', 'd'], 1, 1));
     const world = [...four.groups.values()].flat().find((g) => g.members.length === 4)!;
-    const turns = new Selector(config, four, Infinity, {
+    const turns = new Selector(config, four, exchangeLimitsOf(Infinity), {
       cores: 2,
       oversubscribed: true,
       cpus: four.placements.map((p) => ({ machine: 'h', cpus: [p.rank % 2] })),

@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { formatAlgorithm } from '../../src/algorithms/algorithm-choice.js';
-import { isNodeLocal, MAX_SIZE_BUCKET, Selector, sizeBucket, type Candidate, type Choice, type NodeFacts } from '../../src/algorithms/selection.js';
+import {
+  exchangeLimitsOf,
+  isNodeLocal,
+  MAX_SIZE_BUCKET,
+  Selector,
+  sizeBucket,
+  type Candidate,
+  type Choice,
+  type NodeFacts,
+} from '../../src/algorithms/selection.js';
 import { parseConfig, validateConfig } from '../../src/config/load.js';
 import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group, type GroupPlan } from '../../src/groups/plan.js';
@@ -12,7 +21,8 @@ import { randomPlans, s3Plan, SHAPES } from './plan-shapes.js';
 
 const config = (input: TopocollConfigInput = {}) => validateConfig(input);
 const FACTS: NodeFacts = { cores: 4, oversubscribed: false };
-const selector = (plan: GroupPlan, input: TopocollConfigInput = {}, eager = 65536, facts: NodeFacts = FACTS) => new Selector(config(input), plan, eager, facts);
+const selector = (plan: GroupPlan, input: TopocollConfigInput = {}, eager = 65536, facts: NodeFacts = FACTS) =>
+  new Selector(config(input), plan, exchangeLimitsOf(eager), facts);
 
 // 4 nodes × 4 ranks, 2 sockets of 2 cores: socket, node and world levels.
 const plan4x4 = planGroups(byCore(['a', 'b', 'c', 'd'], 4, 2));

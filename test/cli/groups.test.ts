@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { formatAlgorithm } from '../../src/algorithms/algorithm-choice.js';
 import { allgatherAlcd } from '../../src/algorithms/group-allgather.js';
-import { eagerBytes } from '../../src/runtime/job-planner.js';
+import { exchangeLimits } from '../../src/runtime/job-planner.js';
 import { MAX_SIZE_BUCKET, Selector, type Choice } from '../../src/algorithms/selection.js';
 import { DEFAULT_CONFIG_PATH, loadConfigFile } from '../../src/config/load.js';
 import type { GroupPlanJson } from '../../src/groups/plan-json.js';
@@ -76,7 +76,7 @@ describe('topocoll groups', () => {
     // default configuration, a core per rank, not oversubscribed, the job's eager limit).
     const plan = s3Plan(64, 36, 18, 16);
     const config = loadConfigFile(DEFAULT_CONFIG_PATH);
-    const selector = new Selector(config, plan, eagerBytes(config, plan), { cores: 36, oversubscribed: false, mpi: false });
+    const selector = new Selector(config, plan, exchangeLimits(config, plan, true), { cores: 36, oversubscribed: false, mpi: false });
     const rows = tableRows(r.stdout);
     expect([...rows.keys()]).toEqual(['socket', 'node', 'switch1', 'switch2']);
     const problems: string[] = [];
@@ -254,9 +254,11 @@ describe("topocoll groups --explain plans the papers' clusters from YAML paramet
     expect(r.stdout).toMatch(/^2304 ranks on 64 node\(s\)/);
     const rows = tableRows(r.stdout);
     expect([...rows.keys()]).toEqual(['socket', 'node', 'switch1', 'switch2']);
-    // The level table's bcast column: the S0 engine inside sockets for all but the smallest messages, trees between nodes.
+    // The level table's bcast column: the S0 engine inside sockets for all but the smallest messages, trees between
+    // nodes up to a MiB or so and scatter-allgather above (its exchanges between leaves, one rank per node, are not
+    // bounded by an eager limit over TCP).
     expect(rows.get('socket')![4]).toMatch(/shm$/);
-    expect(rows.get('switch1')![4]).toMatch(/binomial$/);
+    expect(rows.get('switch1')![4]).toMatch(/binomial ≤ \d+ [KM]iB, scatter-allgather$/);
     // The spine's groups are priced on model.levels.switch2, the leaves' on the link between nodes.
     expect(r.stdout).toMatch(/^ {2}switch2 \(group of 4, model\.levels\.switch2\):/m);
     expect(r.stdout).toMatch(/^ {2}switch1 \(group of 16, tcp\):/m);

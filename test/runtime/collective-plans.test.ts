@@ -6,7 +6,15 @@ import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups, type Group } from '../../src/groups/plan.js';
 import type { RankPlacement } from '../../src/topology/types.js';
 import { decodeSteps, StepKind, type Step } from '../../src/algorithms/schedule.js';
-import { EVERY_RANK_COMBINES_MAX_RANKS, isNodeLocal, MAX_SIZE_BUCKET, shmAllreduceProtocol, sizeRuns, type Choice } from '../../src/algorithms/selection.js';
+import {
+  EVERY_RANK_COMBINES_MAX_RANKS,
+  exchangeLimitsOf,
+  isNodeLocal,
+  MAX_SIZE_BUCKET,
+  shmAllreduceProtocol,
+  sizeRuns,
+  type Choice,
+} from '../../src/algorithms/selection.js';
 import { CollectivePlans, rankOrderedPlan, SHM_ALLREDUCE_MAX_BYTES } from '../../src/runtime/collective-plans.js';
 import { thrown } from '../helpers/thrown.js';
 import { byCore, coreLocality, range } from '../helpers/placements.js';
@@ -35,7 +43,7 @@ describe('CollectivePlans and the Selector', () => {
           .filter((g) => isNodeLocal(plan, g))
           .map((g, i) => [g, i]),
       ),
-      eagerBytes,
+      exchangeLimits: exchangeLimitsOf(eagerBytes),
       oversubscribed: false,
       cores: 4,
       register: (encoded) => registered.push(encoded) - 1,
@@ -151,7 +159,7 @@ function rankZeroPlans(placed: RankPlacement[], input: TopocollConfigInput, over
         .filter((g) => isNodeLocal(p, g))
         .map((g, i) => [g, i]),
     ),
-    eagerBytes: Infinity,
+    exchangeLimits: exchangeLimitsOf(Infinity),
     oversubscribed,
     // a core per rank, or half as many
     cores: oversubscribed ? Math.max(1, perNode >> 1) : perNode,

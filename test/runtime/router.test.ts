@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { exchangeLimitsOf } from '../../src/algorithms/selection.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { TopocollConfigInput } from '../../src/config/schema.js';
 import { planGroups } from '../../src/groups/plan.js';
@@ -38,7 +39,7 @@ function routerFor(
     rank: 0,
     config,
     shmGroups: new Map(),
-    eagerBytes: Infinity,
+    exchangeLimits: exchangeLimitsOf(Infinity),
     oversubscribed,
     cores: oversubscribed ? Math.max(1, perNode >> 1) : perNode,
     register: () => 0,

@@ -337,6 +337,19 @@ class Engine {
   // message sent carries `header`, the one received must match `expected`.
   void ExchangeLocal(const Step& s, const MsgHeader& header, const MsgHeader& expected, const uint8_t* data, size_t bytes, Delivery& into,
                      size_t in_bytes, Guard& guard);
+  // The largest segment an exchange step that sends to a peer (local_peer: its local rank, or
+  // −1) while it receives from another may carry: what the carriers must hold without a reader.
+  // Both peers remote over a duplex carrier: no limit (ExchangeRemote).
+  uint64_t ExchangeLimit(int local_peer, int local_peer2) const;
+  // Whether an exchange between these peers runs as ExchangeRemote.
+  bool DuplexBetween(int local_peer, int local_peer2) const { return local_peer < 0 && local_peer2 < 0 && remote_->DuplexExchanges(); }
+  // A step that sends to remote `peer` while `receive` reads from another remote rank: the send
+  // goes on whenever the reads wait (RemoteLinks::SendWhileReceiving). `data` must not change
+  // meanwhile (Unaliased).
+  template <class Receive>
+  void ExchangeRemote(int peer, const MsgHeader& header, const void* data, size_t bytes, Receive&& receive, Guard& guard);
+  // `data`, or a copy of it where the receive of an exchange writes into the range it sends.
+  const uint8_t* Unaliased(const uint8_t* data, size_t bytes, const uint8_t* into, size_t in_bytes);
   // An alltoall's step on pair blocks (Send, Recv, SendRecv; see PairTable), one block a message.
   void RunPairStep(const Step& s, const MsgHeader& call, PairTable& t, size_t elem, Guard& guard);
   // Steps [begin, end), a run of joined Sends, Recvs or SendRecvs: one packed message each way

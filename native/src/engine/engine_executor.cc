@@ -368,6 +368,19 @@ ElementRange Blocks(uint64_t n, uint32_t first, uint32_t count, uint32_t of) {
 
 }  // namespace
 
+template <class Receive>
+void Engine::ExchangeRemote(int peer, const MsgHeader& header, const void* data, size_t bytes, Receive&& receive, Guard& guard) {
+  guard.WaitingOn(peer);
+  const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
+  try {
+    remote_->SendWhileReceiving(peer, slices, 2, Borrowed(receive), guard);
+  } catch (const PeerClosed& e) {
+    // The send's link ended (a read's ends are reported by the receive: ThrowPeersNotice
+    // rethrows those unchanged unless `peer` sent the notice).
+    ThrowPeersNotice(e, peer);
+  }
+}
+
 void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, uint64_t seg_start, uint64_t seg_n, uint64_t seg_index,
                      const Reducer& reducer, Guard& guard) {
   const size_t elem = data.elem;
@@ -509,13 +522,20 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
         ExchangeLocal(s, header, header, out, bytes, into, in_bytes, guard);
         return;
       }
-      // Both sides send before they receive: the transports must hold the whole segment.
-      const uint64_t limit = s.local_peer >= 0 ? options_.channels.min_capacity - 2 * sizeof(MsgHeader) : kEagerBytes;
+      const uint64_t limit = ExchangeLimit(s.local_peer, s.local_peer2);
       if (bytes > limit) {
         throw CollError("EINVAL", "an exchange step of " + std::to_string(bytes) +
                                       " bytes between nodes; schedules with such exchanges must run with segments of at most " +
                                       std::to_string(limit) + " bytes here");
       }
+      if (DuplexBetween(s.local_peer, s.local_peer2)) {
+        Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
+        out = Unaliased(out, bytes, into.next(), in_bytes);
+        ExchangeRemote(
+            s.peer, header, out, bytes, [&] { RecvFrom(s.peer2, s.local_peer2, header, in_bytes, into, guard); }, guard);
+        return;
+      }
+      // Otherwise both sides send before they receive: the transports hold the whole segment.
       SendTo(s.peer, s.local_peer, header, out, bytes, guard);
       Delivery into = arriving(b2, e2, s.kind == StepKind::kSendRecvReduce);
       RecvFrom(s.peer2, s.local_peer2, header, in_bytes, into, guard);
@@ -571,13 +591,19 @@ void Engine::RunPairStep(const Step& s, const MsgHeader& call, PairTable& t, siz
         ExchangeLocal(s, h, want, data, bytes, into, static_cast<size_t>(want.count) * elem, guard);
         return;
       }
-      // Otherwise both sides send first: the transports must hold the block (the schedules
-      // exchange inside a node only).
-      const uint64_t limit = s.local_peer >= 0 ? options_.channels.min_capacity - 2 * sizeof(MsgHeader) : kEagerBytes;
+      const uint64_t limit = ExchangeLimit(s.local_peer, s.local_peer2);
       if (bytes > limit) {
         throw CollError("EINVAL", "an alltoall exchange of " + std::to_string(bytes) + " bytes with another node (at most " +
                                       std::to_string(limit) + " here)");
       }
+      // The block received lands in recv or the staging arena, never in what is sent (the
+      // input, or a block staged earlier).
+      if (DuplexBetween(s.local_peer, s.local_peer2)) {
+        ExchangeRemote(
+            s.peer, h, data, bytes, [&] { ReceivePairBlock(s.peer2, s.local_peer2, call, t, in, elem, guard); }, guard);
+        return;
+      }
+      // Otherwise both sides send first: the transports hold the block.
       SendTo(s.peer, s.local_peer, h, data, bytes, guard);
       ReceivePairBlock(s.peer2, s.local_peer2, call, t, in, elem, guard);
       return;
@@ -630,13 +656,18 @@ void Engine::RunPackedRun(const std::vector<Step>& steps, size_t begin, size_t e
   } else if (s.local_peer >= 0 && s.local_peer2 >= 0) {
     ExchangeLocal(s, h, h, pack_out_.data(), bytes, into, bytes, guard);
   } else {
-    const uint64_t limit = s.local_peer >= 0 ? options_.channels.min_capacity - 2 * sizeof(MsgHeader) : kEagerBytes;
+    const uint64_t limit = ExchangeLimit(s.local_peer, s.local_peer2);
     if (bytes > limit) {
       throw CollError("EINVAL", "a packed alltoall exchange of " + std::to_string(bytes) + " bytes with another node (at most " +
                                     std::to_string(limit) + " here)");
     }
-    SendTo(s.peer, s.local_peer, h, pack_out_.data(), bytes, guard);
-    RecvFrom(s.peer2, s.local_peer2, h, bytes, into, guard);
+    if (DuplexBetween(s.local_peer, s.local_peer2)) {
+      ExchangeRemote(
+          s.peer, h, pack_out_.data(), bytes, [&] { RecvFrom(s.peer2, s.local_peer2, h, bytes, into, guard); }, guard);
+    } else {
+      SendTo(s.peer, s.local_peer, h, pack_out_.data(), bytes, guard);
+      RecvFrom(s.peer2, s.local_peer2, h, bytes, into, guard);
+    }
   }
   for (size_t k = begin; k < end; ++k) {
     const uint64_t block = s.kind == StepKind::kRecv ? steps[k].first : steps[k].first2;
@@ -894,6 +925,18 @@ void Delivery::operator()(const uint8_t* in, size_t len) {
   out_ += len;
 }
 
+uint64_t Engine::ExchangeLimit(int local_peer, int local_peer2) const {
+  if (local_peer >= 0) return options_.channels.min_capacity - 2 * sizeof(MsgHeader);
+  return DuplexBetween(local_peer, local_peer2) ? UINT64_MAX : kEagerBytes;
+}
+
+const uint8_t* Engine::Unaliased(const uint8_t* data, size_t bytes, const uint8_t* into, size_t in_bytes) {
+  if (bytes == 0 || in_bytes == 0 || data >= into + in_bytes || into >= data + bytes) return data;
+  if (exchange_copy_.size() < bytes) exchange_copy_.resize(bytes);
+  std::memcpy(exchange_copy_.data(), data, bytes);
+  return exchange_copy_.data();
+}
+
 void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const MsgHeader& expected, const uint8_t* data, size_t bytes,
                            Delivery& into, size_t in_bytes, Guard& guard) {
   ShmChannel& tx = channels_->Outgoing(s.local_peer);
@@ -907,12 +950,7 @@ void Engine::ExchangeLocal(const Step& s, const MsgHeader& header, const MsgHead
   // piece is read soon after it was written, and no ring has to hold a whole message. What is
   // sent must not change while it is being sent: a step that receives into the range it sends
   // (recursive doubling) sends a copy.
-  const uint8_t* into_at = into.next();
-  if (bytes > 0 && in_bytes > 0 && data < into_at + in_bytes && into_at < data + bytes) {
-    if (exchange_copy_.size() < bytes) exchange_copy_.resize(bytes);
-    std::memcpy(exchange_copy_.data(), data, bytes);
-    data = exchange_copy_.data();
-  }
+  data = Unaliased(data, bytes, into.next(), in_bytes);
   const ByteSlice slices[2] = {{&header, sizeof header}, {data, bytes}};
   ShmChannel::Outgoing out{slices, 2};
   MsgHeader got{};

@@ -26,9 +26,34 @@ constexpr size_t kStreamPieceBytes = 256 * 1024;
 // message headers.
 constexpr uint64_t kEagerBytes = 64 * 1024;
 
+// A callable borrowed for the length of one call (no copy, no allocation: the caller's lambda
+// outlives the call that runs it).
+class Borrowed {
+ public:
+  template <class F>
+  explicit Borrowed(F& f) : object_(&f), call_([](void* o) { (*static_cast<F*>(o))(); }) {}
+  void operator()() const { call_(object_); }
+
+ private:
+  void* object_;
+  void (*call_)(void*);
+};
+
 class RemoteLinks {
  public:
   virtual ~RemoteLinks() = default;
+  // Whether SendWhileReceiving keeps a send going while it reads: an exchange between two
+  // remote peers then needs no carrier to hold its segment (no eager limit).
+  virtual bool DuplexExchanges() const { return false; }
+  // An exchange between two remote peers: sends the slices to `rank` and runs `receive` (the
+  // caller's reads from these links), returning once both are done. The memory of the slices
+  // must not change until then. Carriers that buffer a send whole (kEagerBytes) send first,
+  // then receive; a duplex carrier writes more of the message whenever a read inside `receive`
+  // would wait.
+  virtual void SendWhileReceiving(int rank, const ByteSlice* slices, size_t count, Borrowed receive, WaitGuard& guard) {
+    Send(rank, slices, count, guard);
+    receive();
+  }
   // Writes the slices, back to back, to `rank`'s stream. Returns once they are on their way: the
   // caller may reuse the memory. Messages up to kEagerBytes plus a header never wait for the
   // reader (both sides of an exchange send before they receive). A stream the peer ended may

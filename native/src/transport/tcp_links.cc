@@ -173,13 +173,21 @@ int TcpLinks::FdOf(int rank) const {
 }
 
 void TcpLinks::WaitFd(int fd, short events, int rank, WaitGuard& guard) {
+  // A read inside an exchange also wakes when the exchange's send has room to go on.
+  const bool pump = events == POLLIN && pumping_ != nullptr && !pumping_->done();
   for (;;) {
-    pollfd pfd{fd, events, 0};
-    int r = poll(&pfd, 1, kSliceMs);
+    pollfd pfd[2] = {{fd, events, 0}, {pump ? pumping_->fd : -1, POLLOUT, 0}};
+    nfds_t count = 1;
+    if (pump && pumping_->fd == fd)
+      pfd[0].events |= POLLOUT;
+    else if (pump)
+      count = 2;
+    int r = poll(pfd, count, kSliceMs);
     if (r > 0) {
-      if ((pfd.revents & POLLNVAL) != 0) {
+      if ((pfd[0].revents & POLLNVAL) != 0 || (pfd[1].revents & POLLNVAL) != 0) {
         guard.LinkEnded();
-        throw CollError("EPEERLOST", "the connection to rank " + std::to_string(rank) + " failed");
+        const int which = (pfd[0].revents & POLLNVAL) != 0 ? rank : pumping_->rank;
+        throw CollError("EPEERLOST", "the connection to rank " + std::to_string(which) + " failed");
       }
       // Readable, writable, hung up or reset (POLLERR): the next recv/send tells which. A reset
       // still lets recv return what arrived before it — the peer's abort notice, when it
@@ -190,42 +198,70 @@ void TcpLinks::WaitFd(int fd, short events, int rank, WaitGuard& guard) {
   }
 }
 
-void TcpLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) {
-  const int fd = FdOf(rank);
-  const InsideMessage inside(*this, rank);
-  if (!inside.entered()) throw PeerClosed("the links to rank " + std::to_string(rank) + " are closing after a failure", "");
-  iovec iov[4];
-  size_t n = 0;
+TcpLinks::Outgoing::Outgoing(int socket, int to, const ByteSlice* slices, size_t count) : fd(socket), rank(to) {
   for (size_t i = 0; i < count && n < 4; ++i) {
     if (slices[i].size == 0) continue;
     iov[n].iov_base = const_cast<void*>(slices[i].data);
     iov[n].iov_len = slices[i].size;
     ++n;
   }
-  size_t first = 0;
-  while (first < n) {
+}
+
+bool TcpLinks::WriteSome(Outgoing& out, WaitGuard& guard) {
+  bool moved = false;
+  while (!out.done()) {
     msghdr msg{};
-    msg.msg_iov = iov + first;
-    msg.msg_iovlen = n - first;
-    ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    msg.msg_iov = out.iov + out.first;
+    msg.msg_iovlen = out.n - out.first;
+    const ssize_t sent = sendmsg(out.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        WaitFd(fd, POLLOUT, rank, guard);
-        continue;
-      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
       if (errno == EINTR) continue;
       const int error = errno;
       guard.LinkEnded();
       // The peer ended the connection while this rank was still writing to it: what it sent
       // last, unread here, may be its abort notice (SendLastWords), kept for the caller.
-      throw PeerClosed("lost the connection to rank " + std::to_string(rank) + ": " + ErrnoText(error), UnreadTail(fd));
+      throw PeerClosed("lost the connection to rank " + std::to_string(out.rank) + ": " + ErrnoText(error), UnreadTail(out.fd));
     }
+    moved = true;
     size_t left = static_cast<size_t>(sent);
-    while (first < n && left >= iov[first].iov_len) left -= iov[first++].iov_len;
-    if (first < n) {
-      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
-      iov[first].iov_len -= left;
+    while (out.first < out.n && left >= out.iov[out.first].iov_len) left -= out.iov[out.first++].iov_len;
+    if (out.first < out.n) {
+      out.iov[out.first].iov_base = static_cast<char*>(out.iov[out.first].iov_base) + left;
+      out.iov[out.first].iov_len -= left;
     }
+  }
+  return moved;
+}
+
+void TcpLinks::Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) {
+  const int fd = FdOf(rank);
+  const InsideMessage inside(*this, rank);
+  if (!inside.entered()) throw PeerClosed("the links to rank " + std::to_string(rank) + " are closing after a failure", "");
+  Outgoing out(fd, rank, slices, count);
+  for (;;) {
+    WriteSome(out, guard);
+    if (out.done()) return;
+    WaitFd(fd, POLLOUT, rank, guard);
+  }
+}
+
+void TcpLinks::SendWhileReceiving(int rank, const ByteSlice* slices, size_t count, Borrowed receive, WaitGuard& guard) {
+  const int fd = FdOf(rank);
+  const InsideMessage inside(*this, rank);
+  if (!inside.entered()) throw PeerClosed("the links to rank " + std::to_string(rank) + " are closing after a failure", "");
+  Outgoing out(fd, rank, slices, count);
+  WriteSome(out, guard);
+  {
+    // The reads push the send on while `receive` runs, and only then (a throw ends it).
+    struct Pumping {
+      Outgoing*& slot;
+      ~Pumping() { slot = nullptr; }
+    } pumping{pumping_ = &out};
+    receive();
+  }
+  while (!out.done()) {
+    if (!WriteSome(out, guard)) WaitFd(fd, POLLOUT, rank, guard);
   }
 }
 
@@ -274,6 +310,8 @@ void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
       throw PeerClosed("rank " + std::to_string(rank) + " closed its connection (it exited or failed) ", std::string(out - keep, keep));
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      // Inside an exchange: the send goes on first whenever its socket has room.
+      if (pumping_ != nullptr && !pumping_->done() && WriteSome(*pumping_, guard)) continue;
       if (spins > 0) {
         --spins;
         CpuRelax();

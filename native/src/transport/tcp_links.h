@@ -6,6 +6,8 @@
 // goes through poll() in short slices, so aborts and dead peers are noticed while waiting.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -66,6 +68,12 @@ class TcpLinks final : public RemoteLinks {
   void SetReadSpin(const ReadSpin& spin) { read_spin_ = spin; }
 
   void Send(int rank, const ByteSlice* slices, size_t count, WaitGuard& guard) override;
+  bool DuplexExchanges() const override { return true; }
+  // The send goes out in what each socket takes without waiting: first at once, then whenever a
+  // read inside `receive` finds nothing (its poll() also waits for room on `rank`'s socket),
+  // then the rest. Both peers of an exchange read while they write, so neither waits for the
+  // other to drain a whole segment first.
+  void SendWhileReceiving(int rank, const ByteSlice* slices, size_t count, Borrowed receive, WaitGuard& guard) override;
   void ReadHeader(int rank, MsgHeader* header, WaitGuard& guard) override { ReadExact(rank, header, sizeof *header, guard); }
   void ReadBody(int rank, void* dst, size_t n, WaitGuard& guard) override { ReadExact(rank, dst, n, guard); }
   // Sends a small message only if the socket takes it whole at once (never blocks).
@@ -79,6 +87,19 @@ class TcpLinks final : public RemoteLinks {
   void CloseAll() override;
 
  private:
+  // A message on its way out: what of its slices is left.
+  struct Outgoing {
+    int fd = -1;
+    int rank = -1;
+    iovec iov[4]{};
+    size_t first = 0;
+    size_t n = 0;
+    Outgoing(int fd, int rank, const ByteSlice* slices, size_t count);
+    bool done() const { return first >= n; }
+  };
+  // Writes what `out`'s socket takes now; returns whether anything went. A failed link throws
+  // PeerClosed (with what the peer sent last).
+  bool WriteSome(Outgoing& out, WaitGuard& guard);
   void ReadExact(int rank, void* dst, size_t n, WaitGuard& guard);
   // The last bytes of what `fd`'s stream still holds unread (for a failed write: PeerClosed).
   static std::string UnreadTail(int fd);
@@ -96,6 +117,8 @@ class TcpLinks final : public RemoteLinks {
   std::string last_connect_error_;
   int listen_fd_ = -1;
   ReadSpin read_spin_;
+  // The send of the exchange under way (SendWhileReceiving), pushed on by the reads' waits.
+  Outgoing* pumping_ = nullptr;
   std::unordered_map<int, int> fds_;
 };
 

@@ -6,7 +6,7 @@ import { Selector, sizeRuns, type Choice, type Explanation } from '../../algorit
 import { formatAlgorithm } from '../../algorithms/algorithm-choice.js';
 import { TopocollError } from '../../errors.js';
 import { planToJson } from '../../groups/plan-json.js';
-import { eagerBytes } from '../../runtime/job-planner.js';
+import { exchangeLimits } from '../../runtime/job-planner.js';
 import { planGroups, type DroppedLevel, type Group, type GroupPlan } from '../../groups/plan.js';
 import { compressHostlist } from '../../topology/network/hostlist.js';
 import { readNetworkFile } from '../../topology/network/network-file.js';
@@ -95,20 +95,20 @@ export function groupsCommand(argv: string[], io: CliIo): number {
 /**
  * The plan's choices without running it: every node is taken to have a core per rank (the most
  * ranks any node has), not oversubscribed. Segments between nodes are capped by the eager limit
- * a job would have (job-planner.ts's eagerBytes); without the addon, which knows the TCP limit,
+ * a job would have (job-planner.ts's exchangeLimits); without the addon, which knows the TCP limit,
  * by FALLBACK_EAGER_BYTES — then a large message's choices between nodes may differ from a
  * running job's (comm.explain gives those).
  */
 function offlineSelector(config: TopocollConfig, plan: GroupPlan): Selector {
   const perNode = new Map<string, number>();
   for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
-  let eager = FALLBACK_EAGER_BYTES;
+  let limits = { apart: config.transport === 'tcp' ? Infinity : FALLBACK_EAGER_BYTES, mixed: FALLBACK_EAGER_BYTES };
   try {
-    eager = eagerBytes(config, plan);
+    limits = exchangeLimits(config, plan, config.transport === 'tcp');
   } catch (e) {
     if (!(e instanceof TopocollError)) throw e;
   }
-  return new Selector(config, plan, eager, { cores: Math.max(1, ...perNode.values()), oversubscribed: false, mpi: config.transport === 'mpi' });
+  return new Selector(config, plan, limits, { cores: Math.max(1, ...perNode.values()), oversubscribed: false, mpi: config.transport === 'mpi' });
 }
 
 /** The eager limit assumed without the addon. */
