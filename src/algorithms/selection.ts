@@ -390,8 +390,12 @@ export class Selector {
     return coreBoundUs(spanUs, collective, a, g.members.length, bytes, costs, count, of);
   }
 
-  /** The largest segment `g`'s exchange steps may carry (ExchangeLimits): `apart` when its members are each on a node of their own. */
+  /**
+   * The largest segment `g`'s exchange steps may carry (ExchangeLimits): none inside a node (its
+   * exchanges interleave), `apart` when its members are each on a node of their own, else `mixed`.
+   */
   exchangeLimit(g: Group): number {
+    if (this.isNodeLocal(g)) return Infinity;
     const nodes = new Set(g.members.map((m) => this.plan.placements[m]!.node));
     return nodes.size === g.members.length ? this.limits.apart : this.limits.mixed;
   }
