@@ -4,6 +4,7 @@ import type { BenchRow, BenchSettings } from './bench-worker.js';
 import type { CliIo } from './io.js';
 import { cellsOf, runModelJob } from './model-accuracy.js';
 import { ompiUnavailable, runOmpi } from './ompi-baseline.js';
+import { libraryOf } from './mpi-peers.js';
 import { Progress } from './progress.js';
 import { runWorkerJob } from './worker-job.js';
 
@@ -73,7 +74,7 @@ export async function explainBarrier(job: ExplainJob): Promise<string> {
         progress.step(`Open MPI barrier (${job.ranks} ranks)`);
         const o = await runOmpi('barrier', job.ranks, settings);
         const ompi = o.rows.find((r) => r.collective === 'barrier');
-        if (ompi !== undefined) rows.push({ name: `Open MPI MPI_Barrier (${o.version.split(',')[0]})`, predicted: '-', us: ompi.avgUs });
+        if (ompi !== undefined) rows.push({ name: `Open MPI MPI_Barrier (${libraryOf(o.version)})`, predicted: '-', us: ompi.avgUs });
       }
     }
 
