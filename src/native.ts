@@ -70,6 +70,8 @@ export interface NativeEngineOptions {
   waits: WaitMode;
   /** waits: auto: the longest non-blocking spin on a TCP peer before poll(), µs. */
   remoteSpinUs: number;
+  /** The job's ranks on this rank's machine (its kernel: emulated nodes and namespace hosts share it), this one included. */
+  machineRanks: number;
   /** The smallest bcast the S0 engine runs in window mode: the router's (runtime/router.ts, windowThresholds). */
   windowBcastMinBytes: number;
   /** Ranks of this node bound to this rank's CPUs, which they oversubscribe: waits on them yield at once. */

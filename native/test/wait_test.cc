@@ -8,9 +8,12 @@
 
 #include <gtest/gtest.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "test_support.h"
@@ -81,6 +84,51 @@ TEST(WaitPolicy, ASpinThatSeesAGapRecordsItAndSleeps) {
   policy.taken_after = microseconds(0);
   EXPECT_TRUE(SleepsWithin(policy, milliseconds(2000)));
   EXPECT_TRUE(contention.Recent(std::chrono::steady_clock::now()));
+}
+
+// A file that reads like /proc/loadavg with `runnable` threads runnable; removed when it goes.
+class FakeLoadavg {
+ public:
+  explicit FakeLoadavg(int runnable) {
+    char name[] = "/tmp/wait-test-loadavg-XXXXXX";
+    const int fd = mkstemp(name);
+    path_ = name;
+    const std::string text = "0.52 0.58 0.59 " + std::to_string(runnable) + "/812 4242\n";
+    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(fd);
+  }
+  ~FakeLoadavg() { unlink(path_.c_str()); }
+  const char* path() const { return path_.c_str(); }
+
+ private:
+  std::string path_;
+};
+
+TEST(WaitPolicy, ALostCoreIsOthersWorkOnlyWhenMoreRunThanTheJobsRanks) {
+  // Three runnable: two ranks of the job and the slack account for them; one rank and the slack
+  // do not.
+  const FakeLoadavg three(3);
+  ContentionSignal two_ranks(2, three.path());
+  ContentionSignal one_rank(1, three.path());
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_FALSE(two_ranks.Sighted(now));
+  EXPECT_FALSE(two_ranks.Recent(now));
+  EXPECT_TRUE(one_rank.Sighted(now));
+  EXPECT_TRUE(one_rank.Recent(now));
+  // Unknown ranks, or a count that cannot be read: every lost core counts.
+  EXPECT_TRUE(ContentionSignal(-1, three.path()).OthersRun());
+  EXPECT_TRUE(ContentionSignal(2, "/nonexistent/loadavg").OthersRun());
+}
+
+TEST(WaitPolicy, ASpinThatLosesItsCoreToTheJobsOwnRanksSpinsOn) {
+  // Every gap counts as a lost core, but no more threads run than the job's ranks: the wait goes
+  // on spinning and yielding as waits: spin does, and nothing is recorded.
+  const FakeLoadavg two(2);
+  ContentionSignal contention(4, two.path());
+  WaitPolicy policy = EndlessSpinAndYield(&contention);
+  policy.taken_after = microseconds(0);
+  EXPECT_FALSE(SleepsWithin(policy, milliseconds(100)));
+  EXPECT_FALSE(contention.Recent(std::chrono::steady_clock::now()));
 }
 
 // The calling thread's CPU time.

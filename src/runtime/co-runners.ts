@@ -58,9 +58,14 @@ export function machineOf(info: { host: string; kernel?: string }): string {
  * @param infos every rank's host, kernel and allowed CPUs (an index list); `machineCpus`: the machine's CPUs.
  */
 export function machineOversubscribed(me: number, infos: readonly { host: string; kernel?: string; cpus: string }[], machineCpus: number): boolean {
-  const machine = machineOf(infos[me]!);
   return hostOversubscribed(
-    infos.filter((i) => machineOf(i) === machine).map((i) => parseIndexList(i.cpus)),
+    onMachineOf(me, infos).map((i) => parseIndexList(i.cpus)),
     machineCpus,
   );
+}
+
+/** The ranks' infos on rank `me`'s machine (machineOf: its kernel, else its host), `me`'s included. */
+export function onMachineOf<T extends { host: string; kernel?: string }>(me: number, infos: readonly T[]): T[] {
+  const machine = machineOf(infos[me]!);
+  return infos.filter((i) => machineOf(i) === machine);
 }

@@ -6,7 +6,7 @@ import { NativeEngine, WaitMode, type NativeP2PLayer } from '../native.js';
 import { parseIndexList } from '../topology/index-list.js';
 import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types.js';
 import type { RankPlacement } from '../topology/types.js';
-import { coRunnersOf, machineOversubscribed } from './co-runners.js';
+import { coRunnersOf, machineOversubscribed, onMachineOf } from './co-runners.js';
 import { JobPlanner, type JobPlans, type RemoteDirectory } from './job-planner.js';
 import { windowThresholds } from './router.js';
 import { segmentName } from './segment-name.js';
@@ -163,6 +163,7 @@ export function startJoin(rank: number, infos: readonly RankInfo[], config: Topo
     oversubscribed,
     waits: WaitMode[config.waits.mode],
     remoteSpinUs: config.waits.remoteSpinUs,
+    machineRanks: onMachineOf(rank, infos).length,
     windowBcastMinBytes: windowThresholds(config.routing, oversubscribed).bcast,
     coRunners: coRunnersOf(rank, new Map(localRanks.map((r) => [r, parseIndexList(infos[r]!.cpus)]))),
     bcast: layout.bcast,

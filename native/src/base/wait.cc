@@ -1,5 +1,6 @@
 #include "base/wait.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sched.h>
@@ -8,12 +9,40 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
 #include "base/errors.h"
 
 namespace topocoll {
+
+ContentionSignal::ContentionSignal(int machine_ranks, const char* loadavg) : machine_ranks_(machine_ranks) {
+  if (machine_ranks_ >= 0) loadavg_fd_ = open(loadavg, O_RDONLY | O_CLOEXEC);
+}
+
+ContentionSignal::~ContentionSignal() {
+  if (loadavg_fd_ >= 0) close(loadavg_fd_);
+}
+
+bool ContentionSignal::OthersRun() const {
+  if (loadavg_fd_ < 0) return true;
+  // "0.52 0.58 0.59 3/812 4242": pread renders the file anew at offset 0, from any thread.
+  char text[128];
+  const ssize_t n = pread(loadavg_fd_, text, sizeof text - 1, 0);
+  if (n <= 0) return true;
+  text[n] = '\0';
+  const char* p = text;
+  for (int field = 0; field < 3; ++field) {
+    p = std::strchr(p, ' ');
+    if (p == nullptr) return true;
+    ++p;
+  }
+  char* end = nullptr;
+  const long runnable = std::strtol(p, &end, 10);
+  if (end == p || *end != '/') return true;
+  return runnable > static_cast<long>(machine_ranks_) + kSlack;
+}
 
 void FutexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::milliseconds timeout) {
   struct timespec ts;

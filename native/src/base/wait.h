@@ -53,6 +53,13 @@ class WaitGuard {
 // runnable, so when its condition comes true it waits for the busy process's slice to end. A
 // sleeping thread that is rung preempts it at once (its short slice, SchedulerSlice).
 // Shared by every wait of one engine, from any thread.
+//
+// A lost core is only a sighting of others' work when more threads are runnable on the machine
+// than the job itself can account for: the job's own ranks on this kernel (`machine_ranks`, one
+// busy thread each) and one more (a V8 helper thread, the launcher). Otherwise the core went to
+// one of the job's ranks — the peer the wait yielded to, which is about to answer — and sleeping
+// would only add a wake-up to every message. The kernel's count of runnable threads is the
+// fourth field of /proc/loadavg ("R/T"), read at the moment of the gap.
 class ContentionSignal {
  public:
   using Clock = std::chrono::steady_clock;
@@ -60,12 +67,32 @@ class ContentionSignal {
   // a busy stretch, short enough that a wait finds out soon once the cores are free again (the
   // price of a wrong guess is one slice per this period).
   static constexpr std::chrono::milliseconds kMemory{20};
+  // Runnable threads beyond the job's ranks that are not yet others' work.
+  static constexpr int kSlack = 1;
+
+  // machine_ranks < 0: unknown, every lost core counts. `loadavg`: where the runnable count is
+  // read (tests give a file of their own); a file that cannot be read counts every lost core too.
+  explicit ContentionSignal(int machine_ranks = -1, const char* loadavg = "/proc/loadavg");
+  ~ContentionSignal();
+  ContentionSignal(const ContentionSignal&) = delete;
+  ContentionSignal& operator=(const ContentionSignal&) = delete;
 
   bool Recent(Clock::time_point now) const { return now.time_since_epoch().count() < until_.load(std::memory_order_relaxed); }
   void Seen(Clock::time_point now) { until_.store((now + kMemory).time_since_epoch().count(), std::memory_order_relaxed); }
+  // A wait lost its core at `now`: records a sighting when others' work shows (OthersRun) and
+  // says whether it did.
+  bool Sighted(Clock::time_point now) {
+    if (!OthersRun()) return false;
+    Seen(now);
+    return true;
+  }
+  // Whether more threads are runnable on the machine than the job's ranks there and kSlack.
+  bool OthersRun() const;
 
  private:
   std::atomic<Clock::rep> until_{0};
+  int machine_ranks_;
+  int loadavg_fd_ = -1;
 };
 
 struct WaitPolicy {
@@ -177,10 +204,9 @@ bool Spin(Ready& ready, const WaitPolicy& policy) {
     CpuRelax();
     if (i % kLooksPerClock == kLooksPerClock - 1) {
       const auto now = std::chrono::steady_clock::now();
-      if (now - last > policy.taken_after) {
-        policy.contention->Seen(now);
-        return ready();
-      }
+      // A lost core others took: stop spinning (the wait sleeps). One the job's ranks took:
+      // spin on, as waits: spin would.
+      if (now - last > policy.taken_after && policy.contention->Sighted(now)) return ready();
       last = now;
     }
   }
@@ -212,10 +238,7 @@ void WaitUntil(Ready&& ready, Doorbell& mine, const WaitPolicy& policy, WaitGuar
       // ring that ends this wait preempts it instead of waiting out its slice.
       if (policy.contention != nullptr) {
         const auto after = std::chrono::steady_clock::now();
-        if (after - now > policy.taken_after) {
-          policy.contention->Seen(after);
-          break;
-        }
+        if (after - now > policy.taken_after && policy.contention->Sighted(after)) break;
       }
     }
     // A Ring cleared it (perhaps for another condition): still waiting, so idle again.

@@ -100,6 +100,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     }
     options.waits = static_cast<abi::WaitMode>(waits);
     options.remote_spin_us = o.Get("remoteSpinUs").As<Napi::Number>().Uint32Value();
+    options.machine_ranks = o.Get("machineRanks").As<Napi::Number>().Int32Value();
     options.window_bcast_min_bytes = static_cast<uint64_t>(o.Get("windowBcastMinBytes").As<Napi::Number>().Int64Value());
     options.co_runners = IntList(o.Get("coRunners"));
     options.bcast = BcastParamsOf(o.Get("bcast"));

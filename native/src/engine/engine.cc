@@ -31,6 +31,7 @@ Engine::Engine(EngineOptions options)
     : options_(WithLocalRanksSorted(std::move(options))),
       node_(options_.rank, options_.local_ranks),
       liveness_(node_, options_.collective_timeout_ms),
+      contention_(options_.waits == abi::WaitMode::kAuto ? options_.machine_ranks : -1),
       windows_(node_, liveness_, options_.size) {
   const auto& locals = options_.local_ranks;
   liveness_.UseLinks(&tcp_, nullptr);

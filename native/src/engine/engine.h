@@ -55,6 +55,9 @@ struct EngineOptions {
   abi::WaitMode waits = abi::WaitMode::kSpin;
   // waits: auto: the longest non-blocking spin on a TCP peer before poll() (`waits.remoteSpinUs`).
   uint32_t remote_spin_us = 50;
+  // The job's ranks on this machine's kernel, whatever nodes or hosts they are made into (this
+  // one included): the runnable threads a lost core may be theirs (ContentionSignal).
+  int machine_ranks = 1;
   // The smallest bcast the S0 engine sends in window mode (ShmBcastParams::window_min_bytes): the
   // router's threshold (src/runtime/router.ts), which picks the window plans from the same size.
   uint64_t window_bcast_min_bytes = 0;

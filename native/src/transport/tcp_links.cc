@@ -317,8 +317,7 @@ void TcpLinks::ReadExact(int rank, void* dst, size_t n, WaitGuard& guard) {
         CpuRelax();
         if (timed) {
           const auto now = Clock::now();
-          if (read_spin_.contention != nullptr && now - last > read_spin_.taken_after) {
-            read_spin_.contention->Seen(now);
+          if (read_spin_.contention != nullptr && now - last > read_spin_.taken_after && read_spin_.contention->Sighted(now)) {
             spins = 0;
           } else if (now >= spin_until) {
             spins = 0;
