@@ -29,7 +29,10 @@ const configurations: [string, string[]][] = [
   ['8 ranks on one node, every rank combining small allreduces, waits that sleep once their core is taken', ['-n', '8', '--config', sightings, job, '--quick']],
   ['4 ranks on 2 emulated nodes, every wait sleeping at once', ['-n', '4', '--nodes', '2', '--config', sleeping, job, '--quick']],
   ['8 ranks on 4 emulated nodes under two leaf switches', ['-n', '8', '--nodes', '4', '--network', fourNodes, job]],
-  ['4 unbound ranks, one per emulated node, up to 1 MiB (exchanges between them unsegmented)', ['-n', '4', '--nodes', '4', '--bind', 'none', job, '--quick', '--big']],
+  [
+    '4 unbound ranks, one per emulated node, up to 1 MiB (exchanges between them unsegmented)',
+    ['-n', '4', '--nodes', '4', '--bind', 'none', job, '--quick', '--big'],
+  ],
 ];
 
 describe('collectives across real processes', () => {
