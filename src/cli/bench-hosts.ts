@@ -9,6 +9,7 @@ import { AGENT_PATH, clusterStateOf } from '../cluster/keeper.js';
 import { planCluster, shorthandNetwork, type ClusterPlan } from '../cluster/plan.js';
 import { createState, removeOwnState, stateFile } from '../cluster/state.js';
 import { TopocollError } from '../errors.js';
+import { usageError } from './args.js';
 import { PACKAGE_ROOT } from '../util/package-root.js';
 import type { BenchRow, BenchSettings } from './bench-worker.js';
 import type { CliIo } from './io.js';
@@ -43,9 +44,10 @@ export function parseHostsShape(text: string): HostsShape {
   const [leaves, hostsPerLeaf, ranksPerHost] = parts.map(Number);
   const ok = (n: number | undefined) => n !== undefined && Number.isInteger(n) && n >= 1 && n <= 64;
   if (parts.length !== 3 || !ok(leaves) || !ok(hostsPerLeaf) || !ok(ranksPerHost) || leaves! * hostsPerLeaf! * ranksPerHost! < 2) {
-    throw new TopocollError('EINVAL', `topocoll bench: --hosts takes LEAVES×HOSTS×RANKS (each 1…64, at least 2 ranks in all), got "${text}"`, {
-      hint: 'e.g. --hosts 2x2x2: 2 leaf switches, 2 hosts on each, 2 ranks on each host.',
-    });
+    throw usageError(
+      'bench',
+      `--hosts takes LEAVES×HOSTS×RANKS (each 1…64, at least 2 ranks in all; 2x2x2: 2 leaf switches, 2 hosts on each, 2 ranks on each host), got "${text}"`,
+    );
   }
   return { leaves: leaves!, hostsPerLeaf: hostsPerLeaf!, ranksPerHost: ranksPerHost! };
 }

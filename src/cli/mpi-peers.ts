@@ -1,7 +1,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { TopocollError } from '../errors.js';
+import { usageError } from './args.js';
 import { PACKAGE_ROOT } from '../util/package-root.js';
 import { sizesOf, type BenchRow, type BenchSettings } from './bench-worker.js';
 
@@ -121,7 +121,7 @@ export function parsePeers(text: string): PeerName[] {
   const names = text.split(',').map((s) => s.trim());
   for (const name of names) {
     if (!(PEER_NAMES as readonly string[]).includes(name)) {
-      throw new TopocollError('EINVAL', `topocoll bench: --peers: unknown peer "${name}"`, { hint: `Peers: ${PEER_NAMES.join(', ')}, or all.` });
+      throw usageError('bench', `--peers: unknown peer "${name}" (peers: ${PEER_NAMES.join(', ')}, or all)`);
     }
   }
   return [...new Set(names as PeerName[])];

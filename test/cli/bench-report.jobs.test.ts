@@ -58,10 +58,10 @@ describe('topocoll bench --report', () => {
     expect((await cli(['bench', 'allgather', '--from-json', saved, '--report', dir])).code).toBe(0);
     expect(readdirSync(dir)).toEqual(['allgather-p4.svg']);
     const noReport = await cli(['bench', '--from-json', saved]);
-    expect(noReport.code).toBe(1);
+    expect(noReport.code).toBe(2);
     expect(noReport.stderr).toMatch(/--from-json goes with --report DIR/);
     const measuring = await cli(['bench', '--from-json', saved, '--report', dir, '-n', '4', '--no-mpi']);
-    expect(measuring.code).toBe(1);
+    expect(measuring.code).toBe(2);
     expect(measuring.stderr).toMatch(/--from-json draws saved rows; -n, --no-mpi would measure/);
     const bad = join(tempDir('topocoll-report-'), 'bad.jsonl');
     writeFileSync(bad, '{"collective":"bcast"}\n');

@@ -78,6 +78,20 @@ describe('topocoll --version, --help and usage errors', () => {
     expectUsageError(await cli(['localities', '--nodes', 'a']), 'localities');
   });
 
+  it('options that do not go together, or a value out of range, are usage errors before anything runs', async () => {
+    expectUsageError(await cli(['bench', 'barrier', '--strategies']), 'bench');
+    expectUsageError(await cli(['bench', '--model', '--sweep']), 'bench');
+    expectUsageError(await cli(['bench', '--repeat', '0']), 'bench');
+    expectUsageError(await cli(['bench', '--min', '64', '--max', '8']), 'bench');
+    expectUsageError(await cli(['bench', '--hosts', '1x1x1']), 'bench');
+    expectUsageError(await cli(['bench', '--hosts', '2x1x1', '-n', '4']), 'bench');
+    expectUsageError(await cli(['bench', 'allreduce', '--peers', 'ompi,lam']), 'bench');
+    expectUsageError(await cli(['bench', '--from-json', 'rows.jsonl']), 'bench');
+    expectUsageError(await cli(['tune', 'shm', '-n', '1']), 'tune');
+    expectUsageError(await cli(['cluster', 'exec']), 'cluster');
+    expectUsageError(await cli(['cluster', 'up', '--network', 'net.txt', '--leaves', '2']), 'cluster');
+  });
+
   it('a failure of what the command ran is not a usage error: status 1', async () => {
     const r = await cli(['run', '-n', '2', 'no-such-script.mjs']);
     expect(r.code).toBe(1);

@@ -182,16 +182,16 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   }
   if (values['from-json'] !== undefined) return chartsFromJson(values, target, io);
   if (values.report !== undefined && (values.strategies || values.explain || values.model)) {
-    throw new TopocollError('EINVAL', 'topocoll bench: --report draws the latency run, not --strategies, --explain or --model');
+    throw usageError('bench', '--report draws the latency run, not --strategies, --explain or --model');
   }
   if (values.model && (values.strategies || values.explain || values.sweep)) {
-    throw new TopocollError('EINVAL', 'topocoll bench: --model goes alone, not with --strategies, --explain or --sweep');
+    throw usageError('bench', '--model goes alone, not with --strategies, --explain or --sweep');
   }
-  if (values.step !== undefined && !values.model) throw new TopocollError('EINVAL', 'topocoll bench: --step goes with --model');
-  if (values.sweep && target !== 'bcast') throw new TopocollError('EINVAL', 'topocoll bench: --sweep goes with "bcast"');
+  if (values.step !== undefined && !values.model) throw usageError('bench', '--step goes with --model');
+  if (values.sweep && target !== 'bcast') throw usageError('bench', '--sweep goes with "bcast"');
   if (values.strategies && !(STRATEGY_COLLECTIVES as readonly (string | undefined)[]).includes(target)) {
-    const none = target === 'scan' || target === 'exscan' ? { hint: `${target} runs one algorithm per level: there is nothing to compare.` } : {};
-    throw new TopocollError('EINVAL', `topocoll bench: --strategies goes with ${STRATEGY_COLLECTIVES.join(', ')}`, none);
+    const none = target === 'scan' || target === 'exscan' ? `; ${target} runs one algorithm per level: there is nothing to compare` : '';
+    throw usageError('bench', `--strategies goes with ${STRATEGY_COLLECTIVES.join(', ')}${none}`);
   }
   const ranks = parseNonNegativeInt('bench', 'np', values.np ?? '2');
   const list = <T extends string>(name: string, text: string | undefined, allowed: readonly T[]): T[] =>
@@ -216,9 +216,9 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     largeBytes: 8192,
     repeats: parseNonNegativeInt('bench', 'repeat', values.repeat ?? '1'),
   };
-  if (settings.repeats < 1 || settings.repeats > 64) throw new TopocollError('EINVAL', 'topocoll bench: --repeat must be 1…64');
+  if (settings.repeats < 1 || settings.repeats > 64) throw usageError('bench', '--repeat must be 1…64');
   if (settings.minBytes < 1 || settings.maxBytes < settings.minBytes) {
-    throw new TopocollError('EINVAL', 'topocoll bench: need 1 ≤ --min ≤ --max');
+    throw usageError('bench', 'need 1 ≤ --min ≤ --max');
   }
   const job: BenchJob = {
     ranks,
@@ -230,12 +230,12 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     io,
   };
   if (values.transport !== undefined && (values.sweep || values.strategies || values.explain || values.model)) {
-    throw new TopocollError('EINVAL', 'topocoll bench: --transport goes with the latency run, not --sweep, --strategies, --explain or --model');
+    throw usageError('bench', '--transport goes with the latency run, not --sweep, --strategies, --explain or --model');
   }
   if (values.model) return await benchModel(job, values.step, values.repeat, values.json === true);
   if (values.hosts !== undefined) {
     const clash = (['nodes', 'transport', 'sweep', 'strategies', 'explain', 'hogs', 'config', 'network', 'np'] as const).filter((k) => values[k] !== undefined);
-    if (clash.length > 0) throw new TopocollError('EINVAL', `topocoll bench: --hosts sets the job itself; drop --${clash.join(', --')}`);
+    if (clash.length > 0) throw usageError('bench', `--hosts sets the job itself; drop --${clash.join(', --')}`);
     return await benchHosts(parseHostsShape(values.hosts), { ...settings, modes: ['sync'] }, values, io);
   }
   const latency = !values.explain && !values.strategies;
@@ -244,11 +244,11 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   if (transports.includes('mpi')) checkMpirunJob(io.env);
 
   const hogCount = parseNonNegativeInt('bench', 'hogs', values.hogs ?? '0');
-  if (hogCount > 64) throw new TopocollError('EINVAL', 'topocoll bench: --hogs must be 0…64');
+  if (hogCount > 64) throw usageError('bench', '--hogs must be 0…64');
   const hogs = hogCount > 0 ? startHogs(hogCount) : undefined;
   try {
     if (values.explain) {
-      if (target !== 'barrier') throw new TopocollError('EINVAL', 'topocoll bench: --explain goes with "barrier"');
+      if (target !== 'barrier') throw usageError('bench', '--explain goes with "barrier"');
       // A bad configuration fails here, before any job starts.
       resolveConfig(job.config, io.env);
       io.stdout(await explainBarrier({ ranks, bind: job.bind, nodes: job.nodes, network: job.network, config: job.config, iterations, io }));
@@ -386,12 +386,9 @@ function chartsFromJson(values: Record<string, string | boolean | undefined>, ta
   ];
   const given = measuring.filter((k) => values[k] !== undefined);
   if (given.length > 0) {
-    throw new TopocollError(
-      'EINVAL',
-      `topocoll bench: --from-json draws saved rows; ${given.map((k) => (k === 'np' ? '-n' : `--${k}`)).join(', ')} would measure`,
-    );
+    throw usageError('bench', `--from-json draws saved rows; ${given.map((k) => (k === 'np' ? '-n' : `--${k}`)).join(', ')} would measure`);
   }
-  if (typeof values.report !== 'string') throw new TopocollError('EINVAL', 'topocoll bench: --from-json goes with --report DIR');
+  if (typeof values.report !== 'string') throw usageError('bench', '--from-json goes with --report DIR');
   const file = resolve(io.cwd, values['from-json'] as string);
   let text: string;
   try {
@@ -424,14 +421,13 @@ function reportCharts(rows: readonly ReportRow[], dir: string, io: CliIo): void 
 /** `--model`: the cost model's predictions and choices against measurement (model-accuracy.ts). */
 async function benchModel(job: BenchJob, stepText: string | undefined, repeatText: string | undefined, json: boolean): Promise<number> {
   const step = parseNonNegativeInt('bench', 'step', stepText ?? '4');
-  if (step < 2) throw new TopocollError('EINVAL', 'topocoll bench: --step must be 2 or more');
+  if (step < 2) throw usageError('bench', '--step must be 2 or more');
   const sizes: number[] = [];
   for (let b = job.settings.minBytes; b <= job.settings.maxBytes; b *= step) sizes.push(b);
   const collectives = job.settings.collectives.filter(
     (c): c is ModelSettings['collectives'][number] => c === 'barrier' || c === 'bcast' || c === 'reduce' || c === 'allreduce' || c === 'allgather',
   );
-  if (collectives.length < job.settings.collectives.length)
-    throw new TopocollError('EINVAL', 'topocoll bench: --model covers barrier, bcast, reduce, allreduce and allgather');
+  if (collectives.length < job.settings.collectives.length) throw usageError('bench', '--model covers barrier, bcast, reduce, allreduce and allgather');
   const settings: ModelSettings = { collectives, sizes, rounds: repeatText === undefined ? 3 : job.settings.repeats, targetMs: 10 };
   const progress = new Progress('topocoll bench', 1);
   let result: { code: number; rows: ModelRow[] };

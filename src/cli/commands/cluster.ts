@@ -88,9 +88,7 @@ export async function clusterCommand(argv: string[], io: CliIo): Promise<number>
 function planFromOptions(values: { network?: string; leaves?: string; hosts?: string; rate?: string; subnet?: string }, io: CliIo): ClusterPlan {
   const shorthand = values.leaves !== undefined || values.hosts !== undefined;
   if (shorthand === (values.network !== undefined)) {
-    throw new TopocollError('EINVAL', 'topocoll cluster up: give either --network FILE or --leaves L --hosts H', {
-      hint: 'e.g. topocoll cluster up --leaves 2 --hosts 2',
-    });
+    throw usageError('cluster', 'up: give either --network FILE or --leaves L --hosts H (e.g. cluster up --leaves 2 --hosts 2)');
   }
   const net = shorthand
     ? shorthandNetwork(parseNonNegativeInt('cluster up', 'leaves', values.leaves ?? '1'), parseNonNegativeInt('cluster up', 'hosts', values.hosts ?? '1'))
@@ -213,8 +211,7 @@ async function exec(argv: string[], io: CliIo): Promise<number> {
     return 0;
   }
   const [host, ...tail] = rest;
-  if (host === undefined || host === '--')
-    throw new TopocollError('EINVAL', 'topocoll cluster exec: no host given', { hint: 'Usage: topocoll cluster exec node0 -- hostname' });
+  if (host === undefined || host === '--') throw usageError('cluster', 'exec: no host given (e.g. cluster exec node0 -- hostname)');
   const command = tail[0] === '--' ? tail.slice(1) : tail;
   const state = resolveCluster(io.env, name);
   return runInHost(state, host, command.length > 0 ? command : [io.env.SHELL || '/bin/sh'], io.env, io.cwd);

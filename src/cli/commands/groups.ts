@@ -11,7 +11,7 @@ import { planGroups, type DroppedLevel, type Group, type GroupPlan } from '../..
 import { compressHostlist } from '../../topology/network/hostlist.js';
 import { readNetworkFile } from '../../topology/network/network-file.js';
 import { formatBytes } from '../svg-chart.js';
-import { parseByteSize, parseCommandArgs, parseNonNegativeInt } from '../args.js';
+import { parseByteSize, parseCommandArgs, parseNonNegativeInt, usageError } from '../args.js';
 import type { CliIo } from '../io.js';
 import { mappingOptions, placementsFrom, mappingUsage } from '../mapping-options.js';
 
@@ -71,7 +71,7 @@ export function groupsCommand(argv: string[], io: CliIo): number {
   const plan = planGroups(placements, { network, disabled });
   const rank = values.rank === undefined ? undefined : parseNonNegativeInt('groups', 'rank', values.rank);
   if (rank !== undefined && rank >= plan.size) {
-    throw new TopocollError('EINVAL', `topocoll groups: --rank ${rank} is outside 0…${plan.size - 1}`);
+    throw usageError('groups', `--rank ${rank} is outside 0…${plan.size - 1}`);
   }
   for (const w of network?.warnings ?? []) io.stderr(`topocoll: warning: ${w}\n`);
   for (const [reason, nodes] of dropsByReason(plan.dropped.filter((d) => d.warning))) {

@@ -79,7 +79,7 @@ export async function tuneCommand(argv: string[], io: CliIo): Promise<number> {
   const quick = values.quick === true;
   if (target === 'links') return tuneLinks(out, io, quick);
   const ranks = parseNonNegativeInt('tune', 'np', values.np ?? '2');
-  if (ranks < 2) throw new TopocollError('EINVAL', 'topocoll tune shm: -n must be at least 2');
+  if (ranks < 2) throw usageError('tune', 'shm: -n must be at least 2');
   const code = await tuneShm(out, ranks, io, quick);
   if (code !== 0 || target === 'shm') return code;
   io.stdout('\n');
