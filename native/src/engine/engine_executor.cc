@@ -596,9 +596,10 @@ void Engine::RunPairStep(const Step& s, const MsgHeader& call, PairTable& t, siz
         throw CollError("EINVAL", "an alltoall exchange of " + std::to_string(bytes) + " bytes with another node (at most " +
                                       std::to_string(limit) + " here)");
       }
-      // The block received lands in recv or the staging arena, never in what is sent (the
-      // input, or a block staged earlier).
       if (DuplexBetween(s.local_peer, s.local_peer2)) {
+        // The block received lands in recv or the staging arena, never in what is sent; but a
+        // staged block that is sent on moves when that receive grows the arena: send a copy.
+        data = Unaliased(data, bytes, t.arena.data(), t.arena.size());
         ExchangeRemote(
             s.peer, h, data, bytes, [&] { ReceivePairBlock(s.peer2, s.local_peer2, call, t, in, elem, guard); }, guard);
         return;
