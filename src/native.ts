@@ -219,6 +219,7 @@ export interface NativeTables {
   readonly outboxHeaderBytes: number;
   readonly channelBlockHeaderBytes: number;
   readonly eagerBytes: number;
+  readonly layerExchangeBytes: number;
   readonly messageHeaderBytes: number;
 }
 
@@ -279,6 +280,7 @@ interface RawAddon {
   crossCoreLatencyNs(cpuA: number, cpuB: number, roundTrips: number): number;
   combineRate(bytes: number, rounds: number): number;
   readonly eagerBytes: number;
+  readonly layerExchangeBytes: number;
   readonly messageHeaderBytes: number;
   readonly nativeTables: NativeTables;
   stepRoundTrip(words: Int32Array): NativeStepRoundTrip;
@@ -717,12 +719,13 @@ export function combineRate(bytes: number, rounds: number): number {
 }
 
 /**
- * Limits of the native layer the planner must respect: the longest segment a schedule with
- * exchanges may run with over TCP, and the bytes of a message header.
+ * Limits of the native layer the planner must respect: the longest segment an exchange that
+ * sends before it receives may carry over TCP (`eagerBytes`) and over a host layer
+ * (`layerExchangeBytes`), and the bytes of a message header.
  */
-export function nativeLimits(): { eagerBytes: number; messageHeaderBytes: number } {
+export function nativeLimits(): { eagerBytes: number; layerExchangeBytes: number; messageHeaderBytes: number } {
   const a = load();
-  return { eagerBytes: a.eagerBytes, messageHeaderBytes: a.messageHeaderBytes };
+  return { eagerBytes: a.eagerBytes, layerExchangeBytes: a.layerExchangeBytes, messageHeaderBytes: a.messageHeaderBytes };
 }
 
 /** The addon's copy of every table TypeScript mirrors (see NativeTables). */

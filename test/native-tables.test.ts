@@ -90,6 +90,10 @@ describe('TypeScript tables match the addon', () => {
   });
 
   it('nativeLimits reads the same numbers', () => {
-    expect(nativeLimits()).toEqual({ eagerBytes: tables.eagerBytes, messageHeaderBytes: tables.messageHeaderBytes });
+    expect(nativeLimits()).toEqual({
+      eagerBytes: tables.eagerBytes,
+      layerExchangeBytes: tables.layerExchangeBytes,
+      messageHeaderBytes: tables.messageHeaderBytes,
+    });
   });
 });

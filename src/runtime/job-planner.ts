@@ -68,7 +68,13 @@ export class JobPlanner {
       const world = allLevelNames(this.network?.levels ?? 0).filter((l) => l !== 'world');
       linkPlans.push(planGroups(this.placements, { network: this.network, disabled: world }));
     }
-    return { plan, orderedPlan, hash: planHash(plan, config), exchangeLimits: exchangeLimits(config, plan, this.tcp !== undefined), linkPlans };
+    return {
+      plan,
+      orderedPlan,
+      hash: planHash(plan, config),
+      exchangeLimits: exchangeLimits(config, plan, this.tcp !== undefined ? 'tcp' : 'layer'),
+      linkPlans,
+    };
   }
 
   /** The plan of `config` with every level on (to list the levels that are off). */
@@ -212,13 +218,14 @@ export function planHash(plan: GroupPlan, config: TopocollConfig): number {
  * The largest segments exchanges between nodes may carry (ExchangeLimits), the same on every
  * rank: they follow from the configuration and the carrier alone. Inside a node there is no
  * limit: an exchange between two ranks of a node interleaves its send and its receive piece by
- * piece. Between two remote peers, none over TCP (`duplex`: the exchange writes while it reads);
- * a host layer's carrier must buffer the segment whole (the native eager limit). An exchange that
+ * piece. Between two remote peers, none over TCP (the exchange writes while it reads); over a
+ * host layer (`carrier` 'layer') its sends are copies posted without waiting for a reader, up to
+ * `layerExchangeBytes`. An exchange that
  * pairs a local peer with a remote one sends before it receives on both sides, so its segment
  * must fit the smallest channel an outbox of any node may make (less two message headers) and
  * the eager limit.
  */
-export function exchangeLimits(config: TopocollConfig, plan: GroupPlan, duplex: boolean): ExchangeLimits {
+export function exchangeLimits(config: TopocollConfig, plan: GroupPlan, carrier: 'tcp' | 'layer'): ExchangeLimits {
   const perNode = new Map<string, number>();
   for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
   if (perNode.size <= 1) return { apart: Infinity, mixed: Infinity };
@@ -228,5 +235,5 @@ export function exchangeLimits(config: TopocollConfig, plan: GroupPlan, duplex: 
   for (const size of new Set(perNode.values())) {
     if (size > 1) mixed = Math.min(mixed, shmLayout(config, size, osCpus().length).channelMinBytes - 2 * limits.messageHeaderBytes);
   }
-  return { apart: duplex ? Infinity : limits.eagerBytes, mixed };
+  return { apart: carrier === 'tcp' ? Infinity : limits.layerExchangeBytes, mixed };
 }

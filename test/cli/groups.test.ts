@@ -76,7 +76,7 @@ describe('topocoll groups', () => {
     // default configuration, a core per rank, not oversubscribed, the job's eager limit).
     const plan = s3Plan(64, 36, 18, 16);
     const config = loadConfigFile(DEFAULT_CONFIG_PATH);
-    const selector = new Selector(config, plan, exchangeLimits(config, plan, true), { cores: 36, oversubscribed: false, mpi: false });
+    const selector = new Selector(config, plan, exchangeLimits(config, plan, 'tcp'), { cores: 36, oversubscribed: false, mpi: false });
     const rows = tableRows(r.stdout);
     expect([...rows.keys()]).toEqual(['socket', 'node', 'switch1', 'switch2']);
     const problems: string[] = [];

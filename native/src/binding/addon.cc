@@ -20,6 +20,7 @@
 #include "binding/probes.h"
 #include "engine/engine.h"
 #include "shm/segment_layout.h"
+#include "transport/p2p_links.h"
 
 namespace topocoll {
 
@@ -791,6 +792,7 @@ Napi::Object NativeTables(Napi::Env env) {
   out.Set("channelBlockHeaderBytes", Napi::Number::New(env, static_cast<double>(kChannelBlockHeaderBytes)));
 
   out.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
+  out.Set("layerExchangeBytes", Napi::Number::New(env, static_cast<double>(P2PLinks::kExchangeBytes)));
   out.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));
   return out;
 }
@@ -861,6 +863,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("segmentBytes", Napi::Function::New(env, SegmentBytes));
   // Limits TypeScript plans with (segments of schedules with exchanges).
   exports.Set("eagerBytes", Napi::Number::New(env, static_cast<double>(kEagerBytes)));
+  exports.Set("layerExchangeBytes", Napi::Number::New(env, static_cast<double>(P2PLinks::kExchangeBytes)));
   exports.Set("messageHeaderBytes", Napi::Number::New(env, static_cast<double>(sizeof(MsgHeader))));
   exports.Set("nativeTables", NativeTables(env));
   exports.Set("stepRoundTrip", Napi::Function::New(env, StepRoundTrip));

@@ -928,7 +928,7 @@ void Delivery::operator()(const uint8_t* in, size_t len) {
 
 uint64_t Engine::ExchangeLimit(int local_peer, int local_peer2) const {
   if (local_peer >= 0) return options_.channels.min_capacity - 2 * sizeof(MsgHeader);
-  return DuplexBetween(local_peer, local_peer2) ? UINT64_MAX : kEagerBytes;
+  return DuplexBetween(local_peer, local_peer2) ? UINT64_MAX : remote_->BufferedBytes();
 }
 
 const uint8_t* Engine::Unaliased(const uint8_t* data, size_t bytes, const uint8_t* into, size_t in_bytes) {

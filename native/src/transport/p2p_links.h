@@ -98,6 +98,12 @@ class P2PLinks final : public RemoteLinks {
   static constexpr size_t kHeaderCapacity = sizeof(MsgHeader) + kInlineBytes;
   // Bytes of copies in flight before a sender waits for some to complete.
   static constexpr size_t kMaxPendingBytes = 64u << 20;
+  // What an exchange may send before it receives: sends are copies posted without waiting for
+  // their receives, so a segment needs no reader while the copies in flight stay under
+  // kMaxPendingBytes. A quarter of it leaves room for the segments before it that a ring's
+  // neighbours have not received yet.
+  static constexpr uint64_t kExchangeBytes = kMaxPendingBytes / 4;
+  uint64_t BufferedBytes() const override { return kExchangeBytes; }
 
  private:
   // Copies the bytes [from, from + n) of the slices' concatenation and sends them as one message.

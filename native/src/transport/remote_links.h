@@ -42,6 +42,9 @@ class Borrowed {
 class RemoteLinks {
  public:
   virtual ~RemoteLinks() = default;
+  // The longest message body Send takes while no reader reads: an exchange that sends before it
+  // receives must fit it (kEagerBytes, what socket buffers hold on any Linux default).
+  virtual uint64_t BufferedBytes() const { return kEagerBytes; }
   // Whether SendWhileReceiving keeps a send going while it reads: an exchange between two
   // remote peers then needs no carrier to hold its segment (no eager limit).
   virtual bool DuplexExchanges() const { return false; }

@@ -104,7 +104,7 @@ function offlineSelector(config: TopocollConfig, plan: GroupPlan): Selector {
   for (const p of plan.placements) perNode.set(p.node, (perNode.get(p.node) ?? 0) + 1);
   let limits = { apart: config.transport === 'tcp' ? Infinity : FALLBACK_EAGER_BYTES, mixed: FALLBACK_EAGER_BYTES };
   try {
-    limits = exchangeLimits(config, plan, config.transport === 'tcp');
+    limits = exchangeLimits(config, plan, config.transport === 'tcp' ? 'tcp' : 'layer');
   } catch (e) {
     if (!(e instanceof TopocollError)) throw e;
   }
