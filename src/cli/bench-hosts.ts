@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { checkClusterSupport, coveredByHostTmpfs, enterHostArgv, startCluster, type RunningCluster } from '../cluster/build.js';
 import { AGENT_PATH, clusterStateOf } from '../cluster/keeper.js';
 import { planCluster, shorthandNetwork, type ClusterPlan } from '../cluster/plan.js';
@@ -172,7 +171,8 @@ function topocollConfig(network: string, mode: 'auto' | 'flat'): string {
 
 /** Starts every rank of bench-worker.js in its host the torchrun way; resolves with rank 0's rows. */
 async function runTopocoll(cluster: RunningCluster, shape: HostsShape, config: string, settings: BenchSettings, io: CliIo): Promise<BenchRow[]> {
-  const worker = fileURLToPath(new URL('bench-worker.js', import.meta.url));
+  // dist/cli/, found from the package root: the CLI runs from the bundle (scripts/bundle.mjs).
+  const worker = join(PACKAGE_ROOT, 'dist/cli/bench-worker.js');
   const size = cluster.hosts.length * shape.ranksPerHost;
   const base = Object.fromEntries(Object.entries(io.env).filter(([k]) => !LAUNCHER_VARS.test(k)));
   const token = randomBytes(16).toString('hex');

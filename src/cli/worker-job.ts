@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { resolveConfig } from '../config/load.js';
+import { PACKAGE_ROOT } from '../util/package-root.js';
 import { TopocollError } from '../errors.js';
 import type { TopocollConfig } from '../config/schema.js';
 import { launch, type BindPolicy } from './launcher.js';
@@ -52,7 +52,8 @@ export async function runWorkerJob(job: WorkerJob): Promise<{ code: number; reco
       network: job.network,
       config: configForTransport(job, dir),
       output: 'lines' as const,
-      script: fileURLToPath(new URL(job.worker, import.meta.url)),
+      // dist/cli/, found from the package root: the CLI runs from the bundle (scripts/bundle.mjs).
+      script: join(PACKAGE_ROOT, 'dist/cli', job.worker),
       args: [],
       env: { ...job.io.env, [job.settingsVariable]: JSON.stringify(job.settings) },
       stdout: (line: string) => {

@@ -12,8 +12,11 @@ import { repoRoot } from './helpers.js';
  * see no cmake, make or C/C++ compiler on PATH; then a job of the demo, the --version, a
  * TypeScript consumer type-checked with tsc --strict against the installed types and run, a
  * CommonJS consumer run, and last the build-from-source fallback with the tools back on PATH.
- * One pack and one install serve every check: the pack compiles the addon once, the fallback
- * once more (each 30–60 s of one core; this file's time is mostly these two).
+ * One pack and one install serve every check. The pack takes the checkout's own build/ addon as
+ * its prebuilt one when build/ is up to date with these sources and configured with the defaults
+ * (TOPOCOLL_PREBUILD_FROM, scripts/prebuild.mjs; else it compiles, 30–60 s of one core), so that
+ * the fallback's compile from the tarball's sources (the same cmake-js build) is the one compile
+ * of this file.
  */
 const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 /** What a machine with Node.js alone has: node, npm, npx and a shell (npm runs scripts with sh). */
@@ -65,7 +68,13 @@ beforeAll(() => {
   }
   symlinkSync(join(repoRoot, 'node_modules'), join(source, 'node_modules'));
   const packs = tempDir('topocoll-packs-');
-  const pack = run('npm', ['pack', '--pack-destination', packs], source, env(process.env.PATH ?? ''), 480_000);
+  const pack = run(
+    'npm',
+    ['pack', '--pack-destination', packs],
+    source,
+    env(process.env.PATH ?? '', { TOPOCOLL_PREBUILD_FROM: join(repoRoot, 'build') }),
+    480_000,
+  );
   expect(pack.status, out(pack)).toBe(0);
   tarball = join(packs, `topocoll-${version}.tgz`);
   expect(existsSync(join(source, 'prebuilds')), 'postpack removes prebuilds/').toBe(false);
