@@ -79,8 +79,8 @@ describe('topocoll bench --model', () => {
   });
 
   it('goes alone; --step only with it', () => {
-    expect(bench(['bcast', '--model', '--strategies']).stderr).toMatch(/EINVAL: topocoll bench: --model goes alone/);
-    expect(bench(['bcast', '--step', '4']).stderr).toMatch(/EINVAL: topocoll bench: --step goes with --model/);
-    expect(bench(['--model', '--step', '1']).stderr).toMatch(/EINVAL: topocoll bench: --step must be 2 or more/);
+    expect(bench(['bcast', '--model', '--strategies']).stderr).toMatch(/topocoll bench: EINVAL: --model goes alone/);
+    expect(bench(['bcast', '--step', '4']).stderr).toMatch(/topocoll bench: EINVAL: --step goes with --model/);
+    expect(bench(['--model', '--step', '1']).stderr).toMatch(/topocoll bench: EINVAL: --step must be 2 or more/);
   });
 });
