@@ -8,7 +8,7 @@ import { collectives, explainedCollectives } from './collectives/registry.js';
 import type { RuntimeConfigInput } from './config/load.js';
 import { TopocollError } from './errors.js';
 import type { GroupPlan } from './groups/plan.js';
-import { NativeMessages, type NativeCollectiveCode, type NativeEngine } from './native.js';
+import type { NativeCollectiveCode, NativeEngine } from './native.js';
 import { configurationOf, controlAllreduce, reconfigure, type Configuration, type ConfigurationParts } from './runtime/configuration.js';
 import { checkAllgather } from './collectives/allgather.js';
 import { FastPath } from './runtime/fast-path.js';
@@ -107,8 +107,8 @@ export class Communicator {
   private readonly windows: Windows;
   private readonly probes: Probes;
   /** Point-to-point messages (src/p2p/messages.ts); undefined where they are not available (why: `messagesMissing`). */
-  private readonly messages?: Messages;
-  private readonly messagesMissing?: string;
+  private messages?: Messages;
+  private messagesMissing?: string;
   /** Every schedule of this communicator gets its own native id, whichever plan it belongs to. */
   private nextScheduleId = 0;
   /** Closes the communicator when the process exits without close() (see constructor). */
@@ -165,14 +165,7 @@ export class Communicator {
     };
     this.configuration = configurationOf(this.configurationParts, parts.plans, parts.config, parts.shmGroups);
     this.calls = new CallContext(this.engine, this.rank, this.size, fast, this.windows, this.configuration);
-    const infos = parts.origin.infos;
-    if (parts.origin.links.kind === 'p2p' && !infos.every((i) => i.host === infos[0]!.host)) {
-      this.messagesMissing = 'point-to-point messages between the hosts of a host layer (createCommunicator, transport: mpi) are not available yet';
-    } else if (parts.origin.links.kind === 'p2p' && parts.origin.links.refuseBlocking !== undefined) {
-      this.messagesMissing = 'point-to-point messages over a JavaScript host layer are not available yet';
-    } else {
-      this.messages = this.openMessages(parts.config.timeouts.collectiveMs);
-    }
+    this.openMessages(parts);
     // Nothing of the communicator keeps the event loop alive, so a script that returns without
     // close() exits; at exit (a return, process.exit() or an uncaught exception) it closes, so
     // that peers still expecting this rank in a collective get EPEERLOST rather than wait.
@@ -180,33 +173,26 @@ export class Communicator {
   }
 
   /**
-   * The messages' streams: every rank listens on a port of the address its TCP links use
-   * (loopback when all ranks share a host) and the ports are agreed with one control allreduce
-   * (each rank's port in its slot, max), so every rank can reach every other. Collective: every
-   * communicator runs it once, as it is made.
+   * Starts the messages' streams (src/p2p/messages.ts): every rank's port came with its
+   * information (RankInfo.messagesPort), and peers reach it at the address their TCP links use.
    */
-  private openMessages(timeoutMs: number): Messages {
-    const infos = this.origin.infos;
-    const native = new NativeMessages(this.rank, this.size, this.origin.segmentToken, timeoutMs);
-    try {
-      const mine = new Float64Array(this.size);
-      if (this.size > 1) {
-        mine[this.rank] = native.listen(linkAddress(infos, this.rank));
-        const ports = new Float64Array(this.size);
-        controlAllreduce(this.calls, this.configuration.control, mine, ports, CallTag.messages);
-        native.start(
-          infos.map((_, r) => linkAddress(infos, r)),
-          Array.from(ports),
-        );
-      } else {
-        mine[0] = native.listen('127.0.0.1');
-        native.start(['127.0.0.1'], Array.from(mine));
-      }
-    } catch (e) {
-      native.close();
-      throw e;
+  private openMessages(parts: CommunicatorParts): void {
+    const infos = parts.origin.infos;
+    const opened = parts.messages;
+    if (opened === undefined || infos.some((i) => i.messagesPort === undefined)) {
+      this.messagesMissing = 'this communicator has no point-to-point messages';
+    } else if (parts.origin.links.kind === 'p2p' && !infos.every((i) => i.host === infos[0]!.host)) {
+      this.messagesMissing = 'point-to-point messages between the hosts of a host layer (createCommunicator, transport: mpi) are not available yet';
+    } else {
+      opened.native.start(
+        opened.token,
+        infos.map((_, r) => linkAddress(infos, r)),
+        infos.map((i) => i.messagesPort!),
+      );
+      this.messages = new Messages(opened.native, this.rank, this.size, () => this.calls.ensureOpen(), this.engine);
+      return;
     }
-    return new Messages(native, this.rank, this.size, () => this.calls.ensureOpen());
+    opened?.native.close();
   }
 
   private msg(): Messages {

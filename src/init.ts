@@ -13,7 +13,7 @@ import { detectEnvironment, type JobEnvironment } from './runtime/environment.js
 import { configFor, whereThisProcessRuns } from './runtime/this-process.js';
 import { removeJobSegments } from './runtime/segment-name.js';
 import { kernelId } from './runtime/co-runners.js';
-import { joinJob, linkAddress, type JoinChannel, type RankInfo } from './runtime/join.js';
+import { joinJob, linkAddress, listenForMessages, type JoinChannel, type RankInfo } from './runtime/join.js';
 import { RendezvousClient } from './runtime/rendezvous/client.js';
 import { allgather, barrier } from './runtime/rendezvous/collectives.js';
 import { createJobToken } from './runtime/rendezvous/protocol.js';
@@ -54,7 +54,10 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
   };
 
+  let messages: ReturnType<typeof listenForMessages> | undefined;
   try {
+    messages = listenForMessages(job.rank, job.size, config);
+    me.messagesPort = messages.port;
     const infos = rdv
       ? (await allgather(rdv.client, 'init/info', job.rank, job.size, JSON.stringify(me), timeoutMs)).map((s) => JSON.parse(s) as RankInfo)
       : [me];
@@ -72,8 +75,9 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       // once all have (so nothing of it keeps a process alive).
       await rdv.client.close();
     }
-    return new Communicator(parts);
+    return new Communicator({ ...parts, messages: { native: messages.native, token: rdv?.token ?? '' } });
   } catch (e) {
+    messages?.native.close();
     if (rdv) {
       await rdv.client.abort(job.rank, e instanceof Error ? e.message : String(e));
       await rdv.client.close().catch(() => undefined);

@@ -265,7 +265,7 @@ interface RawJsPointToPoint {
 interface RawAddon {
   NativeEngine: new (options: NativeEngineOptions) => RawEngine;
   JsPointToPoint: new (rank: number, size: number, tagBase: number, operate: NativeP2POperate) => RawJsPointToPoint;
-  NativeMessages: new (options: { rank: number; size: number; token: string; timeoutMs: number }) => RawMessages;
+  NativeMessages: new (options: { rank: number; size: number; timeoutMs: number }) => RawMessages;
   openP2PLayer(native: object): NativeP2PLayer;
   layerIsend(layer: object, peer: number, tag: number, data: Uint8Array): number;
   layerIrecv(layer: object, peer: number, tag: number, maxBytes: number): number;
@@ -287,8 +287,8 @@ interface RawAddon {
 export type NativeMessageStatus = [number, number, number, ArrayBuffer?];
 
 interface RawMessages {
-  listen(address: string): number;
-  start(hosts: readonly string[], ports: readonly number[]): void;
+  listen(): number;
+  start(token: string, hosts: readonly string[], ports: readonly number[]): void;
   sendSync(buf: ArrayBufferView, dest: number, tag: number): void;
   recvSync(buf: ArrayBufferView | null, source: number, tag: number): NativeMessageStatus;
   post(kind: 0 | 1, buf: ArrayBufferView | null, peer: number, tag: number): [number, Promise<NativeMessageStatus>];
@@ -315,18 +315,17 @@ export class NativeMessages {
   constructor(
     private readonly rank: number,
     size: number,
-    token: string,
     timeoutMs: number,
   ) {
-    this.raw = guarded(rank, () => new (load().NativeMessages)({ rank, size, token, timeoutMs }));
+    this.raw = guarded(rank, () => new (load().NativeMessages)({ rank, size, timeoutMs }));
   }
-  /** Opens the listening socket on an ephemeral port of `address` (IPv4); returns the port. */
-  listen(address: string): number {
-    return guarded(this.rank, () => this.raw.listen(address));
+  /** Opens the listening socket on an ephemeral port of every interface (its hellos are checked); returns the port. */
+  listen(): number {
+    return guarded(this.rank, () => this.raw.listen());
   }
-  /** Every rank's address; starts the progress thread. */
-  start(hosts: readonly string[], ports: readonly number[]): void {
-    guarded(this.rank, () => this.raw.start(hosts, ports));
+  /** The communicator's token and every rank's address; starts the progress thread. */
+  start(token: string, hosts: readonly string[], ports: readonly number[]): void {
+    guarded(this.rank, () => this.raw.start(token, hosts, ports));
   }
   sendSync(buf: ArrayBufferView, dest: number, tag: number): void {
     guarded(this.rank, () => this.raw.sendSync(buf, dest, tag));
@@ -550,6 +549,11 @@ export class NativeEngine {
   /** From now on every blocking (Sync) collective fails with EINVAL and `reason`, before anything is sent. */
   refuseBlocking(reason: string): void {
     this.blockingRefused = reason;
+  }
+
+  /** Whether this thread may block on a call (not refused by refuseBlocking). */
+  get blocking(): boolean {
+    return this.blockingRefused === undefined;
   }
 
   /** Starts the watcher thread that turns a dead local peer into an abort. */

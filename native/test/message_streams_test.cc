@@ -22,12 +22,11 @@ struct Ranks {
       MessageStreams::Options o;
       o.rank = i;
       o.size = n;
-      o.token = "test-token";
       o.timeout_ms = timeout_ms;
       r.push_back(std::make_unique<MessageStreams>(o));
-      peers.push_back({i, "127.0.0.1", r.back()->Listen("127.0.0.1")});
+      peers.push_back({i, "127.0.0.1", r.back()->Listen()});
     }
-    for (auto& s : r) s->Start(peers);
+    for (auto& s : r) s->Start("test-token", peers);
   }
 };
 

@@ -32,8 +32,6 @@ export const CallTag = {
   windowAgreement: 0x27d4eb2f,
   /** A bcast, allreduce or allgather on shared windows: such calls run other schedules. */
   windowCall: 0x165667b1,
-  /** The agreement on the ports of a new communicator's point-to-point streams. */
-  messages: 0xd3a2646c,
 } as const;
 
 /**

@@ -1,6 +1,6 @@
 import { deserialize, serialize } from 'node:v8';
 import { TopocollError } from '../errors.js';
-import type { NativeMessageOp, NativeMessages, NativeMessageStatus } from '../native.js';
+import type { NativeEngine, NativeMessageOp, NativeMessages, NativeMessageStatus } from '../native.js';
 import type { TypedArray } from '../util/typed-array.js';
 
 /**
@@ -52,6 +52,7 @@ export class MessageRequest<T> implements PromiseLike<T> {
     private readonly native: NativeMessages,
     private readonly op: NativeMessageOp,
     private readonly result: (status: NativeMessageStatus) => T,
+    private readonly blocking: () => void,
   ) {
     this.settled = op.done.then(
       (status) => this.end({ failed: false, value: result(status) }),
@@ -78,9 +79,13 @@ export class MessageRequest<T> implements PromiseLike<T> {
     return true;
   }
 
-  /** Blocks until the message has completed (MPI_Wait); an irecv's status. Throws its error if it failed. */
+  /**
+   * Blocks until the message has completed (MPI_Wait); an irecv's status. Throws its error if it
+   * failed. Refused (EINVAL) where blocking collectives are: over a JavaScript layer between nodes.
+   */
   wait(): T {
     if (this.outcome === undefined) {
+      this.blocking();
       try {
         this.end({ failed: false, value: this.result(this.native.wait(this.op.id)) });
       } catch (error) {
@@ -116,21 +121,33 @@ export class Messages {
     private readonly rank: number,
     private readonly size: number,
     private readonly ensureOpen: () => void,
+    /** Says whether this thread may block (not over a JavaScript layer between nodes). */
+    private readonly engine: Pick<NativeEngine, 'ensureBlocking'>,
   ) {}
+
+  private readonly refuse = (): void => this.engine.ensureBlocking();
+
+  /** The blocking forms' check: refused (EINVAL) where blocking collectives are. */
+  private blocking(): void {
+    this.engine.ensureBlocking();
+  }
 
   sendSync(buf: TypedArray, dest: number, tag: number): void {
     this.checkSend('sendSync', buf, dest, tag);
+    this.blocking();
     this.native.sendSync(buf, dest, tag);
   }
 
   recvSync(buf: TypedArray, source: number, tag: number): MessageStatus {
     this.checkRecv('recvSync', buf, source, tag);
+    this.blocking();
     return statusOf(this.native.recvSync(buf, source, tag), buf);
   }
 
   sendrecvSync(sendBuf: TypedArray, dest: number, sendTag: number, recvBuf: TypedArray, source: number, recvTag: number): MessageStatus {
     this.checkSend('sendrecvSync', sendBuf, dest, sendTag);
     this.checkRecv('sendrecvSync', recvBuf, source, recvTag);
+    this.blocking();
     // Both posted before either is waited for: two ranks that sendrecv with each other both proceed.
     const recv = this.native.post(RECV, recvBuf, source, recvTag);
     const send = this.native.post(SEND, sendBuf, dest, sendTag);
@@ -151,12 +168,12 @@ export class Messages {
 
   isend(buf: TypedArray, dest: number, tag: number): MessageRequest<void> {
     this.checkSend('isend', buf, dest, tag);
-    return new MessageRequest(this.native, this.native.post(SEND, buf, dest, tag), () => undefined);
+    return new MessageRequest(this.native, this.native.post(SEND, buf, dest, tag), () => undefined, this.refuse);
   }
 
   irecv(buf: TypedArray, source: number, tag: number): MessageRequest<MessageStatus> {
     this.checkRecv('irecv', buf, source, tag);
-    return new MessageRequest(this.native, this.native.post(RECV, buf, source, tag), (s) => statusOf(s, buf));
+    return new MessageRequest(this.native, this.native.post(RECV, buf, source, tag), (s) => statusOf(s, buf), this.refuse);
   }
 
   async sendrecv(sendBuf: TypedArray, dest: number, sendTag: number, recvBuf: TypedArray, source: number, recvTag: number): Promise<MessageStatus> {
@@ -170,13 +187,14 @@ export class Messages {
 
   sendObjectSync(value: unknown, dest: number, tag: number): void {
     const bytes = this.serialise('sendObjectSync', value, dest, tag);
+    this.blocking();
     this.native.sendSync(bytes, dest, tag);
   }
 
   sendObject(value: unknown, dest: number, tag: number): Promise<void> {
     try {
       const bytes = this.serialise('sendObject', value, dest, tag);
-      return Promise.resolve(new MessageRequest(this.native, this.native.post(SEND, bytes, dest, tag), () => undefined));
+      return Promise.resolve(new MessageRequest(this.native, this.native.post(SEND, bytes, dest, tag), () => undefined, this.refuse));
     } catch (e) {
       return Promise.reject(e);
     }
@@ -184,13 +202,14 @@ export class Messages {
 
   recvObjectSync<T>(source: number, tag: number): ObjectMessage<T> {
     this.checkRecv('recvObjectSync', undefined, source, tag);
+    this.blocking();
     return objectOf<T>(this.native.recvSync(null, source, tag));
   }
 
   recvObject<T>(source: number, tag: number): Promise<ObjectMessage<T>> {
     try {
       this.checkRecv('recvObject', undefined, source, tag);
-      return Promise.resolve(new MessageRequest(this.native, this.native.post(RECV, null, source, tag), (s) => objectOf<T>(s)));
+      return Promise.resolve(new MessageRequest(this.native, this.native.post(RECV, null, source, tag), (s) => objectOf<T>(s), this.refuse));
     } catch (e) {
       return Promise.reject(e);
     }

@@ -17,6 +17,10 @@
 //     receives with specific and wildcard source and tag, and checks each message's order
 //     (MPI's non-overtaking rule) and content against the senders' deterministic data.
 //
+// With `--layer socket` the communicator runs over the Unix-socket test layer (socket-layer.mjs);
+// between nodes its blocking forms are refused (EINVAL) and the cases are 1, then 2: the Promise
+// forms of the others and the refusals, then 3: the storm with Promise receives.
+//
 // With `--faults` (at least 4 ranks, timeouts.collectiveMs of a few seconds), it prints what
 // each call threw as `rank R caught CODE: message` and `rank R finished` at the end:
 //   a rank 0's irecv from rank 1 with tag 42 that nothing matches (ETIMEDOUT, awaited last);
@@ -24,14 +28,18 @@
 //     (the close notice on stderr); rank 0's receive from it then fails (EPEERLOST);
 //   c rank 3 kills itself after its messages were received; rank 0's pending and new receives
 //     from it, and rank 1's (which never had a stream from it), fail with EPEERLOST.
-import { ANY_SOURCE, ANY_TAG, init } from 'topocoll';
+import { ANY_SOURCE, ANY_TAG, createCommunicator, init } from 'topocoll';
 import { mulberry32 } from './reference-op.mjs';
+import { socketLayerOfJob } from './socket-layer.mjs';
 
-/** @import { Communicator, MessageStatus } from 'topocoll' */
+/** @import { MessageStatus } from 'topocoll' */
 
 const argv = process.argv.slice(2);
-const comm = await init();
+const layer = argv.includes('--layer') ? await socketLayerOfJob() : undefined;
+const comm = layer !== undefined ? await createCommunicator(layer) : await init();
 const { rank, size } = comm;
+// Over a JavaScript layer between nodes this thread may not block: no Sync forms, no wait().
+const blocking = layer === undefined || comm.localSize === comm.size;
 let checks = 0;
 const MiB = 1 << 20;
 
@@ -89,7 +97,7 @@ async function pingPong() {
   const partner = rank ^ 1;
   if (partner >= size) return;
   const first = rank % 2 === 0;
-  for (const form of ['sync', 'promise', 'request']) {
+  for (const form of blocking ? ['sync', 'promise', 'request'] : ['promise', 'request']) {
     for (const [i, bytes] of SIZES.entries()) {
       const tag = 100 + i;
       const out = pattern(rank, i, bytes);
@@ -99,12 +107,17 @@ async function pingPong() {
       const send = async () => {
         if (form === 'sync') comm.sendSync(out, partner, tag);
         else if (form === 'promise') await comm.send(out, partner, tag);
-        else comm.isend(out, partner, tag).wait();
+        else if (blocking) comm.isend(out, partner, tag).wait();
+        else await comm.isend(out, partner, tag);
       };
       const recv = async () => {
         if (form === 'sync') return comm.recvSync(into, partner, tag);
         if (form === 'promise') return comm.recv(into, partner, tag);
         const r = comm.irecv(into, partner, tag);
+        if (!blocking) {
+          while (!r.test()) await new Promise((resolve) => setImmediate(resolve));
+          return r;
+        }
         while (!r.test());
         return r.wait();
       };
@@ -122,9 +135,9 @@ async function pingPong() {
   // Element counts follow the receive buffer's type.
   const f = new Float64Array(5);
   if (first) {
-    comm.sendSync(new Float64Array([1, 2, 3]), partner, 7);
+    await comm.send(new Float64Array([1, 2, 3]), partner, 7);
   } else {
-    checkStatus(comm.recvSync(f, partner, 7), partner, 7, 3, 'count in float64 elements');
+    checkStatus(await comm.recv(f, partner, 7), partner, 7, 3, 'count in float64 elements');
     check(f[2] === 3 && f[3] === 0, 'a float64 message');
   }
 }
@@ -203,7 +216,7 @@ async function objectsAndArguments() {
     `the object from rank ${left}`,
   );
   await comm.sendObject(['promise', rank], left, 12);
-  const back = await comm.recvObject(ANY_SOURCE, 12);
+  const back = /** @type {{ value: any, source: number }} */ (await comm.recvObject(ANY_SOURCE, 12));
   check(back.source === right && back.value[1] === right, 'recvObject status and value');
   // Nothing is sent for a value that cannot be cloned, nor for bad arguments: the next message
   // the neighbour gets is the sentinel.
@@ -329,34 +342,35 @@ async function storm() {
       sends.flatMap(([dest, tag, bytes], idx) => (dest === rank ? [/** @type {[number, number, number]} */ ([idx, tag, bytes])] : [])),
     );
     const requests = [];
-    for (const [idx, [dest, tag, bytes]] of plan[rank].entries()) {
+    for (const [idx, [dest, tag, bytes]] of /** @type {[number, number, number][]} */ (plan[rank]).entries()) {
       const data = pattern(rank, idx + seed, bytes);
-      if (random() < 0.3) comm.sendSync(data, dest, tag);
+      if (blocking && random() < 0.3) comm.sendSync(data, dest, tag);
       else requests.push(comm.isend(data, dest, tag));
     }
     const buf = new Uint8Array(4 * MiB);
     let left = incoming.reduce((n, l) => n + l.length, 0);
     while (left > 0) {
       const sources = incoming.flatMap((l, s) => (l.length > 0 ? [s] : []));
-      const s = sources[Math.floor(random() * sources.length)];
-      const head = incoming[s][0];
+      const s = /** @type {number} */ (sources[Math.floor(random() * sources.length)]);
+      const from = /** @type {[number, number, number][]} */ (incoming[s]);
+      const head = /** @type {[number, number, number]} */ (from[0]);
       const pick = random();
       // Specific source and tag, specific source any tag, any source specific tag, any of both.
       const want =
         pick < 0.25
-          ? [s, incoming[s][Math.floor(random() * incoming[s].length)][1]]
+          ? [s, /** @type {[number, number, number]} */ (from[Math.floor(random() * from.length)])[1]]
           : pick < 0.5
             ? [s, ANY_TAG]
             : pick < 0.75
               ? [ANY_SOURCE, head[1]]
               : [ANY_SOURCE, ANY_TAG];
-      const st = random() < 0.5 ? comm.recvSync(buf, want[0], want[1]) : await comm.recv(buf, want[0], want[1]);
+      const st = blocking && random() < 0.5 ? comm.recvSync(buf, want[0], want[1]) : await comm.recv(buf, want[0], want[1]);
       // MPI's order: the message is the first one from its source whose tag matches.
-      const list = incoming[st.source];
-      check(list !== undefined && list.length > 0, `storm ${seed}: a message from rank ${st.source} that was not sent`);
+      const list = /** @type {[number, number, number][]} */ (incoming[st.source] ?? []);
+      check(list.length > 0, `storm ${seed}: a message from rank ${st.source} that was not sent`);
       const at = list.findIndex(([, tag]) => want[1] === ANY_TAG || tag === want[1]);
       check(at >= 0 && (want[0] === ANY_SOURCE || want[0] === st.source), `storm ${seed}: a message from rank ${st.source} no receive wanted`);
-      const [idx, tag, bytes] = list[at];
+      const [idx, tag, bytes] = /** @type {[number, number, number]} */ (list[at]);
       check(
         st.tag === tag && st.count === bytes,
         `storm ${seed}: from rank ${st.source} got tag ${st.tag}, ${st.count} B; expected message ${idx} (tag ${tag}, ${bytes} B)`,
@@ -368,6 +382,56 @@ async function storm() {
     for (const r of requests) await r;
     await comm.barrier();
   }
+}
+
+/** Over a JavaScript layer between nodes: the Promise forms of the other cases, and the blocking forms refused. */
+async function overLayer() {
+  const right = (rank + 1) % size;
+  const left = (rank + size - 1) % size;
+  const b = new Uint8Array(4);
+  for (const f of [
+    () => comm.sendSync(b, right, 1),
+    () => comm.recvSync(b, left, 1),
+    () => comm.sendrecvSync(b, right, 1, b, left, 1),
+    () => comm.sendObjectSync(1, right, 1),
+    () => comm.recvObjectSync(left, 1),
+  ]) {
+    const msg = await expectError('EINVAL', f, 'a blocking form over a JavaScript layer');
+    check(/JavaScript/.test(msg), `the refusal says why: ${msg}`);
+  }
+  const pending = comm.irecv(b, left, 2);
+  await expectError('EINVAL', () => pending.wait(), 'wait() over a JavaScript layer');
+  await comm.send(new Uint8Array([rank]), right, 2);
+  checkStatus(await pending, left, 2, 1, 'the irecv whose wait() was refused');
+  // The ring, objects and truncation as Promises.
+  const big = pattern(rank, 2, 2 * MiB);
+  const bigInto = new Uint8Array(2 * MiB);
+  checkStatus(await comm.sendrecv(big, left, 4, bigInto, ANY_SOURCE, 4), right, 4, 2 * MiB, 'sendrecv over the layer');
+  checkPattern(bigInto, right, 2, 2 * MiB, 'sendrecv over the layer');
+  await comm.sendObject({ from: rank, when: new Date(rank), map: new Map([[1, [rank]]]) }, right, 11);
+  const got = /** @type {{ value: any, source: number }} */ (await comm.recvObject(left, 11));
+  check(got.source === left && got.value.from === left && got.value.map.get(1)[0] === left && got.value.when.getTime() === left, 'an object over the layer');
+  const trunc = comm.send(pattern(rank, 3, 100), right, 9);
+  await expectError('ETRUNCATE', () => comm.recv(new Uint8Array(10), left, 9), 'truncation over the layer');
+  await trunc;
+  // isend then a collective; the receive after it.
+  const sent = comm.isend(big, right, 21);
+  const sum = new Float64Array(1);
+  await comm.allreduce(new Float64Array([1]), sum, 'sum');
+  check(sum[0] === size, 'allreduce beside an isend over the layer');
+  checkStatus(await comm.recv(bigInto, left, 21), left, 21, 2 * MiB, 'recv after the allreduce over the layer');
+  checkPattern(bigInto, left, 2, 2 * MiB, 'recv after the allreduce over the layer');
+  await sent;
+  const dup = await comm.dup();
+  await dup.send(new Int32Array([rank]), right, 30);
+  await comm.send(new Int32Array([-rank]), right, 30);
+  const a = new Int32Array(1);
+  checkStatus(await dup.recv(a, ANY_SOURCE, 30), left, 30, 1, 'dup receive over the layer');
+  check(a[0] === left, 'the dup got its own message over the layer');
+  await comm.recv(a, left, 30);
+  check(a[0] === -left, 'the parent got its own message over the layer');
+  await comm.barrier();
+  dup.close();
 }
 
 async function faults() {
@@ -442,7 +506,7 @@ async function faults() {
 if (argv.includes('--faults')) {
   await faults();
 } else {
-  const cases = [pingPong, ringAndWildcards, truncation, objectsAndArguments, interleaved, communicatorsApart, storm];
+  const cases = blocking ? [pingPong, ringAndWildcards, truncation, objectsAndArguments, interleaved, communicatorsApart, storm] : [pingPong, overLayer, storm];
   for (const [k, run] of cases.entries()) {
     const before = checks;
     try {
@@ -455,4 +519,5 @@ if (argv.includes('--faults')) {
     }
   }
   comm.close();
+  await layer?.close();
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { configFile, expectCaseOk, jobScript, leftoverSegments, runFailureJob, runJob, sharedJob } from '../helpers/jobs.js';
+import { configFile, expectCaseOk, jobScript, leftoverSegments, runFailureJob, runJob, runJobOverSocketLayer, sharedJob } from '../helpers/jobs.js';
 
 /**
  * Point-to-point messages (sendSync/recvSync/sendrecv, Promise twins, isend/irecv, objects) in
@@ -39,6 +39,23 @@ describe.each([
     const r = result();
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).not.toMatch(/never received/);
+    expect(await leftoverSegments()).toEqual([]);
+  });
+});
+
+describe('messages over a JavaScript layer (createCommunicator) on 2 emulated nodes, 4 ranks', () => {
+  const result = sharedJob(() => runJobOverSocketLayer(['-n', '4', '--nodes', '2', job, '--layer', 'socket'], 120_000));
+  for (const [k, name] of [
+    'ping-pong 0 B … 4 MiB, Promise and requests (test() polled with the event loop free)',
+    'blocking forms and wait() refused with EINVAL; sendrecv, objects, truncation, isend beside allreduce and a dup, as Promises',
+    'the seeded storms with Promise receives',
+  ].entries()) {
+    it(name, () => {
+      expectCaseOk(result(), k + 1, 4);
+    });
+  }
+  it('the job ends cleanly', async () => {
+    expect(result().status, result().stderr).toBe(0);
     expect(await leftoverSegments()).toEqual([]);
   });
 });

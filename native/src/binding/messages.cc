@@ -47,7 +47,6 @@ class NativeMessages : public Napi::ObjectWrap<NativeMessages> {
     MessageStreams::Options options;
     options.rank = o.Get("rank").As<Napi::Number>().Int32Value();
     options.size = o.Get("size").As<Napi::Number>().Int32Value();
-    options.token = o.Get("token").As<Napi::String>();
     options.timeout_ms = o.Get("timeoutMs").As<Napi::Number>().Int64Value();
     // The environment's teardown may finalize the function before this object goes: the flag
     // says so, and nothing calls or releases it after that.
@@ -122,17 +121,17 @@ class NativeMessages : public Napi::ObjectWrap<NativeMessages> {
   }
 
   Napi::Value Listen(const Napi::CallbackInfo& info) {
-    const std::string address = info[0].As<Napi::String>();
-    return Napi::Number::New(info.Env(), Guarded(info.Env(), [&] { return streams_->Listen(address); }));
+    return Napi::Number::New(info.Env(), Guarded(info.Env(), [&] { return streams_->Listen(); }));
   }
 
-  // start(hosts: string[], ports: number[])
+  // start(token, hosts: string[], ports: number[])
   Napi::Value Start(const Napi::CallbackInfo& info) {
-    auto hosts = info[0].As<Napi::Array>();
-    const std::vector<int> ports = IntList(info[1]);
+    const std::string token = info[0].As<Napi::String>();
+    auto hosts = info[1].As<Napi::Array>();
+    const std::vector<int> ports = IntList(info[2]);
     std::vector<TcpPeer> peers;
     for (uint32_t r = 0; r < hosts.Length(); ++r) peers.push_back({static_cast<int>(r), hosts.Get(r).As<Napi::String>(), ports[r]});
-    streams_->Start(std::move(peers));
+    streams_->Start(token, std::move(peers));
     return info.Env().Undefined();
   }
 

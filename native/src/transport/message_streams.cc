@@ -87,25 +87,25 @@ MessageStreams::~MessageStreams() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-int MessageStreams::Listen(const std::string& address) {
+int MessageStreams::Listen() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1)
-    throw CollError("EINVAL", "cannot listen on '" + address + "': not an IPv4 address");
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listen_fd_ < 0) throw CollError("EINVAL", "socket: " + ErrnoText(errno));
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 1024) != 0) {
     const int err = errno;
     ::close(listen_fd_);
     listen_fd_ = -1;
-    throw CollError("EINVAL", "cannot listen for messages on " + address + ": " + ErrnoText(err));
+    throw CollError("EINVAL", "cannot listen for messages: " + ErrnoText(err));
   }
   socklen_t len = sizeof addr;
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
   return ntohs(addr.sin_port);
 }
 
-void MessageStreams::Start(std::vector<TcpPeer> peers) {
+void MessageStreams::Start(const std::string& token, std::vector<TcpPeer> peers) {
+  token_ = token;
   peers_ = std::move(peers);
   thread_ = std::thread([this] { Loop(); });
 }
@@ -229,7 +229,7 @@ MessageStreams::Conn& MessageStreams::OutConn(int peer) {
     slot = std::make_unique<Conn>();
     slot->peer = peer;
     slot->outgoing = true;
-    std::memcpy(slot->my_hello.token, options_.token.data(), std::min(options_.token.size(), TcpLinks::kTokenBytes));
+    std::memcpy(slot->my_hello.token, token_.data(), std::min(token_.size(), TcpLinks::kTokenBytes));
     slot->my_hello.rank = options_.rank;
     slot->my_hello.magic = kHelloMagic;
   }
@@ -426,7 +426,7 @@ void MessageStreams::Greet(Conn& c) {
     c.hello_got += static_cast<size_t>(n);
   }
   char token[TcpLinks::kTokenBytes] = {};
-  std::memcpy(token, options_.token.data(), std::min(options_.token.size(), TcpLinks::kTokenBytes));
+  std::memcpy(token, token_.data(), std::min(token_.size(), TcpLinks::kTokenBytes));
   const int r = c.hello.rank;
   if (c.hello.magic != kHelloMagic || std::memcmp(token, c.hello.token, sizeof token) != 0 || r < 0 || r >= options_.size ||
       in_[static_cast<size_t>(r)]) {

@@ -85,7 +85,6 @@ class MessageStreams {
   struct Options {
     int rank = 0;
     int size = 1;
-    std::string token;
     int64_t timeout_ms = 0;  // 0: receives and sends wait without a limit
     // Called (on any thread, under the mutex: it must not call back in) for ops posted with notify.
     std::function<void(const MessageOpPtr&)> on_complete;
@@ -96,10 +95,14 @@ class MessageStreams {
   MessageStreams& operator=(const MessageStreams&) = delete;
   ~MessageStreams();
 
-  // Opens the listening socket on an ephemeral port of `address` (dotted IPv4); returns the port.
-  int Listen(const std::string& address);
-  // Every rank's address (by rank), then the progress thread starts.
-  void Start(std::vector<TcpPeer> peers);
+  // Opens the listening socket on an ephemeral port of every interface; returns the port. Before
+  // the ranks agree on anything: the port travels with the rank's information (join.ts), and the
+  // peers reach it at the address their collective links use for this rank. Strangers are
+  // dropped by the hello's token.
+  int Listen();
+  // The communicator's token (the hellos carry it) and every rank's address, then the progress
+  // thread starts.
+  void Start(const std::string& token, std::vector<TcpPeer> peers);
 
   // Post a send of `bytes` at `data` (which stays valid until the op is done) to `dest`.
   // notify_id > 0: on_complete is called for the op, which carries that id.
@@ -155,6 +158,7 @@ class MessageStreams {
   static std::string Gone(int peer, const std::string& why);
 
   Options options_;
+  std::string token_;
   std::vector<TcpPeer> peers_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;
