@@ -22,8 +22,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kDiscardBytes = 256 * 1024;
-// How long the loop sleeps at most when nothing has a deadline.
-constexpr int kIdleMs = 1000;
+// The longest single sleep of the loop towards a deadline.
+constexpr int kMaxSleepMs = 1000;
 
 void Tune(int fd) {
   int one = 1;
@@ -140,8 +140,12 @@ MessageOpPtr MessageStreams::Send(int dest, int32_t tag, const uint8_t* data, ui
     Complete(op, "EPEERLOST",
              "send to rank " + std::to_string(dest) + " with tag " + std::to_string(tag) + ": " + gone_[static_cast<size_t>(dest)]);
   } else {
-    OutConn(dest).sends.push_back(op);
-    Wake();
+    Conn& c = OutConn(dest);
+    c.sends.push_back(op);
+    // An idle, connected stream is written at once on this thread (the thread hand-off is most
+    // of a small message's latency); what does not fit is left to the progress thread.
+    if (c.fd >= 0 && !c.ended && !c.connecting && c.hello_sent == sizeof c.my_hello && c.sends.size() == 1) HandleWrite(c);
+    if (!op->done) Wake();
   }
   return op;
 }
@@ -549,6 +553,7 @@ Clock::time_point MessageStreams::Deadline() const {
   for (const auto& p : match_.posted()) d = std::min(d, p.recv->deadline);
   for (const auto& c : out_)
     if (c && !c->sends.empty()) d = std::min(d, c->sends.front()->deadline);
+  for (const auto& c : greeting_) d = std::min(d, c->greeting_deadline);
   return d;
 }
 
@@ -577,10 +582,11 @@ void MessageStreams::Loop() {
     }
     const Clock::time_point now = Clock::now();
     const Clock::time_point deadline = Deadline();
-    int timeout = kIdleMs;
+    // Without a deadline the loop sleeps until a post, a connection or a byte wakes it.
+    int timeout = -1;
     if (deadline != Clock::time_point::max()) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-      timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, kIdleMs));
+      timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, kMaxSleepMs));
     }
     lock.unlock();
     ::poll(fds.data(), fds.size(), timeout);
