@@ -4,7 +4,17 @@ import { coveringSources } from '../algorithms/hierarchical.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
 import { MAX_SUB_COMMUNICATORS_PER_LAYER, subCommunicatorTag } from '../p2p/point-to-point.js';
 import type { RemoteDirectory } from './job-planner.js';
-import { awaitSegmentMapped, finishJoin, linkAddress, listenForMessages, startJoin, type CommunicatorParts, type JoinOrigin, type Joining, type LinkOrigin } from './join.js';
+import {
+  awaitSegmentMapped,
+  finishJoin,
+  linkAddress,
+  listenForMessages,
+  startJoin,
+  type CommunicatorParts,
+  type JoinOrigin,
+  type Joining,
+  type LinkOrigin,
+} from './join.js';
 import { createJobToken } from './rendezvous/protocol.js';
 import { removeJobSegments, segmentName } from './segment-name.js';
 
