@@ -1,4 +1,5 @@
 import { deserialize, serialize } from 'node:v8';
+import { markAsUntransferable } from 'node:worker_threads';
 import { TopocollError } from '../errors.js';
 import type { NativeEngine, NativeMessageOp, NativeMessages, NativeMessageStatus } from '../native.js';
 import type { TypedArray } from '../util/typed-array.js';
@@ -168,11 +169,13 @@ export class Messages {
 
   isend(buf: TypedArray, dest: number, tag: number): MessageRequest<void> {
     this.checkSend('isend', buf, dest, tag);
+    this.hold('isend', buf);
     return new MessageRequest(this.native, this.native.post(SEND, buf, dest, tag), () => undefined, this.refuse);
   }
 
   irecv(buf: TypedArray, source: number, tag: number): MessageRequest<MessageStatus> {
     this.checkRecv('irecv', buf, source, tag);
+    this.hold('irecv', buf);
     return new MessageRequest(this.native, this.native.post(RECV, buf, source, tag), (s) => statusOf(s, buf), this.refuse);
   }
 
@@ -254,6 +257,27 @@ export class Messages {
     }
     if (tag !== ANY_TAG && (!Number.isInteger(tag) || tag < 0 || tag > MAX_TAG))
       this.fail(`${what}: tag ${String(tag)} is not an integer in 0 … ${MAX_TAG} nor ANY_TAG`);
+  }
+
+  /**
+   * A buffer the progress thread reads or writes after the call returned: a resizable
+   * ArrayBuffer could shrink under it (refused, EINVAL, before anything is posted), and an
+   * ArrayBuffer transferred away would be freed under it (marked untransferable, as the
+   * collectives' requests do: src/collectives/call-context.ts).
+   */
+  private hold(what: string, buf: TypedArray): void {
+    const b = buf.buffer as ArrayBufferLike & { resizable?: boolean; growable?: boolean };
+    if (b.resizable === true || b.growable === true) {
+      throw new TopocollError(
+        'EINVAL',
+        `${what}: a buffer over a resizable ArrayBuffer cannot be used by a message in flight: it could shrink while the progress thread uses it`,
+        {
+          rank: this.rank,
+          hint: 'Pass a fixed-length ArrayBuffer, or use the Sync form.',
+        },
+      );
+    }
+    if (b instanceof ArrayBuffer) markAsUntransferable(b);
   }
 
   private checkBuffer(what: string, buf: TypedArray): void {

@@ -232,6 +232,9 @@ async function objectsAndArguments() {
   await expectError('EINVAL', () => comm.irecv(b, 0, -2), 'receive tag -2');
   await expectError('EINVAL', () => comm.sendSync(/** @type {any} */ ([1, 2]), right, 13), 'an array for a buffer');
   await expectError('EINVAL', () => comm.recv(/** @type {any} */ (new DataView(new ArrayBuffer(4))), 0, 13), 'a DataView for a buffer');
+  const resizable = new Uint8Array(new /** @type {any} */ (ArrayBuffer)(8, { maxByteLength: 16 }));
+  await expectError('EINVAL', () => comm.isend(resizable, right, 13), 'isend of a resizable buffer');
+  await expectError('EINVAL', () => comm.recv(resizable, left, 13), 'recv into a resizable buffer');
   comm.sendSync(new Uint8Array([42]), right, 13);
   checkStatus(comm.recvSync(b, left, 13), left, 13, 1, 'the sentinel after refused sends');
   check(b[0] === 42, 'the sentinel');
