@@ -13,7 +13,7 @@ import { detectEnvironment, type JobEnvironment } from './runtime/environment.js
 import { configFor, whereThisProcessRuns } from './runtime/this-process.js';
 import { removeJobSegments } from './runtime/segment-name.js';
 import { kernelId } from './runtime/co-runners.js';
-import { joinJob, linkAddress, listenForMessages, type JoinChannel, type RankInfo } from './runtime/join.js';
+import { joinJob, linkAddress, bindForMessages, type JoinChannel, type RankInfo } from './runtime/join.js';
 import { RendezvousClient } from './runtime/rendezvous/client.js';
 import { allgather, barrier } from './runtime/rendezvous/collectives.js';
 import { createJobToken } from './runtime/rendezvous/protocol.js';
@@ -54,9 +54,9 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
   };
 
-  let messages: ReturnType<typeof listenForMessages> | undefined;
+  let messages: ReturnType<typeof bindForMessages> | undefined;
   try {
-    messages = listenForMessages(job.rank, job.size, config);
+    messages = bindForMessages(job.rank, job.size, config);
     me.messagesPort = messages.port;
     const infos = rdv
       ? (await allgather(rdv.client, 'init/info', job.rank, job.size, JSON.stringify(me), timeoutMs)).map((s) => JSON.parse(s) as RankInfo)
@@ -64,6 +64,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     const net: NetworkTopology | undefined =
       network.kind === 'file' ? network.network : network.kind === 'slurm' ? networkFromSlurmAddresses(infos.map((i) => i.slurmPath!)) : undefined;
     const parts = await joinJob(job.rank, infos, config, net, here.numaNode, rendezvousChannel(rdv, job, infos, timeoutMs));
+    messages.native.listen();
     if (rdv) {
       try {
         await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);

@@ -287,7 +287,8 @@ interface RawAddon {
 export type NativeMessageStatus = [number, number, number, ArrayBuffer?];
 
 interface RawMessages {
-  listen(): number;
+  bind(): number;
+  listen(): void;
   start(token: string, hosts: readonly string[], ports: readonly number[]): void;
   sendSync(buf: ArrayBufferView, dest: number, tag: number): void;
   recvSync(buf: ArrayBufferView | null, source: number, tag: number): NativeMessageStatus;
@@ -319,9 +320,13 @@ export class NativeMessages {
   ) {
     this.raw = guarded(rank, () => new (load().NativeMessages)({ rank, size, timeoutMs }));
   }
-  /** Opens the listening socket on an ephemeral port of every interface (its hellos are checked); returns the port. */
-  listen(): number {
-    return guarded(this.rank, () => this.raw.listen());
+  /** Binds the socket to an ephemeral port of every interface (its hellos are checked); returns the port. */
+  bind(): number {
+    return guarded(this.rank, () => this.raw.bind());
+  }
+  /** Listens on the bound port (once joined, before the join's last barrier). */
+  listen(): void {
+    guarded(this.rank, () => this.raw.listen());
   }
   /** The communicator's token and every rank's address; starts the progress thread. */
   start(token: string, hosts: readonly string[], ports: readonly number[]): void {

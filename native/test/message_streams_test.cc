@@ -24,7 +24,8 @@ struct Ranks {
       o.size = n;
       o.timeout_ms = timeout_ms;
       r.push_back(std::make_unique<MessageStreams>(o));
-      peers.push_back({i, "127.0.0.1", r.back()->Listen()});
+      peers.push_back({i, "127.0.0.1", r.back()->Bind()});
+      r.back()->Listen();
     }
     for (auto& s : r) s->Start("test-token", peers);
   }

@@ -5,7 +5,7 @@ import { TopocollError, isTopocollError } from '../errors.js';
 import { openP2PLayer, type NativeP2PLayer } from '../native.js';
 import { detectEnvironment } from '../runtime/environment.js';
 import { kernelId } from '../runtime/co-runners.js';
-import { joinJob, listenForMessages, type JoinChannel, type RankInfo } from '../runtime/join.js';
+import { joinJob, bindForMessages, type JoinChannel, type RankInfo } from '../runtime/join.js';
 import { configFor, whereThisProcessRuns } from '../runtime/this-process.js';
 import { createJobToken } from '../runtime/rendezvous/protocol.js';
 import { removeJobSegments } from '../runtime/segment-name.js';
@@ -95,9 +95,9 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
   };
   let token: string | undefined;
-  let messages: ReturnType<typeof listenForMessages> | undefined;
+  let messages: ReturnType<typeof bindForMessages> | undefined;
   try {
-    messages = listenForMessages(rank, setupLayer.size, config);
+    messages = bindForMessages(rank, setupLayer.size, config);
     me.messagesPort = messages.port;
     const gathered = await setup.allgatherInfo(me);
     token = gathered.token;
@@ -131,6 +131,7 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
     };
     const parts = await joinJob(rank, infos, config, net, here.numaNode, channel);
     try {
+      messages.native.listen();
       await setup.barrier();
     } catch (e) {
       parts.engine.close();

@@ -286,11 +286,11 @@ export function linkAddress(infos: readonly RankInfo[], rank: number): string {
 }
 
 /**
- * This rank's message streams, listening before the ranks exchange their information (the port
- * travels in RankInfo.messagesPort); started by the Communicator. Closed by the caller if the
- * join fails.
+ * This rank's message streams, bound to a port before the ranks exchange their information (the
+ * port travels in RankInfo.messagesPort); the caller makes them listen once joined, before the
+ * join's last barrier, and the Communicator starts them. Closed by the caller if the join fails.
  */
-export function listenForMessages(rank: number, size: number, config: TopocollConfig): { native: NativeMessages; port: number } {
+export function bindForMessages(rank: number, size: number, config: TopocollConfig): { native: NativeMessages; port: number } {
   const native = new NativeMessages(rank, size, config.timeouts.collectiveMs);
-  return { native, port: native.listen() };
+  return { native, port: native.bind() };
 }

@@ -8,7 +8,7 @@ import {
   awaitSegmentMapped,
   finishJoin,
   linkAddress,
-  listenForMessages,
+  bindForMessages,
   startJoin,
   type CommunicatorParts,
   type JoinOrigin,
@@ -117,7 +117,7 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
   const setup = new SplitSetup(parent);
   let joining: Joining | undefined;
   let parts: CommunicatorParts | undefined;
-  let messages: ReturnType<typeof listenForMessages> | undefined;
+  let messages: ReturnType<typeof bindForMessages> | undefined;
   try {
     // Step 1.
     const record = new Uint8Array(RECORD_BYTES);
@@ -127,7 +127,7 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
     await setup.step(() => {
       if (color === undefined) return;
       joining = startJoin(childRank, infos, parent.config);
-      messages = listenForMessages(childRank, members.length, parent.config);
+      messages = bindForMessages(childRank, members.length, parent.config);
       view.setInt32(MESSAGES_PORT_AT, messages.port, true);
       const { engine, localRanks, nodes, nodeIndex } = joining;
       if (localRanks.length > 1 && localRanks[0] === childRank) {
@@ -185,6 +185,8 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
         segmentToken: origin.segmentToken,
       };
       parts = await finishJoin(j, parent.config, parent.numaNode, remote, childOrigin, yieldToEventLoop);
+      // Before the step's exchange, the last barrier: no member messages before every one listens.
+      messages!.native.listen();
     });
     return parts === undefined ? undefined : { ...parts, messages: { native: messages!.native, token } };
   } catch (e) {

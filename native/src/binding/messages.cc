@@ -30,6 +30,7 @@ class NativeMessages : public Napi::ObjectWrap<NativeMessages> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "NativeMessages",
                        {
+                           InstanceMethod("bind", &NativeMessages::Bind),
                            InstanceMethod("listen", &NativeMessages::Listen),
                            InstanceMethod("start", &NativeMessages::Start),
                            InstanceMethod("sendSync", &NativeMessages::SendSync),
@@ -120,8 +121,13 @@ class NativeMessages : public Napi::ObjectWrap<NativeMessages> {
     return 0;
   }
 
+  Napi::Value Bind(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), Guarded(info.Env(), [&] { return streams_->Bind(); }));
+  }
+
   Napi::Value Listen(const Napi::CallbackInfo& info) {
-    return Napi::Number::New(info.Env(), Guarded(info.Env(), [&] { return streams_->Listen(); }));
+    Guarded(info.Env(), [&] { streams_->Listen(); });
+    return info.Env().Undefined();
   }
 
   // start(token, hosts: string[], ports: number[])

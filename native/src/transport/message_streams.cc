@@ -87,13 +87,13 @@ MessageStreams::~MessageStreams() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-int MessageStreams::Listen() {
+int MessageStreams::Bind() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listen_fd_ < 0) throw CollError("EINVAL", "socket: " + ErrnoText(errno));
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 1024) != 0) {
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     const int err = errno;
     ::close(listen_fd_);
     listen_fd_ = -1;
@@ -102,6 +102,10 @@ int MessageStreams::Listen() {
   socklen_t len = sizeof addr;
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
   return ntohs(addr.sin_port);
+}
+
+void MessageStreams::Listen() {
+  if (listen(listen_fd_, 1024) != 0) throw CollError("EINVAL", "cannot listen for messages: " + ErrnoText(errno));
 }
 
 void MessageStreams::Start(const std::string& token, std::vector<TcpPeer> peers) {

@@ -95,11 +95,14 @@ class MessageStreams {
   MessageStreams& operator=(const MessageStreams&) = delete;
   ~MessageStreams();
 
-  // Opens the listening socket on an ephemeral port of every interface; returns the port. Before
-  // the ranks agree on anything: the port travels with the rank's information (join.ts), and the
+  // Binds the socket to an ephemeral port of every interface; returns the port. Before the
+  // ranks agree on anything: the port travels with the rank's information (join.ts), and the
   // peers reach it at the address their collective links use for this rank. Strangers are
   // dropped by the hello's token.
-  int Listen();
+  int Bind();
+  // Listens on the bound port: once the rank has joined, before the join's last barrier, so no
+  // peer can connect (it starts messaging only after that barrier) before it listens.
+  void Listen();
   // The communicator's token (the hellos carry it) and every rank's address, then the progress
   // thread starts.
   void Start(const std::string& token, std::vector<TcpPeer> peers);
