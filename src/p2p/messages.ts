@@ -1,5 +1,6 @@
 import { deserialize, serialize } from 'node:v8';
 import { markAsUntransferable } from 'node:worker_threads';
+import { MESSAGES_ANY_SOURCE, MESSAGES_ANY_TAG, MESSAGES_MAX_TAG } from '../abi.generated.js';
 import { TopocollError } from '../errors.js';
 import type { NativeEngine, NativeMessageOp, NativeMessages, NativeMessageStatus } from '../native.js';
 import type { TypedArray } from '../util/typed-array.js';
@@ -13,12 +14,12 @@ import type { TypedArray } from '../util/typed-array.js';
  * collective for it.
  */
 
-/** A receive's wildcard source: a message from any rank. */
-export const ANY_SOURCE = -1;
+/** A receive's wildcard source: a message from any rank (abi/abi.yaml, as the addon has it). */
+export const ANY_SOURCE = MESSAGES_ANY_SOURCE;
 /** A receive's wildcard tag: a message with any tag. */
-export const ANY_TAG = -1;
+export const ANY_TAG = MESSAGES_ANY_TAG;
 /** The largest tag (tags are 0 … 2³¹−1). */
-export const MAX_TAG = 0x7fffffff;
+export const MAX_TAG = MESSAGES_MAX_TAG;
 
 /** What a receive got: the message's source and tag, and its length in elements of the receive buffer's type. */
 export interface MessageStatus {

@@ -14,11 +14,14 @@
 #include <optional>
 #include <utility>
 
+#include "base/abi_generated.h"
+
 namespace topocoll {
 
-inline constexpr int kAnySource = -1;
-inline constexpr int32_t kAnyTag = -1;
-inline constexpr int32_t kMaxTag = 0x7fffffff;
+// The wildcards and the largest tag, as TypeScript has them (abi/abi.yaml, constants.messages).
+inline constexpr int kAnySource = abi::kMessagesAnySource;
+inline constexpr int32_t kAnyTag = abi::kMessagesAnyTag;
+inline constexpr int32_t kMaxTag = abi::kMessagesMaxTag;
 
 // Whether a receive for (want_source, want_tag) — either may be a wildcard — takes a message
 // from `source` with `tag`.
