@@ -485,3 +485,12 @@ export const WINDOW_HEADER_BYTES = 128;
 export const WINDOW_COUNTER_BYTES = 512;
 /** Parts start on multiples of this. */
 export const WINDOW_PAGE_BYTES = 4096;
+
+// Point-to-point messages (src/p2p/messages.ts, native/src/transport/message_match.h): the
+// wildcards of a receive and the largest tag.
+/** A receive's source that matches any rank (ANY_SOURCE). */
+export const MESSAGES_ANY_SOURCE = -1;
+/** A receive's tag that matches any tag (ANY_TAG). */
+export const MESSAGES_ANY_TAG = -1;
+/** The largest tag (tags are 0 … 2³¹−1). */
+export const MESSAGES_MAX_TAG = 2147483647;

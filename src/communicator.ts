@@ -14,7 +14,8 @@ import { checkAllgather } from './collectives/allgather.js';
 import { FastPath } from './runtime/fast-path.js';
 import type { JobPlanner } from './runtime/job-planner.js';
 import { machineOf } from './runtime/co-runners.js';
-import type { CommunicatorParts, JoinOrigin } from './runtime/join.js';
+import { linkAddress, type CommunicatorParts, type JoinOrigin } from './runtime/join.js';
+import { Messages, MessageRequest, ANY_SOURCE, ANY_TAG, type MessageStatus, type ObjectMessage } from './p2p/messages.js';
 import type { CollectiveRequest } from './runtime/request.js';
 import { levelColor, splitCommunicator, type SplitParent } from './runtime/sub-communicator.js';
 import type { Route } from './runtime/router.js';
@@ -105,6 +106,9 @@ export class Communicator {
   /** Shared windows (allocShared). */
   private readonly windows: Windows;
   private readonly probes: Probes;
+  /** Point-to-point messages (src/p2p/messages.ts); undefined where they are not available (why: `messagesMissing`). */
+  private messages?: Messages;
+  private messagesMissing?: string;
   /** Every schedule of this communicator gets its own native id, whichever plan it belongs to. */
   private nextScheduleId = 0;
   /** Closes the communicator when the process exits without close() (see constructor). */
@@ -161,10 +165,131 @@ export class Communicator {
     };
     this.configuration = configurationOf(this.configurationParts, parts.plans, parts.config, parts.shmGroups);
     this.calls = new CallContext(this.engine, this.rank, this.size, fast, this.windows, this.configuration);
+    this.openMessages(parts);
     // Nothing of the communicator keeps the event loop alive, so a script that returns without
     // close() exits; at exit (a return, process.exit() or an uncaught exception) it closes, so
     // that peers still expecting this rank in a collective get EPEERLOST rather than wait.
     process.on('exit', this.closeAtExit);
+  }
+
+  /**
+   * Starts the messages' streams (src/p2p/messages.ts): every rank's port came with its
+   * information (RankInfo.messagesPort), and peers reach it at the address their TCP links use.
+   */
+  private openMessages(parts: CommunicatorParts): void {
+    const infos = parts.origin.infos;
+    const opened = parts.messages;
+    if (opened === undefined || infos.some((i) => i.messagesPort === undefined)) {
+      this.messagesMissing = 'this communicator has no point-to-point messages';
+    } else if (parts.origin.links.kind === 'p2p' && !infos.every((i) => i.host === infos[0]!.host)) {
+      this.messagesMissing = 'point-to-point messages between the hosts of a host layer (createCommunicator, transport: mpi) are not available yet';
+    } else {
+      opened.native.start(
+        opened.token,
+        infos.map((_, r) => linkAddress(infos, r)),
+        infos.map((i) => i.messagesPort!),
+      );
+      this.messages = new Messages(opened.native, this.rank, this.size, () => this.calls.ensureOpen(), this.engine);
+      return;
+    }
+    opened?.native.close();
+  }
+
+  private msg(): Messages {
+    if (this.messages === undefined) {
+      this.calls.ensureOpen();
+      throw new TopocollError('ENOTSUP', this.messagesMissing!, { rank: this.rank });
+    }
+    return this.messages;
+  }
+
+  // --- point-to-point messages (src/p2p/messages.ts) ---
+
+  /** MPI_Send: sends `buf` to rank `dest` with `tag` (0 … 2³¹−1); returns once `buf` may be changed. */
+  sendSync(buf: TypedArray, dest: number, tag = 0): void {
+    this.msg().sendSync(buf, dest, tag);
+  }
+
+  /** MPI_Recv: receives the first matching message into `buf`; its source, tag and length in elements of `buf`'s type. ETRUNCATE if it is longer than `buf`. */
+  recvSync(buf: TypedArray, source: number = ANY_SOURCE, tag: number = ANY_TAG): MessageStatus {
+    return this.msg().recvSync(buf, source, tag);
+  }
+
+  /** MPI_Sendrecv: sends and receives at once (neither waits for the other); the receive's status. */
+  sendrecvSync(sendBuf: TypedArray, dest: number, sendTag: number, recvBuf: TypedArray, source: number = ANY_SOURCE, recvTag: number = ANY_TAG): MessageStatus {
+    return this.msg().sendrecvSync(sendBuf, dest, sendTag, recvBuf, source, recvTag);
+  }
+
+  /** sendSync as a Promise; do not touch `buf` until it settles. */
+  send(buf: TypedArray, dest: number, tag = 0): Promise<void> {
+    try {
+      return Promise.resolve(this.msg().isend(buf, dest, tag));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** recvSync as a Promise. */
+  recv(buf: TypedArray, source: number = ANY_SOURCE, tag: number = ANY_TAG): Promise<MessageStatus> {
+    try {
+      return Promise.resolve(this.msg().irecv(buf, source, tag));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** sendrecvSync as a Promise. */
+  sendrecv(
+    sendBuf: TypedArray,
+    dest: number,
+    sendTag: number,
+    recvBuf: TypedArray,
+    source: number = ANY_SOURCE,
+    recvTag: number = ANY_TAG,
+  ): Promise<MessageStatus> {
+    try {
+      return this.msg().sendrecv(sendBuf, dest, sendTag, recvBuf, source, recvTag);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** MPI_Isend: a request; bad arguments throw here, before anything is sent. */
+  isend(buf: TypedArray, dest: number, tag = 0): MessageRequest<void> {
+    return this.msg().isend(buf, dest, tag);
+  }
+
+  /** MPI_Irecv: a request whose wait() and await give the status. */
+  irecv(buf: TypedArray, source: number = ANY_SOURCE, tag: number = ANY_TAG): MessageRequest<MessageStatus> {
+    return this.msg().irecv(buf, source, tag);
+  }
+
+  /** Sends a value (structured clone, v8.serialize) to `dest`; EINVAL before anything is sent if it cannot be cloned. */
+  sendObjectSync(value: unknown, dest: number, tag = 0): void {
+    this.msg().sendObjectSync(value, dest, tag);
+  }
+
+  /** sendObjectSync as a Promise. */
+  sendObject(value: unknown, dest: number, tag = 0): Promise<void> {
+    try {
+      return this.msg().sendObject(value, dest, tag);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** Receives a value sent with sendObject: `{ value, source, tag }`. */
+  recvObjectSync<T = unknown>(source: number = ANY_SOURCE, tag: number = ANY_TAG): ObjectMessage<T> {
+    return this.msg().recvObjectSync<T>(source, tag);
+  }
+
+  /** recvObjectSync as a Promise. */
+  recvObject<T = unknown>(source: number = ANY_SOURCE, tag: number = ANY_TAG): Promise<ObjectMessage<T>> {
+    try {
+      return this.msg().recvObject<T>(source, tag);
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   /**
@@ -695,6 +820,8 @@ export class Communicator {
     if (this.calls.closed) return;
     this.calls.closed = true;
     process.off('exit', this.closeAtExit);
+    // Pending messages end with ECLOSED; those that arrived and were never received are reported.
+    this.messages?.close();
     // Peers still in a call this rank made in JavaScript must not take it for one it skipped.
     this.calls.fast?.publish();
     this.engine.close();

@@ -11,6 +11,7 @@ export type TopocollErrorCode =
   | 'ETIMEDOUT' // a wait exceeded its deadline
   | 'EPEERLOST' // a peer process died or its connection broke
   | 'ECLOSED' // the communicator was used after close()
+  | 'ETRUNCATE' // a message was longer than the receive's buffer (the message is consumed)
   | 'ENOMEM' // shared memory beyond the node's budget (shm.budgetBytes)
   | 'ENOTSUP'; // the runtime, system or installation cannot do this (ArrayBuffers over shared memory; namespaces for topocoll cluster; topocoll/mpi not built)
 

@@ -47,6 +47,7 @@ export type { PointToPoint, NativePointToPoint } from './p2p/point-to-point.js';
 export { Communicator, IN_PLACE, type InPlace, type LevelInfo, type Operator } from './communicator.js';
 export type { SharedMemoryReport } from './runtime/shm-budget.js';
 export type { CollectiveRequest } from './runtime/request.js';
+export { ANY_SOURCE, ANY_TAG, type MessageRequest, type MessageStatus, type ObjectMessage } from './p2p/messages.js';
 export { userOp, type UserOp, type ReduceOpName } from './runtime/datatypes.js';
 export type { TypedArray } from './util/typed-array.js';
 export type { TypedArrayClass } from './runtime/windows.js';

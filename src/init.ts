@@ -13,7 +13,7 @@ import { detectEnvironment, type JobEnvironment } from './runtime/environment.js
 import { configFor, whereThisProcessRuns } from './runtime/this-process.js';
 import { removeJobSegments } from './runtime/segment-name.js';
 import { kernelId } from './runtime/co-runners.js';
-import { joinJob, linkAddress, type JoinChannel, type RankInfo } from './runtime/join.js';
+import { joinJob, linkAddress, bindForMessages, type JoinChannel, type RankInfo } from './runtime/join.js';
 import { RendezvousClient } from './runtime/rendezvous/client.js';
 import { allgather, barrier } from './runtime/rendezvous/collectives.js';
 import { createJobToken } from './runtime/rendezvous/protocol.js';
@@ -54,13 +54,17 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
   };
 
+  let messages: ReturnType<typeof bindForMessages> | undefined;
   try {
+    messages = bindForMessages(job.rank, job.size, config);
+    me.messagesPort = messages.port;
     const infos = rdv
       ? (await allgather(rdv.client, 'init/info', job.rank, job.size, JSON.stringify(me), timeoutMs)).map((s) => JSON.parse(s) as RankInfo)
       : [me];
     const net: NetworkTopology | undefined =
       network.kind === 'file' ? network.network : network.kind === 'slurm' ? networkFromSlurmAddresses(infos.map((i) => i.slurmPath!)) : undefined;
     const parts = await joinJob(job.rank, infos, config, net, here.numaNode, rendezvousChannel(rdv, job, infos, timeoutMs));
+    messages.native.listen();
     if (rdv) {
       try {
         await barrier(rdv.client, 'init/ready', job.rank, job.size, timeoutMs);
@@ -72,8 +76,9 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
       // once all have (so nothing of it keeps a process alive).
       await rdv.client.close();
     }
-    return new Communicator(parts);
+    return new Communicator({ ...parts, messages: { native: messages.native, token: rdv?.token ?? '' } });
   } catch (e) {
+    messages?.native.close();
     if (rdv) {
       await rdv.client.abort(job.rank, e instanceof Error ? e.message : String(e));
       await rdv.client.close().catch(() => undefined);

@@ -268,6 +268,7 @@ interface RawJsPointToPoint {
 interface RawAddon {
   NativeEngine: new (options: NativeEngineOptions) => RawEngine;
   JsPointToPoint: new (rank: number, size: number, tagBase: number, operate: NativeP2POperate) => RawJsPointToPoint;
+  NativeMessages: new (options: { rank: number; size: number; timeoutMs: number }) => RawMessages;
   openP2PLayer(native: object): NativeP2PLayer;
   layerIsend(layer: object, peer: number, tag: number, data: Uint8Array): number;
   layerIrecv(layer: object, peer: number, tag: number, maxBytes: number): number;
@@ -284,6 +285,80 @@ interface RawAddon {
   readonly messageHeaderBytes: number;
   readonly nativeTables: NativeTables;
   stepRoundTrip(words: Int32Array): NativeStepRoundTrip;
+}
+
+/** [source, tag, bytes], and for a receive of unknown length (buffer null) the message's bytes. */
+export type NativeMessageStatus = [number, number, number, ArrayBuffer?];
+
+interface RawMessages {
+  bind(): number;
+  listen(): void;
+  start(token: string, hosts: readonly string[], ports: readonly number[]): void;
+  sendSync(buf: ArrayBufferView, dest: number, tag: number): void;
+  recvSync(buf: ArrayBufferView | null, source: number, tag: number): NativeMessageStatus;
+  post(kind: 0 | 1, buf: ArrayBufferView | null, peer: number, tag: number): [number, Promise<NativeMessageStatus>];
+  test(id: number): false | NativeMessageStatus;
+  wait(id: number): NativeMessageStatus;
+  close(): [number, number][];
+}
+
+/** A message posted for a Promise (isend, irecv): its number for test/wait and the Promise of its status. */
+export interface NativeMessageOp {
+  readonly id: number;
+  readonly done: Promise<NativeMessageStatus>;
+}
+
+/**
+ * One communicator's point-to-point messages (native/src/transport/message_streams.h): streams
+ * of their own and a progress thread of their own, apart from the collectives'. The arguments
+ * are checked by the caller (src/p2p/messages.ts); errors come back as TopocollError.
+ */
+export class NativeMessages {
+  private readonly raw: RawMessages;
+  private readonly rethrowAsync = (e: unknown): never => rethrowNative(e, { rank: this.rank });
+
+  constructor(
+    private readonly rank: number,
+    size: number,
+    timeoutMs: number,
+  ) {
+    this.raw = guarded(rank, () => new (load().NativeMessages)({ rank, size, timeoutMs }));
+  }
+  /** Binds the socket to an ephemeral port of every interface (its hellos are checked); returns the port. */
+  bind(): number {
+    return guarded(this.rank, () => this.raw.bind());
+  }
+  /** Listens on the bound port (once joined, before the join's last barrier). */
+  listen(): void {
+    guarded(this.rank, () => this.raw.listen());
+  }
+  /** The communicator's token and every rank's address; starts the progress thread. */
+  start(token: string, hosts: readonly string[], ports: readonly number[]): void {
+    guarded(this.rank, () => this.raw.start(token, hosts, ports));
+  }
+  sendSync(buf: ArrayBufferView, dest: number, tag: number): void {
+    guarded(this.rank, () => this.raw.sendSync(buf, dest, tag));
+  }
+  recvSync(buf: ArrayBufferView | null, source: number, tag: number): NativeMessageStatus {
+    return guarded(this.rank, () => this.raw.recvSync(buf, source, tag));
+  }
+  /** Posts a send (kind 0) or a receive (kind 1; buf null: of any length). */
+  post(kind: 0 | 1, buf: ArrayBufferView | null, peer: number, tag: number): NativeMessageOp {
+    const [id, done] = guarded(this.rank, () => this.raw.post(kind, buf, peer, tag));
+    return { id, done: done.catch(this.rethrowAsync) };
+  }
+  /** False while op `id` runs, else its status (throws its error); only before its Promise settled. */
+  test(id: number): false | NativeMessageStatus {
+    return guarded(this.rank, () => this.raw.test(id));
+  }
+  /** Blocks until op `id` ended; its status (throws its error); only before its Promise settled. */
+  wait(id: number): NativeMessageStatus {
+    return guarded(this.rank, () => this.raw.wait(id));
+  }
+  /** Ends pending messages with ECLOSED; the messages that arrived and no receive took, [source, count]. */
+  close(): [number, number][] {
+    return guarded(this.rank, () => this.raw.close());
+  }
 }
 
 /**
@@ -483,6 +558,11 @@ export class NativeEngine {
   /** From now on every blocking (Sync) collective fails with EINVAL and `reason`, before anything is sent. */
   refuseBlocking(reason: string): void {
     this.blockingRefused = reason;
+  }
+
+  /** Whether this thread may block on a call (not refused by refuseBlocking). */
+  get blocking(): boolean {
+    return this.blockingRefused === undefined;
   }
 
   /** Starts the watcher thread that turns a dead local peer into an abort. */

@@ -84,6 +84,7 @@ describe('TypeScript tables match the addon', () => {
       ECLOSED: true,
       ENOMEM: true,
       ENOTSUP: true,
+      ETRUNCATE: true,
     };
     expect(tables.abortCodes.length).toBeGreaterThan(0);
     for (const code of tables.abortCodes) expect(Object.keys(codes)).toContain(code);

@@ -5,7 +5,7 @@ import { TopocollError, isTopocollError } from '../errors.js';
 import { openP2PLayer, type NativeP2PLayer } from '../native.js';
 import { detectEnvironment } from '../runtime/environment.js';
 import { kernelId } from '../runtime/co-runners.js';
-import { joinJob, type JoinChannel, type RankInfo } from '../runtime/join.js';
+import { joinJob, bindForMessages, type JoinChannel, type RankInfo } from '../runtime/join.js';
 import { configFor, whereThisProcessRuns } from '../runtime/this-process.js';
 import { createJobToken } from '../runtime/rendezvous/protocol.js';
 import { removeJobSegments } from '../runtime/segment-name.js';
@@ -95,7 +95,10 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
   };
   let token: string | undefined;
+  let messages: ReturnType<typeof bindForMessages> | undefined;
   try {
+    messages = bindForMessages(rank, setupLayer.size, config);
+    me.messagesPort = messages.port;
     const gathered = await setup.allgatherInfo(me);
     token = gathered.token;
     const infos = gathered.infos;
@@ -128,13 +131,15 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
     };
     const parts = await joinJob(rank, infos, config, net, here.numaNode, channel);
     try {
+      messages.native.listen();
       await setup.barrier();
     } catch (e) {
       parts.engine.close();
       throw e;
     }
-    return new Communicator(parts);
+    return new Communicator({ ...parts, messages: { native: messages.native, token } });
   } catch (e) {
+    messages?.native.close();
     await setup.abort(e);
     if (token !== undefined) removeJobSegments(token);
     throw e;

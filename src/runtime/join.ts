@@ -2,7 +2,7 @@ import { cpus as osCpus } from 'node:os';
 import type { TopocollConfig } from '../config/schema.js';
 import { TopocollError } from '../errors.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
-import { NativeEngine, WaitMode, type NativeP2PLayer } from '../native.js';
+import { NativeEngine, NativeMessages, WaitMode, type NativeP2PLayer } from '../native.js';
 import { parseIndexList } from '../topology/index-list.js';
 import type { NetworkTopology, NodeNetworkPath } from '../topology/network/types.js';
 import type { RankPlacement } from '../topology/types.js';
@@ -32,6 +32,8 @@ export interface CommunicatorParts {
   numaNode?: number;
   /** What the communicator was joined from (its sub-communicators are made from it). */
   origin: JoinOrigin;
+  /** This rank's message streams, listening on the port its RankInfo carries, and the token their hellos carry (undefined: none). */
+  messages?: { native: NativeMessages; token: string };
 }
 
 /** What every rank tells every other when it joins a job (init: over the rendezvous; createCommunicator: over the host layer). */
@@ -50,6 +52,8 @@ export interface RankInfo {
   address?: string;
   rendezvousAddress?: string;
   slurmPath?: NodeNetworkPath;
+  /** The port of the rank's point-to-point message streams (native/src/transport/message_streams.h). */
+  messagesPort?: number;
 }
 
 /**
@@ -280,4 +284,14 @@ export function linkAddress(infos: readonly RankInfo[], rank: number): string {
   const own = infos[rank]!.address ?? '127.0.0.1';
   if (!own.startsWith('127.')) return own;
   return infos.find((i) => i.address !== undefined && !i.address.startsWith('127.'))?.rendezvousAddress ?? own;
+}
+
+/**
+ * This rank's message streams, bound to a port before the ranks exchange their information (the
+ * port travels in RankInfo.messagesPort); the caller makes them listen once joined, before the
+ * join's last barrier, and the Communicator starts them. Closed by the caller if the join fails.
+ */
+export function bindForMessages(rank: number, size: number, config: TopocollConfig): { native: NativeMessages; port: number } {
+  const native = new NativeMessages(rank, size, config.timeouts.collectiveMs);
+  return { native, port: native.bind() };
 }

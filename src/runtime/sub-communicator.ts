@@ -4,7 +4,17 @@ import { coveringSources } from '../algorithms/hierarchical.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
 import { MAX_SUB_COMMUNICATORS_PER_LAYER, subCommunicatorTag } from '../p2p/point-to-point.js';
 import type { RemoteDirectory } from './job-planner.js';
-import { awaitSegmentMapped, finishJoin, linkAddress, startJoin, type CommunicatorParts, type JoinOrigin, type Joining, type LinkOrigin } from './join.js';
+import {
+  awaitSegmentMapped,
+  finishJoin,
+  linkAddress,
+  bindForMessages,
+  startJoin,
+  type CommunicatorParts,
+  type JoinOrigin,
+  type Joining,
+  type LinkOrigin,
+} from './join.js';
 import { createJobToken } from './rendezvous/protocol.js';
 import { removeJobSegments, segmentName } from './segment-name.js';
 
@@ -49,9 +59,11 @@ export interface SplitParent {
 const yieldToEventLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 /** Bytes each parent rank contributes to the setup's first exchange (SetupRecord). */
-const RECORD_BYTES = 64;
+const RECORD_BYTES = 68;
+/** Offset of the port of a member's message streams in its record. */
+const MESSAGES_PORT_AT = 12;
 /** Offset and room of a node leader's segment name in its record. */
-const NAME_AT = 12;
+const NAME_AT = 16;
 const NAME_BYTES = RECORD_BYTES - NAME_AT;
 /** A job token's hex characters (rendezvous/protocol.ts, createJobToken). */
 const TOKEN_BYTES = 32;
@@ -105,6 +117,7 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
   const setup = new SplitSetup(parent);
   let joining: Joining | undefined;
   let parts: CommunicatorParts | undefined;
+  let messages: ReturnType<typeof bindForMessages> | undefined;
   try {
     // Step 1.
     const record = new Uint8Array(RECORD_BYTES);
@@ -114,6 +127,8 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
     await setup.step(() => {
       if (color === undefined) return;
       joining = startJoin(childRank, infos, parent.config);
+      messages = bindForMessages(childRank, members.length, parent.config);
+      view.setInt32(MESSAGES_PORT_AT, messages.port, true);
       const { engine, localRanks, nodes, nodeIndex } = joining;
       if (localRanks.length > 1 && localRanks[0] === childRank) {
         const name = segmentName(token, nodeIndex);
@@ -163,16 +178,19 @@ export async function splitCommunicator(parent: SplitParent, color: number | und
         }
       }
       const childOrigin: JoinOrigin = {
-        infos,
+        infos: infos.map((info, cr) => ({ ...info, messagesPort: field(members[cr]!, MESSAGES_PORT_AT) })),
         network: origin.network,
         timeoutMs: origin.timeoutMs,
         links: childLinks,
         segmentToken: origin.segmentToken,
       };
       parts = await finishJoin(j, parent.config, parent.numaNode, remote, childOrigin, yieldToEventLoop);
+      // Before the step's exchange, the last barrier: no member messages before every one listens.
+      messages!.native.listen();
     });
-    return parts;
+    return parts === undefined ? undefined : { ...parts, messages: { native: messages!.native, token } };
   } catch (e) {
+    messages?.native.close();
     (parts?.engine ?? joining?.engine)?.close();
     removeJobSegments(token);
     throw e;

@@ -222,3 +222,32 @@ describe.skipIf(peersSkip)('topocoll bench --peers', () => {
     expect(r.stderr).toMatch(/^topocoll bench: EINVAL: --peers: unknown peer "lam" \(peers: ompi, ompi-han, mpich, or all\)\. Run "topocoll bench --help"/);
   });
 });
+
+/** `topocoll bench --pt2pt`: OSU-style latency and windowed bandwidth of messages, one node and 2 emulated nodes. */
+describe('topocoll bench --pt2pt', () => {
+  it('prints latency and bandwidth per size for one node and for 2 emulated nodes', () => {
+    const r = spawnSync(
+      process.execPath,
+      [`${repoRoot}dist/cli/main.js`, 'bench', '--pt2pt', '--min', '1', '--max', '4096', '--iterations', '40', '--no-mpi'],
+      {
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const tables = r.stdout.split('\n\n').filter((t) => t.startsWith('point-to-point'));
+    expect(tables.map((t) => t.split('\n')[0])).toEqual([
+      'point-to-point, 2 ranks, one node (no Open MPI baseline: not asked for (--no-mpi))',
+      'point-to-point, 2 ranks, 2 emulated nodes (no Open MPI baseline: not asked for (--no-mpi))',
+    ]);
+    for (const table of tables) {
+      const rows = table.split('\n').slice(2);
+      expect(rows.map((l) => l.slice(0, 11).trim())).toEqual(['1 B', '4 B', '16 B', '64 B', '256 B', '1 KiB', '4 KiB']);
+      for (const row of rows) {
+        const [latency, , , bandwidth] = row.slice(11).trim().split(/\s+/);
+        expect(Number(latency), row).toBeGreaterThan(0);
+        expect(Number(bandwidth), row).toBeGreaterThan(0);
+      }
+    }
+  });
+});

@@ -67,6 +67,14 @@ describe.skipIf(skip)('init() with transport: mpi under mpirun', () => {
     });
   }
 
+  it('point-to-point messages (test/jobs/messages.mjs: every case, storms included) on 2 emulated nodes over MPI', () => {
+    const env = { TOPOCOLL_CONFIG: configFile('transport: mpi\n') };
+    const r = mpirunOnNodes([2, 2], jobScript('messages.mjs'), [], env);
+    expect(r.signal, r.out).toBeNull();
+    expect(r.status, r.out).toBe(0);
+    for (let k = 1; k <= 7; k++) expect(r.lines.filter((l) => new RegExp(`^rank \\d case ${k} ok \\d+$`).test(l)).length, r.out).toBe(4);
+  });
+
   it('split and dup over MPI (test/jobs/split.mjs on 2+3 emulated nodes): children on the same MPI communicator, tags of their own', async () => {
     const env = { TOPOCOLL_CONFIG: configFile('transport: mpi\n') };
     const r = mpirunOnNodes([2, 3], jobScript('split.mjs'), [], env);

@@ -520,4 +520,13 @@ inline constexpr size_t kWindowCounterBytes = 512;
 // Parts start on multiples of this.
 inline constexpr size_t kWindowPageBytes = 4096;
 
+// Point-to-point messages (src/p2p/messages.ts, native/src/transport/message_match.h): the
+// wildcards of a receive and the largest tag.
+// A receive's source that matches any rank (ANY_SOURCE).
+inline constexpr int32_t kMessagesAnySource = -1;
+// A receive's tag that matches any tag (ANY_TAG).
+inline constexpr int32_t kMessagesAnyTag = -1;
+// The largest tag (tags are 0 … 2³¹−1).
+inline constexpr int32_t kMessagesMaxTag = 2147483647;
+
 }  // namespace topocoll::abi

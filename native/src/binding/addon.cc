@@ -17,6 +17,7 @@
 #include "binding/js_p2p.h"
 #include "binding/js_values.h"
 #include "binding/layer_messages.h"
+#include "binding/messages.h"
 #include "binding/probes.h"
 #include "engine/engine.h"
 #include "shm/segment_layout.h"
@@ -857,6 +858,7 @@ Napi::Value OpenP2PLayer(const Napi::CallbackInfo& info) {
 Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeEngine", NativeEngine::Define(env));
   exports.Set("JsPointToPoint", DefineJsPointToPoint(env));
+  exports.Set("NativeMessages", DefineNativeMessages(env));
   exports.Set("openP2PLayer", Napi::Function::New(env, OpenP2PLayer));
   ExportLayerMessages(env, exports);
   ExportProbes(env, exports);

@@ -5,6 +5,7 @@ import { TopocollError } from '../../errors.js';
 import { crossCoreLatencyNs } from '../../native.js';
 import { readProcessAffinity } from '../../topology/affinity.js';
 import type { BindPolicy } from '../launcher.js';
+import { benchPt2pt } from '../bench-pt2pt.js';
 import { parseCommandArgs, parseNonNegativeInt, requireOne, usageError } from '../args.js';
 import { sizesOf, type BenchRow, type BenchSettings, type GroupSizesRecord } from '../bench-worker.js';
 import { benchCharts, parseBenchJson, topocollCommit, writeReport, type ReportRow } from '../bench-report.js';
@@ -37,6 +38,7 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                       [--json] [--report DIR]
        topocoll bench [COLLECTIVE] --from-json FILE --report DIR
        topocoll bench bcast --sweep [-n N]
+       topocoll bench --pt2pt [--min BYTES] [--max BYTES] [--iterations N] [--no-mpi]
        topocoll bench bcast|reduce|allreduce|allgather|reduce-scatter|alltoall --strategies [-n N] [--nodes K]
                       [--off LEVEL,…]
        topocoll bench barrier --explain [-n N] [--nodes K] [--network F] [--config F]
@@ -102,6 +104,10 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      defaults: coll/tuned), ompi-han (Open MPI's hierarchical coll/han), mpich
                      (MPICH's defaults), or all; each library's own collectives, at the same -n
   --no-mpi           no MPI library beside topocoll
+  --pt2pt            point-to-point messages instead of collectives: OSU's osu_latency (ping-pong)
+                     and osu_bw (a window of 64 isends) between 2 ranks, sizes ×4 from --min (1)
+                     to --max (4 MiB), on one node and on 2 emulated nodes, beside Open MPI's
+                     (bench/ompi/pt2pt.c; shared memory, and btl self,tcp for the 2 nodes)
   --hosts L×H×R      across an emulated cluster (root; see "topocoll cluster"): L leaf switches
                      under a spine, H hosts on each, R ranks per host. topocoll with its levels
                      (auto) and with none above the node (flat), started the torchrun way, beside
@@ -163,6 +169,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
       config: { type: 'string' },
       off: { type: 'string' },
       'no-mpi': { type: 'boolean' },
+      pt2pt: { type: 'boolean' },
       peers: { type: 'string' },
       hosts: { type: 'string' },
       json: { type: 'boolean' },
@@ -181,6 +188,19 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
     throw usageError('bench', `unknown collective "${positionals.join(' ')}": use one of ${COLLECTIVES.join(', ')}, or none for all`);
   }
   if (values['from-json'] !== undefined) return chartsFromJson(values, target, io);
+  if (values.pt2pt) {
+    if (target !== undefined) throw usageError('bench', '--pt2pt measures messages, not a collective');
+    const sizes: number[] = [];
+    const min = parseNonNegativeInt('bench', 'min', values.min ?? '1');
+    const max = parseNonNegativeInt('bench', 'max', values.max ?? String(4 << 20));
+    for (let b = Math.max(1, min); b <= max; b *= 4) sizes.push(b);
+    return benchPt2pt({
+      bind: requireOne<BindPolicy>('bench', 'bind', values.bind ?? 'core', ['core', 'numa', 'socket', 'none']),
+      settings: { sizes, iterations: parseNonNegativeInt('bench', 'iterations', values.iterations ?? '1000'), window: 64 },
+      mpi: !values['no-mpi'],
+      io,
+    });
+  }
   if (values.report !== undefined && (values.strategies || values.explain || values.model)) {
     throw usageError('bench', '--report draws the latency run, not --strategies, --explain or --model');
   }

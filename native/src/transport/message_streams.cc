@@ -1,0 +1,683 @@
+#include "transport/message_streams.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/errors.h"
+
+namespace topocoll {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kDiscardBytes = 256 * 1024;
+// The longest single sleep of the loop towards a deadline.
+constexpr int kMaxSleepMs = 1000;
+
+void Tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int bytes = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+}  // namespace
+
+// A message read from a connection before any receive matched it (owned by the unexpected
+// queue, or by the receive that claimed it while its body still streams in).
+struct MessageStreams::Arrival {
+  int source = -1;
+  int32_t tag = 0;
+  uint64_t length = 0;
+  uint64_t got = 0;
+  std::unique_ptr<uint8_t[]> data;
+  MessageOpPtr claimed;  // a receive that took it before its body was complete
+};
+
+struct MessageStreams::Conn {
+  int fd = -1;
+  int peer = -1;
+  bool outgoing = false;
+  bool connecting = false;
+  bool ended = false;
+  // Read side: a frame header, then a body into `target` (matched), `arrival` (unexpected) or nowhere.
+  Frame frame{};
+  size_t frame_got = 0;
+  bool in_body = false;
+  uint64_t body_at = 0;
+  MessageOpPtr target;
+  std::shared_ptr<Arrival> arrival;
+  // Greeting (accepted connections).
+  Hello hello{};
+  size_t hello_got = 0;
+  Clock::time_point greeting_deadline;
+  // Write side (outgoing): the hello, then the queued sends in order.
+  Hello my_hello{};
+  size_t hello_sent = 0;
+  std::deque<MessageOpPtr> sends;
+  uint64_t front_sent = 0;  // bytes of the front send's frame and body written
+  Frame front_frame{};
+};
+
+MessageStreams::MessageStreams(Options options) : options_(std::move(options)) {
+  const auto n = static_cast<size_t>(options_.size);
+  out_.resize(n);
+  in_.resize(n);
+  gone_.resize(n);
+  gone_evidence_.resize(n);
+  discard_.resize(kDiscardBytes);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw CollError("EINVAL", "eventfd: " + ErrnoText(errno));
+}
+
+MessageStreams::~MessageStreams() {
+  Close();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+int MessageStreams::Bind() {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0) throw CollError("EINVAL", "socket: " + ErrnoText(errno));
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    throw CollError("EINVAL", "cannot listen for messages: " + ErrnoText(err));
+  }
+  socklen_t len = sizeof addr;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  return ntohs(addr.sin_port);
+}
+
+void MessageStreams::Listen() {
+  if (listen(listen_fd_, 1024) != 0) throw CollError("EINVAL", "cannot listen for messages: " + ErrnoText(errno));
+}
+
+void MessageStreams::Start(const std::string& token, std::vector<TcpPeer> peers) {
+  token_ = token;
+  peers_ = std::move(peers);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void MessageStreams::Wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+std::string MessageStreams::Gone(int peer, const std::string& why) { return "rank " + std::to_string(peer) + " is gone: " + why; }
+
+std::string MessageStreams::Describe(int source, int32_t tag) const {
+  const std::string from = source == kAnySource ? "any rank" : "rank " + std::to_string(source);
+  const std::string with = tag == kAnyTag ? "any tag" : "tag " + std::to_string(tag);
+  return from + " with " + with;
+}
+
+MessageOpPtr MessageStreams::Send(int dest, int32_t tag, const uint8_t* data, uint64_t bytes, uint64_t notify_id) {
+  auto op = std::make_shared<MessageOp>();
+  op->kind = MessageOp::Kind::kSend;
+  op->peer = dest;
+  op->tag = tag;
+  op->data = const_cast<uint8_t*>(data);
+  op->bytes = bytes;
+  op->notify = notify_id != 0;
+  op->id = notify_id;
+  op->deadline = options_.timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(options_.timeout_ms) : Clock::time_point::max();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) {
+    Complete(op, "ECLOSED", "send: the communicator is closed");
+  } else if (!gone_[static_cast<size_t>(dest)].empty()) {
+    Complete(op, "EPEERLOST",
+             "send to rank " + std::to_string(dest) + " with tag " + std::to_string(tag) + ": " + gone_[static_cast<size_t>(dest)]);
+  } else {
+    Conn& c = OutConn(dest);
+    c.sends.push_back(op);
+    // An idle, connected stream is written at once on this thread (the thread hand-off is most
+    // of a small message's latency); what does not fit is left to the progress thread.
+    if (c.fd >= 0 && !c.ended && !c.connecting && c.hello_sent == sizeof c.my_hello && c.sends.size() == 1) HandleWrite(c);
+    if (!op->done) Wake();
+  }
+  return op;
+}
+
+MessageOpPtr MessageStreams::Recv(int source, int32_t tag, uint8_t* data, uint64_t capacity, bool allocate, uint64_t notify_id) {
+  auto op = std::make_shared<MessageOp>();
+  op->kind = MessageOp::Kind::kRecv;
+  op->peer = source;
+  op->tag = tag;
+  op->data = data;
+  op->bytes = capacity;
+  op->allocate = allocate;
+  op->notify = notify_id != 0;
+  op->id = notify_id;
+  op->deadline = options_.timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(options_.timeout_ms) : Clock::time_point::max();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) {
+    Complete(op, "ECLOSED", "receive: the communicator is closed");
+    return op;
+  }
+  if (auto arrival = match_.TakeUnexpected(source, tag)) {
+    Arrival& a = **arrival;
+    if (a.got == a.length) {
+      Deliver(a, op);
+    } else {
+      a.claimed = op;  // the progress thread delivers it once its body is in
+    }
+    return op;
+  }
+  if (source != kAnySource && !gone_[static_cast<size_t>(source)].empty()) {
+    Complete(op, "EPEERLOST", "receive from " + Describe(source, tag) + ": " + gone_[static_cast<size_t>(source)]);
+    return op;
+  }
+  match_.AddPosted(source, tag, op);
+  // Watch a source this rank has no stream from, so that its end reaches this receive.
+  if (source != kAnySource && !in_[static_cast<size_t>(source)]) OutConn(source);
+  Wake();
+  return op;
+}
+
+void MessageStreams::Wait(const MessageOpPtr& op) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [&] { return op->done; });
+}
+
+bool MessageStreams::Done(const MessageOpPtr& op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return op->done;
+}
+
+void MessageStreams::Complete(const MessageOpPtr& op, std::string code, std::string message) {
+  if (op->done) return;
+  op->code = std::move(code);
+  op->message = std::move(message);
+  op->done = true;
+  done_cv_.notify_all();
+  if (op->notify && options_.on_complete) options_.on_complete(op);
+}
+
+// A complete unexpected message into the receive that takes it.
+void MessageStreams::Deliver(Arrival& a, const MessageOpPtr& op) {
+  op->source = a.source;
+  op->status_tag = a.tag;
+  op->length = a.length;
+  if (op->allocate) {
+    op->owned = std::move(a.data);
+    op->bytes = a.length;
+    Complete(op);
+    return;
+  }
+  const uint64_t n = std::min(a.length, op->bytes);
+  if (n > 0) std::memcpy(op->data, a.data.get(), n);
+  if (a.length > op->bytes) {
+    Complete(op, "ETRUNCATE",
+             "the message from rank " + std::to_string(a.source) + " with tag " + std::to_string(a.tag) + " has " +
+                 std::to_string(a.length) + " bytes, more than the receive buffer's " + std::to_string(op->bytes));
+    return;
+  }
+  Complete(op);
+}
+
+MessageStreams::Conn& MessageStreams::OutConn(int peer) {
+  auto& slot = out_[static_cast<size_t>(peer)];
+  if (!slot) {
+    slot = std::make_unique<Conn>();
+    slot->peer = peer;
+    slot->outgoing = true;
+    std::memcpy(slot->my_hello.token, token_.data(), std::min(token_.size(), TcpLinks::kTokenBytes));
+    slot->my_hello.rank = options_.rank;
+    slot->my_hello.magic = kHelloMagic;
+  }
+  return *slot;
+}
+
+void MessageStreams::Connect(Conn& c) {
+  const TcpPeer& p = peers_[static_cast<size_t>(c.peer)];
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(p.port));
+  inet_pton(AF_INET, p.host.c_str(), &addr.sin_addr);
+  c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (c.fd < 0) {
+    EndConn(c, Gone(c.peer, "socket: " + ErrnoText(errno)));
+    return;
+  }
+  Tune(c.fd);
+  if (connect(c.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS) {
+    EndConn(c, Gone(c.peer, "its port refused the connection (" + ErrnoText(errno) + ")"));
+    return;
+  }
+  c.connecting = true;
+}
+
+void MessageStreams::HandleWrite(Conn& c) {
+  if (c.connecting) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      EndConn(c, Gone(c.peer, "its port refused the connection (" + ErrnoText(err) + ")"));
+      return;
+    }
+    c.connecting = false;
+  }
+  while (c.hello_sent < sizeof c.my_hello) {
+    const ssize_t n =
+        ::send(c.fd, reinterpret_cast<const uint8_t*>(&c.my_hello) + c.hello_sent, sizeof c.my_hello - c.hello_sent, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      EndConn(c, Gone(c.peer, "its connection broke (" + ErrnoText(errno) + ")"));
+      return;
+    }
+    c.hello_sent += static_cast<size_t>(n);
+  }
+  while (!c.sends.empty()) {
+    const MessageOpPtr& op = c.sends.front();
+    if (c.front_sent == 0) {
+      c.front_frame = Frame{kFrameMessage, op->tag, op->bytes};
+      // The time limit counts from when the send is first in line.
+      if (options_.timeout_ms > 0) op->deadline = std::max(op->deadline, Clock::now() + std::chrono::milliseconds(options_.timeout_ms));
+    }
+    const uint64_t total = sizeof(Frame) + op->bytes;
+    while (c.front_sent < total) {
+      iovec iov[2];
+      int count = 0;
+      if (c.front_sent < sizeof(Frame)) {
+        iov[count++] = {reinterpret_cast<uint8_t*>(&c.front_frame) + c.front_sent, sizeof(Frame) - c.front_sent};
+        if (op->bytes > 0) iov[count++] = {op->data, op->bytes};
+      } else {
+        const uint64_t at = c.front_sent - sizeof(Frame);
+        iov[count++] = {op->data + at, op->bytes - at};
+      }
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = static_cast<size_t>(count);
+      const ssize_t n = ::sendmsg(c.fd, &m, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        EndConn(c, Gone(c.peer, "its connection broke (" + ErrnoText(errno) + ")"));
+        return;
+      }
+      c.front_sent += static_cast<uint64_t>(n);
+    }
+    MessageOpPtr done = op;
+    c.sends.pop_front();
+    c.front_sent = 0;
+    Complete(done);
+  }
+}
+
+// Reads what has arrived on `c`; false once the connection ended.
+bool MessageStreams::ReadFrames(Conn& c) {
+  for (;;) {
+    if (!c.in_body) {
+      const ssize_t n = ::recv(c.fd, reinterpret_cast<uint8_t*>(&c.frame) + c.frame_got, sizeof(Frame) - c.frame_got, 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        EndConn(c, Gone(c.peer, n == 0 ? "its process ended (the stream closed without a Bye)"
+                                       : "its connection broke (" + ErrnoText(errno) + ")"));
+        return false;
+      }
+      if (n < 0) return true;
+      c.frame_got += static_cast<size_t>(n);
+      if (c.frame_got < sizeof(Frame)) continue;
+      c.frame_got = 0;
+      if (c.frame.kind == kFrameBye) {
+        EndConn(c, "rank " + std::to_string(c.peer) + " closed the communicator");
+        return false;
+      }
+      if (c.frame.kind != kFrameMessage || c.outgoing || c.frame.tag < 0) {
+        EndConn(c, Gone(c.peer, "it sent a frame that is not a message"));
+        return false;
+      }
+      c.body_at = 0;
+      c.target.reset();
+      c.arrival.reset();
+      if (auto r = match_.TakePosted(c.peer, c.frame.tag)) {
+        c.target = *r;
+        MessageOp& op = *c.target;
+        op.source = c.peer;
+        op.status_tag = c.frame.tag;
+        op.length = c.frame.length;
+        if (op.allocate) {
+          op.owned.reset(new uint8_t[c.frame.length > 0 ? c.frame.length : 1]);
+          op.data = op.owned.get();
+          op.bytes = c.frame.length;
+        }
+      } else {
+        c.arrival = std::make_shared<Arrival>();
+        c.arrival->source = c.peer;
+        c.arrival->tag = c.frame.tag;
+        c.arrival->length = c.frame.length;
+        c.arrival->data.reset(new uint8_t[c.frame.length > 0 ? c.frame.length : 1]);
+        match_.AddUnexpected(c.peer, c.frame.tag, c.arrival);
+      }
+      c.in_body = true;
+    }
+    // The body: straight into the receive's buffer (the part beyond its capacity dropped), or
+    // into the arrival's own.
+    const uint64_t left = c.frame.length - c.body_at;
+    if (left > 0) {
+      uint8_t* dst = nullptr;
+      uint64_t want = left;
+      if (c.target) {
+        if (c.body_at < c.target->bytes) {
+          dst = c.target->data + c.body_at;
+          want = std::min(left, c.target->bytes - c.body_at);
+        } else {
+          dst = discard_.data();
+          want = std::min<uint64_t>(left, discard_.size());
+        }
+      } else {
+        dst = c.arrival->data.get() + c.body_at;
+      }
+      const ssize_t n = ::recv(c.fd, dst, want, 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        EndConn(c,
+                Gone(c.peer, n == 0 ? "its process ended in the middle of a message" : "its connection broke (" + ErrnoText(errno) + ")"));
+        return false;
+      }
+      if (n < 0) return true;
+      c.body_at += static_cast<uint64_t>(n);
+      if (c.arrival) c.arrival->got = c.body_at;
+      if (c.body_at < c.frame.length) continue;
+    }
+    c.in_body = false;
+    if (c.target) {
+      MessageOpPtr op = std::move(c.target);
+      if (op->length > op->bytes) {
+        Complete(op, "ETRUNCATE",
+                 "the message from rank " + std::to_string(op->source) + " with tag " + std::to_string(op->status_tag) + " has " +
+                     std::to_string(op->length) + " bytes, more than the receive buffer's " + std::to_string(op->bytes));
+      } else {
+        Complete(op);
+      }
+    } else {
+      std::shared_ptr<Arrival> a = std::move(c.arrival);
+      if (a->claimed) {
+        MessageOpPtr op = std::move(a->claimed);
+        Deliver(*a, op);
+      }
+    }
+  }
+}
+
+void MessageStreams::HandleRead(Conn& c) {
+  if (c.outgoing) {
+    // Only a Bye comes this way (or the end of the connection).
+    ReadFrames(c);
+    return;
+  }
+  ReadFrames(c);
+}
+
+void MessageStreams::Greet(Conn& c) {
+  while (c.hello_got < sizeof c.hello) {
+    const ssize_t n = ::recv(c.fd, reinterpret_cast<uint8_t*>(&c.hello) + c.hello_got, sizeof c.hello - c.hello_got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      c.ended = true;
+      return;
+    }
+    c.hello_got += static_cast<size_t>(n);
+  }
+  char token[TcpLinks::kTokenBytes] = {};
+  std::memcpy(token, token_.data(), std::min(token_.size(), TcpLinks::kTokenBytes));
+  const int r = c.hello.rank;
+  if (c.hello.magic != kHelloMagic || std::memcmp(token, c.hello.token, sizeof token) != 0 || r < 0 || r >= options_.size ||
+      in_[static_cast<size_t>(r)]) {
+    c.ended = true;  // a stranger, or a second connection: dropped without effect
+    return;
+  }
+  auto conn = std::make_unique<Conn>();
+  conn->fd = c.fd;
+  conn->peer = r;
+  c.fd = -1;
+  c.ended = true;
+  in_[static_cast<size_t>(r)] = std::move(conn);
+  // Anything already sent after the hello.
+  ReadFrames(*in_[static_cast<size_t>(r)]);
+}
+
+void MessageStreams::AcceptAll() {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;
+    Tune(fd);
+    auto c = std::make_unique<Conn>();
+    c->fd = fd;
+    c->greeting_deadline = Clock::now() + std::chrono::seconds(2);
+    Greet(*c);
+    greeting_.push_back(std::move(c));
+  }
+}
+
+// The connection's end: what it carried is over; the peer is gone once no stream from it is left.
+void MessageStreams::EndConn(Conn& c, const std::string& why) {
+  if (c.fd >= 0) {
+    ::close(c.fd);
+    c.fd = -1;
+  }
+  c.ended = true;
+  c.connecting = false;
+  const auto p = static_cast<size_t>(c.peer);
+  if (c.target) {
+    Complete(c.target, "EPEERLOST",
+             "receive from rank " + std::to_string(c.peer) + " with tag " + std::to_string(c.frame.tag) + ": rank " +
+                 std::to_string(c.peer) + " is gone in the middle of the message: " + why);
+    c.target.reset();
+  }
+  if (c.arrival) {
+    // A message cut short is no message: it leaves the unexpected queue (or fails its taker).
+    std::shared_ptr<Arrival> a = std::move(c.arrival);
+    if (a->claimed) {
+      Complete(a->claimed, "EPEERLOST",
+               "receive from rank " + std::to_string(c.peer) + ": rank " + std::to_string(c.peer) +
+                   " is gone in the middle of the message: " + why);
+    } else {
+      match_.DropUnexpected([&](const auto& u) { return u.message == a; });
+    }
+  }
+  const std::string& reason = why;
+  if (c.outgoing) {
+    for (auto& op : c.sends)
+      Complete(op, "EPEERLOST", "send to rank " + std::to_string(c.peer) + " with tag " + std::to_string(op->tag) + ": " + reason);
+    c.sends.clear();
+    // The peer's own stream to this rank may still hold messages: it decides.
+    if (in_[p] && !in_[p]->ended) {
+      gone_evidence_[p] = true;
+      return;
+    }
+    // A stream it opened and this rank has not greeted yet comes first.
+    AcceptAll();
+    if (in_[p] && !in_[p]->ended) {
+      gone_evidence_[p] = true;
+      return;
+    }
+  }
+  PeerGone(c.peer, reason);
+}
+
+void MessageStreams::PeerGone(int peer, const std::string& why) {
+  const auto p = static_cast<size_t>(peer);
+  if (gone_[p].empty()) gone_[p] = why;
+  if (out_[p] && !out_[p]->ended) {
+    for (auto& op : out_[p]->sends)
+      Complete(op, "EPEERLOST", "send to rank " + std::to_string(peer) + " with tag " + std::to_string(op->tag) + ": " + gone_[p]);
+    out_[p]->sends.clear();
+  }
+  FailRecvsFrom(peer);
+}
+
+void MessageStreams::FailRecvsFrom(int peer) {
+  const auto p = static_cast<size_t>(peer);
+  match_.DropPosted([&](const auto& posted) {
+    if (posted.source != peer) return false;
+    Complete(posted.recv, "EPEERLOST", "receive from " + Describe(peer, posted.tag) + ": " + gone_[p]);
+    return true;
+  });
+}
+
+void MessageStreams::Expire(Clock::time_point now) {
+  match_.DropPosted([&](const auto& posted) {
+    if (posted.recv->deadline > now) return false;
+    Complete(posted.recv, "ETIMEDOUT",
+             "no message from " + Describe(posted.source, posted.tag) + " arrived within " + std::to_string(options_.timeout_ms) +
+                 " ms (timeouts.collectiveMs)");
+    return true;
+  });
+  for (auto& c : out_) {
+    if (!c || c->ended || c->sends.empty() || c->sends.front()->deadline > now) continue;
+    const MessageOpPtr& op = c->sends.front();
+    const std::string why = "rank " + std::to_string(c->peer) + " did not take the message with tag " + std::to_string(op->tag) +
+                            " within " + std::to_string(options_.timeout_ms) + " ms (timeouts.collectiveMs)";
+    for (auto& s : c->sends) Complete(s, "ETIMEDOUT", "send to rank " + std::to_string(c->peer) + ": " + why);
+    c->sends.clear();
+    if (c->fd >= 0) ::close(c->fd);
+    c->fd = -1;
+    c->ended = true;
+    gone_[static_cast<size_t>(c->peer)] = why;
+  }
+}
+
+Clock::time_point MessageStreams::Deadline() const {
+  Clock::time_point d = Clock::time_point::max();
+  for (const auto& p : match_.posted()) d = std::min(d, p.recv->deadline);
+  for (const auto& c : out_)
+    if (c && !c->sends.empty()) d = std::min(d, c->sends.front()->deadline);
+  for (const auto& c : greeting_) d = std::min(d, c->greeting_deadline);
+  return d;
+}
+
+void MessageStreams::Loop() {
+  std::vector<pollfd> fds;
+  std::vector<Conn*> conns;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    // Connections to open.
+    for (auto& c : out_)
+      if (c && !c->ended && c->fd < 0) Connect(*c);
+    fds.clear();
+    conns.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    conns.push_back(nullptr);
+    fds.push_back({listen_fd_, POLLIN, 0});
+    conns.push_back(nullptr);
+    for (auto* list : {&out_, &in_, &greeting_}) {
+      for (auto& c : *list) {
+        if (!c || c->ended || c->fd < 0) continue;
+        short events = POLLIN;
+        if (c->outgoing && (c->connecting || c->hello_sent < sizeof c->my_hello || !c->sends.empty())) events |= POLLOUT;
+        fds.push_back({c->fd, events, 0});
+        conns.push_back(c.get());
+      }
+    }
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point deadline = Deadline();
+    // Without a deadline the loop sleeps until a post, a connection or a byte wakes it.
+    int timeout = -1;
+    if (deadline != Clock::time_point::max()) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+      timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, kMaxSleepMs));
+    }
+    lock.unlock();
+    ::poll(fds.data(), fds.size(), timeout);
+    lock.lock();
+    if (stopping_) break;
+    if (fds[0].revents != 0) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t n = ::read(wake_fd_, &v, sizeof v);
+    }
+    if (fds[1].revents != 0) AcceptAll();
+    for (size_t i = 2; i < fds.size(); ++i) {
+      Conn* c = conns[i];
+      if (c->ended || fds[i].revents == 0) continue;
+      if (c->outgoing && (fds[i].revents & (POLLOUT | POLLERR | POLLHUP)) &&
+          (c->connecting || c->hello_sent < sizeof c->my_hello || !c->sends.empty())) {
+        HandleWrite(*c);
+      }
+      if (c->ended) continue;
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (c->peer < 0) {
+          Greet(*c);
+        } else {
+          HandleRead(*c);
+        }
+      }
+    }
+    // Greetings that ended or took too long.
+    const Clock::time_point after = Clock::now();
+    greeting_.erase(std::remove_if(greeting_.begin(), greeting_.end(),
+                                   [&](std::unique_ptr<Conn>& c) {
+                                     if (!c->ended && c->greeting_deadline > after) return false;
+                                     if (c->fd >= 0) ::close(c->fd);
+                                     return true;
+                                   }),
+                    greeting_.end());
+    // A peer whose watch connection ended while its own stream still ran is gone once that ended too.
+    for (size_t p = 0; p < in_.size(); ++p) {
+      if (gone_evidence_[p] && (!in_[p] || in_[p]->ended)) {
+        gone_evidence_[p] = false;
+        PeerGone(static_cast<int>(p), gone_[p].empty() ? "rank " + std::to_string(p) + " is gone" : gone_[p]);
+      }
+    }
+    // A peer gone through its own stream: receives from it that nothing matched end now.
+    for (size_t p = 0; p < in_.size(); ++p)
+      if (!gone_[p].empty()) FailRecvsFrom(static_cast<int>(p));
+    Expire(after);
+  }
+}
+
+std::vector<std::pair<int, uint64_t>> MessageStreams::Close() {
+  std::vector<std::pair<int, uint64_t>> unreceived;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return unreceived;
+    closed_ = true;
+    stopping_ = true;
+    Wake();
+  }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<int, uint64_t> counts;
+  for (const auto& u : match_.unexpected()) ++counts[u.source];
+  unreceived.assign(counts.begin(), counts.end());
+  for (const auto& p : match_.posted())
+    Complete(p.recv, "ECLOSED", "receive from " + Describe(p.source, p.tag) + ": the communicator was closed");
+  match_.Clear();
+  const Frame bye{kFrameBye, 0, 0};
+  for (auto* list : {&out_, &in_, &greeting_}) {
+    for (auto& c : *list) {
+      if (!c) continue;
+      if (c->target) Complete(c->target, "ECLOSED", "receive: the communicator was closed");
+      if (c->arrival && c->arrival->claimed) Complete(c->arrival->claimed, "ECLOSED", "receive: the communicator was closed");
+      for (auto& op : c->sends) Complete(op, "ECLOSED", "send to rank " + std::to_string(c->peer) + ": the communicator was closed");
+      // A Bye only where no frame is half written (else the peer sees the stream end: gone).
+      if (c->fd >= 0 && !c->ended && c->peer >= 0 && !c->connecting && c->front_sent == 0 &&
+          (!c->outgoing || c->hello_sent == sizeof c->my_hello)) {
+        [[maybe_unused]] ssize_t n = ::send(c->fd, &bye, sizeof bye, MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      c->sends.clear();
+      if (c->fd >= 0) ::close(c->fd);
+      c->fd = -1;
+      c->ended = true;
+    }
+  }
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+  return unreceived;
+}
+
+}  // namespace topocoll

@@ -1,0 +1,182 @@
+// Point-to-point messages of one communicator (sendSync/recvSync/isend/irecv, … in TypeScript):
+// streams of their own between the ranks that message, and a progress thread that owns them.
+//
+// Why streams of their own: the collective links (channels, TCP links, a host layer) are strict
+// ordered streams read only by the collective executor, while it runs a collective. A message on
+// them would be read by a collective, and a message waiting for its receiver would stall every
+// collective behind it. Why a thread of its own: MPI programs do `isend(big, B); allreduce()`
+// while B does `allreduce(); recv()`; the isend must progress while its sender is in the
+// collective, so messages never wait on the collective job queue (job_queue.h) nor it on them.
+//
+// Streams. One TCP connection per ordered pair (sender → receiver) that messages, made by the
+// sender the first time it sends to that receiver (lazily: most pairs never message). A rank
+// that waits for a message from a specific source it has no stream from yet also connects to
+// that source (a "watch" connection, that carries no message), so that the source's death or
+// close reaches the receive. Every connection starts with a Hello (the job's token, the
+// connecting rank, kHelloMagic); the listener drops connections whose hello is wrong.
+//
+// Frames, written only by the connecting rank on its connection, in send order:
+//   Frame{kFrameMessage, tag, length}, then `length` bytes of body;
+//   Frame{kFrameBye, 0, 0} when the rank closes: nothing follows.
+// The accepting rank writes only a Bye, when it closes. A connection that ends (EOF, error,
+// refused) without a Bye means the peer died.
+//
+// Progress thread, one per communicator, in a poll() loop over the listener, an eventfd the
+// posting threads ring, and every connection. It writes queued sends in order (non-blocking,
+// header and body with writev: the body straight out of the caller's buffer, no copy), reads
+// frames, and matches each arriving message (message_match.h) against the posted receives: a
+// matched message's body is read straight into the receive's buffer as it streams in (beyond
+// its capacity: read and dropped, then ETRUNCATE); an unmatched one is read into a buffer of its
+// own (the unexpected queue), from which a later receive copies it. So a sender never waits for
+// its receiver to post a receive (no deadlock whatever the order of sends, receives and
+// collectives), at the price of one copy for messages that arrive before their receive.
+//
+// Outcomes. Each send and receive is a MessageOp; the thread that ends it sets `done` and its
+// outcome under the mutex, wakes the waiters (condition variable) and calls `on_complete` for
+// ops posted with `notify` (the binding settles their Promise). A posted receive still unmatched
+// after `timeout_ms` ends with ETIMEDOUT; a send not written after `timeout_ms` ends with
+// ETIMEDOUT and closes its connection (the receiver sees the stream end: EPEERLOST). A peer that
+// is gone (its connection ended) ends the sends to it and the receives from it that no message
+// already queued matches with EPEERLOST. Close() ends everything pending with ECLOSED and reports
+// the messages that arrived and were never received, by source.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "transport/message_match.h"
+#include "transport/tcp_links.h"
+
+namespace topocoll {
+
+struct MessageOp {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  int peer = kAnySource;  // send: the destination; receive: the source or kAnySource
+  int32_t tag = 0;        // receive: or kAnyTag
+  uint8_t* data = nullptr;
+  uint64_t bytes = 0;     // send: the message; receive: the buffer's capacity
+  bool allocate = false;  // receive: into `owned`, as long as the message (objects)
+  bool notify = false;    // call on_complete when done
+  uint64_t id = 0;        // the poster's number for it
+  std::chrono::steady_clock::time_point deadline;
+  // The outcome, written once under the engine's mutex; read after `done` (under it, or after Wait).
+  bool done = false;
+  std::string code;  // empty: success
+  std::string message;
+  int source = -1;  // receive: the message's source, tag and length in bytes
+  int32_t status_tag = -1;
+  uint64_t length = 0;
+  std::unique_ptr<uint8_t[]> owned;
+};
+using MessageOpPtr = std::shared_ptr<MessageOp>;
+
+class MessageStreams {
+ public:
+  struct Options {
+    int rank = 0;
+    int size = 1;
+    int64_t timeout_ms = 0;  // 0: receives and sends wait without a limit
+    // Called (on any thread, under the mutex: it must not call back in) for ops posted with notify.
+    std::function<void(const MessageOpPtr&)> on_complete;
+  };
+
+  explicit MessageStreams(Options options);
+  MessageStreams(const MessageStreams&) = delete;
+  MessageStreams& operator=(const MessageStreams&) = delete;
+  ~MessageStreams();
+
+  // Binds the socket to an ephemeral port of every interface; returns the port. Before the
+  // ranks agree on anything: the port travels with the rank's information (join.ts), and the
+  // peers reach it at the address their collective links use for this rank. Strangers are
+  // dropped by the hello's token.
+  int Bind();
+  // Listens on the bound port: once the rank has joined, before the join's last barrier, so no
+  // peer can connect (it starts messaging only after that barrier) before it listens.
+  void Listen();
+  // The communicator's token (the hellos carry it) and every rank's address, then the progress
+  // thread starts.
+  void Start(const std::string& token, std::vector<TcpPeer> peers);
+
+  // Post a send of `bytes` at `data` (which stays valid until the op is done) to `dest`.
+  // notify_id > 0: on_complete is called for the op, which carries that id.
+  MessageOpPtr Send(int dest, int32_t tag, const uint8_t* data, uint64_t bytes, uint64_t notify_id);
+  // Post a receive into `data` (capacity bytes), or into a buffer of the message's length when
+  // `allocate`. A receive an unexpected message matches may end here, on the calling thread.
+  MessageOpPtr Recv(int source, int32_t tag, uint8_t* data, uint64_t capacity, bool allocate, uint64_t notify_id);
+  // Blocks until `op` is done.
+  void Wait(const MessageOpPtr& op);
+  bool Done(const MessageOpPtr& op);
+
+  // Ends every pending op with ECLOSED, says Bye on every connection, stops the thread, closes
+  // the sockets. Returns the messages that arrived and no receive took, counted by source.
+  // Idempotent (later calls return nothing).
+  std::vector<std::pair<int, uint64_t>> Close();
+
+  struct Hello {
+    char token[TcpLinks::kTokenBytes];
+    int32_t rank;
+    uint32_t magic;
+  };
+  struct Frame {
+    uint32_t kind;
+    int32_t tag;
+    uint64_t length;
+  };
+  static constexpr uint32_t kHelloMagic = 0x74637032;    // "tcp2"
+  static constexpr uint32_t kFrameMessage = 0x6d736731;  // "msg1"
+  static constexpr uint32_t kFrameBye = 0x62796531;      // "bye1"
+
+ private:
+  struct Arrival;
+  struct Conn;
+  void Loop();
+  void Wake();
+  // Under mutex_:
+  void Complete(const MessageOpPtr& op, std::string code = {}, std::string message = {});
+  void Deliver(Arrival& arrival, const MessageOpPtr& op);
+  void Connect(Conn& c);
+  void HandleRead(Conn& c);
+  void HandleWrite(Conn& c);
+  bool ReadFrames(Conn& c);
+  void Greet(Conn& c);
+  void AcceptAll();
+  // `why`: the whole reason the peer is gone, should this end show it.
+  void EndConn(Conn& c, const std::string& why);
+  void PeerGone(int peer, const std::string& why);
+  void FailRecvsFrom(int peer);
+  void Expire(std::chrono::steady_clock::time_point now);
+  std::chrono::steady_clock::time_point Deadline() const;
+  Conn& OutConn(int peer);
+  std::string Describe(int source, int32_t tag) const;
+  static std::string Gone(int peer, const std::string& why);
+
+  Options options_;
+  std::string token_;
+  std::vector<TcpPeer> peers_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool stopping_ = false;
+  bool closed_ = false;
+  MatchQueues<MessageOpPtr, std::shared_ptr<Arrival>> match_;
+  std::vector<std::unique_ptr<Conn>> out_;       // by peer: this rank's connection to it
+  std::vector<std::unique_ptr<Conn>> in_;        // by peer: its connection to this rank
+  std::vector<std::unique_ptr<Conn>> greeting_;  // accepted, hello not read yet
+  std::vector<std::string> gone_;                // by peer: why it is gone (empty: not gone)
+  std::vector<bool> gone_evidence_;              // an end seen on out_[peer] while in_[peer] still streams
+  std::vector<uint8_t> discard_;                 // the bytes of a message beyond its receive's capacity
+};
+
+}  // namespace topocoll

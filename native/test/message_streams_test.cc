@@ -1,0 +1,111 @@
+// The point-to-point streams (message_streams.h) of three ranks in one process, over loopback:
+// messages of every size from one sender arrive in send order, into the posted receive or through
+// the unexpected queue; wildcards; truncation consumes the message and leaves the sender alone;
+// a receive times out naming its source and tag; a peer that closes ends the receives waiting
+// on it, and Close reports the messages never received.
+#include "transport/message_streams.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+#include <vector>
+
+namespace topocoll::test {
+namespace {
+
+struct Ranks {
+  std::vector<std::unique_ptr<MessageStreams>> r;
+  explicit Ranks(int n, int64_t timeout_ms = 10000) {
+    std::vector<TcpPeer> peers;
+    for (int i = 0; i < n; ++i) {
+      MessageStreams::Options o;
+      o.rank = i;
+      o.size = n;
+      o.timeout_ms = timeout_ms;
+      r.push_back(std::make_unique<MessageStreams>(o));
+      peers.push_back({i, "127.0.0.1", r.back()->Bind()});
+      r.back()->Listen();
+    }
+    for (auto& s : r) s->Start("test-token", peers);
+  }
+};
+
+std::vector<uint8_t> Bytes(size_t n, int seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed * 31 + i * 7);
+  return v;
+}
+
+TEST(MessageStreams, OrderAndContentPostedOrUnexpected) {
+  Ranks ranks(3);
+  const std::vector<size_t> sizes = {0, 1, 100, 70000, 3 << 20, 5};
+  std::vector<std::vector<uint8_t>> out;
+  std::vector<MessageOpPtr> sends;
+  for (size_t i = 0; i < sizes.size(); ++i) out.push_back(Bytes(sizes[i], static_cast<int>(i)));
+  // Half the receives posted before the sends, half after (unexpected).
+  std::vector<std::vector<uint8_t>> in(sizes.size(), std::vector<uint8_t>(3 << 20));
+  std::vector<MessageOpPtr> recvs;
+  for (size_t i = 0; i < 3; ++i) recvs.push_back(ranks.r[1]->Recv(0, 4, in[i].data(), in[i].size(), false, 0));
+  for (size_t i = 0; i < sizes.size(); ++i) sends.push_back(ranks.r[0]->Send(1, 4, out[i].data(), out[i].size(), 0));
+  for (auto& s : sends) ranks.r[0]->Wait(s);
+  for (size_t i = 3; i < sizes.size(); ++i) recvs.push_back(ranks.r[1]->Recv(kAnySource, kAnyTag, in[i].data(), in[i].size(), false, 0));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ranks.r[1]->Wait(recvs[i]);
+    ASSERT_EQ(recvs[i]->code, "") << recvs[i]->message;
+    EXPECT_EQ(recvs[i]->source, 0);
+    EXPECT_EQ(recvs[i]->status_tag, 4);
+    ASSERT_EQ(recvs[i]->length, sizes[i]) << "message " << i;
+    EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), in[i].begin())) << "message " << i;
+  }
+}
+
+TEST(MessageStreams, TruncationConsumesTheMessageAndTimeoutsNameSourceAndTag) {
+  Ranks ranks(2, 300);
+  auto big = Bytes(1000, 1);
+  auto next = Bytes(10, 2);
+  auto s1 = ranks.r[0]->Send(1, 9, big.data(), big.size(), 0);
+  auto s2 = ranks.r[0]->Send(1, 9, next.data(), next.size(), 0);
+  std::vector<uint8_t> small(10);
+  auto r1 = ranks.r[1]->Recv(0, 9, small.data(), small.size(), false, 0);
+  ranks.r[1]->Wait(r1);
+  EXPECT_EQ(r1->code, "ETRUNCATE");
+  auto r2 = ranks.r[1]->Recv(0, 9, small.data(), small.size(), false, 0);
+  ranks.r[1]->Wait(r2);
+  EXPECT_EQ(r2->code, "");
+  EXPECT_EQ(small, next);
+  ranks.r[0]->Wait(s1);
+  ranks.r[0]->Wait(s2);
+  EXPECT_EQ(s1->code, "");
+  auto r3 = ranks.r[1]->Recv(0, 77, small.data(), small.size(), false, 0);
+  ranks.r[1]->Wait(r3);
+  EXPECT_EQ(r3->code, "ETIMEDOUT");
+  EXPECT_NE(r3->message.find("rank 0 with tag 77"), std::string::npos) << r3->message;
+}
+
+TEST(MessageStreams, APeerThatClosesEndsTheReceivesWaitingOnItAndCloseCountsTheUnreceived) {
+  Ranks ranks(3);
+  auto m = Bytes(64, 3);
+  for (int i = 0; i < 3; ++i) ranks.r[0]->Wait(ranks.r[0]->Send(2, 1, m.data(), m.size(), 0));
+  ranks.r[0]->Wait(ranks.r[0]->Send(2, 2, m.data(), m.size(), 0));
+  std::vector<uint8_t> in(64);
+  // Rank 1 never had a stream from rank 2: its receive watches rank 2.
+  auto waiting = ranks.r[1]->Recv(2, 5, in.data(), in.size(), false, 0);
+  // Rank 2 takes one message, then closes with the other three unreceived.
+  auto one = ranks.r[2]->Recv(0, 2, in.data(), in.size(), false, 0);
+  ranks.r[2]->Wait(one);
+  ASSERT_EQ(one->code, "");
+  auto pending = ranks.r[2]->Recv(1, 0, in.data(), in.size(), false, 0);
+  const auto unreceived = ranks.r[2]->Close();
+  ASSERT_EQ(unreceived.size(), 1u);
+  EXPECT_EQ(unreceived[0], std::make_pair(0, uint64_t{3}));
+  EXPECT_EQ(pending->code, "ECLOSED");
+  ranks.r[1]->Wait(waiting);
+  EXPECT_EQ(waiting->code, "EPEERLOST");
+  auto after = ranks.r[0]->Recv(2, kAnyTag, in.data(), in.size(), false, 0);
+  ranks.r[0]->Wait(after);
+  EXPECT_EQ(after->code, "EPEERLOST");
+}
+
+}  // namespace
+}  // namespace topocoll::test
