@@ -76,6 +76,18 @@ export function groupCores(members: readonly number[], cpus: readonly { machine:
 }
 
 /**
+ * Whether the ranks of some machine outnumber the CPUs they may run on (groupCores of each
+ * machine's ranks): every rank computes the same from the same sets. False where a rank's CPUs
+ * are unknown.
+ */
+export function someMachineShared(cpus: readonly { machine: string; cpus: readonly number[] }[]): boolean {
+  const byMachine = new Map<string, number[]>();
+  cpus.forEach((where, rank) => byMachine.set(where.machine, [...(byMachine.get(where.machine) ?? []), rank]));
+  for (const members of byMachine.values()) if (members.length > groupCores(members, cpus)) return true;
+  return false;
+}
+
+/**
  * Per position of `members`, an index naming the one CPU that member is bound to (equal indices:
  * the same CPU of the same host); undefined unless every member is bound to exactly one CPU.
  */

@@ -9,7 +9,7 @@ import {
   type ReduceAlgorithm,
 } from './algorithm-choice.js';
 import { DEFAULT_BARRIER_CANDIDATES } from './barrier-model.js';
-import { coreBoundUs, groupCores, memberCores, type WorkAlgorithm, type WorkCollective } from './core-sharing.js';
+import { coreBoundUs, groupCores, memberCores, someMachineShared, type WorkAlgorithm, type WorkCollective } from './core-sharing.js';
 import type { GroupAllgatherAlgorithm } from './group-allgather.js';
 import type { GroupReduceScatterAlgorithm } from './group-reduce-scatter.js';
 import { alltoallAlgorithm } from './alltoall.js';
@@ -215,6 +215,8 @@ export class Selector {
   /** The levels of the rank-ordered plan (the scans'). */
   private readonly orderedLevels: { level: string; groups: Group[] }[];
   private readonly top?: Group;
+  /** Some machine of the job has more ranks than CPUs (someMachineShared). */
+  private readonly coresShared: boolean;
 
   /** `orderedPlan`: the rank-ordered plan the scans run over (`plan` where that keeps the rank order). */
   constructor(
@@ -227,6 +229,7 @@ export class Selector {
     this.levels = levelsOf(plan);
     this.orderedLevels = orderedPlan === plan ? this.levels : levelsOf(orderedPlan);
     this.top = topGroup(plan);
+    this.coresShared = facts.cpus !== undefined && someMachineShared(facts.cpus);
     // Every group's configured algorithm is checked here, so a misplaced shm is refused before any call.
     for (const { groups } of this.levels) {
       for (const g of groups) {
@@ -393,11 +396,15 @@ export class Selector {
   /**
    * The largest segment `g`'s exchange steps may carry (ExchangeLimits): none inside a node (its
    * exchanges interleave), `apart` when its members are each on a node of their own, else `mixed`.
+   * Where some machine of the job has more ranks than CPUs (hosts sharing cores), `mixed` for
+   * those too: unsegmented exchanges between its hosts measured slower there (bench/RESULTS.md,
+   * "Across hosts"), which the model's pricing of stages that take turns does not see. Decided
+   * from every rank's CPUs, known alike to every rank.
    */
   exchangeLimit(g: Group): number {
     if (this.isNodeLocal(g)) return Infinity;
     const nodes = new Set(g.members.map((m) => this.plan.placements[m]!.node));
-    return nodes.size === g.members.length ? this.limits.apart : this.limits.mixed;
+    return nodes.size === g.members.length && !this.coresShared ? this.limits.apart : this.limits.mixed;
   }
 
   /** The largest segment the groups that exchange between nodes in `collective` with the per-group choice `of` allow (Infinity: none exchanges). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coreBoundUs, groupCores, memberCores, memberWorkCounts, workCounts, workUs } from '../../src/algorithms/core-sharing.js';
+import { coreBoundUs, groupCores, memberCores, someMachineShared, memberWorkCounts, workCounts, workUs } from '../../src/algorithms/core-sharing.js';
 import { predictGroupAllgatherUs, predictGroupReduceUs, type LevelCosts } from '../../src/algorithms/cost-model.js';
 import { exchangeLimitsOf, Selector } from '../../src/algorithms/selection.js';
 import { validateConfig } from '../../src/config/load.js';
@@ -163,5 +163,25 @@ describe('the Selector with ranks sharing cores', () => {
     const b = shared.barrierOf(socket);
     expect(b.all.map((c) => c.algorithm)).toContain('dissemination');
     expect(b.algorithm).not.toBe('dissemination');
+  });
+});
+
+describe('hosts that share cores: the exchange limit between them', () => {
+  const config = validateConfig({});
+  const four = planGroups(byCore(['a', 'b', 'c', 'd'], 1, 1));
+  const world = [...four.groups.values()].flat().find((g) => g.members.length === 4)!;
+  const limits = { apart: Infinity, mixed: 65472 };
+  const selector = (cpus: { machine: string; cpus: number[] }[]) => new Selector(config, four, limits, { cores: 2, oversubscribed: false, cpus });
+
+  it('someMachineShared: a machine whose ranks outnumber the CPUs they may run on, whichever hosts they are', () => {
+    expect(someMachineShared([0, 1, 2, 3].map((r) => ({ machine: `m${r >> 1}`, cpus: [r % 2] })))).toBe(false);
+    expect(someMachineShared([0, 1, 2].map(() => ({ machine: 'm', cpus: [0, 1] })))).toBe(true);
+    expect(someMachineShared([0, 1, 2].map((r) => ({ machine: 'm', cpus: [r % 2] })))).toBe(true);
+    expect(someMachineShared([0, 1, 2].map(() => ({ machine: 'm', cpus: [] })))).toBe(false);
+  });
+
+  it("one rank per node: apart on machines of their own, mixed where the nodes share one machine's cores", () => {
+    expect(selector(four.placements.map((p) => ({ machine: p.node, cpus: [0] }))).exchangeLimit(world)).toBe(Infinity);
+    expect(selector(four.placements.map((p) => ({ machine: 'h', cpus: [p.rank % 2] }))).exchangeLimit(world)).toBe(65472);
   });
 });
