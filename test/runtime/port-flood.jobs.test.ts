@@ -71,7 +71,11 @@ function socketInodes(pid: number): Set<string> {
   return inodes;
 }
 
-/** The IPv4 TCP ports process `pid` listens on. */
+/**
+ * The IPv4 TCP ports process `pid` listens on at one address. A rank's point-to-point messages
+ * listen on every interface (0.0.0.0, docs/architecture.md §3.11) and are left out: the data port
+ * is the one bound to the address the rank published.
+ */
 function listeningPorts(pid: number): number[] {
   const inodes = socketInodes(pid);
   if (inodes.size === 0) return [];
@@ -84,7 +88,8 @@ function listeningPorts(pid: number): number[] {
   const ports: number[] = [];
   for (const line of table.split('\n').slice(1)) {
     const f = line.trim().split(/\s+/);
-    if (f[3] === '0A' && inodes.has(f[9]!)) ports.push(parseInt(f[1]!.split(':')[1]!, 16));
+    const [address, port] = f[1]?.split(':') ?? [];
+    if (f[3] === '0A' && inodes.has(f[9]!) && address !== '00000000') ports.push(parseInt(port!, 16));
   }
   return ports;
 }

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "base/errors.h"
+#include "transport/tcp_links.h"
 
 namespace topocoll {
 
@@ -24,14 +25,6 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kDiscardBytes = 256 * 1024;
 // The longest single sleep of the loop towards a deadline.
 constexpr int kMaxSleepMs = 1000;
-
-void Tune(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  int bytes = 4 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-}
 
 }  // namespace
 
@@ -255,7 +248,7 @@ void MessageStreams::Connect(Conn& c) {
     EndConn(c, Gone(c.peer, "socket: " + ErrnoText(errno)));
     return;
   }
-  Tune(c.fd);
+  TuneStreamSocket(c.fd);
   if (connect(c.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS) {
     EndConn(c, Gone(c.peer, "its port refused the connection (" + ErrnoText(errno) + ")"));
     return;
@@ -455,7 +448,7 @@ void MessageStreams::AcceptAll() {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
-    Tune(fd);
+    TuneStreamSocket(fd);
     auto c = std::make_unique<Conn>();
     c->fd = fd;
     c->greeting_deadline = Clock::now() + std::chrono::seconds(2);

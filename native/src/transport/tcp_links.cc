@@ -31,15 +31,6 @@ constexpr size_t kMaxGreeting = 256;
 
 void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-void Tune(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  // Large buffers let a sender run ahead of its receiver for mid-sized messages.
-  int bytes = 4 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-}
-
 TcpLinks::Hello MakeHello(const std::string& token, int rank) {
   TcpLinks::Hello h{};
   std::memcpy(h.token, token.data(), token.size() < kTokenBytes ? token.size() : kTokenBytes);
@@ -48,6 +39,15 @@ TcpLinks::Hello MakeHello(const std::string& token, int rank) {
 }
 
 }  // namespace
+
+void TuneStreamSocket(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // Large buffers let a sender run ahead of its receiver for mid-sized messages.
+  int bytes = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
 
 TcpLinks::~TcpLinks() { CloseAll(); }
 
@@ -102,7 +102,7 @@ std::vector<int> TcpLinks::Establish(int my_rank, const std::string& token, cons
       missing.push_back(p.rank);
       continue;
     }
-    Tune(fd);
+    TuneStreamSocket(fd);
     if (::send(fd, &mine, sizeof mine, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof mine)) {
       close(fd);
       throw CollError("EPEERLOST", "cannot greet rank " + std::to_string(p.rank) + ": " + ErrnoText(errno));
@@ -143,7 +143,7 @@ std::vector<int> TcpLinks::Establish(int my_rank, const std::string& token, cons
         drop = !accepted;  // a stranger, a wrong token or a duplicate
       }
       if (accepted) {
-        Tune(g.fd);
+        TuneStreamSocket(g.fd);
         fds_[g.hello.rank] = g.fd;
       } else if (drop) {
         close(g.fd);

@@ -20,6 +20,9 @@
 
 namespace topocoll {
 
+// Every stream socket of the transports: no Nagle delay, and 4 MiB buffers each way.
+void TuneStreamSocket(int fd);
+
 struct TcpPeer {
   int rank;
   std::string host;
