@@ -444,6 +444,14 @@ void MessageStreams::Greet(Conn& c) {
   ReadFrames(*in_[static_cast<size_t>(r)]);
 }
 
+void MessageStreams::DrainArrived() {
+  if (listen_fd_ >= 0) AcceptAll();
+  for (auto& c : greeting_)
+    if (c && !c->ended && c->fd >= 0 && c->peer < 0) Greet(*c);
+  for (auto& c : in_)
+    if (c && !c->ended && c->fd >= 0) ReadFrames(*c);
+}
+
 void MessageStreams::AcceptAll() {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -644,6 +652,7 @@ std::vector<std::pair<int, uint64_t>> MessageStreams::Close() {
   }
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mutex_);
+  DrainArrived();
   std::map<int, uint64_t> counts;
   for (const auto& u : match_.unexpected()) ++counts[u.source];
   unreceived.assign(counts.begin(), counts.end());

@@ -150,6 +150,11 @@ class MessageStreams {
   bool ReadFrames(Conn& c);
   void Greet(Conn& c);
   void AcceptAll();
+  // At close, with the thread stopped: takes in what arrived and no pass of the loop read yet
+  // (connections in the backlog, frames in the sockets), so that the close notice counts those
+  // messages, and no unread bytes turn the close into a reset at the peer, which would then see
+  // its stream break instead of the Bye.
+  void DrainArrived();
   // `why`: the whole reason the peer is gone, should this end show it.
   void EndConn(Conn& c, const std::string& why);
   void PeerGone(int peer, const std::string& why);
