@@ -648,12 +648,20 @@ void Engine::RunPackedRun(const std::vector<Step>& steps, size_t begin, size_t e
   h.count = (end - begin) * t.n;
   if (receives) pack_in_.resize(bytes);
   Delivery into(pack_in_.data(), Reducer{}, false, elem, nullptr, combine_scratch_);
+  // A peer's probes carry its call's header (count n), the run's message its own count: probes
+  // are checked against the call, the message against the run.
+  auto receive = [&](int peer, int local_peer) {
+    MsgHeader got{};
+    ReceiveHeader(peer, local_peer, call, got, guard);
+    CheckHeader(h, got, peer);
+    ReceiveBody(peer, local_peer, bytes, into, guard);
+  };
   if (s.kind == StepKind::kSend) {
     SendTo(s.peer, s.local_peer, h, pack_out_.data(), bytes, guard);
     return;
   }
   if (s.kind == StepKind::kRecv) {
-    RecvFrom(s.peer, s.local_peer, h, bytes, into, guard);
+    receive(s.peer, s.local_peer);
   } else if (s.local_peer >= 0 && s.local_peer2 >= 0) {
     ExchangeLocal(s, h, h, pack_out_.data(), bytes, into, bytes, guard);
   } else {
@@ -664,10 +672,10 @@ void Engine::RunPackedRun(const std::vector<Step>& steps, size_t begin, size_t e
     }
     if (DuplexBetween(s.local_peer, s.local_peer2)) {
       ExchangeRemote(
-          s.peer, h, pack_out_.data(), bytes, [&] { RecvFrom(s.peer2, s.local_peer2, h, bytes, into, guard); }, guard);
+          s.peer, h, pack_out_.data(), bytes, [&] { receive(s.peer2, s.local_peer2); }, guard);
     } else {
       SendTo(s.peer, s.local_peer, h, pack_out_.data(), bytes, guard);
-      RecvFrom(s.peer2, s.local_peer2, h, bytes, into, guard);
+      receive(s.peer2, s.local_peer2);
     }
   }
   for (size_t k = begin; k < end; ++k) {
