@@ -96,6 +96,14 @@ export const StepKind = {
    * through the area (`everyRankCombines` picks their protocol).
    */
   ShmWindowAllgather: 17,
+  /**
+   * The whole call of a gather(v), scatter(v), reduce-scatter, alltoall (equal blocks), scan or
+   * exscan of a one-node job whose ranks have a core each, through the same area (native
+   * ShmAllreduce::Gather … Scan; the collective is the call's): the only step of its first phase,
+   * `peer` the root (0 for the unrooted ones). Each rank deposits what others read of it (≤ 8 KiB)
+   * and reads what it needs straight out of their slots.
+   */
+  ShmAreaCall: 18,
 } as const;
 export type StepKind = (typeof StepKind)[keyof typeof StepKind];
 

@@ -1,7 +1,8 @@
-// The node-wide small-message allreduce and the allgather, bcast and reduce through its slots
-// (shm_allreduce.h), threads as the local ranks: both protocols (every rank combines / the last
-// to arrive computes) alternating from call to call as configure() may switch them, one-way
-// bcasts and reduces from every root between them (runs of them longer than the ring), calls
+// The node-wide small-message allreduce and the allgather, bcast, reduce, gather, scatter,
+// alltoall, reduce-scatter and scans through its slots (shm_allreduce.h), threads as the local
+// ranks: both protocols (every rank combines / the last to arrive computes) alternating from call
+// to call as configure() may switch them, one-way bcasts, reduces, gathers, scatters and scans
+// from every root between them (runs of them longer than the ring), calls
 // back to back so the ring of slots, the columns and the results are reused while slow ranks
 // lag (a bcast root and reduce senders run ahead), data at the slot's and column's limits,
 // allgather blocks of several rounds.
@@ -11,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <thread>
@@ -96,13 +98,13 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
   // Starts near the wrap of the 32-bit call count, so the runs cross it.
   constexpr uint32_t kFirstCall = 0xffffffffU - 40;
   node.StartAt(kFirstCall);
-  enum Kind { kAllreduce, kAllgather, kBcast, kReduce };
+  enum Kind { kAllreduce, kAllgather, kBcast, kReduce, kGather, kScatter, kAlltoall, kReduceScatter, kScan, kExscan, kKinds };
   struct Call {
     Kind kind;
     bool every_rank;                       // the protocol (allreduce, allgather)
-    size_t root;                           // local index (bcast, reduce)
-    uint64_t count;                        // allreduce elements
-    std::vector<uint64_t> counts, displs;  // allgather blocks (elements, by global rank)
+    size_t root;                           // local index (bcast, reduce, gather, scatter)
+    uint64_t count;                        // allreduce, bcast, reduce, scan elements; an alltoall's block
+    std::vector<uint64_t> counts, displs;  // allgather, gather, scatter, reduce-scatter blocks (elements, by global rank)
   };
   std::vector<Call> calls;
   std::mt19937 rng(31);
@@ -118,14 +120,32 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
       --run;
       call = calls.back();
     } else {
-      call.kind = static_cast<Kind>(rng() % 4);
+      call.kind = static_cast<Kind>(rng() % kKinds);
       call.every_rank = rng() % 2 == 0;
       call.root = rng() % local;
-      if ((call.kind == kBcast || call.kind == kReduce) && rng() % 3 == 0) run = static_cast<int>(ShmAllreduce::kDepth + rng() % 40);
+      const bool one_way =
+          call.kind == kBcast || call.kind == kReduce || call.kind == kGather || call.kind == kScatter || call.kind == kScan;
+      if (one_way && rng() % 3 == 0) run = static_cast<int>(ShmAllreduce::kDepth + rng() % 40);
     }
     // A run's calls stay in the slots (a column call waits for every rank).
     const uint64_t counts[] = {0, 1, 2, 3, kInline, kInline + 1, kMaxCount - 1, kMaxCount, 1 + rng() % kMaxCount};
     call.count = counts[rng() % (run > 0 ? 5 : 9)];
+    if (call.kind == kAlltoall) call.count = std::min(call.count, kMaxCount / local);
+    if (call.kind == kGather || call.kind == kScatter || call.kind == kReduceScatter) {
+      // Blocks of one call hold at most kMaxCount in all; a run's deposits stay in the slots
+      // (a gather's: each block; the others': the whole vector).
+      const uint64_t most = run > 0 ? (call.kind == kGather ? kInline : kInline / local) : kMaxCount / local;
+      call.counts.assign(global, 0);
+      call.displs.assign(global, 0);
+      uint64_t at = 0;
+      for (size_t g = 0; g < global; ++g) {
+        call.displs[g] = at;
+        if (std::find(c.ranks.begin(), c.ranks.end(), static_cast<int>(g)) == c.ranks.end()) continue;
+        const uint64_t blocks[] = {0, 1, most, rng() % (most + 1)};
+        call.counts[g] = blocks[rng() % 4];
+        at += call.counts[g];
+      }
+    }
     if (call.kind == kAllgather) {
       uint64_t at = 0;
       call.counts.assign(global, 0);
@@ -188,6 +208,80 @@ TEST_P(ShmAllreduceTest, EveryRankGetsTheLocalOrderFoldAndEveryBlock) {
               // The root gets the fold; the others' input stays as it was.
               const uint64_t want = me == call.root ? fold(i) : InputValue(k, static_cast<uint64_t>(my_rank), i);
               if (buf[i] != want) fail("reduce", i);
+            }
+          } else if (call.kind == kGather || call.kind == kScatter) {
+            const bool gather = call.kind == kGather;
+            const auto mine = static_cast<size_t>(my_rank);
+            const uint64_t total = call.displs.back() + call.counts.back();
+            // The whole vector at the root, this rank's block (its input, or where its block lands).
+            std::vector<uint64_t> whole(me == call.root ? total : 0, ~uint64_t{0});
+            buf.assign(call.counts[mine], ~uint64_t{0});
+            if (gather) {
+              for (uint64_t i = 0; i < call.counts[mine]; ++i) buf[i] = InputValue(k, mine, i);
+            } else if (me == call.root) {
+              for (int r : c.ranks)
+                for (uint64_t i = 0; i < call.counts[static_cast<size_t>(r)]; ++i)
+                  whole[call.displs[static_cast<size_t>(r)] + i] = InputValue(k, static_cast<uint64_t>(r), i);
+            }
+            MsgHeader h = HeaderOf(gather ? Collective::kGather : Collective::kScatter, k, total);
+            h.root = c.ranks[call.root];
+            auto* w = me == call.root ? reinterpret_cast<uint8_t*>(whole.data()) : nullptr;
+            auto* own = reinterpret_cast<uint8_t*>(buf.data());
+            if (gather)
+              engine.Gather(own, w, call.counts, call.displs, sizeof(uint64_t), h, call.root, policy, guard);
+            else
+              engine.Scatter(w, own, call.counts, call.displs, sizeof(uint64_t), h, call.root, policy, guard);
+            for (uint64_t i = 0; i < call.counts[mine]; ++i)
+              if (buf[i] != InputValue(k, mine, i)) fail(gather ? "gather (own block)" : "scatter", i);
+            if (gather && me == call.root) {
+              for (int r : c.ranks)
+                for (uint64_t i = 0; i < call.counts[static_cast<size_t>(r)]; ++i)
+                  if (whole[call.displs[static_cast<size_t>(r)] + i] != InputValue(k, static_cast<uint64_t>(r), i)) fail("gather", i);
+            }
+          } else if (call.kind == kAlltoall) {
+            // Block d of local rank s: InputValue(k, s·local + d, i).
+            const uint64_t n = call.count;
+            std::vector<uint64_t> send(n * local);
+            for (size_t d = 0; d < local; ++d)
+              for (uint64_t i = 0; i < n; ++i) send[d * n + i] = InputValue(k, me * local + d, i);
+            buf.assign(n * local, ~uint64_t{0});
+            // Every third call in place.
+            const bool in_place = k % 3 == 0;
+            if (in_place) buf = send;
+            engine.Alltoall(reinterpret_cast<const uint8_t*>(in_place ? buf.data() : send.data()), reinterpret_cast<uint8_t*>(buf.data()),
+                            n, sizeof(uint64_t), HeaderOf(Collective::kAlltoall, k, n), policy, guard);
+            for (size_t s = 0; s < local; ++s)
+              for (uint64_t i = 0; i < n; ++i)
+                if (buf[s * n + i] != InputValue(k, s * local + me, i)) fail("alltoall", i);
+          } else if (call.kind == kReduceScatter) {
+            const auto mine = static_cast<size_t>(my_rank);
+            const uint64_t total = call.displs.back() + call.counts.back();
+            std::vector<uint64_t> input(total);
+            for (uint64_t x = 0; x < total; ++x) input[x] = InputValue(k, mine, x);
+            // Every third call in place: the input is buf, the block its first elements.
+            const bool in_place = k % 3 == 0;
+            buf = in_place ? input : std::vector<uint64_t>(call.counts[mine], ~uint64_t{0});
+            engine.ReduceScatter(reinterpret_cast<const uint8_t*>(in_place ? buf.data() : input.data()),
+                                 reinterpret_cast<uint8_t*>(buf.data()), call.counts, call.displs, sizeof(uint64_t),
+                                 HeaderOf(Collective::kReduceScatter, k, total), combine, policy, guard);
+            for (uint64_t i = 0; i < call.counts[mine]; ++i)
+              if (buf[i] != fold(call.displs[mine] + i)) fail("reduce-scatter", i);
+          } else if (call.kind == kScan || call.kind == kExscan) {
+            const bool exclusive = call.kind == kExscan;
+            buf.resize(call.count);
+            for (uint64_t i = 0; i < call.count; ++i) buf[i] = InputValue(k, static_cast<uint64_t>(my_rank), i);
+            // In place: the result overwrites the input (an exscan's rank 0 keeps it).
+            MsgHeader h = HeaderOf(exclusive ? Collective::kExscan : Collective::kScan, k, call.count);
+            engine.Scan(reinterpret_cast<const uint8_t*>(buf.data()), reinterpret_cast<uint8_t*>(buf.data()), call.count, sizeof(uint64_t),
+                        exclusive, h, combine, policy, guard);
+            const size_t upto = exclusive ? me : me + 1;
+            for (uint64_t i = 0; i < call.count; ++i) {
+              uint64_t want = InputValue(k, static_cast<uint64_t>(my_rank), i);
+              if (upto > 0) {
+                want = InputValue(k, static_cast<uint64_t>(c.ranks[0]), i);
+                for (size_t r = 1; r < upto; ++r) want = want * 3 + InputValue(k, static_cast<uint64_t>(c.ranks[r]), i);
+              }
+              if (buf[i] != want) fail(exclusive ? "exscan" : "scan", i);
             }
           } else if (call.kind == kAllgather) {
             uint64_t total = 0;

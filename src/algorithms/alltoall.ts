@@ -64,6 +64,16 @@ import { pairBlock, StepKind, type BlockRange, type Schedule, type Step } from '
  * earlier message on that link, a sender in a later step has sent it). The simulator checks it
  * with rendezvous sends (test/algorithms/alltoall.test.ts).
  *
+ * **Cross exchanges** (`exchanges`): ordered Sends and Recvs put a step's messages on the wire one
+ * direction after the other — between two nodes one latency and one transfer each way in turn.
+ * Where the group's links exchange in both directions at once (TCP between nodes writes while it
+ * reads; a host layer and MPI hold messages up to a limit: the planner's exchange limit for the
+ * group, ExchangeLimits, covers the step's largest message), a step whose sends and receives are
+ * as many (the members cover as many ranks) is their SendRecvs in list order instead: the j-th
+ * send with the j-th receive. A rank in such an exchange reads while it writes, so it never
+ * blocks a sender; mixed with ordered steps of members that cover other counts, the argument
+ * above holds with fewer waits.
+ *
  * **Bundles** (`packed`, an alltoall's small blocks; not alltoallv's, whose lengths only the
  * blocks' ends know): every list above that one rank sends one peer in one go — a member's blocks
  * up, a leader's blocks down to one member, one cross step's blocks each way — is one message (a
@@ -84,9 +94,14 @@ export function alltoallAlgorithm(plan: GroupPlan): 'pairwise' | 'hierarchical' 
   return plan.placements.every((p) => p.node === node) ? 'pairwise' : 'hierarchical';
 }
 
-/** `packed`: the hierarchical form's bundles as one message each (an alltoall's, not alltoallv's: see "Bundles"). */
+/**
+ * `packed`: the hierarchical form's bundles as one message each (an alltoall's, not alltoallv's:
+ * see "Bundles"). `exchanges`: the groups (across nodes) whose cross steps may be exchanges —
+ * where their links write while they read, or hold the messages (see "Cross exchanges").
+ */
 export interface AlltoallOptions {
   packed?: boolean;
+  exchanges?: (g: Group) => boolean;
 }
 
 /** The steps of `rank` in an alltoall (one phase of pair blocks, root 0). */
@@ -103,7 +118,7 @@ export function alltoallSchedule(
       : algorithm === 'bruck'
         ? bruckSteps(plan, rank)
         : algorithm === 'hierarchical'
-          ? hierarchicalSteps(plan, rank, options.packed === true)
+          ? hierarchicalSteps(plan, rank, options.packed === true, options.exchanges)
           : badAlgorithm(algorithm);
   return { collective: 'alltoall', root: 0, steps };
 }
@@ -145,7 +160,7 @@ function bruckSteps(plan: GroupPlan, rank: number): Step[] {
   return steps;
 }
 
-function hierarchicalSteps(plan: GroupPlan, rank: number, packed: boolean): Step[] {
+function hierarchicalSteps(plan: GroupPlan, rank: number, packed: boolean, exchanges?: (g: Group) => boolean): Step[] {
   const p = plan.size;
   const chain = plan.chain(rank);
   const steps: Step[] = [];
@@ -162,7 +177,13 @@ function hierarchicalSteps(plan: GroupPlan, rank: number, packed: boolean): Step
     for (let r = 0; r < p; r++) if (inside[r] === 0) outside.push(r);
     const node = plan.placements[g.members[0]!]!.node;
     const local = g.members.every((m) => plan.placements[m]!.node === node);
-    return { cov, outside, level: Math.max(0, plan.levels.indexOf(g.level)), exchanges: local && cov.every((c) => c.length === 1) };
+    return {
+      cov,
+      outside,
+      level: Math.max(0, plan.levels.indexOf(g.level)),
+      exchanges: local && cov.every((c) => c.length === 1),
+      pairs: !local && exchanges !== undefined && exchanges(g),
+    };
   };
   const shapes = chain.map(shape);
   chain.forEach((g, gi) => {
@@ -204,6 +225,8 @@ interface GroupShape {
   level: number;
   /** All members on one node, each covering only itself: every cross step is one SendRecv. */
   exchanges: boolean;
+  /** Across nodes, cross steps may pair their sends and receives into SendRecvs (Cross exchanges). */
+  pairs: boolean;
 }
 
 /** The cross exchange of position `me` in `g` (see 2. above), as runs: each a single exchange, or one peer's sends or receives (a bundle). */
@@ -222,6 +245,10 @@ function crossSteps(g: Group, shape: GroupShape, me: number, p: number): Step[][
     const fromRank = g.members[from]!;
     if (shape.exchanges) {
       steps.push([exchange(toRank, sends[0]!, fromRank, recvs[0]!, level)]);
+      continue;
+    }
+    if (shape.pairs && sends.length === recvs.length) {
+      steps.push(sends.map((r, j) => exchange(toRank, r, fromRank, recvs[j]!, level)));
       continue;
     }
     const sent = sends.map((r) => move(StepKind.Send, toRank, r, level));

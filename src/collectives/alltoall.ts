@@ -6,12 +6,21 @@ import { IN_PLACE, type CallContext, type CollectiveDescriptor, type InPlace } f
 /**
  * alltoall: block j of `send` goes to rank j, block i of `recv` came from rank i (n =
  * send.length / size elements per block, the same on every rank). IN_PLACE as send: the input is
- * `recv` (n = recv.length / size), overwritten by the result. Path: the plans' alltoall schedule
- * (alltoall.ts: pairwise or, for small blocks, Bruck on one node; hierarchical across nodes).
+ * `recv` (n = recv.length / size), overwritten by the result. Paths: the JavaScript fast path
+ * (small, blocking, one node), else the plans' alltoall — the shared area's (small, one node) or
+ * the schedule (alltoall.ts: pairwise or, for small blocks, Bruck on one node; hierarchical across
+ * nodes).
  */
 export const alltoall: CollectiveDescriptor<[send: TypedArray | InPlace, recv: TypedArray]> = {
   name: 'alltoall',
-  sync: (ctx, send, recv) => ctx.engine.runAllgather(alltoallCall(ctx, send, recv, undefined, undefined, false)),
+  sync: (ctx, send, recv) => {
+    const call = alltoallCall(ctx, send, recv, undefined, undefined, false);
+    // The fast path (small, one node, nothing pending); alltoallCall checked send and recv apart.
+    const bytes = call.count * ctx.size * recv.BYTES_PER_ELEMENT;
+    if (ctx.asyncPending === 0 && ctx.router.fastAlltoall(bytes) && ctx.fast!.alltoall(call.send as TypedArray, recv, call.count, call.dtype, call.planHash))
+      return;
+    ctx.engine.runAllgather(call);
+  },
   queue: (ctx, send, recv): NativeJob => ctx.engine.runAllgatherAsync(alltoallCall(ctx, send, recv, undefined, undefined, false)),
   buffers: (send, recv) => [send, recv],
 };

@@ -9,10 +9,20 @@ import { rootedDescriptors } from './rooted.js';
  * at [r·n, (r+1)·n), n = send.length, the same on every rank). `recv` is read at the root only
  * (null elsewhere); IN_PLACE as send at the root: its block is already at its place in recv
  * (n = recv.length / size). gatherv: rank r's `send` holds `counts[r]` elements, placed in rank
- * order one after another; every rank passes the same `counts` (others get EMISMATCH). Path: the
- * plans' gather schedule (hierarchical.ts, gatherSchedule).
+ * order one after another; every rank passes the same `counts` (others get EMISMATCH). Paths
+ * (runtime/router.ts): the JavaScript fast path (small, blocking, equal blocks, one node), else the
+ * plans' gather — the shared area's (small, one node) or the schedule (hierarchical.ts, gatherSchedule).
  */
-export const [gather, gatherv] = rootedDescriptors<TypedArray | InPlace, TypedArray | null>('gather', gatherCall);
+export const [gather, gatherv] = rootedDescriptors<TypedArray | InPlace, TypedArray | null>('gather', gatherCall, gatherFast);
+
+/** A checked blocking gather through the fast path (small, one node, nothing pending); false: not taken. */
+function gatherFast(ctx: CallContext, call: NativeAllgatherCall): boolean {
+  const own = call.send as TypedArray;
+  if (ctx.asyncPending !== 0 || !ctx.router.fastGather(call.count * own.BYTES_PER_ELEMENT)) return false;
+  const recv = call.recv as TypedArray | null;
+  if (recv !== null && recv !== own) ctx.checkApart(own, recv, 'Pass IN_PLACE as send at the root when its block is already in recv.');
+  return ctx.fast!.gather(own, recv, call.count, call.dtype, call.root!, call.planHash);
+}
 
 /** Checks a gather's arguments (with `table`: gatherv's counts, their sum in ctx.blockTotal) and fills the native call. */
 function gatherCall(ctx: CallContext, send: TypedArray | InPlace, recv: TypedArray | null, table: Float64Array | undefined, root: number): NativeAllgatherCall {

@@ -7,13 +7,22 @@ import { IN_PLACE, type CallContext, type CollectiveDescriptor, type InPlace, ty
  * reduceScatterBlock: every rank's `send` (size·n elements) combined element-wise with `op`;
  * rank r receives block r of the result (n = recv.length elements) in `recv`. IN_PLACE as send:
  * the input is `recv` (size·n) and the result its first n elements (MPI's rule). A user operator
- * runs on the calling thread in every form; a non-commutative one in rank order. Path: the plans'
- * reduce-scatter (hierarchical.ts, reduceScatterSchedules).
+ * runs on the calling thread in every form; a non-commutative one in rank order. Paths: the
+ * JavaScript fast path (small, blocking, built-in operator, one node), else the plans'
+ * reduce-scatter — the shared area's (small, one node) or the schedules (hierarchical.ts,
+ * reduceScatterSchedules).
  */
 export const reduceScatterBlock: CollectiveDescriptor<[send: TypedArray | InPlace, recv: TypedArray, op: Operator]> = {
   name: 'reduceScatterBlock',
   sync(ctx, send, recv, op) {
-    ctx.engine.runAllgather(reduceScatterCall(ctx, send, recv, undefined, op));
+    const call = reduceScatterCall(ctx, send, recv, undefined, op);
+    // The fast path (small, built-in operator, one node, nothing pending).
+    if (call.user === undefined && ctx.asyncPending === 0 && ctx.router.fastReduceScatter(call.count * ctx.size * recv.BYTES_PER_ELEMENT)) {
+      const input = call.send as TypedArray;
+      if (input !== recv) ctx.checkApart(input, recv, 'Pass IN_PLACE as send when recv holds the input.');
+      if (ctx.fast!.reduceScatter(input, recv, call.count, call.dtype, call.op!, call.planHash)) return;
+    }
+    ctx.engine.runAllgather(call);
   },
   queue(ctx, send, recv, op): NativeJob | undefined {
     if (isUserOp(op)) return void reduceScatterBlock.sync(ctx, send, recv, op);

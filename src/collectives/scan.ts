@@ -7,14 +7,22 @@ import { IN_PLACE, type CallContext, type CollectiveDescriptor, type InPlace, ty
  * scan: rank r receives x0 op x1 op … op xr in `recv` (x: every rank's `send`, the same length
  * everywhere; IN_PLACE: `recv` holds the input). exscan: x0 op … op x(r−1); rank 0's `recv` is
  * left untouched (MPI leaves it undefined). Any associative operator, commutative or not, is
- * applied in rank order; a user operator runs on the calling thread in every form. Path: the
- * hierarchical scan over the rank-ordered plan (src/algorithms/scan.ts).
+ * applied in rank order; a user operator runs on the calling thread in every form. Paths: the
+ * JavaScript fast path (small, blocking, built-in operator, one node), else the shared area's scan
+ * (small, one node) or the hierarchical scan over the rank-ordered plan (src/algorithms/scan.ts).
  */
 function scanDescriptor(exclusive: boolean): CollectiveDescriptor<[send: TypedArray | InPlace, recv: TypedArray, op: Operator]> {
   const d: CollectiveDescriptor<[send: TypedArray | InPlace, recv: TypedArray, op: Operator]> = {
     name: exclusive ? 'exscan' : 'scan',
     sync(ctx, send, recv, op) {
-      ctx.engine.run(scanCall(ctx, exclusive, send, recv, op));
+      const call = scanCall(ctx, exclusive, send, recv, op);
+      // The fast path (small, built-in operator, one node, nothing pending).
+      if (call.user === undefined && ctx.asyncPending === 0 && ctx.router.fastScan(recv.byteLength)) {
+        const input = call.send as TypedArray;
+        if (input !== recv) ctx.checkApart(input, recv, 'Pass IN_PLACE as send when recv holds the input.');
+        if (ctx.fast!.scan(input, recv, call.count, call.dtype, call.op, exclusive, call.planHash)) return;
+      }
+      ctx.engine.run(call);
     },
     queue(ctx, send, recv, op): NativeJob | undefined {
       if (isUserOp(op)) return void d.sync(ctx, send, recv, op);

@@ -11,9 +11,19 @@ import { blockOf, checkWhole } from './gather.js';
  * elsewhere); IN_PLACE as recv at the root: its block stays in send (n = send.length / size).
  * scatterv: rank r receives `counts[r]` elements (its `recv` holds at least as many), the blocks
  * one after another in rank order in the root's `send`; every rank passes the same `counts`.
- * Path: the plans' scatter schedule (hierarchical.ts, scatterSchedule).
+ * Paths as gather's: the fast path, else the shared area's scatter or the schedule (hierarchical.ts,
+ * scatterSchedule).
  */
-export const [scatter, scatterv] = rootedDescriptors<TypedArray | null, TypedArray | InPlace>('scatter', scatterCall);
+export const [scatter, scatterv] = rootedDescriptors<TypedArray | null, TypedArray | InPlace>('scatter', scatterCall, scatterFast);
+
+/** A checked blocking scatter through the fast path (small, one node, nothing pending); false: not taken. */
+function scatterFast(ctx: CallContext, call: NativeAllgatherCall): boolean {
+  const own = call.recv as TypedArray;
+  if (ctx.asyncPending !== 0 || !ctx.router.fastScatter(call.count * ctx.size * own.BYTES_PER_ELEMENT)) return false;
+  const send = call.send as TypedArray | null;
+  if (send !== null && send !== own) ctx.checkApart(send, own, 'Pass IN_PLACE as recv at the root to leave its block in send.');
+  return ctx.fast!.scatter(send, own, call.count, call.dtype, call.root!, call.planHash);
+}
 
 /** Checks a scatter's arguments (with `table`: scatterv's counts, their sum in ctx.blockTotal) and fills the native call. */
 function scatterCall(

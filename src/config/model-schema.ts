@@ -35,9 +35,10 @@ export const shmModelFields = {
 };
 
 /**
- * The largest calls the JavaScript fast path takes (src/runtime/router.ts), bytes: bcast and
- * allgather (one rank's block) copy, reduce and allreduce combine. A call must fit the shared
- * area's slot.
+ * The largest calls the JavaScript fast path takes (src/runtime/router.ts), bytes: bcast,
+ * allgather and gather (one rank's block), scatter and alltoall (the whole vector) copy; reduce,
+ * allreduce, the scans and reduce-scatter (the whole vector) combine. Every deposit must fit the
+ * shared area's slot.
  */
 export const fastPathFields = {
   copyMaxBytes: z.number().int().nonnegative().max(SHARED_AREA_SLOT_DATA_BYTES),

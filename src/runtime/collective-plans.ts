@@ -4,6 +4,7 @@ import { formatAlgorithm } from '../algorithms/algorithm-choice.js';
 import {
   allgatherSchedules,
   barrierSchedules,
+  coveredBelow,
   gatherSchedule,
   preservesRankOrder,
   reduceSchedule,
@@ -62,6 +63,12 @@ export function rankOrderedPlan(plan: GroupPlan, placements: readonly RankPlacem
  * from the addon, so that planning without the addon (topocoll groups) still works.
  */
 export const SHM_ALLREDUCE_MAX_BYTES = SHARED_AREA_MAX_BYTES;
+
+/** The alltoall's forms, in the order its schedule keys number them. */
+const ALLTOALL_FORMS: readonly AlltoallAlgorithm[] = ['pairwise', 'bruck', 'hierarchical'];
+
+/** The collectives that run whole through the area (ShmAreaCall) beside the one-way calls; `scan` stands for exscan too. */
+export type AreaCollective = 'gather' | 'scatter' | 'reduceScatter' | 'alltoall' | 'scan';
 
 /** Native schedule ids of an allgather and its two phases' segments in elements (0: whole). */
 export interface AllgatherCallPlan {
@@ -182,6 +189,15 @@ export class CollectivePlans {
     const configured = (levels: Record<string, string>): boolean => Object.values(levels).some((a) => a !== 'auto');
     this.shmBcast = oneWay && config.bcast.shm && !configured(config.bcast.levels);
     this.shmReduce = oneWay && config.reduce.shm && !configured(config.reduce.levels);
+    // The rest go through the area beside the one-way calls too, unless an algorithm of theirs
+    // is configured (reduce-scatter runs the reduce's and the scatter's levels below its top).
+    this.areaCalls = {
+      gather: oneWay && !configured(config.gather.levels),
+      scatter: oneWay && !configured(config.scatter.levels),
+      reduceScatter: oneWay && config.reduceScatter.top === 'auto' && !configured(config.reduce.levels) && !configured(config.scatter.levels),
+      alltoall: oneWay && config.alltoall.algorithm === 'auto',
+      scan: oneWay,
+    };
   }
 
   /** The schedules of the choice for a message of `bytes`. */
@@ -239,6 +255,39 @@ export class CollectivePlans {
       this.areaIds[key] = id;
     }
     return id;
+  }
+
+  /**
+   * Which of the other collectives go through the node-wide shared area whole (ShmAreaCall; one
+   * node, ranks with a core each) when the whole call holds at most SHM_ALLREDUCE_MAX_BYTES:
+   * alltoall with equal blocks only (alltoallv's readers cannot know where their block lies).
+   */
+  readonly areaCalls: Readonly<Record<AreaCollective, boolean>>;
+  /** Native ids of the ShmAreaCall schedules, by collective then root, once registered; and the empty phase beside them. */
+  private readonly areaCallIds = new Map<AreaCollective, number[]>();
+  private emptyPhaseId?: number;
+
+  /** The native id of the ShmAreaCall schedule of `collective` at `root` (0 for the unrooted ones). */
+  private areaCallId(collective: AreaCollective, root: number): number {
+    let ids = this.areaCallIds.get(collective);
+    if (ids === undefined) this.areaCallIds.set(collective, (ids = []));
+    let id = ids[root];
+    if (id === undefined) {
+      const kind = collective === 'reduceScatter' ? 'gather' : collective;
+      id = this.parts.register(encodeSchedule({ collective: kind, root, steps: [{ kind: StepKind.ShmAreaCall, peer: root, level: 0 }] }));
+      ids[root] = id;
+    }
+    return id;
+  }
+
+  /** Fills `call` with the ShmAreaCall of `collective` at `root` (the empty phase as the second). */
+  private areaCall(call: AllgatherCallPlan, collective: AreaCollective, root: number): AllgatherCallPlan {
+    this.emptyPhaseId ??= this.parts.register(encodeSchedule({ collective: 'bcast', root: 0, steps: [] }));
+    call.gather = this.areaCallId(collective, root);
+    call.bcast = this.emptyPhaseId;
+    call.segment = 0;
+    call.bcastSegment = 0;
+    return call;
   }
 
   // The methods below fill and return this one object: calls allocate nothing.
@@ -419,6 +468,7 @@ export class CollectivePlans {
    * in elements.
    */
   rooted(collective: 'gather' | 'scatter', root: number, bytes: number, elem: number): AllgatherCallPlan {
+    if (this.areaTakes(collective, bytes)) return this.areaCall(this.rootedCall, collective, root);
     const c = this.of(bytes);
     const ids = c[collective];
     let id = ids[root];
@@ -447,6 +497,12 @@ export class CollectivePlans {
    * (the cost model has no segmented scan). Its bcast phase is unused.
    */
   scan(bytes: number, elem: number): CallPlan {
+    if (this.areaTakes('scan', bytes)) {
+      this.call.reduce = this.areaCallId('scan', 0);
+      this.call.bcast = -1;
+      this.call.segment = 0;
+      return this.call;
+    }
     this.scanId ??= this.parts.register(encodeSchedule(scanSchedule(this.parts.orderedPlan, this.parts.rank)));
     this.call.reduce = this.scanId;
     this.call.bcast = -1;
@@ -455,8 +511,29 @@ export class CollectivePlans {
     return this.call;
   }
 
-  /** The alltoall schedules' ids by algorithm (hierarchical with bundles: `bundles`), once registered. */
-  private readonly alltoallIds: Partial<Record<AlltoallAlgorithm | 'bundles', number>> = {};
+  /** The alltoall schedules' ids by form (see alltoall()), once registered. */
+  private readonly alltoallIds = new Map<number, number>();
+  /** exchangingGroups' last answer, and what it was for. */
+  private exchangingFor = { blockBytes: -1, bundles: false, mask: 0 };
+
+  /**
+   * The groups of this rank's chain (bit i: chain[i]) whose cross steps exchange (alltoall.ts,
+   * "Cross exchanges"): those whose exchange limit (Selector.exchangeLimit, the same on every
+   * member) holds their largest message — a block, or with bundles the square of the most ranks
+   * a member covers times a block.
+   */
+  private exchangingGroups(blockBytes: number, bundles: boolean): number {
+    const last = this.exchangingFor;
+    if (last.blockBytes === blockBytes && last.bundles === bundles) return last.mask;
+    const { plan, rank } = this.parts;
+    let mask = 0;
+    plan.chain(rank).forEach((g, i) => {
+      const cover = bundles ? Math.max(...g.members.map((m) => coveredBelow(plan, m, g).length)) : 1;
+      if (this.selector.exchangeLimit(g) >= blockBytes * cover * cover) mask |= 1 << i;
+    });
+    this.exchangingFor = { blockBytes, bundles, mask };
+    return mask;
+  }
   private readonly alltoallCall: AllgatherCallPlan = { gather: -1, bcast: -1, segment: 0, bcastSegment: 0 };
 
   /**
@@ -467,16 +544,22 @@ export class CollectivePlans {
    * plan, the configuration and n.
    */
   alltoall(blockBytes: number, v: boolean): AllgatherCallPlan {
+    if (!v && this.areaTakes('alltoall', blockBytes * this.parts.plan.size)) return this.areaCall(this.alltoallCall, 'alltoall', 0);
     let algorithm: AlltoallAlgorithm = alltoallAlgorithm(this.parts.plan);
     if (algorithm === 'pairwise' && !v) algorithm = this.selector.alltoallOnNode(blockBytes);
     const bundles = algorithm === 'hierarchical' && !v && this.selector.alltoallBundles(blockBytes);
-    const key = bundles ? 'bundles' : algorithm;
-    let id = this.alltoallIds[key];
+    const mask = algorithm === 'hierarchical' && !v ? this.exchangingGroups(blockBytes, bundles) : 0;
+    // The key: the mask of exchanging groups, the algorithm, bundles.
+    const key = mask * 8 + ALLTOALL_FORMS.indexOf(algorithm) * 2 + (bundles ? 1 : 0);
+    let id = this.alltoallIds.get(key);
     if (id === undefined) {
-      id = this.parts.register(encodeSchedule(alltoallSchedule(this.parts.plan, this.parts.rank, algorithm, { packed: bundles })));
-      this.alltoallIds[key] = id;
+      const chain = this.parts.plan.chain(this.parts.rank);
+      const exchanges = (g: Group): boolean => (mask & (1 << chain.indexOf(g))) !== 0;
+      id = this.parts.register(encodeSchedule(alltoallSchedule(this.parts.plan, this.parts.rank, algorithm, { packed: bundles, exchanges })));
+      this.alltoallIds.set(key, id);
     }
     this.alltoallCall.gather = id;
+    this.alltoallCall.bcast = -1;
     return this.alltoallCall;
   }
 
@@ -490,6 +573,8 @@ export class CollectivePlans {
    * rank-ordered plan, as reduce's), then a scatter from it.
    */
   reduceScatter(bytes: number, elem: number, commutative: boolean): AllgatherCallPlan {
+    // In rank order: right for every operator.
+    if (this.areaTakes('reduceScatter', bytes)) return this.areaCall(this.rootedCall, 'reduceScatter', 0);
     const c = this.of(bytes);
     let ids = this.reduceScatterIds.get(c);
     if (ids === undefined) this.reduceScatterIds.set(c, (ids = []));
@@ -535,8 +620,14 @@ export class CollectivePlans {
         sizeRuns(this.selector, (c) => c.allgather(group)),
         this.areaAllgatherBytes(),
       ),
-      gather: sizeRuns(this.selector, (c) => c.gather(group)),
-      scatter: sizeRuns(this.selector, (c) => c.scatter(group)),
+      gather: withArea(
+        sizeRuns(this.selector, (c) => c.gather(group)),
+        this.areaCalls.gather ? SHM_ALLREDUCE_MAX_BYTES : undefined,
+      ),
+      scatter: withArea(
+        sizeRuns(this.selector, (c) => c.scatter(group)),
+        this.areaCalls.scatter ? SHM_ALLREDUCE_MAX_BYTES : undefined,
+      ),
       barrier: formatAlgorithm(this.selector.chooseBucket(0).barrier(group)),
     };
   }
@@ -566,13 +657,19 @@ export class CollectivePlans {
     return this.shmAllreduce !== false && bytes <= SHM_ALLREDUCE_MAX_BYTES;
   }
 
+  /** `bytes`: the whole call (a gather's or scatter's vector, a reduce-scatter's input, an alltoall's send, a scan's vector). */
+  private areaTakes(collective: AreaCollective, bytes: number): boolean {
+    return this.areaCalls[collective] && bytes <= SHM_ALLREDUCE_MAX_BYTES;
+  }
+
   /** `largestBlock`: the largest rank's block of the allgather. */
   private areaAllgather(largestBlock: number): this is { shmAllgather: 'every-rank' | 'last-arrival' } {
     return this.shmAllgather === 'last-arrival' || (this.shmAllgather === 'every-rank' && largestBlock <= this.everyRankAllgatherMaxBytes);
   }
 
   /**
-   * Whether a call of `bytes` (allgather: the whole result, in equal blocks) runs the node-wide
+   * Whether a call of `bytes` (allgather: the whole result, in equal blocks; alltoall: one rank's
+   * send, of equal blocks) runs the node-wide
    * shared area's step in the addon, as bcast(), reduce(), allreduce(), allgather() and barrier()
    * decide it: for the router's `route`.
    */
@@ -590,11 +687,13 @@ export class CollectivePlans {
         return this.shmBarrier !== false;
       case 'gather':
       case 'scatter':
+      case 'alltoall':
+        return this.areaTakes(collective, bytes);
       case 'reduce-scatter':
+        return this.areaTakes('reduceScatter', bytes);
       case 'scan':
       case 'exscan':
-      case 'alltoall':
-        return false;
+        return this.areaTakes('scan', bytes);
     }
   }
 

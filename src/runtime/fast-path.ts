@@ -18,11 +18,12 @@ import { DATATYPES, type ReduceOpName } from './datatypes.js';
 
 /**
  * The one-node shared area's every-rank and one-way protocols (native/src/shm/shm_allreduce.h), run
- * in JavaScript: small bcasts, reduces, allreduces, allgathers and barriers of a one-node job
- * make no call into the addon unless they have to wait long.
+ * in JavaScript: small bcasts, reduces, allreduces, allgathers, barriers, gathers, scatters,
+ * alltoalls, reduce-scatters and scans of a one-node job make no call into the addon unless they
+ * have to wait long.
  *
  * A call here is the same call the executor would make (Engine::Run, ShmAllreduce::Run,
- * Allgather with the every-rank protocol, Bcast, Reduce), word for word, so a call made by
+ * Allgather with the every-rank protocol, Bcast, Reduce, Gather … Scan), word for word, so a call made by
  * either path meets calls made by the other — on other ranks, and on this rank before and after:
  *   1. the node's abort word is read first (set: the executor takes the call and throws); then,
  *      unless AreaCalls::all_entered says so already, that every rank has entered the call whose
@@ -35,19 +36,21 @@ import { DATATYPES, type ReduceOpName } from './datatypes.js';
  *      call that is not published yet as this rank still being in an earlier one, which is
  *      harmless while this rank does not wait (a call with another seq is never a mismatch);
  *      at close it must be there (a departed rank behind the call is a lost peer);
- *   4. data, then the header, go to this rank's slot of the call (a bcast's readers and, but in
- *      place after local rank 0, a reduce's root: the header only — nobody reads their data),
+ *   4. data, then the header, go to this rank's slot of the call (a bcast's and a scatter's
+ *      readers, a gather's root and, but in place after local rank 0, a reduce's root: the
+ *      header only — nobody reads their data),
  *      then the mark (call + 1), then `sleeping` of each peer is read
  *      (Doorbell::Ring) and peers that announced a sleep are rung through the addon;
- *   5. the slots this rank reads — every other rank's in local order; a bcast reader: the
- *      root's; a reduce: the root every rank's, the others none — a
+ *   5. the slots this rank reads — every other rank's in local order; a bcast's or scatter's
+ *      reader: the root's; a reduce or gather: the root every rank's, the others none; a scan:
+ *      the ranks' before it — a
  *      bounded spin on its mark, then — past the spin — Engine::AwaitAreaDeposits waits with
  *      every check of a native wait (aborts, dead and departed peers, the watchdog, close) and
  *      checks the headers; a header that differs goes to the same function, which raises the
  *      executor's EMISMATCH (and abort);
  *   6. combining in local order with the native kernels' arithmetic (datatypes.cc), or copying
- *      blocks out (allgather, bcast) bit for bit; a rank that saw every rank's mark of the call
- *      records it in all_entered.
+ *      blocks out (allgather, bcast, gather, scatter, alltoall) bit for bit; a rank that saw
+ *      every rank's mark of the call records it in all_entered.
  * The fast path's calls all keep their data in the slot (kInlineBytes), never in a column.
  *
  * Only x86-64, where stores are not reordered with other stores nor loads with other loads: the
@@ -71,6 +74,12 @@ const BCAST = Collective.bcast;
 const REDUCE = Collective.reduce;
 const ALLREDUCE = Collective.allreduce;
 const ALLGATHER = Collective.allgather;
+const GATHER = Collective.gather;
+const SCATTER = Collective.scatter;
+const REDUCE_SCATTER = Collective.reduceScatter;
+const ALLTOALL = Collective.alltoall;
+const SCAN = Collective.scan;
+const EXSCAN = Collective.exscan;
 /** Dtype codes: those whose elements are BigInts in JavaScript, and those whose products are not Math.imul's. */
 const INT64 = Dtype.int64;
 const UINT64 = Dtype.uint64;
@@ -85,10 +94,11 @@ const LINE_WORDS = SHARED_AREA_LINE_BYTES / 4;
 /** Largest one-way deposit whose later lines `await` reads early (ShmAllreduce::kPrefetchBytes; see there). */
 const EARLY_READ_MAX_BYTES = SHARED_AREA_PREFETCH_BYTES;
 
-type Kernel = (out: TypedArray, src: TypedArray, n: number) => void;
+/** out[i] = out[i] op src[at + i] for i < n (`at` 0 when left out). */
+type Kernel = (out: TypedArray, src: TypedArray, n: number, at?: number) => void;
 
 // The native kernels' arithmetic (native/src/base/datatypes.cc), element by element, as the body of
-// `for (let i = 0; i < n; i++) { const a = out[i], b = src[i]; out[i] = EXPRESSION; }`.
+// `for (let i = 0; i < n; i++) { const a = out[i], b = src[o + i]; out[i] = EXPRESSION; }`.
 // Assigning to a typed array wraps integers and saturates Uint8Clamped as the kernels do;
 // float32 sums and products computed in double and rounded once are the float results
 // (53 ≥ 2·24 + 2 bits); integer products use Math.imul (exact low 32 bits) except for
@@ -126,7 +136,13 @@ export function fastPathKernel(dtype: number, op: number): Kernel {
   let expression = EXPRESSIONS[op]!.replaceAll('ZERO', big ? '0n' : '0').replaceAll('ONE', big ? '1n' : '1');
   if (op === ReduceOp.prod && !big && dtype !== UINT8_CLAMPED && dtype !== FLOAT32 && dtype !== FLOAT64) expression = 'Math.imul(a, b)';
   // eslint-disable-next-line @typescript-eslint/no-implied-eval -- fixed source text, see above
-  const kernel = new Function('out', 'src', 'n', `for (let i = 0; i < n; i++) { const a = out[i], b = src[i]; out[i] = ${expression}; }`) as Kernel;
+  const kernel = new Function(
+    'out',
+    'src',
+    'n',
+    'at',
+    `const o = at | 0; for (let i = 0; i < n; i++) { const a = out[i], b = src[o + i]; out[i] = ${expression}; }`,
+  ) as Kernel;
   kernels[key] = kernel;
   return kernel;
 }
@@ -352,6 +368,133 @@ export class FastPath {
       copy(this.view(call, r, dtype, count), 0, recv, r * count, count);
     }
     this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
+    return true;
+  }
+
+  /**
+   * Gather of every rank's `send` (n elements) into `recv` at `root` in rank order (null
+   * elsewhere; send is recv at the root: IN_PLACE), one way (ShmAllreduce::Gather). False as for
+   * allreduce.
+   */
+  gather(send: TypedArray, recv: TypedArray | null, n: number, dtype: number, root: number, planHash: number): boolean {
+    const call = this.begin(GATHER, dtype, 0, n * this.locals, root, planHash);
+    if (call < 0) return false;
+    const copy = copyOf(dtype);
+    if (root !== this.me) {
+      copy(send, 0, this.view(call, this.me, dtype, n), 0, n);
+      this.mark(call);
+      return true;
+    }
+    this.mark(call);
+    if (send !== recv) copy(send, 0, recv!, this.me * n, n);
+    const early = this.depositWords(n * DATATYPES[dtype]!.bytes);
+    let checked = false;
+    for (let r = 0; r < this.locals; r++) {
+      if (r === this.me) continue;
+      if (!checked) checked = this.await(call, r, this.locals, early);
+      copy(this.view(call, r, dtype, n), 0, recv!, r * n, n);
+    }
+    this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
+    return true;
+  }
+
+  /**
+   * Scatter of `send` at `root` (size·n elements; null elsewhere) into every rank's `recv` (n
+   * elements; recv is send at the root: IN_PLACE), one way (ShmAllreduce::Scatter). False as for
+   * allreduce.
+   */
+  scatter(send: TypedArray | null, recv: TypedArray, n: number, dtype: number, root: number, planHash: number): boolean {
+    const whole = n * this.locals;
+    const call = this.begin(SCATTER, dtype, 0, whole, root, planHash);
+    if (call < 0) return false;
+    const copy = copyOf(dtype);
+    if (root === this.me) {
+      copy(send!, 0, this.view(call, root, dtype, whole), 0, whole);
+      this.mark(call);
+      if (recv !== send) copy(send!, this.me * n, recv, 0, n);
+      return true;
+    }
+    this.mark(call);
+    this.await(call, root, root + 1, this.depositWords(whole * DATATYPES[dtype]!.bytes));
+    // It saw the root's mark; at two ranks that is every mark.
+    if (this.locals === 2) this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
+    copy(this.view(call, root, dtype, whole), this.me * n, recv, 0, n);
+    return true;
+  }
+
+  /**
+   * Alltoall of blocks of n elements: block j of `send` to rank j, block i of `recv` from rank i
+   * (send is recv: IN_PLACE; ShmAllreduce::Alltoall). False as for allreduce.
+   */
+  alltoall(send: TypedArray, recv: TypedArray, n: number, dtype: number, planHash: number): boolean {
+    const call = this.begin(ALLTOALL, dtype, 0, n, 0, planHash);
+    if (call < 0) return false;
+    const copy = copyOf(dtype);
+    const whole = n * this.locals;
+    // The deposit first: with IN_PLACE the blocks below overwrite the input it copied.
+    copy(send, 0, this.view(call, this.me, dtype, whole), 0, whole);
+    this.mark(call);
+    const at = this.me * n;
+    if (send !== recv) copy(send, at, recv, at, n);
+    let checked = false;
+    for (let r = 0; r < this.locals; r++) {
+      if (r === this.me) continue;
+      if (!checked) checked = this.await(call, r, this.locals);
+      copy(this.view(call, r, dtype, whole), at, recv, r * n, n);
+    }
+    this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
+    return true;
+  }
+
+  /**
+   * Reduce-scatter of every rank's `send` (size·n elements; send is recv: IN_PLACE) with a
+   * built-in operator, block r of the result into rank r's `recv` (ShmAllreduce::ReduceScatter).
+   * False as for allreduce.
+   */
+  reduceScatter(send: TypedArray, recv: TypedArray, n: number, dtype: number, op: number, planHash: number): boolean {
+    const whole = n * this.locals;
+    const call = this.begin(REDUCE_SCATTER, dtype, op, whole, 0, planHash);
+    if (call < 0) return false;
+    const copy = copyOf(dtype);
+    // The deposit first: with IN_PLACE recv is the input, and its first elements get the result.
+    copy(send, 0, this.view(call, this.me, dtype, whole), 0, whole);
+    this.mark(call);
+    const kernel = fastPathKernel(dtype, op);
+    const at = this.me * n;
+    let checked = false;
+    for (let r = 0; r < this.locals; r++) {
+      if (r !== this.me && !checked) checked = this.await(call, r, this.locals);
+      const theirs = this.view(call, r, dtype, whole);
+      if (r === 0) copy(theirs, at, recv, 0, n);
+      else kernel(recv, theirs, n, at);
+    }
+    this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
+    return true;
+  }
+
+  /**
+   * Inclusive (`exclusive`: exclusive) scan of n elements of `send` into `recv` with a built-in
+   * operator (send is recv: IN_PLACE; ShmAllreduce::Scan): rank r reads ranks 0 … r − 1 only; an
+   * exscan's rank 0 leaves recv as it was. False as for allreduce.
+   */
+  scan(send: TypedArray, recv: TypedArray, n: number, dtype: number, op: number, exclusive: boolean, planHash: number): boolean {
+    const call = this.begin(exclusive ? EXSCAN : SCAN, dtype, op, n, 0, planHash);
+    if (call < 0) return false;
+    const copy = copyOf(dtype);
+    // The deposit first: with IN_PLACE recv is the input (this rank's own term comes from its slot).
+    copy(send, 0, this.view(call, this.me, dtype, n), 0, n);
+    this.mark(call);
+    const upto = exclusive ? this.me : this.me + 1;
+    const kernel = fastPathKernel(dtype, op);
+    let checked = false;
+    for (let r = 0; r < upto; r++) {
+      if (r !== this.me && !checked) checked = this.await(call, r, upto);
+      const theirs = this.view(call, r, dtype, n);
+      if (r === 0) copy(theirs, 0, recv, 0, n);
+      else kernel(recv, theirs, n, 0);
+    }
+    // The last rank waited for every other mark.
+    if (this.me === this.locals - 1) this.counters[CallCounter.allEntered] = (call + 1) >>> 0;
     return true;
   }
 

@@ -66,6 +66,12 @@ export class Router {
   private readonly fastAllreduceMax: number;
   private readonly fastAllgatherMax: number;
   private readonly fastBarrierOn: boolean;
+  /** The same for the calls of the area's other protocols (ShmAreaCall): by the bytes each rank deposits at most. */
+  private readonly fastGatherMax: number;
+  private readonly fastScatterMax: number;
+  private readonly fastAlltoallMax: number;
+  private readonly fastReduceScatterMax: number;
+  private readonly fastScanMax: number;
   /** The smallest call on windows that takes the window algorithm. */
   private readonly windowBcastMin: number;
   private readonly windowAllreduceMin: number;
@@ -81,6 +87,12 @@ export class Router {
     this.fastAllreduceMax = fast && plans.shmAllreduce === 'every-rank' ? combineMaxBytes : -1;
     this.fastAllgatherMax = fast && plans.shmAllgather === 'every-rank' ? copyMaxBytes : -1;
     this.fastBarrierOn = fast && plans.shmBarrier === 'every-rank';
+    const area = plans.areaCalls;
+    this.fastGatherMax = fast && area.gather ? copyMaxBytes : -1;
+    this.fastScatterMax = fast && area.scatter ? copyMaxBytes : -1;
+    this.fastAlltoallMax = fast && area.alltoall ? copyMaxBytes : -1;
+    this.fastReduceScatterMax = fast && area.reduceScatter ? combineMaxBytes : -1;
+    this.fastScanMax = fast && area.scan ? combineMaxBytes : -1;
     const windows = windowThresholds(config.routing, parts.oversubscribed);
     this.windowBcastMin = windows.bcast;
     this.windowAllreduceMin = windows.allreduce;
@@ -110,6 +122,31 @@ export class Router {
 
   fastBarrier(): boolean {
     return this.fastBarrierOn;
+  }
+
+  // The area's other protocols (gather, scatter, reduce-scatter of equal blocks, alltoall, scans;
+  // built-in operators): each rank deposits at most `deposit` bytes — a gather's sender its block,
+  // a scatter's root, an alltoall's and a reduce-scatter's every rank the whole vector, a scan its
+  // input.
+
+  fastGather(blockBytes: number): boolean {
+    return blockBytes <= this.fastGatherMax;
+  }
+
+  fastScatter(wholeBytes: number): boolean {
+    return wholeBytes <= this.fastScatterMax;
+  }
+
+  fastAlltoall(wholeBytes: number): boolean {
+    return wholeBytes <= this.fastAlltoallMax;
+  }
+
+  fastReduceScatter(wholeBytes: number): boolean {
+    return wholeBytes <= this.fastReduceScatterMax;
+  }
+
+  fastScan(bytes: number): boolean {
+    return bytes <= this.fastScanMax;
   }
 
   /**
@@ -154,23 +191,40 @@ export class Router {
   }
 
   /**
-   * The path of a call of `bytes` (allgather: the whole result, in equal blocks) by buffer kind and
-   * form. Gather, scatter, reduce-scatter and the scans have no fast path, shared-area step or
-   * window algorithm: the levels' schedules in the addon, always.
+   * The path of a call of `bytes` (allgather, gather, scatter, reduce-scatter, alltoall: the whole
+   * vector — an alltoall's one rank's send — in equal blocks) by buffer kind and form (with a
+   * built-in operator).
+   * Gather, scatter, reduce-scatter, alltoall and the scans have no window algorithm.
    */
   route(collective: RoutedCollective, bytes: number): Route {
     const plans = this.parts.plans;
     const addon: PathName = plans.takesArea(collective, bytes) ? 'shared-area' : 'levels';
-    const fast =
-      collective === 'bcast'
-        ? this.fastBcast(bytes)
-        : collective === 'reduce'
-          ? this.fastReduce(bytes)
-          : collective === 'allreduce'
-            ? this.fastAllreduce(bytes)
-            : collective === 'allgather'
-              ? this.fastAllgather(bytes / this.parts.size)
-              : collective === 'barrier' && this.fastBarrier();
+    const size = this.parts.size;
+    const fast = ((): boolean => {
+      switch (collective) {
+        case 'bcast':
+          return this.fastBcast(bytes);
+        case 'reduce':
+          return this.fastReduce(bytes);
+        case 'allreduce':
+          return this.fastAllreduce(bytes);
+        case 'allgather':
+          return this.fastAllgather(bytes / size);
+        case 'barrier':
+          return this.fastBarrier();
+        case 'gather':
+          return this.fastGather(bytes / size);
+        case 'scatter':
+          return this.fastScatter(bytes);
+        case 'alltoall':
+          return this.fastAlltoall(bytes);
+        case 'reduce-scatter':
+          return this.fastReduceScatter(bytes);
+        case 'scan':
+        case 'exscan':
+          return this.fastScan(bytes);
+      }
+    })();
     const memory = { sync: fast ? 'fast' : addon, async: addon } as const;
     const windowed =
       collective === 'bcast'

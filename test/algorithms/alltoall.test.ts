@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { alltoallAlgorithm, alltoallSchedule, type AlltoallAlgorithm } from '../../src/algorithms/alltoall.js';
 import { decodeSteps, encodeSchedule, PAIR_BLOCKS, StepKind, type Schedule, type Step } from '../../src/algorithms/schedule.js';
-import { planGroups, type GroupPlan } from '../../src/groups/plan.js';
+import { planGroups, type Group, type GroupPlan } from '../../src/groups/plan.js';
 import { coreLocality, range } from '../helpers/placements.js';
 import { thrown } from '../helpers/thrown.js';
 import { SHAPES, randomPlans } from './plan-shapes.js';
@@ -130,8 +130,8 @@ function simulateAlltoall(plan: GroupPlan, schedules: readonly Schedule[]): stri
 
 const blockName = (block: number, p: number): string => `(${Math.floor(block / p)}, ${block % p})`;
 
-function problemsOf(plan: GroupPlan, algorithm: AlltoallAlgorithm, packed = false): string[] {
-  const schedules = range(0, plan.size - 1).map((r) => alltoallSchedule(plan, r, algorithm, { packed }));
+function problemsOf(plan: GroupPlan, algorithm: AlltoallAlgorithm, packed = false, exchanges?: (g: Group) => boolean): string[] {
+  const schedules = range(0, plan.size - 1).map((r) => alltoallSchedule(plan, r, algorithm, { packed, exchanges }));
   const problems = simulateAlltoall(plan, schedules);
   if (algorithm === 'hierarchical') problems.push(...outOfGroupSteps(plan, schedules));
   // The encoded form decodes to the same steps.
@@ -191,6 +191,41 @@ describe('alltoall schedules', () => {
       }
     }
     expect(problems.slice(0, 20)).toEqual([]);
+  });
+
+  it('hierarchical with cross exchanges (every group, or the top group alone), with and without bundles: every shape and 40 random plans, rendezvous sends', () => {
+    const problems: string[] = [];
+    const check = (plan: GroupPlan, name: string) => {
+      const top = (g: Group) => g.level === plan.levels.at(-1);
+      for (const [which, exchanges] of [
+        ['every group', () => true],
+        ['the top group', top],
+      ] as const) {
+        for (const packed of [false, true]) {
+          problems.push(...problemsOf(plan, 'hierarchical', packed, exchanges).map((x) => `${name}, ${which}${packed ? ', bundles' : ''}: ${x}`));
+        }
+      }
+    };
+    for (const shape of [...SHAPES, ...EXTRA_SHAPES]) for (const p of [2, 3, 5, 8, 13, 24]) check(shape.plan(p), `${shape.name}, p ${p}`);
+    randomPlans(40, 11).forEach((plan, i) => check(plan, `plan ${i} (p ${plan.size})`));
+    expect(problems.slice(0, 20)).toEqual([]);
+  });
+
+  it('cross exchanges: 2 nodes of 1 exchange their blocks in one SendRecv; 2 nodes of 3, the leaders in 9 (bundles: one joined run); 3 nodes of 1, 2 and 3 keep ordered steps where the covers differ', () => {
+    const all = () => true;
+    const two = unbound((r) => `n${r}`, 2);
+    expect(alltoallSchedule(two, 0, 'hierarchical', { exchanges: all }).steps).toEqual([
+      { kind: StepKind.SendRecv, peer: 1, level: 1, range: { first: 1, count: 1, of: -1 }, peer2: 1, range2: { first: 2, count: 1 } },
+    ]);
+    const plan = unbound((r) => `n${Math.floor(r / 3)}`, 6);
+    const leader = alltoallSchedule(plan, 0, 'hierarchical', { exchanges: all }).steps.filter((s) => s.peer === 3 || s.peer2 === 3);
+    expect(leader.map((s) => s.kind)).toEqual(Array(9).fill(StepKind.SendRecv));
+    const packed = alltoallSchedule(plan, 0, 'hierarchical', { exchanges: all, packed: true }).steps.filter((s) => s.peer === 3);
+    expect(packed.filter((s) => s.joined !== true).length).toBe(1);
+    const uneven = unbound((r) => `n${r < 1 ? 0 : r < 3 ? 1 : 2}`, 6);
+    const kinds = alltoallSchedule(uneven, 0, 'hierarchical', { exchanges: all }).steps.map((s) => s.kind);
+    expect(kinds).toContain(StepKind.Send);
+    expect(kinds).not.toContain(StepKind.SendRecv);
   });
 
   it('hierarchical: 40 random plans (shuffled ranks, unequal nodes, switches)', () => {

@@ -56,6 +56,7 @@ describe('encodeSchedule (format v2, 12 words per step)', () => {
       CountDone: 15,
       AwaitDone: 16,
       ShmWindowAllgather: 17,
+      ShmAreaCall: 18,
     });
     expect(encodeSchedule({ collective: 'bcast', root: 0, steps: [] })).toHaveLength(0);
   });

@@ -1,24 +1,28 @@
 // @ts-check
 // A rank of a JavaScript fast-path test (src/runtime/fast-path.ts). argv[2]:
-//   bits      every datatype × operator × a few lengths as allreduces and as reduces to the last
-//             rank, and allgathers and bcasts from rank 1, once through the fast path and once
+//   bits      every datatype × operator × a few lengths as allreduces, reduce-scatters, scans,
+//             exscans and reduces to the last rank, and allgathers, gathers to the last rank,
+//             alltoalls, bcasts and scatters from rank 1, once through the fast path and once
 //             through the addon (configure() in between); the two results must have the same
 //             bits. Prints `rank R bits ok <calls> taken <calls the fast path made>`.
 //   mixed     odd ranks keep the fast path off (argv[3] = all: every rank has it on); 3000
 //             seeded calls of every collective — small and just-too-large allreduces and
 //             allgathers, barriers, bcasts, reduces (alone and in runs longer than the shared
-//             area's ring; in a run, every other one in place at the root), Promise calls left
-//             pending under blocking ones, configure() switching the fast path mid-loop — each
-//             checked against a reference. Prints `rank R mixed ok taken <fast calls>`.
+//             area's ring; in a run, every other one in place at the root), gathers, scatters,
+//             alltoalls, reduce-scatters and scans (alone and in runs, some in place), Promise
+//             calls left pending under blocking ones, configure() switching the fast path
+//             mid-loop — each checked against a reference. Prints `rank R mixed ok taken <fast calls>`.
 //   departed  3 ranks: rank 2 comes late to a call (the others wait for it in the addon), so it
 //             makes that call without waiting, then leaves (close). The call completes
 //             everywhere; the next fails with EPEERLOST naming rank 2 and the call it made last,
 //             which close() published. Prints `rank R completed`, `rank R caught CODE: …`.
 //   killed    the last rank SIGKILLs itself after 50 small allreduces (argv[3] = bcast: bcasts
-//             it roots; reduce: reduces to rank 0, which it sends to); the others keep calling
-//             and must get an error. Prints `rank R caught CODE: …`.
+//             it roots; reduce: reduces to rank 0, which it sends to; gather: gathers to rank 0;
+//             scatter: scatters it roots; alltoall; scan); the others keep calling and must get
+//             an error. Prints `rank R caught CODE: …`.
 //   mismatch  rank 1 allreduces 5 elements where the others allreduce 4, rank 1 through the
-//             addon (argv[3] = fast: through the fast path, the others through the addon).
+//             addon (argv[3] = fast: through the fast path, the others through the addon;
+//             argv[4]: another collective of the killed mode's, the same way).
 //             Prints `rank R caught CODE: …` (or `rank R finished`).
 //   inspect   util.inspect of the communicator after close(): the fast path's views of the
 //             unmapped segment read as empty (detached), not as a crash. Prints
@@ -122,12 +126,37 @@ if (mode === 'bits') {
       calls.push({ kind: 'allgather', name, input: fill(new Array_(n), next) });
       calls.push({ kind: 'bcast', name, input: fill(new Array_(n), next) });
     }
+    // The area's other protocols, up to the same limits: a gather's block, a scatter's and an
+    // alltoall's whole vector (copyMaxBytes); a reduce-scatter's whole vector and a scan's input
+    // (combineMaxBytes).
+    const p = comm.size;
+    const whole = Math.floor(1024 / Array_.BYTES_PER_ELEMENT / p);
+    for (const n of [1, 5, 1024 / Array_.BYTES_PER_ELEMENT]) calls.push({ kind: 'gather', name, input: fill(new Array_(n), next) });
+    for (const n of [1, 5, whole]) {
+      calls.push({ kind: 'scatter', name, input: fill(new Array_(n * p), next) });
+      calls.push({ kind: 'alltoall', name, input: fill(new Array_(n * p), next) });
+    }
+    for (const op of ops) {
+      for (const n of [1, Math.floor(most / p)]) calls.push({ kind: 'reduceScatterBlock', name, op, input: fill(new Array_(n * p), next) });
+      for (const n of [1, most]) {
+        calls.push({ kind: 'scan', name, op, input: fill(new Array_(n), next) });
+        calls.push({ kind: 'exscan', name, op, input: fill(new Array_(n), next) });
+      }
+    }
   }
   /** @param {{ kind: string, name: string, op?: import('topocoll').ReduceOpName, input: import('topocoll').TypedArray }} c */
   const run = (c) => {
     const Array_ = /** @type {any} */ (c.input.constructor);
-    const out = new Array_(c.kind === 'allgather' ? c.input.length * comm.size : c.input.length);
-    if (c.kind === 'allgather') comm.allgatherSync(c.input, out);
+    const p = comm.size;
+    const length = { allgather: c.input.length * p, gather: c.input.length * p, scatter: c.input.length / p, reduceScatterBlock: c.input.length / p }[c.kind];
+    const out = new Array_(length ?? c.input.length);
+    if (c.kind === 'gather') comm.gatherSync(c.input, comm.rank === p - 1 ? out : null, p - 1);
+    else if (c.kind === 'scatter') comm.scatterSync(comm.rank === 1 ? c.input : null, out, 1);
+    else if (c.kind === 'alltoall') comm.alltoallSync(c.input, out);
+    else if (c.kind === 'reduceScatterBlock') comm.reduceScatterBlockSync(c.input, out, c.op);
+    else if (c.kind === 'scan') comm.scanSync(c.input, out, c.op);
+    else if (c.kind === 'exscan') comm.exscanSync(c.input, out, c.op);
+    else if (c.kind === 'allgather') comm.allgatherSync(c.input, out);
     else if (c.kind === 'bcast') {
       out.set(c.input);
       comm.bcastSync(out, 1);
@@ -169,7 +198,91 @@ if (mode === 'bits') {
     const n = /** @type {number} */ (lengths[Math.floor(next() * lengths.length)]);
     const float = next() < 0.5;
     const Array_ = float ? Float64Array : Int32Array;
-    if (u < 0.35) {
+    if (next() < 0.3) {
+      // The area's other protocols (gather, scatter, alltoall, reduce-scatter, scans), alone or
+      // in runs longer than the ring (the one-way ones: a gather's senders, a scatter's root and
+      // the first scan ranks run ahead), some as Promise calls left pending.
+      const kind = /** @type {const} */ (['gather', 'scatter', 'alltoall', 'reduceScatterBlock', 'scan', 'exscan'])[Math.floor(next() * 6)];
+      const root = Math.floor(next() * p);
+      const run = next() < 0.2 ? 20 + Math.floor(next() * 40) : 1;
+      for (let j = 0; j < run; j++) {
+        const m = run === 1 ? n : /** @type {number} */ (lengths[Math.floor(next() * 9)]);
+        const promise = next() < 0.15;
+        const inPlace = next() < 0.25;
+        const c = step * 7 + j;
+        const r0 = comm.rank;
+        /** @type {import('topocoll').TypedArray} */ let recv;
+        /** @type {() => void} */ let check;
+        /** @type {() => Promise<void>} */ let later;
+        /** @type {() => void} */ let now;
+        if (kind === 'gather') {
+          const mine = new Array_(m).map((_, k) => r0 * 1000 + k + c);
+          recv = new Array_(r0 === root ? m * p : 0);
+          const own = inPlace && r0 === root;
+          if (own) recv.set(mine, r0 * m);
+          const send = own ? IN_PLACE : mine;
+          now = () => comm.gatherSync(send, r0 === root ? recv : null, root);
+          later = () => comm.gather(send, r0 === root ? recv : null, root);
+          check = () => {
+            if (r0 !== root) return;
+            for (let i = 0; i < m * p; i++)
+              if (recv[i] !== Math.floor(i / m) * 1000 + (i % m) + c) fail(`step ${step}.${j}: gather of ${m} to ${root}: [${i}] = ${recv[i]}`);
+          };
+        } else if (kind === 'scatter') {
+          const send = r0 === root ? new Array_(m * p).map((_, i) => Math.floor(i / m) * 1000 + (i % m) + c) : null;
+          const own = inPlace && r0 === root;
+          recv = own ? /** @type {any} */ (send).subarray(r0 * m, (r0 + 1) * m) : new Array_(m);
+          now = () => comm.scatterSync(send, own ? IN_PLACE : recv, root);
+          later = () => comm.scatter(send, own ? IN_PLACE : recv, root);
+          check = () => {
+            for (let k = 0; k < m; k++) if (recv[k] !== r0 * 1000 + k + c) fail(`step ${step}.${j}: scatter of ${m} from ${root}: [${k}] = ${recv[k]}`);
+          };
+        } else if (kind === 'alltoall') {
+          const send = new Array_(m * p).map((_, i) => r0 * 100000 + Math.floor(i / m) * 1000 + (i % m) + c);
+          recv = inPlace ? send : new Array_(m * p);
+          now = () => comm.alltoallSync(inPlace ? IN_PLACE : send, recv);
+          later = () => comm.alltoall(inPlace ? IN_PLACE : send, recv);
+          check = () => {
+            for (let i = 0; i < m * p; i++)
+              if (recv[i] !== Math.floor(i / m) * 100000 + r0 * 1000 + (i % m) + c) fail(`step ${step}.${j}: alltoall of ${m}: [${i}] = ${recv[i]}`);
+          };
+        } else if (kind === 'reduceScatterBlock') {
+          const send = new Array_(m * p).map((_, i) => r0 + i + c);
+          recv = inPlace ? send : new Array_(m);
+          now = () => comm.reduceScatterBlockSync(inPlace ? IN_PLACE : send, recv, 'sum');
+          later = () => comm.reduceScatterBlock(inPlace ? IN_PLACE : send, recv, 'sum');
+          check = () => {
+            for (let k = 0; k < m; k++) {
+              const want = (p * (p - 1)) / 2 + p * (r0 * m + k + c);
+              if (recv[k] !== want) fail(`step ${step}.${j}: reduce-scatter of ${m}: [${k}] = ${recv[k]}, want ${want}`);
+            }
+          };
+        } else {
+          const exclusive = kind === 'exscan';
+          const send = new Array_(m).map((_, k) => r0 + 1 + k + c);
+          recv = inPlace ? send : new Array_(m).fill(-7);
+          const before = Array.from(recv);
+          const call = exclusive ? 'exscan' : 'scan';
+          const input = inPlace ? IN_PLACE : send;
+          now = () => (exclusive ? comm.exscanSync(input, recv, 'sum') : comm.scanSync(input, recv, 'sum'));
+          later = () => (exclusive ? comm.exscan(input, recv, 'sum') : comm.scan(input, recv, 'sum'));
+          check = () => {
+            const upto = exclusive ? r0 : r0 + 1;
+            for (let k = 0; k < m; k++) {
+              const want = upto === 0 ? before[k] : (upto * (upto + 1)) / 2 + upto * (k + c);
+              if (recv[k] !== want) fail(`step ${step}.${j}: ${call} of ${m}: [${k}] = ${recv[k]}, want ${want}`);
+            }
+          };
+        }
+        if (promise) {
+          pending.push(later());
+          checks.push(check);
+        } else {
+          now();
+          check();
+        }
+      }
+    } else if (u < 0.35) {
       const op = /** @type {'sum' | 'max' | 'min' | 'prod'} */ (['sum', 'max', 'min', 'prod'][Math.floor(next() * 4)]);
       const send = new Array_(n).map((_, k) => reference(op, comm.rank, k));
       const recv = new Array_(n);
@@ -239,14 +352,21 @@ if (mode === 'bits') {
   const n = mode === 'mismatch' && comm.rank === 1 ? 5 : 4;
   const send = new Int32Array(n).fill(1);
   const recv = new Int32Array(n);
-  const collective = mode === 'killed' ? (process.argv[3] ?? 'allreduce') : 'allreduce';
+  const collective = process.argv[mode === 'killed' ? 3 : 4] ?? 'allreduce';
+  const p = comm.size;
+  const last = p - 1;
   try {
     for (let i = 0; ; i++) {
-      if (mode === 'killed' && i === 50 && comm.rank === comm.size - 1) process.kill(process.pid, 'SIGKILL');
-      if (collective === 'bcast') comm.bcastSync(recv, comm.size - 1);
+      if (mode === 'killed' && i === 50 && comm.rank === last) process.kill(process.pid, 'SIGKILL');
+      if (collective === 'bcast') comm.bcastSync(recv, last);
       else if (collective === 'reduce') comm.reduceSync(send, comm.rank === 0 ? recv : null, 'sum', 0);
+      else if (collective === 'gather') comm.gatherSync(send, comm.rank === 0 ? new Int32Array(n * p) : null, 0);
+      else if (collective === 'scatter') comm.scatterSync(comm.rank === last ? new Int32Array(n * p) : null, recv, last);
+      else if (collective === 'alltoall') comm.alltoallSync(new Int32Array(n * p), new Int32Array(n * p));
+      else if (collective === 'scan') comm.scanSync(send, recv);
       else comm.allreduceSync(send, recv);
-      if (mode === 'mismatch' && i === 10) break;
+      // A one-way call's senders run up to a ring of calls ahead before they wait: past it they see the abort.
+      if (mode === 'mismatch' && i === (collective === 'allreduce' ? 10 : 40)) break;
     }
     console.log(`rank ${comm.rank} finished`);
   } catch (e) {

@@ -222,6 +222,63 @@ describe('the one-node shared-memory allreduce', () => {
   });
 });
 
+describe('the one-node shared area, whole calls: gather, scatter, reduce-scatter, alltoall, scans', () => {
+  const oneNode = byCore(['a'], 4, 4);
+  /** The first phase's steps and the second phase's id rank 0 registers for each collective of `bytes` in all (alltoall: bytes / 4 per block). */
+  function areaSteps(placed: RankPlacement[], input: TopocollConfigInput, bytes: number, root: number, oversubscribed = false) {
+    const { plans, registered } = rankZeroPlans(placed, input, oversubscribed);
+    const steps = (id: number) => (id >= 0 ? decodeSteps(registered[id]!) : []);
+    const area = (id: number) => steps(id).length === 1 && steps(id)[0]!.kind === StepKind.ShmAreaCall;
+    const gather = plans.rooted('gather', root, bytes, 4).gather;
+    const scatter = plans.rooted('scatter', root, bytes, 4).gather;
+    const reduceScatter = plans.reduceScatter(bytes, 4, false);
+    const alltoall = plans.alltoall(bytes / 4, false).gather;
+    const alltoallv = plans.alltoall(bytes / 4, true).gather;
+    const scan = plans.scan(bytes, 4).reduce;
+    return {
+      plans,
+      steps,
+      ids: { gather, scatter, reduceScatter: reduceScatter.gather, alltoall, scan },
+      taken: [gather, scatter, reduceScatter.gather, alltoall, alltoallv, scan].map(area),
+      second: steps(reduceScatter.bcast),
+    };
+  }
+
+  it('takes calls of up to 8 KiB in all: one ShmAreaCall step naming the root (0 for the unrooted), any operator, never alltoallv', () => {
+    for (const root of [0, 3]) {
+      for (const bytes of [0, 16, SHM_ALLREDUCE_MAX_BYTES]) {
+        const { steps, ids, taken, second } = areaSteps(oneNode, {}, bytes, root);
+        expect(taken).toEqual([true, true, true, true, false, true]);
+        expect(steps(ids.gather)).toEqual([{ kind: StepKind.ShmAreaCall, peer: root, level: 0 }]);
+        expect(steps(ids.scatter)).toEqual([{ kind: StepKind.ShmAreaCall, peer: root, level: 0 }]);
+        for (const id of [ids.reduceScatter, ids.alltoall, ids.scan]) expect(steps(id)).toEqual([{ kind: StepKind.ShmAreaCall, peer: 0, level: 0 }]);
+        // The reduce-scatter's second phase: nothing (the addon needs one).
+        expect(second).toEqual([]);
+      }
+    }
+    const { plans } = areaSteps(oneNode, {}, 8, 0);
+    // By the whole vector (alltoall: one rank's send), as explain() takes it.
+    for (const collective of ['gather', 'scatter', 'reduce-scatter', 'alltoall', 'scan', 'exscan'] as const) {
+      expect(plans.takesArea(collective, SHM_ALLREDUCE_MAX_BYTES)).toBe(true);
+      expect(plans.takesArea(collective, SHM_ALLREDUCE_MAX_BYTES + 4)).toBe(false);
+    }
+  });
+
+  it('leaves larger calls, several nodes, more ranks than cores and configured algorithms to their schedules', () => {
+    const none = [false, false, false, false, false, false];
+    expect(areaSteps(oneNode, {}, SHM_ALLREDUCE_MAX_BYTES + 16, 0).taken).toEqual(none);
+    expect(areaSteps(placements, {}, 16, 0).taken).toEqual(none);
+    expect(areaSteps(oneNode, {}, 16, 0, true).taken).toEqual(none);
+    expect(areaSteps(oneNode, { allreduce: { shm: 'every-rank' } }, 16, 0, true).taken).toEqual([true, true, true, true, false, true]);
+    expect(areaSteps(oneNode, { allreduce: { shm: false } }, 16, 0).taken).toEqual(none);
+    expect(areaSteps(oneNode, { gather: { levels: { node: 'flat' } } }, 16, 0).taken).toEqual([false, true, true, true, false, true]);
+    expect(areaSteps(oneNode, { scatter: { levels: { node: 'binomial' } } }, 16, 0).taken).toEqual([true, false, false, true, false, true]);
+    expect(areaSteps(oneNode, { reduceScatter: { top: 'ring' } }, 16, 0).taken).toEqual([true, true, false, true, false, true]);
+    expect(areaSteps(oneNode, { reduce: { levels: { node: 'flat' } } }, 16, 0).taken).toEqual([true, true, false, true, false, true]);
+    expect(areaSteps(oneNode, { alltoall: { algorithm: 'bruck' } }, 16, 0).taken).toEqual([true, true, true, false, false, true]);
+  });
+});
+
 describe('the one-node shared area, one way: small bcasts and reduces', () => {
   /** The steps rank 0 registers for a bcast and a reduce of `bytes` from/to `root`, decoded. */
   function oneWaySteps(placed: RankPlacement[], input: TopocollConfigInput, bytes: number, root: number, oversubscribed = false) {
@@ -466,7 +523,8 @@ describe("the reduce-scatter's top group", () => {
 describe('the one-node alltoall form', () => {
   /** The step kinds rank 0 registers for an alltoall of `block` bytes per block among 8 ranks of one node. */
   function kinds(block: number, input: TopocollConfigInput): { joined: boolean; steps: number } {
-    const { plans, registered } = rankZeroPlans(byCore(['a'], 8, 4), input, false);
+    // Without the shared area, which would take the small ones whole.
+    const { plans, registered } = rankZeroPlans(byCore(['a'], 8, 4), { ...input, allreduce: { shm: false } }, false);
     const steps = decodeSteps(registered[plans.alltoall(block, false).gather]!);
     // Bruck packs every round's blocks into joined exchanges; pairwise exchanges one block with each peer.
     return { joined: steps.some((s) => s.joined), steps: steps.length };

@@ -18,12 +18,12 @@ function run(n: number, ...args: string[]) {
 
 describe('the fast path gives the bits the addon gives', () => {
   for (const n of [2, 3]) {
-    it(`every datatype × operator, allreduce, reduce, allgather and bcast, p = ${n}`, () => {
+    it(`every datatype × operator, every collective of the fast path, p = ${n}`, () => {
       const r = run(n, 'bits');
       expect(r.stdout).not.toMatch(/FAILED/);
       expect(r.status).toBe(0);
       for (let rank = 0; rank < n; rank++) {
-        const line = r.lines.find((l) => l.startsWith(`rank ${rank} bits ok 600 taken `));
+        const line = r.lines.find((l) => l.startsWith(`rank ${rank} bits ok 1233 taken `));
         expect(line).toBeDefined();
         // Most calls: one that follows a one-way call whose peers are late goes through the addon.
         expect(Number(line!.split(' ').pop())).toBeGreaterThan(300);
@@ -54,13 +54,17 @@ describe('fast-path calls and calls through the addon meet call by call', () => 
 });
 
 describe('errors on the fast path', () => {
-  it('a peer killed while the others spin: every survivor gets EPEERLOST (allreduce; bcast from it; reduce where it sends)', async () => {
+  it('a peer killed while the others spin: every survivor gets EPEERLOST (allreduce; bcast and scatter from it; reduce and gather where it sends; alltoall; scan)', async () => {
     for (const [n, collective] of [
       [2, 'allreduce'],
       [3, 'allreduce'],
       [2, 'bcast'],
       [3, 'bcast'],
       [3, 'reduce'],
+      [3, 'gather'],
+      [2, 'scatter'],
+      [3, 'alltoall'],
+      [3, 'scan'],
     ] as const) {
       const r = run(n, 'killed', collective);
       expect(r.status).toBe(128 + 9);
@@ -79,6 +83,22 @@ describe('errors on the fast path', () => {
       for (const text of r.caught.values()) expect(text).toMatch(/^EMISMATCH .*allreduce\(count=[45], int32, sum\).*allreduce\(count=[45], int32, sum\)/);
     });
   }
+
+  it("a count mismatch in the area's other protocols, either side on the fast path: EMISMATCH on every rank", () => {
+    // gather (the root sees it, the sender at its next call), alltoall (both see it), scan at p = 3 (ranks 1 and 2 see it).
+    for (const [n, collective, count] of [
+      [2, 'gather', 'gather\\(count=(8|10)'],
+      [2, 'alltoall', '[45] elements in alltoall call #1 where this rank expects [45]'],
+      [3, 'scan', 'scan\\(count=[45]'],
+    ] as const) {
+      for (const side of [[], ['fast']]) {
+        const r = run(n, 'mismatch', side[0] ?? 'addon', collective);
+        expect(r.status).toBe(3);
+        expect(r.caught.size).toBe(n);
+        for (const text of r.caught.values()) expect(text).toMatch(new RegExp(`^EMISMATCH .*${count}`));
+      }
+    }
+  });
 
   for (const side of ['fast', 'addon']) {
     it(`send and recv that share bytes: EINVAL on every rank before anything is sent, through the ${side === 'fast' ? 'fast path' : 'addon'}`, () => {

@@ -137,10 +137,33 @@ describe('the router', () => {
     expect(routerFor(oneNode, { bcast: { algorithm: 'one-sided' } }).route('bcast', 8).window).toEqual({ sync: 'one-sided', async: 'one-sided' });
   });
 
-  it('sends reduce-scatter and the scans to the levels at every size, by every form and buffer kind (no fast path, shared area or window)', () => {
-    const levels = { memory: { sync: 'levels', async: 'levels' }, window: { sync: 'levels', async: 'levels' } };
-    for (const r of [routerFor(oneNode), routerFor(twoNodes, {}, { fastPathAvailable: false })])
+  it('sends gather, scatter, alltoall, reduce-scatter and the scans of one node through the area (blocking ones to the fast path up to its sizes), never to windows', () => {
+    const route = (sync: string, async: string) => ({ memory: { sync, async }, window: { sync, async } });
+    const one = routerFor(oneNode);
+    // Copies up to copyMaxBytes (gather: per rank's block), combines up to combineMaxBytes.
+    for (const [collective, fastUpTo] of [
+      ['gather', 1024 * oneNode.length],
+      ['scatter', 1024],
+      ['alltoall', 1024],
+      ['reduce-scatter', 64],
+      ['scan', 64],
+      ['exscan', 64],
+    ] as const) {
+      expect(one.route(collective, fastUpTo)).toEqual(route('fast', 'shared-area'));
+      expect(one.route(collective, fastUpTo + oneNode.length * 8)).toEqual(route('shared-area', 'shared-area'));
+      expect(one.route(collective, 8192)).toEqual(route('shared-area', 'shared-area'));
+      expect(one.route(collective, 8192 + 64)).toEqual(route('levels', 'levels'));
+    }
+    // Several nodes, more ranks than cores, or the algorithms configured: the levels.
+    for (const r of [
+      routerFor(twoNodes, {}, { fastPathAvailable: false }),
+      routerFor(oneNode, {}, { oversubscribed: true }),
+      routerFor(oneNode, { gather: { levels: { node: 'flat' } }, scatter: { levels: { node: 'flat' } }, alltoall: { algorithm: 'pairwise' } }),
+    ])
+      for (const collective of ['gather', 'scatter', 'alltoall'] as const)
+        for (const bytes of [8, 4096, 1 << 20]) expect(r.route(collective, bytes)).toEqual(route('levels', 'levels'));
+    for (const r of [routerFor(twoNodes, {}, { fastPathAvailable: false }), routerFor(oneNode, { reduceScatter: { top: 'ring' }, allreduce: { shm: false } })])
       for (const collective of ['reduce-scatter', 'scan', 'exscan'] as const)
-        for (const bytes of [8, 4096, 1 << 20]) expect(r.route(collective, bytes)).toEqual(levels);
+        for (const bytes of [8, 4096, 1 << 20]) expect(r.route(collective, bytes)).toEqual(route('levels', 'levels'));
   });
 });

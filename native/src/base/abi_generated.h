@@ -77,8 +77,14 @@ enum class StepKind : int32_t {
   // window into its place in the result, then meets the others once more — single copy, meetings
   // through the area (`everyRankCombines` picks their protocol).
   kShmWindowAllgather = 17,
+  // The whole call of a gather(v), scatter(v), reduce-scatter, alltoall (equal blocks), scan or
+  // exscan of a one-node job whose ranks have a core each, through the same area (native
+  // ShmAllreduce::Gather … Scan; the collective is the call's): the only step of its first phase,
+  // `peer` the root (0 for the unrooted ones). Each rank deposits what others read of it (≤ 8 KiB)
+  // and reads what it needs straight out of their slots.
+  kShmAreaCall = 18,
 };
-inline constexpr size_t kStepKindCount = 17;
+inline constexpr size_t kStepKindCount = 18;
 // Each StepKind by value, with its name in TypeScript (and in the addon's messages and tables).
 struct StepKindInfo {
   const char* name;
@@ -103,6 +109,7 @@ inline constexpr StepKindInfo kStepKindTable[] = {
     {"CountDone", StepKind::kCountDone},
     {"AwaitDone", StepKind::kAwaitDone},
     {"ShmWindowAllgather", StepKind::kShmWindowAllgather},
+    {"ShmAreaCall", StepKind::kShmAreaCall},
 };
 // clang-format on
 

@@ -249,7 +249,7 @@ void Engine::SetPlan(int id, std::vector<Step> steps) {
     s.local_peer2 = s.peer2 >= 0 ? LocalIndex(s.peer2) : -1;
     const bool node_wide = s.kind == StepKind::kShmAllreduce || s.kind == StepKind::kShmAllgather || s.kind == StepKind::kShmAreaBcast ||
                            s.kind == StepKind::kShmAreaReduce || s.kind == StepKind::kShmWindowAllreduce ||
-                           s.kind == StepKind::kShmWindowAllgather;
+                           s.kind == StepKind::kShmWindowAllgather || s.kind == StepKind::kShmAreaCall;
     if (node_wide && (options_.local_ranks.size() != static_cast<size_t>(options_.size) || options_.size < 2)) {
       throw CollError(
           "EINVAL", "schedule " + std::to_string(id) + " has a node-wide shared-memory step, but the job is not one node of several ranks");

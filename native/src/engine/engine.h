@@ -308,6 +308,10 @@ class Engine {
   };
   // Whether a schedule writes B on this rank (anything but sends).
   bool ReceivesIn(const std::vector<Step>& steps) const;
+  // A call whose first phase is the one node-wide kShmAreaCall step: a gather, scatter,
+  // reduce-scatter, alltoall, scan or exscan through the shared area (ShmAllreduce::Gather …
+  // Scan) with the call's buffers, not phases of steps.
+  void RunAreaCall(const CallArgs& args, const MsgHeader& header, const BlockTable& table, const Reducer& reducer, Guard& guard);
   // Whether every step of a rank-block schedule moves this rank's own block only.
   bool MovesOnlyOwnBlock(const std::vector<Step>& steps) const;
   // kPut, kAwaitPut, kCountDone, kAwaitDone: S1's one-sided bcast on B — messages to and from

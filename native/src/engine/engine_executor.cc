@@ -11,7 +11,8 @@ namespace topocoll {
 namespace {
 
 // A phase that is one whole-call step of `kind` which reads the call's input itself (the window
-// collectives): its setup hands the step the input (PhaseData::input) and starts no accumulator.
+// collectives: their setup hands the step the input, PhaseData::input, and starts no
+// accumulator; kShmAreaCall: the call runs in RunAreaCall instead of phases).
 bool TakesInput(const std::vector<Step>& steps, StepKind kind) { return steps.size() == 1 && steps[0].kind == kind; }
 
 }  // namespace
@@ -82,6 +83,10 @@ void Engine::Run(const CallArgs& args) {
   liveness_.PublishCall(h);
   Guard guard(liveness_, h);
   try {
+    if (args.reduce != nullptr && TakesInput(*args.reduce, StepKind::kShmAreaCall)) {
+      RunAreaCall(args, h, table, fn, guard);
+      return;
+    }
     auto* recv = static_cast<uint8_t*>(args.recv);
     const auto* send = static_cast<const uint8_t*>(args.send);
     switch (args.collective) {
@@ -312,6 +317,34 @@ bool Engine::MovesOnlyOwnBlock(const std::vector<Step>& steps) const {
   return true;
 }
 
+void Engine::RunAreaCall(const CallArgs& args, const MsgHeader& header, const BlockTable& table, const Reducer& reducer, Guard& guard) {
+  guard.WaitingOnNode();
+  const size_t elem = DtypeSize(args.dtype);
+  auto* recv = static_cast<uint8_t*>(args.recv);
+  const auto* send = static_cast<const uint8_t*>(args.send);
+  const auto root = static_cast<size_t>(args.root);
+  switch (args.collective) {
+    case Collective::kGather:
+      // IN_PLACE at the root: send is recv, and the root's block is at its place.
+      shm_allreduce_->Gather(send == recv ? recv + table.displs[root] * elem : send, recv, table.counts, table.displs, elem, header, root,
+                             node_policy_, guard);
+      return;
+    case Collective::kScatter:
+      // IN_PLACE at the root: its block stays in send.
+      shm_allreduce_->Scatter(send, send == recv ? nullptr : recv, table.counts, table.displs, elem, header, root, node_policy_, guard);
+      return;
+    case Collective::kReduceScatter:
+      shm_allreduce_->ReduceScatter(send, recv, table.counts, table.displs, elem, header, reducer, node_policy_, guard);
+      return;
+    case Collective::kAlltoall: shm_allreduce_->Alltoall(send, recv, args.count, elem, header, node_policy_, guard); return;
+    case Collective::kScan:
+    case Collective::kExscan:
+      shm_allreduce_->Scan(send, recv, args.count, elem, args.collective == Collective::kExscan, header, reducer, node_policy_, guard);
+      return;
+    default: throw CollError("EINVAL", "a shared-area call step in a collective that has none");
+  }
+}
+
 bool Engine::ReceivesIn(const std::vector<Step>& steps) const {
   for (const Step& s : steps) {
     // The shared area's reduce writes B at its destination only.
@@ -484,6 +517,9 @@ void Engine::RunStep(const Step& s, const MsgHeader& header, PhaseData& data, ui
                                 guard);
       return;
     }
+    case StepKind::kShmAreaCall:
+      // Engine::Run takes such a call whole (RunAreaCall) before any phase runs.
+      throw CollError("EINVAL", "a shared-area call step outside the first phase of its call");
     case StepKind::kShmWindowAllreduce:
     case StepKind::kShmWindowAllgather: {
       // The whole call in one step, out of the call's input (PhaseData::input, which only the

@@ -260,4 +260,122 @@ void ShmAllreduce::Allgather(uint8_t* result, const std::vector<uint64_t>& count
   }
 }
 
+namespace {
+// The bytes of the whole vector of blocks (elem bytes per element).
+size_t WholeBytes(const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs, size_t elem) {
+  return counts.empty() ? 0 : static_cast<size_t>((displs.back() + counts.back()) * elem);
+}
+}  // namespace
+
+void ShmAllreduce::Gather(const uint8_t* own, uint8_t* whole, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs,
+                          size_t elem, const MsgHeader& header, size_t root, const WaitPolicy& policy, WaitGuard& guard) {
+  CheckFits("gather", WholeBytes(counts, displs, elem));
+  const auto block = [&](size_t r) { return static_cast<size_t>(counts[static_cast<size_t>(ranks_[r])] * elem); };
+  const auto place = [&](size_t r) { return whole + displs[static_cast<size_t>(ranks_[r])] * elem; };
+  const auto me = static_cast<size_t>(me_);
+  if (root != me) {
+    MarkDeposited(Deposit(own, block(me), header, policy, guard), policy);
+    return;
+  }
+  const uint32_t call = Deposit(nullptr, 0, header, policy, guard);
+  MarkDeposited(call, policy);
+  if (block(me) > 0 && own != place(me)) std::memcpy(place(me), own, block(me));
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (r != me) PrefetchDeposit(call, r, block(r));
+  }
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (r == me) continue;
+    AwaitDeposit(call, r, header, policy, guard);
+    if (block(r) > 0) std::memcpy(place(r), DataOf(static_cast<int>(r), call, block(r)), block(r));
+  }
+  calls_->all_entered = call + 1;
+}
+
+void ShmAllreduce::Scatter(const uint8_t* whole, uint8_t* own, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs,
+                           size_t elem, const MsgHeader& header, size_t root, const WaitPolicy& policy, WaitGuard& guard) {
+  const size_t bytes = WholeBytes(counts, displs, elem);
+  CheckFits("scatter", bytes);
+  const auto me = static_cast<size_t>(me_);
+  const auto rank = static_cast<size_t>(ranks_[me]);
+  const size_t own_bytes = static_cast<size_t>(counts[rank] * elem);
+  const size_t at = static_cast<size_t>(displs[rank] * elem);
+  if (root == me) {
+    MarkDeposited(Deposit(whole, bytes, header, policy, guard), policy);
+    if (own_bytes > 0 && own != nullptr && own != whole + at) std::memcpy(own, whole + at, own_bytes);
+    return;
+  }
+  const uint32_t call = Deposit(nullptr, 0, header, policy, guard);
+  MarkDeposited(call, policy);
+  PrefetchDeposit(call, root, bytes);
+  AwaitDeposit(call, root, header, policy, guard);
+  // It saw the root's mark; at two ranks that is every mark.
+  if (doorbells_.size() == 2) calls_->all_entered = call + 1;
+  if (own_bytes > 0) std::memcpy(own, DataOf(static_cast<int>(root), call, bytes) + at, own_bytes);
+}
+
+void ShmAllreduce::Alltoall(const uint8_t* send, uint8_t* recv, uint64_t n, size_t elem, const MsgHeader& header, const WaitPolicy& policy,
+                            WaitGuard& guard) {
+  const size_t ranks = doorbells_.size();
+  const auto block = static_cast<size_t>(n * elem);
+  const size_t bytes = ranks * block;
+  CheckFits("alltoall", bytes);
+  const auto me = static_cast<size_t>(me_);
+  // The deposit first: with IN_PLACE the blocks below overwrite the input it copied.
+  const uint32_t call = Deposit(send, bytes, header, policy, guard);
+  MarkDeposited(call, policy);
+  if (block > 0 && send != recv) std::memcpy(recv + me * block, send + me * block, block);
+  for (size_t r = 0; r < ranks; ++r) {
+    if (r == me) continue;
+    AwaitDeposit(call, r, header, policy, guard);
+    if (block > 0) std::memcpy(recv + r * block, DataOf(static_cast<int>(r), call, bytes) + me * block, block);
+  }
+  calls_->all_entered = call + 1;
+}
+
+void ShmAllreduce::ReduceScatter(const uint8_t* send, uint8_t* recv, const std::vector<uint64_t>& counts,
+                                 const std::vector<uint64_t>& displs, size_t elem, const MsgHeader& header, const Reducer& combine,
+                                 const WaitPolicy& policy, WaitGuard& guard) {
+  const size_t bytes = WholeBytes(counts, displs, elem);
+  CheckFits("reduce-scatter", bytes);
+  const auto me = static_cast<size_t>(me_);
+  const auto rank = static_cast<size_t>(ranks_[me]);
+  const uint64_t own = counts[rank];
+  const size_t at = static_cast<size_t>(displs[rank] * elem);
+  // The deposit first: with IN_PLACE recv is the input, and its first elements get the result.
+  const uint32_t call = Deposit(send, bytes, header, policy, guard);
+  MarkDeposited(call, policy);
+  for (size_t r = 0; r < doorbells_.size(); ++r) {
+    if (r != me) AwaitDeposit(call, r, header, policy, guard);
+    if (own == 0) continue;
+    const uint8_t* theirs = DataOf(static_cast<int>(r), call, bytes) + at;
+    if (r == 0)
+      std::memcpy(recv, theirs, static_cast<size_t>(own * elem));
+    else
+      combine(recv, theirs, own);
+  }
+  calls_->all_entered = call + 1;
+}
+
+void ShmAllreduce::Scan(const uint8_t* send, uint8_t* recv, uint64_t n, size_t elem, bool exclusive, const MsgHeader& header,
+                        const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard) {
+  const auto bytes = static_cast<size_t>(n * elem);
+  CheckFits(exclusive ? "exscan" : "scan", bytes);
+  const auto me = static_cast<size_t>(me_);
+  // The deposit first: with IN_PLACE recv is the input (this rank's own term comes from its slot).
+  const uint32_t call = Deposit(send, bytes, header, policy, guard);
+  MarkDeposited(call, policy);
+  const size_t upto = exclusive ? me : me + 1;
+  for (size_t r = 0; r < upto; ++r) {
+    if (r != me) AwaitDeposit(call, r, header, policy, guard);
+    if (bytes == 0) continue;
+    const uint8_t* theirs = DataOf(static_cast<int>(r), call, bytes);
+    if (r == 0)
+      std::memcpy(recv, theirs, bytes);
+    else
+      combine(recv, theirs, n);
+  }
+  // The last rank waited for every other mark.
+  if (me + 1 == doorbells_.size()) calls_->all_entered = call + 1;
+}
+
 }  // namespace topocoll

@@ -40,6 +40,28 @@
 //   return at once; t waits for every mark, checks every header and combines the slots in local
 //   order, as the every-rank allreduce does.
 //
+// The rest of a one-node job's small collectives (Gather … Scan, chosen while the ranks have a
+// core each, the whole call at most kMaxBytes) use the same slots, each rank depositing what the
+// others read of it and reading what it needs straight out of their slots, in local order:
+//
+// - Gather to t: every rank but t deposits its block, marks and returns; t deposits its header
+//   only, marks, then waits for every other mark and copies each block to its place.
+// - Scatter from t: t deposits the whole vector, marks and returns (its own block copied
+//   straight); every other rank deposits its header, marks, waits for t's mark and copies its
+//   block out of t's deposit.
+// - Alltoall (equal blocks of n): every rank deposits its whole send, marks, then waits for
+//   every other mark and copies block `me` of each deposit to its place.
+// - Reduce-scatter: every rank deposits its whole input, marks, then waits for every other
+//   mark and combines block `me` of every deposit, in local order.
+// - Scan (exscan) of n: every rank deposits its input and marks; rank r waits for the marks of
+//   ranks 0 … r − 1 and combines their deposits and (scan) its own, in local order; an
+//   exscan's rank 0 reads nothing and leaves its result as it was.
+//
+// Reading from a slot before the deposit of one's own call would be wrong for IN_PLACE calls;
+// every rank deposits first, so a result that overwrites its input never feeds a deposit.
+// A rank that waited for every other mark records all_entered; the rest (a gather's senders,
+// a scatter's root, scan ranks but the last) run ahead as a bcast root does (Reuse).
+//
 // Where a call's words live. Each rank has a ring of kDepth slots, call u in slot u mod kDepth:
 // the mark, the header and up to kInlineBytes of data. Data larger than that goes to the rank's
 // column of the call's parity (u mod 2, kColumnBytes each). The mark is written last (release),
@@ -168,6 +190,31 @@ class ShmAllreduce {
   // when a header differs.
   void Reduce(void* buf, uint64_t count, size_t elem, const MsgHeader& header, size_t root, const Reducer& combine,
               const WaitPolicy& policy, WaitGuard& guard);
+
+  // The calls below: local rank r's block has counts[ranks[r]] elements at displs[ranks[r]] of
+  // the whole vector (elem bytes each; the same on every rank); the whole call (every deposit)
+  // at most kMaxBytes. Each throws EMISMATCH where a rank it waits for made another call.
+  //
+  // Gather to local rank `root` of `own` (this rank's block) into the root's `whole` (null
+  // elsewhere); at the root `own` may be its place in `whole` (IN_PLACE).
+  void Gather(const uint8_t* own, uint8_t* whole, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs, size_t elem,
+              const MsgHeader& header, size_t root, const WaitPolicy& policy, WaitGuard& guard);
+  // Scatter from local rank `root`'s `whole` (null elsewhere) into `own` (this rank's block; at
+  // the root null or its place in `whole` for IN_PLACE).
+  void Scatter(const uint8_t* whole, uint8_t* own, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs, size_t elem,
+               const MsgHeader& header, size_t root, const WaitPolicy& policy, WaitGuard& guard);
+  // Alltoall of blocks of n elements: block j of `send` to local rank j, block i of `recv` from
+  // local rank i (send may be recv: IN_PLACE).
+  void Alltoall(const uint8_t* send, uint8_t* recv, uint64_t n, size_t elem, const MsgHeader& header, const WaitPolicy& policy,
+                WaitGuard& guard);
+  // Reduce-scatter of the whole vector `send` into `recv` (this rank's block; send may be recv:
+  // IN_PLACE), combined in local order.
+  void ReduceScatter(const uint8_t* send, uint8_t* recv, const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs,
+                     size_t elem, const MsgHeader& header, const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard);
+  // Inclusive (exclusive: `exclusive`) scan of n elements of `send` into `recv` (send may be
+  // recv: IN_PLACE), combined in local order.
+  void Scan(const uint8_t* send, uint8_t* recv, uint64_t n, size_t elem, bool exclusive, const MsgHeader& header, const Reducer& combine,
+            const WaitPolicy& policy, WaitGuard& guard);
 
   // The waits of a call the fast path deposited and marked itself: waits for local ranks
   // from, from + 1, …, to − 1 (not this one) to deposit `call`, checking each header as Run
