@@ -79,7 +79,7 @@ function alltoallCall(
     if (input.length < sent) throw ctx.argumentError('EINVAL', `${inPlace ? 'recv' : 'send'} has ${input.length} elements but sendCounts sum to ${sent}`);
     if (recv.length < received) throw ctx.argumentError('EINVAL', `recv has ${recv.length} elements but recvCounts sum to ${received}`);
   }
-  if (!inPlace) ctx.checkApart(send, recv, 'Pass IN_PLACE as send when recv holds the input.');
+  if (!inPlace) ctx.ensureApart(send, recv, 'Pass IN_PLACE as send when recv holds the input.');
   const collective = v ? NativeCollective.alltoallv : NativeCollective.alltoall;
   return ctx.rootedCall(collective, 0, ctx.plans.alltoall(count * type.bytes, v), inPlace ? recv : send, recv, count, type, table);
 }

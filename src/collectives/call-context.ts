@@ -175,6 +175,11 @@ export class CallContext {
    * with it before they call this — a view's buffer, offset and length never change unless its
    * buffer can be resized (such pairs are checked every time).
    */
+  /** checkApart, unless `send` and `recv` are the last pair found apart. */
+  ensureApart(send: TypedArray, recv: TypedArray, hint: string): void {
+    if (send !== this.apartSend || recv !== this.apartRecv) this.checkApart(send, recv, hint);
+  }
+
   checkApart(send: TypedArray, recv: TypedArray, hint: string): void {
     const buffer = send.buffer;
     if (buffer === recv.buffer) {

@@ -20,7 +20,7 @@ function gatherFast(ctx: CallContext, call: NativeAllgatherCall): boolean {
   const own = call.send as TypedArray;
   if (ctx.asyncPending !== 0 || !ctx.router.fastGather(call.count * own.BYTES_PER_ELEMENT)) return false;
   const recv = call.recv as TypedArray | null;
-  if (recv !== null && recv !== own) ctx.checkApart(own, recv, 'Pass IN_PLACE as send at the root when its block is already in recv.');
+  if (recv !== null && recv !== own) ctx.ensureApart(own, recv, 'Pass IN_PLACE as send at the root when its block is already in recv.');
   return ctx.fast!.gather(own, recv, call.count, call.dtype, call.root!, call.planHash);
 }
 

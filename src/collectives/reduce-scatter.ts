@@ -19,7 +19,7 @@ export const reduceScatterBlock: CollectiveDescriptor<[send: TypedArray | InPlac
     // The fast path (small, built-in operator, one node, nothing pending).
     if (call.user === undefined && ctx.asyncPending === 0 && ctx.router.fastReduceScatter(call.count * ctx.size * recv.BYTES_PER_ELEMENT)) {
       const input = call.send as TypedArray;
-      if (input !== recv) ctx.checkApart(input, recv, 'Pass IN_PLACE as send when recv holds the input.');
+      if (input !== recv) ctx.ensureApart(input, recv, 'Pass IN_PLACE as send when recv holds the input.');
       if (ctx.fast!.reduceScatter(input, recv, call.count, call.dtype, call.op!, call.planHash)) return;
     }
     ctx.engine.runAllgather(call);

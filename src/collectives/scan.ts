@@ -19,7 +19,7 @@ function scanDescriptor(exclusive: boolean): CollectiveDescriptor<[send: TypedAr
       // The fast path (small, built-in operator, one node, nothing pending).
       if (call.user === undefined && ctx.asyncPending === 0 && ctx.router.fastScan(recv.byteLength)) {
         const input = call.send as TypedArray;
-        if (input !== recv) ctx.checkApart(input, recv, 'Pass IN_PLACE as send when recv holds the input.');
+        if (input !== recv) ctx.ensureApart(input, recv, 'Pass IN_PLACE as send when recv holds the input.');
         if (ctx.fast!.scan(input, recv, call.count, call.dtype, call.op, exclusive, call.planHash)) return;
       }
       ctx.engine.run(call);

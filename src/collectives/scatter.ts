@@ -21,7 +21,7 @@ function scatterFast(ctx: CallContext, call: NativeAllgatherCall): boolean {
   const own = call.recv as TypedArray;
   if (ctx.asyncPending !== 0 || !ctx.router.fastScatter(call.count * ctx.size * own.BYTES_PER_ELEMENT)) return false;
   const send = call.send as TypedArray | null;
-  if (send !== null && send !== own) ctx.checkApart(send, own, 'Pass IN_PLACE as recv at the root to leave its block in send.');
+  if (send !== null && send !== own) ctx.ensureApart(send, own, 'Pass IN_PLACE as recv at the root to leave its block in send.');
   return ctx.fast!.scatter(send, own, call.count, call.dtype, call.root!, call.planHash);
 }
 
