@@ -1,8 +1,9 @@
 // What the JavaScript fast path's own work costs, without any cache-line transfer: two FastPath
 // instances (local ranks 0 and 1 of a two-rank node) on one thread over one buffer laid out as
 // the addon lays out the shared area, and a loop of batches: 8 calls of the side that writes (a
-// reduce's sender, a bcast's root), then 8 of the side that reads (the reduce's root, the bcast's
-// reader), each batch timed. Each deposit is there before its reader looks, so nothing waits and
+// reduce's or gather's sender, a bcast's or scatter's root, a scan's rank 0), then 8 of the side
+// that reads (the reduce's or gather's root, the bcast's or scatter's reader, the scan's rank 1),
+// each batch timed. Each deposit is there before its reader looks, so nothing waits and
 // nothing crosses between cores: the figures are each side's instructions alone (the
 // Communicator's argument checks come on top), with a clock read per 8 calls. Every-rank calls
 // (allreduce, allgather) cannot run on one thread: each rank waits for the other. Build first
@@ -45,6 +46,7 @@ const PLAN = 7;
 const BATCH = 8;
 const send = new Int32Array(2);
 const recv = new Int32Array(2);
+const whole = new Int32Array(4);
 // Each case: the side that writes first, then the side that reads, a batch at a time.
 const cases = {
   'reduce, 8 B': {
@@ -54,6 +56,20 @@ const cases = {
   'bcast, 8 B': {
     first: ['root', (i) => ((send[0] = i), root.bcast(send, 2, INT32, 0, PLAN))],
     second: ['reader', () => other.bcast(recv, 2, INT32, 0, PLAN)],
+  },
+  // The area's other one-way calls: a gather's sender and root, a scatter's root and reader, a
+  // scan's first rank and last (each 8 bytes per rank).
+  'gather, 8 B': {
+    first: ['sender', (i) => ((send[0] = i), other.gather(send, null, 2, INT32, 0, PLAN))],
+    second: ['root', () => root.gather(send, whole, 2, INT32, 0, PLAN)],
+  },
+  'scatter, 8 B': {
+    first: ['root', (i) => ((whole[0] = i), root.scatter(whole, recv, 2, INT32, 0, PLAN))],
+    second: ['reader', () => other.scatter(null, recv, 2, INT32, 0, PLAN)],
+  },
+  'scan, 8 B': {
+    first: ['rank 0', (i) => ((send[0] = i), root.scan(send, recv, 2, INT32, SUM, false, PLAN))],
+    second: ['rank 1', () => other.scan(send, recv, 2, INT32, SUM, false, PLAN)],
   },
 };
 const now = () => process.hrtime.bigint();

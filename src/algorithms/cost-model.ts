@@ -92,9 +92,10 @@ import { knomialTree } from './knomial-tree.js';
  * Scan and exscan (the hierarchical scan of scan.ts over the rank-ordered plan; every message is
  * the whole m-byte vector, unsegmented), per group of n:
  * - up: lg·(p2p(m) + combine(m)) for the inclusive scan by recursive doubling (in each round a
- *   member sends, then receives and combines on the left, before its next round's send), p2p(m)
- *   for the shift to the next member, and p2p(m) for the group's total to its leader — except in
- *   the top group (its total goes nowhere);
+ *   member sends, then receives and combines on the left, before its next round's send; lg of
+ *   n − 1 in the top group, whose last member stays out), p2p(m) for the shift to the next
+ *   member, and p2p(m) for the group's total to its leader — except in the top group (its total
+ *   goes nowhere);
  * - down, except in the top group (whose leader is rank 0, with an empty prefix): the leader
  *   sends the exclusive prefix to its other members one after another, as the flat bcast, and
  *   each combines it: (n − 2)·send(m) + p2p(m) + combine(m) (n = 2: p2p(m) + combine(m)).
@@ -408,7 +409,8 @@ export function predictGroupScanUs(n: number, m: number, c: LevelCosts, top: boo
   checkGroup(n, m);
   if (n === 1) return 0;
   const { link } = c;
-  const up = ceilLog2(n) * (p2pUs(link, m) + combineUs(c, m)) + p2pUs(link, m);
+  // The top group's last member stays out of the doubling (scan.ts): its rounds are those of n − 1.
+  const up = ceilLog2(top ? n - 1 : n) * (p2pUs(link, m) + combineUs(c, m)) + p2pUs(link, m);
   if (top) return up;
   const down = (n - 2) * sendUs(link, m) + p2pUs(link, m) + combineUs(c, m);
   return up + p2pUs(link, m) + down;

@@ -31,7 +31,9 @@ import { StepKind, type BlockRange, type Schedule, type Step } from './schedule.
  * **Up, bottom-up along each rank's chain** — in each group g (the rank's slot d):
  * 1. inclusive scan, recursive doubling (Hillis–Steele): for δ = 1, 2, 4, … < k, mi sends its
  *    slot d to m(i+δ), then combines m(i−δ)'s on its LEFT (RecvReduce, order 1). mi ends with
- *    Ii = T1 op … op Ti; the leader only sends (its slot keeps T1).
+ *    Ii = T1 op … op Ti; the leader only sends (its slot keeps T1). In the top group (the last
+ *    of its leader's chain) nobody reads Ik, so mk stays out of it: the doubling runs among
+ *    m1 … m(k−1) (with two members, no round at all).
  * 2. rotation: mi (i < k) sends Ii to m(i+1), which receives it into its last slot (Xi =
  *    I(i−1), the exclusive prefix inside g); mk sends Ik, g's total, to the leader's slot d + 1
  *    — its T in its next group — unless g is the leader's last group. The last member receives
@@ -44,7 +46,8 @@ import { StepKind, type BlockRange, type Schedule, type Step } from './schedule.
  * of the groups below, from the highest down, it sends E(r) to their other members (rank 0 sends
  * nothing).
  *
- * **Cost.** Per group of k members ⌈log2 k⌉ + 1 rounds up and one down; per level of the plan
+ * **Cost.** Per group of k members ⌈log2 k⌉ + 1 rounds up (the top group ⌈log2 (k − 1)⌉ + 1)
+ * and one down; per level of the plan
  * the rounds add up; every segment's messages go through them all, successive segments
  * pipelining through the rounds. Memory: (L + 1)·n elements of scratch.
  *
@@ -77,11 +80,14 @@ export function scanSchedule(plan: GroupPlan, rank: number): Schedule {
     const k = g.members.length;
     const i = g.members.indexOf(rank);
     const own = slot(d);
-    for (let delta = 1; delta < k; delta *= 2) {
-      if (i + delta < k) steps.push({ kind: StepKind.Send, peer: g.members[i + delta]!, level, range: own });
-      if (i - delta >= 0) steps.push({ kind: StepKind.RecvReduce, peer: g.members[i - delta]!, level, range: own, order: 1 });
-    }
     const toLeader = !topOfLeader(g);
+    // The members taking part in the doubling: all, or in the top group all but the last, whose
+    // inclusive value nobody reads (its total goes nowhere).
+    const doubling = toLeader ? k : k - 1;
+    for (let delta = 1; delta < doubling; delta *= 2) {
+      if (i + delta < doubling) steps.push({ kind: StepKind.Send, peer: g.members[i + delta]!, level, range: own });
+      if (i - delta >= 0 && i < doubling) steps.push({ kind: StepKind.RecvReduce, peer: g.members[i - delta]!, level, range: own, order: 1 });
+    }
     if (i === 0) {
       steps.push({ kind: StepKind.Send, peer: g.members[1]!, level, range: own });
       if (toLeader) steps.push({ kind: StepKind.Recv, peer: g.members[k - 1]!, level, range: slot(d + 1) });

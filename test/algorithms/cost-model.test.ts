@@ -223,11 +223,12 @@ describe('reduce-scatter by recursive halving', () => {
 
 describe('scan (m = 100 bytes, the whole vector)', () => {
   // p2p(100) = 2.75, combine(100) = 1, send(100) = 1.5
-  it('the top group: lg·(p2p(m) + combine(m)) + p2p(m), the shift', () => {
+  it('the top group: lg(n − 1)·(p2p(m) + combine(m)) + p2p(m), the shift (its last member stays out of the doubling)', () => {
     close(predictGroupScanUs(1, 100, costs, true), 0);
-    close(predictGroupScanUs(2, 100, costs, true), 6.5); // 1·3.75 + 2.75
+    close(predictGroupScanUs(2, 100, costs, true), 2.75); // 0·3.75 + 2.75
     close(predictGroupScanUs(4, 100, costs, true), 10.25); // 2·3.75 + 2.75
-    close(predictGroupScanUs(5, 100, costs, true), 14); // 3·3.75 + 2.75
+    close(predictGroupScanUs(5, 100, costs, true), 10.25); // 2·3.75 + 2.75
+    close(predictGroupScanUs(6, 100, costs, true), 14); // 3·3.75 + 2.75
   });
 
   it('a group below: also p2p(m) of its total to the leader, and the prefix down: (n − 2)·send(m) + p2p(m) + combine(m)', () => {

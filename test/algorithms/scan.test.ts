@@ -80,13 +80,13 @@ describe('hierarchical scan and exscan', () => {
       [RecvReduce, 4, 2],
     ]);
     // rank 4 leads node 1: doubling, rotation (the node's total into slot 1), then the world's
-    // doubling and rotation on slot 1, E from rank 0 and E down to its node
+    // doubling (without rank 8, the top group's last member) and rotation on slot 1, E from
+    // rank 0 and E down to its node
     expect(steps(4)).toEqual([
       [Send, 5, 0],
       [Send, 6, 0],
       [Send, 5, 0],
       [Recv, 7, 1],
-      [Send, 8, 1],
       [RecvReduce, 0, 1],
       [Send, 8, 1],
       [Recv, 0, 2],
