@@ -13,7 +13,7 @@ import { configurationOf, controlAllreduce, reconfigure, type Configuration, typ
 import { checkAllgather } from './collectives/allgather.js';
 import { FastPath } from './runtime/fast-path.js';
 import type { JobPlanner } from './runtime/job-planner.js';
-import { machineOf } from './runtime/co-runners.js';
+import { machineOf, nodeFactsOf } from './runtime/co-runners.js';
 import { linkAddress, type CommunicatorParts, type JoinOrigin } from './runtime/join.js';
 import { Messages, MessageRequest, ANY_SOURCE, ANY_TAG, type MessageStatus, type ObjectMessage } from './p2p/messages.js';
 import type { CollectiveRequest } from './runtime/request.js';
@@ -159,6 +159,7 @@ export class Communicator {
       oversubscribed: parts.oversubscribed,
       cores: NODE_CORES,
       cpus: parts.origin.infos.map((info) => ({ machine: machineOf(info), cpus: parseIndexList(info.cpus) })),
+      nodes: nodeFactsOf(parts.origin.infos, NODE_CORES),
       windows: this.windows,
       fastPathAvailable: fast !== undefined,
       register,

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { hostname } from 'node:os';
+import { cpus as osCpus, hostname } from 'node:os';
 import { Communicator } from './communicator.js';
 import { createCommunicator } from './p2p/create-communicator.js';
 import type { TopocollConfig, TopocollConfigInput } from './config/schema.js';
@@ -49,6 +49,7 @@ export async function init(options: InitOptions = {}): Promise<Communicator> {
     kernel: kernelId(),
     locality,
     cpus: formatIndexList(here.cpus),
+    machineCpus: osCpus().length,
     address: rdv?.client.localAddress ?? '127.0.0.1',
     rendezvousAddress: rdv?.client.remoteAddress ?? '127.0.0.1',
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),

@@ -53,8 +53,9 @@ import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, pre
  * the choice for m bytes is the one for ⌈log2 m⌉.
  *
  * A group's link: `model.levels[level]` when given, else shared memory for a group inside one
- * node (`model.oversubscribed.shm` when that node has more ranks than cores — the same fact on
- * every member, since they share the node — or the group's members outnumber their CPUs), else
+ * node (`model.oversubscribed.shm` when that node has more ranks than cores — from every node's
+ * figures, NodeFacts.nodes, known alike to every rank, so a rank of another node prices the group
+ * as its members do — or the group's members outnumber their CPUs), else
  * the link between nodes (`model.links.mpi` when the job's transport is MPI and it is given, else
  * `model.links.tcp`). A group that spans nodes takes `model.oversubscribed.tcp` only when its own
  * members outnumber the CPUs they may run on (emulated nodes on one host), never for its nodes'
@@ -116,6 +117,12 @@ export interface NodeFacts {
    * them (core-sharing.ts); without this every group is taken to have a core per member.
    */
   cpus?: readonly { machine: string; cpus: readonly number[] }[];
+  /**
+   * Every node's CPUs and oversubscription, known alike to every rank: a group inside a node is
+   * priced with its own node's (without them, with this rank's `cores` and `oversubscribed`), so
+   * ranks of nodes that differ still choose alike.
+   */
+  nodes?: ReadonlyMap<string, { cores: number; oversubscribed: boolean }>;
 }
 
 /** The powers of two a message size is taken in: ⌈log2 bytes⌉, 0 for 0 and 1 byte, at most MAX_SIZE_BUCKET. */
@@ -264,7 +271,7 @@ export class Selector {
     const own = model.levels[g.level];
     if (own !== undefined) return { name: `model.levels.${g.level}`, link: own };
     if (this.isNodeLocal(g))
-      return this.facts.oversubscribed || this.takesTurns(g)
+      return this.nodeOf(g).oversubscribed || this.takesTurns(g)
         ? { name: 'shm (oversubscribed)', link: model.oversubscribed.shm }
         : { name: 'shm', link: model.links.shm };
     if (this.facts.mpi === true && model.links.mpi !== null) return { name: 'mpi', link: model.links.mpi };
@@ -281,25 +288,31 @@ export class Selector {
 
   private costs(g: Group): LevelCosts {
     const local = this.isNodeLocal(g);
+    const cores = local ? this.nodeOf(g).cores : undefined;
     return {
       link: this.link(g).link,
       combineBytesPerUs: this.config.model.combineBytesPerUs,
-      shmBcastUs: local ? (bytes, n) => this.s0(n)(bytes) : undefined,
-      cores: local ? this.facts.cores : undefined,
+      shmBcastUs: cores !== undefined ? (bytes, n) => this.s0(n, cores)(bytes) : undefined,
+      cores,
     };
   }
 
-  /** The S0 engine's predicted bcast among n ranks of this node, with the shape the engine would take. */
-  private s0(n: number): (bytes: number) => number {
-    let f = this.shmBcast.get(n);
+  /** The figures of the node a group inside one node is on: NodeFacts.nodes', else this rank's. */
+  private nodeOf(g: Group): { cores: number; oversubscribed: boolean } {
+    return this.facts.nodes?.get(this.plan.placements[g.members[0]!]!.node) ?? this.facts;
+  }
+
+  /** The S0 engine's predicted bcast among n ranks of a node of `cores` cores, with the shape the engine would take. */
+  private s0(n: number, cores: number): (bytes: number) => number {
+    const key = n * 65536 + cores;
+    let f = this.shmBcast.get(key);
     if (f === undefined) {
       const { budgetBytes, bcast, model } = this.config.shm;
-      const cores = this.facts.cores;
       const base = { queueBytes: bcast.queueBytes === 'auto' ? autoQueueBytes(budgetBytes, n) : bcast.queueBytes, minFragment: MIN_FRAGMENT, sets: bcast.sets };
       const shape: BcastShape = { ...base, tree: bcast.tree === 'auto' ? chooseTree(model, n, cores, base) : parseTree(bcast.tree) };
       const table = bcast.fragmentBytes === 'auto' ? fragmentTable(model, n, cores, shape) : [bcast.fragmentBytes];
       f = (bytes) => predictBcastUs(model, bytes, n, cores, shape, table[Math.min(table.length - 1, sizeBucket(bytes))]!);
-      this.shmBcast.set(n, f);
+      this.shmBcast.set(key, f);
     }
     return f;
   }

@@ -1,4 +1,4 @@
-import { hostname } from 'node:os';
+import { cpus as osCpus, hostname } from 'node:os';
 import { Communicator } from '../communicator.js';
 import type { TopocollConfigInput } from '../config/schema.js';
 import { TopocollError, isTopocollError } from '../errors.js';
@@ -92,6 +92,7 @@ export async function createCommunicator(p2p: PointToPoint | NativePointToPoint,
     kernel: kernelId(),
     locality: config.topology.locality ?? env.TOPOCOLL_LOCALITY ?? here.locality,
     cpus: formatIndexList(here.cpus),
+    machineCpus: osCpus().length,
     ...(network.kind === 'slurm' ? { slurmPath: network.path } : {}),
   };
   let token: string | undefined;

@@ -64,6 +64,33 @@ export function machineOversubscribed(me: number, infos: readonly { host: string
   );
 }
 
+/** A node's figures the cost model prices its groups with (selection.ts, NodeFacts.nodes). */
+export interface NodeFigures {
+  /** CPUs of the node's machine. */
+  cores: number;
+  /** More ranks on that machine than CPUs (machineOversubscribed). */
+  oversubscribed: boolean;
+}
+
+/**
+ * Every node's figures, from what every rank knows alike (the ranks' infos): so a group of
+ * another node is priced the same on every rank, whatever this rank's own machine. A node's are
+ * its first rank's machine's: its CPU count (`machineCpus`, else `fallbackCpus`) and whether that
+ * machine's ranks outnumber them.
+ */
+export function nodeFactsOf(
+  infos: readonly { node: string; host: string; kernel?: string; cpus: string; machineCpus?: number }[],
+  fallbackCpus: number,
+): Map<string, NodeFigures> {
+  const facts = new Map<string, NodeFigures>();
+  infos.forEach((info, r) => {
+    if (facts.has(info.node)) return;
+    const cores = Math.max(1, info.machineCpus ?? fallbackCpus);
+    facts.set(info.node, { cores, oversubscribed: machineOversubscribed(r, infos, cores) });
+  });
+  return facts;
+}
+
 /** The ranks' infos on rank `me`'s machine (machineOf: its kernel, else its host), `me`'s included. */
 export function onMachineOf<T extends { host: string; kernel?: string }>(me: number, infos: readonly T[]): T[] {
   const machine = machineOf(infos[me]!);

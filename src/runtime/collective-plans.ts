@@ -31,6 +31,7 @@ import { encodeSchedule, StepKind } from '../algorithms/schedule.js';
 import { allLevelNames, isHardwareLevel } from '../groups/levels.js';
 import { planGroups, type Group, type GroupPlan, type PlanOptions } from '../groups/plan.js';
 import type { RankPlacement } from '../topology/types.js';
+import type { NodeFigures } from './co-runners.js';
 
 /**
  * One communicator's plans: the rank-ordered plan for non-commutative reductions, and per call
@@ -109,6 +110,8 @@ export interface CollectivePlansParts {
   cores: number;
   /** Each rank's host and allowed CPUs (the Selector's NodeFacts.cpus). */
   cpus?: readonly { machine: string; cpus: readonly number[] }[];
+  /** Every node's CPUs and oversubscription (the Selector's NodeFacts.nodes). */
+  nodes?: ReadonlyMap<string, NodeFigures>;
   /** Hands a schedule to the native engine; returns the id it is known by there. */
   register: (encoded: Int32Array) => number;
 }
@@ -169,7 +172,7 @@ export class CollectivePlans {
       config,
       plan,
       exchangeLimits,
-      { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus },
+      { cores: parts.cores, oversubscribed: parts.oversubscribed, cpus: parts.cpus, nodes: parts.nodes },
       parts.orderedPlan,
     );
     if (parts.orderedPlan !== plan) this.ordered = new ScheduleCache(parts.orderedPlan, parts.rank, { variant: 'reduce-bcast' });

@@ -10,6 +10,7 @@ import { datatypeOf, reduceOpCode } from './datatypes.js';
 import type { JobPlanner, JobPlans } from './job-planner.js';
 import { Router } from './router.js';
 import type { Windows } from './windows.js';
+import type { NodeFigures } from './co-runners.js';
 
 /**
  * The control plane of a communicator's configuration: what it runs under one configuration
@@ -28,6 +29,8 @@ export interface ConfigurationParts {
   cores: number;
   /** Each rank's host and allowed CPUs, for the cost model's groups whose members share cores. */
   cpus: readonly { machine: string; cpus: readonly number[] }[];
+  /** Every node's CPUs and oversubscription, known alike to every rank (co-runners.ts, nodeFactsOf). */
+  nodes: ReadonlyMap<string, NodeFigures>;
   windows: Windows;
   /** The JavaScript fast path exists here (runtime/router.ts). */
   fastPathAvailable: boolean;
@@ -56,6 +59,7 @@ export function configurationOf(parts: ConfigurationParts, plans: JobPlans, conf
       oversubscribed: parts.oversubscribed,
       cores: parts.cores,
       cpus: parts.cpus,
+      nodes: parts.nodes,
       register: parts.register,
     });
   const callPlans = collectivePlans(config, plans.orderedPlan, shmGroups);

@@ -46,6 +46,11 @@ export interface RankInfo {
   /** The CPUs the process may run on, as an index list ("0-3,8"). */
   cpus: string;
   /**
+   * How many CPUs the rank's machine has (os.cpus()): every rank prices the groups of other nodes
+   * with their own machine's figure (co-runners.ts, nodeFactsOf).
+   */
+  machineCpus?: number;
+  /**
    * init only: the IPv4 address of this rank's end of its rendezvous connection (the interface
    * that routes to the rendezvous), and the address it reached the rendezvous at (init.ts, linkAddress).
    */

@@ -654,3 +654,34 @@ describe('forced reduce-scatter top and alltoall form (reduceScatter.top, alltoa
     }
   });
 });
+
+describe('nodes that differ (NodeFacts.nodes)', () => {
+  // Node a has 8 ranks on 2 CPUs, node b 2 ranks on 64: a rank of each prices every node's groups with that node's figures.
+  const plan = planGroups([...byCore(['a'], 8, 8), ...byCore(['b'], 2, 2).map((p) => ({ ...p, rank: p.rank + 8 }))]);
+  const nodes = new Map([
+    ['a', { cores: 2, oversubscribed: true }],
+    ['b', { cores: 64, oversubscribed: false }],
+  ]);
+  const onA: NodeFacts = { cores: 2, oversubscribed: true };
+  const onB: NodeFacts = { cores: 64, oversubscribed: false };
+  /** What must agree across ranks: each bucket's segments, allreduce form and reduce-scatter top. */
+  const shared = (s: Selector) =>
+    Array.from({ length: 24 }, (_, b) => {
+      const c = s.chooseBucket(b);
+      return JSON.stringify([c.segmentBytes, c.allreduce, c.reduceScatterTop]);
+    });
+
+  it("ranks of both kinds of node choose alike with every node's figures", () => {
+    const a = shared(selector(plan, {}, 65536, { ...onA, nodes }));
+    const b = shared(selector(plan, {}, 65536, { ...onB, nodes }));
+    expect(a).toEqual(b);
+    // The link of node a's groups is the oversubscribed one on every rank.
+    const nodeA = plan.groups.get('node')!.find((g) => g.members.includes(0))!;
+    expect(selector(plan, {}, 65536, { ...onB, nodes }).link(nodeA).name).toBe('shm (oversubscribed)');
+    expect(selector(plan, {}, 65536, { ...onA, nodes }).link(plan.groups.get('node')!.find((g) => g.members.includes(8))!).name).toBe('shm');
+  });
+
+  it('without them each rank prices every node as its own, and the two kinds disagree', () => {
+    expect(shared(selector(plan, {}, 65536, onA))).not.toEqual(shared(selector(plan, {}, 65536, onB)));
+  });
+});

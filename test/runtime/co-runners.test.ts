@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coRunnersOf, hostOversubscribed, kernelId, machineOf, machineOversubscribed } from '../../src/runtime/co-runners.js';
+import { coRunnersOf, hostOversubscribed, kernelId, machineOf, machineOversubscribed, nodeFactsOf } from '../../src/runtime/co-runners.js';
 
 const cpus = (entries: [number, number[]][]) => new Map(entries);
 
@@ -138,5 +138,30 @@ describe('machineOversubscribed: ranks on one kernel share its CPUs whatever the
 
   it("reads this machine's kernel id", () => {
     expect(kernelId()).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('nodeFactsOf: every node priced with its own machine, alike on every rank', () => {
+  it("a node's CPUs are its machine's, and whether that machine's ranks outnumber them", () => {
+    const infos = [
+      // node a: 3 unbound ranks on a 2-CPU machine
+      ...[0, 1, 2].map(() => ({ node: 'a', host: 'a', kernel: 'k1', cpus: '0-1', machineCpus: 2 })),
+      // node b: 2 ranks bound to a core each of a 64-CPU machine
+      { node: 'b', host: 'b', kernel: 'k2', cpus: '0', machineCpus: 64 },
+      { node: 'b', host: 'b', kernel: 'k2', cpus: '1', machineCpus: 64 },
+    ];
+    const facts = nodeFactsOf(infos, 8);
+    expect(facts.get('a')).toEqual({ cores: 2, oversubscribed: true });
+    expect(facts.get('b')).toEqual({ cores: 64, oversubscribed: false });
+  });
+
+  it('emulated nodes of one machine share its CPUs; a rank without machineCpus takes the fallback', () => {
+    const infos = ['n0', 'n0', 'n1', 'n1'].map((node) => ({ node, host: node, kernel: 'k', cpus: '0-1' }));
+    expect(nodeFactsOf(infos, 2)).toEqual(
+      new Map([
+        ['n0', { cores: 2, oversubscribed: true }],
+        ['n1', { cores: 2, oversubscribed: true }],
+      ]),
+    );
   });
 });
