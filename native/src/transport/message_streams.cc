@@ -120,16 +120,22 @@ std::string MessageStreams::Describe(int source, int32_t tag) const {
   return from + " with " + with;
 }
 
-MessageOpPtr MessageStreams::Send(int dest, int32_t tag, const uint8_t* data, uint64_t bytes, uint64_t notify_id) {
+MessageOpPtr MessageStreams::NewOp(MessageOp::Kind kind, int peer, int32_t tag, uint8_t* data, uint64_t bytes, uint64_t notify_id) const {
   auto op = std::make_shared<MessageOp>();
-  op->kind = MessageOp::Kind::kSend;
-  op->peer = dest;
+  op->kind = kind;
+  op->peer = peer;
   op->tag = tag;
-  op->data = const_cast<uint8_t*>(data);
+  op->data = data;
   op->bytes = bytes;
   op->notify = notify_id != 0;
   op->id = notify_id;
   op->deadline = options_.timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(options_.timeout_ms) : Clock::time_point::max();
+  return op;
+}
+
+MessageOpPtr MessageStreams::Send(int dest, int32_t tag, const uint8_t* data, uint64_t bytes, uint64_t notify_id) {
+  // The op only reads `data` (a send's buffer stays the caller's).
+  auto op = NewOp(MessageOp::Kind::kSend, dest, tag, const_cast<uint8_t*>(data), bytes, notify_id);
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) {
     Complete(op, "ECLOSED", "send: the communicator is closed");
@@ -148,16 +154,8 @@ MessageOpPtr MessageStreams::Send(int dest, int32_t tag, const uint8_t* data, ui
 }
 
 MessageOpPtr MessageStreams::Recv(int source, int32_t tag, uint8_t* data, uint64_t capacity, bool allocate, uint64_t notify_id) {
-  auto op = std::make_shared<MessageOp>();
-  op->kind = MessageOp::Kind::kRecv;
-  op->peer = source;
-  op->tag = tag;
-  op->data = data;
-  op->bytes = capacity;
+  auto op = NewOp(MessageOp::Kind::kRecv, source, tag, data, capacity, notify_id);
   op->allocate = allocate;
-  op->notify = notify_id != 0;
-  op->id = notify_id;
-  op->deadline = options_.timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(options_.timeout_ms) : Clock::time_point::max();
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) {
     Complete(op, "ECLOSED", "receive: the communicator is closed");

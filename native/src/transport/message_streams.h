@@ -137,6 +137,9 @@ class MessageStreams {
   static constexpr uint32_t kFrameBye = 0x62796531;      // "bye1"
 
  private:
+  // A new op of `kind` with `peer`, `tag`, buffer and byte count, its notify id and its deadline
+  // (timeout_ms from now).
+  MessageOpPtr NewOp(MessageOp::Kind kind, int peer, int32_t tag, uint8_t* data, uint64_t bytes, uint64_t notify_id) const;
   struct Arrival;
   struct Conn;
   void Loop();
