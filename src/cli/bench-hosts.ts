@@ -10,6 +10,7 @@ import { createState, removeOwnState, stateFile } from '../cluster/state.js';
 import { TopocollError } from '../errors.js';
 import { usageError } from './args.js';
 import { PACKAGE_ROOT } from '../util/package-root.js';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import type { BenchRow, BenchSettings } from './bench-worker.js';
 import type { CliIo } from './io.js';
 import { libraryOf, peerLabel, peerUnavailable, runPeer, type AcrossHosts, type PeerName } from './mpi-peers.js';
@@ -85,6 +86,7 @@ export async function benchAcrossHosts(
   peers: readonly PeerName[],
   io: CliIo,
   step: (what: string) => void,
+  configText = '',
 ): Promise<HostsRun> {
   checkClusterSupport();
   const plan = planCluster(shorthandNetwork(shape.leaves, shape.hostsPerLeaf));
@@ -119,7 +121,7 @@ export async function benchAcrossHosts(
     for (const mode of ['auto', 'flat'] as const) {
       step(`topocoll ${mode} (${size} ranks on ${plan.hosts.length} hosts)`);
       const config = join(dir, `${mode}.yaml`);
-      writeFileSync(config, topocollConfig(network, mode));
+      writeFileSync(config, hostsConfigText(configText, network, mode));
       const got = await runTopocoll(cluster, shape, config, settings, io);
       // The memcpy rows once (the job measures them in each mode); flat's own rows renamed.
       rows.push(...(mode === 'auto' ? got : got.filter((r) => r.collective !== 'memcpy').map((r) => ({ ...r, mode: `${r.mode} flat` }))));
@@ -162,11 +164,22 @@ export async function benchAcrossHosts(
   }
 }
 
-/** auto: the levels as the defaults have them; flat: no level above the node (the switches off). */
-function topocollConfig(network: string, mode: 'auto' | 'flat'): string {
-  const lines = ['network:', '  source: file', `  file: ${JSON.stringify(network)}`];
-  if (mode === 'flat') lines.push('levels:', '  switch1: { enabled: false }', '  switch2: { enabled: false }');
-  return lines.join('\n') + '\n';
+/**
+ * The ranks' configuration: `base` (the user's YAML, `--config`; '' for the defaults) with the
+ * cluster's network file, and for `flat` no level above the node (the switches off; auto keeps
+ * the levels as `base` has them).
+ */
+export function hostsConfigText(base: string, network: string, mode: 'auto' | 'flat'): string {
+  const parsed: unknown = base.trim() === '' ? {} : parseYaml(base);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new TopocollError('ECONFIG', 'the configuration given to bench --hosts is not a YAML mapping');
+  }
+  const config: Record<string, unknown> = { ...(parsed as Record<string, unknown>), network: { source: 'file', file: network } };
+  if (mode === 'flat') {
+    const levels = (config.levels ?? {}) as Record<string, unknown>;
+    config.levels = { ...levels, switch1: { enabled: false }, switch2: { enabled: false } };
+  }
+  return stringifyYaml(config);
 }
 
 /** Starts every rank of bench-worker.js in its host the torchrun way; resolves with rank 0's rows. */

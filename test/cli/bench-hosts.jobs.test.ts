@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseBenchJson } from '../../src/cli/bench-report.js';
@@ -22,7 +22,27 @@ describe('topocoll bench --hosts', () => {
       ctx.skip(rootOnly);
     }
     const dir = tempDir('topocoll-bench-hosts-');
-    const args = ['allreduce', '--hosts', '2x1x1', '--min', '8', '--max', '16', '--iterations', '50', '--peers', 'ompi', '--json', '--report', dir];
+    // A configuration of the user's: the ranks run with it (and the cluster's network).
+    const config = join(dir, 'ranks.yaml');
+    writeFileSync(config, 'allreduce:\n  top: recursive-doubling\n');
+    const args = [
+      'allreduce',
+      '--hosts',
+      '2x1x1',
+      '--min',
+      '8',
+      '--max',
+      '16',
+      '--iterations',
+      '50',
+      '--peers',
+      'ompi',
+      '--json',
+      '--report',
+      dir,
+      '--config',
+      config,
+    ];
     const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'bench', ...args], {
       encoding: 'utf8',
       timeout: 240_000,
@@ -40,11 +60,26 @@ describe('topocoll bench --hosts', () => {
     }
     // iperf3 is optional for the bench; CI installs it.
     if (spawnSync('sh', ['-c', 'command -v iperf3']).status === 0) expect(r.stdout).toMatch(/"probe":"link-bytes-per-second","hosts":"2×1×1","value":\d/);
-    expect(readdirSync(dir)).toEqual(['allreduce-p2-hosts2x1x1.svg']);
+    expect(readdirSync(dir).sort()).toEqual(['allreduce-p2-hosts2x1x1.svg', 'ranks.yaml']);
     const svg = readFileSync(join(dir, 'allreduce-p2-hosts2x1x1.svg'), 'utf8');
     for (const label of ['topocoll sync', 'topocoll flat (no switch levels)', 'Open MPI']) expect(svg).toContain(label);
     // The cluster went with the run: no holder, no state file.
     expect(spawnSync('pgrep', ['-f', 'topocoll-bench-hosts-'], { encoding: 'utf8' }).stdout).toBe('');
     expect(readdirSync(stateDir)).toEqual([]);
+  });
+
+  it('--config with a bad key: ECONFIG naming the file and line, before any cluster is made', () => {
+    const dir = tempDir('topocoll-bench-hosts-config-');
+    const config = join(dir, 'bad.yaml');
+    writeFileSync(config, 'allreduce:\n  top: sideways\n');
+    const r = spawnSync(process.execPath, [`${repoRoot}dist/cli/main.js`, 'bench', 'allreduce', '--hosts', '2x1x1', '--config', config], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, TOPOCOLL_CLUSTER_DIR: stateDir },
+    });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/ECONFIG/);
+    expect(r.stderr).toContain(`${config}:2`);
+    expect(spawnSync('pgrep', ['-f', 'topocoll-bench-hosts-'], { encoding: 'utf8' }).stdout).toBe('');
   });
 });

@@ -21,7 +21,7 @@ import { checkMpirunJob } from '../mpirun.js';
 import type { TopocollConfig } from '../../config/schema.js';
 import { startHogs } from '../hogs.js';
 import { explainBarrier } from '../barrier-explain.js';
-import { resolveConfig } from '../../config/load.js';
+import { loadConfigFile, resolveConfig } from '../../config/load.js';
 import { cellsOf, formatCells, runModelJob } from '../model-accuracy.js';
 import type { ModelRow, ModelSettings } from '../model-worker.js';
 
@@ -34,7 +34,7 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                       [--modes sync,addon,async,window] [--iterations N] [--hogs N] [--config F]
                       [--peers ompi,ompi-han,mpich|all] [--no-mpi]
        topocoll bench [COLLECTIVE] --hosts LEAVES×HOSTS×RANKS [--collectives …] [--min B] [--max B]
-                      [--iterations N] [--repeat R] [--peers LIST] [--no-mpi] [--json]
+                      [--iterations N] [--repeat R] [--config F] [--peers LIST] [--no-mpi] [--json]
                       [--json] [--report DIR]
        topocoll bench [COLLECTIVE] --from-json FILE --report DIR
        topocoll bench bcast --sweep [-n N]
@@ -112,7 +112,9 @@ Usage: topocoll bench [COLLECTIVE] [-n N] [--nodes K] [--transport tcp,mpi] [--b
                      under a spine, H hosts on each, R ranks per host. topocoll with its levels
                      (auto) and with none above the node (flat), started the torchrun way, beside
                      the MPI libraries (default --peers all) started through the cluster's agent,
-                     and the link's capacity between two leaves (iperf3). Blocking calls only
+                     and the link's capacity between two leaves (iperf3). Blocking calls only.
+                     --config F: both topocoll runs' configuration (its network is the cluster's;
+                     flat turns the switch levels off on top of it)
   --json             one JSON object per row instead of tables (with the job: ranks, hogs,
                      nodes, transport, and the commit and day of the run)
   --report DIR       after the run, one SVG chart per collective into DIR (made if missing):
@@ -254,7 +256,7 @@ export async function benchCommand(argv: string[], io: CliIo): Promise<number> {
   }
   if (values.model) return await benchModel(job, values.step, values.repeat, values.json === true);
   if (values.hosts !== undefined) {
-    const clash = (['nodes', 'transport', 'sweep', 'strategies', 'explain', 'hogs', 'config', 'network', 'np'] as const).filter((k) => values[k] !== undefined);
+    const clash = (['nodes', 'transport', 'sweep', 'strategies', 'explain', 'hogs', 'network', 'np'] as const).filter((k) => values[k] !== undefined);
     if (clash.length > 0) throw usageError('bench', `--hosts sets the job itself; drop --${clash.join(', --')}`);
     return await benchHosts(parseHostsShape(values.hosts), { ...settings, modes: ['sync'] }, values, io);
   }
@@ -638,14 +640,18 @@ function formatSweep(rows: BenchRow[], ranks: number, settings: BenchSettings): 
 async function benchHosts(
   shape: HostsShape,
   settings: BenchSettings,
-  values: { 'no-mpi'?: boolean; peers?: string; json?: boolean; report?: string },
+  values: { 'no-mpi'?: boolean; peers?: string; json?: boolean; report?: string; config?: string },
   io: CliIo,
 ): Promise<number> {
   const peers: PeerName[] = values['no-mpi'] ? [] : parsePeers(values.peers ?? 'all');
+  const configPath = values.config === undefined ? undefined : resolve(io.cwd, values.config);
+  // Checked here, so a bad file is named (with its line) before the cluster is made.
+  if (configPath !== undefined) loadConfigFile(configPath);
+  const configText = configPath === undefined ? '' : readFileSync(configPath, 'utf8');
   const progress = new Progress('topocoll bench', 4 + peers.length * settings.collectives.length);
   let run: HostsRun;
   try {
-    run = await benchAcrossHosts(shape, settings, peers, progress.around(io), (what) => progress.step(what));
+    run = await benchAcrossHosts(shape, settings, peers, progress.around(io), (what) => progress.step(what), configText);
   } finally {
     progress.finish();
   }
