@@ -178,18 +178,23 @@ void ShmAllreduce::Reduce(void* buf, uint64_t count, size_t elem, const MsgHeade
 void ShmAllreduce::EveryRankCombines(uint32_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
                                      const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard) {
   MarkDeposited(call, policy);
-  uint8_t* out = static_cast<uint8_t*>(buf);
-  for (size_t r = 0; r < doorbells_.size(); ++r) {
+  // A barrier has nothing to combine (and no operator): bytes 0.
+  FoldDeposits(call, doorbells_.size(), bytes, 0, static_cast<uint8_t*>(buf), bytes, count, header, combine, policy, guard);
+  calls_->all_entered = call + 1;
+}
+
+void ShmAllreduce::FoldDeposits(uint32_t call, size_t upto, size_t deposit_bytes, size_t at, uint8_t* out, size_t out_bytes, uint64_t count,
+                                const MsgHeader& header, const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard) {
+  for (size_t r = 0; r < upto; ++r) {
     if (static_cast<int>(r) != me_) AwaitDeposit(call, r, header, policy, guard);
-    // A barrier has nothing to combine (and no operator). This rank's own data is in its slot.
-    if (bytes == 0) continue;
-    const uint8_t* theirs = DataOf(static_cast<int>(r), call, bytes);
+    // This rank's own term is in its slot too.
+    if (out_bytes == 0) continue;
+    const uint8_t* theirs = DataOf(static_cast<int>(r), call, deposit_bytes) + at;
     if (r == 0)
-      std::memcpy(out, theirs, bytes);
+      std::memcpy(out, theirs, out_bytes);
     else
       combine(out, theirs, count);
   }
-  calls_->all_entered = call + 1;
 }
 
 void ShmAllreduce::LastCombines(uint32_t call, uint64_t round, void* buf, size_t bytes, uint64_t count, const MsgHeader& header,
@@ -344,15 +349,7 @@ void ShmAllreduce::ReduceScatter(const uint8_t* send, uint8_t* recv, const std::
   // The deposit first: with IN_PLACE recv is the input, and its first elements get the result.
   const uint32_t call = Deposit(send, bytes, header, policy, guard);
   MarkDeposited(call, policy);
-  for (size_t r = 0; r < doorbells_.size(); ++r) {
-    if (r != me) AwaitDeposit(call, r, header, policy, guard);
-    if (own == 0) continue;
-    const uint8_t* theirs = DataOf(static_cast<int>(r), call, bytes) + at;
-    if (r == 0)
-      std::memcpy(recv, theirs, static_cast<size_t>(own * elem));
-    else
-      combine(recv, theirs, own);
-  }
+  FoldDeposits(call, doorbells_.size(), bytes, at, recv, static_cast<size_t>(own * elem), own, header, combine, policy, guard);
   calls_->all_entered = call + 1;
 }
 
@@ -364,16 +361,7 @@ void ShmAllreduce::Scan(const uint8_t* send, uint8_t* recv, uint64_t n, size_t e
   // The deposit first: with IN_PLACE recv is the input (this rank's own term comes from its slot).
   const uint32_t call = Deposit(send, bytes, header, policy, guard);
   MarkDeposited(call, policy);
-  const size_t upto = exclusive ? me : me + 1;
-  for (size_t r = 0; r < upto; ++r) {
-    if (r != me) AwaitDeposit(call, r, header, policy, guard);
-    if (bytes == 0) continue;
-    const uint8_t* theirs = DataOf(static_cast<int>(r), call, bytes);
-    if (r == 0)
-      std::memcpy(recv, theirs, bytes);
-    else
-      combine(recv, theirs, n);
-  }
+  FoldDeposits(call, exclusive ? me : me + 1, bytes, 0, recv, bytes, n, header, combine, policy, guard);
   // The last rank waited for every other mark.
   if (me + 1 == doorbells_.size()) calls_->all_entered = call + 1;
 }

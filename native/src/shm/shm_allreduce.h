@@ -260,6 +260,11 @@ class ShmAllreduce {
                     const WaitPolicy& policy, WaitGuard& guard);
   void EveryRankCombines(uint32_t call, void* buf, size_t bytes, uint64_t count, const MsgHeader& header, const Reducer& combine,
                          const WaitPolicy& policy, WaitGuard& guard);
+  // Waits for local ranks 0 … upto − 1 (this one aside) to deposit `call` (deposit_bytes each)
+  // and folds out_bytes (count elements) at byte `at` of each deposit into `out`, in local order:
+  // the first copied, each later one combined on its right. out_bytes 0: only the waits.
+  void FoldDeposits(uint32_t call, size_t upto, size_t deposit_bytes, size_t at, uint8_t* out, size_t out_bytes, uint64_t count,
+                    const MsgHeader& header, const Reducer& combine, const WaitPolicy& policy, WaitGuard& guard);
 
   Counters* counters_;
   uint8_t* results_;
