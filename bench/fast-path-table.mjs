@@ -1,4 +1,4 @@
-// The "How a small call runs" tables of bench/RESULTS.md: for each p, blocking calls with the
+// The "How a small call runs" tables of bench/history/RESULTS-still-current.md: for each p, blocking calls with the
 // JavaScript fast path (mode sync), the same calls through the addon (mode addon) and Open MPI,
 // from `topocoll bench --modes sync,addon --json` output; the fastest of the given runs per cell.
 // Files whose name contains `-levels-` hold addon runs with `bcast.shm` and `reduce.shm` off (the
