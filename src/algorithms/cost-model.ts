@@ -426,17 +426,44 @@ export function predictGroupBarrierUs(algorithm: GroupBarrierAlgorithm, n: numbe
 }
 
 /**
+ * Two stages of a pipeline that one group runs over the same links in opposite directions (an
+ * allreduce's reduce and bcast at one level): in steady state the reduce of segment k + 1 and the
+ * bcast of segment k cross the same pairs at once. `shared` is the link's Gx / 2G, clamped to
+ * [1/2, 1]: 1/2 on a full-duplex link that another agent drives (the two overlap, the slower one
+ * sets the pace), 1 where the ranks' own cores copy both directions (they take turns).
+ */
+export interface StagePair {
+  first: number;
+  second: number;
+  shared: number;
+}
+
+/** A pair's Gx / 2G on `link`, in [1/2, 1] (StagePair.shared). */
+export function duplexShare(link: LinkModel): number {
+  if (!(link.G > 0)) return 0.5;
+  return Math.min(1, Math.max(0.5, link.Gx / (2 * link.G)));
+}
+
+/**
  * A pipeline of stages (levels, or phases of levels) over `segments` segments: the first segment
  * passes every stage, each further one leaves the slowest stage one stage-time after the one
- * before it. `stageUs` are one segment's times.
+ * before it. `stageUs` are one segment's times. A pair of stages on the same links (`pairs`)
+ * paces as one stage of max(first, second, (first + second)·shared).
  */
-export function pipelineUs(stageUs: readonly number[], segments: number): number {
+export function pipelineUs(stageUs: readonly number[], segments: number, pairs: readonly StagePair[] = []): number {
   let sum = 0;
   let max = 0;
-  for (const t of stageUs) {
-    sum += t;
-    max = Math.max(max, t);
+  const paired = new Set<number>();
+  for (const { first, second, shared } of pairs) {
+    const a = stageUs[first]!;
+    const b = stageUs[second]!;
+    max = Math.max(max, a, b, (a + b) * shared);
+    paired.add(first).add(second);
   }
+  stageUs.forEach((t, i) => {
+    sum += t;
+    if (!paired.has(i)) max = Math.max(max, t);
+  });
   return sum + Math.max(0, segments - 1) * max;
 }
 

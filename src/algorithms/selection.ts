@@ -19,6 +19,7 @@ import { TopocollError } from '../errors.js';
 import type { Group, GroupPlan } from '../groups/plan.js';
 
 import {
+  duplexShare,
   pipelineUs,
   predictGroupAllgatherUs,
   predictGroupAllreduceUs,
@@ -35,8 +36,16 @@ import {
   predictPairwiseAlltoallUs,
   type LevelCosts,
   type LinkModel,
+  type StagePair,
 } from './cost-model.js';
 import { autoQueueBytes, chooseTree, fragmentTable, MIN_FRAGMENT, parseTree, predictBcastUs, type BcastShape } from './shm-bcast-model.js';
+
+/** One segment's stage times, and the pairs of them that share links (cost-model.ts, StagePair). */
+interface PairedStages {
+  us: number[];
+  pairs: StagePair[];
+}
+type Stages = number[] | PairedStages;
 
 /**
  * Which algorithm every group of a plan runs each collective with, and the pipelining segment,
@@ -453,19 +462,20 @@ export class Selector {
   }
 
   /** A call whose stages pipeline segments: callUs and the pipeline. */
-  private pipelined(bytes: number, seg: number, stageTimes: (segBytes: number) => number[]): number {
+  private pipelined(bytes: number, seg: number, stageTimes: (segBytes: number) => Stages): number {
     return this.config.model.callUs + this.pipeline(bytes, seg, stageTimes);
   }
 
   /** `bytes` through `stageTimes` (each stage's time for one segment) in segments of `seg` (0: the whole at once). */
-  private pipeline(bytes: number, seg: number, stageTimes: (segBytes: number) => number[]): number {
+  private pipeline(bytes: number, seg: number, stageTimes: (segBytes: number) => Stages): number {
     const piece = seg === 0 ? bytes : Math.min(seg, bytes);
     const count = seg === 0 ? 1 : Math.max(1, Math.ceil(bytes / seg));
     const stages = stageTimes(piece);
+    const us = Array.isArray(stages) ? stages : stages.us;
     // Levels overlap only on cores of their own: a one-node job with more ranks than cores runs
     // its stages' steps one after another (every rank shares the node, so every rank agrees).
-    if (this.serialStages) return count * stages.reduce((t, x) => t + x, 0);
-    return pipelineUs(stages, count);
+    if (this.serialStages) return count * us.reduce((t, x) => t + x, 0);
+    return pipelineUs(us, count, Array.isArray(stages) ? [] : stages.pairs);
   }
 
   /**
@@ -588,16 +598,20 @@ export class Selector {
     seg: number,
     reduceOf: (g: Group) => ReduceAlgorithm,
     bcastOf: (g: Group) => BcastAlgorithm,
-  ): number[] {
+  ): PairedStages {
     const { lower, top: topGroup } = this.split();
     const level = (collective: 'bcast' | 'reduce', groups: Group[]) =>
       Math.max(...groups.map((g) => this.predict(collective, g, collective === 'bcast' ? bcastOf(g) : reduceOf(g), seg)));
-    if (variant === 'reduce-bcast' || topGroup === undefined) {
-      return [...this.levels.map((l) => level('reduce', l.groups)), ...this.levels.map((l) => level('bcast', l.groups)).reverse()];
-    }
+    // A level's reduce (stage k) and its bcast (stage last − k) cross the same pairs.
+    const paired = (levels: { groups: Group[] }[], middle: number[]): PairedStages => {
+      const us = [...levels.map((l) => level('reduce', l.groups)), ...middle, ...levels.map((l) => level('bcast', l.groups)).reverse()];
+      const pairs = levels.map((l, k) => ({ first: k, second: us.length - 1 - k, shared: duplexShare(this.costs(largest(l.groups)).link) }));
+      return { us, pairs };
+    };
+    if (variant === 'reduce-bcast' || topGroup === undefined) return paired(this.levels, []);
     const topCosts = this.costs(topGroup);
     const t = this.bound('allreduce', topGroup, top, seg, topCosts, predictGroupAllreduceUs(top, topGroup.members.length, seg, topCosts));
-    return [...lower.map((l) => level('reduce', l.groups)), t, ...lower.map((l) => level('bcast', l.groups)).reverse()];
+    return paired(lower, [t]);
   }
 
   /** An allgather's stages for blocks of `piece` bytes per rank: the gather levels bottom-up, then the bcast of the whole result down. */

@@ -6,6 +6,7 @@ import {
   exchangeUs,
   oneSidedBcastUs,
   p2pUs,
+  duplexShare,
   pipelineUs,
   predictGroupAllgatherUs,
   predictGroupAllreduceUs,
@@ -265,6 +266,16 @@ describe('pipelineUs', () => {
     expect(pipelineUs([2, 2], 3)).toBe(8); // 4 + 2·2
     expect(pipelineUs([5], 0)).toBe(5); // no further segments below one
     expect(pipelineUs([], 3)).toBe(0);
+  });
+
+  it('a pair of stages on the same links paces as their sum where the cores copy both ways, as the slower where the link is full duplex', () => {
+    const both = { first: 0, second: 2 };
+    expect(pipelineUs([2, 1, 3], 4, [{ ...both, shared: 1 }])).toBe(6 + 3 * 5);
+    expect(pipelineUs([2, 1, 3], 4, [{ ...both, shared: 0.5 }])).toBe(6 + 3 * 3);
+    expect(pipelineUs([2, 1, 3], 4, [{ ...both, shared: 0.75 }])).toBe(6 + 3 * 3.75);
+    expect(pipelineUs([1, 9, 2], 4, [{ ...both, shared: 1 }])).toBe(12 + 3 * 9); // an unpaired stage still paces
+    const on = (G: number, Gx: number) => duplexShare({ ...link, G, Gx });
+    expect([on(1, 2), on(1, 1), on(1, 3), on(1, 0.2), on(0, 1)]).toEqual([1, 0.5, 1, 0.5, 0.5]);
   });
 });
 

@@ -329,6 +329,21 @@ describe('the model decides: parameters that make one algorithm win', () => {
       );
     expect([at(hugeL), at(hugeG)]).toEqual(['flat', 'scatter-allgather']);
   });
+
+  it('an allreduce between 2 nodes: the reduce and bcast of a pipeline take turns on a link whose cores copy both ways (Gx = 2G), so one exchange wins', () => {
+    const plan = worldOnly(2);
+    const tcp = (Gx: number): TopocollConfigInput => ({ model: { links: { tcp: { L: 0.22, os: 4.5, or: 0.96, g: 4.5, G: 0.00047, Gx } } } });
+    const form = (input: TopocollConfigInput, bytes: number) => allreduceName(selector(plan, input).choose(bytes));
+    for (const bytes of [1 << 16, 1 << 18, 1 << 20, 1 << 22]) {
+      expect(form(tcp(0.00094), bytes)).toBe('reduce-allreduce-bcast, top recursive-doubling');
+    }
+    // 64 segments of 64 KiB: on a full-duplex link (Gx = G) the bcast of one overlaps the reduce of the next
+    const pipelineOf = (input: TopocollConfigInput) =>
+      selector(plan, input)
+        .explain('allreduce', 1 << 22)
+        .allreduce!.find((c) => c.algorithm === 'reduce-bcast')!.us;
+    expect(pipelineOf(tcp(0.00047)) / pipelineOf(tcp(0.00094))).toBeCloseTo(0.5, 1);
+  });
 });
 
 describe('segments and the eager limit', () => {
