@@ -268,7 +268,7 @@ interface RawJsPointToPoint {
 interface RawAddon {
   NativeEngine: new (options: NativeEngineOptions) => RawEngine;
   JsPointToPoint: new (rank: number, size: number, tagBase: number, operate: NativeP2POperate) => RawJsPointToPoint;
-  NativeMessages: new (options: { rank: number; size: number; timeoutMs: number }) => RawMessages;
+  NativeMessages: new (options: { rank: number; size: number; timeoutMs: number; driveUs: number }) => RawMessages;
   openP2PLayer(native: object): NativeP2PLayer;
   layerIsend(layer: object, peer: number, tag: number, data: Uint8Array): number;
   layerIrecv(layer: object, peer: number, tag: number, maxBytes: number): number;
@@ -321,8 +321,10 @@ export class NativeMessages {
     private readonly rank: number,
     size: number,
     timeoutMs: number,
+    /** How long a blocking wait reads or writes its streams itself before it sleeps, µs (message_streams.h, Wait). */
+    driveUs: number,
   ) {
-    this.raw = guarded(rank, () => new (load().NativeMessages)({ rank, size, timeoutMs }));
+    this.raw = guarded(rank, () => new (load().NativeMessages)({ rank, size, timeoutMs, driveUs }));
   }
   /** Binds the socket to an ephemeral port of every interface (its hellos are checked); returns the port. */
   bind(): number {

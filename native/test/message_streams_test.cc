@@ -2,13 +2,17 @@
 // messages of every size from one sender arrive in send order, into the posted receive or through
 // the unexpected queue; wildcards; truncation consumes the message and leaves the sender alone;
 // a receive times out naming its source and tag; a peer that closes ends the receives waiting
-// on it, and Close reports the messages never received.
+// on it, and Close reports the messages never received. Every case runs with waits that sleep
+// at once (the progress thread reads and writes everything) and with waits that drive their
+// streams themselves first (drive_us), racing the progress thread for them.
 #include "transport/message_streams.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace topocoll::test {
@@ -16,13 +20,14 @@ namespace {
 
 struct Ranks {
   std::vector<std::unique_ptr<MessageStreams>> r;
-  explicit Ranks(int n, int64_t timeout_ms = 10000) {
+  explicit Ranks(int n, int64_t drive_us, int64_t timeout_ms = 10000) {
     std::vector<TcpPeer> peers;
     for (int i = 0; i < n; ++i) {
       MessageStreams::Options o;
       o.rank = i;
       o.size = n;
       o.timeout_ms = timeout_ms;
+      o.drive_us = drive_us;
       r.push_back(std::make_unique<MessageStreams>(o));
       peers.push_back({i, "127.0.0.1", r.back()->Bind()});
       r.back()->Listen();
@@ -37,8 +42,11 @@ std::vector<uint8_t> Bytes(size_t n, int seed) {
   return v;
 }
 
-TEST(MessageStreams, OrderAndContentPostedOrUnexpected) {
-  Ranks ranks(3);
+// The parameter: drive_us.
+class MessageStreamsTest : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(MessageStreamsTest, OrderAndContentPostedOrUnexpected) {
+  Ranks ranks(3, GetParam());
   const std::vector<size_t> sizes = {0, 1, 100, 70000, 3 << 20, 5};
   std::vector<std::vector<uint8_t>> out;
   std::vector<MessageOpPtr> sends;
@@ -60,8 +68,8 @@ TEST(MessageStreams, OrderAndContentPostedOrUnexpected) {
   }
 }
 
-TEST(MessageStreams, TruncationConsumesTheMessageAndTimeoutsNameSourceAndTag) {
-  Ranks ranks(2, 300);
+TEST_P(MessageStreamsTest, TruncationConsumesTheMessageAndTimeoutsNameSourceAndTag) {
+  Ranks ranks(2, GetParam(), 300);
   auto big = Bytes(1000, 1);
   auto next = Bytes(10, 2);
   auto s1 = ranks.r[0]->Send(1, 9, big.data(), big.size(), 0);
@@ -83,8 +91,8 @@ TEST(MessageStreams, TruncationConsumesTheMessageAndTimeoutsNameSourceAndTag) {
   EXPECT_NE(r3->message.find("rank 0 with tag 77"), std::string::npos) << r3->message;
 }
 
-TEST(MessageStreams, APeerThatClosesEndsTheReceivesWaitingOnItAndCloseCountsTheUnreceived) {
-  Ranks ranks(3);
+TEST_P(MessageStreamsTest, APeerThatClosesEndsTheReceivesWaitingOnItAndCloseCountsTheUnreceived) {
+  Ranks ranks(3, GetParam());
   auto m = Bytes(64, 3);
   for (int i = 0; i < 3; ++i) ranks.r[0]->Wait(ranks.r[0]->Send(2, 1, m.data(), m.size(), 0));
   ranks.r[0]->Wait(ranks.r[0]->Send(2, 2, m.data(), m.size(), 0));
@@ -106,6 +114,51 @@ TEST(MessageStreams, APeerThatClosesEndsTheReceivesWaitingOnItAndCloseCountsTheU
   ranks.r[0]->Wait(after);
   EXPECT_EQ(after->code, "EPEERLOST");
 }
+
+// Ranks on threads of their own: rank 0 answers every message from ranks 1 and 2 (any source,
+// any tag) with its bytes reversed to the sender, ranks 1 and 2 check each answer and the order
+// of their own; sizes cross the socket buffers, so sends and receives stall mid-message on
+// whichever thread holds the stream.
+TEST_P(MessageStreamsTest, RoundTripsOnThreadsOfTheirOwn) {
+  Ranks ranks(3, GetParam());
+  constexpr int kTrips = 300;
+  const std::vector<size_t> sizes = {0, 8, 4096, 65536, 1 << 20};
+  std::thread echo([&] {
+    std::vector<uint8_t> in(1 << 20);
+    for (int i = 0; i < 2 * kTrips; ++i) {
+      auto r = ranks.r[0]->Recv(kAnySource, kAnyTag, in.data(), in.size(), false, 0);
+      ranks.r[0]->Wait(r);
+      ASSERT_EQ(r->code, "") << r->message;
+      std::vector<uint8_t> back(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(r->length));
+      std::reverse(back.begin(), back.end());
+      auto s = ranks.r[0]->Send(r->source, r->status_tag, back.data(), back.size(), 0);
+      ranks.r[0]->Wait(s);
+      ASSERT_EQ(s->code, "") << s->message;
+    }
+  });
+  auto client = [&](int me) {
+    std::vector<uint8_t> in(1 << 20);
+    for (int i = 0; i < kTrips; ++i) {
+      auto out = Bytes(sizes[static_cast<size_t>(i * me) % sizes.size()], i + me);
+      auto s = ranks.r[static_cast<size_t>(me)]->Send(0, i, out.data(), out.size(), 0);
+      auto r = ranks.r[static_cast<size_t>(me)]->Recv(0, i, in.data(), in.size(), false, 0);
+      ranks.r[static_cast<size_t>(me)]->Wait(s);
+      ranks.r[static_cast<size_t>(me)]->Wait(r);
+      ASSERT_EQ(r->code, "") << r->message;
+      ASSERT_EQ(r->length, out.size());
+      std::reverse(out.begin(), out.end());
+      ASSERT_TRUE(std::equal(out.begin(), out.end(), in.begin())) << "rank " << me << " trip " << i;
+    }
+  };
+  std::thread one(client, 1);
+  std::thread two(client, 2);
+  one.join();
+  two.join();
+  echo.join();
+}
+
+INSTANTIATE_TEST_SUITE_P(Waits, MessageStreamsTest, ::testing::Values(0, 200),
+                         [](const ::testing::TestParamInfo<int64_t>& info) { return info.param == 0 ? "Sleeping" : "Driving"; });
 
 }  // namespace
 }  // namespace topocoll::test

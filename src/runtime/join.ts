@@ -297,6 +297,19 @@ export function linkAddress(infos: readonly RankInfo[], rank: number): string {
  * join's last barrier, and the Communicator starts them. Closed by the caller if the join fails.
  */
 export function bindForMessages(rank: number, size: number, config: TopocollConfig): { native: NativeMessages; port: number } {
-  const native = new NativeMessages(rank, size, config.timeouts.collectiveMs);
+  const native = new NativeMessages(rank, size, config.timeouts.collectiveMs, messageDriveUs(config.waits));
   return { native, port: native.bind() };
+}
+
+/** The collectives' waits spin, then yield for about this long before they sleep (native/src/base/wait.h, WaitPolicy.yield_for). */
+const SPIN_DRIVE_US = 200;
+
+/**
+ * How long a blocking message wait reads its streams itself before it sleeps (message_streams.h,
+ * Wait), by the waits policy: spin as long as a collective's wait spins and yields, auto as long
+ * as it spins on a TCP peer, sleep not at all.
+ */
+function messageDriveUs(waits: TopocollConfig['waits']): number {
+  if (waits.mode === 'sleep') return 0;
+  return waits.mode === 'auto' ? waits.remoteSpinUs : SPIN_DRIVE_US;
 }

@@ -49,6 +49,7 @@ class NativeMessages : public Napi::ObjectWrap<NativeMessages> {
     options.rank = o.Get("rank").As<Napi::Number>().Int32Value();
     options.size = o.Get("size").As<Napi::Number>().Int32Value();
     options.timeout_ms = o.Get("timeoutMs").As<Napi::Number>().Int64Value();
+    options.drive_us = o.Get("driveUs").As<Napi::Number>().Int64Value();
     // The environment's teardown may finalize the function before this object goes: the flag
     // says so, and nothing calls or releases it after that.
     auto finalized = finalized_;

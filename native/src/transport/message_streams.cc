@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 
 #include "base/errors.h"
+#include "base/wait.h"
 #include "transport/tcp_links.h"
 
 namespace topocoll {
@@ -25,6 +27,9 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kDiscardBytes = 256 * 1024;
 // The longest single sleep of the loop towards a deadline.
 constexpr int kMaxSleepMs = 1000;
+// How long the loop leaves the incoming streams to a waiter that drives them (Wait) after its
+// last pass: back-to-back blocking calls keep it so, and the loop looks again within this.
+constexpr std::chrono::microseconds kDrivenFor{1000};
 
 }  // namespace
 
@@ -137,6 +142,7 @@ MessageOpPtr MessageStreams::Send(int dest, int32_t tag, const uint8_t* data, ui
   // The op only reads `data` (a send's buffer stays the caller's).
   auto op = NewOp(MessageOp::Kind::kSend, dest, tag, const_cast<uint8_t*>(data), bytes, notify_id);
   std::lock_guard<std::mutex> lock(mutex_);
+  Posted(*op);
   if (closed_) {
     Complete(op, "ECLOSED", "send: the communicator is closed");
   } else if (!gone_[static_cast<size_t>(dest)].empty()) {
@@ -157,6 +163,7 @@ MessageOpPtr MessageStreams::Recv(int source, int32_t tag, uint8_t* data, uint64
   auto op = NewOp(MessageOp::Kind::kRecv, source, tag, data, capacity, notify_id);
   op->allocate = allocate;
   std::lock_guard<std::mutex> lock(mutex_);
+  Posted(*op);
   if (closed_) {
     Complete(op, "ECLOSED", "receive: the communicator is closed");
     return op;
@@ -176,14 +183,82 @@ MessageOpPtr MessageStreams::Recv(int source, int32_t tag, uint8_t* data, uint64
   }
   match_.AddPosted(source, tag, op);
   // Watch a source this rank has no stream from, so that its end reaches this receive.
-  if (source != kAnySource && !in_[static_cast<size_t>(source)]) OutConn(source);
-  Wake();
+  bool connect = false;
+  if (source != kAnySource && !in_[static_cast<size_t>(source)]) {
+    const Conn& watch = OutConn(source);
+    connect = watch.fd < 0 && !watch.ended;
+  }
+  // The loop needs waking only to open the connection or to keep an earlier deadline than it
+  // sleeps towards: a wake-up per receive costs about as much as the message itself.
+  if (connect || op->deadline < loop_wakes_at_) Wake();
   return op;
+}
+
+// An op that will be settled through on_complete needs the loop to read the incoming streams
+// whatever the blocking waits do.
+void MessageStreams::Posted(const MessageOp& op) {
+  if (!op.notify) return;
+  ++pending_notify_;
+  if (loop_skips_inputs_) Wake();
 }
 
 void MessageStreams::Wait(const MessageOpPtr& op) {
   std::unique_lock<std::mutex> lock(mutex_);
+  // Only while no op waits for the loop to settle it: the loop then reads and writes the streams
+  // as well, and a second thread on them only contends for the mutex.
+  if (!op->done && options_.drive_us > 0 && pending_notify_ == 0) {
+    const auto budget = std::chrono::microseconds(options_.drive_us);
+    Clock::time_point until = Clock::now() + budget;
+    for (;;) {
+      const uint64_t before = moved_;
+      Drive(*op);
+      const Clock::time_point now = Clock::now();
+      // The budget is the longest stretch without a byte moved: a large message keeps its
+      // waiter driving while it streams.
+      if (moved_ != before) until = now + budget;
+      const bool reading = op->kind == MessageOp::Kind::kRecv;
+      if (reading) driven_until_ = now + kDrivenFor;
+      if (op->done || closed_) break;
+      if (now >= until) {
+        // Nobody drives any more: the loop reads the streams again, at once.
+        if (reading) driven_until_ = Clock::time_point::min();
+        if (reading && loop_skips_inputs_) Wake();
+        break;
+      }
+      // Between passes the core goes to whatever else may run on it (the peer, when ranks
+      // outnumber cores) and the progress thread may take the mutex.
+      lock.unlock();
+      sched_yield();
+      // The progress thread holds the mutex only for non-blocking work: spinning for it beats
+      // sleeping on it, whose wake-up costs what the message does.
+      while (!lock.try_lock()) CpuRelax();
+      if (op->done || pending_notify_ > 0) break;
+    }
+  }
   done_cv_.wait(lock, [&] { return op->done; });
+}
+
+// Every read and write of a stream happens under mutex_, on whichever thread holds it: the
+// progress thread after poll(), or a waiter here. A stream not yet connected or greeted is the
+// progress thread's alone (it alone opens and accepts connections).
+void MessageStreams::Drive(const MessageOp& op) {
+  auto readable = [](const std::unique_ptr<Conn>& c) { return c && !c->ended && c->fd >= 0; };
+  if (op.kind == MessageOp::Kind::kSend) {
+    Conn* c = out_[static_cast<size_t>(op.peer)].get();
+    if (c != nullptr && c->fd >= 0 && !c->ended && !c->connecting && c->hello_sent == sizeof c->my_hello && !c->sends.empty()) {
+      HandleWrite(*c);
+    }
+    return;
+  }
+  if (op.peer != kAnySource) {
+    auto& c = in_[static_cast<size_t>(op.peer)];
+    if (readable(c)) ReadFrames(*c);
+    return;
+  }
+  for (auto& c : in_) {
+    if (readable(c)) ReadFrames(*c);
+    if (op.done) return;
+  }
 }
 
 bool MessageStreams::Done(const MessageOpPtr& op) {
@@ -196,6 +271,7 @@ void MessageStreams::Complete(const MessageOpPtr& op, std::string code, std::str
   op->code = std::move(code);
   op->message = std::move(message);
   op->done = true;
+  if (op->notify) --pending_notify_;
   done_cv_.notify_all();
   if (op->notify && options_.on_complete) options_.on_complete(op);
 }
@@ -303,6 +379,7 @@ void MessageStreams::HandleWrite(Conn& c) {
         return;
       }
       c.front_sent += static_cast<uint64_t>(n);
+      moved_ += static_cast<uint64_t>(n);
     }
     MessageOpPtr done = op;
     c.sends.pop_front();
@@ -323,6 +400,7 @@ bool MessageStreams::ReadFrames(Conn& c) {
       }
       if (n < 0) return true;
       c.frame_got += static_cast<size_t>(n);
+      moved_ += static_cast<uint64_t>(n);
       if (c.frame_got < sizeof(Frame)) continue;
       c.frame_got = 0;
       if (c.frame.kind == kFrameBye) {
@@ -382,6 +460,7 @@ bool MessageStreams::ReadFrames(Conn& c) {
       }
       if (n < 0) return true;
       c.body_at += static_cast<uint64_t>(n);
+      moved_ += static_cast<uint64_t>(n);
       if (c.arrival) c.arrival->got = c.body_at;
       if (c.body_at < c.frame.length) continue;
     }
@@ -574,7 +653,13 @@ void MessageStreams::Loop() {
     conns.push_back(nullptr);
     fds.push_back({listen_fd_, POLLIN, 0});
     conns.push_back(nullptr);
+    const Clock::time_point now = Clock::now();
+    // While blocking waits drive the incoming streams (and no op waits for the loop to settle
+    // it), the loop stays off them: a wake-up of this thread for every message that arrives
+    // would cost what the message does, and take the core from the waiter on a full machine.
+    loop_skips_inputs_ = pending_notify_ == 0 && now < driven_until_;
     for (auto* list : {&out_, &in_, &greeting_}) {
+      if (list == &in_ && loop_skips_inputs_) continue;
       for (auto& c : *list) {
         if (!c || c->ended || c->fd < 0) continue;
         short events = POLLIN;
@@ -583,17 +668,18 @@ void MessageStreams::Loop() {
         conns.push_back(c.get());
       }
     }
-    const Clock::time_point now = Clock::now();
-    const Clock::time_point deadline = Deadline();
-    // Without a deadline the loop sleeps until a post, a connection or a byte wakes it.
-    int timeout = -1;
-    if (deadline != Clock::time_point::max()) {
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-      timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, kMaxSleepMs));
-    }
+    // The loop sleeps until a post, a connection or a byte wakes it, or towards the nearest
+    // deadline, at most kMaxSleepMs: so a receive posted with a later deadline needs no wake-up.
+    // Off the incoming streams it looks again when the waiters' drive lapses.
+    Clock::time_point deadline = std::min(Deadline(), now + std::chrono::milliseconds(kMaxSleepMs));
+    if (loop_skips_inputs_) deadline = std::min(deadline, driven_until_);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    const int timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, kMaxSleepMs));
+    loop_wakes_at_ = now + std::chrono::milliseconds(timeout);
     lock.unlock();
     ::poll(fds.data(), fds.size(), timeout);
     lock.lock();
+    loop_wakes_at_ = Clock::time_point::min();  // awake: it looks at every deadline before it sleeps again
     if (stopping_) break;
     if (fds[0].revents != 0) {
       uint64_t v;

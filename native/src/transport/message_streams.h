@@ -86,6 +86,9 @@ class MessageStreams {
     int rank = 0;
     int size = 1;
     int64_t timeout_ms = 0;  // 0: receives and sends wait without a limit
+    // How long Wait() drives the op's streams on the waiting thread before it sleeps, µs (0:
+    // sleeps at once; waits: sleep).
+    int64_t drive_us = 0;
     // Called (on any thread, under the mutex: it must not call back in) for ops posted with notify.
     std::function<void(const MessageOpPtr&)> on_complete;
   };
@@ -113,7 +116,11 @@ class MessageStreams {
   // Post a receive into `data` (capacity bytes), or into a buffer of the message's length when
   // `allocate`. A receive an unexpected message matches may end here, on the calling thread.
   MessageOpPtr Recv(int source, int32_t tag, uint8_t* data, uint64_t capacity, bool allocate, uint64_t notify_id);
-  // Blocks until `op` is done.
+  // Blocks until `op` is done. Until drive_us pass without a byte moved it reads (a receive) or
+  // writes (a send) the op's streams itself, yielding the core between passes, unless ops posted
+  // with notify are pending (the loop reads for them anyway); then it sleeps until the progress
+  // thread ends the op: a message that arrives while the receiver waits then costs no thread
+  // hand-off (the progress thread's wake-up and the waiter's, most of a small message's latency).
   void Wait(const MessageOpPtr& op);
   bool Done(const MessageOpPtr& op);
 
@@ -147,6 +154,9 @@ class MessageStreams {
   // Under mutex_:
   void Complete(const MessageOpPtr& op, std::string code = {}, std::string message = {});
   void Deliver(Arrival& arrival, const MessageOpPtr& op);
+  // One non-blocking pass over the streams `op` waits on, on the waiting thread.
+  void Drive(const MessageOp& op);
+  void Posted(const MessageOp& op);
   void Connect(Conn& c);
   void HandleRead(Conn& c);
   void HandleWrite(Conn& c);
@@ -177,6 +187,14 @@ class MessageStreams {
   std::mutex mutex_;
   std::condition_variable done_cv_;
   bool stopping_ = false;
+  // When the progress thread's current sleep ends at the latest (min: it is awake, or not started).
+  std::chrono::steady_clock::time_point loop_wakes_at_ = std::chrono::steady_clock::time_point::min();
+  // Until when blocking waits drive the incoming streams (Wait), and whether the loop's current
+  // sleep leaves them out; ops posted with notify and not done yet (the loop must read for them).
+  std::chrono::steady_clock::time_point driven_until_ = std::chrono::steady_clock::time_point::min();
+  bool loop_skips_inputs_ = false;
+  int pending_notify_ = 0;
+  uint64_t moved_ = 0;  // bytes read and written on every stream so far (Wait's progress)
   bool closed_ = false;
   MatchQueues<MessageOpPtr, std::shared_ptr<Arrival>> match_;
   std::vector<std::unique_ptr<Conn>> out_;       // by peer: this rank's connection to it
