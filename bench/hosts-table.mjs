@@ -2,16 +2,24 @@
 // runs: one Markdown table per collective, a row per message size, a column per cluster shape;
 // each cell topocoll auto / topocoll flat / the fastest MPI library (named) and auto over it
 // (< 1: topocoll is faster). Several runs of one shape: each figure is the median of its runs.
-// Run: node bench/hosts-table.mjs RUN.jsonl... [--sizes 8,4096,1048576]
+// Files after --over are a re-measurement: for every collective and shape they hold, their rows
+// replace those of the files before.
+// Run: node bench/hosts-table.mjs RUN.jsonl... [--over RUN.jsonl...] [--sizes 8,4096,1048576]
 import { benchRows, formatUs as fmt } from './rows.mjs';
 
 const args = process.argv.slice(2);
 const sizesAt = args.indexOf('--sizes');
 const wanted = sizesAt >= 0 ? args.splice(sizesAt, 2)[1].split(',').map(Number) : [8, 512, 4096, 65536, 1048576, 4194304];
-if (args.length === 0) {
-  console.error('usage: node bench/hosts-table.mjs RUN.jsonl... [--sizes B,B,...]');
+const overAt = args.indexOf('--over');
+const over = overAt >= 0 ? args.slice(overAt + 1) : [];
+const base = overAt >= 0 ? args.slice(0, overAt) : args;
+if (base.length === 0) {
+  console.error('usage: node bench/hosts-table.mjs RUN.jsonl... [--over RUN.jsonl...] [--sizes B,B,...]');
   process.exit(2);
 }
+/** "collective shape" pairs the re-measurement holds. */
+const remeasured = new Set();
+for (const row of benchRows(over)) if (row.hosts !== undefined && row.collective !== undefined) remeasured.add(`${row.collective} ${row.hosts}`);
 
 const PEERS = { ompi: 'Open MPI', 'ompi-han': 'han', mpich: 'MPICH' };
 /** "collective mode bytes shape" → every run's avgUs. */
@@ -19,7 +27,11 @@ const times = new Map();
 const shapes = new Set();
 const commits = new Set();
 const links = new Map();
-for (const row of benchRows(args)) {
+const rows = [
+  ...[...benchRows(base)].filter((row) => !remeasured.has(`${row.collective} ${row.hosts}`)),
+  ...benchRows(over),
+];
+for (const row of rows) {
   if (row.probe === 'link-bytes-per-second') {
     links.set(row.hosts, [...(links.get(row.hosts) ?? []), row.value]);
     continue;
