@@ -27,10 +27,7 @@ const times = new Map();
 const shapes = new Set();
 const commits = new Set();
 const links = new Map();
-const rows = [
-  ...[...benchRows(base)].filter((row) => !remeasured.has(`${row.collective} ${row.hosts}`)),
-  ...benchRows(over),
-];
+const rows = [...[...benchRows(base)].filter((row) => !remeasured.has(`${row.collective} ${row.hosts}`)), ...benchRows(over)];
 for (const row of rows) {
   if (row.probe === 'link-bytes-per-second') {
     links.set(row.hosts, [...(links.get(row.hosts) ?? []), row.value]);

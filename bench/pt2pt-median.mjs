@@ -37,6 +37,8 @@ for (const [title, sizes] of tables) {
     const col = (i) => runs.map((r) => r[i]);
     const [lat, olat, bw, obw] = [0, 1, 2, 3].map((i) => median(col(i)));
     const range = `${fmt(Math.min(...col(0)))}–${fmt(Math.max(...col(0)))}`;
-    console.log(`| ${size} | ${fmt(lat)} (${range}) | ${fmt(olat)} | ${(lat / olat).toFixed(1)} | ${fmt(bw)} | ${fmt(obw)} | ${Math.round((100 * bw) / obw)} |`);
+    console.log(
+      `| ${size} | ${fmt(lat)} (${range}) | ${fmt(olat)} | ${(lat / olat).toFixed(1)} | ${fmt(bw)} | ${fmt(obw)} | ${Math.round((100 * bw) / obw)} |`,
+    );
   }
 }

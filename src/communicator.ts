@@ -185,6 +185,8 @@ export class Communicator {
     } else if (parts.origin.links.kind === 'p2p' && !infos.every((i) => i.host === infos[0]!.host)) {
       this.messagesMissing = 'point-to-point messages between the hosts of a host layer (createCommunicator, transport: mpi) are not available yet';
     } else {
+      // Messages to ranks of this node go through the node segment's channels where they can.
+      this.engine.attachMessages(opened.native);
       opened.native.start(
         opened.token,
         infos.map((_, r) => linkAddress(infos, r)),

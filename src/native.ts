@@ -231,6 +231,7 @@ interface RawEngine {
   connectTcp(token: string, peers: TcpPeerAddress[], waitMs: number): { missing: Int32Array; lastError: string };
   useP2P(layer: object, tag: number, layerRanks?: readonly number[]): void;
   addP2PPeers(ranks: readonly number[]): void;
+  attachMessages(messages: RawMessages): void;
   start(): void;
   setPlan(id: number, steps: Int32Array): void;
   setShmGroup(id: number, ranks: readonly number[]): void;
@@ -315,6 +316,10 @@ export interface NativeMessageOp {
  */
 export class NativeMessages {
   private readonly raw: RawMessages;
+  /** The addon's object (NativeEngine.attachMessages takes it). */
+  get handle(): RawMessages {
+    return this.raw;
+  }
   private readonly rethrowAsync = (e: unknown): never => rethrowNative(e, { rank: this.rank });
 
   constructor(
@@ -555,6 +560,11 @@ export class NativeEngine {
   /** The ranks of other nodes this rank's plans exchange with over the layer (they get its abort notice). */
   addP2PPeers(ranks: readonly number[]): void {
     guarded(this.rank, () => this.raw.addP2PPeers(ranks));
+  }
+
+  /** The communicator's messages use this engine's node channels (before they start; they close first). */
+  attachMessages(messages: NativeMessages): void {
+    guarded(this.rank, () => this.raw.attachMessages(messages.handle));
   }
 
   /** From now on every blocking (Sync) collective fails with EINVAL and `reason`, before anything is sent. */

@@ -4,7 +4,9 @@
 // a receive times out naming its source and tag; a peer that closes ends the receives waiting
 // on it, and Close reports the messages never received. Every case runs with waits that sleep
 // at once (the progress thread reads and writes everything) and with waits that drive their
-// streams themselves first (drive_us), racing the progress thread for them.
+// streams themselves first (drive_us), racing the progress thread for them; and with every
+// message on TCP, and with the ranks on one node, where messages that go at once take their
+// channels (a pool over outboxes in this process's memory) and larger ones TCP, interleaved.
 #include "transport/message_streams.h"
 
 #include <gtest/gtest.h>
@@ -12,27 +14,70 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <ostream>
 #include <thread>
 #include <vector>
 
 namespace topocoll::test {
 namespace {
 
+struct Waits {
+  int64_t drive_us;
+  bool node;  // one node: channels for the messages that go at once
+};
+void PrintTo(const Waits& w, std::ostream* os) { *os << "drive_us " << w.drive_us << (w.node ? ", one node" : ", TCP"); }
+
+// One node's outboxes, doorbells and rank controls, as a segment would hold them.
+struct Node {
+  static constexpr uint64_t kOutbox = 2 << 20;
+  std::vector<std::unique_ptr<uint8_t[]>> outboxes;
+  std::unique_ptr<Doorbell[]> bells;
+  std::unique_ptr<RankControl[]> controls;
+  std::vector<std::unique_ptr<ShmChannelPool>> pools;
+  explicit Node(int n) : bells(new Doorbell[static_cast<size_t>(n)]), controls(new RankControl[static_cast<size_t>(n)]) {
+    std::vector<uint8_t*> boxes;
+    std::vector<Doorbell*> doorbells;
+    for (int i = 0; i < n; ++i) {
+      outboxes.emplace_back(new uint8_t[kOutbox]());
+      boxes.push_back(outboxes.back().get());
+      doorbells.push_back(&bells[static_cast<size_t>(i)]);
+      controls[static_cast<size_t>(i)].messages_unnudged_until.store(0);
+    }
+    for (int i = 0; i < n; ++i)
+      pools.push_back(std::make_unique<ShmChannelPool>(boxes, doorbells, i, ChannelPoolParams{kOutbox, 1 << 20, 4096}));
+  }
+  MessageNode View(int i, int n) {
+    MessageNode v;
+    v.pool = pools[static_cast<size_t>(i)].get();
+    for (int k = 0; k < n; ++k) {
+      v.local_index.push_back(k);
+      v.controls.push_back(&controls[static_cast<size_t>(k)]);
+    }
+    return v;
+  }
+};
+
 struct Ranks {
+  std::unique_ptr<Node> node;
   std::vector<std::unique_ptr<MessageStreams>> r;
-  explicit Ranks(int n, int64_t drive_us, int64_t timeout_ms = 10000) {
+  explicit Ranks(int n, Waits waits, int64_t timeout_ms = 10000) {
+    if (waits.node) node = std::make_unique<Node>(n);
     std::vector<TcpPeer> peers;
     for (int i = 0; i < n; ++i) {
       MessageStreams::Options o;
       o.rank = i;
       o.size = n;
       o.timeout_ms = timeout_ms;
-      o.drive_us = drive_us;
+      o.drive_us = waits.drive_us;
       r.push_back(std::make_unique<MessageStreams>(o));
       peers.push_back({i, "127.0.0.1", r.back()->Bind()});
       r.back()->Listen();
+      if (node) r.back()->AttachNode(node->View(i, n));
     }
     for (auto& s : r) s->Start("test-token", peers);
+  }
+  ~Ranks() {
+    for (auto& s : r) s->Close();  // before the node's memory goes
   }
 };
 
@@ -42,8 +87,7 @@ std::vector<uint8_t> Bytes(size_t n, int seed) {
   return v;
 }
 
-// The parameter: drive_us.
-class MessageStreamsTest : public ::testing::TestWithParam<int64_t> {};
+class MessageStreamsTest : public ::testing::TestWithParam<Waits> {};
 
 TEST_P(MessageStreamsTest, OrderAndContentPostedOrUnexpected) {
   Ranks ranks(3, GetParam());
@@ -65,6 +109,10 @@ TEST_P(MessageStreamsTest, OrderAndContentPostedOrUnexpected) {
     EXPECT_EQ(recvs[i]->status_tag, 4);
     ASSERT_EQ(recvs[i]->length, sizes[i]) << "message " << i;
     EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), in[i].begin())) << "message " << i;
+  }
+  // On one node the small ones took rank 0's channel to rank 1 (and nothing else made one).
+  if (ranks.node) {
+    EXPECT_EQ(ranks.node->pools[0]->Use().channels, 1u);
   }
 }
 
@@ -157,8 +205,10 @@ TEST_P(MessageStreamsTest, RoundTripsOnThreadsOfTheirOwn) {
   echo.join();
 }
 
-INSTANTIATE_TEST_SUITE_P(Waits, MessageStreamsTest, ::testing::Values(0, 200),
-                         [](const ::testing::TestParamInfo<int64_t>& info) { return info.param == 0 ? "Sleeping" : "Driving"; });
+INSTANTIATE_TEST_SUITE_P(Waits, MessageStreamsTest, ::testing::Values(Waits{0, false}, Waits{200, false}, Waits{0, true}, Waits{200, true}),
+                         [](const ::testing::TestParamInfo<Waits>& info) {
+                           return std::string(info.param.drive_us == 0 ? "Sleeping" : "Driving") + (info.param.node ? "OneNode" : "Tcp");
+                         });
 
 }  // namespace
 }  // namespace topocoll::test

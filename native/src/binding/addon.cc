@@ -63,6 +63,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                            InstanceMethod("connectTcp", &NativeEngine::ConnectTcp),
                            InstanceMethod("useP2P", &NativeEngine::UseP2P),
                            InstanceMethod("addP2PPeers", &NativeEngine::AddP2PPeers),
+                           InstanceMethod("attachMessages", &NativeEngine::AttachMessages),
                            InstanceMethod("start", &NativeEngine::Start),
                            InstanceMethod("setPlan", &NativeEngine::SetPlan),
                            InstanceMethod("setShmGroup", &NativeEngine::SetShmGroup),
@@ -138,6 +139,13 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     } catch (const CollError& e) {
       ThrowJs(env, e.code(), e.what());
     }
+  }
+
+  // attachMessages(messages): the communicator's NativeMessages use this engine's node
+  // channels (before they start; messages close before the engine does).
+  Napi::Value AttachMessages(const Napi::CallbackInfo& info) {
+    Guarded(info.Env(), [&] { AttachMessagesNode(info[0], engine_->MessagesView()); });
+    return info.Env().Undefined();
   }
 
   Napi::Value ListenTcp(const Napi::CallbackInfo& info) {

@@ -74,6 +74,8 @@ class NativeMessages : public Napi::ObjectWrap<NativeMessages> {
     }
   }
 
+  void AttachNode(MessageNode node) { streams_->AttachNode(std::move(node)); }
+
   ~NativeMessages() override {
     if (streams_) streams_->Close();
     Release();
@@ -247,5 +249,9 @@ class NativeMessages : public Napi::ObjectWrap<NativeMessages> {
 }  // namespace
 
 Napi::Function DefineNativeMessages(Napi::Env env) { return NativeMessages::Define(env); }
+
+void AttachMessagesNode(const Napi::Value& messages, MessageNode node) {
+  NativeMessages::Unwrap(messages.As<Napi::Object>())->AttachNode(std::move(node));
+}
 
 }  // namespace topocoll

@@ -5,8 +5,13 @@
 
 #include <napi.h>
 
+#include "transport/message_streams.h"
+
 namespace topocoll {
 
 Napi::Function DefineNativeMessages(Napi::Env env);
+
+// Gives the NativeMessages `messages` its communicator's node channels (before it starts).
+void AttachMessagesNode(const Napi::Value& messages, MessageNode node);
 
 }  // namespace topocoll

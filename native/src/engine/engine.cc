@@ -383,6 +383,19 @@ void Engine::RingLocal(size_t i) {
 
 void Engine::Start() { liveness_.Start(); }
 
+MessageNode Engine::MessagesView() {
+  MessageNode view;
+  if (!node_.mapped() || !channels_) return view;
+  view.pool = channels_.get();
+  view.asymmetric = policy_.asymmetric;
+  view.local_index.assign(static_cast<size_t>(options_.size), -1);
+  for (size_t i = 0; i < options_.local_ranks.size(); ++i)
+    view.local_index[static_cast<size_t>(options_.local_ranks[i])] = static_cast<int>(i);
+  RankControl* controls = Layout().Controls(segment_.base());
+  for (size_t i = 0; i < options_.local_ranks.size(); ++i) view.controls.push_back(&controls[i]);
+  return view;
+}
+
 void Engine::Close() {
   if (closed_) return;
   closed_ = true;

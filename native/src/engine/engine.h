@@ -34,6 +34,7 @@
 #include "shm/shm_reduce.h"
 #include "shm/shm_segment.h"
 #include "shm/shm_window.h"
+#include "transport/message_streams.h"
 #include "transport/p2p_links.h"
 #include "transport/tcp_links.h"
 
@@ -237,6 +238,11 @@ class Engine {
   bool FreeWindow(uint32_t id) { return windows_.Free(id); }
   // Unmaps every window (close, once no thread runs a collective).
   void ClearWindows() { windows_.Clear(); }
+
+  // --- point-to-point messages (message_streams.h) ---
+  // What they use of the node's segment: its channel pool (null without a segment), every
+  // rank's local index (-1: another node) and the local ranks' controls. Valid until Close().
+  MessageNode MessagesView();
 
   // --- the JavaScript fast path (src/runtime/fast-path.ts) ---
   CallCounters& call_counters() { return counters_; }

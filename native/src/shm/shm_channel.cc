@@ -44,23 +44,36 @@ void ShmChannel::WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard
   WaitUntil([&] { return HalfFree(); }, *sender_, policy, guard);
 }
 
+void ShmChannel::WriteAtOnce(const ByteSlice* slices, size_t count, uint64_t length, const WaitPolicy& policy) {
+  // The body, the next frame zeroed, then the frame.
+  const uint64_t end = head_ + 8 + Padded(length);
+  uint64_t at = head_ + 8;
+  for (size_t s = 0; s < count; ++s) {
+    CopyIn(at, static_cast<const uint8_t*>(slices[s].data), slices[s].size);
+    at += slices[s].size;
+  }
+  FrameAt(end).store(0, std::memory_order_relaxed);
+  FrameAt(head_).store(length, std::memory_order_release);
+  head_ = end;
+  receiver_->Ring(policy.asymmetric);
+}
+
+bool ShmChannel::TrySend(const ByteSlice* slices, size_t count, const WaitPolicy& policy) {
+  uint64_t length = 0;
+  for (size_t s = 0; s < count; ++s) length += slices[s].size;
+  CheckNotEmpty(length);
+  if (!AtOnce(length) || !HasRoom(8 + Padded(length))) return false;
+  WriteAtOnce(slices, count, length, policy);
+  return true;
+}
+
 void ShmChannel::Send(const ByteSlice* slices, size_t count, const WaitPolicy& policy, WaitGuard& guard) {
   uint64_t length = 0;
   for (size_t s = 0; s < count; ++s) length += slices[s].size;
   CheckNotEmpty(length);
   if (AtOnce(length)) {
-    // At once: the body, the next frame zeroed, then the frame.
-    const uint64_t end = head_ + 8 + Padded(length);
-    WaitForRoom(end - head_, policy, guard);
-    uint64_t at = head_ + 8;
-    for (size_t s = 0; s < count; ++s) {
-      CopyIn(at, static_cast<const uint8_t*>(slices[s].data), slices[s].size);
-      at += slices[s].size;
-    }
-    FrameAt(end).store(0, std::memory_order_relaxed);
-    FrameAt(head_).store(length, std::memory_order_release);
-    head_ = end;
-    receiver_->Ring(policy.asymmetric);
+    WaitForRoom(8 + Padded(length), policy, guard);
+    WriteAtOnce(slices, count, length, policy);
     return;
   }
   Outgoing message{slices, count};

@@ -44,6 +44,9 @@ class ShmChannel {
   // Sender: writes the slices back to back as one message (of at least one byte: EINVAL and
   // nothing written otherwise).
   void Send(const ByteSlice* slices, size_t count, const WaitPolicy& policy, WaitGuard& guard);
+  // Sender: writes the slices as one message if it goes at once (AtOnce) and fits the ring now;
+  // false, and nothing written, otherwise. Never waits.
+  bool TrySend(const ByteSlice* slices, size_t count, const WaitPolicy& policy);
 
   // Receiver: waits for `n` bytes of the current message (the next one when the last is done)
   // and copies them out (n a multiple of 8, e.g. the header).
@@ -98,6 +101,8 @@ class ShmChannel {
   static uint64_t Padded(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
   // Copies `n` bytes into the ring at `position`, across its end if need be.
   void CopyIn(uint64_t position, const uint8_t* src, uint64_t n);
+  // Sender: one message of `length` bytes that goes at once and fits the ring.
+  void WriteAtOnce(const ByteSlice* slices, size_t count, uint64_t length, const WaitPolicy& policy);
   // Sender: waits until `bytes` more fit in the ring.
   void WaitForRoom(uint64_t bytes, const WaitPolicy& policy, WaitGuard& guard);
   uint64_t AtOnceLimit() const { return capacity_ / 2 - 8 < kPiece ? capacity_ / 2 - 8 : kPiece; }

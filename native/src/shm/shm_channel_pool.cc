@@ -28,8 +28,12 @@ ShmChannelPool::ShmChannelPool(std::vector<uint8_t*> outboxes, std::vector<Doorb
       params_(params),
       out_(outboxes_.size()),
       in_(outboxes_.size()),
-      scanned_(outboxes_.size(), 0),
-      scan_offset_(outboxes_.size(), kOutboxHeaderBytes),
+      message_out_(outboxes_.size()),
+      message_in_(outboxes_.size()),
+      message_refused_(outboxes_.size(), false),
+      scanned_{std::vector<uint32_t>(outboxes_.size(), 0), std::vector<uint32_t>(outboxes_.size(), 0)},
+      scan_offset_{std::vector<uint64_t>(outboxes_.size(), kOutboxHeaderBytes),
+                   std::vector<uint64_t>(outboxes_.size(), kOutboxHeaderBytes)},
       wanted_(outboxes_.size(), false) {}
 
 uint64_t ShmChannelPool::Left() const { return params_.pool_bytes - kOutboxHeaderBytes - made_bytes_; }
@@ -78,13 +82,10 @@ void ShmChannelPool::MakeChannels(int to) {
     wanted_[static_cast<size_t>(to)] = true;
     ++wanted_missing_;
   }
-  uint8_t* outbox = outboxes_[static_cast<size_t>(local_index_)];
-  OutboxHeader* header = HeaderOf(outbox);
-  uint32_t count = header->count.load(std::memory_order_relaxed);
   // One share for the whole batch, after setting aside the smallest channel for every peer
   // that may still come (Want's guarantee; see the header).
   const uint64_t most = MostChannels();
-  const uint64_t later = most > count + wanted_missing_ ? most - count - wanted_missing_ : 0;
+  const uint64_t later = most > collective_made_ + wanted_missing_ ? most - collective_made_ - wanted_missing_ : 0;
   const uint64_t set_aside = later * smallest < Left() ? later * smallest : 0;
   const uint64_t share = (Left() - set_aside) / wanted_missing_;
   uint64_t capacity = share > kChannelBlockHeaderBytes ? FloorPowerOfTwo(share - kChannelBlockHeaderBytes) : 0;
@@ -92,31 +93,67 @@ void ShmChannelPool::MakeChannels(int to) {
   if (capacity < params_.min_capacity) capacity = params_.min_capacity;  // the invariant keeps share ≥ smallest
   for (size_t peer = 0; peer < out_.size(); ++peer) {
     if (!wanted_[peer] || out_[peer].valid()) continue;
-    const uint64_t offset = kOutboxHeaderBytes + made_bytes_;
-    auto* block = reinterpret_cast<ChannelBlock*>(outbox + offset);
-    block->to = static_cast<uint32_t>(peer);
-    block->capacity = capacity;
-    uint8_t* ring = outbox + offset + kChannelBlockHeaderBytes;
-    std::memset(ring, 0, capacity);  // first touch: on the sender's NUMA node
-    made_bytes_ += kChannelBlockHeaderBytes + capacity;
+    out_[peer] = MakeBlock(static_cast<int>(peer), kCollectiveChannel, capacity);
     --wanted_missing_;
-    header->used.store(made_bytes_, std::memory_order_relaxed);
-    header->count.store(++count, std::memory_order_release);
-    out_[peer] = ShmChannel(&block->control, ring, capacity, doorbells_[static_cast<size_t>(local_index_)], doorbells_[peer]);
+    ++collective_made_;
   }
 }
 
-bool ShmChannelPool::Find(int from) {
+ShmChannel ShmChannelPool::MakeBlock(int to, uint32_t kind, uint64_t capacity) {
+  uint8_t* outbox = outboxes_[static_cast<size_t>(local_index_)];
+  OutboxHeader* header = HeaderOf(outbox);
+  const uint64_t offset = kOutboxHeaderBytes + made_bytes_;
+  auto* block = reinterpret_cast<ChannelBlock*>(outbox + offset);
+  block->to = static_cast<uint32_t>(to);
+  block->kind = kind;
+  block->capacity = capacity;
+  uint8_t* ring = outbox + offset + kChannelBlockHeaderBytes;
+  std::memset(ring, 0, capacity);  // first touch: on the sender's NUMA node
+  made_bytes_ += kChannelBlockHeaderBytes + capacity;
+  header->used.store(made_bytes_, std::memory_order_relaxed);
+  header->count.store(header->count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  return ShmChannel(&block->control, ring, capacity, doorbells_[static_cast<size_t>(local_index_)], doorbells_[static_cast<size_t>(to)]);
+}
+
+ShmChannel* ShmChannelPool::MessageOutgoing(int to) {
+  const auto t = static_cast<size_t>(to);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (message_out_[t].valid()) return &message_out_[t];
+  if (message_refused_[t]) return nullptr;
+  // Spare: beyond the smallest channel for every peer that has no collective channel yet.
+  const uint64_t most = MostChannels();
+  const uint64_t reserve = (most > collective_made_ ? most - collective_made_ : 0) * SmallestBlock();
+  const uint64_t spare = Left() > reserve ? Left() - reserve : 0;
+  uint64_t capacity = kMessageRingBytes < params_.max_capacity ? kMessageRingBytes : params_.max_capacity;
+  while (capacity >= params_.min_capacity && kChannelBlockHeaderBytes + capacity > spare) capacity /= 2;
+  if (capacity < params_.min_capacity) {
+    message_refused_[t] = true;
+    return nullptr;
+  }
+  message_out_[t] = MakeBlock(to, kMessageChannel, capacity);
+  return &message_out_[t];
+}
+
+ShmChannel* ShmChannelPool::MessageIncoming(int from) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ShmChannel& c = message_in_[static_cast<size_t>(from)];
+  return c.valid() || Find(from, kMessageChannel) ? &c : nullptr;
+}
+
+bool ShmChannelPool::Find(int from, uint32_t kind) {
   const size_t s = static_cast<size_t>(from);
+  std::vector<ShmChannel>& found = kind == kMessageChannel ? message_in_ : in_;
+  uint32_t& scanned = scanned_[kind][s];
+  uint64_t& offset = scan_offset_[kind][s];
   uint8_t* outbox = outboxes_[s];
   const uint32_t count = HeaderOf(outbox)->count.load(std::memory_order_acquire);
-  while (scanned_[s] < count) {
-    auto* block = reinterpret_cast<ChannelBlock*>(outbox + scan_offset_[s]);
-    uint8_t* ring = outbox + scan_offset_[s] + kChannelBlockHeaderBytes;
-    ++scanned_[s];
-    scan_offset_[s] += kChannelBlockHeaderBytes + block->capacity;
-    if (block->to == static_cast<uint32_t>(local_index_)) {
-      in_[s] = ShmChannel(&block->control, ring, block->capacity, doorbells_[s], doorbells_[static_cast<size_t>(local_index_)]);
+  while (scanned < count) {
+    auto* block = reinterpret_cast<ChannelBlock*>(outbox + offset);
+    uint8_t* ring = outbox + offset + kChannelBlockHeaderBytes;
+    ++scanned;
+    offset += kChannelBlockHeaderBytes + block->capacity;
+    if (block->to == static_cast<uint32_t>(local_index_) && block->kind == kind) {
+      found[s] = ShmChannel(&block->control, ring, block->capacity, doorbells_[s], doorbells_[static_cast<size_t>(local_index_)]);
       return true;
     }
   }

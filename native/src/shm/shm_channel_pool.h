@@ -35,9 +35,16 @@
 // size: src/runtime/shm-budget.ts).
 // A message to a rank nobody declared (none today) takes a share the same way.
 //
+// Point-to-point messages (message_streams.h) have channels of their own, kind kMessages in the
+// block, made one at a time (MessageOutgoing) from what the outbox has beyond the smallest
+// collective channel set aside for every local rank that has none yet, so they never take room
+// a collective will need; where there is none, the messages to that rank go by TCP.
+//
 // Threads: Want runs where schedules are registered (the JavaScript thread); Outgoing and
-// Incoming where collectives run, one collective at a time. The wanted set is under a mutex;
-// the channel views belong to the collective that runs.
+// Incoming where collectives run, one collective at a time; MessageOutgoing and
+// MessageIncoming on the messages' threads. Making blocks, scanning outboxes and the wanted set
+// are under a mutex; each channel view belongs to its one user (the collective that runs, or the
+// messages' threads under their own mutex).
 #pragma once
 
 #include <atomic>
@@ -60,9 +67,14 @@ struct OutboxHeader {
 struct ChannelBlock {
   ChannelControl control;
   alignas(kFalseSharingBytes) uint32_t to;  // the receiver's local index
-  uint32_t reserved;
-  uint64_t capacity;  // ring bytes, a power of two
+  uint32_t kind;                            // kCollectiveChannel or kMessageChannel
+  uint64_t capacity;                        // ring bytes, a power of two
 };
+inline constexpr uint32_t kCollectiveChannel = 0;
+inline constexpr uint32_t kMessageChannel = 1;
+// A message channel's ring: small messages go through it at once (ShmChannel::AtOnce: up to
+// 64 KiB in a ring of 128 KiB or more); a smaller one where the outbox has less to spare.
+inline constexpr uint64_t kMessageRingBytes = 256 * 1024;
 
 inline constexpr size_t kOutboxHeaderBytes = 4096;
 inline constexpr size_t kChannelBlockHeaderBytes = 512;
@@ -100,14 +112,25 @@ class ShmChannelPool {
   // The channel from `from` to this rank; null while `from` has not made it.
   ShmChannel* Incoming(int from) {
     ShmChannel& c = in_[static_cast<size_t>(from)];
-    return c.valid() || Find(from) ? &c : nullptr;
+    return c.valid() || Find(from, kCollectiveChannel) ? &c : nullptr;
   }
+
+  // This rank's message channel to `to`, made at the first call; null where the outbox has no
+  // room to spare for it (then never: the answer is kept).
+  ShmChannel* MessageOutgoing(int to);
+  // The message channel from `from` to this rank; null while `from` has not made one.
+  ShmChannel* MessageIncoming(int from);
 
   ChannelPoolUse Use() const;
 
  private:
   void MakeChannels(int to);
-  bool Find(int from);
+  // Scans `from`'s outbox for a block of `kind` addressed to this rank; whether a channel of
+  // that kind from it is known now. Each kind keeps its own place in every outbox, so each
+  // scan writes only its own kind's views (no lock for the collectives').
+  bool Find(int from, uint32_t kind);
+  // Under mutex_: appends a block of `kind` to `to` with a ring of `capacity` bytes.
+  ShmChannel MakeBlock(int to, uint32_t kind, uint64_t capacity);
   // Bytes this rank's outbox has left (under mutex_).
   uint64_t Left() const;
   // A block of the smallest channel: its header and min_capacity.
@@ -122,14 +145,18 @@ class ShmChannelPool {
   ChannelPoolParams params_;
   std::vector<ShmChannel> out_;
   std::vector<ShmChannel> in_;
-  // By sender: the next block of its outbox to look at, and where it starts.
-  std::vector<uint32_t> scanned_;
-  std::vector<uint64_t> scan_offset_;
+  std::vector<ShmChannel> message_out_;
+  std::vector<ShmChannel> message_in_;
+  std::vector<bool> message_refused_;  // by peer: no room was spare for its message channel
+  // By kind, then sender: the next block of its outbox to look at, and where it starts.
+  std::vector<uint32_t> scanned_[2];
+  std::vector<uint64_t> scan_offset_[2];
 
   mutable std::mutex mutex_;
   std::vector<bool> wanted_;  // by local index
   size_t wanted_missing_ = 0;
-  uint64_t made_bytes_ = 0;  // blocks made in this rank's outbox
+  uint64_t made_bytes_ = 0;       // blocks made in this rank's outbox
+  uint32_t collective_made_ = 0;  // collective channels among them
 };
 
 }  // namespace topocoll

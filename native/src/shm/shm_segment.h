@@ -14,7 +14,7 @@
 namespace topocoll {
 
 constexpr uint64_t kSegmentMagic = 0x4c4c4f434f504f54ULL;  // "TOPOCOLL"
-constexpr uint32_t kSegmentVersion = 6;                    // raised whenever segment_layout.h changes
+constexpr uint32_t kSegmentVersion = 7;                    // raised whenever segment_layout.h changes
 constexpr size_t kPage = 4096;
 
 // First page of the segment.
@@ -45,6 +45,10 @@ struct alignas(kFalseSharingBytes) RankControl {
   std::atomic<uint32_t> departed;
   alignas(kFalseSharingBytes) std::atomic<uint32_t> call_version;
   std::atomic<uint64_t> call[4];
+  // Point-to-point messages (message_streams.h): until this steady-clock time (ns) the rank's
+  // messages look at their incoming channels without being told, so a sender skips the nudge
+  // it otherwise sends over TCP after a message through a channel. Written by the rank.
+  alignas(kFalseSharingBytes) std::atomic<int64_t> messages_unnudged_until;
 };
 
 // Owner of one mapping. Move-only.

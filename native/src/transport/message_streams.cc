@@ -27,6 +27,10 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kDiscardBytes = 256 * 1024;
 // The longest single sleep of the loop towards a deadline.
 constexpr int kMaxSleepMs = 1000;
+// A driving waiter's passes: the first kSpinPasses pause the CPU between them, later ones
+// yield it; a local source's stream is read every kStreamEvery-th pass (its channel every one).
+constexpr uint32_t kSpinPasses = 64;
+constexpr uint32_t kStreamEvery = 8;
 // How long the loop leaves the incoming streams to a waiter that drives them (Wait) after its
 // last pass: back-to-back blocking calls keep it so, and the loop looks again within this.
 constexpr std::chrono::microseconds kDrivenFor{1000};
@@ -44,12 +48,20 @@ struct MessageStreams::Arrival {
   MessageOpPtr claimed;  // a receive that took it before its body was complete
 };
 
+// The reading side of a source's channel to this rank.
+struct MessageStreams::ChannelIn {
+  ShmChannel* channel = nullptr;  // once the source made it
+  bool held = false;              // `header` read, its body still in the ring: a later seq than the next
+  ChannelHeader header{};
+};
+
 struct MessageStreams::Conn {
   int fd = -1;
   int peer = -1;
   bool outgoing = false;
   bool connecting = false;
   bool ended = false;
+  bool held = false;  // `frame` read: a message with a later seq than the next (ChannelIn's twin)
   // Read side: a frame header, then a body into `target` (matched), `arrival` (unexpected) or nowhere.
   Frame frame{};
   size_t frame_got = 0;
@@ -75,6 +87,9 @@ MessageStreams::MessageStreams(Options options) : options_(std::move(options)) {
   in_.resize(n);
   gone_.resize(n);
   gone_evidence_.resize(n);
+  sent_seq_.resize(n);
+  next_seq_.resize(n);
+  channel_in_.resize(n);
   discard_.resize(kDiscardBytes);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw CollError("EINVAL", "eventfd: " + ErrnoText(errno));
@@ -110,6 +125,17 @@ void MessageStreams::Start(const std::string& token, std::vector<TcpPeer> peers)
   token_ = token;
   peers_ = std::move(peers);
   thread_ = std::thread([this] { Loop(); });
+}
+
+void MessageStreams::AttachNode(MessageNode node) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  node_ = std::move(node);
+  channel_policy_.asymmetric = node_.asymmetric;
+  for (size_t r = 0; r < node_.local_index.size() && r < channel_in_.size(); ++r) {
+    if (node_.pool != nullptr && node_.local_index[r] >= 0 && static_cast<int>(r) != options_.rank) {
+      channel_in_[r] = std::make_unique<ChannelIn>();
+    }
+  }
 }
 
 void MessageStreams::Wake() {
@@ -149,6 +175,12 @@ MessageOpPtr MessageStreams::Send(int dest, int32_t tag, const uint8_t* data, ui
     Complete(op, "EPEERLOST",
              "send to rank " + std::to_string(dest) + " with tag " + std::to_string(tag) + ": " + gone_[static_cast<size_t>(dest)]);
   } else {
+    op->seq = sent_seq_[static_cast<size_t>(dest)]++;
+    if (SendThroughChannel(dest, tag, data, bytes, op->seq)) {
+      Complete(op);
+      Nudge(dest);
+      return op;
+    }
     Conn& c = OutConn(dest);
     c.sends.push_back(op);
     // An idle, connected stream is written at once on this thread (the thread hand-off is most
@@ -209,9 +241,11 @@ void MessageStreams::Wait(const MessageOpPtr& op) {
   if (!op->done && options_.drive_us > 0 && pending_notify_ == 0) {
     const auto budget = std::chrono::microseconds(options_.drive_us);
     Clock::time_point until = Clock::now() + budget;
-    for (;;) {
+    for (uint32_t pass = 0;; ++pass) {
       const uint64_t before = moved_;
-      Drive(*op);
+      // A local source's channel every pass, its stream (a system call) every kStreamEvery-th:
+      // from such a source the stream carries only messages too large for the ring.
+      Drive(*op, pass % kStreamEvery == 0);
       const Clock::time_point now = Clock::now();
       // The budget is the longest stretch without a byte moved: a large message keeps its
       // waiter driving while it streams.
@@ -228,7 +262,11 @@ void MessageStreams::Wait(const MessageOpPtr& op) {
       // Between passes the core goes to whatever else may run on it (the peer, when ranks
       // outnumber cores) and the progress thread may take the mutex.
       lock.unlock();
-      sched_yield();
+      if (pass < kSpinPasses) {
+        CpuRelax();
+      } else {
+        sched_yield();
+      }
       // The progress thread holds the mutex only for non-blocking work: spinning for it beats
       // sleeping on it, whose wake-up costs what the message does.
       while (!lock.try_lock()) CpuRelax();
@@ -241,7 +279,7 @@ void MessageStreams::Wait(const MessageOpPtr& op) {
 // Every read and write of a stream happens under mutex_, on whichever thread holds it: the
 // progress thread after poll(), or a waiter here. A stream not yet connected or greeted is the
 // progress thread's alone (it alone opens and accepts connections).
-void MessageStreams::Drive(const MessageOp& op) {
+void MessageStreams::Drive(const MessageOp& op, bool streams) {
   auto readable = [](const std::unique_ptr<Conn>& c) { return c && !c->ended && c->fd >= 0; };
   if (op.kind == MessageOp::Kind::kSend) {
     Conn* c = out_[static_cast<size_t>(op.peer)].get();
@@ -251,14 +289,11 @@ void MessageStreams::Drive(const MessageOp& op) {
     return;
   }
   if (op.peer != kAnySource) {
-    auto& c = in_[static_cast<size_t>(op.peer)];
-    if (readable(c)) ReadFrames(*c);
+    ReadFrom(op.peer, streams || !channel_in_[static_cast<size_t>(op.peer)]);
     return;
   }
-  for (auto& c : in_) {
-    if (readable(c)) ReadFrames(*c);
-    if (op.done) return;
-  }
+  for (size_t p = 0; p < in_.size() && !op.done; ++p)
+    if (readable(in_[p]) || channel_in_[p]) ReadFrom(static_cast<int>(p), streams || !channel_in_[p]);
 }
 
 bool MessageStreams::Done(const MessageOpPtr& op) {
@@ -354,7 +389,7 @@ void MessageStreams::HandleWrite(Conn& c) {
   while (!c.sends.empty()) {
     const MessageOpPtr& op = c.sends.front();
     if (c.front_sent == 0) {
-      c.front_frame = Frame{kFrameMessage, op->tag, op->bytes};
+      c.front_frame = op->nudge ? Frame{kFrameNudge, 0, 0, 0} : Frame{kFrameMessage, op->tag, op->bytes, op->seq};
       // The time limit counts from when the send is first in line.
       if (options_.timeout_ms > 0) op->deadline = std::max(op->deadline, Clock::now() + std::chrono::milliseconds(options_.timeout_ms));
     }
@@ -390,27 +425,36 @@ void MessageStreams::HandleWrite(Conn& c) {
 
 // Reads what has arrived on `c`; false once the connection ended.
 bool MessageStreams::ReadFrames(Conn& c) {
+  const auto p = static_cast<size_t>(c.peer);
   for (;;) {
     if (!c.in_body) {
-      const ssize_t n = ::recv(c.fd, reinterpret_cast<uint8_t*>(&c.frame) + c.frame_got, sizeof(Frame) - c.frame_got, 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        EndConn(c, Gone(c.peer, n == 0 ? "its process ended (the stream closed without a Bye)"
-                                       : "its connection broke (" + ErrnoText(errno) + ")"));
-        return false;
+      if (!c.held) {
+        const ssize_t n = ::recv(c.fd, reinterpret_cast<uint8_t*>(&c.frame) + c.frame_got, sizeof(Frame) - c.frame_got, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          EndConn(c, Gone(c.peer, n == 0 ? "its process ended (the stream closed without a Bye)"
+                                         : "its connection broke (" + ErrnoText(errno) + ")"));
+          return false;
+        }
+        if (n < 0) return true;
+        c.frame_got += static_cast<size_t>(n);
+        moved_ += static_cast<uint64_t>(n);
+        if (c.frame_got < sizeof(Frame)) continue;
+        c.frame_got = 0;
+        if (c.frame.kind == kFrameBye) {
+          EndConn(c, "rank " + std::to_string(c.peer) + " closed the communicator");
+          return false;
+        }
+        // A message went through the channel: ReadFrom reads it after this stream.
+        if (c.frame.kind == kFrameNudge && !c.outgoing) continue;
+        if (c.frame.kind != kFrameMessage || c.outgoing || c.frame.tag < 0) {
+          EndConn(c, Gone(c.peer, "it sent a frame that is not a message"));
+          return false;
+        }
       }
-      if (n < 0) return true;
-      c.frame_got += static_cast<size_t>(n);
-      moved_ += static_cast<uint64_t>(n);
-      if (c.frame_got < sizeof(Frame)) continue;
-      c.frame_got = 0;
-      if (c.frame.kind == kFrameBye) {
-        EndConn(c, "rank " + std::to_string(c.peer) + " closed the communicator");
-        return false;
-      }
-      if (c.frame.kind != kFrameMessage || c.outgoing || c.frame.tag < 0) {
-        EndConn(c, Gone(c.peer, "it sent a frame that is not a message"));
-        return false;
-      }
+      // The source's messages are matched in seq order, whichever path each took.
+      c.held = c.frame.seq != next_seq_[p];
+      if (c.held) return true;
+      ++next_seq_[p];
       c.body_at = 0;
       c.target.reset();
       c.arrival.reset();
@@ -490,7 +534,143 @@ void MessageStreams::HandleRead(Conn& c) {
     ReadFrames(c);
     return;
   }
-  ReadFrames(c);
+  ReadFrom(c.peer);
+}
+
+void MessageStreams::ReadFrom(int peer, bool stream) {
+  const auto p = static_cast<size_t>(peer);
+  for (;;) {
+    const uint64_t before = next_seq_[p];
+    Conn* c = in_[p].get();
+    if (stream && c != nullptr && !c->ended && c->fd >= 0) ReadFrames(*c);
+    ReadChannel(peer);
+    // A path that held a later message may go on once the other delivered the one before it.
+    if (next_seq_[p] == before) return;
+  }
+}
+
+void MessageStreams::ReadChannels() {
+  for (size_t p = 0; p < channel_in_.size(); ++p)
+    if (channel_in_[p]) ReadFrom(static_cast<int>(p));
+}
+
+void MessageStreams::ReadChannel(int peer) {
+  const auto p = static_cast<size_t>(peer);
+  ChannelIn* in = channel_in_[p].get();
+  if (in == nullptr) return;
+  if (in->channel == nullptr) {
+    in->channel = node_.pool->MessageIncoming(node_.local_index[p]);
+    if (in->channel == nullptr) return;
+  }
+  ShmChannel& ch = *in->channel;
+  for (;;) {
+    if (!in->held) {
+      if (!ch.Arrived()) return;
+      // Written at once: the whole message is in the ring.
+      size_t at = 0;
+      ch.ConsumeArrived(
+          sizeof in->header,
+          [&](const uint8_t* bytes, size_t n) {
+            std::memcpy(reinterpret_cast<uint8_t*>(&in->header) + at, bytes, n);
+            at += n;
+          },
+          channel_policy_);
+      moved_ += sizeof in->header;
+      in->held = true;
+    }
+    if (in->header.seq != next_seq_[p]) return;
+    in->held = false;
+    ++next_seq_[p];
+    const uint64_t length = in->header.length;
+    const int32_t tag = in->header.tag;
+    uint8_t* dst = nullptr;
+    uint64_t room = 0;
+    MessageOpPtr op;
+    std::shared_ptr<Arrival> arrival;
+    if (auto r = match_.TakePosted(peer, tag)) {
+      op = *r;
+      op->source = peer;
+      op->status_tag = tag;
+      op->length = length;
+      if (op->allocate) {
+        op->owned.reset(new uint8_t[length > 0 ? length : 1]);
+        op->data = op->owned.get();
+        op->bytes = length;
+      }
+      dst = op->data;
+      room = op->bytes;
+    } else {
+      arrival = std::make_shared<Arrival>();
+      arrival->source = peer;
+      arrival->tag = tag;
+      arrival->length = arrival->got = length;
+      arrival->data.reset(new uint8_t[length > 0 ? length : 1]);
+      dst = arrival->data.get();
+      room = length;
+    }
+    uint64_t got = 0;
+    if (length > 0) {
+      ch.ConsumeArrived(
+          length,
+          [&](const uint8_t* bytes, size_t n) {
+            const uint64_t keep = got < room ? std::min<uint64_t>(n, room - got) : 0;
+            if (keep > 0) std::memcpy(dst + got, bytes, keep);
+            got += n;
+          },
+          channel_policy_);
+      moved_ += length;
+    }
+    if (arrival) {
+      match_.AddUnexpected(peer, tag, std::move(arrival));
+    } else if (length > room) {
+      Complete(op, "ETRUNCATE",
+               "the message from rank " + std::to_string(peer) + " with tag " + std::to_string(tag) + " has " + std::to_string(length) +
+                   " bytes, more than the receive buffer's " + std::to_string(room));
+    } else {
+      Complete(op);
+    }
+  }
+}
+
+bool MessageStreams::SendThroughChannel(int dest, int32_t tag, const uint8_t* data, uint64_t bytes, uint64_t seq) {
+  if (node_.pool == nullptr || dest == options_.rank) return false;
+  const int local = node_.local_index[static_cast<size_t>(dest)];
+  if (local < 0) return false;
+  ShmChannel* ch = node_.pool->MessageOutgoing(local);
+  if (ch == nullptr) return false;
+  const ChannelHeader header{tag, 0, bytes, seq};
+  const ByteSlice slices[2] = {{&header, sizeof header}, {data, static_cast<size_t>(bytes)}};
+  return ch->TrySend(slices, bytes > 0 ? 2 : 1, channel_policy_);
+}
+
+namespace {
+int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+void MessageStreams::Nudge(int dest) {
+  // The message's publication before the load of the receiver's time (the pair's other half is
+  // in PublishUnnudged and the loop's scan after it).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const RankControl* control = node_.controls[static_cast<size_t>(node_.local_index[static_cast<size_t>(dest)])];
+  if (NowNs() < control->messages_unnudged_until.load(std::memory_order_relaxed)) return;
+  Conn& c = OutConn(dest);
+  // One nudge not yet written covers every message before it.
+  if (!c.sends.empty() && c.sends.back()->nudge && (c.sends.size() > 1 || c.front_sent == 0)) return;
+  auto op = std::make_shared<MessageOp>();
+  op->kind = MessageOp::Kind::kSend;
+  op->peer = dest;
+  op->nudge = true;
+  op->deadline = Clock::time_point::max();
+  c.sends.push_back(op);
+  if (c.fd >= 0 && !c.ended && !c.connecting && c.hello_sent == sizeof c.my_hello && c.sends.size() == 1) HandleWrite(c);
+  if (!op->done) Wake();
+}
+
+void MessageStreams::PublishUnnudged(int64_t until) {
+  if (node_.pool == nullptr) return;
+  const auto mine = static_cast<size_t>(node_.local_index[static_cast<size_t>(options_.rank)]);
+  node_.controls[mine]->messages_unnudged_until.store(until, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void MessageStreams::Greet(Conn& c) {
@@ -518,7 +698,7 @@ void MessageStreams::Greet(Conn& c) {
   c.ended = true;
   in_[static_cast<size_t>(r)] = std::move(conn);
   // Anything already sent after the hello.
-  ReadFrames(*in_[static_cast<size_t>(r)]);
+  ReadFrom(r);
 }
 
 void MessageStreams::DrainArrived() {
@@ -526,7 +706,8 @@ void MessageStreams::DrainArrived() {
   for (auto& c : greeting_)
     if (c && !c->ended && c->fd >= 0 && c->peer < 0) Greet(*c);
   for (auto& c : in_)
-    if (c && !c->ended && c->fd >= 0) ReadFrames(*c);
+    if (c && !c->ended && c->fd >= 0) ReadFrom(c->peer);
+  ReadChannels();
 }
 
 void MessageStreams::AcceptAll() {
@@ -569,6 +750,8 @@ void MessageStreams::EndConn(Conn& c, const std::string& why) {
     }
   }
   const std::string& reason = why;
+  // What the peer wrote into its channel before its stream ended still counts.
+  if (!c.outgoing) ReadChannel(c.peer);
   if (c.outgoing) {
     for (auto& op : c.sends)
       Complete(op, "EPEERLOST", "send to rank " + std::to_string(c.peer) + " with tag " + std::to_string(op->tag) + ": " + reason);
@@ -658,6 +841,12 @@ void MessageStreams::Loop() {
     // it), the loop stays off them: a wake-up of this thread for every message that arrives
     // would cost what the message does, and take the core from the waiter on a full machine.
     loop_skips_inputs_ = pending_notify_ == 0 && now < driven_until_;
+    // Senders skip the nudge while this rank looks at its channels anyway: until the drive
+    // lapses, when this loop wakes and looks again. The scan comes after the store (a fence
+    // between): a message sent un-nudged before it is found now.
+    PublishUnnudged(loop_skips_inputs_ ? std::chrono::duration_cast<std::chrono::nanoseconds>(driven_until_.time_since_epoch()).count()
+                                       : 0);
+    ReadChannels();
     for (auto* list : {&out_, &in_, &greeting_}) {
       if (list == &in_ && loop_skips_inputs_) continue;
       for (auto& c : *list) {
@@ -743,7 +932,7 @@ std::vector<std::pair<int, uint64_t>> MessageStreams::Close() {
   for (const auto& p : match_.posted())
     Complete(p.recv, "ECLOSED", "receive from " + Describe(p.source, p.tag) + ": the communicator was closed");
   match_.Clear();
-  const Frame bye{kFrameBye, 0, 0};
+  const Frame bye{kFrameBye, 0, 0, 0};
   for (auto* list : {&out_, &in_, &greeting_}) {
     for (auto& c : *list) {
       if (!c) continue;

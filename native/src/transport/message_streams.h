@@ -15,9 +15,29 @@
 // close reaches the receive. Every connection starts with a Hello (the job's token, the
 // connecting rank, kHelloMagic); the listener drops connections whose hello is wrong.
 //
+// Channels inside a node. Where the communicator's node segment is attached (AttachNode), a
+// message to a rank of the same node that goes through a ring at once (ShmChannel::AtOnce: up
+// to 64 KiB) and fits it now is written into this rank's message channel to that rank
+// (shm_channel_pool.h, kind kMessageChannel) as one channel message: ChannelHeader{tag, length,
+// seq}, then the body. Anything else takes the TCP stream. Every message from one rank to
+// another carries `seq`, 0, 1, 2, … in send order whatever path it takes, and the receiver
+// matches a source's messages in seq order: a path whose next message is not the next seq
+// stops (a TCP frame's header, a channel message's header, is held) until the other path has
+// delivered the ones before it. So MPI's order holds across the two paths.
+//
+// Who notices a channel message: the receiver's waiters and loop read a source's channel
+// whenever they read its stream (ReadFrom). A sender that wrote into a channel then sends a
+// Frame{kFrameNudge} on its TCP stream so that the receiver's loop wakes — unless the receiver
+// published (RankControl::messages_unnudged_until) that it looks at every channel until a time
+// not yet reached: its loop does so whenever blocking waits drive its streams (Wait), scanning
+// every channel each time it wakes, at the latest at that time. The store of that time and the
+// loop's scan pair with the sender's write and its load of the time (a fence on each side), so
+// a message is either nudged or found by the scan.
+//
 // Frames, written only by the connecting rank on its connection, in send order:
-//   Frame{kFrameMessage, tag, length}, then `length` bytes of body;
-//   Frame{kFrameBye, 0, 0} when the rank closes: nothing follows.
+//   Frame{kFrameMessage, tag, length, seq}, then `length` bytes of body;
+//   Frame{kFrameNudge, 0, 0, 0}: a message went through the channel (no body);
+//   Frame{kFrameBye, 0, 0, 0} when the rank closes: nothing follows.
 // The accepting rank writes only a Bye, when it closes. A connection that ends (EOF, error,
 // refused) without a Bye means the peer died.
 //
@@ -53,6 +73,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/wait.h"
+#include "shm/shm_channel_pool.h"
+#include "shm/shm_segment.h"
 #include "transport/message_match.h"
 #include "transport/tcp_links.h"
 
@@ -67,6 +90,8 @@ struct MessageOp {
   uint64_t bytes = 0;     // send: the message; receive: the buffer's capacity
   bool allocate = false;  // receive: into `owned`, as long as the message (objects)
   bool notify = false;    // call on_complete when done
+  bool nudge = false;     // send: a Frame{kFrameNudge} of no one's, not a message
+  uint64_t seq = 0;       // send: its place among this rank's messages to `peer`
   uint64_t id = 0;        // the poster's number for it
   std::chrono::steady_clock::time_point deadline;
   // The outcome, written once under the engine's mutex; read after `done` (under it, or after Wait).
@@ -79,6 +104,14 @@ struct MessageOp {
   std::unique_ptr<uint8_t[]> owned;
 };
 using MessageOpPtr = std::shared_ptr<MessageOp>;
+
+// What the messages use of the communicator's node segment (Engine::MessagesView).
+struct MessageNode {
+  ShmChannelPool* pool = nullptr;      // null: no channels (every message by TCP)
+  std::vector<int> local_index;        // by rank: its local index, or -1 on another node
+  std::vector<RankControl*> controls;  // by local index
+  bool asymmetric = false;             // the segment's fences (wait.h)
+};
 
 class MessageStreams {
  public:
@@ -109,6 +142,8 @@ class MessageStreams {
   // The communicator's token (the hellos carry it) and every rank's address, then the progress
   // thread starts.
   void Start(const std::string& token, std::vector<TcpPeer> peers);
+  // The node segment's channels, before Start; the segment stays mapped until Close().
+  void AttachNode(MessageNode node);
 
   // Post a send of `bytes` at `data` (which stays valid until the op is done) to `dest`.
   // notify_id > 0: on_complete is called for the op, which carries that id.
@@ -138,10 +173,18 @@ class MessageStreams {
     uint32_t kind;
     int32_t tag;
     uint64_t length;
+    uint64_t seq;
+  };
+  struct ChannelHeader {
+    int32_t tag;
+    uint32_t unused;
+    uint64_t length;
+    uint64_t seq;
   };
   static constexpr uint32_t kHelloMagic = 0x74637032;    // "tcp2"
   static constexpr uint32_t kFrameMessage = 0x6d736731;  // "msg1"
   static constexpr uint32_t kFrameBye = 0x62796531;      // "bye1"
+  static constexpr uint32_t kFrameNudge = 0x6e756431;    // "nud1"
 
  private:
   // A new op of `kind` with `peer`, `tag`, buffer and byte count, its notify id and its deadline
@@ -149,18 +192,33 @@ class MessageStreams {
   MessageOpPtr NewOp(MessageOp::Kind kind, int peer, int32_t tag, uint8_t* data, uint64_t bytes, uint64_t notify_id) const;
   struct Arrival;
   struct Conn;
+  struct ChannelIn;
   void Loop();
   void Wake();
   // Under mutex_:
   void Complete(const MessageOpPtr& op, std::string code = {}, std::string message = {});
   void Deliver(Arrival& arrival, const MessageOpPtr& op);
-  // One non-blocking pass over the streams `op` waits on, on the waiting thread.
-  void Drive(const MessageOp& op);
+  // One non-blocking pass over the streams `op` waits on, on the waiting thread (`streams`
+  // false: a local source's channel only).
+  void Drive(const MessageOp& op, bool streams);
   void Posted(const MessageOp& op);
   void Connect(Conn& c);
   void HandleRead(Conn& c);
   void HandleWrite(Conn& c);
   bool ReadFrames(Conn& c);
+  // Reads `peer`'s stream (unless `stream` is false) and its channel to this rank in turn, until
+  // neither can go on.
+  void ReadFrom(int peer, bool stream = true);
+  // Takes the messages of `peer`'s channel to this rank, in seq order (stops at a later one).
+  void ReadChannel(int peer);
+  // Every local rank's channel to this rank (the loop's look for messages nobody nudged).
+  void ReadChannels();
+  // A send through the channel to `dest`: whether it went (then it is done).
+  bool SendThroughChannel(int dest, int32_t tag, const uint8_t* data, uint64_t bytes, uint64_t seq);
+  // After a message through the channel: a nudge on the stream unless `dest` looks anyway.
+  void Nudge(int dest);
+  // Writes `until` (ns) to this rank's messages_unnudged_until, then fences.
+  void PublishUnnudged(int64_t until);
   void Greet(Conn& c);
   void AcceptAll();
   // At close, with the thread stopped: takes in what arrived and no pass of the loop read yet
@@ -203,6 +261,11 @@ class MessageStreams {
   std::vector<std::string> gone_;                // by peer: why it is gone (empty: not gone)
   std::vector<bool> gone_evidence_;              // an end seen on out_[peer] while in_[peer] still streams
   std::vector<uint8_t> discard_;                 // the bytes of a message beyond its receive's capacity
+  MessageNode node_;
+  WaitPolicy channel_policy_;                           // only its `asymmetric` matters (the rings' fences)
+  std::vector<uint64_t> sent_seq_;                      // by destination: the next message's seq
+  std::vector<uint64_t> next_seq_;                      // by source: the seq of the next message to match
+  std::vector<std::unique_ptr<ChannelIn>> channel_in_;  // by source (local ranks only)
 };
 
 }  // namespace topocoll
