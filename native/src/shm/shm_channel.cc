@@ -62,7 +62,7 @@ bool ShmChannel::TrySend(const ByteSlice* slices, size_t count, const WaitPolicy
   uint64_t length = 0;
   for (size_t s = 0; s < count; ++s) length += slices[s].size;
   CheckNotEmpty(length);
-  if (!AtOnce(length) || !HasRoom(8 + Padded(length))) return false;
+  if (8 + Padded(length) > capacity_ / 2 || !HasRoom(8 + Padded(length))) return false;
   WriteAtOnce(slices, count, length, policy);
   return true;
 }

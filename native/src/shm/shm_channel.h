@@ -44,8 +44,9 @@ class ShmChannel {
   // Sender: writes the slices back to back as one message (of at least one byte: EINVAL and
   // nothing written otherwise).
   void Send(const ByteSlice* slices, size_t count, const WaitPolicy& policy, WaitGuard& guard);
-  // Sender: writes the slices as one message if it goes at once (AtOnce) and fits the ring now;
-  // false, and nothing written, otherwise. Never waits.
+  // Sender: writes the slices as one message, at once, if it takes at most half the ring and
+  // fits it now; false, and nothing written, otherwise. Never waits. (Unlike Send, up to half
+  // the ring rather than a piece: nothing pipelines a message that is written whole.)
   bool TrySend(const ByteSlice* slices, size_t count, const WaitPolicy& policy);
 
   // Receiver: waits for `n` bytes of the current message (the next one when the last is done)

@@ -72,8 +72,8 @@ struct ChannelBlock {
 };
 inline constexpr uint32_t kCollectiveChannel = 0;
 inline constexpr uint32_t kMessageChannel = 1;
-// A message channel's ring: small messages go through it at once (ShmChannel::AtOnce: up to
-// 64 KiB in a ring of 128 KiB or more); a smaller one where the outbox has less to spare.
+// A message channel's ring: messages up to half of it go through it at once (ShmChannel::TrySend);
+// a smaller ring where the outbox has less to spare.
 inline constexpr uint64_t kMessageRingBytes = 256 * 1024;
 
 inline constexpr size_t kOutboxHeaderBytes = 4096;

@@ -16,8 +16,8 @@
 // connecting rank, kHelloMagic); the listener drops connections whose hello is wrong.
 //
 // Channels inside a node. Where the communicator's node segment is attached (AttachNode), a
-// message to a rank of the same node that goes through a ring at once (ShmChannel::AtOnce: up
-// to 64 KiB) and fits it now is written into this rank's message channel to that rank
+// message to a rank of the same node that takes at most half the ring (ShmChannel::TrySend: 128
+// KiB of a 256 KiB ring) and fits it now is written at once into this rank's message channel to that rank
 // (shm_channel_pool.h, kind kMessageChannel) as one channel message: ChannelHeader{tag, length,
 // seq}, then the body. Anything else takes the TCP stream. Every message from one rank to
 // another carries `seq`, 0, 1, 2, … in send order whatever path it takes, and the receiver
