@@ -310,7 +310,7 @@ export interface NativeMessageOp {
 }
 
 /**
- * One communicator's point-to-point messages (native/src/transport/message_streams.h): streams
+ * One communicator's point-to-point messages (native/src/messages/message_streams.h): streams
  * of their own and a progress thread of their own, apart from the collectives'. The arguments
  * are checked by the caller (src/p2p/messages.ts); errors come back as TopocollError.
  */

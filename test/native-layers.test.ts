@@ -6,7 +6,8 @@ import { repoRoot } from './helpers/jobs.js';
 /**
  * The native sources are laid out by layer (docs/architecture.md §1): each folder of native/src
  * is one, and a file includes only files of its own folder and of the folders below it. shm/ and
- * transport/ stand side by side (neither includes the other). Only binding/ speaks Node-API.
+ * transport/ stand side by side (neither includes the other); messages/ (point-to-point
+ * messages, over both) and engine/ stand side by side above them. Only binding/ speaks Node-API.
  * The module table of docs/architecture.md names every native file at its path, and every
  * native path it names exists.
  */
@@ -18,8 +19,9 @@ const MAY_INCLUDE: Readonly<Record<string, readonly string[]>> = {
   base: ['base'],
   shm: ['shm', 'base'],
   transport: ['transport', 'base'],
+  messages: ['messages', 'shm', 'transport', 'base'],
   engine: ['engine', 'shm', 'transport', 'base'],
-  binding: ['binding', 'engine', 'shm', 'transport', 'base'],
+  binding: ['binding', 'engine', 'messages', 'shm', 'transport', 'base'],
 };
 
 /** Headers outside native/src a layer may include: the public host-layer contract (native/include). */

@@ -7,9 +7,10 @@
 // streams themselves first (drive_us), racing the progress thread for them; and with every
 // message on TCP, and with the ranks on one node, where messages that go at once take their
 // channels (a pool over outboxes in this process's memory) and larger ones TCP, interleaved.
-#include "transport/message_streams.h"
+#include "messages/message_streams.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <memory>
@@ -42,6 +43,7 @@ struct Node {
       boxes.push_back(outboxes.back().get());
       doorbells.push_back(&bells[static_cast<size_t>(i)]);
       controls[static_cast<size_t>(i)].messages_unnudged_until.store(0);
+      controls[static_cast<size_t>(i)].pid.store(static_cast<int32_t>(getpid()));
     }
     for (int i = 0; i < n; ++i)
       pools.push_back(std::make_unique<ShmChannelPool>(boxes, doorbells, i, ChannelPoolParams{kOutbox, 1 << 20, 4096}));
@@ -110,9 +112,16 @@ TEST_P(MessageStreamsTest, OrderAndContentPostedOrUnexpected) {
     ASSERT_EQ(recvs[i]->length, sizes[i]) << "message " << i;
     EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), in[i].begin())) << "message " << i;
   }
-  // On one node the small ones took rank 0's channel to rank 1 (and nothing else made one).
+  // On one node the small ones took rank 0's channel to rank 1 (and nothing else made one), the
+  // 3 MiB one was copied out of rank 0; else all went by TCP.
+  const MessageStreams::Paths paths = ranks.r[0]->SentPaths();
   if (ranks.node) {
     EXPECT_EQ(ranks.node->pools[0]->Use().channels, 1u);
+    EXPECT_EQ(paths.channel, 5u);
+    EXPECT_EQ(paths.copy_out, 1u);
+    EXPECT_EQ(paths.stream, 0u);
+  } else {
+    EXPECT_EQ(paths.stream, 6u);
   }
 }
 

@@ -9,7 +9,7 @@ import type { TypedArray } from '../util/typed-array.js';
  * A communicator's point-to-point messages (MPI_Send/Recv/Sendrecv/Isend/Irecv, mpi4py's
  * send/recv of objects): the argument checks, the Sync, Promise and request forms, and the
  * object forms. The messages travel on streams of their own, apart from the collectives', run by
- * a progress thread of their own (native/src/transport/message_streams.h): a receive never
+ * a progress thread of their own (native/src/messages/message_streams.h): a receive never
  * matches collective traffic, and a message in flight never waits for a collective nor a
  * collective for it.
  */

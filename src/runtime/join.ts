@@ -57,7 +57,7 @@ export interface RankInfo {
   address?: string;
   rendezvousAddress?: string;
   slurmPath?: NodeNetworkPath;
-  /** The port of the rank's point-to-point message streams (native/src/transport/message_streams.h). */
+  /** The port of the rank's point-to-point message streams (native/src/messages/message_streams.h). */
   messagesPort?: number;
 }
 

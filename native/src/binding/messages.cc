@@ -11,7 +11,7 @@
 #include "base/errors.h"
 #include "binding/js_error.h"
 #include "binding/js_values.h"
-#include "transport/message_streams.h"
+#include "messages/message_streams.h"
 
 namespace topocoll {
 

@@ -34,7 +34,6 @@
 #include "shm/shm_reduce.h"
 #include "shm/shm_segment.h"
 #include "shm/shm_window.h"
-#include "transport/message_streams.h"
 #include "transport/p2p_links.h"
 #include "transport/tcp_links.h"
 

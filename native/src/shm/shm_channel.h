@@ -48,6 +48,10 @@ class ShmChannel {
   // fits it now; false, and nothing written, otherwise. Never waits. (Unlike Send, up to half
   // the ring rather than a piece: nothing pipelines a message that is written whole.)
   bool TrySend(const ByteSlice* slices, size_t count, const WaitPolicy& policy);
+  // Sender: where the next message will start (after the last one written: TrySend's end).
+  uint64_t head() const { return head_; }
+  // Sender: whether the receiver has consumed everything before `position`.
+  bool Consumed(uint64_t position) const { return control_->tail.load(std::memory_order_acquire) >= position; }
 
   // Receiver: waits for `n` bytes of the current message (the next one when the last is done)
   // and copies them out (n a multiple of 8, e.g. the header).

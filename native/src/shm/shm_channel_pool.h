@@ -56,6 +56,7 @@
 #include "base/cache_line.h"
 #include "base/wait.h"
 #include "shm/shm_channel.h"
+#include "shm/shm_segment.h"
 
 namespace topocoll {
 
@@ -92,6 +93,17 @@ struct ChannelPoolUse {
   uint64_t channels = 0;
   uint64_t bytes = 0;  // blocks: their headers and rings
   uint64_t largest_rank_bytes = 0;
+};
+
+class ShmChannelPool;
+
+// What a communicator's point-to-point messages (messages/message_streams.h) use of its node
+// segment (Engine::MessagesView).
+struct MessageNode {
+  ShmChannelPool* pool = nullptr;      // null: no channels (every message by TCP)
+  std::vector<int> local_index;        // by rank: its local index, or -1 on another node
+  std::vector<RankControl*> controls;  // by local index
+  bool asymmetric = false;             // the segment's fences (wait.h)
 };
 
 class ShmChannelPool {

@@ -49,6 +49,9 @@ struct alignas(kFalseSharingBytes) RankControl {
   // messages look at their incoming channels without being told, so a sender skips the nudge
   // it otherwise sends over TCP after a message through a channel. Written by the rank.
   alignas(kFalseSharingBytes) std::atomic<int64_t> messages_unnudged_until;
+  // The address, in the rank's own memory, of a word holding kMessagesProbe: a peer that can
+  // read it with process_vm_readv may hand this rank large messages to copy out of its memory.
+  std::atomic<uint64_t> messages_probe;
 };
 
 // Owner of one mapping. Move-only.

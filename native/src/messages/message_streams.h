@@ -25,6 +25,17 @@
 // stops (a TCP frame's header, a channel message's header, is held) until the other path has
 // delivered the ones before it. So MPI's order holds across the two paths.
 //
+// Larger messages to a rank of the node go by a single copy where the ranks may read each
+// other's memory (process_vm_readv; a probe of the peer's probe word, RankControl::messages_probe,
+// decides, once per peer): the sender writes a descriptor through the channel —
+// ChannelHeader{kind = kCopyOut}, then CopyOut{address, pid}, then an 8-byte trailer — and its
+// op stays pending. The receiver consumes the header and CopyOut, copies the body straight out
+// of the sender's memory (into the matched receive's buffer, or an unexpected message's own),
+// and only then consumes the trailer: the channel's `tail` passing the descriptor's end is the
+// sender's word that the copy is over and its op is done. The receiver then writes a
+// Frame{kFrameDone} on the sender's stream, back the other way, to wake its progress thread;
+// a waiting sender sees `tail` itself.
+//
 // Who notices a channel message: the receiver's waiters and loop read a source's channel
 // whenever they read its stream (ReadFrom). A sender that wrote into a channel then sends a
 // Frame{kFrameNudge} on its TCP stream so that the receiver's loop wakes — unless the receiver
@@ -64,6 +75,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -105,14 +117,6 @@ struct MessageOp {
 };
 using MessageOpPtr = std::shared_ptr<MessageOp>;
 
-// What the messages use of the communicator's node segment (Engine::MessagesView).
-struct MessageNode {
-  ShmChannelPool* pool = nullptr;      // null: no channels (every message by TCP)
-  std::vector<int> local_index;        // by rank: its local index, or -1 on another node
-  std::vector<RankControl*> controls;  // by local index
-  bool asymmetric = false;             // the segment's fences (wait.h)
-};
-
 class MessageStreams {
  public:
   struct Options {
@@ -151,6 +155,15 @@ class MessageStreams {
   // Post a receive into `data` (capacity bytes), or into a buffer of the message's length when
   // `allocate`. A receive an unexpected message matches may end here, on the calling thread.
   MessageOpPtr Recv(int source, int32_t tag, uint8_t* data, uint64_t capacity, bool allocate, uint64_t notify_id);
+  // How this rank's messages went so far: whole through a channel, copied out of this rank by
+  // the receiver, or on a TCP stream (diagnostics and tests).
+  struct Paths {
+    uint64_t channel = 0;
+    uint64_t copy_out = 0;
+    uint64_t stream = 0;
+  };
+  Paths SentPaths();
+
   // Blocks until `op` is done. Until drive_us pass without a byte moved it reads (a receive) or
   // writes (a send) the op's streams itself, yielding the core between passes, unless ops posted
   // with notify are pending (the loop reads for them anyway); then it sleeps until the progress
@@ -177,14 +190,22 @@ class MessageStreams {
   };
   struct ChannelHeader {
     int32_t tag;
-    uint32_t unused;
+    uint32_t kind;  // kInline: the body follows; kCopyOut: a CopyOut and a trailer follow
     uint64_t length;
     uint64_t seq;
   };
-  static constexpr uint32_t kHelloMagic = 0x74637032;    // "tcp2"
-  static constexpr uint32_t kFrameMessage = 0x6d736731;  // "msg1"
-  static constexpr uint32_t kFrameBye = 0x62796531;      // "bye1"
-  static constexpr uint32_t kFrameNudge = 0x6e756431;    // "nud1"
+  struct CopyOut {
+    uint64_t address;
+    int64_t pid;
+  };
+  static constexpr uint32_t kInline = 0;
+  static constexpr uint32_t kCopyOut = 1;
+  static constexpr uint64_t kMessagesProbe = 0x65626f7270677363;  // "csgprobe"
+  static constexpr uint32_t kHelloMagic = 0x74637032;             // "tcp2"
+  static constexpr uint32_t kFrameMessage = 0x6d736731;           // "msg1"
+  static constexpr uint32_t kFrameBye = 0x62796531;               // "bye1"
+  static constexpr uint32_t kFrameNudge = 0x6e756431;             // "nud1"
+  static constexpr uint32_t kFrameDone = 0x646e6531;              // "dne1": the accepting rank's, a copy-out is over
 
  private:
   // A new op of `kind` with `peer`, `tag`, buffer and byte count, its notify id and its deadline
@@ -213,8 +234,17 @@ class MessageStreams {
   void ReadChannel(int peer);
   // Every local rank's channel to this rank (the loop's look for messages nobody nudged).
   void ReadChannels();
-  // A send through the channel to `dest`: whether it went (then it is done).
-  bool SendThroughChannel(int dest, int32_t tag, const uint8_t* data, uint64_t bytes, uint64_t seq);
+  // A send through the channel to `dest`: kByStream (it did not go), kSent (done) or kCopyOut
+  // (its descriptor went; the op waits in copy_outs_ for the receiver's copy).
+  enum class ChannelSend { kByStream, kSent, kCopyOut };
+  ChannelSend SendThroughChannel(const MessageOpPtr& op, int dest, int32_t tag, const uint8_t* data, uint64_t bytes, uint64_t seq);
+  // Whether this rank may hand `dest` messages to copy out of its memory (probed once).
+  bool CopyOutWorks(int dest);
+  // Ends the copy-outs to `dest` whose descriptors the receiver has consumed.
+  void CheckCopyOuts(int dest);
+  // Takes a copy-out message (header read) into `dst` (room bytes of it): the body from the
+  // sender's memory, then the trailer; an error text when the copy failed.
+  std::string TakeCopyOut(int peer, ChannelIn& in, uint8_t* dst, uint64_t room);
   // After a message through the channel: a nudge on the stream unless `dest` looks anyway.
   void Nudge(int dest);
   // Writes `until` (ns) to this rank's messages_unnudged_until, then fences.
@@ -230,6 +260,8 @@ class MessageStreams {
   void EndConn(Conn& c, const std::string& why);
   void PeerGone(int peer, const std::string& why);
   void FailRecvsFrom(int peer);
+  // Ends the copy-outs to `peer` still waiting for its copy.
+  void FailCopyOuts(int peer, const std::string& code, const std::string& why);
   void Expire(std::chrono::steady_clock::time_point now);
   std::chrono::steady_clock::time_point Deadline() const;
   Conn& OutConn(int peer);
@@ -266,6 +298,12 @@ class MessageStreams {
   std::vector<uint64_t> sent_seq_;                      // by destination: the next message's seq
   std::vector<uint64_t> next_seq_;                      // by source: the seq of the next message to match
   std::vector<std::unique_ptr<ChannelIn>> channel_in_;  // by source (local ranks only)
+  // By destination: copy-outs whose descriptors went, with the channel position after each.
+  std::vector<std::deque<std::pair<MessageOpPtr, uint64_t>>> copy_outs_;
+  std::vector<int8_t> copy_out_works_;  // by destination: 0 not probed yet, 1 yes, -1 no
+  int copy_outs_pending_ = 0;
+  Paths paths_;
+  std::vector<ShmChannel*> channel_out_;  // by destination: this rank's message channel to it, once made
 };
 
 }  // namespace topocoll
