@@ -142,6 +142,16 @@ TEST_P(MessageStreamsTest, TruncationConsumesTheMessageAndTimeoutsNameSourceAndT
   ranks.r[0]->Wait(s1);
   ranks.r[0]->Wait(s2);
   EXPECT_EQ(s1->code, "");
+  // Too large for half a ring: on one node copied out of the sender, and truncated the same way.
+  auto huge = Bytes(300000, 5);
+  auto s3 = ranks.r[0]->Send(1, 9, huge.data(), huge.size(), 0);
+  auto r4 = ranks.r[1]->Recv(0, 9, small.data(), small.size(), false, 0);
+  ranks.r[1]->Wait(r4);
+  EXPECT_EQ(r4->code, "ETRUNCATE");
+  EXPECT_EQ(r4->length, huge.size());
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), huge.begin()));
+  ranks.r[0]->Wait(s3);
+  EXPECT_EQ(s3->code, "");
   auto r3 = ranks.r[1]->Recv(0, 77, small.data(), small.size(), false, 0);
   ranks.r[1]->Wait(r3);
   EXPECT_EQ(r3->code, "ETIMEDOUT");
@@ -153,17 +163,23 @@ TEST_P(MessageStreamsTest, APeerThatClosesEndsTheReceivesWaitingOnItAndCloseCoun
   auto m = Bytes(64, 3);
   for (int i = 0; i < 3; ++i) ranks.r[0]->Wait(ranks.r[0]->Send(2, 1, m.data(), m.size(), 0));
   ranks.r[0]->Wait(ranks.r[0]->Send(2, 2, m.data(), m.size(), 0));
+  // One too large for half a ring: on one node its send ends once rank 2's progress thread has
+  // copied it out (into its unexpected queue), before rank 2 closes.
+  auto big = Bytes(1 << 20, 4);
+  auto copied = ranks.r[0]->Send(2, 1, big.data(), big.size(), 0);
+  ranks.r[0]->Wait(copied);
+  ASSERT_EQ(copied->code, "");
   std::vector<uint8_t> in(64);
   // Rank 1 never had a stream from rank 2: its receive watches rank 2.
   auto waiting = ranks.r[1]->Recv(2, 5, in.data(), in.size(), false, 0);
-  // Rank 2 takes one message, then closes with the other three unreceived.
+  // Rank 2 takes one message, then closes with the other four unreceived.
   auto one = ranks.r[2]->Recv(0, 2, in.data(), in.size(), false, 0);
   ranks.r[2]->Wait(one);
   ASSERT_EQ(one->code, "");
   auto pending = ranks.r[2]->Recv(1, 0, in.data(), in.size(), false, 0);
   const auto unreceived = ranks.r[2]->Close();
   ASSERT_EQ(unreceived.size(), 1u);
-  EXPECT_EQ(unreceived[0], std::make_pair(0, uint64_t{3}));
+  EXPECT_EQ(unreceived[0], std::make_pair(0, uint64_t{4}));
   EXPECT_EQ(pending->code, "ECLOSED");
   ranks.r[1]->Wait(waiting);
   EXPECT_EQ(waiting->code, "EPEERLOST");
