@@ -31,7 +31,8 @@ constexpr int kMaxSleepMs = 1000;
 // A driving waiter's passes: the first kSpinPasses pause the CPU between them, later ones
 // yield it; a local source's stream is read every kStreamEvery-th pass (its channel every one).
 constexpr uint32_t kSpinPasses = 64;
-constexpr uint32_t kStreamEvery = 8;
+constexpr uint32_t kStreamEvery = 64;
+constexpr uint32_t kClockEvery = 8;
 
 int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
@@ -271,22 +272,29 @@ void MessageStreams::Wait(const MessageOpPtr& op) {
     Clock::time_point until = Clock::now() + budget;
     for (uint32_t pass = 0;; ++pass) {
       const uint64_t before = moved_;
-      // A local source's channel every pass, its stream (a system call) every kStreamEvery-th:
-      // from such a source the stream carries only messages too large for the ring.
-      Drive(*op, pass % kStreamEvery == 0);
-      const Clock::time_point now = Clock::now();
-      // The budget is the longest stretch without a byte moved: a large message keeps its
-      // waiter driving while it streams.
-      if (moved_ != before) until = now + budget;
-      const bool reading = op->kind == MessageOp::Kind::kRecv;
-      if (reading) driven_until_ = now + kDrivenFor;
-      if (op->done || closed_) break;
-      if (now >= until) {
-        // Nobody drives any more: the loop reads the streams again, at once.
-        if (reading) driven_until_ = Clock::time_point::min();
-        if (reading && loop_skips_inputs_) Wake();
-        break;
+      // A local source's channel every pass, its stream (a system call) every kStreamEvery-th,
+      // not the first: from such a source the stream carries only what the channel could not
+      // (a full ring, or a copy-out the peers may not make).
+      Drive(*op, pass % kStreamEvery == kStreamEvery - 1);
+      const bool over = op->done || closed_;
+      // The clock every kClockEvery-th pass, or when bytes moved: a pass is far shorter. (The
+      // first pass always: a receive that finds its message there at once still drives.)
+      if (moved_ != before || pass % kClockEvery == 0) {
+        const Clock::time_point now = Clock::now();
+        // The budget is the longest stretch without a byte moved: a large message keeps its
+        // waiter driving while it streams.
+        if (moved_ != before) until = now + budget;
+        const bool reading = op->kind == MessageOp::Kind::kRecv;
+        if (reading) driven_until_ = now + kDrivenFor;
+        if (over) break;
+        if (now >= until) {
+          // Nobody drives any more: the loop reads the streams again, at once.
+          if (reading) driven_until_ = Clock::time_point::min();
+          if (reading && loop_skips_inputs_) Wake();
+          break;
+        }
       }
+      if (over) break;
       // Between passes the core goes to whatever else may run on it (the peer, when ranks
       // outnumber cores) and the progress thread may take the mutex.
       lock.unlock();
