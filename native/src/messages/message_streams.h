@@ -32,9 +32,11 @@
 // op stays pending. The receiver consumes the header and CopyOut, copies the body straight out
 // of the sender's memory (into the matched receive's buffer, or an unexpected message's own),
 // and only then consumes the trailer: the channel's `tail` passing the descriptor's end is the
-// sender's word that the copy is over and its op is done. The receiver then writes a
-// Frame{kFrameDone} on the sender's stream, back the other way, to wake its progress thread;
-// a waiting sender sees `tail` itself.
+// sender's word that the copy is over and its op is done. A waiting sender sees `tail` itself;
+// the receiver writes a Frame{kFrameDone} on the sender's stream, back the other way, to wake
+// the sender's progress thread unless the sender published that it looks anyway (below), and
+// that thread also looks every millisecond while copy-outs wait. A copy that fails (the sender
+// is gone) fails its receive with EPEERLOST.
 //
 // Who notices a channel message: the receiver's waiters and loop read a source's channel
 // whenever they read its stream (ReadFrom). A sender that wrote into a channel then sends a
@@ -49,8 +51,8 @@
 //   Frame{kFrameMessage, tag, length, seq}, then `length` bytes of body;
 //   Frame{kFrameNudge, 0, 0, 0}: a message went through the channel (no body);
 //   Frame{kFrameBye, 0, 0, 0} when the rank closes: nothing follows.
-// The accepting rank writes only a Bye, when it closes. A connection that ends (EOF, error,
-// refused) without a Bye means the peer died.
+// The accepting rank writes only Frame{kFrameDone} (a copy-out is over) and a Bye, when it
+// closes. A connection that ends (EOF, error, refused) without a Bye means the peer died.
 //
 // Progress thread, one per communicator, in a poll() loop over the listener, an eventfd the
 // posting threads ring, and every connection. It writes queued sends in order (non-blocking,
@@ -61,6 +63,10 @@
 // own (the unexpected queue), from which a later receive copies it. So a sender never waits for
 // its receiver to post a receive (no deadlock whatever the order of sends, receives and
 // collectives), at the price of one copy for messages that arrive before their receive.
+//
+// Waits. A blocking wait reads (writes) its op's streams and channels itself, under the mutex,
+// until drive_us pass without a byte moved (Wait); meanwhile the progress thread leaves the
+// incoming streams out of its poll().
 //
 // Outcomes. Each send and receive is a MessageOp; the thread that ends it sets `done` and its
 // outcome under the mutex, wakes the waiters (condition variable) and calls `on_complete` for
