@@ -206,7 +206,7 @@ MessageOpPtr MessageStreams::Send(int dest, int32_t tag, const uint8_t* data, ui
     c.sends.push_back(op);
     // An idle, connected stream is written at once on this thread (the thread hand-off is most
     // of a small message's latency); what does not fit is left to the progress thread.
-    if (c.fd >= 0 && !c.ended && !c.connecting && c.hello_sent == sizeof c.my_hello && c.sends.size() == 1) HandleWrite(c);
+    if (Greeted(c) && c.sends.size() == 1) HandleWrite(c);
     if (!op->done) Wake();
   }
   return op;
@@ -320,7 +320,7 @@ void MessageStreams::Drive(const MessageOp& op, bool streams) {
   if (op.kind == MessageOp::Kind::kSend) {
     if (!copy_outs_[static_cast<size_t>(op.peer)].empty()) CheckCopyOuts(op.peer);
     Conn* c = out_[static_cast<size_t>(op.peer)].get();
-    if (c != nullptr && c->fd >= 0 && !c->ended && !c->connecting && c->hello_sent == sizeof c->my_hello && !c->sends.empty()) {
+    if (c != nullptr && Greeted(*c) && !c->sends.empty()) {
       HandleWrite(*c);
     }
     return;
@@ -365,14 +365,41 @@ void MessageStreams::Deliver(Arrival& a, const MessageOpPtr& op) {
     Complete(op, a.code, a.message);
     return;
   }
-  if (a.length > op->bytes) {
+  CompleteReceive(op, a.source, a.tag, a.length, op->bytes);
+}
+
+void MessageStreams::CompleteReceive(const MessageOpPtr& op, int source, int32_t tag, uint64_t length, uint64_t capacity) {
+  if (length > capacity) {
     Complete(op, "ETRUNCATE",
-             "the message from rank " + std::to_string(a.source) + " with tag " + std::to_string(a.tag) + " has " +
-                 std::to_string(a.length) + " bytes, more than the receive buffer's " + std::to_string(op->bytes));
+             "the message from rank " + std::to_string(source) + " with tag " + std::to_string(tag) + " has " + std::to_string(length) +
+                 " bytes, more than the receive buffer's " + std::to_string(capacity));
     return;
   }
   Complete(op);
 }
+
+MessageOpPtr MessageStreams::Match(int peer, int32_t tag, uint64_t length, std::shared_ptr<Arrival>& arrival) {
+  if (auto r = match_.TakePosted(peer, tag)) {
+    MessageOpPtr op = *r;
+    op->source = peer;
+    op->status_tag = tag;
+    op->length = length;
+    if (op->allocate) {
+      op->owned.reset(new uint8_t[length > 0 ? length : 1]);
+      op->data = op->owned.get();
+      op->bytes = length;
+    }
+    return op;
+  }
+  arrival = std::make_shared<Arrival>();
+  arrival->source = peer;
+  arrival->tag = tag;
+  arrival->length = length;
+  arrival->data.reset(new uint8_t[length > 0 ? length : 1]);
+  return nullptr;
+}
+
+bool MessageStreams::Greeted(const Conn& c) { return c.fd >= 0 && !c.ended && !c.connecting && c.hello_sent == sizeof c.my_hello; }
 
 MessageStreams::Conn& MessageStreams::OutConn(int peer) {
   auto& slot = out_[static_cast<size_t>(peer)];
@@ -502,27 +529,10 @@ bool MessageStreams::ReadFrames(Conn& c) {
       if (c.held) return true;
       ++next_seq_[p];
       c.body_at = 0;
-      c.target.reset();
       c.arrival.reset();
-      if (auto r = match_.TakePosted(c.peer, c.frame.tag)) {
-        c.target = *r;
-        MessageOp& op = *c.target;
-        op.source = c.peer;
-        op.status_tag = c.frame.tag;
-        op.length = c.frame.length;
-        if (op.allocate) {
-          op.owned.reset(new uint8_t[c.frame.length > 0 ? c.frame.length : 1]);
-          op.data = op.owned.get();
-          op.bytes = c.frame.length;
-        }
-      } else {
-        c.arrival = std::make_shared<Arrival>();
-        c.arrival->source = c.peer;
-        c.arrival->tag = c.frame.tag;
-        c.arrival->length = c.frame.length;
-        c.arrival->data.reset(new uint8_t[c.frame.length > 0 ? c.frame.length : 1]);
-        match_.AddUnexpected(c.peer, c.frame.tag, c.arrival);
-      }
+      // An unexpected one is queued now: a receive may claim it while its body streams in.
+      c.target = Match(c.peer, c.frame.tag, c.frame.length, c.arrival);
+      if (c.arrival) match_.AddUnexpected(c.peer, c.frame.tag, c.arrival);
       c.in_body = true;
     }
     // The body: straight into the receive's buffer (the part beyond its capacity dropped), or
@@ -557,13 +567,7 @@ bool MessageStreams::ReadFrames(Conn& c) {
     c.in_body = false;
     if (c.target) {
       MessageOpPtr op = std::move(c.target);
-      if (op->length > op->bytes) {
-        Complete(op, "ETRUNCATE",
-                 "the message from rank " + std::to_string(op->source) + " with tag " + std::to_string(op->status_tag) + " has " +
-                     std::to_string(op->length) + " bytes, more than the receive buffer's " + std::to_string(op->bytes));
-      } else {
-        Complete(op);
-      }
+      CompleteReceive(op, op->source, op->status_tag, op->length, op->bytes);
     } else {
       std::shared_ptr<Arrival> a = std::move(c.arrival);
       if (a->claimed) {
@@ -595,6 +599,18 @@ void MessageStreams::ReadFrom(int peer, bool stream) {
   }
 }
 
+void MessageStreams::TakeArrived(ShmChannel& ch, void* dst, size_t n) {
+  size_t at = 0;
+  ch.ConsumeArrived(
+      n,
+      [&](const uint8_t* bytes, size_t k) {
+        std::memcpy(static_cast<uint8_t*>(dst) + at, bytes, k);
+        at += k;
+      },
+      channel_policy_);
+  moved_ += n;
+}
+
 void MessageStreams::ReadChannels() {
   for (size_t p = 0; p < channel_in_.size(); ++p)
     if (channel_in_[p]) ReadFrom(static_cast<int>(p));
@@ -613,15 +629,7 @@ void MessageStreams::ReadChannel(int peer) {
     if (!in->held) {
       if (!ch.Arrived()) return;
       // Written at once: the whole message (or a copy-out's descriptor) is in the ring.
-      size_t at = 0;
-      ch.ConsumeArrived(
-          sizeof in->header,
-          [&](const uint8_t* bytes, size_t n) {
-            std::memcpy(reinterpret_cast<uint8_t*>(&in->header) + at, bytes, n);
-            at += n;
-          },
-          channel_policy_);
-      moved_ += sizeof in->header;
+      TakeArrived(ch, &in->header, sizeof in->header);
       in->held = true;
     }
     if (in->header.seq != next_seq_[p]) return;
@@ -629,31 +637,10 @@ void MessageStreams::ReadChannel(int peer) {
     ++next_seq_[p];
     const uint64_t length = in->header.length;
     const int32_t tag = in->header.tag;
-    uint8_t* dst = nullptr;
-    uint64_t room = 0;
-    MessageOpPtr op;
     std::shared_ptr<Arrival> arrival;
-    if (auto r = match_.TakePosted(peer, tag)) {
-      op = *r;
-      op->source = peer;
-      op->status_tag = tag;
-      op->length = length;
-      if (op->allocate) {
-        op->owned.reset(new uint8_t[length > 0 ? length : 1]);
-        op->data = op->owned.get();
-        op->bytes = length;
-      }
-      dst = op->data;
-      room = op->bytes;
-    } else {
-      arrival = std::make_shared<Arrival>();
-      arrival->source = peer;
-      arrival->tag = tag;
-      arrival->length = arrival->got = length;
-      arrival->data.reset(new uint8_t[length > 0 ? length : 1]);
-      dst = arrival->data.get();
-      room = length;
-    }
+    const MessageOpPtr op = Match(peer, tag, length, arrival);
+    uint8_t* dst = op ? op->data : arrival->data.get();
+    const uint64_t room = op ? op->bytes : length;
     std::string error;
     uint64_t got = 0;
     if (in->header.kind == kCopyOut) {
@@ -670,6 +657,8 @@ void MessageStreams::ReadChannel(int peer) {
       moved_ += length;
     }
     if (arrival) {
+      // Whole already: it is queued with its body.
+      arrival->got = length;
       if (!error.empty()) {
         arrival->code = "EPEERLOST";
         arrival->message = error;
@@ -677,12 +666,8 @@ void MessageStreams::ReadChannel(int peer) {
       match_.AddUnexpected(peer, tag, std::move(arrival));
     } else if (!error.empty()) {
       Complete(op, "EPEERLOST", "receive from rank " + std::to_string(peer) + ": " + error);
-    } else if (length > room) {
-      Complete(op, "ETRUNCATE",
-               "the message from rank " + std::to_string(peer) + " with tag " + std::to_string(tag) + " has " + std::to_string(length) +
-                   " bytes, more than the receive buffer's " + std::to_string(room));
     } else {
-      Complete(op);
+      CompleteReceive(op, peer, tag, length, room);
     }
   }
 }
@@ -743,14 +728,7 @@ void MessageStreams::CheckCopyOuts(int dest) {
 std::string MessageStreams::TakeCopyOut(int peer, ChannelIn& in, uint8_t* dst, uint64_t room) {
   ShmChannel& ch = *in.channel;
   CopyOut from{};
-  size_t at = 0;
-  ch.ConsumeArrived(
-      sizeof from,
-      [&](const uint8_t* bytes, size_t n) {
-        std::memcpy(reinterpret_cast<uint8_t*>(&from) + at, bytes, n);
-        at += n;
-      },
-      channel_policy_);
+  TakeArrived(ch, &from, sizeof from);
   const uint64_t want = std::min(in.header.length, room);
   std::string error;
   for (uint64_t done = 0; done < want;) {
@@ -790,13 +768,11 @@ void MessageStreams::Nudge(int dest) {
   Conn& c = OutConn(dest);
   // One nudge not yet written covers every message before it.
   if (!c.sends.empty() && c.sends.back()->nudge && (c.sends.size() > 1 || c.front_sent == 0)) return;
-  auto op = std::make_shared<MessageOp>();
-  op->kind = MessageOp::Kind::kSend;
-  op->peer = dest;
+  auto op = NewOp(MessageOp::Kind::kSend, dest, 0, nullptr, 0, 0);
   op->nudge = true;
-  op->deadline = Clock::time_point::max();
+  op->deadline = Clock::time_point::max();  // nobody's: no time limit
   c.sends.push_back(op);
-  if (c.fd >= 0 && !c.ended && !c.connecting && c.hello_sent == sizeof c.my_hello && c.sends.size() == 1) HandleWrite(c);
+  if (Greeted(c) && c.sends.size() == 1) HandleWrite(c);
   if (!op->done) Wake();
 }
 

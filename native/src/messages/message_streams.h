@@ -225,6 +225,17 @@ class MessageStreams {
   // Under mutex_:
   void Complete(const MessageOpPtr& op, std::string code = {}, std::string message = {});
   void Deliver(Arrival& arrival, const MessageOpPtr& op);
+  // A receive whose message of `length` bytes is in its buffer (as much as `capacity` held):
+  // done, or ETRUNCATE.
+  void CompleteReceive(const MessageOpPtr& op, int source, int32_t tag, uint64_t length, uint64_t capacity);
+  // The next message of `peer` (its seq the next): the posted receive it matches, its status set
+  // and its buffer allocated if it asked for one; else null, and `arrival` a new unexpected
+  // message of `length` bytes (not queued yet).
+  MessageOpPtr Match(int peer, int32_t tag, uint64_t length, std::shared_ptr<Arrival>& arrival);
+  // Copies out `n` bytes of the channel's current message, which have arrived.
+  void TakeArrived(ShmChannel& ch, void* dst, size_t n);
+  // Connected and greeted: sends may be written on it now.
+  static bool Greeted(const Conn& c);
   // One non-blocking pass over the streams `op` waits on, on the waiting thread (`streams`
   // false: a local source's channel only).
   void Drive(const MessageOp& op, bool streams);
