@@ -17,9 +17,9 @@ if (base.length === 0) {
   console.error('usage: node bench/hosts-table.mjs RUN.jsonl... [--over RUN.jsonl...] [--sizes B,B,...]');
   process.exit(2);
 }
+const overRows = [...benchRows(over)];
 /** "collective shape" pairs the re-measurement holds. */
-const remeasured = new Set();
-for (const row of benchRows(over)) if (row.hosts !== undefined && row.collective !== undefined) remeasured.add(`${row.collective} ${row.hosts}`);
+const remeasured = new Set(overRows.filter((row) => row.hosts !== undefined && row.collective !== undefined).map((row) => `${row.collective} ${row.hosts}`));
 
 const PEERS = { ompi: 'Open MPI', 'ompi-han': 'han', mpich: 'MPICH' };
 /** "collective mode bytes shape" → every run's avgUs. */
@@ -27,7 +27,7 @@ const times = new Map();
 const shapes = new Set();
 const commits = new Set();
 const links = new Map();
-const rows = [...[...benchRows(base)].filter((row) => !remeasured.has(`${row.collective} ${row.hosts}`)), ...benchRows(over)];
+const rows = [...[...benchRows(base)].filter((row) => !remeasured.has(`${row.collective} ${row.hosts}`)), ...overRows];
 for (const row of rows) {
   if (row.probe === 'link-bytes-per-second') {
     links.set(row.hosts, [...(links.get(row.hosts) ?? []), row.value]);
