@@ -1,4 +1,4 @@
-// RESULTS' "Waiting beside others' work" table: the same job under each `waits.mode`, several
+// The "Waiting beside others' work" table (bench/history/RESULTS-still-current.md): the same job under each `waits.mode`, several
 // rounds each (files PREFIX-MODE-ROUND.jsonl from `topocoll bench --json`); a row per collective
 // and size, a column per mode, each the median of its rounds with their range.
 // Run: node bench/waits-table.mjs DIR PREFIX MODE... [--sizes 8,512,...]
